@@ -1,0 +1,168 @@
+"""Every SQL statement pgkick runs: generated from sql/ by infra/bundle_sql.py.
+
+Do not edit: change sql/ and regenerate. Each constant is the named file's text,
+whose first line says what it does.
+"""
+
+from typing import Final, LiteralString
+
+JOB_CLAIM: Final = """\
+-- job_claim: Claims up to batch ready jobs of a queue under a lease, skipping rows other workers hold (FOR UPDATE SKIP LOCKED).
+WITH next AS (
+  SELECT id FROM jobs
+  WHERE queue = %(queue)s AND status = 'queued'
+    AND run_at <= coalesce(%(now)s::timestamptz, now())
+  ORDER BY run_at
+  LIMIT %(batch)s
+  FOR UPDATE SKIP LOCKED
+)
+UPDATE jobs j
+SET status       = 'running',
+    attempts     = j.attempts + 1,
+    locked_until = coalesce(%(now)s::timestamptz, now()) + %(lease)s::interval
+FROM next
+WHERE j.id = next.id
+RETURNING j.id, j.queue, j.task, j.payload, j.attempts, j.max_attempts;"""
+
+JOB_COMPLETE: Final = """\
+-- job_complete: Marks one running job done, only while this attempt still holds it (fenced; 0 rows = lease lost).
+UPDATE jobs
+SET status = 'done', locked_until = NULL,
+    finished_at = coalesce(%(now)s::timestamptz, now())
+WHERE id = %(id)s AND status = 'running' AND attempts = %(attempts)s;"""
+
+JOB_COMPLETE_MANY: Final = """\
+-- job_complete_many: Marks a batch of running jobs done in one statement, each fenced by its own attempt; returns the ids still held.
+UPDATE jobs j
+SET status = 'done', locked_until = NULL,
+    finished_at = coalesce(%(now)s::timestamptz, now())
+FROM unnest(%(ids)s::bigint[], %(attempts)s::int[]) AS held(id, attempts)
+WHERE j.id = held.id AND j.status = 'running' AND j.attempts = held.attempts
+RETURNING j.id;"""
+
+JOB_EXTEND: Final = """\
+-- job_extend: Pushes a running job's lease forward, only while this attempt still holds it (fenced; 0 rows = stop working).
+UPDATE jobs
+SET locked_until = coalesce(%(now)s::timestamptz, now()) + %(lease)s::interval
+WHERE id = %(id)s AND status = 'running' AND attempts = %(attempts)s
+RETURNING locked_until;"""
+
+JOB_FAIL: Final = """\
+-- job_fail: Records a failed attempt (fenced): queued again after 10 s x 2^attempts (at most 1 hour), or failed at max_attempts or when permanent.
+UPDATE jobs
+SET status       = CASE WHEN %(permanent)s::boolean OR attempts >= max_attempts
+                        THEN 'failed' ELSE 'queued' END,
+    run_at       = CASE WHEN %(permanent)s::boolean OR attempts >= max_attempts THEN run_at
+                        ELSE coalesce(%(now)s::timestamptz, now())
+                             + least(interval '1 hour', interval '10 seconds' * 2 ^ least(attempts, 20))
+                   END,
+    finished_at  = CASE WHEN %(permanent)s::boolean OR attempts >= max_attempts
+                        THEN coalesce(%(now)s::timestamptz, now()) END,
+    locked_until = NULL,
+    last_error   = left(%(error)s, 2000)
+WHERE id = %(id)s AND status = 'running' AND attempts = %(attempts)s
+RETURNING id, queue, status, run_at;"""
+
+JOB_INSERT: Final = """\
+-- job_insert: Inserts one queued job, due at run_at or after delay, and returns its id, queue and due time.
+INSERT INTO jobs (queue, task, payload, run_at, max_attempts)
+VALUES (%(queue)s, %(task)s, %(payload)s::jsonb,
+        coalesce(%(run_at)s::timestamptz,
+                 coalesce(%(now)s::timestamptz, now()) + %(delay)s::interval),
+        %(max_attempts)s)
+RETURNING id, queue, run_at;"""
+
+JOB_INSERT_MANY: Final = """\
+-- job_insert_many: Inserts many queued jobs in one round trip from parallel arrays, returning ids in input order.
+INSERT INTO jobs (queue, task, payload, run_at, max_attempts)
+SELECT q, t, p::jsonb,
+       coalesce(r, coalesce(%(now)s::timestamptz, now()) + d),
+       m
+FROM unnest(%(queues)s::text[], %(tasks)s::text[], %(payloads)s::text[],
+            %(run_ats)s::timestamptz[], %(delays)s::interval[], %(max_attempts)s::int[])
+     WITH ORDINALITY AS x(q, t, p, r, d, m, n)
+ORDER BY n
+RETURNING id, queue, run_at;"""
+
+JOB_PURGE_FINISHED: Final = """\
+-- job_purge_finished: Deletes up to batch done or failed jobs that finished more than retention ago; never queued or running ones.
+DELETE FROM jobs
+WHERE id IN (
+  SELECT id FROM jobs
+  WHERE status IN ('done', 'failed')
+    AND finished_at < coalesce(%(now)s::timestamptz, now()) - %(retention)s::interval
+  LIMIT %(batch)s
+);"""
+
+JOB_READY_COUNT_BY_QUEUE: Final = """\
+-- job_ready_count_by_queue: Counts the jobs ready to run now in each queue (which queues need a worker).
+SELECT queue, count(*) AS ready
+FROM jobs
+WHERE status = 'queued' AND run_at <= coalesce(%(now)s::timestamptz, now())
+GROUP BY queue
+ORDER BY queue;"""
+
+JOB_REAP_EXPIRED: Final = """\
+-- job_reap_expired: Re-queues running jobs whose lease expired, or fails them at max_attempts with a last_error saying so.
+UPDATE jobs
+SET status       = CASE WHEN attempts >= max_attempts THEN 'failed' ELSE 'queued' END,
+    finished_at  = CASE WHEN attempts >= max_attempts
+                        THEN coalesce(%(now)s::timestamptz, now()) END,
+    locked_until = NULL,
+    last_error   = format('lease expired (attempt %%s of %%s)', attempts, max_attempts)
+WHERE status = 'running' AND locked_until < coalesce(%(now)s::timestamptz, now())
+RETURNING id, queue, status, attempts;"""
+
+MIGRATION_LIST_APPLIED: Final = """\
+-- migration_list_applied: Lists the schema versions already applied, oldest first.
+SELECT version FROM pgkick_migrations ORDER BY version;"""
+
+MIGRATION_LOCK: Final = """\
+-- migration_lock: Serialises concurrent migrators until the end of the current transaction.
+SELECT pg_advisory_xact_lock(hashtext('pgkick.migrate'));"""
+
+MIGRATION_RECORD: Final = """\
+-- migration_record: Records one applied schema version.
+INSERT INTO pgkick_migrations (version, name) VALUES (%(version)s, %(name)s);"""
+
+MIGRATION_TABLE_CREATE: Final = """\
+-- migration_table_create: Creates the table that records which schema versions are applied.
+CREATE TABLE IF NOT EXISTS pgkick_migrations (
+  version    int         PRIMARY KEY,
+  name       text        NOT NULL,
+  applied_at timestamptz NOT NULL DEFAULT now()
+);"""
+
+MIGRATION_TABLE_EXISTS: Final = """\
+-- migration_table_exists: Says whether pgkick's migrations table exists here, without creating anything.
+SELECT to_regclass('pgkick_migrations') IS NOT NULL AS exists;"""
+
+# (version, name, script) in the order they apply.
+MIGRATIONS: Final[tuple[tuple[int, str, LiteralString], ...]] = (
+    (1, 'jobs', """\
+-- 0001_jobs: the article's jobs table (plus task and finished_at), its state-machine constraints and the partial ready index.
+CREATE TABLE jobs (
+  id           bigint      GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+  queue        text        NOT NULL DEFAULT 'default',
+  task         text        NOT NULL,
+  payload      jsonb       NOT NULL,
+  status       text        NOT NULL DEFAULT 'queued'
+               CHECK (status IN ('queued', 'running', 'done', 'failed')),
+  run_at       timestamptz NOT NULL DEFAULT now(),
+  attempts     int         NOT NULL DEFAULT 0,
+  max_attempts int         NOT NULL DEFAULT 5,
+  locked_until timestamptz,
+  last_error   text,
+  created_at   timestamptz NOT NULL DEFAULT now(),
+  finished_at  timestamptz,
+  CONSTRAINT jobs_max_attempts_positive CHECK (max_attempts >= 1),
+  CONSTRAINT jobs_attempts_within_max CHECK (attempts BETWEEN 0 AND max_attempts),
+  CONSTRAINT jobs_lease_iff_running CHECK ((status = 'running') = (locked_until IS NOT NULL)),
+  CONSTRAINT jobs_finished_iff_final CHECK ((status IN ('done', 'failed')) = (finished_at IS NOT NULL)),
+  CONSTRAINT jobs_queue_named CHECK (queue <> ''),
+  CONSTRAINT jobs_task_named CHECK (task <> '')
+);
+
+-- Only the rows workers look for: stays small however long the finished history grows.
+CREATE INDEX jobs_ready_idx ON jobs (queue, run_at) WHERE status = 'queued';"""),
+)

@@ -1,0 +1,14 @@
+-- job_fail: Records a failed attempt (fenced): queued again after 10 s x 2^attempts (at most 1 hour), or failed at max_attempts or when permanent.
+UPDATE jobs
+SET status       = CASE WHEN %(permanent)s::boolean OR attempts >= max_attempts
+                        THEN 'failed' ELSE 'queued' END,
+    run_at       = CASE WHEN %(permanent)s::boolean OR attempts >= max_attempts THEN run_at
+                        ELSE coalesce(%(now)s::timestamptz, now())
+                             + least(interval '1 hour', interval '10 seconds' * 2 ^ least(attempts, 20))
+                   END,
+    finished_at  = CASE WHEN %(permanent)s::boolean OR attempts >= max_attempts
+                        THEN coalesce(%(now)s::timestamptz, now()) END,
+    locked_until = NULL,
+    last_error   = left(%(error)s, 2000)
+WHERE id = %(id)s AND status = 'running' AND attempts = %(attempts)s
+RETURNING id, queue, status, run_at;

@@ -1,0 +1,9 @@
+-- job_reap_expired: Re-queues running jobs whose lease expired, or fails them at max_attempts with a last_error saying so.
+UPDATE jobs
+SET status       = CASE WHEN attempts >= max_attempts THEN 'failed' ELSE 'queued' END,
+    finished_at  = CASE WHEN attempts >= max_attempts
+                        THEN coalesce(%(now)s::timestamptz, now()) END,
+    locked_until = NULL,
+    last_error   = format('lease expired (attempt %%s of %%s)', attempts, max_attempts)
+WHERE status = 'running' AND locked_until < coalesce(%(now)s::timestamptz, now())
+RETURNING id, queue, status, attempts;

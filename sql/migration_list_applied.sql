@@ -1,0 +1,2 @@
+-- migration_list_applied: Lists the schema versions already applied, oldest first.
+SELECT version FROM pgkick_migrations ORDER BY version;

@@ -1,0 +1,102 @@
+"""Fixtures: one real PostgreSQL for the session, a fresh migrated database per test.
+
+`DATABASE_URL` (a role allowed to CREATE DATABASE) is used when set; otherwise
+the embedded PostgreSQL 17 is started in a temporary folder. Each test gets its
+own database cloned from a migrated template, so tests never see each other's
+rows and any test may open as many connections or processes as it needs.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import tempfile
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+import psycopg
+import pytest
+from pgkick import schema
+from pgkick.embedded import EmbeddedPostgres
+from pgkick.store import JobStore
+from psycopg.conninfo import make_conninfo
+
+from tests.helpers import FakeClock
+
+TEMPLATE = "pgkick_test_template"
+# Test-only durability shortcuts: nothing here must survive a power cut.
+FAST_SETTINGS = {
+    "fsync": "off",
+    "synchronous_commit": "off",
+    "full_page_writes": "off",
+    "max_connections": "200",
+    "shared_preload_libraries": "'pg_stat_statements'",
+}
+
+
+@pytest.fixture(scope="session")
+def embedded_pg() -> Iterator[EmbeddedPostgres | None]:
+    """The embedded server, or None when DATABASE_URL points at one."""
+    if os.environ.get("DATABASE_URL"):
+        yield None
+        return
+    root = Path(tempfile.mkdtemp(prefix="pgkick-test-"))
+    root.chmod(0o755)  # reachable by the unprivileged user the server runs as
+    server = EmbeddedPostgres(root / "data", settings=FAST_SETTINGS)
+    server.start()
+    try:
+        yield server
+    finally:
+        server.stop("immediate")
+        shutil.rmtree(root, ignore_errors=True)
+
+
+@pytest.fixture(scope="session")
+def server_dsn(embedded_pg: EmbeddedPostgres | None) -> str:
+    return os.environ.get("DATABASE_URL") or (embedded_pg.dsn if embedded_pg else "")
+
+
+@pytest.fixture(scope="session")
+def template_db(server_dsn: str) -> str:
+    """A database migrated once, cloned for every test."""
+    with psycopg.connect(server_dsn, autocommit=True) as admin:
+        admin.execute(f"DROP DATABASE IF EXISTS {TEMPLATE} WITH (FORCE)")
+        admin.execute(f"CREATE DATABASE {TEMPLATE}")
+    with JobStore.open(make_conninfo(server_dsn, dbname=TEMPLATE)) as store:
+        schema.migrate(store)
+    return TEMPLATE
+
+
+def _fresh_database(server_dsn: str, template: str) -> Iterator[str]:
+    name = f"t_{uuid.uuid4().hex[:12]}"
+    with psycopg.connect(server_dsn, autocommit=True) as admin:
+        admin.execute(f"CREATE DATABASE {name} TEMPLATE {template}")
+    try:
+        yield make_conninfo(server_dsn, dbname=name)
+    finally:
+        with psycopg.connect(server_dsn, autocommit=True) as admin:
+            admin.execute(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")
+
+
+@pytest.fixture
+def dsn(server_dsn: str, template_db: str) -> Iterator[str]:
+    """A fresh, migrated database for this test alone."""
+    yield from _fresh_database(server_dsn, template_db)
+
+
+@pytest.fixture
+def empty_dsn(server_dsn: str) -> Iterator[str]:
+    """A fresh database with no pgkick schema at all."""
+    yield from _fresh_database(server_dsn, "template0")
+
+
+@pytest.fixture
+def clock() -> FakeClock:
+    return FakeClock()
+
+
+@pytest.fixture
+def store(dsn: str) -> Iterator[JobStore]:
+    with JobStore.open(dsn) as opened:
+        yield opened

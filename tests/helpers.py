@@ -1,0 +1,53 @@
+"""Small helpers the tests share: a movable clock, bulk seeding, reading a row."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+
+import psycopg
+from pgkick.store import JobStore
+
+
+class FakeClock:
+    """The `now` the SQL sees, moved by the test instead of sleeping."""
+
+    def __init__(self, start: datetime | None = None) -> None:
+        self.now = start or datetime(2026, 1, 1, 12, 0, tzinfo=UTC)
+
+    def __call__(self) -> datetime:
+        return self.now
+
+    def advance(self, seconds: float) -> datetime:
+        self.now += timedelta(seconds=seconds)
+        return self.now
+
+
+def seed(
+    store: JobStore,
+    count: int,
+    *,
+    queue: str = "default",
+    task: str = "noop",
+    max_attempts: int = 5,
+    payload: str = "{}",
+) -> list[int]:
+    """Insert `count` ready jobs in one statement; returns their ids."""
+    jobs = store.insert_many(
+        queues=[queue] * count,
+        tasks=[task] * count,
+        payloads_json=[payload] * count,
+        run_ats=[None] * count,
+        delays=[timedelta(0)] * count,
+        max_attempts=[max_attempts] * count,
+    )
+    return [job.id for job in jobs]
+
+
+def job_row(dsn: str, job_id: int) -> dict[str, object]:
+    """The job's row as a dict, read on a separate connection."""
+    with psycopg.connect(dsn) as conn:
+        cur = conn.execute("SELECT * FROM jobs WHERE id = %s", (job_id,))
+        names = [col.name for col in cur.description or []]
+        row = cur.fetchone()
+        assert row is not None, f"job {job_id} does not exist"
+        return dict(zip(names, row, strict=True))
