@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from datetime import UTC, datetime, timedelta
 
 import psycopg
@@ -51,3 +52,26 @@ def job_row(dsn: str, job_id: int) -> dict[str, object]:
         row = cur.fetchone()
         assert row is not None, f"job {job_id} does not exist"
         return dict(zip(names, row, strict=True))
+
+
+def wait_for_lock_waiters(
+    dsn: str, pids: list[int] | None = None, *, count: int = 1, timeout: float = 10.0
+) -> None:
+    """Return once `count` sessions (of `pids`, if given) wait on a lock in this database.
+
+    The interleaving is observed, not slept for. Each look is its own transaction:
+    pg_stat_activity is a snapshot that would never change inside one.
+    """
+    deadline = time.monotonic() + timeout
+    with psycopg.connect(dsn, autocommit=True) as watcher:
+        while time.monotonic() < deadline:
+            row = watcher.execute(
+                "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database()"
+                " AND wait_event_type = 'Lock'"
+                " AND (%(pids)s::int[] IS NULL OR pid = ANY(%(pids)s))",
+                {"pids": pids},
+            ).fetchone()
+            if row and row[0] >= count:
+                return
+            time.sleep(0.005)
+    raise AssertionError(f"{count} session(s) never blocked on a lock")

@@ -9,28 +9,14 @@ from pathlib import Path
 
 import psycopg
 import pytest
-from psycopg.conninfo import make_conninfo
-
 from pgkick import queries
 from pgkick.store import JobStore
-from tests.helpers import seed
+from psycopg.conninfo import make_conninfo
+
+from tests.helpers import seed, wait_for_lock_waiters
 
 NAIVE_CLAIM = (Path(__file__).parent.parent / "sql" / "bench" / "job_claim_naive.sql").read_text()
 LEASE = timedelta(minutes=5)
-
-
-def wait_until_blocked(dsn: str, pid: int, timeout: float = 10.0) -> None:
-    """Return once backend `pid` is waiting on a lock: the interleaving, observed, not slept."""
-    deadline = time.monotonic() + timeout
-    with psycopg.connect(dsn, autocommit=True) as watcher:
-        while time.monotonic() < deadline:
-            row = watcher.execute(
-                "SELECT wait_event_type FROM pg_stat_activity WHERE pid = %s", (pid,)
-            ).fetchone()
-            if row and row[0] == "Lock":
-                return
-            time.sleep(0.005)
-    raise AssertionError(f"backend {pid} never blocked on a lock")
 
 
 def test_naive_claim_double_claims_when_two_sessions_meet(dsn: str, store: JobStore) -> None:
@@ -41,7 +27,7 @@ def test_naive_claim_double_claims_when_two_sessions_meet(dsn: str, store: JobSt
         result: list[tuple[int, int] | None] = []
         thread = threading.Thread(target=lambda: result.append(b.execute(NAIVE_CLAIM).fetchone()))
         thread.start()
-        wait_until_blocked(dsn, b.info.backend_pid)
+        wait_for_lock_waiters(dsn, [b.info.backend_pid])
         a.commit()
         thread.join(10)
     assert first == (1, 1)
