@@ -17,11 +17,12 @@ from pathlib import Path
 
 import psycopg
 import pytest
+from moto import mock_aws
+from psycopg.conninfo import make_conninfo
+
 from pgkick import schema
 from pgkick.embedded import EmbeddedPostgres
 from pgkick.store import JobStore
-from psycopg.conninfo import make_conninfo
-
 from tests.helpers import FakeClock
 
 TEMPLATE = "pgkick_test_template"
@@ -100,3 +101,29 @@ def clock() -> FakeClock:
 def store(dsn: str) -> Iterator[JobStore]:
     with JobStore.open(dsn) as opened:
         yield opened
+
+
+def _fake_credentials(monkeypatch: pytest.MonkeyPatch) -> None:
+    for name, value in {
+        "AWS_DEFAULT_REGION": "us-east-1",
+        "AWS_ACCESS_KEY_ID": "testing",
+        "AWS_SECRET_ACCESS_KEY": "testing",
+        "AWS_SESSION_TOKEN": "testing",
+    }.items():
+        monkeypatch.setenv(name, value)
+
+
+@pytest.fixture
+def aws(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    """moto for every AWS call, with Lambda's Docker-less backend (it runs no code)."""
+    _fake_credentials(monkeypatch)
+    with mock_aws(config={"lambda": {"use_docker": False}}):
+        yield
+
+
+@pytest.fixture
+def aws_full_lambda(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    """moto's full Lambda backend: it checks that a function exists (the simple one does not)."""
+    _fake_credentials(monkeypatch)
+    with mock_aws():
+        yield

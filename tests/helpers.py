@@ -6,6 +6,7 @@ import time
 from datetime import UTC, datetime, timedelta
 
 import psycopg
+
 from pgkick.store import JobStore
 
 

@@ -9,10 +9,10 @@ from pathlib import Path
 
 import psycopg
 import pytest
-from pgkick import queries
-from pgkick.store import JobStore
 from psycopg.conninfo import make_conninfo
 
+from pgkick import queries
+from pgkick.store import JobStore
 from tests.helpers import seed, wait_for_lock_waiters
 
 NAIVE_CLAIM = (Path(__file__).parent.parent / "sql" / "bench" / "job_claim_naive.sql").read_text()

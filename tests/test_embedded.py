@@ -12,6 +12,7 @@ from pathlib import Path
 
 import psycopg
 import pytest
+
 from pgkick import embedded
 from pgkick.embedded import EmbeddedPostgres, EmbeddedPostgresError
 

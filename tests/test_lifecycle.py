@@ -6,8 +6,8 @@ from collections.abc import Iterator
 from datetime import timedelta
 
 import pytest
-from pgkick.store import ClaimedJob, JobStore
 
+from pgkick.store import ClaimedJob, JobStore
 from tests.helpers import FakeClock, job_row, seed
 
 LEASE = timedelta(minutes=5)

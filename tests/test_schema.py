@@ -9,10 +9,10 @@ from pathlib import Path
 
 import psycopg
 import pytest
-from pgkick import queries, schema
-from pgkick.store import JobStore
 
 from infra import bundle_sql
+from pgkick import queries, schema
+from pgkick.store import JobStore
 from tests.helpers import wait_for_lock_waiters
 
 ROOT = Path(__file__).parent.parent

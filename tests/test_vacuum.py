@@ -6,8 +6,8 @@ import re
 from datetime import timedelta
 
 import psycopg
-from pgkick.store import JobStore
 
+from pgkick.store import JobStore
 from tests.helpers import seed
 
 LEASE = timedelta(minutes=5)

@@ -47,6 +47,14 @@ SET locked_until = coalesce(%(now)s::timestamptz, now()) + %(lease)s::interval
 WHERE id = %(id)s AND status = 'running' AND attempts = %(attempts)s
 RETURNING locked_until;"""
 
+JOB_EXTEND_MANY: Final = """\
+-- job_extend_many: Pushes the leases of a batch forward in one statement, each fenced by its own attempt; returns the ids still held.
+UPDATE jobs j
+SET locked_until = coalesce(%(now)s::timestamptz, now()) + %(lease)s::interval
+FROM unnest(%(ids)s::bigint[], %(attempts)s::int[]) AS held(id, attempts)
+WHERE j.id = held.id AND j.status = 'running' AND j.attempts = held.attempts
+RETURNING j.id;"""
+
 JOB_FAIL: Final = """\
 -- job_fail: Records a failed attempt (fenced): queued again after 10 s x 2^attempts (at most 1 hour), or failed at max_attempts or when permanent.
 UPDATE jobs
@@ -112,6 +120,33 @@ SET status       = CASE WHEN attempts >= max_attempts THEN 'failed' ELSE 'queued
     last_error   = format('lease expired (attempt %%s of %%s)', attempts, max_attempts)
 WHERE status = 'running' AND locked_until < coalesce(%(now)s::timestamptz, now())
 RETURNING id, queue, status, attempts;"""
+
+JOB_STATS_BY_QUEUE: Final = """\
+-- job_stats_by_queue: Per queue: jobs by status, the oldest ready job's age, the next lease to expire, failures in the last day.
+SELECT queue,
+       count(*) FILTER (WHERE status = 'queued')  AS queued,
+       count(*) FILTER (WHERE status = 'queued'
+                          AND run_at <= coalesce(%(now)s::timestamptz, now())) AS ready,
+       count(*) FILTER (WHERE status = 'running') AS running,
+       count(*) FILTER (WHERE status = 'done')    AS done,
+       count(*) FILTER (WHERE status = 'failed')  AS failed,
+       count(*) FILTER (WHERE status = 'failed'
+                          AND finished_at > coalesce(%(now)s::timestamptz, now()) - interval '1 day')
+                                                  AS failed_last_day,
+       extract(epoch FROM coalesce(%(now)s::timestamptz, now())
+               - min(run_at) FILTER (WHERE status = 'queued'
+                                       AND run_at <= coalesce(%(now)s::timestamptz, now())))
+                                                  AS oldest_ready_seconds,
+       min(locked_until) FILTER (WHERE status = 'running') AS next_lease_expiry
+FROM jobs
+GROUP BY queue
+ORDER BY queue;"""
+
+JOB_TABLE_HEALTH: Final = """\
+-- job_table_health: The jobs table's dead tuples and last (auto)vacuum, which the article says to watch.
+SELECT n_live_tup, n_dead_tup, last_vacuum, last_autovacuum
+FROM pg_stat_user_tables
+WHERE relid = 'jobs'::regclass;"""
 
 MIGRATION_LIST_APPLIED: Final = """\
 -- migration_list_applied: Lists the schema versions already applied, oldest first.

@@ -198,6 +198,16 @@ class JobStore:
         """True if the lease was pushed forward; False means stop: the job is someone else's."""
         return bool(self._all(queries.JOB_EXTEND, id=job_id, attempts=attempts, lease=lease))
 
+    def extend_many(self, jobs: Sequence[ClaimedJob], lease: timedelta) -> set[int]:
+        """Extend a batch's leases in one statement; returns the ids this worker still holds."""
+        rows = self._all(
+            queries.JOB_EXTEND_MANY,
+            ids=[j.id for j in jobs],
+            attempts=[j.attempts for j in jobs],
+            lease=lease,
+        )
+        return {row[0] for row in rows}
+
     # -- reaper -----------------------------------------------------------------
     def reap_expired(self) -> list[ReapedJob]:
         return [ReapedJob(*row) for row in self._all(queries.JOB_REAP_EXPIRED)]
@@ -210,6 +220,19 @@ class JobStore:
             total += deleted
             if deleted < batch:
                 return total
+
+    def stats_by_queue(self) -> list[dict[str, Any]]:
+        """Per queue: counts by status, oldest ready age, next lease expiry, failures today."""
+        cur = self._execute(queries.JOB_STATS_BY_QUEUE)
+        names = [column.name for column in cur.description or []]
+        return [dict(zip(names, row, strict=True)) for row in cur.fetchall()]
+
+    def table_health(self) -> dict[str, Any]:
+        """n_dead_tup and last (auto)vacuum of the jobs table (what the article says to watch)."""
+        cur = self._execute(queries.JOB_TABLE_HEALTH)
+        names = [column.name for column in cur.description or []]
+        row = cur.fetchone()
+        return dict(zip(names, row, strict=True)) if row else {}
 
     def ready_by_queue(self) -> dict[str, int]:
         return {queue: count for queue, count in self._all(queries.JOB_READY_COUNT_BY_QUEUE)}

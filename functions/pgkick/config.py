@@ -1,0 +1,116 @@
+"""Configuration from the environment, the same for an app, a Lambda and the CLI.
+
+Why environment variables: Lambda configures functions that way (template.yaml
+sets them), and an app or a shell can do the same without code. The database
+DSN comes from DATABASE_URL or, in Lambda, from a Secrets Manager secret read
+through Powertools Parameters (cached across invocations, never logged).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass
+from datetime import timedelta
+from urllib.parse import quote
+
+KICKERS = ("lambda", "local", "none")
+
+
+class ConfigError(ValueError):
+    """A setting is missing or malformed; the message names it."""
+
+
+@dataclass(frozen=True, slots=True)
+class Settings:
+    kicker: str
+    worker_function: str | None
+    worker_arn: str | None
+    scheduler_role_arn: str | None
+    schedule_group: str
+    batch: int
+    lease: timedelta
+    min_remaining: timedelta
+    max_fanout: int
+    retention: timedelta
+    task_modules: tuple[str, ...]
+    local_concurrency: int
+
+    @classmethod
+    def from_env(cls, env: Mapping[str, str] | None = None) -> Settings:
+        env = os.environ if env is None else env
+        function = env.get("PGKICK_WORKER_FUNCTION") or None
+        kicker = env.get("PGKICK_KICKER") or ("lambda" if function else "local")
+        if kicker not in KICKERS:
+            raise ConfigError(f"PGKICK_KICKER={kicker!r}: expected one of {', '.join(KICKERS)}")
+        if kicker == "lambda" and not function:
+            raise ConfigError("PGKICK_KICKER=lambda needs PGKICK_WORKER_FUNCTION (name or ARN)")
+        arn = env.get("PGKICK_WORKER_ARN") or (
+            function if function and function.startswith("arn:") else None
+        )
+        return cls(
+            kicker=kicker,
+            worker_function=function,
+            worker_arn=arn,
+            scheduler_role_arn=env.get("PGKICK_SCHEDULER_ROLE_ARN") or None,
+            schedule_group=env.get("PGKICK_SCHEDULE_GROUP") or "default",
+            batch=_int(env, "PGKICK_BATCH", 10, 1, 1000),
+            lease=timedelta(seconds=_int(env, "PGKICK_LEASE_SECONDS", 300, 1, 86_400)),
+            min_remaining=timedelta(
+                milliseconds=_int(env, "PGKICK_MIN_REMAINING_MS", 2000, 0, 900_000)
+            ),
+            max_fanout=_int(env, "PGKICK_MAX_FANOUT", 1, 0, 100),
+            retention=timedelta(days=_int(env, "PGKICK_RETENTION_DAYS", 7, 0, 36_500)),
+            task_modules=tuple(
+                m.strip() for m in env.get("PGKICK_TASKS", "").split(",") if m.strip()
+            ),
+            local_concurrency=_int(env, "PGKICK_LOCAL_CONCURRENCY", 4, 1, 256),
+        )
+
+
+def _int(env: Mapping[str, str], name: str, default: int, low: int, high: int) -> int:
+    raw = env.get(name)
+    if raw is None or raw == "":
+        return default
+    try:
+        value = int(raw)
+    except ValueError:
+        raise ConfigError(f"{name}={raw!r}: expected a whole number") from None
+    if not low <= value <= high:
+        raise ConfigError(f"{name}={value}: expected {low}..{high}")
+    return value
+
+
+def database_url(env: Mapping[str, str] | None = None) -> str:
+    """DATABASE_URL, else the DSN in the secret PGKICK_DATABASE_SECRET_ARN names."""
+    env = os.environ if env is None else env
+    if env.get("DATABASE_URL"):
+        return env["DATABASE_URL"]
+    arn = env.get("PGKICK_DATABASE_SECRET_ARN")
+    if not arn:
+        raise ConfigError("no database: set DATABASE_URL or PGKICK_DATABASE_SECRET_ARN")
+    from aws_lambda_powertools.utilities import parameters  # only where a secret is used
+
+    secret = parameters.get_secret(arn, max_age=300)
+    text = secret.decode() if isinstance(secret, bytes) else str(secret)
+    return dsn_from_secret(text)
+
+
+def dsn_from_secret(text: str) -> str:
+    """Accept a plain DSN, {"url": ...}, or the RDS secret shape (username, password, host...)."""
+    if text.startswith(("postgresql://", "postgres://")):
+        return text
+    try:
+        data = json.loads(text)
+    except ValueError:
+        raise ConfigError("database secret: neither a postgresql:// URL nor JSON") from None
+    if isinstance(data, dict) and isinstance(data.get("url"), str):
+        return str(data["url"])
+    if not isinstance(data, dict) or not {"username", "password", "host"} <= data.keys():
+        raise ConfigError("database secret: JSON needs url, or username, password and host")
+    user, password = quote(str(data["username"]), ""), quote(str(data["password"]), "")
+    port = data.get("port", 5432)
+    dbname = quote(str(data.get("dbname", "postgres")), "")
+    query = f"?sslmode={data['sslmode']}" if data.get("sslmode") else ""
+    return f"postgresql://{user}:{password}@{data['host']}:{port}/{dbname}{query}"

@@ -1,0 +1,206 @@
+"""What an app calls: enqueue jobs, and kick workers only after the jobs are committed.
+
+Why after commit: a worker kicked before the commit finds nothing (the row is
+not visible yet), and a kick after a rollback would announce a job that never
+existed. Why a kick failure never raises: the job is committed, so it is safe;
+the next wake-up (a later kick, a scheduled wake, the reaper) runs it. Raising
+would invite the caller to enqueue it again.
+
+Two forms:
+    job_id = pgkick.enqueue_and_kick({"to": "a@b.c"}, task="send_email")
+
+    with pgkick.transaction(conn) as jobs:      # the app's own transaction
+        conn.execute("INSERT INTO orders ...")
+        jobs.enqueue({"order": 42}, task="send_receipt")
+    # committed here, then kicked; an exception inside rolls back and kicks nothing
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterable, Iterator, Mapping
+from contextlib import contextmanager
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import psycopg
+
+from pgkick import config
+from pgkick.kick import Kicker
+from pgkick.runtime import default_kicker
+from pgkick.store import Clock, Connection, JobStore, QueuedJob, server_clock
+from pgkick.validation import DEFAULT_MAX_PAYLOAD_BYTES, JobSpec, job_spec
+
+log = logging.getLogger("pgkick.producer")
+
+
+@dataclass
+class ProducerStats:
+    kicks: int = 0
+    kick_failures: int = 0
+    wakes: int = 0
+
+
+stats = ProducerStats()
+
+
+class Enqueuer:
+    """Inserts jobs through one store; remembers them so they are kicked after commit."""
+
+    def __init__(self, store: JobStore, max_payload_bytes: int = DEFAULT_MAX_PAYLOAD_BYTES):
+        self.store = store
+        self.max_payload_bytes = max_payload_bytes
+        self.queued: list[QueuedJob] = []
+
+    def enqueue(
+        self,
+        payload: Any,
+        *,
+        task: str,
+        queue: str = "default",
+        run_at: datetime | None = None,
+        delay: float | timedelta | None = None,
+        max_attempts: int = 5,
+    ) -> int:
+        spec = job_spec(
+            payload,
+            task=task,
+            queue=queue,
+            run_at=run_at,
+            delay=delay,
+            max_attempts=max_attempts,
+            max_payload_bytes=self.max_payload_bytes,
+        )
+        job = self.store.insert(
+            queue=spec.queue,
+            task=spec.task,
+            payload_json=spec.payload_json,
+            run_at=spec.run_at,
+            delay=spec.delay,
+            max_attempts=spec.max_attempts,
+        )
+        self.queued.append(job)
+        return job.id
+
+    def enqueue_many(self, jobs: Iterable[Mapping[str, Any]]) -> list[int]:
+        """Each mapping holds enqueue's arguments (payload, task, queue, ...); one round trip."""
+        specs = [_spec(job, self.max_payload_bytes, index) for index, job in enumerate(jobs)]
+        if not specs:
+            return []
+        inserted = self.store.insert_many(
+            queues=[s.queue for s in specs],
+            tasks=[s.task for s in specs],
+            payloads_json=[s.payload_json for s in specs],
+            run_ats=[s.run_at for s in specs],
+            delays=[s.delay for s in specs],
+            max_attempts=[s.max_attempts for s in specs],
+        )
+        self.queued.extend(inserted)
+        return [job.id for job in inserted]
+
+
+def _spec(job: Mapping[str, Any], max_bytes: int, index: int) -> JobSpec:
+    unknown = set(job) - {"payload", "task", "queue", "run_at", "delay", "max_attempts"}
+    try:
+        if unknown:
+            raise TypeError(f"unknown fields {sorted(unknown)}")
+        if "payload" not in job or "task" not in job:
+            raise TypeError("needs payload and task")
+        return job_spec(
+            job["payload"],
+            task=job["task"],
+            queue=job.get("queue", "default"),
+            run_at=job.get("run_at"),
+            delay=job.get("delay"),
+            max_attempts=job.get("max_attempts", 5),
+            max_payload_bytes=max_bytes,
+        )
+    except (TypeError, ValueError) as exc:
+        raise type(exc)(f"jobs[{index}]: {exc}") from None
+
+
+def kick_committed(jobs: list[QueuedJob], kicker: Kicker, now: datetime | None = None) -> None:
+    """One kick per queue with a job ready now, one wake-up per queue and minute for later ones."""
+    now = now or datetime.now(UTC)
+    ready = sorted({job.queue for job in jobs if job.run_at <= now + timedelta(seconds=1)})
+    later = {(job.queue, job.run_at) for job in jobs if job.run_at > now + timedelta(seconds=1)}
+    for queue in ready:
+        _guard(lambda q=queue: kicker.kick(q, "enqueue"), queue, jobs)
+        stats.kicks += 1
+    for queue, when in sorted(later):
+        _guard(lambda q=queue, w=when: kicker.wake_at(q, w), queue, jobs)
+        stats.wakes += 1
+
+
+def _guard(call: Any, queue: str, jobs: list[QueuedJob]) -> None:
+    try:
+        call()
+    except Exception as exc:
+        stats.kick_failures += 1
+        ids = [job.id for job in jobs if job.queue == queue]
+        log.warning(
+            "kick for queue %s failed (%s: %s); jobs %s are committed and will run "
+            "at the next wake-up",
+            queue,
+            type(exc).__name__,
+            exc,
+            ids[:20],
+            extra={"queue": queue, "job_ids": ids[:20]},
+        )
+
+
+@contextmanager
+def transaction(
+    conn: Connection, *, kicker: Kicker | None = None, clock: Clock = server_clock
+) -> Iterator[Enqueuer]:
+    """Enqueue inside the app's own transaction; kick once it has committed, never before."""
+    if conn.autocommit or conn.info.transaction_status != psycopg.pq.TransactionStatus.IDLE:
+        raise RuntimeError(
+            "pgkick.transaction() must own the transaction: pass a connection with "
+            "autocommit off and no transaction in progress (commit or roll back first)"
+        )
+    enqueuer = Enqueuer(JobStore(conn, clock))
+    with conn.transaction():
+        yield enqueuer
+    kick_committed(enqueuer.queued, kicker or default_kicker(), clock())
+
+
+def enqueue_and_kick(
+    payload: Any,
+    *,
+    task: str,
+    queue: str = "default",
+    run_at: datetime | None = None,
+    delay: float | timedelta | None = None,
+    max_attempts: int = 5,
+    dsn: str | None = None,
+    kicker: Kicker | None = None,
+    clock: Clock = server_clock,
+) -> int:
+    """Insert one job on a short connection of its own, commit, then kick. Returns its id."""
+    job_spec(
+        payload, task=task, queue=queue, run_at=run_at, delay=delay, max_attempts=max_attempts
+    )  # fail before connecting
+    with JobStore.open(dsn or config.database_url(), clock) as store:
+        enqueuer = Enqueuer(store)
+        job_id = enqueuer.enqueue(
+            payload, task=task, queue=queue, run_at=run_at, delay=delay, max_attempts=max_attempts
+        )
+    kick_committed(enqueuer.queued, kicker or default_kicker(), clock())
+    return job_id
+
+
+def enqueue_many(
+    jobs: Iterable[Mapping[str, Any]],
+    *,
+    dsn: str | None = None,
+    kicker: Kicker | None = None,
+    clock: Clock = server_clock,
+) -> list[int]:
+    """Insert many jobs in one statement and one commit, then kick once per queue."""
+    with JobStore.open(dsn or config.database_url(), clock) as store:
+        enqueuer = Enqueuer(store)
+        ids = enqueuer.enqueue_many(jobs)
+    kick_committed(enqueuer.queued, kicker or default_kicker(), clock())
+    return ids

@@ -1,0 +1,125 @@
+"""What a worker or reaper invocation needs, assembled once per execution environment.
+
+Why a composition root: the handlers stay three lines (parse, call, return),
+the loop and the reaper stay testable with any store and kicker, and the slow
+parts (settings, task imports, AWS clients) happen at cold start, while the
+database is touched only inside an invocation, on a connection closed before it
+returns (an open idle connection keeps a serverless database awake).
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import contextmanager
+from typing import Any
+
+from pgkick import config, schema
+from pgkick.kick import REASONS, Kicker, LambdaKicker, NoKicker
+from pgkick.reaper import reap
+from pgkick.store import JobStore
+from pgkick.tasks import Registry, registry
+from pgkick.validation import check_name
+from pgkick.worker import Summary, Worker, WorkerOptions
+
+CONNECT_RETRIES = 3  # a resuming serverless compute can refuse the first connection
+
+
+class BadEvent(ValueError):
+    """A kick event that is not {"queue": <name>, "reason": <known reason>}."""
+
+
+def parse_kick_event(event: object) -> str:
+    """The queue a kick asks for; a clear BadEvent for anything else."""
+    if not isinstance(event, Mapping):
+        raise BadEvent(f"kick event must be a JSON object, got {type(event).__name__}")
+    unknown = sorted(set(event) - {"queue", "reason"})
+    if unknown:
+        raise BadEvent(f"kick event has unknown fields {unknown}; expected queue and reason")
+    if "queue" not in event:
+        raise BadEvent("kick event lacks 'queue'")
+    reason = event.get("reason", "manual")
+    if reason not in REASONS:
+        raise BadEvent(f"kick event reason {reason!r} is not one of {sorted(REASONS)}")
+    try:
+        return check_name("queue", event["queue"])
+    except (TypeError, ValueError) as exc:
+        raise BadEvent(f"kick event {exc}") from None
+
+
+def make_kicker(settings: config.Settings, env: Mapping[str, str] | None = None) -> Kicker:
+    env = os.environ if env is None else env
+    if settings.kicker == "none":
+        return NoKicker()
+    if settings.kicker == "lambda":
+        assert settings.worker_function is not None
+        return LambdaKicker(
+            settings.worker_function,
+            function_arn=settings.worker_arn,
+            scheduler_role_arn=settings.scheduler_role_arn,
+            schedule_group=settings.schedule_group,
+        )
+    from pgkick.local import LocalKicker, PipeKicker
+
+    if env.get("PGKICK_LOCAL_PIPE_FD"):  # inside a local environment: report to the parent
+        return PipeKicker(int(env["PGKICK_LOCAL_PIPE_FD"]))
+    return LocalKicker(concurrency=settings.local_concurrency)
+
+
+_default: Kicker | None = None
+_default_lock = threading.Lock()
+
+
+def default_kicker() -> Kicker:
+    """The process-wide kicker that PGKICK_KICKER selects, made on first use."""
+    global _default
+    with _default_lock:
+        if _default is None:
+            _default = make_kicker(config.Settings.from_env())
+        return _default
+
+
+class Runtime:
+    def __init__(
+        self,
+        settings: config.Settings,
+        kicker: Kicker,
+        *,
+        dsn: Callable[[], str] = config.database_url,
+        tasks: Registry = registry,
+    ) -> None:
+        self.settings = settings
+        self.kicker = kicker
+        self.dsn = dsn
+        self.tasks = tasks
+        self.tasks.load(settings.task_modules)
+        self._schema_checked = False
+
+    @classmethod
+    def from_env(cls) -> Runtime:
+        settings = config.Settings.from_env()
+        return cls(settings, make_kicker(settings))
+
+    def drain(self, queue: str, remaining_ms: Callable[[], int]) -> Summary:
+        options = WorkerOptions(
+            batch=self.settings.batch,
+            lease=self.settings.lease,
+            min_remaining=self.settings.min_remaining,
+            max_fanout=self.settings.max_fanout,
+        )
+        with self._store() as store:
+            return Worker(store, self.tasks, self.kicker, options).drain(queue, remaining_ms)
+
+    def reap(self) -> dict[str, Any]:
+        with self._store() as store:
+            return reap(store, self.kicker, retention=self.settings.retention)
+
+    @contextmanager
+    def _store(self) -> Iterator[JobStore]:
+        """A connection for one invocation, closed before it returns; schema checked once."""
+        with JobStore.open(self.dsn(), retries=CONNECT_RETRIES) as store:
+            if not self._schema_checked:
+                schema.check(store)
+                self._schema_checked = True
+            yield store

@@ -1,0 +1,117 @@
+"""The task registry: names in the jobs table mapped to Python functions.
+
+Why a registry, not import paths in rows: a row names a task; only code the
+deployer registered can run, and an unknown name is a permanent failure that
+says which names exist. The worker imports the modules named in PGKICK_TASKS
+so that their `@task` decorators run.
+"""
+
+from __future__ import annotations
+
+import importlib
+import inspect
+import os
+import signal
+import threading
+import time
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from typing import Any
+
+from pgkick.validation import check_name
+
+
+class PermanentError(Exception):
+    """Raise from a task to fail the job at once, without retries."""
+
+
+@dataclass(frozen=True, slots=True)
+class JobContext:
+    """What a task may want beyond its payload: ids for idempotency keys, and a stop signal."""
+
+    id: int
+    queue: str
+    attempt: int
+    max_attempts: int
+    lease_lost: threading.Event = field(default_factory=threading.Event)
+    extend: Callable[[], bool] = lambda: True
+
+    def extend_lease(self) -> bool:
+        """Push this job's lease forward now; False means stop: the job is someone else's."""
+        return self.extend()
+
+    @property
+    def idempotency_key(self) -> str:
+        return f"pgkick-{self.id}"
+
+
+TaskFunction = Callable[..., Any]
+
+
+class Registry:
+    def __init__(self) -> None:
+        self._tasks: dict[str, tuple[TaskFunction, bool]] = {}
+
+    def task(self, name: str) -> Callable[[TaskFunction], TaskFunction]:
+        """Decorator: `@registry.task("send_email")` on `fn(payload)` or `fn(payload, job)`."""
+        check_name("task", name)
+
+        def register(fn: TaskFunction) -> TaskFunction:
+            if name in self._tasks and self._tasks[name][0] is not fn:
+                raise ValueError(f"task {name!r} is already registered")
+            wants_job = len(inspect.signature(fn).parameters) >= 2
+            self._tasks[name] = (fn, wants_job)
+            return fn
+
+        return register
+
+    def names(self) -> list[str]:
+        return sorted(self._tasks)
+
+    def get(self, name: str) -> Callable[[Any, JobContext], Any] | None:
+        entry = self._tasks.get(name)
+        if entry is None:
+            return None
+        fn, wants_job = entry
+        return fn if wants_job else (lambda payload, _job: fn(payload))
+
+    def load(self, modules: Iterable[str]) -> None:
+        """Import the modules that register tasks (PGKICK_TASKS, comma-separated)."""
+        for module in modules:
+            if module.strip():
+                importlib.import_module(module.strip())
+
+
+registry = Registry()
+task = registry.task
+
+
+@task("noop")
+def noop(payload: Any) -> None:
+    """Does nothing: for benchmarks and smoke tests."""
+
+
+@task("sleep")
+def sleep(payload: Any, job: JobContext) -> None:
+    """Sleeps payload["seconds"], waking early if the lease is lost (then it must not write)."""
+    job.lease_lost.wait(float(payload.get("seconds", 1)))
+
+
+@task("flaky")
+def flaky(payload: Any, job: JobContext) -> None:
+    """Fails its first payload["fail_times"] attempts, then succeeds: retries in action."""
+    if job.attempt <= int(payload.get("fail_times", 1)):
+        raise RuntimeError(f"flaky: failing attempt {job.attempt} on purpose")
+
+
+@task("fail")
+def fail(payload: Any) -> None:
+    """Always fails permanently: a dead job on purpose."""
+    raise PermanentError(str(payload.get("reason", "failing on purpose")))
+
+
+@task("crash")
+def crash(payload: Any) -> None:
+    """Kills its own worker process, as an out-of-memory job would (the poison-job case)."""
+    time.sleep(float(payload.get("after", 0)))
+    os.kill(os.getpid(), signal.SIGKILL)

@@ -1,0 +1,186 @@
+"""The worker's loop: claim a batch, run it with no transaction open, record outcomes, repeat.
+
+Why it stops by itself: a serverless worker must end while there is time left
+and must leave nothing open, so a scale-to-zero database can sleep. It drains
+until a claim comes back empty, or until the remaining time is too short for
+another batch (then it re-kicks itself). A full batch fans out one more kick,
+so a backlog spreads over as many workers as the concurrency cap allows.
+
+Outcomes are fenced: a job whose lease was lost is abandoned without a write.
+Successes are completed together in one statement per batch (flushed early
+when jobs are slow, so a crash re-runs little).
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable
+from dataclasses import asdict, dataclass
+from datetime import datetime, timedelta
+
+from pgkick.kick import Kicker
+from pgkick.lease import LeaseKeeper
+from pgkick.store import ClaimedJob, JobStore
+from pgkick.tasks import JobContext, PermanentError, Registry
+
+log = logging.getLogger("pgkick.worker")
+
+FLUSH_AFTER_SECONDS = 0.5  # complete finished jobs at once when a batch runs longer
+
+
+@dataclass
+class Summary:
+    """What one invocation did: returned by the handler, turned into metrics."""
+
+    queue: str
+    claimed: int = 0
+    done: int = 0
+    failed: int = 0
+    retried: int = 0
+    lost: int = 0
+    batches: int = 0
+    rekicked: bool = False
+    fanouts: int = 0
+    stopped_because: str = ""
+    duration_ms: int = 0
+
+    def as_dict(self) -> dict[str, object]:
+        return asdict(self)
+
+
+@dataclass(frozen=True, slots=True)
+class WorkerOptions:
+    batch: int = 10
+    lease: timedelta = timedelta(minutes=5)
+    min_remaining: timedelta = timedelta(seconds=2)
+    max_fanout: int = 1
+    heartbeat: bool = True  # False: leases are extended only when a task asks (tests)
+
+
+class Worker:
+    def __init__(
+        self, store: JobStore, registry: Registry, kicker: Kicker, options: WorkerOptions
+    ) -> None:
+        self.store = store
+        self.registry = registry
+        self.kicker = kicker
+        self.options = options
+
+    def drain(self, queue: str, remaining_ms: Callable[[], int]) -> Summary:
+        """Work `queue` until it is empty or time runs short; never raises for a job's error."""
+        started = time.monotonic()
+        summary = Summary(queue=queue)
+        interval = self.options.lease.total_seconds() / 3 if self.options.heartbeat else None
+        keeper = LeaseKeeper(self.store, self.options.lease, interval=interval)
+        longest_batch_ms = 0.0
+        try:
+            while True:
+                reserve = max(
+                    self.options.min_remaining.total_seconds() * 1000, 2 * longest_batch_ms
+                )
+                if remaining_ms() < reserve:
+                    summary.stopped_because = "time"
+                    if summary.batches and summary.claimed >= summary.batches * self.options.batch:
+                        summary.rekicked = self._kick(queue, "rekick")
+                    break
+                batch_started = time.monotonic()
+                jobs = self.store.claim(queue, batch=self.options.batch, lease=self.options.lease)
+                if not jobs:
+                    summary.stopped_because = "empty"
+                    break
+                summary.batches += 1
+                summary.claimed += len(jobs)
+                if len(jobs) == self.options.batch and summary.fanouts < self.options.max_fanout:
+                    summary.fanouts += int(self._kick(queue, "fanout"))
+                self._run_batch(jobs, keeper, summary)
+                longest_batch_ms = max(longest_batch_ms, (time.monotonic() - batch_started) * 1000)
+        finally:
+            keeper.close()
+            summary.duration_ms = int((time.monotonic() - started) * 1000)
+        return summary
+
+    def _run_batch(self, jobs: list[ClaimedJob], keeper: LeaseKeeper, summary: Summary) -> None:
+        keeper.hold(jobs)
+        finished: list[ClaimedJob] = []
+        last_flush = time.monotonic()
+        for job in jobs:
+            error, permanent = self._run_job(job, keeper)
+            if keeper.is_lost(job.id):
+                summary.lost += 1  # someone else's now: no write at all
+                keeper.release(job.id)
+            elif error is None:
+                finished.append(job)
+            else:
+                self._record_failure(job, error, permanent, summary)
+                keeper.release(job.id)
+            if finished and time.monotonic() - last_flush > FLUSH_AFTER_SECONDS:
+                self._complete(finished, keeper, summary)
+                finished, last_flush = [], time.monotonic()
+        self._complete(finished, keeper, summary)
+
+    def _run_job(self, job: ClaimedJob, keeper: LeaseKeeper) -> tuple[str | None, bool]:
+        """Run the task's code (no transaction is open); return (error, permanent)."""
+        fn = self.registry.get(job.task)
+        if fn is None:
+            known = ", ".join(self.registry.names()) or "none"
+            return f"unknown task {job.task!r} (this worker knows: {known})", True
+        context = JobContext(
+            id=job.id,
+            queue=job.queue,
+            attempt=job.attempts,
+            max_attempts=job.max_attempts,
+            lease_lost=keeper.lost_event(job.id),
+            extend=lambda: keeper.extend(job),
+        )
+        try:
+            fn(job.payload, context)
+        except PermanentError as exc:
+            return f"{type(exc).__name__}: {exc}", True
+        except Exception as exc:
+            return f"{type(exc).__name__}: {exc}", False
+        return None, False
+
+    def _complete(self, finished: list[ClaimedJob], keeper: LeaseKeeper, summary: Summary) -> None:
+        if not finished:
+            return
+        held = self.store.complete_many(finished)
+        summary.done += len(held)
+        summary.lost += len(finished) - len(held)
+        for job in finished:
+            keeper.release(job.id)
+
+    def _record_failure(
+        self, job: ClaimedJob, error: str, permanent: bool, summary: Summary
+    ) -> None:
+        outcome = self.store.fail(job.id, job.attempts, error, permanent=permanent)
+        extra = {"job_id": job.id, "queue": job.queue, "attempt": job.attempts}
+        if not outcome.owned:
+            summary.lost += 1
+        elif outcome.status == "queued" and outcome.run_at is not None:
+            summary.retried += 1
+            log.warning(
+                "job %s failed, retry at %s: %s",
+                job.id,
+                outcome.run_at.isoformat(),
+                error,
+                extra=extra,
+            )
+            self._wake(job.queue, outcome.run_at)
+        else:
+            summary.failed += 1
+            log.error("job %s failed for good: %s", job.id, error, extra=extra)
+
+    def _wake(self, queue: str, run_at: datetime) -> None:
+        try:
+            self.kicker.wake_at(queue, run_at)
+        except Exception:
+            log.exception("could not book a wake-up for queue %s; the reaper will", queue)
+
+    def _kick(self, queue: str, reason: str) -> bool:
+        try:
+            self.kicker.kick(queue, reason)
+        except Exception:
+            log.exception("could not kick queue %s (%s); the reaper will", queue, reason)
+            return False
+        return True

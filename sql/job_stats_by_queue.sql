@@ -1,0 +1,19 @@
+-- job_stats_by_queue: Per queue: jobs by status, the oldest ready job's age, the next lease to expire, failures in the last day.
+SELECT queue,
+       count(*) FILTER (WHERE status = 'queued')  AS queued,
+       count(*) FILTER (WHERE status = 'queued'
+                          AND run_at <= coalesce(%(now)s::timestamptz, now())) AS ready,
+       count(*) FILTER (WHERE status = 'running') AS running,
+       count(*) FILTER (WHERE status = 'done')    AS done,
+       count(*) FILTER (WHERE status = 'failed')  AS failed,
+       count(*) FILTER (WHERE status = 'failed'
+                          AND finished_at > coalesce(%(now)s::timestamptz, now()) - interval '1 day')
+                                                  AS failed_last_day,
+       extract(epoch FROM coalesce(%(now)s::timestamptz, now())
+               - min(run_at) FILTER (WHERE status = 'queued'
+                                       AND run_at <= coalesce(%(now)s::timestamptz, now())))
+                                                  AS oldest_ready_seconds,
+       min(locked_until) FILTER (WHERE status = 'running') AS next_lease_expiry
+FROM jobs
+GROUP BY queue
+ORDER BY queue;

@@ -1,0 +1,182 @@
+"""The producer: validation before writing, kicks only after commit, kick failures lose nothing."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import boto3
+import psycopg
+import pytest
+
+from pgkick import producer
+from pgkick.kick import LambdaKicker
+from pgkick.store import JobStore
+from pgkick.validation import DEFAULT_MAX_PAYLOAD_BYTES
+from tests.aws import WORKER, CallLog, create_worker_function
+from tests.helpers import job_row
+
+
+class RecordingKicker:
+    def __init__(self, fail: bool = False) -> None:
+        self.kicks: list[tuple[str, str]] = []
+        self.wakes: list[tuple[str, datetime]] = []
+        self.fail = fail
+
+    def kick(self, queue: str, reason: str) -> None:
+        if self.fail:
+            raise ConnectionError("Lambda endpoint unreachable")
+        self.kicks.append((queue, reason))
+
+    def wake_at(self, queue: str, when: datetime) -> None:
+        self.wakes.append((queue, when))
+
+
+def count_jobs(dsn: str) -> int:
+    with psycopg.connect(dsn) as conn:
+        return int(conn.execute("SELECT count(*) FROM jobs").fetchone()[0])  # type: ignore[index]
+
+
+def test_enqueue_and_kick_commits_then_kicks_once(dsn: str) -> None:
+    kicker = RecordingKicker()
+    job_id = producer.enqueue_and_kick(
+        {"to": "a@b.c"}, task="send_email", queue="mail", dsn=dsn, kicker=kicker
+    )
+    row = job_row(dsn, job_id)
+    assert (row["status"], row["task"], row["queue"], row["payload"]) == (
+        "queued",
+        "send_email",
+        "mail",
+        {"to": "a@b.c"},
+    )
+    assert kicker.kicks == [("mail", "enqueue")] and kicker.wakes == []
+
+
+def test_transaction_kicks_once_per_queue_after_commit(dsn: str) -> None:
+    kicker = RecordingKicker()
+    with psycopg.connect(dsn) as conn:
+        with producer.transaction(conn, kicker=kicker) as jobs:
+            conn.execute("CREATE TABLE orders (id int)")
+            conn.execute("INSERT INTO orders VALUES (42)")
+            jobs.enqueue({"order": 42}, task="receipt", queue="mail")
+            jobs.enqueue({"order": 42}, task="invoice", queue="mail")
+            jobs.enqueue({"order": 42}, task="stock", queue="warehouse")
+            assert kicker.kicks == []  # nothing before the commit
+        assert kicker.kicks == [("mail", "enqueue"), ("warehouse", "enqueue")]
+        assert conn.execute("SELECT count(*) FROM orders").fetchone() == (1,)
+    assert count_jobs(dsn) == 3
+
+
+def test_rollback_never_kicks_and_leaves_no_job(dsn: str) -> None:
+    kicker = RecordingKicker()
+    with psycopg.connect(dsn) as conn:
+        with pytest.raises(ZeroDivisionError), producer.transaction(conn, kicker=kicker) as jobs:
+            jobs.enqueue({"order": 1}, task="receipt")
+            raise ZeroDivisionError("the app's own error")
+    assert kicker.kicks == [] and count_jobs(dsn) == 0
+
+
+def test_transaction_refuses_a_connection_already_in_a_transaction(dsn: str) -> None:
+    with psycopg.connect(dsn) as conn:
+        conn.execute("SELECT 1")  # psycopg has opened a transaction: pgkick would not own it
+        with pytest.raises(RuntimeError, match="must own the transaction"):
+            with producer.transaction(conn, kicker=RecordingKicker()):
+                pass
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        with pytest.raises(RuntimeError, match="autocommit off"):
+            with producer.transaction(conn, kicker=RecordingKicker()):
+                pass
+
+
+def test_failed_kick_does_not_raise_and_the_reapers_kick_runs_the_job(dsn: str) -> None:
+    from pgkick.reaper import reap
+
+    before = producer.stats.kick_failures
+    job_id = producer.enqueue_and_kick({}, task="noop", dsn=dsn, kicker=RecordingKicker(fail=True))
+    assert producer.stats.kick_failures == before + 1
+    assert job_row(dsn, job_id)["status"] == "queued"  # committed, safe
+    backstop = RecordingKicker()
+    with JobStore.open(dsn) as store:
+        report = reap(store, backstop, retention=timedelta(days=7))
+    assert report["kicked"] == ["default"] and backstop.kicks == [("default", "reaper")]
+
+
+def test_enqueue_many_is_one_statement_and_kicks_once_per_queue(dsn: str) -> None:
+    kicker = RecordingKicker()
+    later = datetime.now(UTC) + timedelta(minutes=10)
+    ids = producer.enqueue_many(
+        [
+            {"payload": {"n": n}, "task": "noop", "queue": "q1" if n % 2 else "q2"}
+            for n in range(1_000)
+        ]
+        + [{"payload": {}, "task": "noop", "queue": "q3", "run_at": later}],
+        dsn=dsn,
+        kicker=kicker,
+    )
+    assert len(ids) == 1_001 and ids == sorted(ids)
+    assert sorted(kicker.kicks) == [("q1", "enqueue"), ("q2", "enqueue")]
+    assert [q for q, _ in kicker.wakes] == ["q3"]
+    assert abs((kicker.wakes[0][1] - later).total_seconds()) < 1
+    assert job_row(dsn, ids[7])["payload"] == {"n": 7}
+
+
+BAD_INPUT: list[tuple[dict[str, Any], type[Exception], str]] = [
+    ({"payload": {1, 2}}, TypeError, "payload: Object of type set"),
+    ({"payload": {"x": float("nan")}}, ValueError, "payload: .*NaN"),
+    ({"payload": {"x": float("inf")}}, ValueError, "payload: .*Infinity"),
+    ({"payload": {1: "int key"}}, TypeError, "payload: object keys must be strings"),
+    ({"payload": "x" * (DEFAULT_MAX_PAYLOAD_BYTES + 1)}, ValueError, "payload: .*larger than"),
+    ({"payload": "\ud800"}, ValueError, "payload: contains a lone surrogate"),
+    ({"payload": "a\x00b"}, ValueError, "payload: contains a NUL"),
+    ({"task": ""}, ValueError, "task: must not be empty"),
+    ({"task": "t" * 129}, ValueError, "task: 129 characters"),
+    ({"queue": "bad\nqueue"}, ValueError, "queue: .*control characters"),
+    ({"queue": 7}, TypeError, "queue: must be a string"),
+    ({"max_attempts": 0}, ValueError, r"max_attempts: 0 is outside 1\.\.1000"),
+    ({"max_attempts": True}, TypeError, "max_attempts: must be an integer"),
+    ({"run_at": datetime(2030, 1, 1)}, ValueError, "run_at: .*naive"),
+    ({"delay": -5}, ValueError, "delay: .*negative"),
+    ({"delay": 5, "run_at": datetime.now(UTC)}, ValueError, "run_at and delay"),
+]
+
+
+@pytest.mark.parametrize(("override", "error", "message"), BAD_INPUT)
+def test_bad_input_is_refused_before_anything_is_written(
+    dsn: str, override: dict[str, Any], error: type[Exception], message: str
+) -> None:
+    kicker = RecordingKicker()
+    arguments: dict[str, Any] = {"payload": {"ok": True}, "task": "noop", **override}
+    payload = arguments.pop("payload")
+    with pytest.raises(error, match=message):
+        producer.enqueue_and_kick(payload, dsn=dsn, kicker=kicker, **arguments)
+    with pytest.raises(error, match=rf"jobs\[1\]: {message}"):
+        producer.enqueue_many(
+            [{"payload": 1, "task": "noop"}, {"payload": payload, **arguments}],
+            dsn=dsn,
+            kicker=kicker,
+        )
+    assert count_jobs(dsn) == 0 and kicker.kicks == []
+
+
+def test_lambda_kicker_invokes_asynchronously_with_a_tiny_payload(dsn: str, aws: None) -> None:
+    create_worker_function()
+    log = CallLog()
+    kicker = LambdaKicker(WORKER, lambda_client=log.attach(boto3.client("lambda")))
+    producer.enqueue_and_kick({"big": "x" * 10_000}, task="noop", dsn=dsn, kicker=kicker)
+    (invoke,) = log.named("Invoke")
+    assert invoke["FunctionName"] == WORKER and invoke["InvocationType"] == "Event"
+    assert log.kicks() == [{"queue": "default", "reason": "enqueue"}]
+    assert len(invoke["Payload"]) < 100  # the kick never carries the job
+    assert ("Invoke", 202) in log.statuses
+
+
+def test_kick_to_a_missing_function_is_logged_and_the_job_kept(
+    dsn: str, aws_full_lambda: None
+) -> None:
+    log = CallLog()
+    kicker = LambdaKicker("no-such-function", lambda_client=log.attach(boto3.client("lambda")))
+    before = producer.stats.kick_failures
+    job_id = producer.enqueue_and_kick({}, task="noop", dsn=dsn, kicker=kicker)
+    assert ("Invoke", 404) in log.statuses
+    assert producer.stats.kick_failures == before + 1
+    assert job_row(dsn, job_id)["status"] == "queued"
