@@ -21,10 +21,18 @@ class CallLog:
     statuses: list[tuple[str, int]] = field(default_factory=list)
 
     def attach(self, client: Any) -> Any:
+        """Record one client's calls."""
         service = client.meta.service_model.service_name
         client.meta.events.register(f"before-parameter-build.{service}", self._before)
         client.meta.events.register(f"after-call.{service}", self._after)
         return client
+
+    def attach_default_session(self) -> None:
+        """Record the calls of every client made from now on with boto3.client(...)."""
+        boto3.setup_default_session()
+        assert boto3.DEFAULT_SESSION is not None
+        boto3.DEFAULT_SESSION.events.register("before-parameter-build", self._before)
+        boto3.DEFAULT_SESSION.events.register("after-call", self._after)
 
     def _before(self, params: dict[str, Any], model: Any, **_: Any) -> None:
         self.calls.append((model.name, dict(params)))

@@ -2,8 +2,13 @@
 
 from __future__ import annotations
 
+import importlib.util
+import json
 import time
+import uuid
 from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
 
 import psycopg
 
@@ -76,3 +81,31 @@ def wait_for_lock_waiters(
                 return
             time.sleep(0.005)
     raise AssertionError(f"{count} session(s) never blocked on a lock")
+
+
+def load_handler(function: str) -> Any:
+    """A fresh import of functions/<function>/app.py, as a cold start with today's environment."""
+    path = Path(__file__).parent.parent / "functions" / function / "app.py"
+    spec = importlib.util.spec_from_file_location(f"{function}_app_{uuid.uuid4().hex}", path)
+    assert spec and spec.loader
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def event(name: str) -> Any:
+    """One of the event files `sam local invoke -e` takes."""
+    return json.loads(
+        (Path(__file__).parent.parent / "infra" / "events" / f"{name}.json").read_text()
+    )
+
+
+def sessions_of(dsn: str, application: str = "pgkick") -> int:
+    """Sessions in this test's database opened by pgkick (its application_name)."""
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        row = conn.execute(
+            "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database()"
+            " AND application_name = %s",
+            (application,),
+        ).fetchone()
+    return int(row[0]) if row else 0

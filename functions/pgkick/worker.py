@@ -73,28 +73,28 @@ class Worker:
         summary = Summary(queue=queue)
         interval = self.options.lease.total_seconds() / 3 if self.options.heartbeat else None
         keeper = LeaseKeeper(self.store, self.options.lease, interval=interval)
-        longest_batch_ms = 0.0
+        longest_batch_ms = 0  # measured on the invocation's own clock
+        last_batch_full = False
         try:
             while True:
-                reserve = max(
-                    self.options.min_remaining.total_seconds() * 1000, 2 * longest_batch_ms
-                )
-                if remaining_ms() < reserve:
+                before = remaining_ms()
+                reserve = self.options.min_remaining.total_seconds() * 1000 + longest_batch_ms
+                if before < reserve:  # another batch might not finish in time
                     summary.stopped_because = "time"
-                    if summary.batches and summary.claimed >= summary.batches * self.options.batch:
+                    if last_batch_full:  # work is probably left: hand it to a fresh invocation
                         summary.rekicked = self._kick(queue, "rekick")
                     break
-                batch_started = time.monotonic()
                 jobs = self.store.claim(queue, batch=self.options.batch, lease=self.options.lease)
                 if not jobs:
                     summary.stopped_because = "empty"
                     break
                 summary.batches += 1
                 summary.claimed += len(jobs)
-                if len(jobs) == self.options.batch and summary.fanouts < self.options.max_fanout:
+                last_batch_full = len(jobs) == self.options.batch
+                if last_batch_full and summary.fanouts < self.options.max_fanout:
                     summary.fanouts += int(self._kick(queue, "fanout"))
                 self._run_batch(jobs, keeper, summary)
-                longest_batch_ms = max(longest_batch_ms, (time.monotonic() - batch_started) * 1000)
+                longest_batch_ms = max(longest_batch_ms, before - remaining_ms())
         finally:
             keeper.close()
             summary.duration_ms = int((time.monotonic() - started) * 1000)

@@ -1,0 +1,25 @@
+"""Tasks for multi-process tests: each execution leaves a line in a per-process file."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any
+
+from pgkick import JobContext, task
+
+
+@task("record")
+def record(payload: Any, job: JobContext) -> None:
+    """Append "job_id attempt" to $PGKICK_TEST_RECORD/<pid>.log: executions, counted later."""
+    path = Path(os.environ["PGKICK_TEST_RECORD"]) / f"{os.getpid()}.log"
+    with path.open("a") as log:
+        log.write(f"{job.id} {job.attempt}\n")
+
+
+def executions(folder: Path) -> dict[int, list[tuple[int, int]]]:
+    """pid -> [(job_id, attempt), ...] from every process's file."""
+    return {
+        int(path.stem): [tuple(map(int, line.split())) for line in path.read_text().splitlines()]
+        for path in folder.glob("*.log")
+    }  # type: ignore[misc]

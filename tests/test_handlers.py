@@ -1,0 +1,191 @@
+"""The Lambda handlers, called as Lambda calls them: event files, a fake context, real Postgres."""
+
+from __future__ import annotations
+
+import json
+import re
+import uuid
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import boto3
+import psycopg
+import pytest
+
+from pgkick import producer
+from pgkick.context import FakeLambdaContext
+from pgkick.kick import LambdaKicker
+from pgkick.store import JobStore
+from tests.aws import WORKER, CallLog, create_worker_function
+from tests.helpers import event, job_row, load_handler, seed, sessions_of
+
+
+@pytest.fixture
+def worker_env(dsn: str, monkeypatch: pytest.MonkeyPatch) -> str:
+    monkeypatch.setenv("DATABASE_URL", dsn)
+    monkeypatch.setenv("PGKICK_KICKER", "none")
+    monkeypatch.delenv("PGKICK_DATABASE_SECRET_ARN", raising=False)
+    return dsn
+
+
+def counts(dsn: str) -> dict[str, int]:
+    with psycopg.connect(dsn) as conn:
+        return dict(conn.execute("SELECT status, count(*) FROM jobs GROUP BY 1").fetchall())
+
+
+def test_worker_handler_drains_1000_jobs_and_leaves_no_session(worker_env: str) -> None:
+    with JobStore.open(worker_env) as store:
+        seed(store, 1_000)
+    app = load_handler("worker")
+    result = app.handler(event("kick"), FakeLambdaContext())
+    assert result["claimed"] == 1_000 and result["done"] == 1_000
+    assert result["stopped_because"] == "empty"
+    assert counts(worker_env) == {"done": 1_000}
+    assert sessions_of(worker_env) == 0  # the connection was closed before returning
+
+
+@pytest.mark.parametrize(
+    ("bad", "reason"),
+    [
+        ({}, "lacks 'queue'"),
+        ("default", "must be a JSON object"),
+        ({"queue": ""}, "queue: must not be empty"),
+        ({"queue": "default", "job": {"id": 1}}, "unknown fields"),
+        ({"queue": "default", "reason": "because"}, "reason 'because' is not one of"),
+    ],
+)
+def test_bad_kick_events_are_rejected_clearly(worker_env: str, bad: Any, reason: str) -> None:
+    with JobStore.open(worker_env) as store:
+        seed(store, 3)
+    result = load_handler("worker").handler(bad, FakeLambdaContext())
+    assert reason in result["rejected"]
+    assert counts(worker_env) == {"queued": 3}  # nothing claimed
+
+
+def test_reaper_handler_requeues_an_expired_lease_and_kicks(
+    worker_env: str, aws: None, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    create_worker_function()
+    log = CallLog()
+    log.attach_default_session()
+    monkeypatch.setenv("PGKICK_KICKER", "lambda")
+    monkeypatch.setenv("PGKICK_WORKER_FUNCTION", WORKER)
+    with JobStore.open(worker_env) as store:
+        (job_id,) = seed(store, 1)
+        store.claim("default", batch=1, lease=timedelta(seconds=1))
+        store.conn.execute("UPDATE jobs SET locked_until = now() - interval '1 second'")
+    report = load_handler("reaper").handler(event("reaper"), FakeLambdaContext())
+    assert (report["requeued"], report["failed"], report["kicked"]) == (1, 0, ["default"])
+    assert report["queues"][0]["ready"] == 1 and "n_dead_tup" in report["table"]
+    assert job_row(worker_env, job_id)["status"] == "queued"
+    assert log.kicks() == [{"queue": "default", "reason": "reaper"}]
+    assert sessions_of(worker_env) == 0
+
+
+AT = re.compile(r"^at\(\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:00\)$")
+
+
+def test_retry_books_a_wake_up_schedule_for_the_right_minute(
+    worker_env: str, aws: None, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    arn = create_worker_function()
+    role = "arn:aws:iam::123456789012:role/pgkick-scheduler"
+    log = CallLog()
+    log.attach_default_session()
+    for name, value in {
+        "PGKICK_KICKER": "lambda",
+        "PGKICK_WORKER_FUNCTION": WORKER,
+        "PGKICK_WORKER_ARN": arn,
+        "PGKICK_SCHEDULER_ROLE_ARN": role,
+    }.items():
+        monkeypatch.setenv(name, value)
+    with JobStore.open(worker_env) as store:
+        (job_id,) = seed(store, 1, task="flaky", payload='{"fail_times": 1}')
+    result = load_handler("worker").handler(event("kick"), FakeLambdaContext())
+    assert result["retried"] == 1
+    run_at = job_row(worker_env, job_id)["run_at"]
+    assert isinstance(run_at, datetime)
+
+    (schedule,) = log.named("CreateSchedule")
+    assert AT.match(schedule["ScheduleExpression"]), schedule["ScheduleExpression"]
+    fires = datetime.strptime(schedule["ScheduleExpression"], "at(%Y-%m-%dT%H:%M:%S)")
+    fires = fires.replace(tzinfo=UTC)
+    assert run_at <= fires < run_at + timedelta(minutes=1)  # never early, within the minute
+    assert schedule["ScheduleExpressionTimezone"] == "UTC"
+    assert schedule["FlexibleTimeWindow"] == {"Mode": "OFF"}
+    assert schedule["ActionAfterCompletion"] == "DELETE"
+    assert schedule["Target"]["Arn"] == arn and schedule["Target"]["RoleArn"] == role
+    assert json.loads(schedule["Target"]["Input"]) == {"queue": "default", "reason": "wake"}
+    listed = boto3.client("scheduler").list_schedules()["Schedules"]
+    assert [s["Name"] for s in listed] == [schedule["Name"]]
+
+
+def test_delayed_jobs_share_one_schedule_per_queue_and_minute(dsn: str, aws: None) -> None:
+    arn = create_worker_function()
+    log = CallLog()
+    kicker = LambdaKicker(
+        WORKER,
+        function_arn=arn,
+        scheduler_role_arn="arn:aws:iam::1:role/r",
+        scheduler_client=log.attach(boto3.client("scheduler")),
+    )
+    base = datetime.now(UTC).replace(second=0, microsecond=0) + timedelta(minutes=30)
+    for seconds in (5, 20, 50, 65):  # three in one minute, one in the next
+        producer.enqueue_and_kick(
+            {}, task="noop", run_at=base + timedelta(seconds=seconds), dsn=dsn, kicker=kicker
+        )
+    expressions = [s["ScheduleExpression"] for s in log.named("CreateSchedule")]
+    assert expressions == [
+        f"at({base + timedelta(minutes=1):%Y-%m-%dT%H:%M:%S})",
+        f"at({base + timedelta(minutes=2):%Y-%m-%dT%H:%M:%S})",
+    ]
+    again = LambdaKicker(
+        WORKER,
+        function_arn=arn,
+        scheduler_role_arn="arn:aws:iam::1:role/r",
+        scheduler_client=boto3.client("scheduler"),
+    )
+    again.wake_at("default", base + timedelta(seconds=5))  # another process: name conflict, fine
+    assert len(boto3.client("scheduler").list_schedules()["Schedules"]) == 2
+
+
+def test_dsn_from_a_secrets_manager_secret_is_used_and_never_logged(
+    dsn: str,
+    aws: None,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    info = psycopg.conninfo.conninfo_to_dict(dsn)
+    role, password = f"app_{uuid.uuid4().hex[:8]}", f"s3cret-{uuid.uuid4().hex}"
+    with psycopg.connect(dsn, autocommit=True) as admin:  # a role whose password is distinctive
+        admin.execute(f"CREATE ROLE {role} LOGIN PASSWORD '{password}'")
+        admin.execute(f"GRANT SELECT, INSERT, UPDATE, DELETE ON jobs, pgkick_migrations TO {role}")
+    info.update(user=role, password=password)
+    secret = boto3.client("secretsmanager").create_secret(
+        Name="pgkick/db",
+        SecretString=json.dumps(
+            {
+                "username": info["user"],
+                "password": info["password"],
+                "host": info["host"],
+                "port": int(str(info["port"])),
+                "dbname": info["dbname"],
+            }
+        ),
+    )
+    monkeypatch.delenv("DATABASE_URL", raising=False)
+    monkeypatch.setenv("PGKICK_DATABASE_SECRET_ARN", secret["ARN"])
+    monkeypatch.setenv("PGKICK_KICKER", "none")
+    monkeypatch.setenv("POWERTOOLS_LOG_LEVEL", "DEBUG")
+    with JobStore.open(dsn) as store:
+        seed(store, 5)
+    result = load_handler("worker").handler(event("kick"), FakeLambdaContext())
+    assert result["done"] == 5
+    output = capsys.readouterr()
+    logged = [json.dumps(record.__dict__, default=str) for record in caplog.records]
+    assert any("drained" in line for line in logged)  # the handler did log, with its extras
+    assert password not in output.out + output.err + "".join(logged)
+    with psycopg.connect(dsn, autocommit=True) as admin:
+        admin.execute(f"DROP OWNED BY {role}")
+        admin.execute(f"DROP ROLE {role}")

@@ -1,0 +1,159 @@
+"""The worker loop, in process: outcomes, leases kept and lost, time budget, fan-out."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from datetime import timedelta
+from typing import Any
+
+import psycopg
+import pytest
+
+from pgkick.config import Settings
+from pgkick.runtime import Runtime
+from pgkick.store import JobStore
+from pgkick.tasks import JobContext, Registry
+from pgkick.worker import Worker, WorkerOptions
+from tests.helpers import FakeClock, job_row, seed
+from tests.test_producer import RecordingKicker
+
+LEASE = timedelta(minutes=5)
+OPTIONS = WorkerOptions(
+    batch=10, lease=LEASE, min_remaining=timedelta(seconds=2), max_fanout=1, heartbeat=False
+)
+
+
+@pytest.fixture
+def timed(dsn: str, clock: FakeClock) -> Iterator[JobStore]:
+    with JobStore.open(dsn, clock) as opened:
+        yield opened
+
+
+def forever() -> int:
+    return 600_000
+
+
+def test_outcomes_done_retried_and_permanent(dsn: str, timed: JobStore, clock: FakeClock) -> None:
+    tasks = Registry()
+    tasks.task("ok")(lambda payload: None)
+
+    @tasks.task("boom")
+    def boom(payload: Any) -> None:
+        raise RuntimeError("SMTP 451: try again later")
+
+    ok, bad, unknown = (seed(timed, 1, task=name)[0] for name in ("ok", "boom", "nope"))
+    kicker = RecordingKicker()
+    summary = Worker(timed, tasks, kicker, OPTIONS).drain("default", forever)
+
+    assert (summary.claimed, summary.done, summary.retried, summary.failed) == (3, 1, 1, 1)
+    assert summary.stopped_because == "empty"
+    assert job_row(dsn, ok)["status"] == "done"
+    retry = job_row(dsn, bad)
+    assert retry["status"] == "queued"
+    assert retry["last_error"] == "RuntimeError: SMTP 451: try again later"
+    assert kicker.wakes == [("default", clock.now + timedelta(seconds=20))]
+    dead = job_row(dsn, unknown)
+    assert (dead["status"], dead["attempts"]) == ("failed", 1)
+    assert dead["last_error"] == "unknown task 'nope' (this worker knows: boom, ok)"
+
+
+def test_no_transaction_is_open_while_a_job_runs(dsn: str, timed: JobStore) -> None:
+    tasks = Registry()
+    seen: list[tuple[Any, ...]] = []
+
+    @tasks.task("inspect")
+    def inspect(payload: Any) -> None:
+        with psycopg.connect(dsn, autocommit=True) as other:
+            seen.append(
+                other.execute(
+                    "SELECT state, backend_xid, backend_xmin FROM pg_stat_activity WHERE pid = %s",
+                    (timed.conn.info.backend_pid,),
+                ).fetchone()
+                or ()
+            )
+
+    seed(timed, 2, task="inspect")
+    Worker(timed, tasks, RecordingKicker(), OPTIONS).drain("default", forever)
+    assert seen == [("idle", None, None)] * 2
+
+
+def test_long_job_extends_its_lease_and_keeps_the_job(
+    dsn: str, timed: JobStore, clock: FakeClock
+) -> None:
+    tasks = Registry()
+    reaped: list[int] = []
+
+    @tasks.task("long")
+    def long(payload: Any, job: JobContext) -> None:
+        for _ in range(3):  # 3 x 0.9 leases: far longer than one lease
+            clock.advance(LEASE.total_seconds() * 0.9)
+            assert job.extend_lease() is True
+            with JobStore.open(dsn, clock) as reaper:
+                reaped.extend(r.id for r in reaper.reap_expired())
+
+    (job_id,) = seed(timed, 1, task="long")
+    summary = Worker(timed, tasks, RecordingKicker(), OPTIONS).drain("default", forever)
+    assert reaped == [] and summary.done == 1
+    assert (job_row(dsn, job_id)["status"], job_row(dsn, job_id)["attempts"]) == ("done", 1)
+
+
+def test_job_whose_lease_was_taken_over_is_abandoned_without_writes(
+    dsn: str, timed: JobStore, clock: FakeClock
+) -> None:
+    tasks = Registry()
+    snapshot: dict[str, Any] = {}
+
+    @tasks.task("slow")
+    def slow(payload: Any, job: JobContext) -> None:
+        clock.advance(LEASE.total_seconds() + 1)  # the worker stalled past its lease
+        with JobStore.open(dsn, clock) as other:
+            assert [r.id for r in other.reap_expired()] == [job.id]
+            (taken,) = other.claim("default", batch=1, lease=LEASE)
+            assert taken.attempts == 2
+        snapshot.update(job_row(dsn, job.id))
+        assert job.extend_lease() is False  # the article's UPDATE 0: not ours any more
+        assert job.lease_lost.is_set()
+        raise RuntimeError("would record a failure if it still owned the job")
+
+    (job_id,) = seed(timed, 1, task="slow")
+    summary = Worker(timed, tasks, RecordingKicker(), OPTIONS).drain("default", forever)
+    assert (summary.lost, summary.done, summary.failed, summary.retried) == (1, 0, 0, 0)
+    assert job_row(dsn, job_id) == snapshot  # the new owner's row, untouched
+
+
+def test_short_time_budget_stops_early_and_the_rekick_finishes(dsn: str, timed: JobStore) -> None:
+    """Each job costs 1 s of the invocation's remaining time; 2 s must stay in reserve."""
+    remaining = {"ms": 25_000}
+    tasks = Registry()
+
+    @tasks.task("tick")
+    def tick(payload: Any) -> None:
+        remaining["ms"] -= 1_000
+
+    seed(timed, 45, task="tick")
+    kicker = RecordingKicker()
+    settings = Settings.from_env({"PGKICK_KICKER": "none", "PGKICK_MAX_FANOUT": "0"})
+    runtime = Runtime(settings, kicker, dsn=lambda: dsn, tasks=tasks)
+
+    first = runtime.drain("default", lambda: remaining["ms"])
+    assert first.stopped_because == "time" and first.rekicked
+    assert first.done == 20  # two batches of 10 s; a third would not fit before the reserve
+    assert kicker.kicks == [("default", "rekick")]
+
+    remaining["ms"] = 900_000  # the follow-up invocation the re-kick asked for
+    second = runtime.drain("default", lambda: remaining["ms"])
+    assert (second.done, second.stopped_because) == (25, "empty")
+    with psycopg.connect(dsn) as conn:
+        assert conn.execute("SELECT status, count(*) FROM jobs GROUP BY 1").fetchall() == [
+            ("done", 45)
+        ]
+
+
+def test_full_batch_fans_out_one_more_kick(timed: JobStore) -> None:
+    tasks = Registry()
+    tasks.task("noop")(lambda payload: None)
+    seed(timed, 35)
+    kicker = RecordingKicker()
+    summary = Worker(timed, tasks, kicker, OPTIONS).drain("default", forever)
+    assert summary.done == 35 and summary.fanouts == 1
+    assert kicker.kicks == [("default", "fanout")]
