@@ -81,3 +81,18 @@ def test_eight_processes_drain_10000_jobs_exactly_once_then_go_quiet(
     time.sleep(30)
     assert pgkick_statements(dsn) == before
     assert sessions_of(dsn) == 0
+
+
+def test_a_delayed_job_is_woken_by_a_timer_at_its_run_at(
+    dsn: str, local: LocalKicker, tmp_path: Path
+) -> None:
+    """No polling: the enqueue books a wake-up; until it fires nothing runs."""
+    job_id = producer.enqueue_and_kick({}, task="record", delay=1.5, dsn=dsn, kicker=local)
+    assert local.stats.invocations == 0  # not ready: no kick, only a timer
+    assert local.wait_idle(30, include_wakes=True)
+    assert local.stats.invocations == 1
+    assert executions(tmp_path / "runs") != {}
+    with psycopg.connect(dsn) as conn:
+        assert conn.execute("SELECT status FROM jobs WHERE id = %s", (job_id,)).fetchone() == (
+            "done",
+        )

@@ -222,9 +222,9 @@ class LocalKicker:
             environment.stdin.close()
 
     def _fire_wake(self, queue: str, due: int) -> None:
-        with self._lock:
+        with self._lock:  # one step, so wait_idle never sees the wake gone but not yet kicked
             self._timers.pop((queue, due), None)
-        self.kick(queue, "wake")
+            self.kick(queue, "wake")
 
 
 class PipeKicker:

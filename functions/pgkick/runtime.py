@@ -13,6 +13,7 @@ import os
 import threading
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
+from datetime import timedelta
 from typing import Any
 
 from pgkick import config, schema
@@ -23,6 +24,7 @@ from pgkick.tasks import Registry, registry
 from pgkick.validation import check_name
 from pgkick.worker import Summary, Worker, WorkerOptions
 
+LEASE_MARGIN = timedelta(seconds=30)
 CONNECT_RETRIES = 3  # a resuming serverless compute can refuse the first connection
 
 
@@ -102,9 +104,12 @@ class Runtime:
         return cls(settings, make_kicker(settings))
 
     def drain(self, queue: str, remaining_ms: Callable[[], int]) -> Summary:
+        """Drain one queue. The lease outlasts this invocation (remaining time + a margin),
+        so the reaper can never hand a job to a second worker while this one still lives."""
+        lease = max(self.settings.lease, timedelta(milliseconds=remaining_ms()) + LEASE_MARGIN)
         options = WorkerOptions(
             batch=self.settings.batch,
-            lease=self.settings.lease,
+            lease=lease,
             min_remaining=self.settings.min_remaining,
             max_fanout=self.settings.max_fanout,
         )
