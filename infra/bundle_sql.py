@@ -51,7 +51,8 @@ def render(sql_dir: Path = SQL_DIR) -> str:
         "from typing import Final, LiteralString",
         "",
     ]
-    for path in sorted(sql_dir.glob("*.sql")):
+    # sql/bench/: statements only the benchmarks and the awake comparison run.
+    for path in sorted([*sql_dir.glob("*.sql"), *sql_dir.glob("bench/*.sql")]):
         if not NAME.match(path.stem):
             raise SystemExit(f"{path}: statement names are entity_first snake case")
         text = path.read_text()

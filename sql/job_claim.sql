@@ -10,7 +10,8 @@ WITH next AS (
 UPDATE jobs j
 SET status       = 'running',
     attempts     = j.attempts + 1,
-    locked_until = coalesce(%(now)s::timestamptz, now()) + %(lease)s::interval
+    locked_until = coalesce(%(now)s::timestamptz, now()) + %(lease)s::interval,
+    claimed_at   = coalesce(%(now)s::timestamptz, clock_timestamp())
 FROM next
 WHERE j.id = next.id
 RETURNING j.id, j.queue, j.task, j.payload, j.attempts, j.max_attempts;

@@ -1,8 +1,8 @@
-"""The `pgkick` command: operations from a shell, each with --help and --json.
+"""The `pgkick` command: operations from a shell, each with --help, --json and --dsn.
 
-Why argparse and one function per command: the commands are thin shells over
-the library calls an app or a Lambda makes, so what an operator runs is what
-production runs. Errors are one clear line and a non-zero exit, never a traceback.
+Why thin: each command is a library call an app or a Lambda also makes, so what
+an operator runs is what production runs. Every failure is one clear line on
+stderr and a non-zero exit, never a traceback, and bad input writes nothing.
 """
 
 from __future__ import annotations
@@ -10,12 +10,24 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import sys
 from collections.abc import Callable, Sequence
+from contextlib import AbstractContextManager
+from datetime import timedelta
 from typing import Any
 
-from pgkick import schema
+import psycopg
+
+from pgkick import config, producer, schema
+from pgkick.embedded import EmbeddedPostgresError
+from pgkick.reaper import reap
+from pgkick.runtime import default_kicker
 from pgkick.store import DatabaseUnavailable, JobStore
+
+Handler = Callable[[argparse.Namespace], dict[str, Any]]
+SPAN = re.compile(r"^(\d+)([smhd])$")
+UNITS = {"s": "seconds", "m": "minutes", "h": "hours", "d": "days"}
 
 
 class UsageError(RuntimeError):
@@ -29,11 +41,110 @@ def _dsn(args: argparse.Namespace) -> str:
     return str(dsn)
 
 
+def _store(args: argparse.Namespace) -> AbstractContextManager[JobStore]:
+    """A store on a migrated database (a clear error if the schema is missing or newer)."""
+    return schema.open_checked(_dsn(args), application_name="pgkick-cli")
+
+
+def span(text: str) -> timedelta:
+    """'30s', '15m', '12h', '7d' -> timedelta."""
+    match = SPAN.match(text)
+    if not match:
+        raise argparse.ArgumentTypeError(f"{text!r}: expected a number and s, m, h or d (7d)")
+    return timedelta(**{UNITS[match[2]]: int(match[1])})
+
+
 def cmd_migrate(args: argparse.Namespace) -> dict[str, Any]:
     """Apply pgkick's schema migrations (idempotent, safe to run concurrently)."""
-    with JobStore.open(_dsn(args)) as store:
+    with JobStore.open(_dsn(args), application_name="pgkick-cli") as store:
         report = schema.migrate(store)
     return {"applied": report.applied, "version": report.version}
+
+
+def cmd_enqueue(args: argparse.Namespace) -> dict[str, Any]:
+    """Enqueue one job and kick a worker (PGKICK_KICKER decides how)."""
+    try:
+        payload = json.loads(args.payload)
+    except ValueError as exc:
+        raise UsageError(f"--payload is not JSON: {exc}") from None
+    with _store(args):
+        pass  # refuse before writing if the schema is missing
+    kicker = default_kicker()
+    job_id = producer.enqueue_and_kick(
+        payload,
+        task=args.task,
+        queue=args.queue,
+        delay=args.delay,
+        max_attempts=args.max_attempts,
+        dsn=_dsn(args),
+        kicker=kicker,
+    )
+    wait = getattr(kicker, "wait_idle", None)
+    if wait is not None and args.wait:  # the local kicker: let the job run before exiting
+        wait(args.wait)
+        kicker.close()  # type: ignore[attr-defined]
+    with _store(args) as store:
+        (job,) = store.get_many([job_id])
+    return {"id": job_id, "queue": job["queue"], "status": job["status"]}
+
+
+def cmd_status(args: argparse.Namespace) -> dict[str, Any]:
+    """Per queue: jobs by status, oldest ready age, next lease expiry; the table's health."""
+    with _store(args) as store:
+        return {"queues": store.stats_by_queue(), "table": store.table_health()}
+
+
+def _selection(args: argparse.Namespace, store: JobStore, status: str) -> list[int] | None:
+    """The ids asked for (all must exist in `status`), or None for a queue/task filter."""
+    if not (args.ids or args.queue or args.task or args.all):
+        raise UsageError("name job ids, or --queue/--task, or --all")
+    if not args.ids:
+        return None
+    found = {job["id"]: job["status"] for job in store.get_many(args.ids)}
+    problems = [
+        f"job {i} does not exist" if i not in found else f"job {i} is {found[i]}"
+        for i in args.ids
+        if found.get(i) != status
+    ]
+    if problems:
+        raise UsageError(f"nothing changed: {'; '.join(problems)} (expected {status})")
+    return list(args.ids)
+
+
+def cmd_retry(args: argparse.Namespace) -> dict[str, Any]:
+    """Put failed jobs back in the queue, with --extra-attempts more tries, and kick."""
+    with _store(args) as store:
+        retried = store.retry_failed(
+            ids=_selection(args, store, "failed"),
+            queue=args.queue,
+            task=args.task,
+            extra_attempts=args.extra_attempts,
+        )
+    for queue in sorted({queue for _, queue in retried}):
+        default_kicker().kick(queue, "manual")
+    return {"retried": [job_id for job_id, _ in retried]}
+
+
+def cmd_cancel(args: argparse.Namespace) -> dict[str, Any]:
+    """Cancel queued jobs (they end failed, 'cancelled by operator'); running ones finish."""
+    with _store(args) as store:
+        cancelled = store.cancel_queued(
+            ids=_selection(args, store, "queued"), queue=args.queue, task=args.task
+        )
+    return {"cancelled": [job_id for job_id, _ in cancelled]}
+
+
+def cmd_purge(args: argparse.Namespace) -> dict[str, Any]:
+    """Delete done and failed jobs finished longer ago than --older-than, in batches."""
+    with _store(args) as store:
+        return {"purged": store.purge_finished(args.older_than, batch=args.batch)}
+
+
+def cmd_reap(args: argparse.Namespace) -> dict[str, Any]:
+    """Run the reaper once: re-queue expired leases, kick ready queues, purge, report."""
+    settings = config.Settings.from_env()
+    with _store(args) as store:
+        return reap(store, default_kicker(), retention=settings.retention)
 
 
 def _print(result: dict[str, Any], as_json: bool) -> None:
@@ -41,32 +152,82 @@ def _print(result: dict[str, Any], as_json: bool) -> None:
         print(json.dumps(result, default=str))
         return
     for key, value in result.items():
-        print(f"{key}: {value}")
+        if isinstance(value, list) and value and isinstance(value[0], dict):
+            print(f"{key}:")
+            for row in value:
+                print("  " + "  ".join(f"{k}={v}" for k, v in row.items()))
+        else:
+            print(f"{key}: {value}")
 
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="pgkick", description=__doc__.splitlines()[0])
-    commands = parser.add_subparsers(dest="command", required=True)
+    commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
-    def command(name: str, handler: Callable[[argparse.Namespace], dict[str, Any]]) -> Any:
-        sub = commands.add_parser(name, help=(handler.__doc__ or "").splitlines()[0])
+    def command(name: str, handler: Handler) -> argparse.ArgumentParser:
+        sub = commands.add_parser(
+            name, help=(handler.__doc__ or "").splitlines()[0], description=handler.__doc__
+        )
         sub.add_argument("--dsn", help="PostgreSQL connection string (default: $DATABASE_URL)")
         sub.add_argument("--json", action="store_true", help="print the result as JSON")
         sub.set_defaults(handler=handler)
         return sub
 
+    def selection(sub: argparse.ArgumentParser) -> None:
+        sub.add_argument("ids", nargs="*", type=int, help="job ids")
+        sub.add_argument("--queue", help="every job of this queue")
+        sub.add_argument("--task", help="every job of this task")
+        sub.add_argument("--all", action="store_true", help="every job in that state")
+
     command("migrate", cmd_migrate)
+    enqueue = command("enqueue", cmd_enqueue)
+    enqueue.add_argument("task")
+    enqueue.add_argument("--payload", default="{}", help="the job's JSON payload")
+    enqueue.add_argument("--queue", default="default")
+    enqueue.add_argument("--delay", type=float, help="seconds before the job is due")
+    enqueue.add_argument("--max-attempts", type=int, default=5)
+    enqueue.add_argument(
+        "--wait",
+        type=float,
+        default=60.0,
+        help="with the local kicker, seconds to wait for the job (0: don't)",
+    )
+    command("status", cmd_status)
+    retry = command("retry", cmd_retry)
+    selection(retry)
+    retry.add_argument("--extra-attempts", type=int, default=1)
+    selection(command("cancel", cmd_cancel))
+    purge = command("purge", cmd_purge)
+    purge.add_argument("--older-than", type=span, required=True, help="e.g. 7d, 12h, 30m")
+    purge.add_argument("--batch", type=int, default=10_000)
+    command("reap", cmd_reap)
+    from pgkick.cli_tools import add_tool_commands  # demo, awake, bench: heavier, own module
+
+    add_tool_commands(command)
     return parser
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     try:
-        _print(args.handler(args), args.json)
-    except (UsageError, DatabaseUnavailable, schema.SchemaError) as exc:
-        print(f"pgkick {args.command}: {exc}", file=sys.stderr)
-        return 2
-    return 0
+        result = args.handler(args)
+    except (
+        UsageError,
+        DatabaseUnavailable,
+        schema.SchemaError,
+        config.ConfigError,
+        EmbeddedPostgresError,
+        TimeoutError,
+        ValueError,
+        TypeError,
+        psycopg.Error,
+    ) as exc:
+        message = " ".join(str(exc).split())
+        print(f"pgkick {args.command}: {message}", file=sys.stderr)
+        return 1 if isinstance(exc, UsageError) else 2
+    if args.json or args.command != "demo":  # the demo prints its own report
+        _print(result, args.json)
+    return 1 if result.get("ok") is False else 0
 
 
 if __name__ == "__main__":

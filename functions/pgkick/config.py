@@ -31,6 +31,7 @@ class Settings:
     schedule_group: str
     batch: int
     lease: timedelta
+    lease_margin: timedelta
     min_remaining: timedelta
     max_fanout: int
     retention: timedelta
@@ -57,6 +58,7 @@ class Settings:
             schedule_group=env.get("PGKICK_SCHEDULE_GROUP") or "default",
             batch=_int(env, "PGKICK_BATCH", 10, 1, 1000),
             lease=timedelta(seconds=_int(env, "PGKICK_LEASE_SECONDS", 300, 1, 86_400)),
+            lease_margin=timedelta(seconds=_int(env, "PGKICK_LEASE_MARGIN_SECONDS", 30, 0, 3600)),
             min_remaining=timedelta(
                 milliseconds=_int(env, "PGKICK_MIN_REMAINING_MS", 2000, 0, 900_000)
             ),

@@ -153,12 +153,16 @@ class LocalKicker:
     def _start(self) -> _Environment:
         read_fd, write_fd = os.pipe()
         env = {**self.env, "PGKICK_KICKER": "local", "PGKICK_LOCAL_PIPE_FD": str(write_fd)}
-        process = subprocess.Popen(
-            [sys.executable, "-m", "pgkick.local_env"],
-            stdin=subprocess.PIPE,
-            env=env,
-            pass_fds=(write_fd,),
-        )
+        with contextlib.ExitStack() as files:
+            out = files.enter_context(self.output.open("ab")) if self.output else None
+            process = subprocess.Popen(
+                [sys.executable, "-m", "pgkick.local_env"],
+                stdin=subprocess.PIPE,
+                stdout=out,
+                stderr=out,
+                env=env,
+                pass_fds=(write_fd,),
+            )
         os.close(write_fd)
         assert process.stdin is not None
         environment = _Environment(process=process, stdin=process.stdin)

@@ -72,6 +72,10 @@ class Enqueuer:
             max_attempts=max_attempts,
             max_payload_bytes=self.max_payload_bytes,
         )
+        return self.enqueue_spec(spec)
+
+    def enqueue_spec(self, spec: JobSpec) -> int:
+        """Insert one job that has been validated already."""
         job = self.store.insert(
             queue=spec.queue,
             task=spec.task,
@@ -179,14 +183,12 @@ def enqueue_and_kick(
     clock: Clock = server_clock,
 ) -> int:
     """Insert one job on a short connection of its own, commit, then kick. Returns its id."""
-    job_spec(
+    spec = job_spec(
         payload, task=task, queue=queue, run_at=run_at, delay=delay, max_attempts=max_attempts
-    )  # fail before connecting
+    )  # bad input fails before anything connects
     with JobStore.open(dsn or config.database_url(), clock) as store:
         enqueuer = Enqueuer(store)
-        job_id = enqueuer.enqueue(
-            payload, task=task, queue=queue, run_at=run_at, delay=delay, max_attempts=max_attempts
-        )
+        job_id = enqueuer.enqueue_spec(spec)
     kick_committed(enqueuer.queued, kicker or default_kicker(), clock())
     return job_id
 

@@ -6,6 +6,38 @@ whose first line says what it does.
 
 from typing import Final, LiteralString
 
+JOB_CLAIM_NAIVE: Final = """\
+-- job_claim_naive: The article's WRONG claim (no row lock on the choice), marking the job done; kept only to show the race.
+UPDATE jobs
+SET status = 'done', attempts = attempts + 1, finished_at = now()
+WHERE id = (
+  SELECT id FROM jobs
+  WHERE status = 'queued'
+  ORDER BY run_at
+  LIMIT 1
+)
+RETURNING id, attempts;"""
+
+JOB_NOTIFY_LISTENERS: Final = """\
+-- job_notify_listeners: Tells LISTENing workers that a queue has work (the article's trigger, sent by the producer in the comparison).
+SELECT pg_notify('pgkick_jobs', %(queue)s);"""
+
+SESSION_LISTEN: Final = """\
+-- session_listen: Subscribes this session to job notifications (what LISTEN-based peers hold open).
+LISTEN pgkick_jobs;"""
+
+JOB_CANCEL_QUEUED: Final = """\
+-- job_cancel_queued: Fails queued jobs (by ids, or by queue and task) with last_error 'cancelled by operator'; running jobs are left to finish.
+UPDATE jobs
+SET status      = 'failed',
+    finished_at = coalesce(%(now)s::timestamptz, now()),
+    last_error  = 'cancelled by operator'
+WHERE status = 'queued'
+  AND (%(ids)s::bigint[] IS NULL OR id = ANY(%(ids)s::bigint[]))
+  AND (%(queue)s::text IS NULL OR queue = %(queue)s)
+  AND (%(task)s::text IS NULL OR task = %(task)s)
+RETURNING id, queue;"""
+
 JOB_CLAIM: Final = """\
 -- job_claim: Claims up to batch ready jobs of a queue under a lease, skipping rows other workers hold (FOR UPDATE SKIP LOCKED).
 WITH next AS (
@@ -19,7 +51,8 @@ WITH next AS (
 UPDATE jobs j
 SET status       = 'running',
     attempts     = j.attempts + 1,
-    locked_until = coalesce(%(now)s::timestamptz, now()) + %(lease)s::interval
+    locked_until = coalesce(%(now)s::timestamptz, now()) + %(lease)s::interval,
+    claimed_at   = coalesce(%(now)s::timestamptz, clock_timestamp())
 FROM next
 WHERE j.id = next.id
 RETURNING j.id, j.queue, j.task, j.payload, j.attempts, j.max_attempts;"""
@@ -71,6 +104,14 @@ SET status       = CASE WHEN %(permanent)s::boolean OR attempts >= max_attempts
 WHERE id = %(id)s AND status = 'running' AND attempts = %(attempts)s
 RETURNING id, queue, status, run_at;"""
 
+JOB_GET_MANY: Final = """\
+-- job_get_many: Reads jobs by id, for the CLI and the demo's report.
+SELECT id, queue, task, status, attempts, max_attempts, run_at, locked_until, last_error,
+       created_at, claimed_at, finished_at
+FROM jobs
+WHERE id = ANY(%(ids)s::bigint[])
+ORDER BY id;"""
+
 JOB_INSERT: Final = """\
 -- job_insert: Inserts one queued job, due at run_at or after delay, and returns its id, queue and due time.
 INSERT INTO jobs (queue, task, payload, run_at, max_attempts)
@@ -120,6 +161,19 @@ SET status       = CASE WHEN attempts >= max_attempts THEN 'failed' ELSE 'queued
     last_error   = format('lease expired (attempt %%s of %%s)', attempts, max_attempts)
 WHERE status = 'running' AND locked_until < coalesce(%(now)s::timestamptz, now())
 RETURNING id, queue, status, attempts;"""
+
+JOB_RETRY_FAILED: Final = """\
+-- job_retry_failed: Puts failed jobs (by ids, or by queue and task) back in the queue with more attempts; attempts keep counting up, so fencing stays sound.
+UPDATE jobs
+SET status       = 'queued',
+    run_at       = coalesce(%(now)s::timestamptz, now()),
+    finished_at  = NULL,
+    max_attempts = attempts + %(extra_attempts)s
+WHERE status = 'failed'
+  AND (%(ids)s::bigint[] IS NULL OR id = ANY(%(ids)s::bigint[]))
+  AND (%(queue)s::text IS NULL OR queue = %(queue)s)
+  AND (%(task)s::text IS NULL OR task = %(task)s)
+RETURNING id, queue;"""
 
 JOB_STATS_BY_QUEUE: Final = """\
 -- job_stats_by_queue: Per queue: jobs by status, the oldest ready job's age, the next lease to expire, failures in the last day.
@@ -172,6 +226,25 @@ MIGRATION_TABLE_EXISTS: Final = """\
 -- migration_table_exists: Says whether pgkick's migrations table exists here, without creating anything.
 SELECT to_regclass('pgkick_migrations') IS NOT NULL AS exists;"""
 
+SESSION_LIST_ACTIVITY: Final = """\
+-- session_list_activity: The server's now, how many sessions this database has ever had, and the sessions a serverless compute's activity monitor looks at: client backends of this database, autovacuum workers, walsenders (one row with a NULL pid when there are none).
+SELECT now() AS now,
+       (SELECT sessions FROM pg_stat_database WHERE datname = current_database()) AS sessions_ever,
+       a.pid, a.application_name, a.backend_type, a.state, a.state_change
+FROM (SELECT 1) AS one
+LEFT JOIN pg_stat_activity AS a
+  ON a.pid <> pg_backend_pid()
+ AND (a.backend_type IN ('autovacuum worker', 'walsender')
+      OR (a.backend_type = 'client backend' AND a.datname = current_database()));"""
+
+SESSION_TERMINATE_CLIENTS: Final = """\
+-- session_terminate_clients: Closes every other client session of this database, as a suspending compute does.
+SELECT count(pg_terminate_backend(pid)) AS closed
+FROM pg_stat_activity
+WHERE pid <> pg_backend_pid()
+  AND backend_type = 'client backend'
+  AND datname = current_database();"""
+
 # (version, name, script) in the order they apply.
 MIGRATIONS: Final[tuple[tuple[int, str, LiteralString], ...]] = (
     (1, 'jobs', """\
@@ -200,4 +273,7 @@ CREATE TABLE jobs (
 
 -- Only the rows workers look for: stays small however long the finished history grows.
 CREATE INDEX jobs_ready_idx ON jobs (queue, run_at) WHERE status = 'queued';"""),
+    (2, 'claimed_at', """\
+-- 0002_claimed_at: when the current attempt was claimed, for kick-to-start latency and "running since".
+ALTER TABLE jobs ADD COLUMN claimed_at timestamptz;"""),
 )

@@ -24,7 +24,6 @@ from pgkick.tasks import Registry, registry
 from pgkick.validation import check_name
 from pgkick.worker import Summary, Worker, WorkerOptions
 
-LEASE_MARGIN = timedelta(seconds=30)
 CONNECT_RETRIES = 3  # a resuming serverless compute can refuse the first connection
 
 
@@ -106,7 +105,8 @@ class Runtime:
     def drain(self, queue: str, remaining_ms: Callable[[], int]) -> Summary:
         """Drain one queue. The lease outlasts this invocation (remaining time + a margin),
         so the reaper can never hand a job to a second worker while this one still lives."""
-        lease = max(self.settings.lease, timedelta(milliseconds=remaining_ms()) + LEASE_MARGIN)
+        margin = self.settings.lease_margin
+        lease = max(self.settings.lease, timedelta(milliseconds=remaining_ms()) + margin)
         options = WorkerOptions(
             batch=self.settings.batch,
             lease=lease,

@@ -8,7 +8,10 @@ failure leaves the schema exactly as it was.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
+from typing import Any
 
 from pgkick import queries
 from pgkick.store import JobStore
@@ -54,6 +57,14 @@ def check(store: JobStore) -> int:
             "run `pgkick migrate`"
         )
     return LATEST_VERSION
+
+
+@contextmanager
+def open_checked(dsn: str, **options: Any) -> Iterator[JobStore]:
+    """A store on its own connection, refusing a database whose schema does not match."""
+    with JobStore.open(dsn, **options) as store:
+        check(store)
+        yield store
 
 
 def _refuse_newer(done: set[int]) -> None:

@@ -1,0 +1,169 @@
+"""The article's three ways for workers to wait, side by side under the awake monitor.
+
+Why: "nothing keeps the database awake" only means something next to what the
+alternatives do to the same database. One scripted sparse workload (a few
+bursts of jobs separated by quiet gaps longer than the suspend window), run
+three times, each under its own monitor, on a compressed timeline:
+
+- pgkick: each burst is enqueued with a kick; local workers drain it and exit;
+- poll: one worker that claims every second and sleeps when it finds nothing;
+- listen: one worker holding LISTEN, woken by NOTIFY, with a fallback poll more
+  frequent than the window (as the article advises, to catch missed notices).
+
+Poll and listen reconnect at once when a suspension closes their connection,
+as real workers do, and so resume the compute.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+from pgkick import queries
+from pgkick.awake import AwakeMonitor, AwakeReport
+from pgkick.db import Database, DatabaseUnavailable
+from pgkick.kick import Kicker, NoKicker
+from pgkick.local import LocalKicker
+from pgkick.producer import enqueue_many
+from pgkick.store import JobStore
+from pgkick.timeline_png import Lane, render
+
+MODES = ("pgkick", "poll", "listen")
+LEASE = timedelta(minutes=5)
+
+
+@dataclass(frozen=True)
+class Workload:
+    bursts: int = 3
+    jobs_per_burst: int = 50
+    gap: float = 6.0  # seconds between bursts: longer than the window
+    window: float = 2.0  # the compressed suspend window (10 minutes on Relyt One)
+    poll_every: float = 1.0
+    listen_fallback: float = 1.5  # fallback poll, more often than the window
+
+
+@dataclass
+class ModeResult:
+    mode: str
+    report: AwakeReport
+    empty_polls: int
+    jobs_done: int
+    job_seconds: list[float]
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "mode": self.mode,
+            **self.report.as_dict(),
+            "empty_polls": self.empty_polls,
+            "jobs_done": self.jobs_done,
+        }
+
+
+class _Waiter(threading.Thread):
+    """A worker that waits in the database: by polling, or by LISTEN with a fallback poll."""
+
+    def __init__(self, dsn: str, queue: str, mode: str, workload: Workload) -> None:
+        super().__init__(daemon=True, name=f"pgkick-{mode}")
+        self.dsn, self.queue, self.mode, self.workload = dsn, queue, mode, workload
+        self.stop_event = threading.Event()
+        self.empty_polls = 0
+
+    def run(self) -> None:
+        while not self.stop_event.is_set():
+            try:
+                with JobStore.open(self.dsn, application_name=f"{self.mode}-worker") as store:
+                    if self.mode == "listen":
+                        store.execute(queries.SESSION_LISTEN)
+                    self._loop(store)
+            except DatabaseUnavailable:
+                self.stop_event.wait(0.2)
+            except Exception:  # the suspension closed our connection: reconnect at once
+                continue
+
+    def _loop(self, store: JobStore) -> None:
+        while not self.stop_event.is_set():
+            jobs = store.claim(self.queue, batch=10, lease=LEASE)
+            if jobs:
+                store.complete_many(jobs)
+                continue
+            self.empty_polls += 1
+            if self.mode == "listen":
+                store.notifies(self.workload.listen_fallback)
+            else:
+                self.stop_event.wait(self.workload.poll_every)
+
+
+def run_mode(dsn: str, mode: str, workload: Workload, log: Path | None = None) -> ModeResult:
+    queue = f"compare-{mode}-{int(time.time() * 1000)}"
+    waiter = _Waiter(dsn, queue, mode, workload) if mode != "pgkick" else None
+    local = (
+        LocalKicker(env={"DATABASE_URL": dsn}, concurrency=2, idle_seconds=0.5, output=log)
+        if mode == "pgkick"
+        else None
+    )
+    kicker: Kicker = local or NoKicker()
+    monitor = AwakeMonitor(
+        dsn, window=workload.window, close_on_suspend=True, ignore=frozenset({"pgkick-compare"})
+    )
+    started_at = datetime.now(UTC)
+    monitor.start()
+    if waiter:
+        waiter.start()
+    ids: list[int] = []
+    for burst in range(workload.bursts):
+        time.sleep(0.5 if burst == 0 else workload.gap)
+        ids += _burst(dsn, queue, workload.jobs_per_burst, kicker, notify=mode == "listen")
+    time.sleep(workload.window + 2)
+    report = monitor.stop()
+    if waiter:
+        waiter.stop_event.set()
+        waiter.join(10)
+    empty = waiter.empty_polls if waiter else 0
+    if local:
+        local.wait_idle(30)
+        empty = local.stats.invocations  # each invocation ends on one empty claim
+        local.close()
+    with JobStore.open(dsn, application_name="pgkick-compare") as store:
+        rows = store.get_many(ids)
+    finished = [(r["finished_at"] - started_at).total_seconds() for r in rows if r["finished_at"]]
+    done = sum(1 for r in rows if r["status"] == "done")
+    return ModeResult(mode, report, empty, done, finished)
+
+
+def _burst(dsn: str, queue: str, count: int, kicker: Kicker, *, notify: bool) -> list[int]:
+    ids = enqueue_many(
+        [{"payload": {"n": n}, "task": "noop", "queue": queue} for n in range(count)],
+        dsn=dsn,
+        kicker=kicker,
+    )
+    if notify:
+        with Database.open(
+            dsn
+        ) as db:  # the producer: its activity counts, as pgkick's enqueue does
+            db.execute(queries.JOB_NOTIFY_LISTENERS, queue=queue)
+    return ids
+
+
+def compare(
+    dsn: str,
+    workload: Workload,
+    *,
+    modes: tuple[str, ...] = MODES,
+    png: Path | None = None,
+    log: Path | None = None,
+    progress: Callable[[str], None] = lambda _: None,
+) -> list[ModeResult]:
+    """Run each mode in turn on the same database; optionally draw them as one picture."""
+    results = []
+    for mode in modes:
+        progress(f"awake comparison: running {mode} ...")
+        results.append(run_mode(dsn, mode, workload, log))
+    if png is not None:
+        duration = max(r.report.duration for r in results)
+        render(png, [Lane(r.mode, r.report.timeline, r.job_seconds) for r in results], duration)
+    return results

@@ -1,0 +1,139 @@
+"""The heavier `pgkick` commands: `demo` and `awake` (they start servers and processes).
+
+Why apart from cli.py: the operations commands stay a screen long, and these
+pull in the embedded server, the local kicker and the picture writer only when
+asked for.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from pgkick import demo, demo_report
+from pgkick.awake import DEFAULT_WINDOW, AwakeMonitor
+from pgkick.awake_compare import Workload, compare
+from pgkick.timeline_png import Lane, render
+
+Command = Callable[[str, Callable[[argparse.Namespace], dict[str, Any]]], argparse.ArgumentParser]
+
+
+def cmd_demo(args: argparse.Namespace) -> dict[str, Any]:
+    """Start an embedded PostgreSQL 17 and play a day of pgkick on it, then report."""
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    out.chmod(0o755)
+    dsn = args.dsn or os.environ.get("DATABASE_URL")
+    server = None
+    folder = (
+        Path(args.data_dir) if args.data_dir else Path(tempfile.mkdtemp(prefix="data-", dir=out))
+    )
+    if not dsn:
+        from pgkick.embedded import EmbeddedPostgres
+
+        print(f"== starting PostgreSQL 17 in {folder}", file=sys.stderr)
+        server = EmbeddedPostgres(folder)
+        dsn = server.start()
+    try:
+        options = demo.DemoOptions(
+            jobs=args.jobs, window=args.window, workers=args.workers, dsn=dsn, out=out
+        )
+        run = demo.run(options)
+        summary = demo_report.summarise(run, args.jobs)
+        comparison: list[dict[str, Any]] = []
+        lanes = [Lane("pgkick demo", run.timeline)]
+        if not args.no_compare:
+            results = compare(
+                dsn,
+                Workload(window=2.0),
+                log=out / "workers.log",
+                progress=lambda text: print(f"== {text}", file=sys.stderr),
+            )
+            comparison = [r.as_dict() for r in results]
+            lanes += [Lane(r.mode, r.report.timeline, r.job_seconds) for r in results]
+        duration = max((lane.timeline[-1][0] for lane in lanes if lane.timeline), default=1.0)
+        picture = render(out / "awake.png", lanes, duration)
+        summary.update(comparison=comparison, picture=str(picture), logs=str(out))
+        if not args.json:
+            print(demo_report.render(summary, comparison))
+            print(f"timeline picture: {picture}\nworkers' logs: {out / 'workers.log'}")
+        return summary
+    finally:
+        if server is not None:
+            server.stop()
+            if args.keep:
+                print(f"== kept the database folder {folder}", file=sys.stderr)
+            else:
+                demo.cleanup(folder)
+
+
+def cmd_awake(args: argparse.Namespace) -> dict[str, Any]:
+    """Watch a database the way a scale-to-zero compute does, and report awake time."""
+    dsn = args.dsn or os.environ.get("DATABASE_URL")
+    if not dsn:
+        raise ValueError("no database: pass --dsn or set DATABASE_URL")
+    monitor = AwakeMonitor(
+        dsn,
+        window=args.window,
+        interval=args.interval,
+        close_on_suspend=args.close_on_suspend,
+        ignore=frozenset(args.ignore),
+    ).start()
+    try:
+        deadline = time.monotonic() + args.duration if args.duration else None
+        while deadline is None or time.monotonic() < deadline:
+            time.sleep(0.2)
+    except KeyboardInterrupt:
+        pass
+    report = monitor.stop()
+    result = report.as_dict()
+    if args.png:
+        render(Path(args.png), [Lane("database", report.timeline)], report.duration)
+        result["picture"] = args.png
+    return result
+
+
+def add_tool_commands(command: Command) -> None:
+    demo_cmd = command("demo", cmd_demo)
+    demo_cmd.add_argument("--jobs", type=int, default=2_000, help="jobs in the first burst")
+    demo_cmd.add_argument("--workers", type=int, default=4, help="local concurrency cap")
+    demo_cmd.add_argument(
+        "--window",
+        type=float,
+        default=5.0,
+        help="compressed suspend window in seconds (Relyt One: 600)",
+    )
+    demo_cmd.add_argument("--data-dir", help="database folder (default: a new temporary one)")
+    demo_cmd.add_argument("--keep", action="store_true", help="keep the database folder")
+    demo_cmd.add_argument(
+        "--no-compare", action="store_true", help="skip the pgkick / poll / listen awake comparison"
+    )
+    demo_cmd.add_argument(
+        "--out",
+        default=str(Path(tempfile.gettempdir()) / "pgkick-demo"),
+        help="folder for the picture and the workers' logs",
+    )
+    awake = command("awake", cmd_awake)
+    awake.add_argument(
+        "--window",
+        type=float,
+        default=DEFAULT_WINDOW,
+        help="seconds without activity before the compute suspends",
+    )
+    awake.add_argument("--duration", type=float, help="stop after this many seconds")
+    awake.add_argument("--interval", type=float, default=0.5, help="seconds between looks")
+    awake.add_argument(
+        "--close-on-suspend",
+        action="store_true",
+        help="terminate client sessions at suspend, like a real suspension",
+    )
+    awake.add_argument(
+        "--ignore", action="append", default=[], help="application_name to leave out (repeatable)"
+    )
+    awake.add_argument("--png", help="write a timeline picture here")

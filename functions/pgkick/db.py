@@ -1,0 +1,114 @@
+"""The only module that imports psycopg: connections, and running named statements.
+
+Why one module: everything else runs the statements of `pgkick.queries` (the
+text of `sql/`) through a `Database`, so connection rules live in one place:
+made for transaction-mode poolers (PgBouncer, Neon's pooler, RDS Proxy) with no
+prepared statements and no session state, and autocommit, so each statement is
+its own short transaction and nothing stays open while a job's code runs.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from datetime import datetime
+from typing import Any, LiteralString, Self
+
+import psycopg
+
+# Returns the instant the SQL should treat as now, or None for the server's now().
+Clock = Callable[[], datetime | None]
+Connection = psycopg.Connection[tuple[Any, ...]]
+
+
+def server_clock() -> datetime | None:
+    """The default clock: let PostgreSQL's now() decide."""
+    return None
+
+
+class DatabaseUnavailable(RuntimeError):
+    """Could not connect (wrong DSN, server down, resuming compute, too many connections)."""
+
+
+def connect(
+    dsn: str,
+    *,
+    autocommit: bool = True,
+    connect_timeout: int = 5,
+    retries: int = 0,
+    retry_delay: float = 0.5,
+    application_name: str = "pgkick",
+) -> Connection:
+    """Open one short-lived, pooler-safe connection; retry for a compute that is resuming."""
+    for attempt in range(retries + 1):
+        try:
+            conn = psycopg.connect(
+                dsn,
+                autocommit=autocommit,
+                prepare_threshold=None,
+                connect_timeout=connect_timeout,
+                application_name=application_name,
+            )
+            return conn
+        except psycopg.OperationalError as exc:
+            if attempt == retries:
+                raise DatabaseUnavailable(
+                    f"cannot connect to PostgreSQL: {_one_line(exc)}"
+                ) from exc
+            time.sleep(retry_delay * 2**attempt)
+    raise AssertionError("unreachable")
+
+
+class Database:
+    """Named statements over one connection (autocommit, or the caller's transaction)."""
+
+    def __init__(self, conn: Connection, clock: Clock = server_clock) -> None:
+        self.conn = conn
+        self.clock = clock
+
+    @classmethod
+    @contextmanager
+    def open(cls, dsn: str, clock: Clock = server_clock, **options: Any) -> Iterator[Self]:
+        """On its own connection, closed on exit (an idle session can keep a DB awake)."""
+        conn = connect(dsn, **options)
+        try:
+            yield cls(conn, clock)
+        finally:
+            conn.close()
+
+    @contextmanager
+    def transaction(self) -> Iterator[None]:
+        with self.conn.transaction():
+            yield
+
+    def notifies(self, timeout: float) -> list[str]:
+        """Payloads of the notifications that arrive within timeout seconds (LISTEN peers)."""
+        return [n.payload for n in self.conn.notifies(timeout=timeout, stop_after=1)]
+
+    def _params(self, params: dict[str, Any]) -> dict[str, Any]:
+        return {"now": self.clock(), **params}
+
+    def execute(self, query: LiteralString, **params: Any) -> psycopg.Cursor[tuple[Any, ...]]:
+        return self.conn.execute(query, self._params(params) if "%(" in query else None)
+
+    def rows(self, query: LiteralString, **params: Any) -> list[tuple[Any, ...]]:
+        return self.execute(query, **params).fetchall()
+
+    def dicts(self, query: LiteralString, **params: Any) -> list[dict[str, Any]]:
+        cur = self.execute(query, **params)
+        names = [column.name for column in cur.description or []]
+        return [dict(zip(names, row, strict=True)) for row in cur.fetchall()]
+
+    def one(self, query: LiteralString, **params: Any) -> tuple[Any, ...]:
+        row = self.execute(query, **params).fetchone()
+        if row is None:
+            raise RuntimeError(f"expected a row from: {query.splitlines()[0]}")
+        return row
+
+    def count(self, query: LiteralString, **params: Any) -> int:
+        return self.execute(query, **params).rowcount
+
+
+def _one_line(exc: BaseException) -> str:
+    return " ".join(str(exc).split())
