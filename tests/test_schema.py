@@ -96,8 +96,9 @@ def test_bundle_check_catches_drift(tmp_path: Path) -> None:
 
 
 def test_every_runtime_statement_is_named_and_described() -> None:
-    files = sorted(p.stem for p in [*(ROOT / "sql").glob("*.sql"),
-                                    *(ROOT / "sql").glob("bench/*.sql")])
+    files = sorted(
+        p.stem for p in [*(ROOT / "sql").glob("*.sql"), *(ROOT / "sql").glob("bench/*.sql")]
+    )
     constants = sorted(n.lower() for n in vars(queries) if n.isupper() and n != "MIGRATIONS")
     assert files == constants
     for name in files:
@@ -111,7 +112,8 @@ def test_cli_migrate_reports_json_and_errors_in_one_line(
     from pgkick import cli
 
     assert cli.main(["migrate", "--dsn", empty_dsn, "--json"]) == 0
-    assert json.loads(capsys.readouterr().out) == {"applied": [1], "version": 1}
+    versions = [version for version, _, _ in queries.MIGRATIONS]
+    assert json.loads(capsys.readouterr().out) == {"applied": versions, "version": versions[-1]}
     assert cli.main(["migrate", "--dsn", "postgresql://nobody@127.0.0.1:1/none"]) == 2
     err = capsys.readouterr().err
     assert err.startswith("pgkick migrate: cannot connect to PostgreSQL") and err.count("\n") == 1

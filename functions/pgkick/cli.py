@@ -54,6 +54,17 @@ def span(text: str) -> timedelta:
     return timedelta(**{UNITS[match[2]]: int(match[1])})
 
 
+def positive(text: str) -> int:
+    """A whole number of at least 1."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"{value} must be at least 1")
+    return value
+
+
 def cmd_migrate(args: argparse.Namespace) -> dict[str, Any]:
     """Apply pgkick's schema migrations (idempotent, safe to run concurrently)."""
     with JobStore.open(_dsn(args), application_name="pgkick-cli") as store:
@@ -185,7 +196,7 @@ def build_parser() -> argparse.ArgumentParser:
     enqueue.add_argument("--payload", default="{}", help="the job's JSON payload")
     enqueue.add_argument("--queue", default="default")
     enqueue.add_argument("--delay", type=float, help="seconds before the job is due")
-    enqueue.add_argument("--max-attempts", type=int, default=5)
+    enqueue.add_argument("--max-attempts", type=int, default=5)  # validated by the producer
     enqueue.add_argument(
         "--wait",
         type=float,
@@ -195,11 +206,11 @@ def build_parser() -> argparse.ArgumentParser:
     command("status", cmd_status)
     retry = command("retry", cmd_retry)
     selection(retry)
-    retry.add_argument("--extra-attempts", type=int, default=1)
+    retry.add_argument("--extra-attempts", type=positive, default=1)
     selection(command("cancel", cmd_cancel))
     purge = command("purge", cmd_purge)
     purge.add_argument("--older-than", type=span, required=True, help="e.g. 7d, 12h, 30m")
-    purge.add_argument("--batch", type=int, default=10_000)
+    purge.add_argument("--batch", type=positive, default=10_000)
     command("reap", cmd_reap)
     from pgkick.cli_tools import add_tool_commands  # demo, awake, bench: heavier, own module
 

@@ -164,6 +164,8 @@ class JobStore(Database):
 
     def purge_finished(self, retention: timedelta, *, batch: int = 10_000) -> int:
         """Delete finished jobs older than retention, one short statement per batch."""
+        if batch < 1:
+            raise ValueError(f"batch: {batch} must be at least 1")
         total = 0
         while True:
             deleted = self.count(queries.JOB_PURGE_FINISHED, retention=retention, batch=batch)

@@ -1,0 +1,79 @@
+"""The activity-monitor emulator: its rule on chosen rows, and pgkick against polling for real."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+from pgkick.awake import SHORT_SESSIONS, AwakeMonitor, activity
+from pgkick.awake_compare import Workload, compare
+
+T0 = datetime(2026, 1, 1, 12, 0, tzinfo=UTC)
+
+
+def row(
+    app: str | None,
+    state: str | None,
+    changed: float,
+    *,
+    now: float,
+    kind: str = "client backend",
+    sessions: int = 1,
+) -> dict[str, Any]:
+    return {
+        "now": T0 + timedelta(seconds=now),
+        "sessions_ever": sessions,
+        "pid": 1,
+        "application_name": app,
+        "backend_type": kind,
+        "state": state,
+        "state_change": T0 + timedelta(seconds=changed),
+    }
+
+
+def test_rule_busy_is_now_idle_is_its_last_change() -> None:
+    rows = [row("app", "idle", 5, now=100), row("job", "idle in transaction", 1, now=100)]
+    assert activity(rows, frozenset()) == (T0 + timedelta(seconds=100), {"job"})
+    rows = [row("a", "idle", 5, now=100), row("b", "idle", 40, now=100)]
+    assert activity(rows, frozenset()) == (T0 + timedelta(seconds=40), {"b"})
+    vacuum = [row(None, None, 0, now=100, kind="autovacuum worker")]
+    assert activity(vacuum, frozenset()) == (T0 + timedelta(seconds=100), {"autovacuum worker"})
+    assert activity([row("me", "active", 0, now=100)], frozenset({"me"})) == (None, set())
+
+
+def test_monitor_suspends_after_the_window_and_resumes_on_a_new_session() -> None:
+    monitor = AwakeMonitor("unused", window=10)
+    looks = [
+        [row("app", "idle", 0, now=0)],  # the watch starts on an awake compute
+        [row("app", "idle", 0, now=9)],  # idle 9 s < 10: awake
+        [row("app", "idle", 0, now=11)],  # idle 11 s: suspend
+        [row("app", "idle", 0, now=30)],  # still suspended: an idle session is no activity
+        [row(None, None, 0, now=31, sessions=2) | {"pid": None}],  # a session came and went
+        [row("app", "active", 0, now=32, sessions=2)],
+    ]
+    awake = [monitor.sample(look, 1.0, None) for look in looks]
+    assert awake == [True, True, False, False, True, True]
+    report = monitor.report
+    assert (report.suspends, report.resumes, report.awake_seconds) == (1, 1, 4.0)
+    assert report.kept_awake_by == {SHORT_SESSIONS: 1.0, "app": 1.0}
+
+
+def test_pgkick_lets_the_compute_suspend_between_bursts_polling_never(
+    dsn: str, tmp_path: Path
+) -> None:
+    results = compare(
+        dsn,
+        Workload(bursts=2, jobs_per_burst=20, gap=5.0, window=1.5),
+        modes=("pgkick", "poll"),
+        png=tmp_path / "awake.png",
+        log=tmp_path / "workers.log",
+    )
+    pgkick, poll = (r.report for r in results)
+    assert [r.jobs_done for r in results] == [40, 40]
+    assert pgkick.suspends >= 2 and pgkick.resumes >= 1  # asleep between and after bursts
+    assert pgkick.awake_fraction < 0.8
+    assert poll.suspends == 0 and poll.awake_fraction > 0.9
+    assert results[1].empty_polls > results[0].empty_polls
+    picture = (tmp_path / "awake.png").read_bytes()
+    assert picture.startswith(b"\x89PNG\r\n\x1a\n") and len(picture) > 500
