@@ -29,7 +29,9 @@ def test_demo_runs_every_step_and_reports_nothing_lost(
             "--json",
         ]
     )
-    summary = json.loads(capsys.readouterr().out)
+    captured = capsys.readouterr()
+    assert captured.out.startswith("{"), captured.err[-2000:]
+    summary = json.loads(captured.out)
     assert code == 0, summary["problems"]
     assert summary["ok"] and summary["problems"] == []
     jobs = 300 + 20 + 3 + 1 + 1  # burst, singles, app transaction, flaky, killed

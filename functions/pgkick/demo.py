@@ -67,9 +67,9 @@ class DemoRun:
 class Progress:
     """One live line of counts, redrawn in place; plain lines when not on a terminal."""
 
-    def __init__(self, db: JobStore, queue: str, stream: Any = sys.stderr) -> None:
-        self.db, self.queue, self.stream = db, queue, stream
-        self.tty = stream.isatty()
+    def __init__(self, db: JobStore, queue: str, stream: Any = None) -> None:
+        self.db, self.queue, self.stream = db, queue, stream or sys.stderr
+        self.tty = self.stream.isatty()
 
     def step(self, text: str) -> None:
         self.stream.write(("\r\033[K" if self.tty else "") + f"== {text}\n")
