@@ -1,0 +1,110 @@
+"""The SAM transform done offline, then cfn-lint on its output (run with .venv-sam's python).
+
+Why: cfn-lint on the SAM source is blind to values SAM passes through
+(`MaximumRetryAttempts: 5`, a bad runtime, `rate(15 minute)`); on the
+transformed CloudFormation they are plain properties it checks. The transform
+needs the ARNs of the AWS managed policies SAM attaches; they are fixed, so a
+table replaces the IAM lookup and no AWS account is needed.
+
+    .venv-sam/bin/python infra/sam_checks.py [TEMPLATE] [--out transformed.json]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+from samtranslator.public.translator import ManagedPolicyLoader
+from samtranslator.translator.transform import transform
+from samtranslator.yaml_helper import yaml_parse
+
+ROOT = Path(__file__).resolve().parent.parent
+MANAGED = {
+    name: f"arn:aws:iam::aws:policy/service-role/{name}"
+    for name in (
+        "AWSLambdaBasicExecutionRole",
+        "AWSLambdaVPCAccessExecutionRole",
+        "AWSXRayDaemonWriteAccess",
+        "AWSLambdaRole",
+    )
+}
+
+
+class OfflinePolicies(ManagedPolicyLoader):  # type: ignore[misc]
+    def __init__(self) -> None:
+        pass
+
+    def load(self) -> dict[str, str]:
+        return MANAGED
+
+
+def transformed(template: Path) -> dict[str, Any]:
+    os.environ.setdefault("AWS_DEFAULT_REGION", "us-east-1")
+    source = yaml_parse(template.read_text())
+    # What `sam package` does first: local code folders become S3 objects.
+    for holder in [
+        source.get("Globals", {}).get("Function", {}),
+        *(r.get("Properties", {}) for r in source["Resources"].values()),
+    ]:
+        if isinstance(holder.get("CodeUri"), str) and not holder["CodeUri"].startswith("s3://"):
+            holder["CodeUri"] = "s3://pgkick-artifacts/functions.zip"
+    result: dict[str, Any] = transform(source, {}, OfflinePolicies())
+    return result
+
+
+RATE = re.compile(r"^rate\((\d+) (minute|hour|day)(s?)\)$")
+AT = re.compile(r"^at\(\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\)$")
+CRON = re.compile(r"^cron\((\S+ ){5}\S+\)$")
+
+
+def schedule_problems(template: dict[str, Any]) -> list[str]:
+    """EventBridge Scheduler expressions, which no linter checks: rate(1 minute) but
+    rate(15 minutes), cron() with six fields, at(yyyy-mm-ddThh:mm:ss)."""
+    problems = []
+    for name, resource in template.get("Resources", {}).items():
+        if resource.get("Type") != "AWS::Scheduler::Schedule":
+            continue
+        expression = resource["Properties"].get("ScheduleExpression")
+        if isinstance(expression, dict) and "Ref" in expression:
+            parameter = template.get("Parameters", {}).get(expression["Ref"], {})
+            expression = parameter.get("Default")
+        if not isinstance(expression, str):
+            continue
+        rate = RATE.match(expression)
+        plural_ok = rate is not None and (rate[1] == "1") == (rate[3] == "")
+        if not (plural_ok or AT.match(expression) or CRON.match(expression)):
+            problems.append(f"E9001 {name}: {expression!r} is not a valid schedule expression")
+    return problems
+
+
+def main(argv: list[str]) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("template", nargs="?", type=Path, default=ROOT / "template.yaml")
+    parser.add_argument("--out", type=Path, default=ROOT / ".aws-sam" / "transformed.json")
+    args = parser.parse_args(argv)
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    result = transformed(args.template)
+    args.out.write_text(json.dumps(result, indent=1))
+    problems = schedule_problems(result)
+    print("".join(f"{problem}\n" for problem in problems), end="")
+    # W2001 (unused parameter): the transform inlines the values of some parameters.
+    cfn_lint = str(Path(sys.executable).parent / "cfn-lint")
+    lint = subprocess.run(
+        [cfn_lint, "--ignore-checks", "W2001", "--", str(args.out)],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    print(lint.stdout + lint.stderr, end="")
+    print(f"transformed: {args.out}; cfn-lint exit {lint.returncode}")
+    return lint.returncode or (1 if problems else 0)
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

