@@ -1,10 +1,12 @@
--- job_fail: Records a failed attempt (fenced): queued again after 10 s x 2^attempts (at most 1 hour), or failed at max_attempts or when permanent.
+-- job_fail: Records a failed attempt (fenced): queued again after backoff x 2^attempts (default 10 s, at most the cap, default 1 hour), or failed at max_attempts or when permanent.
 UPDATE jobs
 SET status       = CASE WHEN %(permanent)s::boolean OR attempts >= max_attempts
                         THEN 'failed' ELSE 'queued' END,
     run_at       = CASE WHEN %(permanent)s::boolean OR attempts >= max_attempts THEN run_at
                         ELSE coalesce(%(now)s::timestamptz, now())
-                             + least(interval '1 hour', interval '10 seconds' * 2 ^ least(attempts, 20))
+                             + least(coalesce(%(backoff_cap)s::interval, interval '1 hour'),
+                                     coalesce(%(backoff)s::interval, interval '10 seconds')
+                                     * 2 ^ least(attempts, 20))
                    END,
     finished_at  = CASE WHEN %(permanent)s::boolean OR attempts >= max_attempts
                         THEN coalesce(%(now)s::timestamptz, now()) END,

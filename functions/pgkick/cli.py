@@ -69,7 +69,9 @@ def cmd_migrate(args: argparse.Namespace) -> dict[str, Any]:
     """Apply pgkick's schema migrations (idempotent, safe to run concurrently)."""
     with JobStore.open(_dsn(args), application_name="pgkick-cli") as store:
         report = schema.migrate(store)
-    return {"applied": report.applied, "version": report.version}
+        roles = schema.create_roles(store) if args.roles else []
+    result: dict[str, Any] = {"applied": report.applied, "version": report.version}
+    return result | ({"roles": roles} if roles else {})
 
 
 def cmd_enqueue(args: argparse.Namespace) -> dict[str, Any]:
@@ -190,7 +192,11 @@ def build_parser() -> argparse.ArgumentParser:
         sub.add_argument("--task", help="every job of this task")
         sub.add_argument("--all", action="store_true", help="every job in that state")
 
-    command("migrate", cmd_migrate)
+    command("migrate", cmd_migrate).add_argument(
+        "--roles",
+        action="store_true",
+        help="also create and grant pgkick_producer, pgkick_worker, pgkick_maintainer",
+    )
     enqueue = command("enqueue", cmd_enqueue)
     enqueue.add_argument("task")
     enqueue.add_argument("--payload", default="{}", help="the job's JSON payload")

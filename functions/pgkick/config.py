@@ -34,6 +34,8 @@ class Settings:
     lease_margin: timedelta
     min_remaining: timedelta
     max_fanout: int
+    backoff: timedelta
+    backoff_cap: timedelta
     retention: timedelta
     task_modules: tuple[str, ...]
     local_concurrency: int
@@ -63,6 +65,8 @@ class Settings:
                 milliseconds=_int(env, "PGKICK_MIN_REMAINING_MS", 2000, 0, 900_000)
             ),
             max_fanout=_int(env, "PGKICK_MAX_FANOUT", 1, 0, 100),
+            backoff=timedelta(milliseconds=_int(env, "PGKICK_BACKOFF_MS", 10_000, 1, 3_600_000)),
+            backoff_cap=timedelta(seconds=_int(env, "PGKICK_BACKOFF_CAP_SECONDS", 3600, 1, 86_400)),
             retention=timedelta(days=_int(env, "PGKICK_RETENTION_DAYS", 7, 0, 36_500)),
             task_modules=tuple(
                 m.strip() for m in env.get("PGKICK_TASKS", "").split(",") if m.strip()

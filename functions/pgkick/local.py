@@ -42,6 +42,7 @@ class _Environment:
     busy: dict[str, Any] | None = None
     retired: bool = False
     retire_timer: threading.Timer | None = None
+    deadline: threading.Timer | None = None
 
 
 @dataclass
@@ -49,6 +50,8 @@ class LocalStats:
     cold_starts: int = 0
     invocations: int = 0
     crashes: int = 0
+    errors: int = 0
+    timeouts: int = 0
     results: list[dict[str, Any]] = field(default_factory=list)
 
 
@@ -143,6 +146,11 @@ class LocalKicker:
                 idle.retire_timer.cancel()
             idle.busy = item
             self.stats.invocations += 1
+            idle.deadline = threading.Timer(
+                self.timeout_ms / 1000 + 1.0, self._time_out, (idle, item)
+            )
+            idle.deadline.daemon = True
+            idle.deadline.start()
             line = {"event": item["event"], "timeout_ms": self.timeout_ms}
             try:
                 idle.stdin.write(json.dumps(line).encode() + b"\n")
@@ -186,7 +194,13 @@ class LocalKicker:
                 )
             elif "result" in message:
                 with self._lock:
-                    self.stats.results.append(message["result"])
+                    result = message["result"]
+                    self.stats.results.append(result)
+                    if environment.deadline is not None:
+                        environment.deadline.cancel()
+                    if isinstance(result, dict) and "error" in result and environment.busy:
+                        self.stats.errors += 1  # the handler raised: Lambda retries that too
+                        self._retry(environment.busy, f"failed: {result['error']}")
                     environment.busy = None
                     self._schedule_retire(environment)
                     self._dispatch()
@@ -194,19 +208,27 @@ class LocalKicker:
         environment.process.wait()
         with self._lock:
             self._envs.remove(environment)
-            item = environment.busy
-            if item is not None:  # died mid-invocation: retried like Lambda would
+            if environment.deadline is not None:
+                environment.deadline.cancel()
+            if environment.busy is not None:  # died mid-invocation (killed, or timed out)
                 self.stats.crashes += 1
-                log.warning(
-                    "local worker %s died (exit %s) running %s",
-                    environment.process.pid,
-                    environment.process.returncode,
-                    item,
-                )
-                if item["tries"] < RETRIES and not self._closed:
-                    self._pending.append({**item, "tries": item["tries"] + 1})
+                self._retry(environment.busy, f"died (exit {environment.process.returncode})")
             self._dispatch()
             self._lock.notify_all()
+
+    def _retry(self, item: dict[str, Any], why: str) -> None:
+        """Queue a failed invocation again, at most RETRIES times, as Lambda does."""
+        log.warning("local invocation %s %s", item["event"], why)
+        if item["tries"] < RETRIES and not self._closed:
+            self._pending.append({**item, "tries": item["tries"] + 1})
+
+    def _time_out(self, environment: _Environment, item: dict[str, Any]) -> None:
+        """Past its timeout an invocation is killed, as Lambda kills it."""
+        with self._lock:
+            if environment.busy is item:
+                self.stats.timeouts += 1
+                with contextlib.suppress(ProcessLookupError):
+                    environment.process.kill()
 
     def _schedule_retire(self, environment: _Environment) -> None:
         timer = threading.Timer(self.idle_seconds, self._retire_if_idle, (environment,))

@@ -89,13 +89,15 @@ WHERE j.id = held.id AND j.status = 'running' AND j.attempts = held.attempts
 RETURNING j.id;"""
 
 JOB_FAIL: Final = """\
--- job_fail: Records a failed attempt (fenced): queued again after 10 s x 2^attempts (at most 1 hour), or failed at max_attempts or when permanent.
+-- job_fail: Records a failed attempt (fenced): queued again after backoff x 2^attempts (default 10 s, at most the cap, default 1 hour), or failed at max_attempts or when permanent.
 UPDATE jobs
 SET status       = CASE WHEN %(permanent)s::boolean OR attempts >= max_attempts
                         THEN 'failed' ELSE 'queued' END,
     run_at       = CASE WHEN %(permanent)s::boolean OR attempts >= max_attempts THEN run_at
                         ELSE coalesce(%(now)s::timestamptz, now())
-                             + least(interval '1 hour', interval '10 seconds' * 2 ^ least(attempts, 20))
+                             + least(coalesce(%(backoff_cap)s::interval, interval '1 hour'),
+                                     coalesce(%(backoff)s::interval, interval '10 seconds')
+                                     * 2 ^ least(attempts, 20))
                    END,
     finished_at  = CASE WHEN %(permanent)s::boolean OR attempts >= max_attempts
                         THEN coalesce(%(now)s::timestamptz, now()) END,
@@ -225,6 +227,37 @@ CREATE TABLE IF NOT EXISTS pgkick_migrations (
 MIGRATION_TABLE_EXISTS: Final = """\
 -- migration_table_exists: Says whether pgkick's migrations table exists here, without creating anything.
 SELECT to_regclass('pgkick_migrations') IS NOT NULL AS exists;"""
+
+ROLE_SETUP: Final = """\
+-- role_setup: Creates the NOLOGIN roles pgkick_producer, pgkick_worker and pgkick_maintainer if missing, and grants each only what its part needs (grant them to your login roles).
+DO $roles$
+BEGIN
+  IF NOT EXISTS (SELECT FROM pg_roles WHERE rolname = 'pgkick_producer') THEN
+    CREATE ROLE pgkick_producer NOLOGIN;
+  END IF;
+  IF NOT EXISTS (SELECT FROM pg_roles WHERE rolname = 'pgkick_worker') THEN
+    CREATE ROLE pgkick_worker NOLOGIN;
+  END IF;
+  IF NOT EXISTS (SELECT FROM pg_roles WHERE rolname = 'pgkick_maintainer') THEN
+    CREATE ROLE pgkick_maintainer NOLOGIN IN ROLE pgkick_worker;
+  END IF;
+END
+$roles$;
+
+REVOKE ALL ON jobs, pgkick_migrations FROM PUBLIC;
+GRANT SELECT ON pgkick_migrations TO pgkick_producer, pgkick_worker;
+
+-- The app: insert jobs, and read back only what the insert returns (never payloads or status).
+GRANT INSERT (queue, task, payload, run_at, max_attempts) ON jobs TO pgkick_producer;
+GRANT SELECT (id, queue, run_at) ON jobs TO pgkick_producer;
+
+-- Workers: claim, complete, fail, extend.
+GRANT SELECT ON jobs TO pgkick_worker;
+GRANT UPDATE (status, attempts, run_at, locked_until, last_error, finished_at, claimed_at)
+  ON jobs TO pgkick_worker;
+
+-- The reaper and operators: also retry (more attempts), purge and cancel.
+GRANT UPDATE (max_attempts), DELETE ON jobs TO pgkick_maintainer;"""
 
 SESSION_LIST_ACTIVITY: Final = """\
 -- session_list_activity: The server's now, how many sessions this database has ever had, and the sessions a serverless compute's activity monitor looks at: client backends of this database, autovacuum workers, walsenders (one row with a NULL pid when there are none).

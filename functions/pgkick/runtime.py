@@ -112,6 +112,8 @@ class Runtime:
             lease=lease,
             min_remaining=self.settings.min_remaining,
             max_fanout=self.settings.max_fanout,
+            backoff=self.settings.backoff,
+            backoff_cap=self.settings.backoff_cap,
         )
         with self._store() as store:
             return Worker(store, self.tasks, self.kicker, options).drain(queue, remaining_ms)

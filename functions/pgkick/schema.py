@@ -44,6 +44,14 @@ def migrate(store: JobStore) -> MigrationReport:
     return MigrationReport(applied=applied, version=LATEST_VERSION)
 
 
+def create_roles(store: JobStore) -> list[str]:
+    """Create (if missing) and grant the least-privilege roles; needs CREATEROLE."""
+    with store.transaction():
+        store.lock_migrations()
+        store.setup_roles()
+    return ["pgkick_producer", "pgkick_worker", "pgkick_maintainer"]
+
+
 def check(store: JobStore) -> int:
     """Fail clearly unless the schema is exactly the one this code was written for."""
     done = set(store.applied_versions())

@@ -134,10 +134,24 @@ class JobStore(Database):
         return {row[0] for row in rows}
 
     def fail(
-        self, job_id: int, attempts: int, error: str, *, permanent: bool = False
+        self,
+        job_id: int,
+        attempts: int,
+        error: str,
+        *,
+        permanent: bool = False,
+        backoff: timedelta | None = None,
+        backoff_cap: timedelta | None = None,
     ) -> FailOutcome:
+        """Record a failure; a retry waits backoff x 2^attempts (10 s), at most the cap (1 h)."""
         rows = self.rows(
-            queries.JOB_FAIL, id=job_id, attempts=attempts, error=error, permanent=permanent
+            queries.JOB_FAIL,
+            id=job_id,
+            attempts=attempts,
+            error=error,
+            permanent=permanent,
+            backoff=backoff,
+            backoff_cap=backoff_cap,
         )
         if not rows:
             return FailOutcome(owned=False)
@@ -215,6 +229,9 @@ class JobStore(Database):
         if not self.one(queries.MIGRATION_TABLE_EXISTS)[0]:
             return []
         return [row[0] for row in self.rows(queries.MIGRATION_LIST_APPLIED)]
+
+    def setup_roles(self) -> None:
+        self.execute(queries.ROLE_SETUP)
 
     def apply_migration(self, version: int, name: str, script: LiteralString) -> None:
         self.execute(script)

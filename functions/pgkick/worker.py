@@ -55,6 +55,8 @@ class WorkerOptions:
     lease: timedelta = timedelta(minutes=5)
     min_remaining: timedelta = timedelta(seconds=2)
     max_fanout: int = 1
+    backoff: timedelta | None = None  # None: the SQL's 10 s x 2^attempts, capped at 1 hour
+    backoff_cap: timedelta | None = None
     heartbeat: bool = True  # False: leases are extended only when a task asks (tests)
 
 
@@ -153,7 +155,14 @@ class Worker:
     def _record_failure(
         self, job: ClaimedJob, error: str, permanent: bool, summary: Summary
     ) -> None:
-        outcome = self.store.fail(job.id, job.attempts, error, permanent=permanent)
+        outcome = self.store.fail(
+            job.id,
+            job.attempts,
+            error,
+            permanent=permanent,
+            backoff=self.options.backoff,
+            backoff_cap=self.options.backoff_cap,
+        )
         extra = {"job_id": job.id, "queue": job.queue, "attempt": job.attempts}
         if not outcome.owned:
             summary.lost += 1

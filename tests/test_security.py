@@ -1,0 +1,156 @@
+"""Least-privilege roles, no secret in any log line, and no SQL built from input."""
+
+from __future__ import annotations
+
+import ast
+import json
+import logging
+import uuid
+from collections.abc import Iterator
+from datetime import timedelta
+from pathlib import Path
+
+import psycopg
+import pytest
+from psycopg.conninfo import conninfo_to_dict, make_conninfo
+
+from pgkick import cli, producer, schema
+from pgkick.config import Settings
+from pgkick.kick import NoKicker
+from pgkick.reaper import reap
+from pgkick.runtime import Runtime
+from pgkick.store import DatabaseUnavailable, JobStore
+
+ROOT = Path(__file__).parent.parent
+
+
+@pytest.fixture
+def login_as(dsn: str) -> Iterator[dict[str, str]]:
+    """A login role per pgkick role (with a distinctive password); DSNs by part."""
+    with JobStore.open(dsn) as admin:
+        assert schema.create_roles(admin) == [
+            "pgkick_producer",
+            "pgkick_worker",
+            "pgkick_maintainer",
+        ]
+    suffix, made = uuid.uuid4().hex[:8], {}
+    with psycopg.connect(dsn, autocommit=True) as admin:
+        for part in ("producer", "worker", "maintainer"):
+            name, password = f"app_{part}_{suffix}", f"pw-{uuid.uuid4().hex}"
+            admin.execute(f"CREATE ROLE {name} LOGIN PASSWORD '{password}' IN ROLE pgkick_{part}")
+            made[part] = make_conninfo(dsn, user=name, password=password)
+    yield made
+    with psycopg.connect(dsn, autocommit=True) as admin:
+        for part in made:
+            admin.execute(f"DROP ROLE app_{part}_{suffix}")
+
+
+def test_each_role_can_do_its_part_and_no_more(dsn: str, login_as: dict[str, str]) -> None:
+    seed_id = producer.enqueue_and_kick(
+        {"secret": "other app's data"}, task="noop", dsn=dsn, kicker=NoKicker()
+    )
+    job_id = producer.enqueue_and_kick(
+        {"n": 1}, task="noop", dsn=login_as["producer"], kicker=NoKicker()
+    )
+    assert job_id > seed_id
+    with psycopg.connect(login_as["producer"], autocommit=True) as app:
+        for forbidden in (
+            "SELECT payload FROM jobs",
+            "SELECT status FROM jobs",
+            "UPDATE jobs SET status = 'done'",
+            "DELETE FROM jobs",
+        ):
+            with pytest.raises(psycopg.errors.InsufficientPrivilege):
+                app.execute(forbidden)
+
+    settings = Settings.from_env({"PGKICK_KICKER": "none"})
+    summary = Runtime(settings, NoKicker(), dsn=lambda: login_as["worker"]).drain(
+        "default", lambda: 60_000
+    )
+    assert summary.done == 2
+    with psycopg.connect(login_as["worker"], autocommit=True) as worker:
+        with pytest.raises(psycopg.errors.InsufficientPrivilege):
+            worker.execute("DELETE FROM jobs")
+        with pytest.raises(psycopg.errors.InsufficientPrivilege):
+            worker.execute("UPDATE jobs SET max_attempts = 100")
+
+    with JobStore.open(login_as["maintainer"]) as maintainer:
+        report = reap(maintainer, NoKicker(), retention=timedelta(0))
+        assert report["purged"] == 2
+
+
+def test_no_password_in_any_log_line_error_or_summary(
+    dsn: str,
+    caplog: pytest.LogCaptureFixture,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A full run with a distinctive password in the DSN: it must appear nowhere."""
+    password = f"pw-{uuid.uuid4().hex}"
+    user = f"app_{uuid.uuid4().hex[:8]}"
+    with psycopg.connect(dsn, autocommit=True) as admin:
+        admin.execute(f"CREATE ROLE {user} SUPERUSER LOGIN PASSWORD '{password}'")
+    secret_dsn = make_conninfo(dsn, user=user, password=password)
+    caplog.set_level(logging.DEBUG)
+    monkeypatch.setenv("PGKICK_KICKER", "none")
+    monkeypatch.setattr("pgkick.runtime._default", None)
+    texts: list[str] = []
+    try:
+        seed_ids = producer.enqueue_many(
+            [{"payload": {}, "task": "flaky"}] * 3, dsn=secret_dsn, kicker=NoKicker()
+        )
+        settings = Settings.from_env({"PGKICK_KICKER": "none"})
+        summary = Runtime(settings, NoKicker(), dsn=lambda: secret_dsn).drain(
+            "default", lambda: 60_000
+        )
+        texts.append(json.dumps(summary.as_dict()))
+        with JobStore.open(secret_dsn) as store:
+            texts.append(
+                json.dumps(reap(store, NoKicker(), retention=timedelta(days=1)), default=str)
+            )
+        wrong = make_conninfo(secret_dsn, password=password + "-wrong")
+        with pytest.raises(DatabaseUnavailable) as failure:
+            JobStore.open(wrong).__enter__()
+        texts.append(str(failure.value))
+        for argv in (["status", "--dsn", secret_dsn], ["status", "--dsn", wrong]):
+            cli.main(argv)
+        captured = capsys.readouterr()
+        texts += [captured.out, captured.err]
+        texts += [json.dumps(r.__dict__, default=str) for r in caplog.records]
+        assert len(seed_ids) == 3 and summary.retried == 3
+        assert "password authentication failed" in str(failure.value)
+        assert all(password not in text for text in texts)
+    finally:
+        with psycopg.connect(dsn, autocommit=True) as admin:
+            admin.execute(f"DROP ROLE {user}")
+    assert conninfo_to_dict(secret_dsn)["password"] == password  # the DSN did carry it
+
+
+EXECUTORS = {"execute", "rows", "dicts", "one", "count"}
+
+
+def test_runtime_sql_comes_only_from_the_bundled_statements() -> None:
+    """Every execute/rows/dicts/one/count call in functions/ passes queries.NAME (or, inside
+    db.py and the migrator, the statement it was handed): no SQL is ever built from input."""
+    offenders = []
+    for path in sorted((ROOT / "functions").rglob("*.py")):
+        if path.name == "queries.py":
+            continue
+        for node in ast.walk(ast.parse(path.read_text())):
+            if not (
+                isinstance(node, ast.Call)
+                and isinstance(node.func, ast.Attribute)
+                and node.func.attr in EXECUTORS
+                and node.args
+            ):
+                continue
+            first = node.args[0]
+            named = (
+                isinstance(first, ast.Attribute)
+                and isinstance(first.value, ast.Name)
+                and first.value.id == "queries"
+            )
+            passed_through = isinstance(first, ast.Name) and first.id in {"query", "script"}
+            if not (named or passed_through):
+                offenders.append(f"{path.relative_to(ROOT)}:{node.lineno}: {ast.unparse(first)}")
+    assert offenders == []
