@@ -14,6 +14,7 @@ import tempfile
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import psycopg
 import pytest
@@ -127,3 +128,14 @@ def aws_full_lambda(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
     _fake_credentials(monkeypatch)
     with mock_aws():
         yield
+
+
+def pytest_terminal_summary(terminalreporter: Any) -> None:
+    """The chaos scenarios' measured recovery times, when any ran."""
+    from tests.chaos import RESULTS
+
+    if RESULTS:
+        terminalreporter.write_sep("-", "chaos scenarios: measured recovery")
+        for result in RESULTS:
+            facts = ", ".join(f"{k}={v}" for k, v in result.items() if k != "scenario")
+            terminalreporter.write_line(f"{result['scenario']:<22} {facts}")

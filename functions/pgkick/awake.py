@@ -29,7 +29,7 @@ from datetime import datetime
 from typing import Any
 
 from pgkick import queries
-from pgkick.db import Database
+from pgkick.db import Database, DatabaseError, DatabaseUnavailable
 
 SHORT_SESSIONS = "short-lived sessions"  # connected and gone between two looks
 DEFAULT_WINDOW = 600.0  # Relyt One suspends after about ten idle minutes (Neon: five)
@@ -125,15 +125,18 @@ class AwakeMonitor:
         return self.report
 
     def _run(self) -> None:
-        with Database.open(self.dsn, application_name="pgkick-awake") as db:
-            previous = time.monotonic()
-            while True:
-                self.sample(
-                    db.dicts(queries.SESSION_LIST_ACTIVITY), time.monotonic() - previous, db
-                )
-                previous = time.monotonic()
-                if self._stop.wait(self.interval):
-                    break
+        previous = time.monotonic()
+        while not self._stop.is_set():
+            try:  # the server may restart or refuse us: look again, as the real monitor would
+                with Database.open(self.dsn, application_name="pgkick-awake") as db:
+                    while True:
+                        rows = db.dicts(queries.SESSION_LIST_ACTIVITY)
+                        self.sample(rows, time.monotonic() - previous, db)
+                        previous = time.monotonic()
+                        if self._stop.wait(self.interval):
+                            break
+            except (DatabaseUnavailable, DatabaseError):  # reconnect next round
+                self._stop.wait(self.interval)
         self.report.duration = time.monotonic() - self.started
 
     def sample(self, rows: list[dict[str, Any]], elapsed: float, db: Database | None) -> bool:

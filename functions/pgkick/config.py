@@ -39,6 +39,7 @@ class Settings:
     retention: timedelta
     task_modules: tuple[str, ...]
     local_concurrency: int
+    connect_retries: int  # a resuming serverless compute can refuse the first connections
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None) -> Settings:
@@ -72,6 +73,7 @@ class Settings:
                 m.strip() for m in env.get("PGKICK_TASKS", "").split(",") if m.strip()
             ),
             local_concurrency=_int(env, "PGKICK_LOCAL_CONCURRENCY", 4, 1, 256),
+            connect_retries=_int(env, "PGKICK_CONNECT_RETRIES", 3, 0, 10),
         )
 
 

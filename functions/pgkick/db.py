@@ -27,6 +27,9 @@ def server_clock() -> datetime | None:
     return None
 
 
+DatabaseError = psycopg.Error  # what a statement raises when the server fails it
+
+
 class DatabaseUnavailable(RuntimeError):
     """Could not connect (wrong DSN, server down, resuming compute, too many connections)."""
 

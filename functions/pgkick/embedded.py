@@ -107,7 +107,7 @@ class EmbeddedPostgres:
         if running is not None:
             self.port = running
             return self.dsn
-        self.port = self.requested_port or free_port()
+        self.port = self.port or self.requested_port or free_port()  # a restart keeps its port
         if port_in_use(self.port):
             raise EmbeddedPostgresError(
                 f"cannot start PostgreSQL: port {self.port} on 127.0.0.1 is already in use"

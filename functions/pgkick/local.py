@@ -146,11 +146,6 @@ class LocalKicker:
                 idle.retire_timer.cancel()
             idle.busy = item
             self.stats.invocations += 1
-            idle.deadline = threading.Timer(
-                self.timeout_ms / 1000 + 1.0, self._time_out, (idle, item)
-            )
-            idle.deadline.daemon = True
-            idle.deadline.start()
             line = {"event": item["event"], "timeout_ms": self.timeout_ms}
             try:
                 idle.stdin.write(json.dumps(line).encode() + b"\n")
@@ -192,6 +187,16 @@ class LocalKicker:
                 self.wake_at(
                     message["wake"]["queue"], datetime.fromisoformat(message["wake"]["at"])
                 )
+            elif "started" in message:  # the timeout counts from here, not from a cold start
+                with self._lock:
+                    if environment.busy is not None:
+                        environment.deadline = threading.Timer(
+                            self.timeout_ms / 1000 + 1.0,
+                            self._time_out,
+                            (environment, environment.busy),
+                        )
+                        environment.deadline.daemon = True
+                        environment.deadline.start()
             elif "result" in message:
                 with self._lock:
                     result = message["result"]

@@ -39,6 +39,7 @@ def main() -> int:
         context = FakeLambdaContext(
             function_name="pgkick-worker-local", timeout_ms=int(request["timeout_ms"])
         )
+        pipe.send({"started": True})
         try:
             result = handler(request["event"], context)
         except Exception as exc:  # reported like Lambda's "Unhandled" error

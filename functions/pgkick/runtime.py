@@ -24,8 +24,6 @@ from pgkick.tasks import Registry, registry
 from pgkick.validation import check_name
 from pgkick.worker import Summary, Worker, WorkerOptions
 
-CONNECT_RETRIES = 3  # a resuming serverless compute can refuse the first connection
-
 
 class BadEvent(ValueError):
     """A kick event that is not {"queue": <name>, "reason": <known reason>}."""
@@ -125,7 +123,7 @@ class Runtime:
     @contextmanager
     def _store(self) -> Iterator[JobStore]:
         """A connection for one invocation, closed before it returns; schema checked once."""
-        with JobStore.open(self.dsn(), retries=CONNECT_RETRIES) as store:
+        with JobStore.open(self.dsn(), retries=self.settings.connect_retries) as store:
             if not self._schema_checked:
                 schema.check(store)
                 self._schema_checked = True
