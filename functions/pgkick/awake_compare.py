@@ -54,6 +54,16 @@ class ModeResult:
     empty_polls: int
     jobs_done: int
     job_seconds: list[float]
+    burst_seconds: list[float]  # when each burst was enqueued, from the monitor's start
+
+    def minimum_awake(self, window: float) -> float:
+        """The least awake time this workload allows: each burst's work, then one window."""
+        ends = [*self.burst_seconds[1:], float("inf")]
+        spans = []
+        for start, end in zip(self.burst_seconds, ends, strict=True):
+            finished = [t for t in self.job_seconds if start <= t < end]
+            spans.append((max(finished) - start if finished else 0.0) + window)
+        return sum(spans)
 
     def as_dict(self) -> dict[str, Any]:
         return {
@@ -115,8 +125,10 @@ def run_mode(dsn: str, mode: str, workload: Workload, log: Path | None = None) -
     if waiter:
         waiter.start()
     ids: list[int] = []
+    bursts: list[float] = []
     for burst in range(workload.bursts):
         time.sleep(0.5 if burst == 0 else workload.gap)
+        bursts.append((datetime.now(UTC) - started_at).total_seconds())
         ids += _burst(dsn, queue, workload.jobs_per_burst, kicker, notify=mode == "listen")
     time.sleep(workload.window + 2)
     report = monitor.stop()
@@ -132,7 +144,7 @@ def run_mode(dsn: str, mode: str, workload: Workload, log: Path | None = None) -
         rows = store.get_many(ids)
     finished = [(r["finished_at"] - started_at).total_seconds() for r in rows if r["finished_at"]]
     done = sum(1 for r in rows if r["status"] == "done")
-    return ModeResult(mode, report, empty, done, finished)
+    return ModeResult(mode, report, empty, done, finished, bursts)
 
 
 def _burst(dsn: str, queue: str, count: int, kicker: Kicker, *, notify: bool) -> list[int]:

@@ -242,7 +242,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         message = " ".join(str(exc).split())
         print(f"pgkick {args.command}: {message}", file=sys.stderr)
         return 1 if isinstance(exc, UsageError) else 2
-    if args.json or args.command != "demo":  # the demo prints its own report
+    if args.json or args.command not in ("demo", "bench"):  # these print their own report
         _print(result, args.json)
     return 1 if result.get("ok") is False else 0
 

@@ -8,6 +8,7 @@ asked for.
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import sys
 import tempfile
@@ -21,6 +22,7 @@ from pgkick.awake import DEFAULT_WINDOW, AwakeMonitor
 from pgkick.awake_compare import Workload, compare
 from pgkick.timeline_png import Lane, render
 
+ITEMS = "article_table,sql_ceiling,drain,enqueue,kick_to_start,scale,awake"
 Command = Callable[[str, Callable[[argparse.Namespace], dict[str, Any]]], argparse.ArgumentParser]
 
 
@@ -99,7 +101,61 @@ def cmd_awake(args: argparse.Namespace) -> dict[str, Any]:
     return result
 
 
+def cmd_bench(args: argparse.Namespace) -> dict[str, Any]:
+    """Measure pgkick side by side with the SQL ceiling and the article's table, in one run."""
+    from pgkick import bench, schema
+    from pgkick.embedded import EmbeddedPostgres, binaries_dir
+    from pgkick.store import JobStore
+
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    out.chmod(0o755)
+    folder = Path(tempfile.mkdtemp(prefix="bench-data-", dir=out))
+    server = None
+    dsn = args.dsn or os.environ.get("DATABASE_URL")
+    if not dsn:
+        server = EmbeddedPostgres(folder, settings={"max_connections": "100"})
+        dsn = server.start()
+    try:
+        with JobStore.open(dsn) as store:
+            schema.migrate(store)
+        runner = bench.Bench(
+            dsn,
+            server.tool("pgbench").parent if server else binaries_dir(),
+            bench.QUICK if args.quick else bench.Sizes(),
+            out / "workers.log",
+            say=lambda text: print(f"== {text}", file=sys.stderr),
+        )
+        started = time.monotonic()
+        for item in args.items.split(","):
+            getattr(runner, item.strip())()
+        results = {
+            **runner.results,
+            "seconds": round(time.monotonic() - started),
+            "quick": args.quick,
+        }
+        results["targets"] = bench.targets(results)
+        (out / "bench.json").write_text(json.dumps(results, indent=1, default=str))
+        (out / "bench.md").write_text(bench.markdown(results))
+        if not args.json:
+            print(bench.markdown(results))
+            print(f"written: {out / 'bench.json'}, {out / 'bench.md'}")
+        return results
+    finally:
+        if server is not None:
+            server.stop()
+        demo.cleanup(folder)
+
+
 def add_tool_commands(command: Command) -> None:
+    bench_cmd = command("bench", cmd_bench)
+    bench_cmd.add_argument("--quick", action="store_true", help="tiny sizes: under a minute")
+    bench_cmd.add_argument("--items", default=ITEMS, help=f"comma-separated (default {ITEMS})")
+    bench_cmd.add_argument(
+        "--out",
+        default=str(Path(tempfile.gettempdir()) / "pgkick-bench"),
+        help="folder for bench.json, bench.md and the workers' log",
+    )
     demo_cmd = command("demo", cmd_demo)
     demo_cmd.add_argument("--jobs", type=int, default=2_000, help="jobs in the first burst")
     demo_cmd.add_argument("--workers", type=int, default=4, help="local concurrency cap")

@@ -18,9 +18,28 @@ WHERE id = (
 )
 RETURNING id, attempts;"""
 
+JOB_COUNT_BY_STATUS: Final = """\
+-- job_count_by_status: Counts jobs by status with the most attempts any took (the article's table).
+SELECT status, count(*) AS count, max(attempts) AS max_attempts FROM jobs GROUP BY status ORDER BY status;"""
+
+JOB_HISTORY_FILL: Final = """\
+-- job_history_fill: Adds count finished jobs of history (done a day ago), to measure the claim on a long-lived table.
+INSERT INTO jobs (queue, task, payload, status, run_at, attempts, finished_at, created_at)
+SELECT 'default', 'noop', '{}', 'done', now() - interval '1 day', 1,
+       now() - interval '1 day', now() - interval '1 day'
+FROM generate_series(1, %(count)s);"""
+
 JOB_NOTIFY_LISTENERS: Final = """\
 -- job_notify_listeners: Tells LISTENing workers that a queue has work (the article's trigger, sent by the producer in the comparison).
 SELECT pg_notify('pgkick_jobs', %(queue)s);"""
+
+JOB_TABLE_ANALYZE: Final = """\
+-- job_table_analyze: Refreshes the planner's statistics of the jobs table after a bulk load.
+ANALYZE jobs;"""
+
+JOB_TRUNCATE_ALL: Final = """\
+-- job_truncate_all: Empties the jobs table between benchmark items (benchmarks only: never on a real queue).
+TRUNCATE jobs;"""
 
 SESSION_LISTEN: Final = """\
 -- session_listen: Subscribes this session to job notifications (what LISTEN-based peers hold open).

@@ -1,0 +1,322 @@
+"""`pgkick bench`: every speed and cost claim, measured side by side on one server in one run.
+
+Why one run: absolute times on a shared 2-core machine drift; ratios measured
+together hold. Each item resets the jobs table, runs, and records a row; the
+report states each target and whether this run met it.
+"""
+
+from __future__ import annotations
+
+import resource
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import timedelta
+from pathlib import Path
+from typing import Any
+
+from pgkick import bench_sql, producer, queries
+from pgkick.awake_compare import Workload, compare
+from pgkick.db import Database
+from pgkick.kick import NoKicker
+from pgkick.local import LocalKicker
+from pgkick.store import JobStore
+
+
+@dataclass(frozen=True)
+class Sizes:
+    article_jobs: int = 10_000
+    ceiling_jobs: int = 100_000
+    drains: tuple[int, ...] = (10_000, 100_000)
+    workers: int = 8
+    singles: int = 2_000
+    many: int = 100_000
+    latency_samples: int = 200
+    history: int = 1_000_000
+    scale_jobs: int = 20_000
+    awake: Workload = field(
+        default_factory=lambda: Workload(bursts=5, jobs_per_burst=200, gap=6.0, window=2.0)
+    )
+
+
+QUICK = Sizes(
+    article_jobs=2_000,
+    ceiling_jobs=5_000,
+    drains=(2_000,),
+    workers=2,
+    singles=200,
+    many=5_000,
+    latency_samples=20,
+    history=20_000,
+    scale_jobs=2_000,
+    awake=Workload(bursts=2, jobs_per_burst=20, gap=3.0, window=1.0),
+)
+
+
+@dataclass
+class Bench:
+    dsn: str
+    bin_dir: Path
+    sizes: Sizes
+    log: Path
+    results: dict[str, Any] = field(default_factory=dict)
+    say: Callable[[str], None] = print
+
+    def reset(self) -> None:
+        with Database.open(self.dsn, application_name="pgkick-bench") as db:
+            db.execute(queries.JOB_TRUNCATE_ALL)
+
+    def seed(self, count: int, max_attempts: int = 5) -> None:
+        job = {"payload": {}, "task": "noop", "max_attempts": max_attempts}
+        for start in range(0, count, 50_000):
+            batch = min(50_000, count - start)
+            producer.enqueue_many([job] * batch, dsn=self.dsn, kicker=NoKicker())
+
+    def counts(self) -> dict[str, Any]:
+        with Database.open(self.dsn, application_name="pgkick-bench") as db:
+            return bench_sql.status_counts(db.rows(queries.JOB_COUNT_BY_STATUS))
+
+    # 1 and 2 -----------------------------------------------------------------
+    def article_table(self) -> None:
+        n, clients = self.sizes.article_jobs, 8
+        table = {}
+        for name, script in (
+            ("naive", bench_sql.naive()),
+            ("pgkick", bench_sql.claim_and_complete_batch(1)),
+        ):
+            self.reset()
+            self.seed(n, max_attempts=10)  # room for the naive claim's repeats (up to 8)
+            run = bench_sql.pgbench(
+                self.bin_dir, self.dsn, script, clients=clients, transactions=n // clients
+            )
+            table[name] = {"seconds": round(run.seconds, 2), **self.counts()}
+        self.results["article"] = {"jobs": n, "clients": clients, **table}
+        self.say(f"article: naive {table['naive']}, pgkick {table['pgkick']}")
+
+    def sql_ceiling(self) -> None:
+        n, clients, batch = self.sizes.ceiling_jobs, 8, 10
+        self.reset()
+        self.seed(n)
+        run = bench_sql.pgbench(
+            self.bin_dir,
+            self.dsn,
+            bench_sql.claim_and_complete_batch(batch),
+            clients=clients,
+            transactions=n // clients // batch,
+        )
+        done = self.counts().get("done", {}).get("count", 0)
+        self.results["ceiling"] = {"jobs": done, "jobs_per_s": round(done / run.seconds)}
+        self.say(f"SQL ceiling: {self.results['ceiling']}")
+
+    # 3 -------------------------------------------------------------------------
+    def drain(self) -> None:
+        rows = []
+        for n in self.sizes.drains:
+            self.reset()
+            self.seed(n)
+            kicker = LocalKicker(
+                env={
+                    "DATABASE_URL": self.dsn,
+                    "POWERTOOLS_LOG_LEVEL": "WARNING",
+                    "PGKICK_MAX_FANOUT": "0",
+                },
+                concurrency=self.sizes.workers,
+                timeout_ms=900_000,
+                output=self.log,
+            )
+            started = time.monotonic()
+            for _ in range(self.sizes.workers):
+                kicker.kick("default", "manual")
+            kicker.wait_idle(1_800)
+            seconds = time.monotonic() - started
+            claimed = sum(r.get("claimed", 0) for r in kicker.stats.results)
+            kicker.close()
+            counts = self.counts()
+            rows.append(
+                {
+                    "jobs": n,
+                    "seconds": round(seconds, 2),
+                    "jobs_per_s": round(n / seconds),
+                    "executions": claimed,
+                    "exactly_once": claimed == n
+                    and counts == {"done": {"count": n, "max_attempts": 1}},
+                    "worker_peak_rss_mb": round(
+                        resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024
+                    ),
+                }
+            )
+            self.say(f"drain: {rows[-1]}")
+        self.results["drain"] = rows
+
+    # 5 and 6 -------------------------------------------------------------------
+    def enqueue(self) -> None:
+        self.reset()
+        out: dict[str, Any] = {}
+        for label, kicker in (("none", NoKicker()), ("local", None)):
+            local = None
+            if kicker is None:
+                local = LocalKicker(env={"DATABASE_URL": self.dsn}, concurrency=2, output=self.log)
+            latencies = []
+            started = time.monotonic()
+            for _ in range(self.sizes.singles):
+                one = time.perf_counter()
+                producer.enqueue_and_kick({}, task="noop", dsn=self.dsn, kicker=local or kicker)
+                latencies.append((time.perf_counter() - one) * 1000)
+            seconds = time.monotonic() - started
+            if local:
+                local.wait_idle(120)
+                local.close()
+            out[f"single_{label}"] = {
+                "jobs_per_s": round(self.sizes.singles / seconds),
+                "p50_ms": _pct(latencies, 0.5),
+                "p99_ms": _pct(latencies, 0.99),
+            }
+        out["single_in_app_transaction"] = self._enqueue_on_app_connection()
+        self.reset()
+        jobs = [{"payload": {"n": n}, "task": "noop"} for n in range(self.sizes.many)]
+        started = time.monotonic()
+        producer.enqueue_many(jobs, dsn=self.dsn, kicker=NoKicker())
+        out["many"] = {
+            "jobs": self.sizes.many,
+            "jobs_per_s": round(self.sizes.many / (time.monotonic() - started)),
+        }
+        self.results["enqueue"] = out
+        self.say(f"enqueue: {out}")
+
+    def _enqueue_on_app_connection(self) -> dict[str, Any]:
+        """One job per transaction on a connection the app keeps (its pool's), kicked after
+        each commit (none kicker): what a web request that enqueues pays."""
+        latencies = []
+        with Database.open(self.dsn, autocommit=False, application_name="app") as app:
+            started = time.monotonic()
+            for _ in range(self.sizes.singles):
+                one = time.perf_counter()
+                with producer.transaction(app.conn, kicker=NoKicker()) as jobs:
+                    jobs.enqueue({}, task="noop")
+                latencies.append((time.perf_counter() - one) * 1000)
+            seconds = time.monotonic() - started
+        return {
+            "jobs_per_s": round(self.sizes.singles / seconds),
+            "p50_ms": _pct(latencies, 0.5),
+            "p99_ms": _pct(latencies, 0.99),
+        }
+
+    def kick_to_start(self) -> None:
+        self.reset()
+        local = LocalKicker(env={"DATABASE_URL": self.dsn}, concurrency=2, output=self.log)
+        ids = []
+        for _ in range(self.sizes.latency_samples):
+            ids.append(producer.enqueue_and_kick({}, task="noop", dsn=self.dsn, kicker=local))
+            local.wait_idle(60)
+        local.close()
+        with JobStore.open(self.dsn, application_name="pgkick-bench") as store:
+            jobs = store.get_many(ids[1:])  # the first one paid the cold start
+        waits = [(j["claimed_at"] - j["created_at"]).total_seconds() * 1000 for j in jobs]
+        self.results["kick_to_start_ms"] = {
+            "p50": _pct(waits, 0.5),
+            "p99": _pct(waits, 0.99),
+            "samples": len(waits),
+        }
+        self.say(f"kick-to-start: {self.results['kick_to_start_ms']}")
+
+    # 7 -------------------------------------------------------------------------
+    def scale(self) -> None:
+        costs = {}
+        for label, history in (("empty", 0), ("history", self.sizes.history)):
+            self.reset()
+            with Database.open(self.dsn, application_name="pgkick-bench") as db:
+                if history:
+                    db.execute(queries.JOB_HISTORY_FILL, count=history)
+                db.execute(queries.JOB_TABLE_ANALYZE)
+            self.seed(self.sizes.scale_jobs)
+            with JobStore.open(self.dsn, application_name="pgkick-bench") as store:
+                started = time.perf_counter()
+                cycles = 0
+                while jobs := store.claim("default", batch=10, lease=timedelta(minutes=5)):
+                    store.complete_many(jobs)
+                    cycles += 1
+                costs[label] = round((time.perf_counter() - started) * 1000 / cycles, 3)
+        ratio = round(costs["history"] / costs["empty"], 2)
+        self.results["scale"] = {
+            "history_rows": self.sizes.history,
+            "ms_per_claim_complete": costs,
+            "ratio": ratio,
+        }
+        self.say(f"scale: {self.results['scale']}")
+
+    # 8 -------------------------------------------------------------------------
+    def awake(self) -> None:
+        self.reset()
+        workload = self.sizes.awake
+        results = compare(self.dsn, workload, log=self.log)
+        rows = [r.as_dict() for r in results]
+        pgkick = results[0]
+        minimum = min(1.0, pgkick.minimum_awake(workload.window) / pgkick.report.duration)
+        self.results["awake"] = {"theoretical_min_fraction": round(minimum, 3), "modes": rows}
+        self.say(f"awake: {self.results['awake']}")
+
+
+def _pct(values: list[float], q: float) -> float:
+    if not values:
+        return 0.0
+    ordered = sorted(values)
+    return round(ordered[min(len(ordered) - 1, int(q * len(ordered)))], 2)
+
+
+def targets(results: dict[str, Any]) -> list[dict[str, Any]]:
+    """Each target of the issue, with this run's figure and whether it was met."""
+    ceiling = results.get("ceiling", {}).get("jobs_per_s") or 0
+    drains = results.get("drain", [])
+    best = max((d["jobs_per_s"] for d in drains), default=0)
+    enqueue = results.get("enqueue", {})
+    awake = results.get("awake", {})
+    modes = {m["mode"]: m for m in awake.get("modes", [])}
+    rows = [
+        (
+            "drain >= 50% of the SQL ceiling",
+            f"{best} of {ceiling} jobs/s",
+            bool(ceiling) and best >= 0.5 * ceiling,
+        ),
+        (
+            "enqueue_many >= 100,000 jobs/s",
+            enqueue.get("many", {}).get("jobs_per_s"),
+            (enqueue.get("many", {}).get("jobs_per_s") or 0) >= 100_000,
+        ),
+        (
+            "single enqueue_and_kick (none) >= 5,000 jobs/s",
+            enqueue.get("single_none", {}).get("jobs_per_s"),
+            (enqueue.get("single_none", {}).get("jobs_per_s") or 0) >= 5_000,
+        ),
+        (
+            "kick-to-start p50 <= 50 ms",
+            results.get("kick_to_start_ms", {}).get("p50"),
+            (results.get("kick_to_start_ms", {}).get("p50") or 1e9) <= 50,
+        ),
+        (
+            "claim cost at history within 1.5x",
+            results.get("scale", {}).get("ratio"),
+            (results.get("scale", {}).get("ratio") or 1e9) <= 1.5,
+        ),
+        (
+            "pgkick awake within 10% of the minimum",
+            f"{modes.get('pgkick', {}).get('awake_fraction')} vs "
+            f"{awake.get('theoretical_min_fraction')}",
+            bool(modes)
+            and modes["pgkick"]["awake_fraction"] <= awake["theoretical_min_fraction"] + 0.10,
+        ),
+        (
+            "polling worker awake 100%",
+            modes.get("poll", {}).get("awake_fraction"),
+            bool(modes) and modes["poll"]["suspends"] == 0,
+        ),
+    ]
+    return [{"target": t, "measured": m, "met": bool(ok)} for t, m, ok in rows]
+
+
+def markdown(results: dict[str, Any]) -> str:
+    lines = ["| target | measured | met |", "| --- | --- | --- |"]
+    lines += [
+        f"| {t['target']} | {t['measured']} | {'yes' if t['met'] else '**no**'} |"
+        for t in results["targets"]
+    ]
+    return "\n".join(lines) + "\n"

@@ -1,0 +1,103 @@
+"""The SQL-only benchmarks, run by `pgbench` (shipped with the embedded binaries).
+
+Why pgbench: it measures the statements with no Python at all, so it gives the
+article's table (the naive claim's double claims against SKIP LOCKED) and the
+ceiling the Python drain is held against. The scripts are made from pgkick's own
+statements in `pgkick.queries`: named parameters become pgbench variables or
+literals, and a claimed batch's ids pass to the batch complete through \\gset.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from psycopg.conninfo import conninfo_to_dict
+
+from pgkick import queries
+
+FIXED = {"now": "NULL", "queue": "'default'", "lease": "'5 minutes'"}
+
+
+def _bind(sql: str, values: dict[str, str]) -> str:
+    """Replace %(name)s with a literal; %% with %; the first line comment is kept."""
+    text = re.sub(r"%\((\w+)\)s", lambda m: values[m[1]], sql)
+    return text.replace("%%", "%").rstrip().rstrip(";")
+
+
+def claim_and_complete_batch(batch: int) -> str:
+    """pgkick's claim of a batch, its ids gathered (one row even when nothing was claimed),
+    then one fenced batch complete. With batch 1 it is the article's claim-then-done."""
+    claim = _bind(queries.JOB_CLAIM, {**FIXED, "batch": str(batch)})
+    head, update = claim.split("\nUPDATE jobs j", 1)
+    # A pgbench script made of queries.* only, never of input:
+    gathered = f"{head}, claimed AS (UPDATE jobs j{update}) " + (  # noqa: S608
+        "SELECT coalesce(array_agg(id), '{}') AS ids,"
+        " coalesce(array_agg(attempts), '{}') AS attempts FROM claimed"
+    )
+    complete = _bind(
+        queries.JOB_COMPLETE_MANY, {"now": "NULL", "ids": "':ids'", "attempts": "':attempts'"}
+    )
+    return f"{_one_line(gathered)} \\gset\n{_one_line(complete)};\n"
+
+
+def naive() -> str:
+    return _one_line(_bind(queries.JOB_CLAIM_NAIVE, {})) + ";\n"
+
+
+def _one_line(sql: str) -> str:
+    """pgbench reads one statement per line: drop comments, fold the rest."""
+    lines = [line for line in sql.splitlines() if not line.lstrip().startswith("--")]
+    return " ".join(" ".join(lines).split())
+
+
+@dataclass
+class PgbenchRun:
+    seconds: float
+    transactions: int
+    output: str
+
+
+def pgbench(bin_dir: Path, dsn: str, script: str, *, clients: int, transactions: int) -> PgbenchRun:
+    info = conninfo_to_dict(dsn)
+    with tempfile.NamedTemporaryFile("w", suffix=".sql", delete=False) as handle:
+        handle.write(script)
+    try:
+        env = {**os.environ, "PGPASSWORD": str(info.get("password", ""))}
+        argv = [
+            str(bin_dir / "pgbench"),
+            "-n",
+            "-c",
+            str(clients),
+            "-j",
+            str(clients),
+            "-t",
+            str(transactions),
+            "-f",
+            handle.name,
+            "-h",
+            str(info.get("host")),
+            "-p",
+            str(info.get("port", 5432)),
+            "-U",
+            str(info.get("user")),
+            str(info.get("dbname")),
+        ]
+        started = time.monotonic()
+        done = subprocess.run(argv, capture_output=True, text=True, env=env, check=False)
+        seconds = time.monotonic() - started
+    finally:
+        os.unlink(handle.name)
+    if done.returncode != 0:
+        raise RuntimeError(f"pgbench failed: {done.stderr.strip()[-500:]}")
+    return PgbenchRun(seconds, clients * transactions, done.stdout)
+
+
+def status_counts(rows: list[tuple[Any, ...]]) -> dict[str, Any]:
+    return {status: {"count": count, "max_attempts": most} for status, count, most in rows}
