@@ -154,3 +154,20 @@ def test_runtime_sql_comes_only_from_the_bundled_statements() -> None:
             if not (named or passed_through):
                 offenders.append(f"{path.relative_to(ROOT)}:{node.lineno}: {ast.unparse(first)}")
     assert offenders == []
+
+
+def test_only_db_py_imports_psycopg() -> None:
+    """One module talks to the driver; everything else runs named statements through it."""
+    importers = []
+    for path in sorted((ROOT / "functions").rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text())):
+            names = (
+                [a.name for a in node.names]
+                if isinstance(node, ast.Import)
+                else [node.module or ""]
+                if isinstance(node, ast.ImportFrom)
+                else []
+            )
+            if any(name.split(".")[0] == "psycopg" for name in names):
+                importers.append(path.relative_to(ROOT).as_posix())
+    assert sorted(set(importers)) == ["functions/pgkick/db.py"]

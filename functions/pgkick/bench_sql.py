@@ -18,9 +18,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from psycopg.conninfo import conninfo_to_dict
-
 from pgkick import queries
+from pgkick.db import dsn_parts
 
 FIXED = {"now": "NULL", "queue": "'default'", "lease": "'5 minutes'"}
 
@@ -65,7 +64,7 @@ class PgbenchRun:
 
 
 def pgbench(bin_dir: Path, dsn: str, script: str, *, clients: int, transactions: int) -> PgbenchRun:
-    info = conninfo_to_dict(dsn)
+    info = dsn_parts(dsn)
     with tempfile.NamedTemporaryFile("w", suffix=".sql", delete=False) as handle:
         handle.write(script)
     try:

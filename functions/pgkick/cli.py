@@ -17,9 +17,8 @@ from contextlib import AbstractContextManager
 from datetime import timedelta
 from typing import Any
 
-import psycopg
-
 from pgkick import config, producer, schema
+from pgkick.db import DatabaseError
 from pgkick.embedded import EmbeddedPostgresError
 from pgkick.reaper import reap
 from pgkick.runtime import default_kicker
@@ -237,7 +236,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         TimeoutError,
         ValueError,
         TypeError,
-        psycopg.Error,
+        DatabaseError,
     ) as exc:
         message = " ".join(str(exc).split())
         print(f"pgkick {args.command}: {message}", file=sys.stderr)

@@ -16,6 +16,7 @@ from datetime import datetime
 from typing import Any, LiteralString, Self
 
 import psycopg
+from psycopg.conninfo import conninfo_to_dict
 
 # Returns the instant the SQL should treat as now, or None for the server's now().
 Clock = Callable[[], datetime | None]
@@ -111,6 +112,17 @@ class Database:
 
     def count(self, query: LiteralString, **params: Any) -> int:
         return self.execute(query, **params).rowcount
+
+
+def idle_outside_transaction(conn: Connection) -> bool:
+    """True for a connection that is not autocommit and has no transaction in progress."""
+    idle = conn.info.transaction_status == psycopg.pq.TransactionStatus.IDLE
+    return idle and not conn.autocommit
+
+
+def dsn_parts(dsn: str) -> dict[str, Any]:
+    """host, port, user, password, dbname... of a DSN (for tools such as pgbench)."""
+    return dict(conninfo_to_dict(dsn))
 
 
 def _one_line(exc: BaseException) -> str:

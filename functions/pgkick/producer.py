@@ -24,9 +24,8 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-import psycopg
-
 from pgkick import config
+from pgkick.db import idle_outside_transaction
 from pgkick.kick import Kicker
 from pgkick.runtime import default_kicker
 from pgkick.store import Clock, Connection, JobStore, QueuedJob, server_clock
@@ -159,7 +158,7 @@ def transaction(
     conn: Connection, *, kicker: Kicker | None = None, clock: Clock = server_clock
 ) -> Iterator[Enqueuer]:
     """Enqueue inside the app's own transaction; kick once it has committed, never before."""
-    if conn.autocommit or conn.info.transaction_status != psycopg.pq.TransactionStatus.IDLE:
+    if not idle_outside_transaction(conn):
         raise RuntimeError(
             "pgkick.transaction() must own the transaction: pass a connection with "
             "autocommit off and no transaction in progress (commit or roll back first)"

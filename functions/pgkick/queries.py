@@ -143,13 +143,13 @@ VALUES (%(queue)s, %(task)s, %(payload)s::jsonb,
 RETURNING id, queue, run_at;"""
 
 JOB_INSERT_MANY: Final = """\
--- job_insert_many: Inserts many queued jobs in one round trip from parallel arrays, returning ids in input order.
+-- job_insert_many: Inserts many queued jobs in one round trip from parallel arrays (delays in seconds), returning ids in input order.
 INSERT INTO jobs (queue, task, payload, run_at, max_attempts)
 SELECT q, t, p::jsonb,
-       coalesce(r, coalesce(%(now)s::timestamptz, now()) + d),
+       coalesce(r, coalesce(%(now)s::timestamptz, now()) + make_interval(secs => d)),
        m
 FROM unnest(%(queues)s::text[], %(tasks)s::text[], %(payloads)s::text[],
-            %(run_ats)s::timestamptz[], %(delays)s::interval[], %(max_attempts)s::int[])
+            %(run_ats)s::timestamptz[], %(delays)s::float8[], %(max_attempts)s::int[])
      WITH ORDINALITY AS x(q, t, p, r, d, m, n)
 ORDER BY n
 RETURNING id, queue, run_at;"""

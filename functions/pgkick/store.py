@@ -110,7 +110,7 @@ class JobStore(Database):
             tasks=list(tasks),
             payloads=list(payloads_json),
             run_ats=list(run_ats),
-            delays=list(delays),
+            delays=[delay.total_seconds() for delay in delays],  # float8: cheaper than interval
             max_attempts=list(max_attempts),
         )
         return [QueuedJob(r[0], r[1], r[2]) for r in rows]
