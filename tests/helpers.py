@@ -109,3 +109,17 @@ def sessions_of(dsn: str, application: str = "pgkick") -> int:
             (application,),
         ).fetchone()
     return int(row[0]) if row else 0
+
+
+def statement_calls(dsn: str, patterns: list[str]) -> int:
+    """Calls so far, in this database, of statements whose text is LIKE any pattern
+    (pgkick's statements start with `-- <name>:`); needs pg_stat_statements preloaded."""
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        conn.execute("CREATE EXTENSION IF NOT EXISTS pg_stat_statements")
+        row = conn.execute(
+            "SELECT coalesce(sum(calls), 0) FROM pg_stat_statements"
+            " WHERE dbid = (SELECT oid FROM pg_database WHERE datname = current_database())"
+            " AND query LIKE ANY(%s)",
+            (patterns,),
+        ).fetchone()
+    return int(row[0]) if row else 0

@@ -25,6 +25,7 @@ from pgkick.embedded import EmbeddedPostgres
 from pgkick.store import JobStore
 from tests.chaos import ROOT, Chaos
 from tests.conftest import FAST_SETTINGS
+from tests.helpers import statement_calls
 
 
 @pytest.fixture
@@ -135,14 +136,7 @@ def test_connection_exhaustion(own_server: EmbeddedPostgres, tmp_path: Path) -> 
 
 
 def claim_calls(dsn: str) -> int:
-    with psycopg.connect(dsn, autocommit=True) as conn:
-        conn.execute("CREATE EXTENSION IF NOT EXISTS pg_stat_statements")
-        row = conn.execute(
-            "SELECT coalesce(sum(calls), 0) FROM pg_stat_statements WHERE dbid ="
-            " (SELECT oid FROM pg_database WHERE datname = current_database())"
-            " AND query LIKE '-- job_claim:%%'"
-        ).fetchone()
-    return int(row[0]) if row else 0
+    return statement_calls(dsn, ["-- job\\_claim:%"])
 
 
 def test_retry_storm(chaos: Chaos, dsn: str) -> None:

@@ -12,7 +12,7 @@ import pytest
 
 from pgkick import producer
 from pgkick.local import LocalKicker
-from tests.helpers import sessions_of
+from tests.helpers import sessions_of, statement_calls
 from tests.record_tasks import executions
 
 ROOT = Path(__file__).parent.parent
@@ -38,13 +38,7 @@ def local(dsn: str, tmp_path: Path) -> Iterator[LocalKicker]:
 
 def pgkick_statements(dsn: str) -> int:
     """Calls of pgkick's own statements in this database (each starts with its name)."""
-    with psycopg.connect(dsn, autocommit=True) as conn:
-        row = conn.execute(
-            "SELECT coalesce(sum(calls), 0) FROM pg_stat_statements"
-            " WHERE dbid = (SELECT oid FROM pg_database WHERE datname = current_database())"
-            " AND (query LIKE '-- job\\_%%' OR query LIKE '-- migration\\_%%')"
-        ).fetchone()
-    return int(row[0]) if row else 0
+    return statement_calls(dsn, ["-- job\\_%", "-- migration\\_%"])
 
 
 def test_eight_processes_drain_10000_jobs_exactly_once_then_go_quiet(
@@ -73,8 +67,6 @@ def test_eight_processes_drain_10000_jobs_exactly_once_then_go_quiet(
         ).fetchall() == [("done", 1, 1, 10_000)]
 
     # Idle: no pgkick session, and not one statement from pgkick for 30 seconds.
-    with psycopg.connect(dsn, autocommit=True) as conn:
-        conn.execute("CREATE EXTENSION IF NOT EXISTS pg_stat_statements")
     assert sessions_of(dsn) == 0
     before = pgkick_statements(dsn)
     assert before > 0  # the counter sees pgkick's statements (so zero below means zero)
