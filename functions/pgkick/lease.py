@@ -47,7 +47,10 @@ class LeaseKeeper:
 
     def lost_event(self, job_id: int) -> threading.Event:
         with self._lock:
-            return self._lost.setdefault(job_id, threading.Event())
+            event = self._lost.get(job_id)
+            if event is None:  # not held (any more): a fresh flag, never set by us
+                event = self._lost[job_id] = threading.Event()
+            return event
 
     def is_lost(self, job_id: int) -> bool:
         return self.lost_event(job_id).is_set()
