@@ -20,6 +20,7 @@ from typing import Any
 from pgkick import config, producer, schema
 from pgkick.db import DatabaseError
 from pgkick.embedded import EmbeddedPostgresError
+from pgkick.local import LocalKicker
 from pgkick.reaper import reap
 from pgkick.runtime import default_kicker
 from pgkick.store import DatabaseUnavailable, JobStore
@@ -91,10 +92,9 @@ def cmd_enqueue(args: argparse.Namespace) -> dict[str, Any]:
         dsn=_dsn(args),
         kicker=kicker,
     )
-    wait = getattr(kicker, "wait_idle", None)
-    if wait is not None and args.wait:  # the local kicker: let the job run before exiting
-        wait(args.wait)
-        kicker.close()  # type: ignore[attr-defined]
+    if isinstance(kicker, LocalKicker) and args.wait:  # let the job run before we exit
+        kicker.wait_idle(args.wait)
+        kicker.close()
     with _store(args) as store:
         (job,) = store.get_many([job_id])
     return {"id": job_id, "queue": job["queue"], "status": job["status"]}

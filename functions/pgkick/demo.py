@@ -102,16 +102,16 @@ def run(options: DemoOptions, *, on_step: Callable[[str], None] | None = None) -
     options.out.mkdir(parents=True, exist_ok=True)
     trace_dir = Path(tempfile.mkdtemp(prefix="trace-", dir=options.out))
     trace_dir.chmod(0o777)
-    run = DemoRun(dsn=options.dsn or "", queue=queue, trace_dir=trace_dir)
-    with Database.open(run.dsn, application_name=MONITOR_APP):
+    state = DemoRun(dsn=options.dsn or "", queue=queue, trace_dir=trace_dir)
+    with Database.open(state.dsn, application_name=MONITOR_APP):
         pass  # fail early and clearly if the database is unreachable
-    with JobStore.open(run.dsn, application_name=MONITOR_APP) as store:
+    with JobStore.open(state.dsn, application_name=MONITOR_APP) as store:
         schema.migrate(store)
         progress = Progress(store, queue)
         say = on_step or progress.step
         kicker = LocalKicker(
             env={
-                "DATABASE_URL": run.dsn,
+                "DATABASE_URL": state.dsn,
                 "PGKICK_TASKS": "pgkick.demo_tasks",
                 "PGKICK_DEMO_TRACE": str(trace_dir),
                 "PGKICK_LEASE_SECONDS": "3",
@@ -124,73 +124,76 @@ def run(options: DemoOptions, *, on_step: Callable[[str], None] | None = None) -
             output=options.out / "workers.log",
         )
         monitor = AwakeMonitor(
-            run.dsn, window=options.window, close_on_suspend=False, ignore=frozenset({MONITOR_APP})
+            state.dsn,
+            window=options.window,
+            close_on_suspend=False,
+            ignore=frozenset({MONITOR_APP}),
         ).start()
         try:
-            _scenario(run, options, store, kicker, progress, say)
+            _scenario(state, options, store, kicker, progress, say)
         finally:
             report = monitor.stop()
             kicker.close()
-        run.awake = report.as_dict()
-        run.timeline = report.timeline
-    return run
+        state.awake = report.as_dict()
+        state.timeline = report.timeline
+    return state
 
 
 def _scenario(
-    run: DemoRun,
+    state: DemoRun,
     options: DemoOptions,
     store: JobStore,
     kicker: LocalKicker,
     progress: Progress,
     say: Callable[[str], None],
 ) -> None:
-    queue = run.queue
+    queue = state.queue
     say(f"burst: {options.jobs} jobs in one enqueue_many, kicked once")
     started = time.monotonic()
-    run.ids += producer.enqueue_many(
+    state.ids += producer.enqueue_many(
         [{"payload": {"n": n}, "task": "demo", "queue": queue} for n in range(options.jobs)],
-        dsn=run.dsn,
+        dsn=state.dsn,
         kicker=kicker,
     )
     progress.wait(lambda c: c["queued"] == 0 and c["running"] == 0, 300)
-    run.drain_seconds = time.monotonic() - started
+    state.drain_seconds = time.monotonic() - started
 
     say("20 single enqueue_and_kick calls (kick-to-start latency)")
     for n in range(20):
-        run.single_ids.append(
+        state.single_ids.append(
             producer.enqueue_and_kick(
-                {"single": n}, task="demo", queue=queue, dsn=run.dsn, kicker=kicker
+                {"single": n}, task="demo", queue=queue, dsn=state.dsn, kicker=kicker
             )
         )
         kicker.wait_idle(30)
-    run.ids += run.single_ids
+    state.ids += state.single_ids
 
     say("an app transaction with 3 jobs, committed; another with 1 job, rolled back")
-    with Database.open(run.dsn, autocommit=False) as app:
+    with Database.open(state.dsn, autocommit=False) as app:
         with producer.transaction(app.conn, kicker=kicker) as jobs:
-            run.ids += [jobs.enqueue({"order": n}, task="demo", queue=queue) for n in range(3)]
+            state.ids += [jobs.enqueue({"order": n}, task="demo", queue=queue) for n in range(3)]
         before = kicker.stats.invocations
         try:
             with producer.transaction(app.conn, kicker=kicker) as jobs:
                 jobs.enqueue({"order": "cancelled"}, task="demo", queue=queue)
                 raise _Rollback
         except _Rollback:
-            run.rolled_back_kicks = kicker.stats.invocations - before
+            state.rolled_back_kicks = kicker.stats.invocations - before
 
     say("a flaky job: fails once, retried after 20 s, woken by a timer at its run_at")
-    run.ids.append(
+    state.ids.append(
         producer.enqueue_and_kick(
-            {"fail_times": 1}, task="demo", queue=queue, dsn=run.dsn, kicker=kicker
+            {"fail_times": 1}, task="demo", queue=queue, dsn=state.dsn, kicker=kicker
         )
     )
 
     say("a slow job whose worker is killed mid-job (SIGKILL)")
     victim = producer.enqueue_and_kick(
-        {"sleep": 2}, task="demo", queue=queue, dsn=run.dsn, kicker=kicker
+        {"sleep": 2}, task="demo", queue=queue, dsn=state.dsn, kicker=kicker
     )
-    run.ids.append(victim)
-    run.killed_job = victim
-    _kill_worker_of(victim, run.trace_dir)
+    state.ids.append(victim)
+    state.killed_job = victim
+    _kill_worker_of(victim, state.trace_dir)
     say("lease expires; the reaper re-queues the job and kicks a worker")
     _wait_for(lambda: _lease_expired(store, victim), 30)
     reaped = reap(store, kicker, retention=timedelta(days=7))
