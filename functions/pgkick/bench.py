@@ -17,6 +17,7 @@ from typing import Any
 
 from pgkick import bench_sql, producer, queries
 from pgkick.awake_compare import Workload, compare
+from pgkick.bench_report import percentile
 from pgkick.db import Database
 from pgkick.kick import NoKicker
 from pgkick.local import LocalKicker
@@ -168,8 +169,8 @@ class Bench:
                 local.close()
             out[f"single_{label}"] = {
                 "jobs_per_s": round(self.sizes.singles / seconds),
-                "p50_ms": _pct(latencies, 0.5),
-                "p99_ms": _pct(latencies, 0.99),
+                "p50_ms": percentile(latencies, 0.5),
+                "p99_ms": percentile(latencies, 0.99),
             }
         out["single_in_app_transaction"] = self._enqueue_on_app_connection()
         self.reset()
@@ -197,8 +198,8 @@ class Bench:
             seconds = time.monotonic() - started
         return {
             "jobs_per_s": round(self.sizes.singles / seconds),
-            "p50_ms": _pct(latencies, 0.5),
-            "p99_ms": _pct(latencies, 0.99),
+            "p50_ms": percentile(latencies, 0.5),
+            "p99_ms": percentile(latencies, 0.99),
         }
 
     def kick_to_start(self) -> None:
@@ -213,8 +214,8 @@ class Bench:
             jobs = store.get_many(ids[1:])  # the first one paid the cold start
         waits = [(j["claimed_at"] - j["created_at"]).total_seconds() * 1000 for j in jobs]
         self.results["kick_to_start_ms"] = {
-            "p50": _pct(waits, 0.5),
-            "p99": _pct(waits, 0.99),
+            "p50": percentile(waits, 0.5),
+            "p99": percentile(waits, 0.99),
             "samples": len(waits),
         }
         self.say(f"kick-to-start: {self.results['kick_to_start_ms']}")
@@ -254,69 +255,3 @@ class Bench:
         minimum = min(1.0, pgkick.minimum_awake(workload.window) / pgkick.report.duration)
         self.results["awake"] = {"theoretical_min_fraction": round(minimum, 3), "modes": rows}
         self.say(f"awake: {self.results['awake']}")
-
-
-def _pct(values: list[float], q: float) -> float:
-    if not values:
-        return 0.0
-    ordered = sorted(values)
-    return round(ordered[min(len(ordered) - 1, int(q * len(ordered)))], 2)
-
-
-def targets(results: dict[str, Any]) -> list[dict[str, Any]]:
-    """Each target of the issue, with this run's figure and whether it was met."""
-    ceiling = results.get("ceiling", {}).get("jobs_per_s") or 0
-    drains = results.get("drain", [])
-    best = max((d["jobs_per_s"] for d in drains), default=0)
-    enqueue = results.get("enqueue", {})
-    awake = results.get("awake", {})
-    modes = {m["mode"]: m for m in awake.get("modes", [])}
-    rows = [
-        (
-            "drain >= 50% of the SQL ceiling",
-            f"{best} of {ceiling} jobs/s",
-            bool(ceiling) and best >= 0.5 * ceiling,
-        ),
-        (
-            "enqueue_many >= 100,000 jobs/s",
-            enqueue.get("many", {}).get("jobs_per_s"),
-            (enqueue.get("many", {}).get("jobs_per_s") or 0) >= 100_000,
-        ),
-        (
-            "single enqueue_and_kick (none) >= 5,000 jobs/s",
-            enqueue.get("single_none", {}).get("jobs_per_s"),
-            (enqueue.get("single_none", {}).get("jobs_per_s") or 0) >= 5_000,
-        ),
-        (
-            "kick-to-start p50 <= 50 ms",
-            results.get("kick_to_start_ms", {}).get("p50"),
-            (results.get("kick_to_start_ms", {}).get("p50") or 1e9) <= 50,
-        ),
-        (
-            "claim cost at history within 1.5x",
-            results.get("scale", {}).get("ratio"),
-            (results.get("scale", {}).get("ratio") or 1e9) <= 1.5,
-        ),
-        (
-            "pgkick awake within 10% of the minimum",
-            f"{modes.get('pgkick', {}).get('awake_fraction')} vs "
-            f"{awake.get('theoretical_min_fraction')}",
-            bool(modes)
-            and modes["pgkick"]["awake_fraction"] <= awake["theoretical_min_fraction"] + 0.10,
-        ),
-        (
-            "polling worker awake 100%",
-            modes.get("poll", {}).get("awake_fraction"),
-            bool(modes) and modes["poll"]["suspends"] == 0,
-        ),
-    ]
-    return [{"target": t, "measured": m, "met": bool(ok)} for t, m, ok in rows]
-
-
-def markdown(results: dict[str, Any]) -> str:
-    lines = ["| target | measured | met |", "| --- | --- | --- |"]
-    lines += [
-        f"| {t['target']} | {t['measured']} | {'yes' if t['met'] else '**no**'} |"
-        for t in results["targets"]
-    ]
-    return "\n".join(lines) + "\n"

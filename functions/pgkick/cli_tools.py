@@ -103,7 +103,7 @@ def cmd_awake(args: argparse.Namespace) -> dict[str, Any]:
 
 def cmd_bench(args: argparse.Namespace) -> dict[str, Any]:
     """Measure pgkick side by side with the SQL ceiling and the article's table, in one run."""
-    from pgkick import bench, schema
+    from pgkick import bench, bench_report, schema
     from pgkick.embedded import EmbeddedPostgres, binaries_dir
     from pgkick.store import JobStore
 
@@ -134,11 +134,11 @@ def cmd_bench(args: argparse.Namespace) -> dict[str, Any]:
             "seconds": round(time.monotonic() - started),
             "quick": args.quick,
         }
-        results["targets"] = bench.targets(results)
+        results["targets"] = bench_report.targets(results)
         (out / "bench.json").write_text(json.dumps(results, indent=1, default=str))
-        (out / "bench.md").write_text(bench.markdown(results))
+        (out / "bench.md").write_text(bench_report.markdown(results))
         if not args.json:
-            print(bench.markdown(results))
+            print(bench_report.markdown(results))
             print(f"written: {out / 'bench.json'}, {out / 'bench.md'}")
         return results
     finally:

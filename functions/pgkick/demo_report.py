@@ -10,14 +10,10 @@ from __future__ import annotations
 from collections import Counter
 from typing import Any
 
+from pgkick.bench_report import percentile
 from pgkick.demo import DemoRun
 from pgkick.demo_tasks import overlapping_runs, read_traces
 from pgkick.store import JobStore
-
-
-def percentile(values: list[float], q: float) -> float:
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, int(q * len(ordered)))] if ordered else 0.0
 
 
 def summarise(run: DemoRun, jobs_in_burst: int) -> dict[str, Any]:

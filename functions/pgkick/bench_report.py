@@ -1,0 +1,76 @@
+"""The benchmark's verdict: each target of the performance issue, this run's figure, met or not.
+
+Why apart: the measurements change as pgkick gets faster; the targets and how
+they are read do not, and a reader should find them in one short place.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+
+def percentile(values: list[float], q: float) -> float:
+    """The q-quantile of the values (nearest rank), rounded to 0.01; 0 for none."""
+    if not values:
+        return 0.0
+    ordered = sorted(values)
+    return round(ordered[min(len(ordered) - 1, int(q * len(ordered)))], 2)
+
+
+def targets(results: dict[str, Any]) -> list[dict[str, Any]]:
+    """Each target of the issue, with this run's figure and whether it was met."""
+    ceiling = results.get("ceiling", {}).get("jobs_per_s") or 0
+    drains = results.get("drain", [])
+    best = max((d["jobs_per_s"] for d in drains), default=0)
+    enqueue = results.get("enqueue", {})
+    awake = results.get("awake", {})
+    modes = {m["mode"]: m for m in awake.get("modes", [])}
+    rows = [
+        (
+            "drain >= 50% of the SQL ceiling",
+            f"{best} of {ceiling} jobs/s",
+            bool(ceiling) and best >= 0.5 * ceiling,
+        ),
+        (
+            "enqueue_many >= 100,000 jobs/s",
+            enqueue.get("many", {}).get("jobs_per_s"),
+            (enqueue.get("many", {}).get("jobs_per_s") or 0) >= 100_000,
+        ),
+        (
+            "single enqueue_and_kick (none) >= 5,000 jobs/s",
+            enqueue.get("single_none", {}).get("jobs_per_s"),
+            (enqueue.get("single_none", {}).get("jobs_per_s") or 0) >= 5_000,
+        ),
+        (
+            "kick-to-start p50 <= 50 ms",
+            results.get("kick_to_start_ms", {}).get("p50"),
+            (results.get("kick_to_start_ms", {}).get("p50") or 1e9) <= 50,
+        ),
+        (
+            "claim cost at history within 1.5x",
+            results.get("scale", {}).get("ratio"),
+            (results.get("scale", {}).get("ratio") or 1e9) <= 1.5,
+        ),
+        (
+            "pgkick awake within 10% of the minimum",
+            f"{modes.get('pgkick', {}).get('awake_fraction')} vs "
+            f"{awake.get('theoretical_min_fraction')}",
+            bool(modes)
+            and modes["pgkick"]["awake_fraction"] <= awake["theoretical_min_fraction"] + 0.10,
+        ),
+        (
+            "polling worker awake 100%",
+            modes.get("poll", {}).get("awake_fraction"),
+            bool(modes) and modes["poll"]["suspends"] == 0,
+        ),
+    ]
+    return [{"target": t, "measured": m, "met": bool(ok)} for t, m, ok in rows]
+
+
+def markdown(results: dict[str, Any]) -> str:
+    lines = ["| target | measured | met |", "| --- | --- | --- |"]
+    lines += [
+        f"| {t['target']} | {t['measured']} | {'yes' if t['met'] else '**no**'} |"
+        for t in results["targets"]
+    ]
+    return "\n".join(lines) + "\n"
