@@ -14,8 +14,11 @@ REQUIREMENTS = ROOT / "infra" / "sam-requirements.txt"
 
 
 def uv() -> list[str]:
+    """uv as .ci/run has it: the command on PATH if it runs here, else python3 -m uv."""
     found = shutil.which("uv")
-    return [found] if found else [sys.executable, "-m", "uv"]
+    if found and subprocess.run([found, "--version"], capture_output=True).returncode == 0:
+        return [found]
+    return [shutil.which("python3") or sys.executable, "-m", "uv"]
 
 
 def ensure_sam_venv() -> Path:
