@@ -9,6 +9,7 @@ its own short transaction and nothing stays open while a job's code runs.
 
 from __future__ import annotations
 
+import threading
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -70,6 +71,9 @@ class Database:
     def __init__(self, conn: Connection, clock: Clock = server_clock) -> None:
         self.conn = conn
         self.clock = clock
+        # One statement (or one pipeline) at a time on this connection: the lease keeper's
+        # thread shares it, and must not slip a statement into a pipeline.
+        self._io = threading.RLock()
 
     @classmethod
     @contextmanager
@@ -86,6 +90,12 @@ class Database:
         with self.conn.transaction():
             yield
 
+    @contextmanager
+    def pipeline(self) -> Iterator[None]:
+        """Send the statements inside together, one round trip; nobody else's in between."""
+        with self._io, self.conn.pipeline():
+            yield
+
     def notifies(self, timeout: float) -> list[str]:
         """Payloads of the notifications that arrive within timeout seconds (LISTEN peers)."""
         return [n.payload for n in self.conn.notifies(timeout=timeout, stop_after=1)]
@@ -94,7 +104,8 @@ class Database:
         return {"now": self.clock(), **params}
 
     def execute(self, query: LiteralString, **params: Any) -> psycopg.Cursor[tuple[Any, ...]]:
-        return self.conn.execute(query, self._params(params) if "%(" in query else None)
+        with self._io:
+            return self.conn.execute(query, self._params(params) if "%(" in query else None)
 
     def rows(self, query: LiteralString, **params: Any) -> list[tuple[Any, ...]]:
         return self.execute(query, **params).fetchall()

@@ -133,6 +133,23 @@ class JobStore(Database):
         )
         return {row[0] for row in rows}
 
+    def complete_many_and_claim(
+        self, finished: Sequence[ClaimedJob], queue: str, *, batch: int, lease: timedelta
+    ) -> tuple[set[int], list[ClaimedJob]]:
+        """Complete the last batch and claim the next in one round trip (a pipeline)."""
+        if not finished:
+            return set(), self.claim(queue, batch=batch, lease=lease)
+        with self.pipeline():
+            completed = self.execute(
+                queries.JOB_COMPLETE_MANY,
+                ids=[j.id for j in finished],
+                attempts=[j.attempts for j in finished],
+            )
+            claimed = self.execute(queries.JOB_CLAIM, queue=queue, batch=batch, lease=lease)
+        return {row[0] for row in completed.fetchall()}, [
+            ClaimedJob(*r) for r in claimed.fetchall()
+        ]
+
     def fail(
         self,
         job_id: int,

@@ -77,16 +77,21 @@ class Worker:
         keeper = LeaseKeeper(self.store, self.options.lease, interval=interval)
         longest_batch_ms = 0  # measured on the invocation's own clock
         last_batch_full = False
+        finished: list[ClaimedJob] = []  # run, not yet recorded: they ride with the next claim
         try:
             while True:
                 before = remaining_ms()
                 reserve = self.options.min_remaining.total_seconds() * 1000 + longest_batch_ms
                 if before < reserve:  # another batch might not finish in time
+                    self._complete(finished, keeper, summary)
                     summary.stopped_because = "time"
                     if last_batch_full:  # work is probably left: hand it to a fresh invocation
                         summary.rekicked = self._kick(queue, "rekick")
                     break
-                jobs = self.store.claim(queue, batch=self.options.batch, lease=self.options.lease)
+                held, jobs = self.store.complete_many_and_claim(
+                    finished, queue, batch=self.options.batch, lease=self.options.lease
+                )
+                self._account(finished, held, keeper, summary)
                 if not jobs:
                     summary.stopped_because = "empty"
                     break
@@ -95,14 +100,17 @@ class Worker:
                 last_batch_full = len(jobs) == self.options.batch
                 if last_batch_full and summary.fanouts < self.options.max_fanout:
                     summary.fanouts += int(self._kick(queue, "fanout"))
-                self._run_batch(jobs, keeper, summary)
+                finished = self._run_batch(jobs, keeper, summary)
                 longest_batch_ms = max(longest_batch_ms, before - remaining_ms())
         finally:
             keeper.close()
             summary.duration_ms = int((time.monotonic() - started) * 1000)
         return summary
 
-    def _run_batch(self, jobs: list[ClaimedJob], keeper: LeaseKeeper, summary: Summary) -> None:
+    def _run_batch(
+        self, jobs: list[ClaimedJob], keeper: LeaseKeeper, summary: Summary
+    ) -> list[ClaimedJob]:
+        """Run a batch; failures are recorded at once, successes returned to be completed."""
         keeper.hold(jobs)
         finished: list[ClaimedJob] = []
         last_flush = time.monotonic()
@@ -119,7 +127,7 @@ class Worker:
             if finished and time.monotonic() - last_flush > FLUSH_AFTER_SECONDS:
                 self._complete(finished, keeper, summary)
                 finished, last_flush = [], time.monotonic()
-        self._complete(finished, keeper, summary)
+        return finished
 
     def _run_job(self, job: ClaimedJob, keeper: LeaseKeeper) -> tuple[str | None, bool]:
         """Run the task's code (no transaction is open); return (error, permanent)."""
@@ -144,9 +152,13 @@ class Worker:
         return None, False
 
     def _complete(self, finished: list[ClaimedJob], keeper: LeaseKeeper, summary: Summary) -> None:
-        if not finished:
-            return
-        held = self.store.complete_many(finished)
+        if finished:
+            self._account(finished, self.store.complete_many(finished), keeper, summary)
+
+    def _account(
+        self, finished: list[ClaimedJob], held: set[int], keeper: LeaseKeeper, summary: Summary
+    ) -> None:
+        """Count what a batch complete did: done if still held, lost if taken over."""
         summary.done += len(held)
         summary.lost += len(finished) - len(held)
         for job in finished:
