@@ -28,7 +28,7 @@ def test_bench_quick_runs_every_item_and_reports_targets(
     assert results["scale"]["ratio"] > 0
     modes = {m["mode"]: m for m in results["awake"]["modes"]}
     assert set(modes) == {"pgkick", "poll", "listen"}
-    assert len(results["targets"]) == 7 and all(
+    assert len(results["targets"]) == 8 and all(
         isinstance(t["met"], bool) for t in results["targets"]
     )
     assert (tmp_path / "bench.md").read_text().startswith("| target | measured | met |")

@@ -157,7 +157,9 @@ class AwakeMonitor:
         if self._awake and not awake:
             self.report.suspends += 1
             if self.close_on_suspend and db is not None:
-                self.report.closed_sessions += int(db.one(queries.SESSION_TERMINATE_CLIENTS)[0])
+                self.report.closed_sessions += int(
+                    db.one(queries.SESSION_TERMINATE_CLIENTS, window=self.report.window)[0]
+                )
         if awake:
             self.report.awake_seconds += elapsed
             for app in self._blame:

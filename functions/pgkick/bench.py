@@ -245,6 +245,17 @@ class Bench:
         }
         self.say(f"scale: {self.results['scale']}")
 
+    # 4 -------------------------------------------------------------------------
+    def peers(self) -> None:
+        """pgqueuer on the same jobs: as pgkick runs (8 processes, batch 10) and tuned."""
+        from pgkick.bench_peers import pgqueuer_drain
+
+        n = self.sizes.drains[0]
+        pairs = ((self.sizes.workers, 10), (2, 25))
+        rows = [pgqueuer_drain(self.dsn, n, processes=p, batch=b) for p, b in pairs]
+        self.results["peers"] = rows
+        self.say(f"peers: {rows}")
+
     # 8 -------------------------------------------------------------------------
     def awake(self) -> None:
         self.reset()

@@ -25,7 +25,15 @@ def targets(results: dict[str, Any]) -> list[dict[str, Any]]:
     enqueue = results.get("enqueue", {})
     awake = results.get("awake", {})
     modes = {m["mode"]: m for m in awake.get("modes", [])}
+    peers = results.get("peers", [])
+    same = next((d["jobs_per_s"] for d in drains if peers and d["jobs"] == peers[0]["jobs"]), 0)
+    best_peer = max((p["jobs_per_s"] for p in peers), default=0)
     rows = [
+        (
+            "drain >= 1.5x the best peer (same jobs, same run)",
+            f"{same} vs {best_peer} jobs/s" if peers else "peers not run (--peers)",
+            bool(peers) and same >= 1.5 * best_peer,
+        ),
         (
             "drain >= 50% of the SQL ceiling",
             f"{best} of {ceiling} jobs/s",

@@ -127,7 +127,8 @@ def cmd_bench(args: argparse.Namespace) -> dict[str, Any]:
             say=lambda text: print(f"== {text}", file=sys.stderr),
         )
         started = time.monotonic()
-        for item in args.items.split(","):
+        items = args.items.split(",") + (["peers"] if args.peers else [])
+        for item in items:
             getattr(runner, item.strip())()
         results = {
             **runner.results,
@@ -151,6 +152,11 @@ def add_tool_commands(command: Command) -> None:
     bench_cmd = command("bench", cmd_bench)
     bench_cmd.add_argument("--quick", action="store_true", help="tiny sizes: under a minute")
     bench_cmd.add_argument("--items", default=ITEMS, help=f"comma-separated (default {ITEMS})")
+    bench_cmd.add_argument(
+        "--peers",
+        action="store_true",
+        help="also pgqueuer on the same jobs (needs the extra: --extra peers)",
+    )
     bench_cmd.add_argument(
         "--out",
         default=str(Path(tempfile.gettempdir()) / "pgkick-bench"),

@@ -125,6 +125,11 @@ class Database:
         return self.execute(query, **params).rowcount
 
 
+async def connect_async(dsn: str) -> psycopg.AsyncConnection[tuple[Any, ...]]:
+    """An asyncio connection, for a peer queue's driver in the benchmarks."""
+    return await psycopg.AsyncConnection.connect(dsn, autocommit=True)
+
+
 def idle_outside_transaction(conn: Connection) -> bool:
     """True for a connection that is not autocommit and has no transaction in progress."""
     idle = conn.info.transaction_status == psycopg.pq.TransactionStatus.IDLE

@@ -290,12 +290,14 @@ LEFT JOIN pg_stat_activity AS a
       OR (a.backend_type = 'client backend' AND a.datname = current_database()));"""
 
 SESSION_TERMINATE_CLIENTS: Final = """\
--- session_terminate_clients: Closes every other client session of this database, as a suspending compute does.
+-- session_terminate_clients: Closes the other client sessions of this database that have been idle for the whole window, as a suspending compute does (one that connected a moment ago is not caught).
 SELECT count(pg_terminate_backend(pid)) AS closed
 FROM pg_stat_activity
 WHERE pid <> pg_backend_pid()
   AND backend_type = 'client backend'
-  AND datname = current_database();"""
+  AND datname = current_database()
+  AND state = 'idle'
+  AND state_change < now() - make_interval(secs => %(window)s);"""
 
 # (version, name, script) in the order they apply.
 MIGRATIONS: Final[tuple[tuple[int, str, LiteralString], ...]] = (
