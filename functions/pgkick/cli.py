@@ -80,22 +80,20 @@ def cmd_enqueue(args: argparse.Namespace) -> dict[str, Any]:
         payload = json.loads(args.payload)
     except ValueError as exc:
         raise UsageError(f"--payload is not JSON: {exc}") from None
-    with _store(args):
-        pass  # refuse before writing if the schema is missing
     kicker = default_kicker()
-    job_id = producer.enqueue_and_kick(
-        payload,
-        task=args.task,
-        queue=args.queue,
-        delay=args.delay,
-        max_attempts=args.max_attempts,
-        dsn=_dsn(args),
-        kicker=kicker,
-    )
-    if isinstance(kicker, LocalKicker) and args.wait:  # let the job run before we exit
-        kicker.wait_idle(args.wait)
-        kicker.close()
-    with _store(args) as store:
+    with _store(args) as store:  # one connection: schema checked, insert (autocommitted), read
+        enqueuer = producer.Enqueuer(store)
+        job_id = enqueuer.enqueue(
+            payload,
+            task=args.task,
+            queue=args.queue,
+            delay=args.delay,
+            max_attempts=args.max_attempts,
+        )
+        producer.kick_committed(enqueuer.queued, kicker)
+        if isinstance(kicker, LocalKicker) and args.wait:  # let the job run before we exit
+            kicker.wait_idle(args.wait)
+            kicker.close()
         (job,) = store.get_many([job_id])
     return {"id": job_id, "queue": job["queue"], "status": job["status"]}
 

@@ -103,8 +103,6 @@ def run(options: DemoOptions, *, on_step: Callable[[str], None] | None = None) -
     trace_dir = Path(tempfile.mkdtemp(prefix="trace-", dir=options.out))
     trace_dir.chmod(0o777)
     state = DemoRun(dsn=options.dsn or "", queue=queue, trace_dir=trace_dir)
-    with Database.open(state.dsn, application_name=MONITOR_APP):
-        pass  # fail early and clearly if the database is unreachable
     with JobStore.open(state.dsn, application_name=MONITOR_APP) as store:
         schema.migrate(store)
         progress = Progress(store, queue)

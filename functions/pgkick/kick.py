@@ -83,7 +83,7 @@ class LambdaKicker:
         self.schedule_group = schedule_group
         self._lambda = lambda_client
         self._scheduler = scheduler_client
-        self._booked: set[str] = set()
+        self._booked: dict[str, datetime] = {}  # schedule name -> its minute, still to come
         self._lock = threading.Lock()
 
     def kick(self, queue: str, reason: str) -> None:
@@ -128,7 +128,9 @@ class LambdaKicker:
             if _error_code(exc) != "ConflictException":  # booked already: that is the point
                 raise
         with self._lock:
-            self._booked.add(name)
+            self._booked[name] = minute
+            now = datetime.now(UTC)  # a long-lived app forgets the wake-ups that have fired
+            self._booked = {n: m for n, m in self._booked.items() if m >= now}
 
     def _lambda_client(self) -> Any:
         if self._lambda is None:
