@@ -1,10 +1,10 @@
--- job_insert_many: Inserts many queued jobs in one round trip from parallel arrays (delays in seconds), returning ids in input order.
+-- job_insert_many: Inserts many queued jobs in one round trip from parallel arrays (binary; delays in seconds), returning ids in input order.
 INSERT INTO jobs (queue, task, payload, run_at, max_attempts)
 SELECT q, t, p::jsonb,
        coalesce(r, coalesce(%(now)s::timestamptz, now()) + make_interval(secs => d)),
        m
-FROM unnest(%(queues)s::text[], %(tasks)s::text[], %(payloads)s::text[],
-            %(run_ats)s::timestamptz[], %(delays)s::float8[], %(max_attempts)s::int[])
+FROM unnest(%(queues)b::text[], %(tasks)b::text[], %(payloads)b::text[],
+            %(run_ats)b::timestamptz[], %(delays)b::float8[], %(max_attempts)b::int[])
      WITH ORDINALITY AS x(q, t, p, r, d, m, n)
 ORDER BY n
 RETURNING id, queue, run_at;

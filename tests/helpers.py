@@ -13,6 +13,7 @@ from typing import Any
 import psycopg
 
 from pgkick.store import JobStore
+from pgkick.validation import JobSpec
 
 
 class FakeClock:
@@ -39,14 +40,8 @@ def seed(
     payload: str = "{}",
 ) -> list[int]:
     """Insert `count` ready jobs in one statement; returns their ids."""
-    jobs = store.insert_many(
-        queues=[queue] * count,
-        tasks=[task] * count,
-        payloads_json=[payload] * count,
-        run_ats=[None] * count,
-        delays=[timedelta(0)] * count,
-        max_attempts=[max_attempts] * count,
-    )
+    spec = JobSpec(queue, task, payload, None, timedelta(0), max_attempts)
+    jobs = store.insert_many([[spec] * count])
     return [job.id for job in jobs]
 
 

@@ -101,7 +101,7 @@ def test_failed_kick_does_not_raise_and_the_reapers_kick_runs_the_job(dsn: str) 
     assert report["kicked"] == ["default"] and backstop.kicks == [("default", "reaper")]
 
 
-def test_enqueue_many_is_one_statement_and_kicks_once_per_queue(dsn: str) -> None:
+def test_enqueue_many_is_one_commit_and_kicks_once_per_queue(dsn: str) -> None:
     kicker = RecordingKicker()
     later = datetime.now(UTC) + timedelta(minutes=10)
     ids = producer.enqueue_many(
@@ -120,11 +120,24 @@ def test_enqueue_many_is_one_statement_and_kicks_once_per_queue(dsn: str) -> Non
     assert job_row(dsn, ids[7])["payload"] == {"n": 7}
 
 
+def test_a_bad_job_in_a_later_chunk_rolls_back_the_chunks_already_sent(dsn: str) -> None:
+    kicker = RecordingKicker()
+    bad = producer.INSERT_CHUNK * 2 + 3  # two chunks are at the server when it is found
+    jobs: list[dict[str, Any]] = [{"payload": n, "task": "noop"} for n in range(bad + 10)]
+    jobs[bad] = {"payload": bad, "task": "noop", "delay": -1}
+    with pytest.raises(ValueError, match=rf"jobs\[{bad}\]: delay: .*negative"):
+        producer.enqueue_many(jobs, dsn=dsn, kicker=kicker)
+    assert count_jobs(dsn) == 0 and kicker.kicks == []
+    assert len(producer.enqueue_many(jobs[:bad], dsn=dsn, kicker=kicker)) == bad  # still usable
+
+
 BAD_INPUT: list[tuple[dict[str, Any], type[Exception], str]] = [
     ({"payload": {1, 2}}, TypeError, "payload: Object of type set"),
     ({"payload": {"x": float("nan")}}, ValueError, "payload: .*NaN"),
     ({"payload": {"x": float("inf")}}, ValueError, "payload: .*Infinity"),
     ({"payload": {1: "int key"}}, TypeError, "payload: object keys must be strings"),
+    ({"payload": {"a": [{"b": (2, {3: "deep"})}]}}, TypeError, "payload: object keys must be"),
+    ({"payload": {"a": [1, {"b": float("nan")}]}}, ValueError, "payload: .*NaN"),
     ({"payload": "x" * (DEFAULT_MAX_PAYLOAD_BYTES + 1)}, ValueError, "payload: .*larger than"),
     ({"payload": "\ud800"}, ValueError, "payload: contains a lone surrogate"),
     ({"payload": "a\x00b"}, ValueError, "payload: contains a NUL"),

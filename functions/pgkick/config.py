@@ -90,6 +90,12 @@ def _int(env: Mapping[str, str], name: str, default: int, low: int, high: int) -
     return value
 
 
+def producer_linger(env: Mapping[str, str] | None = None) -> float:
+    """Seconds the producer's connection stays open after its last enqueue (0: never reused)."""
+    env = os.environ if env is None else env
+    return _int(env, "PGKICK_PRODUCER_LINGER_MS", 1000, 0, 60_000) / 1000
+
+
 def database_url(env: Mapping[str, str] | None = None) -> str:
     """DATABASE_URL, else the DSN in the secret PGKICK_DATABASE_SECRET_ARN names."""
     env = os.environ if env is None else env

@@ -130,10 +130,14 @@ async def connect_async(dsn: str) -> psycopg.AsyncConnection[tuple[Any, ...]]:
     return await psycopg.AsyncConnection.connect(dsn, autocommit=True)
 
 
+def no_transaction(conn: Connection) -> bool:
+    """True when no transaction is in progress (nor failed) on this connection."""
+    return conn.info.transaction_status == psycopg.pq.TransactionStatus.IDLE
+
+
 def idle_outside_transaction(conn: Connection) -> bool:
     """True for a connection that is not autocommit and has no transaction in progress."""
-    idle = conn.info.transaction_status == psycopg.pq.TransactionStatus.IDLE
-    return idle and not conn.autocommit
+    return no_transaction(conn) and not conn.autocommit
 
 
 def dsn_parts(dsn: str) -> dict[str, Any]:

@@ -177,6 +177,7 @@ def _scenario(
                 raise _Rollback
         except _Rollback:
             state.rolled_back_kicks = kicker.stats.invocations - before
+    kicker.wait_idle(30)  # a worker records a batch's outcomes together: keep the victim alone
 
     say("a flaky job: fails once, retried after 20 s, woken by a timer at its run_at")
     state.ids.append(
@@ -184,6 +185,7 @@ def _scenario(
             {"fail_times": 1}, task="demo", queue=queue, dsn=state.dsn, kicker=kicker
         )
     )
+    kicker.wait_idle(30)
 
     say("a slow job whose worker is killed mid-job (SIGKILL)")
     victim = producer.enqueue_and_kick(

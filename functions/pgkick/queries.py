@@ -41,9 +41,36 @@ JOB_TRUNCATE_ALL: Final = """\
 -- job_truncate_all: Empties the jobs table between benchmark items (benchmarks only: never on a real queue).
 TRUNCATE jobs;"""
 
+PGQUEUER_JOB_COUNT: Final = """\
+-- pgqueuer_job_count: Counts the jobs still in pgqueuer's queue table, to check a peer's drain ran every job.
+SELECT count(*) AS count FROM pgqueuer;"""
+
+PROCRASTINATE_JOB_COUNT_BY_STATUS: Final = """\
+-- procrastinate_job_count_by_status: Counts procrastinate's jobs by status, to check a peer's drain ran every job.
+SELECT status::text, count(*) AS count FROM procrastinate_jobs GROUP BY status ORDER BY status;"""
+
+PROCRASTINATE_JOB_RESET: Final = """\
+-- procrastinate_job_reset: Empties procrastinate's jobs (and their events) between benchmark runs of that peer (benchmarks only).
+TRUNCATE procrastinate_jobs CASCADE;"""
+
+PROCRASTINATE_SCHEMA_EXISTS: Final = """\
+-- procrastinate_schema_exists: Whether procrastinate's schema is installed in this database (the peer benchmark installs it once).
+SELECT to_regclass('procrastinate_jobs') IS NOT NULL AS installed;"""
+
 SESSION_LISTEN: Final = """\
 -- session_listen: Subscribes this session to job notifications (what LISTEN-based peers hold open).
 LISTEN pgkick_jobs;"""
+
+STATEMENT_CALL_TOTAL: Final = """\
+-- statement_call_total: Statements run in this database so far (pg_stat_statements), leaving out this count itself: the idle query rate.
+SELECT coalesce(sum(calls), 0)::bigint AS calls
+FROM pg_stat_statements
+WHERE dbid = (SELECT oid FROM pg_database WHERE datname = current_database())
+  AND query NOT LIKE '-- statement_call_total:%%';"""
+
+STATEMENT_STATS_INSTALL: Final = """\
+-- statement_stats_install: Installs pg_stat_statements in this database when the server preloads it (for the idle query rate).
+CREATE EXTENSION IF NOT EXISTS pg_stat_statements;"""
 
 JOB_CANCEL_QUEUED: Final = """\
 -- job_cancel_queued: Fails queued jobs (by ids, or by queue and task) with last_error 'cancelled by operator'; running jobs are left to finish.
@@ -143,13 +170,13 @@ VALUES (%(queue)s, %(task)s, %(payload)s::jsonb,
 RETURNING id, queue, run_at;"""
 
 JOB_INSERT_MANY: Final = """\
--- job_insert_many: Inserts many queued jobs in one round trip from parallel arrays (delays in seconds), returning ids in input order.
+-- job_insert_many: Inserts many queued jobs in one round trip from parallel arrays (binary; delays in seconds), returning ids in input order.
 INSERT INTO jobs (queue, task, payload, run_at, max_attempts)
 SELECT q, t, p::jsonb,
        coalesce(r, coalesce(%(now)s::timestamptz, now()) + make_interval(secs => d)),
        m
-FROM unnest(%(queues)s::text[], %(tasks)s::text[], %(payloads)s::text[],
-            %(run_ats)s::timestamptz[], %(delays)s::float8[], %(max_attempts)s::int[])
+FROM unnest(%(queues)b::text[], %(tasks)b::text[], %(payloads)b::text[],
+            %(run_ats)b::timestamptz[], %(delays)b::float8[], %(max_attempts)b::int[])
      WITH ORDINALITY AS x(q, t, p, r, d, m, n)
 ORDER BY n
 RETURNING id, queue, run_at;"""
