@@ -33,6 +33,7 @@ class Sizes:
     singles: int = 2_000
     many: int = 100_000
     latency_samples: int = 200
+    idle_seconds: float = 30.0
     history: int = 1_000_000
     scale_jobs: int = 20_000
     awake: Workload = field(
@@ -48,6 +49,7 @@ QUICK = Sizes(
     singles=200,
     many=5_000,
     latency_samples=20,
+    idle_seconds=3.0,
     history=20_000,
     scale_jobs=2_000,
     awake=Workload(bursts=2, jobs_per_burst=20, gap=3.0, window=1.0),
@@ -111,10 +113,10 @@ class Bench:
 
     # 3 -------------------------------------------------------------------------
     def drain(self) -> None:
+        """Cold: 8 new local execution environments, start-up included. The first size is
+        drained again while they are warm (as a peer's long-lived workers are)."""
         rows = []
         for n in self.sizes.drains:
-            self.reset()
-            self.seed(n)
             kicker = LocalKicker(
                 env={
                     "DATABASE_URL": self.dsn,
@@ -125,29 +127,34 @@ class Bench:
                 timeout_ms=900_000,
                 output=self.log,
             )
-            started = time.monotonic()
-            for _ in range(self.sizes.workers):
-                kicker.kick("default", "manual")
-            kicker.wait_idle(1_800)
-            seconds = time.monotonic() - started
-            claimed = sum(r.get("claimed", 0) for r in kicker.stats.results)
+            rows.append({"start": "cold", **self._drain_once(kicker, n)})
+            if n == self.sizes.drains[0]:
+                rows.append({"start": "warm", **self._drain_once(kicker, n)})
             kicker.close()
-            counts = self.counts()
-            rows.append(
-                {
-                    "jobs": n,
-                    "seconds": round(seconds, 2),
-                    "jobs_per_s": round(n / seconds),
-                    "executions": claimed,
-                    "exactly_once": claimed == n
-                    and counts == {"done": {"count": n, "max_attempts": 1}},
-                    "worker_peak_rss_mb": round(
-                        resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024
-                    ),
-                }
-            )
             self.say(f"drain: {rows[-1]}")
         self.results["drain"] = rows
+
+    def _drain_once(self, kicker: LocalKicker, n: int) -> dict[str, Any]:
+        self.reset()
+        self.seed(n)
+        before = sum(r.get("claimed", 0) for r in kicker.stats.results)
+        started = time.monotonic()
+        for _ in range(self.sizes.workers):
+            kicker.kick("default", "manual")
+        kicker.wait_idle(1_800)
+        seconds = time.monotonic() - started
+        claimed = sum(r.get("claimed", 0) for r in kicker.stats.results) - before
+        counts = self.counts()
+        return {
+            "jobs": n,
+            "seconds": round(seconds, 2),
+            "jobs_per_s": round(n / seconds),
+            "executions": claimed,
+            "exactly_once": claimed == n and counts == {"done": {"count": n, "max_attempts": 1}},
+            "worker_peak_rss_mb": round(
+                resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024
+            ),
+        }
 
     # 5 and 6 -------------------------------------------------------------------
     def enqueue(self) -> None:
@@ -173,6 +180,7 @@ class Bench:
                 "p99_ms": percentile(latencies, 0.99),
             }
         out["single_in_app_transaction"] = self._enqueue_on_app_connection()
+        out["single_sql_ceiling"] = self._single_insert_ceiling()
         self.reset()
         jobs = [{"payload": {"n": n}, "task": "noop"} for n in range(self.sizes.many)]
         started = time.monotonic()
@@ -201,6 +209,15 @@ class Bench:
             "p50_ms": percentile(latencies, 0.5),
             "p99_ms": percentile(latencies, 0.99),
         }
+
+    def _single_insert_ceiling(self) -> dict[str, Any]:
+        """pgbench, one client, one job per durable commit: what the disk allows one caller."""
+        self.reset()
+        n = self.sizes.singles
+        run = bench_sql.pgbench(
+            self.bin_dir, self.dsn, bench_sql.insert_one(), clients=1, transactions=n
+        )
+        return {"jobs_per_s": round(n / run.seconds)}
 
     def kick_to_start(self) -> None:
         self.reset()
@@ -247,14 +264,35 @@ class Bench:
 
     # 4 -------------------------------------------------------------------------
     def peers(self) -> None:
-        """pgqueuer on the same jobs: as pgkick runs (8 processes, batch 10) and tuned."""
-        from pgkick.bench_peers import pgqueuer_drain
+        """pgqueuer and procrastinate on the same jobs: as pgkick runs (8 processes, batch
+        10), pgqueuer also tuned (2 processes, batch 25); then each one's idle statements."""
+        from pgkick import bench_peers
 
-        n = self.sizes.drains[0]
-        pairs = ((self.sizes.workers, 10), (2, 25))
-        rows = [pgqueuer_drain(self.dsn, n, processes=p, batch=b) for p, b in pairs]
+        n, workers = self.sizes.drains[0], self.sizes.workers
+        runs = (("pgqueuer", workers, 10), ("pgqueuer", 2, 25), ("procrastinate", workers, 1))
+        rows = []
+        for peer, processes, batch in runs:
+            rows.append(
+                bench_peers.drain(
+                    self.dsn,
+                    peer,
+                    n,
+                    processes=processes,
+                    batch=batch,
+                    singles=self.sizes.singles,
+                    log=self.log,
+                )
+            )
+            self.say(f"peer: {rows[-1]}")
+        idle = {
+            name: bench_peers.idle_statements_per_minute(
+                self.dsn, peer, self.sizes.idle_seconds, self.log
+            )
+            for name, peer in (("pgkick", None), *((p, p) for p in bench_peers.PEERS))
+        }
         self.results["peers"] = rows
-        self.say(f"peers: {rows}")
+        self.results["idle_statements_per_minute"] = idle
+        self.say(f"idle statements a minute: {idle}")
 
     # 8 -------------------------------------------------------------------------
     def awake(self) -> None:

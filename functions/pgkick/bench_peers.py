@@ -1,13 +1,20 @@
-"""A peer queue on the same server in the same run: pgqueuer draining the same no-op jobs.
+"""Peer queues on the same server in the same run: pgqueuer and procrastinate.
 
-Why: "faster than the Python queues" means nothing unless measured next to one.
-pgqueuer (the extra `peers`) gets its own tables in the same database, the same
-number of jobs, and worker processes started the same way as pgkick's (cold,
-separate processes, start-up included). It runs in its drain mode, which exits
-once the queue is empty, so the wall time from start to the last exit is the
-drain. Its statements are its own; pgkick's rule about sql/ covers pgkick's.
+Why: "faster than the Python queues" and "the others keep the database awake"
+mean nothing unless measured next to them. Each peer (the extra `peers`) gets
+its own tables in the same database and the same no-op jobs, and is measured
+as it is meant to run (long-lived worker processes):
 
-    python -m pgkick.bench_peers worker DSN BATCH   # one pgqueuer worker process
+- drain: worker processes started cold; each connects, says "ready", and waits
+  for "go". Two rates come out: from spawn to the last exit (start-up included,
+  as pgkick's local drain is measured) and from "go" to the last exit (warm);
+- bulk and single enqueue rates, through the peer's own API;
+- idle statements a minute: one worker waiting on an empty queue, counted by
+  pg_stat_statements (what keeps a scale-to-zero compute awake).
+
+Their statements are their own; pgkick's rule about sql/ covers pgkick's.
+
+    python -m pgkick.bench_peers worker PEER DSN BATCH drain|wait   # one worker process
 """
 
 from __future__ import annotations
@@ -16,80 +23,225 @@ import asyncio
 import subprocess
 import sys
 import time
+from collections.abc import Awaitable, Callable
+from pathlib import Path
 from typing import Any
 
-from pgkick.db import connect_async
+from pgkick import queries
+from pgkick.bench_report import percentile
+from pgkick.db import Database, connect_async
+
+PEERS = ("pgqueuer", "procrastinate")
+VERSIONS = {"pgqueuer": "pgqueuer 1.6.0", "procrastinate": "procrastinate 3.10.0"}
 
 
-def _require() -> Any:
+def _require(name: str) -> Any:
     try:
-        import pgqueuer
+        return __import__(name)
     except ImportError as exc:
         raise RuntimeError(
-            "pgqueuer is not installed: run `uv run --extra peers pgkick bench --peers`"
+            f"{name} is not installed: run `uv run --extra peers pgkick bench --peers`"
         ) from exc
-    return pgqueuer
 
 
-async def _setup(dsn: str, jobs: int) -> float:
-    """Install pgqueuer's schema if missing, empty its queue, enqueue `jobs`; returns jobs/s."""
-    pgqueuer = _require()
+# -- pgqueuer ------------------------------------------------------------------------------
+async def _pgqueuer_queries(dsn: str) -> tuple[Any, Any]:
+    pgqueuer = _require("pgqueuer")
     conn = await connect_async(dsn)
-    queries = pgqueuer.Queries(pgqueuer.PsycopgDriver(conn))
-    if not await queries.has_table("pgqueuer"):
-        await queries.install()
-    await queries.clear_queue()
+    q = pgqueuer.Queries(pgqueuer.PsycopgDriver(conn))
+    if not await q.has_table("pgqueuer"):
+        await q.install()
+    return conn, q
+
+
+async def _pgqueuer_enqueue(dsn: str, jobs: int, single: int) -> dict[str, Any]:
+    """Single enqueues (then cleared), then the drain's jobs in bulk: both rates."""
+    conn, q = await _pgqueuer_queries(dsn)
+    await q.clear_queue()
+    singles = await _timed(single, lambda: q.enqueue("noop", None, 0))
+    await q.clear_queue()
     started = time.perf_counter()
-    for start in range(0, jobs, 5_000):
-        count = min(5_000, jobs - start)
-        await queries.enqueue(["noop"] * count, [None] * count, [0] * count)
-    rate = jobs / (time.perf_counter() - started)
+    for count in _chunks(jobs):
+        await q.enqueue(["noop"] * count, [None] * count, [0] * count)
+    bulk = jobs / (time.perf_counter() - started)
     await conn.close()
-    return rate
+    return {"bulk_enqueue_jobs_per_s": round(bulk), **singles}
 
 
-async def _noop(job: Any) -> None:
-    return None
-
-
-async def _worker(dsn: str, batch: int) -> None:
-    pgqueuer = _require()
+async def _pgqueuer_worker(dsn: str, batch: int, drain: bool, go: Callable[[], None]) -> None:
+    pgqueuer = _require("pgqueuer")
     from pgqueuer.types import QueueExecutionMode
 
     conn = await connect_async(dsn)
     pgq = pgqueuer.PgQueuer(pgqueuer.PsycopgDriver(conn))
-    pgq.entrypoint("noop")(_noop)
-    await pgq.run(batch_size=batch, mode=QueueExecutionMode.drain)
+
+    async def noop(job: Any) -> None:
+        return None
+
+    pgq.entrypoint("noop")(noop)
+    go()
+    mode = QueueExecutionMode.drain if drain else QueueExecutionMode.continuous
+    await pgq.run(batch_size=batch, mode=mode)
 
 
-def pgqueuer_drain(dsn: str, jobs: int, *, processes: int, batch: int) -> dict[str, Any]:
-    """Enqueue `jobs` no-ops with pgqueuer, drain them with `processes` workers, time it."""
-    enqueue_rate = asyncio.run(_setup(dsn, jobs))
-    started = time.monotonic()
-    workers = [
-        subprocess.Popen(
-            [sys.executable, "-m", "pgkick.bench_peers", "worker", dsn, str(batch)],
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.PIPE,
-            text=True,
+# -- procrastinate ---------------------------------------------------------------------------
+def _procrastinate_app(dsn: str) -> tuple[Any, Any]:
+    procrastinate = _require("procrastinate")
+    app = procrastinate.App(
+        connector=procrastinate.PsycopgConnector(conninfo=dsn, min_size=1, max_size=2)
+    )
+
+    @app.task(name="noop")  # type: ignore[untyped-decorator]
+    async def noop() -> None:
+        return None
+
+    return app, noop
+
+
+async def _procrastinate_enqueue(dsn: str, jobs: int, single: int) -> dict[str, Any]:
+    with Database.open(dsn, application_name="pgkick-bench") as db:
+        installed = db.one(queries.PROCRASTINATE_SCHEMA_EXISTS)[0]
+    app, noop = _procrastinate_app(dsn)
+    async with app.open_async():
+        if not installed:
+            await app.schema_manager.apply_schema_async()
+        _reset_procrastinate(dsn)
+        singles = await _timed(single, noop.defer_async)
+        _reset_procrastinate(dsn)
+        started = time.perf_counter()
+        for count in _chunks(jobs):
+            await noop.batch_defer_async(*[{}] * count)
+        bulk = jobs / (time.perf_counter() - started)
+    return {"bulk_enqueue_jobs_per_s": round(bulk), **singles}
+
+
+def _reset_procrastinate(dsn: str) -> None:
+    with Database.open(dsn, application_name="pgkick-bench") as db:
+        db.execute(queries.PROCRASTINATE_JOB_RESET)
+
+
+async def _procrastinate_worker(dsn: str, batch: int, drain: bool, go: Callable[[], None]) -> None:
+    app, _ = _procrastinate_app(dsn)
+    async with app.open_async():
+        go()
+        await app.run_worker_async(
+            concurrency=1, wait=not drain, install_signal_handlers=False, name="bench"
         )
-        for _ in range(processes)
-    ]
-    errors = [w.communicate(timeout=1_800)[1] for w in workers]
-    seconds = time.monotonic() - started
-    failed = [e.strip()[-300:] for w, e in zip(workers, errors, strict=True) if w.returncode]
-    if failed:
-        raise RuntimeError(f"pgqueuer worker failed: {failed[0]}")
+
+
+def _chunks(jobs: int, size: int = 5_000) -> list[int]:
+    return [min(size, jobs - start) for start in range(0, jobs, size)]
+
+
+async def _timed(count: int, call: Callable[[], Awaitable[Any]]) -> dict[str, Any]:
+    latencies = []
+    started = time.perf_counter()
+    for _ in range(count):
+        one = time.perf_counter()
+        await call()
+        latencies.append((time.perf_counter() - one) * 1000)
     return {
-        "peer": "pgqueuer 1.6.0",
-        "jobs": jobs,
-        "processes": processes,
-        "batch": batch,
-        "seconds": round(seconds, 2),
-        "jobs_per_s": round(jobs / seconds),
-        "bulk_enqueue_jobs_per_s": round(enqueue_rate),
+        "single_enqueue_jobs_per_s": round(count / (time.perf_counter() - started)),
+        "single_p50_ms": percentile(latencies, 0.5),
+        "single_p99_ms": percentile(latencies, 0.99),
     }
 
 
+ENQUEUE = {"pgqueuer": _pgqueuer_enqueue, "procrastinate": _procrastinate_enqueue}
+WORKER = {"pgqueuer": _pgqueuer_worker, "procrastinate": _procrastinate_worker}
+
+
+# -- the parent's side ---------------------------------------------------------------------
+def _spawn(peer: str, dsn: str, batch: int, mode: str, log: Path) -> subprocess.Popen[str]:
+    with log.open("a") as errors:
+        return subprocess.Popen(
+            [sys.executable, "-m", "pgkick.bench_peers", "worker", peer, dsn, str(batch), mode],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=errors,
+            text=True,
+        )
+
+
+def _ready(worker: subprocess.Popen[str]) -> None:
+    assert worker.stdout is not None
+    line = worker.stdout.readline()
+    if line.strip() != "ready":
+        worker.kill()
+        raise RuntimeError(f"peer worker failed to start (exit {worker.wait()}); see its log")
+
+
+def _go(worker: subprocess.Popen[str]) -> None:
+    assert worker.stdin is not None
+    worker.stdin.write("go\n")
+    worker.stdin.close()
+
+
+def drain(
+    dsn: str, peer: str, jobs: int, *, processes: int, batch: int, singles: int, log: Path
+) -> dict[str, Any]:
+    """Enqueue `jobs` no-ops with the peer, drain them with `processes` workers, time it."""
+    enqueue = asyncio.run(ENQUEUE[peer](dsn, jobs, singles))
+    spawned = time.monotonic()
+    workers = [_spawn(peer, dsn, batch, "drain", log) for _ in range(processes)]
+    for worker in workers:
+        _ready(worker)
+    go = time.monotonic()
+    for worker in workers:
+        _go(worker)
+    codes = [worker.wait(timeout=1_800) for worker in workers]
+    ended = time.monotonic()
+    if any(codes):
+        raise RuntimeError(f"{peer} worker exited with {codes}; see {log}")
+    left = _left(dsn, peer)
+    return {
+        "peer": VERSIONS[peer],
+        "jobs": jobs,
+        "processes": processes,
+        "batch": batch,
+        "jobs_per_s_with_startup": round(jobs / (ended - spawned)),
+        "jobs_per_s_warm": round(jobs / (ended - go)),
+        "jobs_left": left,
+        **enqueue,
+    }
+
+
+def _left(dsn: str, peer: str) -> int:
+    with Database.open(dsn, application_name="pgkick-bench") as db:
+        if peer == "pgqueuer":
+            return int(db.one(queries.PGQUEUER_JOB_COUNT)[0])
+        counts = dict(db.rows(queries.PROCRASTINATE_JOB_COUNT_BY_STATUS))
+        return sum(n for status, n in counts.items() if status != "succeeded")
+
+
+def idle_statements_per_minute(dsn: str, peer: str | None, seconds: float, log: Path) -> float:
+    """Statements a minute in this database while one worker waits on an empty queue
+    (peer None: pgkick, which has no process at all between kicks)."""
+    worker = _spawn(peer, dsn, 10, "wait", log) if peer else None
+    try:
+        if worker:
+            _ready(worker)
+            _go(worker)
+            time.sleep(2)  # past its start-up statements
+        with Database.open(dsn, application_name="pgkick-bench") as db:
+            db.execute(queries.STATEMENT_STATS_INSTALL)
+            before = int(db.one(queries.STATEMENT_CALL_TOTAL)[0])
+            time.sleep(seconds)
+            after = int(db.one(queries.STATEMENT_CALL_TOTAL)[0])
+    finally:
+        if worker:
+            worker.kill()
+            worker.wait()
+    return round((after - before) * 60 / seconds, 1)
+
+
+def _worker_main(peer: str, dsn: str, batch: int, mode: str) -> None:
+    def ready_then_wait() -> None:
+        print("ready", flush=True)
+        sys.stdin.readline()
+
+    asyncio.run(WORKER[peer](dsn, batch, mode == "drain", ready_then_wait))
+
+
 if __name__ == "__main__" and sys.argv[1:2] == ["worker"]:
-    asyncio.run(_worker(sys.argv[2], int(sys.argv[3])))
+    _worker_main(sys.argv[2], sys.argv[3], int(sys.argv[4]), sys.argv[5])

@@ -46,6 +46,20 @@ def claim_and_complete_batch(batch: int) -> str:
     return f"{_one_line(gathered)} \\gset\n{_one_line(complete)};\n"
 
 
+def insert_one() -> str:
+    """pgkick's single insert as the app sends it: one job, one durable commit."""
+    values = {
+        "now": "NULL",
+        "queue": "'default'",
+        "task": "'noop'",
+        "payload": "'{}'",
+        "run_at": "NULL",
+        "delay": "'0 seconds'",
+        "max_attempts": "5",
+    }
+    return _one_line(_bind(queries.JOB_INSERT, values)) + ";\n"
+
+
 def naive() -> str:
     return _one_line(_bind(queries.JOB_CLAIM_NAIVE, {})) + ";\n"
 

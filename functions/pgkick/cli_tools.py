@@ -114,7 +114,9 @@ def cmd_bench(args: argparse.Namespace) -> dict[str, Any]:
     server = None
     dsn = args.dsn or os.environ.get("DATABASE_URL")
     if not dsn:
-        server = EmbeddedPostgres(folder, settings={"max_connections": "100"})
+        # pg_stat_statements: the peers' idle query rate is counted with it
+        settings = {"max_connections": "100", "shared_preload_libraries": "'pg_stat_statements'"}
+        server = EmbeddedPostgres(folder, settings=settings)
         dsn = server.start()
     try:
         with JobStore.open(dsn) as store:
@@ -155,7 +157,7 @@ def add_tool_commands(command: Command) -> None:
     bench_cmd.add_argument(
         "--peers",
         action="store_true",
-        help="also pgqueuer on the same jobs (needs the extra: --extra peers)",
+        help="also pgqueuer and procrastinate on the same jobs (needs: uv run --extra peers)",
     )
     bench_cmd.add_argument(
         "--out",
