@@ -189,3 +189,27 @@ def test_dsn_from_a_secrets_manager_secret_is_used_and_never_logged(
     with psycopg.connect(dsn, autocommit=True) as admin:
         admin.execute(f"DROP OWNED BY {role}")
         admin.execute(f"DROP ROLE {role}")
+
+
+def test_a_cold_worker_imports_boto3_only_when_it_kicks_through_lambda(dsn: str) -> None:
+    """boto3 costs ~0.3 s of CPU at every cold start; a worker with a local or no kicker,
+    or a Lambda worker that has not kicked yet, must not pay it."""
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    functions = Path(__file__).resolve().parent.parent / "functions"
+    probe = "import sys, worker.app; print('boto3' in sys.modules)"
+    for kicker, function in (("none", ""), ("lambda", "pgkick-worker")):
+        env = {"PATH": "/usr/bin:/bin", "DATABASE_URL": dsn, "PGKICK_KICKER": kicker}
+        env |= {"PGKICK_WORKER_FUNCTION": function} if function else {}
+        done = subprocess.run(
+            [sys.executable, "-c", probe],
+            cwd=functions,
+            env=env,
+            capture_output=True,
+            text=True,
+            check=False,
+        )
+        assert done.returncode == 0, done.stderr[-1000:]
+        assert done.stdout.strip() == "False", kicker

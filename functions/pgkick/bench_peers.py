@@ -6,8 +6,10 @@ its own tables in the same database and the same no-op jobs, and is measured
 as it is meant to run (long-lived worker processes):
 
 - drain: worker processes started cold; each connects, says "ready", and waits
-  for "go". Two rates come out: from spawn to the last exit (start-up included,
-  as pgkick's local drain is measured) and from "go" to the last exit (warm);
+  for "go". Two rates come out: from spawn until the last job is done (start-up
+  included, as pgkick's local drain is measured) and from "go" until then
+  (warm). "Done" is read from the peer's table every 10 ms, because a peer's
+  drain mode lingers after the queue is empty (pgqueuer waits ~5 s to exit);
 - bulk and single enqueue rates, through the peer's own API;
 - idle statements a minute: one worker waiting on an empty queue, counted by
   pg_stat_statements (what keeps a scale-to-zero compute awake).
@@ -189,8 +191,8 @@ def drain(
     go = time.monotonic()
     for worker in workers:
         _go(worker)
+    ended = _done_at(dsn, peer, workers)
     codes = [worker.wait(timeout=1_800) for worker in workers]
-    ended = time.monotonic()
     if any(codes):
         raise RuntimeError(f"{peer} worker exited with {codes}; see {log}")
     left = _left(dsn, peer)
@@ -206,12 +208,24 @@ def drain(
     }
 
 
+def _done_at(dsn: str, peer: str, workers: list[subprocess.Popen[str]]) -> float:
+    """When the peer's table shows no job left (or every worker has exited)."""
+    with Database.open(dsn, application_name="pgkick-bench") as db:
+        while _count_left(db, peer) and any(w.poll() is None for w in workers):
+            time.sleep(0.01)
+    return time.monotonic()
+
+
 def _left(dsn: str, peer: str) -> int:
     with Database.open(dsn, application_name="pgkick-bench") as db:
-        if peer == "pgqueuer":
-            return int(db.one(queries.PGQUEUER_JOB_COUNT)[0])
-        counts = dict(db.rows(queries.PROCRASTINATE_JOB_COUNT_BY_STATUS))
-        return sum(n for status, n in counts.items() if status != "succeeded")
+        return _count_left(db, peer)
+
+
+def _count_left(db: Database, peer: str) -> int:
+    if peer == "pgqueuer":  # a job leaves pgqueuer's table once it is done
+        return int(db.one(queries.PGQUEUER_JOB_COUNT)[0])
+    counts = dict(db.rows(queries.PROCRASTINATE_JOB_COUNT_BY_STATUS))
+    return sum(n for status, n in counts.items() if status != "succeeded")
 
 
 def idle_statements_per_minute(dsn: str, peer: str | None, seconds: float, log: Path) -> float:

@@ -20,8 +20,6 @@ import threading
 from datetime import UTC, datetime, timedelta
 from typing import Any, Protocol
 
-import boto3
-
 log = logging.getLogger("pgkick.kick")
 
 REASONS = frozenset({"enqueue", "wake", "rekick", "fanout", "reaper", "manual"})
@@ -134,13 +132,21 @@ class LambdaKicker:
 
     def _lambda_client(self) -> Any:
         if self._lambda is None:
-            self._lambda = boto3.client("lambda")
+            self._lambda = _boto3().client("lambda")
         return self._lambda
 
     def _scheduler_client(self) -> Any:
         if self._scheduler is None:
-            self._scheduler = boto3.client("scheduler")
+            self._scheduler = _boto3().client("scheduler")
         return self._scheduler
+
+
+def _boto3() -> Any:
+    """boto3 on first use: importing it costs ~0.3 s of CPU, paid by every cold worker that
+    imported pgkick, though a worker that never kicks (or kicks locally) never needs it."""
+    import boto3
+
+    return boto3
 
 
 def _error_code(exc: Exception) -> str | None:
