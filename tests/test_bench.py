@@ -28,7 +28,25 @@ def test_bench_quick_runs_every_item_and_reports_targets(
     assert results["scale"]["ratio"] > 0
     modes = {m["mode"]: m for m in results["awake"]["modes"]}
     assert set(modes) == {"pgkick", "poll", "listen"}
-    assert len(results["targets"]) == 8 and all(
+    assert len(results["targets"]) == 10 and all(
         isinstance(t["met"], bool) for t in results["targets"]
     )
     assert (tmp_path / "bench.md").read_text().startswith("| target | measured | met |")
+
+
+def test_bench_quick_peers_drain_the_same_jobs_and_count_idle_statements(
+    dsn: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    arguments = ["--items", "drain", "--peers", "--dsn", dsn, "--out", str(tmp_path), "--json"]
+    code = cli.main(["bench", "--quick", *arguments])
+    assert code == 0, capsys.readouterr().err[-2000:]
+    results = json.loads(capsys.readouterr().out)
+    peers = results["peers"]
+    assert {p["peer"].split()[0] for p in peers} == {"pgqueuer", "procrastinate"}
+    assert all(p["jobs_left"] == 0 and p["jobs_per_s_warm"] > 0 for p in peers)
+    assert all(p["single_enqueue_jobs_per_s"] > 0 for p in peers)
+    assert {(d["workers"], d["batch"]) for d in results["drain"]} >= {(2, 10), (2, 25)}
+    idle = results["idle_statements_per_minute"]
+    assert set(idle) == {"pgkick", "pgqueuer", "procrastinate"} and idle["pgkick"] == 0
+    versus = [t for t in results["targets"] if "best peer" in t["target"]]
+    assert len(versus) == 2 and all("peers not run" not in str(t["measured"]) for t in versus)

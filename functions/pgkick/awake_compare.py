@@ -29,7 +29,7 @@ from pgkick.awake import AwakeMonitor, AwakeReport
 from pgkick.db import Database, DatabaseUnavailable
 from pgkick.kick import Kicker, NoKicker
 from pgkick.local import LocalKicker
-from pgkick.producer import enqueue_many
+from pgkick.producer import transaction
 from pgkick.store import JobStore
 from pgkick.timeline_png import Lane, render
 
@@ -45,6 +45,7 @@ class Workload:
     window: float = 2.0  # the compressed suspend window (10 minutes on Relyt One)
     poll_every: float = 1.0
     listen_fallback: float = 1.5  # fallback poll, more often than the window
+    sample_every: float = 0.1  # the monitor's look: fine enough for a 2 s window
 
 
 @dataclass
@@ -118,7 +119,11 @@ def run_mode(dsn: str, mode: str, workload: Workload, log: Path | None = None) -
     )
     kicker: Kicker = local or NoKicker()
     monitor = AwakeMonitor(
-        dsn, window=workload.window, close_on_suspend=True, ignore=frozenset({"pgkick-compare"})
+        dsn,
+        window=workload.window,
+        interval=workload.sample_every,
+        close_on_suspend=True,
+        ignore=frozenset({"pgkick-compare"}),
     )
     started_at = datetime.now(UTC)
     monitor.start()
@@ -148,16 +153,15 @@ def run_mode(dsn: str, mode: str, workload: Workload, log: Path | None = None) -
 
 
 def _burst(dsn: str, queue: str, count: int, kicker: Kicker, *, notify: bool) -> list[int]:
-    ids = enqueue_many(
-        [{"payload": {"n": n}, "task": "noop", "queue": queue} for n in range(count)],
-        dsn=dsn,
-        kicker=kicker,
-    )
-    if notify:
-        with Database.open(
-            dsn
-        ) as db:  # the producer: its activity counts, as pgkick's enqueue does
-            db.execute(queries.JOB_NOTIFY_LISTENERS, queue=queue)
+    """The app's burst, on a connection of its own that closes at once: on this compressed
+    timeline a producer's lingering second would be a 5-minute linger in real time."""
+    with Database.open(dsn, autocommit=False, application_name="app") as app:
+        with transaction(app.conn, kicker=kicker) as jobs:
+            ids = jobs.enqueue_many(
+                {"payload": {"n": n}, "task": "noop", "queue": queue} for n in range(count)
+            )
+            if notify:  # the producer's NOTIFY, sent at commit, as the article's LISTEN peers
+                app.execute(queries.JOB_NOTIFY_LISTENERS, queue=queue)
     return ids
 
 

@@ -117,29 +117,35 @@ class Bench:
         drained again while they are warm (as a peer's long-lived workers are)."""
         rows = []
         for n in self.sizes.drains:
-            kicker = LocalKicker(
-                env={
-                    "DATABASE_URL": self.dsn,
-                    "POWERTOOLS_LOG_LEVEL": "WARNING",
-                    "PGKICK_MAX_FANOUT": "0",
-                },
-                concurrency=self.sizes.workers,
-                timeout_ms=900_000,
-                output=self.log,
-            )
-            rows.append({"start": "cold", **self._drain_once(kicker, n)})
-            if n == self.sizes.drains[0]:
-                rows.append({"start": "warm", **self._drain_once(kicker, n)})
-            kicker.close()
-            self.say(f"drain: {rows[-1]}")
+            rows += self._drain(n, self.sizes.workers, 10, warm_too=n == self.sizes.drains[0])
         self.results["drain"] = rows
 
-    def _drain_once(self, kicker: LocalKicker, n: int) -> dict[str, Any]:
+    def _drain(self, n: int, workers: int, batch: int, *, warm_too: bool) -> list[dict[str, Any]]:
+        kicker = LocalKicker(
+            env={
+                "DATABASE_URL": self.dsn,
+                "POWERTOOLS_LOG_LEVEL": "WARNING",
+                "PGKICK_MAX_FANOUT": "0",
+                "PGKICK_BATCH": str(batch),
+            },
+            concurrency=workers,
+            timeout_ms=900_000,
+            output=self.log,
+        )
+        rows = [{"start": "cold", **self._drain_once(kicker, n, workers, batch)}]
+        if warm_too:
+            rows.append({"start": "warm", **self._drain_once(kicker, n, workers, batch)})
+        kicker.close()
+        for row in rows:
+            self.say(f"drain: {row}")
+        return rows
+
+    def _drain_once(self, kicker: LocalKicker, n: int, workers: int, batch: int) -> dict[str, Any]:
         self.reset()
         self.seed(n)
         before = sum(r.get("claimed", 0) for r in kicker.stats.results)
         started = time.monotonic()
-        for _ in range(self.sizes.workers):
+        for _ in range(workers):
             kicker.kick("default", "manual")
         kicker.wait_idle(1_800)
         seconds = time.monotonic() - started
@@ -147,6 +153,8 @@ class Bench:
         counts = self.counts()
         return {
             "jobs": n,
+            "workers": workers,
+            "batch": batch,
             "seconds": round(seconds, 2),
             "jobs_per_s": round(n / seconds),
             "executions": claimed,
@@ -269,6 +277,8 @@ class Bench:
         from pgkick import bench_peers
 
         n, workers = self.sizes.drains[0], self.sizes.workers
+        # pgkick as the tuned peer runs, too: 2 processes, batch 25
+        self.results.setdefault("drain", []).extend(self._drain(n, 2, 25, warm_too=True))
         runs = (("pgqueuer", workers, 10), ("pgqueuer", 2, 25), ("procrastinate", workers, 1))
         rows = []
         for peer, processes, batch in runs:

@@ -42,7 +42,8 @@ def _require(name: str) -> Any:
         return __import__(name)
     except ImportError as exc:
         raise RuntimeError(
-            f"{name} is not installed: run `uv run --extra peers pgkick bench --peers`"
+            f"{name} is not installed: install the extra `pgkick[peers]` "
+            "(`uv sync` in a checkout: the dev group includes it)"
         ) from exc
 
 

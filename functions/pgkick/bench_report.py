@@ -21,7 +21,10 @@ def targets(results: dict[str, Any]) -> list[dict[str, Any]]:
     """Each target of the issue, with this run's figure and whether it was met."""
     ceiling = results.get("ceiling", {}).get("jobs_per_s") or 0
     drains = results.get("drain", [])
-    best = max((d["jobs_per_s"] for d in drains if d["start"] == "cold"), default=0)
+    # the ceiling runs batch 10: held against pgkick's cold drains at batch 10
+    best = max(
+        (d["jobs_per_s"] for d in drains if (d["start"], d["batch"]) == ("cold", 10)), default=0
+    )
     enqueue = results.get("enqueue", {})
     awake = results.get("awake", {})
     modes = {m["mode"]: m for m in awake.get("modes", [])}
@@ -54,11 +57,11 @@ def targets(results: dict[str, Any]) -> list[dict[str, Any]]:
             (results.get("scale", {}).get("ratio") or 1e9) <= 1.5,
         ),
         (
-            "pgkick awake within 10% of the minimum",
+            "pgkick awake within 10% of the minimum (awake <= 1.1 x minimum)",
             f"{modes.get('pgkick', {}).get('awake_fraction')} vs "
             f"{awake.get('theoretical_min_fraction')}",
             bool(modes)
-            and modes["pgkick"]["awake_fraction"] <= awake["theoretical_min_fraction"] + 0.10,
+            and modes["pgkick"]["awake_fraction"] <= 1.10 * awake["theoretical_min_fraction"],
         ),
         (
             "zero statements while idle (pgkick, statements a minute)",
@@ -83,13 +86,19 @@ def _versus_peers(
         ("cold", "jobs_per_s_with_startup", "start-up included"),
         ("warm", "jobs_per_s_warm", "warm workers"),
     ):
-        ours = next((d for d in drains if d["start"] == start), None)
+        same = [
+            d for d in drains if d["start"] == start and peers and d["jobs"] == peers[0]["jobs"]
+        ]
+        ours = max(same, key=lambda d: d["jobs_per_s"], default=None)
         best = max(peers, key=lambda p: p[key], default=None)
-        label = f"drain >= 1.5x the best peer ({how})"
+        label = f"drain >= 1.5x the best peer ({how}; best of each)"
         if not peers or ours is None or best is None:
             rows.append((label, "peers not run (--peers)", False))
             continue
-        measured = f"{ours['jobs_per_s']} vs {best[key]} jobs/s ({best['peer']})"
+        measured = (
+            f"{ours['jobs_per_s']} ({ours['workers']}x{ours['batch']}) vs {best[key]} jobs/s "
+            f"({best['peer']}, {best['processes']}x{best['batch']})"
+        )
         rows.append((label, measured, ours["jobs_per_s"] >= 1.5 * best[key]))
     return rows
 

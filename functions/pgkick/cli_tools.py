@@ -157,7 +157,7 @@ def add_tool_commands(command: Command) -> None:
     bench_cmd.add_argument(
         "--peers",
         action="store_true",
-        help="also pgqueuer and procrastinate on the same jobs (needs: uv run --extra peers)",
+        help="also pgqueuer and procrastinate on the same jobs (the extra pgkick[peers])",
     )
     bench_cmd.add_argument(
         "--out",
