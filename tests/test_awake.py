@@ -6,8 +6,8 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
-from pgkick.awake import SHORT_SESSIONS, AwakeMonitor, activity
-from pgkick.awake_compare import Workload, compare
+from pgkick.awake import SHORT_SESSIONS, AwakeMonitor, AwakeReport, activity
+from pgkick.awake_compare import ModeResult, Workload, compare
 
 T0 = datetime(2026, 1, 1, 12, 0, tzinfo=UTC)
 
@@ -77,3 +77,17 @@ def test_pgkick_lets_the_compute_suspend_between_bursts_polling_never(
     assert results[1].empty_polls > results[0].empty_polls
     picture = (tmp_path / "awake.png").read_bytes()
     assert picture.startswith(b"\x89PNG\r\n\x1a\n") and len(picture) > 500
+
+
+def test_the_minimum_awake_time_counts_each_burst_and_the_first_window_once() -> None:
+    result = ModeResult(
+        mode="pgkick",
+        report=AwakeReport(window=2.0),
+        empty_polls=0,
+        jobs_done=3,
+        job_seconds=[1.0, 1.5, 11.0],
+        burst_seconds=[0.5, 10.0],
+    )
+    # awake at the start until 2.0, burst 1 until 1.5 + 2, burst 2 from 10 until 11 + 2
+    assert result.minimum_awake(2.0) == 3.5 + 3.0
+    assert result.minimum_awake(9.0) == 20.0  # the window bridges the gap: [0, 20) once

@@ -22,7 +22,7 @@ def test_bench_quick_runs_every_item_and_reports_targets(
     assert article["naive"]["done"]["max_attempts"] > 1  # and double claims
     assert article["pgkick"]["done"] == {"count": jobs, "max_attempts": 1}
     assert results["ceiling"]["jobs_per_s"] > 0
-    assert all(row["exactly_once"] for row in results["drain"])
+    assert all(row["exactly_once"] and row["worker_peak_rss_mb"] > 0 for row in results["drain"])
     assert results["enqueue"]["many"]["jobs_per_s"] > 0
     assert results["kick_to_start_ms"]["samples"] > 0
     assert results["scale"]["ratio"] > 0

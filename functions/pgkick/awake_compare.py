@@ -58,13 +58,19 @@ class ModeResult:
     burst_seconds: list[float]  # when each burst was enqueued, from the monitor's start
 
     def minimum_awake(self, window: float) -> float:
-        """The least awake time this workload allows: each burst's work, then one window."""
+        """The least awake time this workload allows: each burst's work, then one window,
+        and the first window (watching starts on an awake compute), overlaps counted once."""
         ends = [*self.burst_seconds[1:], float("inf")]
-        spans = []
+        spans = [(0.0, window)]
         for start, end in zip(self.burst_seconds, ends, strict=True):
             finished = [t for t in self.job_seconds if start <= t < end]
-            spans.append((max(finished) - start if finished else 0.0) + window)
-        return sum(spans)
+            spans.append((start, (max(finished) if finished else start) + window))
+        total, covered = 0.0, 0.0
+        for start, stop in sorted(spans):
+            if stop > covered:
+                total += stop - max(start, covered)
+                covered = stop
+        return total
 
     def as_dict(self) -> dict[str, Any]:
         return {

@@ -7,7 +7,6 @@ report states each target and whether this run met it.
 
 from __future__ import annotations
 
-import resource
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -159,9 +158,7 @@ class Bench:
             "jobs_per_s": round(n / seconds),
             "executions": claimed,
             "exactly_once": claimed == n and counts == {"done": {"count": n, "max_attempts": 1}},
-            "worker_peak_rss_mb": round(
-                resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024
-            ),
+            "worker_peak_rss_mb": kicker.stats.peak_rss_mb,  # the largest environment's
         }
 
     # 5 and 6 -------------------------------------------------------------------

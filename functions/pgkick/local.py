@@ -53,6 +53,7 @@ class LocalStats:
     errors: int = 0
     timeouts: int = 0
     results: list[dict[str, Any]] = field(default_factory=list)
+    peak_rss_mb: int = 0  # the largest "Max Memory Used" of any environment so far
 
 
 class LocalKicker:
@@ -201,6 +202,9 @@ class LocalKicker:
                 with self._lock:
                     result = message["result"]
                     self.stats.results.append(result)
+                    self.stats.peak_rss_mb = max(
+                        self.stats.peak_rss_mb, int(message.get("peak_rss_mb", 0))
+                    )
                     if environment.deadline is not None:
                         environment.deadline.cancel()
                     if isinstance(result, dict) and "error" in result and environment.busy:

@@ -11,6 +11,7 @@ from __future__ import annotations
 import importlib.util
 import json
 import os
+import resource
 import sys
 import traceback
 from pathlib import Path
@@ -45,7 +46,8 @@ def main() -> int:
         except Exception as exc:  # reported like Lambda's "Unhandled" error
             traceback.print_exc()
             result = {"error": f"{type(exc).__name__}: {exc}"}
-        pipe.send({"result": result})
+        peak_kb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss  # what Lambda reports
+        pipe.send({"result": result, "peak_rss_mb": round(peak_kb / 1024)})
     return 0
 
 
