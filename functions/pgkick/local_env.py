@@ -32,6 +32,18 @@ def load_handler(path: Path = HANDLER_FILE) -> Any:
     return module.handler
 
 
+def _peak_rss_kb() -> int:
+    """This process's peak RSS (Lambda's "Max Memory Used"). VmHWM, not ru_maxrss: after
+    fork and exec, ru_maxrss still holds the parent's size at the fork."""
+    try:
+        for line in Path("/proc/self/status").read_text().splitlines():
+            if line.startswith("VmHWM:"):
+                return int(line.split()[1])
+    except OSError:
+        pass
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+
+
 def main() -> int:
     pipe = PipeKicker(int(os.environ["PGKICK_LOCAL_PIPE_FD"]))
     handler = load_handler()
@@ -46,8 +58,7 @@ def main() -> int:
         except Exception as exc:  # reported like Lambda's "Unhandled" error
             traceback.print_exc()
             result = {"error": f"{type(exc).__name__}: {exc}"}
-        peak_kb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss  # what Lambda reports
-        pipe.send({"result": result, "peak_rss_mb": round(peak_kb / 1024)})
+        pipe.send({"result": result, "peak_rss_mb": round(_peak_rss_kb() / 1024)})
     return 0
 
 
