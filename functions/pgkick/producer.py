@@ -198,7 +198,7 @@ def enqueue_many(
     kicker: Kicker | None = None,
     clock: Clock = server_clock,
 ) -> list[int]:
-    """Insert many jobs in one statement and one commit, then kick once per queue."""
+    """Insert many jobs in one commit (pipelined chunks), then kick once per queue."""
     with _producer_store(dsn, clock) as store:
         enqueuer = Enqueuer(store)
         ids = enqueuer.enqueue_many(jobs)
