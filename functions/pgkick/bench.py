@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
+from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from datetime import timedelta
 from pathlib import Path
@@ -64,8 +65,12 @@ class Bench:
     results: dict[str, Any] = field(default_factory=dict)
     say: Callable[[str], None] = print
 
+    def _store(self) -> AbstractContextManager[JobStore]:
+        """The bench's own short connection (its statements are not the measured ones)."""
+        return JobStore.open(self.dsn, application_name="pgkick-bench")
+
     def reset(self) -> None:
-        with Database.open(self.dsn, application_name="pgkick-bench") as db:
+        with self._store() as db:
             db.execute(queries.JOB_TRUNCATE_ALL)
 
     def seed(self, count: int, max_attempts: int = 5) -> None:
@@ -75,7 +80,7 @@ class Bench:
             producer.enqueue_many([job] * batch, dsn=self.dsn, kicker=NoKicker())
 
     def counts(self) -> dict[str, Any]:
-        with Database.open(self.dsn, application_name="pgkick-bench") as db:
+        with self._store() as db:
             return bench_sql.status_counts(db.rows(queries.JOB_COUNT_BY_STATUS))
 
     # 1 and 2 -----------------------------------------------------------------
@@ -165,25 +170,15 @@ class Bench:
     def enqueue(self) -> None:
         self.reset()
         out: dict[str, Any] = {}
-        for label, kicker in (("none", NoKicker()), ("local", None)):
-            local = None
-            if kicker is None:
-                local = LocalKicker(env={"DATABASE_URL": self.dsn}, concurrency=2, output=self.log)
-            latencies = []
-            started = time.monotonic()
-            for _ in range(self.sizes.singles):
-                one = time.perf_counter()
-                producer.enqueue_and_kick({}, task="noop", dsn=self.dsn, kicker=local or kicker)
-                latencies.append((time.perf_counter() - one) * 1000)
-            seconds = time.monotonic() - started
-            if local:
-                local.wait_idle(120)
-                local.close()
-            out[f"single_{label}"] = {
-                "jobs_per_s": round(self.sizes.singles / seconds),
-                "p50_ms": percentile(latencies, 0.5),
-                "p99_ms": percentile(latencies, 0.99),
-            }
+        out["single_none"] = self._one_at_a_time(
+            lambda: producer.enqueue_and_kick({}, task="noop", dsn=self.dsn, kicker=NoKicker())
+        )
+        local = LocalKicker(env={"DATABASE_URL": self.dsn}, concurrency=2, output=self.log)
+        out["single_local"] = self._one_at_a_time(
+            lambda: producer.enqueue_and_kick({}, task="noop", dsn=self.dsn, kicker=local)
+        )
+        local.wait_idle(120)
+        local.close()
         out["single_in_app_transaction"] = self._enqueue_on_app_connection()
         out["single_sql_ceiling"] = self._single_insert_ceiling()
         self.reset()
@@ -200,17 +195,24 @@ class Bench:
     def _enqueue_on_app_connection(self) -> dict[str, Any]:
         """One job per transaction on a connection the app keeps (its pool's), kicked after
         each commit (none kicker): what a web request that enqueues pays."""
-        latencies = []
         with Database.open(self.dsn, autocommit=False, application_name="app") as app:
-            started = time.monotonic()
-            for _ in range(self.sizes.singles):
-                one = time.perf_counter()
+
+            def one_job() -> None:
                 with producer.transaction(app.conn, kicker=NoKicker()) as jobs:
                     jobs.enqueue({}, task="noop")
-                latencies.append((time.perf_counter() - one) * 1000)
-            seconds = time.monotonic() - started
+
+            return self._one_at_a_time(one_job)
+
+    def _one_at_a_time(self, call: Callable[[], object]) -> dict[str, Any]:
+        """`singles` calls in a row: the rate, and each call's latency."""
+        latencies = []
+        started = time.monotonic()
+        for _ in range(self.sizes.singles):
+            one = time.perf_counter()
+            call()
+            latencies.append((time.perf_counter() - one) * 1000)
         return {
-            "jobs_per_s": round(self.sizes.singles / seconds),
+            "jobs_per_s": round(self.sizes.singles / (time.monotonic() - started)),
             "p50_ms": percentile(latencies, 0.5),
             "p99_ms": percentile(latencies, 0.99),
         }
@@ -232,7 +234,7 @@ class Bench:
             ids.append(producer.enqueue_and_kick({}, task="noop", dsn=self.dsn, kicker=local))
             local.wait_idle(60)
         local.close()
-        with JobStore.open(self.dsn, application_name="pgkick-bench") as store:
+        with self._store() as store:
             jobs = store.get_many(ids[1:])  # the first one paid the cold start
         waits = [(j["claimed_at"] - j["created_at"]).total_seconds() * 1000 for j in jobs]
         self.results["kick_to_start_ms"] = {
@@ -247,12 +249,12 @@ class Bench:
         costs = {}
         for label, history in (("empty", 0), ("history", self.sizes.history)):
             self.reset()
-            with Database.open(self.dsn, application_name="pgkick-bench") as db:
+            with self._store() as db:
                 if history:
                     db.execute(queries.JOB_HISTORY_FILL, count=history)
                 db.execute(queries.JOB_TABLE_ANALYZE)
             self.seed(self.sizes.scale_jobs)
-            with JobStore.open(self.dsn, application_name="pgkick-bench") as store:
+            with self._store() as store:
                 started = time.perf_counter()
                 cycles = 0
                 while jobs := store.claim("default", batch=10, lease=timedelta(minutes=5)):

@@ -102,25 +102,20 @@ def _procrastinate_app(dsn: str) -> tuple[Any, Any]:
 
 
 async def _procrastinate_enqueue(dsn: str, jobs: int, single: int) -> dict[str, Any]:
-    with Database.open(dsn, application_name="pgkick-bench") as db:
-        installed = db.one(queries.PROCRASTINATE_SCHEMA_EXISTS)[0]
+    """Single defers (then emptied), then the drain's jobs in bulk: both rates."""
     app, noop = _procrastinate_app(dsn)
-    async with app.open_async():
-        if not installed:
-            await app.schema_manager.apply_schema_async()
-        _reset_procrastinate(dsn)
-        singles = await _timed(single, noop.defer_async)
-        _reset_procrastinate(dsn)
-        started = time.perf_counter()
-        for count in _chunks(jobs):
-            await noop.batch_defer_async(*[{}] * count)
-        bulk = jobs / (time.perf_counter() - started)
-    return {"bulk_enqueue_jobs_per_s": round(bulk), **singles}
-
-
-def _reset_procrastinate(dsn: str) -> None:
     with Database.open(dsn, application_name="pgkick-bench") as db:
-        db.execute(queries.PROCRASTINATE_JOB_RESET)
+        async with app.open_async():
+            if not db.one(queries.PROCRASTINATE_SCHEMA_EXISTS)[0]:
+                await app.schema_manager.apply_schema_async()
+            db.execute(queries.PROCRASTINATE_JOB_RESET)
+            singles = await _timed(single, noop.defer_async)
+            db.execute(queries.PROCRASTINATE_JOB_RESET)
+            started = time.perf_counter()
+            for count in _chunks(jobs):
+                await noop.batch_defer_async(*[{}] * count)
+            bulk = jobs / (time.perf_counter() - started)
+    return {"bulk_enqueue_jobs_per_s": round(bulk), **singles}
 
 
 async def _procrastinate_worker(dsn: str, batch: int, drain: bool, go: Callable[[], None]) -> None:
@@ -192,11 +187,10 @@ def drain(
     go = time.monotonic()
     for worker in workers:
         _go(worker)
-    ended = _done_at(dsn, peer, workers)
+    ended, left = _wait_done(dsn, peer, workers)
     codes = [worker.wait(timeout=1_800) for worker in workers]
     if any(codes):
         raise RuntimeError(f"{peer} worker exited with {codes}; see {log}")
-    left = _left(dsn, peer)
     return {
         "peer": VERSIONS[peer],
         "jobs": jobs,
@@ -209,17 +203,13 @@ def drain(
     }
 
 
-def _done_at(dsn: str, peer: str, workers: list[subprocess.Popen[str]]) -> float:
-    """When the peer's table shows no job left (or every worker has exited)."""
+def _wait_done(dsn: str, peer: str, workers: list[subprocess.Popen[str]]) -> tuple[float, int]:
+    """When the peer's table shows no job left, or every worker has exited (then: how many
+    jobs it left behind)."""
     with Database.open(dsn, application_name="pgkick-bench") as db:
-        while _count_left(db, peer) and any(w.poll() is None for w in workers):
+        while (left := _count_left(db, peer)) and any(w.poll() is None for w in workers):
             time.sleep(0.01)
-    return time.monotonic()
-
-
-def _left(dsn: str, peer: str) -> int:
-    with Database.open(dsn, application_name="pgkick-bench") as db:
-        return _count_left(db, peer)
+    return time.monotonic(), left
 
 
 def _count_left(db: Database, peer: str) -> int:

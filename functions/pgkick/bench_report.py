@@ -86,13 +86,12 @@ def _versus_peers(
         ("cold", "jobs_per_s_with_startup", "start-up included"),
         ("warm", "jobs_per_s_warm", "warm workers"),
     ):
-        same = [
-            d for d in drains if d["start"] == start and peers and d["jobs"] == peers[0]["jobs"]
-        ]
+        label = f"drain >= 1.5x the best peer ({how}; best of each)"
+        jobs = peers[0]["jobs"] if peers else None
+        same = [d for d in drains if (d["start"], d["jobs"]) == (start, jobs)]
         ours = max(same, key=lambda d: d["jobs_per_s"], default=None)
         best = max(peers, key=lambda p: p[key], default=None)
-        label = f"drain >= 1.5x the best peer ({how}; best of each)"
-        if not peers or ours is None or best is None:
+        if ours is None or best is None:
             rows.append((label, "peers not run (--peers)", False))
             continue
         measured = (

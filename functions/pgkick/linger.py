@@ -61,7 +61,7 @@ class LingeringConnection:
     def connection(self, retries: int = 0) -> Iterator[Connection]:
         """An autocommit connection for one call; kept for the next one if all went well."""
         if self.linger <= 0 or not self._busy.acquire(blocking=False):
-            with _own(self.dsn, retries) as conn:
+            with self._connect(retries) as conn:  # a connection of its own, closed on exit
                 yield conn
             return
         try:
@@ -97,14 +97,17 @@ class LingeringConnection:
         if self._conn is not None and (self._conn.closed or _server_spoke(self._conn)):
             self._discard()
         if self._conn is None:
-            self._conn = connect(self.dsn, retries=retries, application_name=APPLICATION_NAME)
-            self.opened += 1
+            self._conn = self._connect(retries)
             self._last_used = self.clock()
             if self.closer:
                 closer = threading.Thread(target=self._close_when_idle, args=(self._conn,))
                 closer.daemon = True
                 closer.start()
         return self._conn
+
+    def _connect(self, retries: int) -> Connection:
+        self.opened += 1
+        return connect(self.dsn, retries=retries, application_name=APPLICATION_NAME)
 
     def _discard(self) -> None:
         conn, self._conn = self._conn, None
@@ -127,15 +130,6 @@ def _server_spoke(conn: Connection) -> bool:
     except (OSError, ValueError):
         return True
     return bool(readable)
-
-
-@contextmanager
-def _own(dsn: str, retries: int) -> Iterator[Connection]:
-    conn = connect(dsn, retries=retries, application_name=APPLICATION_NAME)
-    try:
-        yield conn
-    finally:
-        conn.close()
 
 
 _shared: dict[str, LingeringConnection] = {}
