@@ -10,7 +10,9 @@ format, the event file, and a fake context with the function's timeout.
     uv run python infra/local_invoke.py WorkerFunction -e infra/events/kick.json \\
         --env-vars infra/env.json [--build-dir .aws-sam/build]
 
-Prints the handler's JSON result on the last line of stdout; exits 1 if it raised.
+Prints the handler's JSON result on the last line of stdout; exits 1 if it raised or
+its answer is not JSON (marshalled by awslambdaric when importable, else by plain
+`json.dumps`, never `default=str`, which hid a reaper answer Lambda cannot send).
 """
 
 from __future__ import annotations
@@ -36,7 +38,12 @@ from pgkick.context import FakeLambdaContext
 context = FakeLambdaContext(function_name=os.environ["AWS_LAMBDA_FUNCTION_NAME"],
                             timeout_ms=int(os.environ["AWS_LAMBDA_FUNCTION_TIMEOUT"]) * 1000)
 event = json.loads(sys.stdin.read())
-print({RESULT_MARK!r} + json.dumps(handler(event, context), default=str), flush=True)
+result = handler(event, context)
+try:  # Lambda's own marshaller, when the artifact carries it: what AWS would send back
+    from awslambdaric.lambda_runtime_marshaller import to_json
+except ImportError:  # plain JSON, no default=str: an answer AWS cannot send fails here too
+    to_json = json.dumps
+print({RESULT_MARK!r} + to_json(result), flush=True)
 """
 
 

@@ -213,3 +213,33 @@ def test_a_cold_worker_imports_boto3_only_when_it_kicks_through_lambda(dsn: str)
         )
         assert done.returncode == 0, done.stderr[-1000:]
         assert done.stdout.strip() == "False", kicker
+
+
+def lambda_marshal(result: Any) -> Any:
+    """The handler's answer as Lambda's runtime client sends it back (awslambdaric's own
+    marshaller: a value it cannot encode is Runtime.MarshalError on AWS), parsed again."""
+    from awslambdaric.lambda_runtime_marshaller import LambdaMarshaller
+
+    text, content_type = LambdaMarshaller().marshal_response(result)
+    assert content_type == "application/json"
+    return json.loads(text)
+
+
+def test_both_handlers_answers_survive_the_lambda_runtime_marshaller(worker_env: str) -> None:
+    """Catches a handler answer Lambda cannot send: the reaper's report carried datetimes
+    (next_lease_expiry with a job running, last_vacuum once the table was vacuumed) and
+    awslambdaric failed every such run with Runtime.MarshalError (json.dumps(default=str)
+    hid it). Both answers must come back equal through the runtime's own marshaller."""
+    with JobStore.open(worker_env) as store:
+        seed(store, 3)
+        seed(store, 2, queue="other")
+        store.claim("other", batch=1, lease=timedelta(minutes=5))  # a running job
+        store.conn.execute("VACUUM jobs")  # last_vacuum is set
+        store.conn.execute("SELECT pg_stat_force_next_flush()")
+    report = load_handler("reaper").handler(event("reaper"), FakeLambdaContext())
+    running = next(q for q in report["queues"] if q["queue"] == "other")
+    assert running["next_lease_expiry"] is not None and report["table"]["last_vacuum"]
+    assert lambda_marshal(report) == report
+    summary = load_handler("worker").handler(event("kick"), FakeLambdaContext())
+    assert summary["done"] == 3
+    assert lambda_marshal(summary) == summary

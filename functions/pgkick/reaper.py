@@ -11,7 +11,8 @@ database may sleep.
 from __future__ import annotations
 
 import logging
-from datetime import timedelta
+from datetime import date, datetime, timedelta
+from decimal import Decimal
 from typing import Any
 
 from pgkick.kick import Kicker
@@ -41,13 +42,33 @@ def reap(
             log.exception("reaper could not kick queue %s", queue)
             kick_failures.append(queue)
     purged = store.purge_finished(retention, batch=purge_batch)
-    return {
-        "requeued": sum(1 for job in reaped if job.status == "queued"),
-        "failed": sum(1 for job in reaped if job.status == "failed"),
-        "ready": ready,
-        "kicked": kicked,
-        "kick_failures": kick_failures,
-        "purged": purged,
-        "queues": store.stats_by_queue(),
-        "table": store.table_health(),
-    }
+    report: dict[str, Any] = json_native(
+        {
+            "requeued": sum(1 for job in reaped if job.status == "queued"),
+            "failed": sum(1 for job in reaped if job.status == "failed"),
+            "ready": ready,
+            "kicked": kicked,
+            "kick_failures": kick_failures,
+            "purged": purged,
+            "queues": store.stats_by_queue(),
+            "table": store.table_health(),
+        }
+    )
+    return report
+
+
+def json_native(value: Any) -> Any:
+    """The report in JSON's own types: Lambda's runtime marshaller knows no datetime, so a
+    datetime in the answer fails the invocation (Runtime.MarshalError) and Lambda retries it.
+    Datetimes become ISO 8601 strings, Decimals numbers (an int when whole)."""
+    if isinstance(value, dict):
+        return {str(key): json_native(item) for key, item in value.items()}
+    if isinstance(value, list | tuple):
+        return [json_native(item) for item in value]
+    if isinstance(value, datetime | date):
+        return value.isoformat()
+    if isinstance(value, Decimal):
+        return int(value) if value == value.to_integral_value() else float(value)
+    if isinstance(value, timedelta):
+        return value.total_seconds()
+    return value
