@@ -276,16 +276,28 @@ SELECT to_regclass('pgkick_migrations') IS NOT NULL AS exists;"""
 
 ROLE_SETUP: Final = """\
 -- role_setup: Creates the NOLOGIN roles pgkick_producer, pgkick_worker and pgkick_maintainer if missing, and grants each only what its part needs (grant them to your login roles).
+-- Roles are cluster-wide and the migration lock is per database: a set-up running at once in
+-- another database may create a role between our look and our CREATE, so a duplicate is
+-- caught (in its own subtransaction) and taken as done.
 DO $roles$
+DECLARE
+  role_name text;
 BEGIN
-  IF NOT EXISTS (SELECT FROM pg_roles WHERE rolname = 'pgkick_producer') THEN
-    CREATE ROLE pgkick_producer NOLOGIN;
-  END IF;
-  IF NOT EXISTS (SELECT FROM pg_roles WHERE rolname = 'pgkick_worker') THEN
-    CREATE ROLE pgkick_worker NOLOGIN;
-  END IF;
-  IF NOT EXISTS (SELECT FROM pg_roles WHERE rolname = 'pgkick_maintainer') THEN
-    CREATE ROLE pgkick_maintainer NOLOGIN IN ROLE pgkick_worker;
+  FOREACH role_name IN ARRAY ARRAY['pgkick_producer', 'pgkick_worker', 'pgkick_maintainer'] LOOP
+    IF NOT EXISTS (SELECT FROM pg_roles WHERE rolname = role_name) THEN
+      BEGIN
+        EXECUTE format('CREATE ROLE %I NOLOGIN', role_name);
+      EXCEPTION WHEN duplicate_object OR unique_violation THEN
+        NULL;  -- created meanwhile by a set-up in another database
+      END;
+    END IF;
+  END LOOP;
+  IF NOT pg_has_role('pgkick_maintainer', 'pgkick_worker', 'MEMBER') THEN
+    BEGIN
+      GRANT pgkick_worker TO pgkick_maintainer;
+    EXCEPTION WHEN duplicate_object OR unique_violation THEN
+      NULL;
+    END;
   END IF;
 END
 $roles$;
