@@ -104,8 +104,13 @@ class Database:
         return {"now": self.clock(), **params}
 
     def execute(self, query: LiteralString, **params: Any) -> psycopg.Cursor[tuple[Any, ...]]:
+        # prepare=False: never a server-side prepared statement, even on the app's own
+        # connection opened with psycopg's default prepare_threshold; through a
+        # transaction-mode pooler the next transaction may get another server connection.
         with self._io:
-            return self.conn.execute(query, self._params(params) if "%(" in query else None)
+            return self.conn.execute(
+                query, self._params(params) if "%(" in query else None, prepare=False
+            )
 
     def rows(self, query: LiteralString, **params: Any) -> list[tuple[Any, ...]]:
         return self.execute(query, **params).fetchall()

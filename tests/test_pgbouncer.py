@@ -1,0 +1,53 @@
+"""pgkick on the app's own connection through a real PgBouncer in transaction mode."""
+
+from __future__ import annotations
+
+import os
+import threading
+
+import psycopg
+import pytest
+from psycopg.conninfo import conninfo_to_dict, make_conninfo
+
+import pgkick
+from pgkick.embedded import EmbeddedPostgres
+from pgkick.kick import NoKicker
+from tests.pgbouncer import available, pgbouncer
+
+pytestmark = pytest.mark.skipif(
+    not available() and not os.environ.get("PGKICK_REQUIRE_PGBOUNCER"),
+    reason="pgbouncer is not installed (apt-get install pgbouncer; .ci/run does)",
+)
+
+
+def test_transactions_on_the_apps_connection_through_pgbouncer(
+    dsn: str, embedded_pg: EmbeddedPostgres | None
+) -> None:
+    """Catches pgkick's statements being server-prepared on a connection it does not own:
+    the app opens it as the README shows (psycopg.connect, default prepare_threshold), so
+    after 5 runs psycopg prepared the insert as _pg3_0 on whichever server connection the
+    pooler lent, and other clients then failed with `prepared statement "_pg3_0" already
+    exists` / `does not exist` (16-18 of 160 transactions). Every transaction must commit."""
+    os_user = embedded_pg.os_user if embedded_pg else None
+    dbname = str(conninfo_to_dict(dsn)["dbname"])
+    errors: list[BaseException] = []
+    with pgbouncer(dsn, os_user, pool_size=2) as pooled:
+        pooled_dsn = make_conninfo(pooled, dbname=dbname)
+
+        def app(n: int) -> None:
+            with psycopg.connect(pooled_dsn) as conn:  # exactly as the README shows
+                for i in range(20):
+                    try:
+                        with pgkick.transaction(conn, kicker=NoKicker()) as jobs:
+                            jobs.enqueue({"client": n, "i": i}, task="noop")
+                    except psycopg.Error as exc:
+                        errors.append(exc)
+
+        threads = [threading.Thread(target=app, args=(n,)) for n in range(8)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join(120)
+    assert [str(e).splitlines()[0] for e in errors] == []
+    with psycopg.connect(dsn) as conn:
+        assert conn.execute("SELECT count(*) FROM jobs").fetchone() == (160,)
