@@ -22,6 +22,7 @@ from pgkick.db import DatabaseError
 from pgkick.embedded import EmbeddedPostgresError
 from pgkick.local import LocalKicker
 from pgkick.reaper import reap
+from pgkick.redact import redact
 from pgkick.runtime import default_kicker
 from pgkick.store import DatabaseUnavailable, JobStore
 
@@ -236,7 +237,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         TypeError,
         DatabaseError,
     ) as exc:
-        message = " ".join(str(exc).split())
+        message = redact(" ".join(str(exc).split()), [args.dsn, os.environ.get("DATABASE_URL")])
         print(f"pgkick {args.command}: {message}", file=sys.stderr)
         return 1 if isinstance(exc, UsageError) else 2
     if args.json or args.command not in ("demo", "bench"):  # these print their own report

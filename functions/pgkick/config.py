@@ -125,6 +125,8 @@ def dsn_from_secret(text: str) -> str:
         raise ConfigError("database secret: JSON needs url, or username, password and host")
     user, password = quote(str(data["username"]), ""), quote(str(data["password"]), "")
     port = data.get("port", 5432)
+    if isinstance(port, bool) or not str(port).isdigit():  # the message never echoes values
+        raise ConfigError("database secret: port must be a whole number")
     dbname = quote(str(data.get("dbname", "postgres")), "")
     query = f"?sslmode={data['sslmode']}" if data.get("sslmode") else ""
     return f"postgresql://{user}:{password}@{data['host']}:{port}/{dbname}{query}"

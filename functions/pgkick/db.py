@@ -19,6 +19,8 @@ from typing import Any, LiteralString, Self
 import psycopg
 from psycopg.conninfo import conninfo_to_dict
 
+from pgkick.redact import redact
+
 # Returns the instant the SQL should treat as now, or None for the server's now().
 Clock = Callable[[], datetime | None]
 Connection = psycopg.Connection[tuple[Any, ...]]
@@ -57,11 +59,15 @@ def connect(
             )
             return conn
         except psycopg.OperationalError as exc:
-            if attempt == retries:
+            if attempt == retries:  # from None: the original, unredacted, stays out of tracebacks
                 raise DatabaseUnavailable(
-                    f"cannot connect to PostgreSQL: {_one_line(exc)}"
-                ) from exc
+                    f"cannot connect to PostgreSQL: {redact(_one_line(exc), [dsn])}"
+                ) from None
             time.sleep(retry_delay * 2**attempt)
+        except psycopg.Error as exc:  # a DSN libpq cannot parse: no retry will help
+            raise DatabaseUnavailable(
+                f"cannot connect to PostgreSQL: malformed DSN: {redact(_one_line(exc), [dsn])}"
+            ) from None
     raise AssertionError("unreachable")
 
 

@@ -1,0 +1,58 @@
+"""Keeping a DSN's password out of every message, whatever shape the DSN has.
+
+Why its own module: libpq quotes the part of a DSN it could not parse
+(`invalid percent-encoded token: "se%cret"`, `missing "=" after "cret"`,
+`failed to resolve host 'cret@db.example.com'`), so a password with an
+unencoded `%`, space or `@` lands in exceptions, CLI errors and logs. The
+DSN cannot be trusted to parse, so the candidates for its secret are read
+from the raw text as well (a URL's user info up to its last `@`, a keyword
+`password=` value), and any quoted fragment of a message that holds a piece of
+one is replaced, as is any unquoted occurrence of a whole candidate of 8
+characters or more.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable
+from urllib.parse import unquote
+
+MASK = "***"
+MIN_BARE = 8  # shorter secrets are masked only inside quotes, where libpq echoes DSN text
+_QUOTED = re.compile(r"\"[^\"]*\"|'[^']*'")
+_PIECES = re.compile(r"[\s@:/?&=#]+")
+_KEYWORD_PASSWORD = re.compile(r"password\s*=\s*('(?:[^'\\]|\\.)*'|.*?)(?=\s+\w+\s*=|$)", re.S)
+
+
+def secrets_of(dsn: str) -> set[str]:
+    """What in this DSN text may be a password (more than the password, never less)."""
+    found: set[str] = set()
+    scheme = dsn.find("://")
+    if scheme != -1 and "@" in dsn[scheme + 3 :]:
+        userinfo = dsn[scheme + 3 : dsn.rindex("@")]
+        found.add(userinfo.partition(":")[2] or userinfo)
+    for match in _KEYWORD_PASSWORD.finditer(dsn):
+        found.add(match[1].strip("'"))
+    if "password=" in dsn and scheme != -1:  # a URL's ?password= parameter
+        found.add(dsn.split("password=", 1)[1].split("&", 1)[0])
+    return {text for secret in found for text in (secret, unquote(secret)) if text}
+
+
+def redact(message: str, dsns: Iterable[str | None]) -> str:
+    """The message without any password of these DSNs (None entries are skipped)."""
+    secrets = set().union(*(secrets_of(dsn) for dsn in dsns if dsn))
+    if not secrets:
+        return message
+    pieces = {piece for s in secrets for piece in _PIECES.split(s) if len(piece) >= 2}
+
+    def fragment(match: re.Match[str]) -> str:
+        text = match[0][1:-1]
+        if any(piece in text for piece in pieces) or any(s in text for s in secrets):
+            return match[0][0] + MASK + match[0][0]
+        return match[0]
+
+    message = _QUOTED.sub(fragment, message)
+    for secret in sorted(secrets, key=len, reverse=True):
+        if len(secret) >= MIN_BARE:  # a short one may be an ordinary word ("pgkick")
+            message = message.replace(secret, MASK)
+    return message
