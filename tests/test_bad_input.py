@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterator
+from datetime import UTC, datetime, timedelta, timezone
 from pathlib import Path
 from typing import Any
 
@@ -21,7 +22,7 @@ from pgkick.runtime import Runtime
 from pgkick.store import JobStore
 from pgkick.tasks import PermanentError, Registry
 from tests.chaos import Chaos
-from tests.helpers import job_row, load_handler, seed
+from tests.helpers import FakeClock, job_row, load_handler, seed
 
 scalars = st.one_of(
     st.none(), st.booleans(), st.integers(), st.floats(), st.text(), st.binary(max_size=4)
@@ -74,6 +75,116 @@ def _equal_json(stored: Any, given_: Any) -> bool:
             _equal_json(stored[k], v) for k, v in given_.items()
         )
     return bool(stored == given_)
+
+
+# Names stay valid below, so every example reaches the payload and schedule checks (with
+# random names, about 2% did: most stopped at an invalid queue or task first).
+valid_names = st.sampled_from(["default", "mail", "q-1", "élan", "a" * 128])
+floats = st.one_of(
+    st.floats(),  # NaN, Infinity, huge and tiny (subnormal) values included
+    st.sampled_from([1e23, -1e23, 1e308, 5e-324, 2.0**53, 2.0**60, 1e16, 0.1, -0.0]),
+)
+big_ints = st.one_of(st.integers(), st.integers(-(10**400), 10**400))
+odd_text = st.one_of(
+    st.text(),
+    st.text(st.characters(codec="utf-8")),
+    st.sampled_from(["\x00", "a\x00b", "\ud800", "\udfff x", "\u202e", "\U0001f600", "\\u0000"]),
+)
+leaves = st.one_of(st.none(), st.booleans(), big_ints, floats, odd_text)
+json_like = st.recursive(
+    leaves,
+    lambda inner: st.one_of(
+        st.lists(inner, max_size=4), st.dictionaries(odd_text, inner, max_size=4)
+    ),
+    max_leaves=12,
+)
+
+
+@st.composite
+def nested(draw: st.DrawFn) -> Any:
+    """A payload nested to a random depth, past the 500 levels pgkick accepts."""
+    value: Any = draw(leaves)
+    for _ in range(draw(st.integers(0, 700))):
+        value = [value] if draw(st.booleans()) else {"k": value}
+    return value
+
+
+delays = st.one_of(
+    floats,
+    big_ints,
+    st.sampled_from([timedelta.max, timedelta.min, timedelta(days=3_000_000), timedelta(0)]),
+    st.timedeltas(),
+    st.floats(0, 10**9),
+)
+run_ats = st.datetimes(
+    timezones=st.sampled_from([UTC, timezone(timedelta(hours=14)), timezone(-timedelta(hours=12))])
+)
+
+
+def _count(store: JobStore) -> int:
+    return int(store.rows("SELECT count(*) FROM jobs")[0][0])
+
+
+@settings(
+    max_examples=200, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(payload=st.one_of(json_like, nested()), queue=valid_names, task=valid_names)
+def test_payloads_are_refused_naming_the_field_or_read_back_equal(
+    enqueuer: Enqueuer, payload: Any, queue: str, task: str
+) -> None:
+    """Catches a payload that commits and reads back different (1e23 came back as
+    100000000000000000000000) or fails with an error that names no field: floats with NaN,
+    Infinity, huge and tiny values, integers past 4,300 digits, deep nesting, NULs, lone
+    surrogates. Either `payload: ...` and no row, or a row whose payload equals it."""
+    before = _count(enqueuer.store)
+    try:
+        job_id = enqueuer.enqueue(payload, task=task, queue=queue)
+    except (ValueError, TypeError) as exc:
+        assert str(exc).startswith("payload: "), exc
+        assert _count(enqueuer.store) == before
+        return
+    (row,) = enqueuer.store.rows("SELECT payload FROM jobs WHERE id = %(id)s", id=job_id)
+    assert _equal_json(row[0], payload)
+
+
+@settings(
+    max_examples=200, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(
+    schedule=st.one_of(st.tuples(st.just("delay"), delays), st.tuples(st.just("run_at"), run_ats)),
+    payload=json_like,
+)
+def test_schedules_are_refused_naming_the_field_or_stored_exactly(
+    dsn: str, schedule: tuple[str, Any], payload: Any
+) -> None:
+    """Catches a due time that overflows (inf, 1e308, 10**20 raised OverflowError; nan an
+    error naming nothing) or that PostgreSQL stores and Python cannot read back (1e13 s,
+    timedelta.max, a run_at at year 9999 in another zone: committed, then DataError).
+    Either `delay: ...`/`run_at: ...` and no row, or run_at is exactly what was asked."""
+    clock = FakeClock(datetime.now(UTC).replace(microsecond=0))
+    field, value = schedule
+    with JobStore.open(dsn, clock) as store:
+        before = _count(store)
+        try:
+            job_id = Enqueuer(store).enqueue({}, task="noop", **{field: value})
+        except (ValueError, TypeError) as exc:
+            assert str(exc).startswith(f"{field}: "), exc
+            assert _count(store) == before
+            return
+        (row,) = store.rows("SELECT run_at FROM jobs WHERE id = %(id)s", id=job_id)
+    if field == "run_at":
+        assert row[0] == value
+    else:
+        span = value if isinstance(value, timedelta) else timedelta(seconds=value)
+        assert row[0] == clock.now + span
+
+
+def test_enqueue_many_names_the_job_that_is_not_a_mapping(enqueuer: Enqueuer) -> None:
+    """Catches `enqueue_many([..., None])` raising AttributeError with no jobs[i]."""
+    for bad in (None, 5, "job", ["payload"]):
+        with pytest.raises(TypeError, match=r"^jobs\[1\]: "):
+            enqueuer.enqueue_many([{"payload": {}, "task": "noop"}, bad])  # type: ignore[list-item]
+    assert _count(enqueuer.store) == 0
 
 
 def test_tasks_that_reject_or_return_odd_things(dsn: str) -> None:

@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+import sys
 from datetime import timedelta
 from typing import Any
 
@@ -75,6 +78,12 @@ def count(dsn: str) -> int:
         (["retry", "999999"], "nothing changed: job 999999 does not exist", 1),
         (["cancel"], "name job ids, or --queue/--task, or --all", 1),
         (["enqueue", "noop", "--max-attempts", "0"], "max_attempts: 0 is outside 1..1000", 2),
+        # Each of these was a traceback (RecursionError, OverflowError) or a commit first:
+        (["enqueue", "noop", "--payload", "[" * 100_000], "--payload is not JSON", 1),
+        (["enqueue", "noop", "--delay", "inf"], "delay: inf is not a number of seconds", 2),
+        (["enqueue", "noop", "--delay", "nan"], "delay: nan is not a number of seconds", 2),
+        (["enqueue", "noop", "--delay", "3e11"], "would be due after 9999-12-30", 2),
+        (["enqueue", "noop", "--delay", "-1"], "delay: -1 seconds is negative", 2),
     ],
 )
 def test_bad_input_is_one_line_and_writes_nothing(
@@ -113,13 +122,69 @@ def test_missing_schema_and_wrong_server_are_named(
     assert code == 1 and "no database: pass --dsn or set DATABASE_URL" in err
 
 
-def test_option_errors_exit_2_before_connecting(capsys: pytest.CaptureFixture[str]) -> None:
-    for argv in (["purge", "--older-than", "7d", "--batch", "0"], ["purge", "--older-than", "1w"]):
-        with pytest.raises(SystemExit) as exit_info:
-            cli.main([*argv, "--dsn", "postgresql://nobody@127.0.0.1:1/none"])
-        assert exit_info.value.code == 2
-        err = capsys.readouterr().err
-        assert "must be at least 1" in err or "expected a number and s, m, h or d" in err
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (["purge", "--older-than", "7d", "--batch", "0"], "must be at least 1"),
+        (["purge", "--older-than", "1w"], "expected a number and s, m, h or d"),
+        (["purge", "--older-than", "99999999999d"], "at most 36500d"),  # was OverflowError
+        (["purge", "--older-than", "36501d"], "at most 36500d"),
+        (["enqueue", "noop", "--wait", "inf"], "expected 0..3600 seconds"),  # raised post-commit
+        (["enqueue", "noop", "--wait", "nan"], "expected 0..3600 seconds"),
+        (["retry", "--all", "--extra-attempts", "5000"], "at most 999"),  # max_attempts > 1000
+    ],
+)
+def test_option_errors_exit_2_before_connecting(
+    capsys: pytest.CaptureFixture[str], argv: list[str], message: str
+) -> None:
+    """Catches options that crashed with a traceback (purge --older-than 99999999999d) or
+    were accepted and failed after the commit (--wait inf), or pushed a retried job's
+    max_attempts past 1000: each is refused by the parser, before any connection."""
+    with pytest.raises(SystemExit) as exit_info:
+        cli.main([*argv, "--dsn", "postgresql://nobody@127.0.0.1:1/none"])
+    assert exit_info.value.code == 2
+    err = capsys.readouterr().err
+    assert message in err and "Traceback" not in err
+
+
+def test_retry_never_takes_max_attempts_past_1000(
+    dsn: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Catches `retry --extra-attempts N` writing max_attempts = attempts + N past the
+    limit the producer enforces (1000): it is capped, and a job that used all 1000 attempts
+    is refused by name, with nothing changed."""
+    with JobStore.open(dsn) as store:
+        near, spent = seed(store, 2)
+        store.conn.execute(
+            "UPDATE jobs SET status = 'failed', finished_at = now(), max_attempts = 1000,"
+            " attempts = CASE WHEN id = %s THEN 998 ELSE 1000 END",
+            [near],
+        )
+    code, _, err = run(
+        capsys, "retry", str(near), str(spent), "--extra-attempts", "5", "--dsn", dsn
+    )
+    assert code == 1 and f"job {spent} has used all 1000 attempts" in err
+    assert job_row(dsn, near)["status"] == "failed"
+    code, out, _ = run(capsys, "retry", "--all", "--extra-attempts", "999", "--dsn", dsn, "--json")
+    assert (code, out) == (0, {"retried": [near]})
+    assert (job_row(dsn, near)["max_attempts"], job_row(dsn, spent)["status"]) == (1000, "failed")
+
+
+def test_enqueue_json_prints_one_document_while_local_workers_run(dsn: str) -> None:
+    """Catches the local workers' lines (Powertools' metrics) landing on the command's
+    stdout next to its --json result: stdout must be exactly one JSON document."""
+    env = {**os.environ, "PGKICK_KICKER": "local", "PGKICK_TASKS": "", "DATABASE_URL": dsn}
+    done = subprocess.run(
+        [sys.executable, "-m", "pgkick.cli", "enqueue", "noop", "--dsn", dsn, "--json"],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    result = json.loads(done.stdout)  # one document, nothing else
+    assert result["status"] == "done" and done.stdout.count("\n") == 1, done.stderr
 
 
 def test_purge_refuses_a_batch_below_one(store: JobStore) -> None:

@@ -171,3 +171,23 @@ def test_only_db_py_imports_psycopg() -> None:
             if any(name.split(".")[0] == "psycopg" for name in names):
                 importers.append(path.relative_to(ROOT).as_posix())
     assert sorted(set(importers)) == ["functions/pgkick/db.py"]
+
+
+def test_cli_enqueue_as_pgkick_producer_exits_0_after_its_commit(
+    dsn: str,
+    login_as: dict[str, str],
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Catches `pgkick enqueue` reading the job back with columns pgkick_producer may not
+    read: it committed the job, then exited 2 on `permission denied`, inviting a retry
+    that enqueues it twice. It must answer from what the insert returned."""
+    monkeypatch.setenv("PGKICK_KICKER", "none")
+    monkeypatch.setattr("pgkick.runtime._default", None)
+    code = cli.main(["enqueue", "noop", "--queue", "mail", "--dsn", login_as["producer"], "--json"])
+    captured = capsys.readouterr()
+    assert code == 0, captured.err
+    result = json.loads(captured.out)
+    assert result["queue"] == "mail" and "run_at" in result and "status" not in result
+    with psycopg.connect(dsn) as conn:
+        assert conn.execute("SELECT id, status FROM jobs").fetchall() == [(result["id"], "queued")]

@@ -15,6 +15,7 @@ import sys
 from collections.abc import Callable, Sequence
 from contextlib import AbstractContextManager
 from datetime import timedelta
+from pathlib import Path
 from typing import Any
 
 from pgkick import config, producer, schema
@@ -25,10 +26,13 @@ from pgkick.reaper import reap
 from pgkick.redact import redact
 from pgkick.runtime import default_kicker
 from pgkick.store import DatabaseUnavailable, JobStore
+from pgkick.validation import MAX_ATTEMPTS_LIMIT
 
 Handler = Callable[[argparse.Namespace], dict[str, Any]]
 SPAN = re.compile(r"^(\d+)([smhd])$")
 UNITS = {"s": "seconds", "m": "minutes", "h": "hours", "d": "days"}
+MAX_SPAN = timedelta(days=36_500)
+MAX_WAIT = 3600.0
 
 
 class UsageError(RuntimeError):
@@ -48,21 +52,39 @@ def _store(args: argparse.Namespace) -> AbstractContextManager[JobStore]:
 
 
 def span(text: str) -> timedelta:
-    """'30s', '15m', '12h', '7d' -> timedelta."""
+    """'30s', '15m', '12h', '7d' -> timedelta, at most MAX_SPAN (a purge's horizon)."""
     match = SPAN.match(text)
     if not match:
         raise argparse.ArgumentTypeError(f"{text!r}: expected a number and s, m, h or d (7d)")
+    if len(match[1]) > 9 or timedelta(**{UNITS[match[2]]: int(match[1])}) > MAX_SPAN:
+        raise argparse.ArgumentTypeError(f"{text!r}: at most {MAX_SPAN.days}d")
     return timedelta(**{UNITS[match[2]]: int(match[1])})
 
 
-def positive(text: str) -> int:
-    """A whole number of at least 1."""
+def positive(text: str, most: int = 10**9) -> int:
+    """A whole number of at least 1 (and at most `most`)."""
     try:
         value = int(text)
     except ValueError:
         raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"{value} must be at least 1")
+    if not 1 <= value <= most:
+        raise argparse.ArgumentTypeError(f"{value} must be at least 1 and at most {most}")
+    return value
+
+
+def extra_attempts(text: str) -> int:
+    """More attempts for a retry: max_attempts may not pass MAX_ATTEMPTS_LIMIT."""
+    return positive(text, MAX_ATTEMPTS_LIMIT - 1)
+
+
+def wait_seconds(text: str) -> float:
+    """Seconds to wait for the job, finite: 0 (don't) up to MAX_WAIT."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number of seconds") from None
+    if not 0 <= value <= MAX_WAIT:  # NaN fails this too
+        raise argparse.ArgumentTypeError(f"{text!r}: expected 0..{MAX_WAIT:g} seconds")
     return value
 
 
@@ -79,10 +101,13 @@ def cmd_enqueue(args: argparse.Namespace) -> dict[str, Any]:
     """Enqueue one job and kick a worker (PGKICK_KICKER decides how)."""
     try:
         payload = json.loads(args.payload)
-    except ValueError as exc:
-        raise UsageError(f"--payload is not JSON: {exc}") from None
+    except (ValueError, RecursionError) as exc:
+        reason = exc if isinstance(exc, ValueError) else "nested too deeply"
+        raise UsageError(f"--payload is not JSON: {reason}") from None
     kicker = default_kicker()
-    with _store(args) as store:  # one connection: schema checked, insert (autocommitted), read
+    if isinstance(kicker, LocalKicker) and kicker.output is None:
+        kicker.output = Path("/dev/stderr")  # workers' lines off stdout: --json prints one doc
+    with _store(args) as store:  # one connection: schema checked, insert (autocommitted)
         enqueuer = producer.Enqueuer(store)
         job_id = enqueuer.enqueue(
             payload,
@@ -91,12 +116,19 @@ def cmd_enqueue(args: argparse.Namespace) -> dict[str, Any]:
             delay=args.delay,
             max_attempts=args.max_attempts,
         )
+        # Committed: from here nothing may fail the command (a retry would enqueue twice).
         producer.kick_committed(enqueuer.queued, kicker)
         if isinstance(kicker, LocalKicker) and args.wait:  # let the job run before we exit
             kicker.wait_idle(args.wait)
             kicker.close()
-        (job,) = store.get_many([job_id])
-    return {"id": job_id, "queue": job["queue"], "status": job["status"]}
+        (job,) = enqueuer.queued  # what the insert returned: pgkick_producer may read only this
+        result = {"id": job_id, "queue": job.queue, "run_at": job.run_at.isoformat()}
+        try:
+            (row,) = store.get_many([job_id])
+            result["status"] = row["status"]
+        except DatabaseError:  # a producer role may not read status: leave it out
+            pass
+    return result
 
 
 def cmd_status(args: argparse.Namespace) -> dict[str, Any]:
@@ -111,12 +143,19 @@ def _selection(args: argparse.Namespace, store: JobStore, status: str) -> list[i
         raise UsageError("name job ids, or --queue/--task, or --all")
     if not args.ids:
         return None
-    found = {job["id"]: job["status"] for job in store.get_many(args.ids)}
+    jobs = {job["id"]: job for job in store.get_many(args.ids)}
+    found = {i: job["status"] for i, job in jobs.items()}
     problems = [
         f"job {i} does not exist" if i not in found else f"job {i} is {found[i]}"
         for i in args.ids
         if found.get(i) != status
     ]
+    if status == "failed":  # a retry: attempts count up, and may not pass the limit
+        problems += [
+            f"job {i} has used all {MAX_ATTEMPTS_LIMIT} attempts"
+            for i, job in jobs.items()
+            if job["attempts"] >= MAX_ATTEMPTS_LIMIT
+        ]
     if problems:
         raise UsageError(f"nothing changed: {'; '.join(problems)} (expected {status})")
     return list(args.ids)
@@ -203,14 +242,14 @@ def build_parser() -> argparse.ArgumentParser:
     enqueue.add_argument("--max-attempts", type=int, default=5)  # validated by the producer
     enqueue.add_argument(
         "--wait",
-        type=float,
+        type=wait_seconds,
         default=60.0,
         help="with the local kicker, seconds to wait for the job (0: don't)",
     )
     command("status", cmd_status)
     retry = command("retry", cmd_retry)
     selection(retry)
-    retry.add_argument("--extra-attempts", type=positive, default=1)
+    retry.add_argument("--extra-attempts", type=extra_attempts, default=1)
     selection(command("cancel", cmd_cancel))
     purge = command("purge", cmd_purge)
     purge.add_argument("--older-than", type=span, required=True, help="e.g. 7d, 12h, 30m")

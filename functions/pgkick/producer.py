@@ -101,6 +101,8 @@ _FIELDS = frozenset({"payload", "task", "queue", "run_at", "delay", "max_attempt
 
 def _spec(job: Mapping[str, Any], max_bytes: int, index: int) -> JobSpec:
     try:
+        if not isinstance(job, Mapping):
+            raise TypeError(f"must be a mapping of enqueue's arguments, got {type(job).__name__}")
         if not job.keys() <= _FIELDS:
             raise TypeError(f"unknown fields {sorted(set(job) - _FIELDS)}")
         if "payload" not in job or "task" not in job:

@@ -12,7 +12,8 @@ from __future__ import annotations
 import json
 import math
 import re
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
+from decimal import Decimal
 from typing import NamedTuple
 
 MAX_NAME_LENGTH = 128
@@ -59,8 +60,8 @@ def payload_json(payload: object, max_bytes: int = DEFAULT_MAX_PAYLOAD_BYTES) ->
     _check_keys(payload)
     try:
         text = _ENCODER.encode(payload)
-    except ValueError as exc:  # NaN or Infinity
-        raise ValueError(f"payload: {exc} (NaN and Infinity are not JSON)") from None
+    except ValueError:  # Python will not write an int of more than 4,300 digits as text
+        raise ValueError("payload: an integer has more than 4,300 digits") from None
     except TypeError as exc:
         raise TypeError(f"payload: {exc}") from None
     except RecursionError:
@@ -90,11 +91,20 @@ def _check_keys(value: object, depth: int = 0) -> None:
         for item in value:
             if type(item) not in _LEAVES:
                 _check_keys(item, depth + 1)
-    elif isinstance(value, float) and not math.isfinite(value):
-        raise ValueError("payload: NaN and Infinity are not JSON")
+    elif isinstance(value, float):
+        if not math.isfinite(value):
+            raise ValueError("payload: NaN and Infinity are not JSON")
+        if abs(value) >= _EXACT_FLOATS and Decimal(repr(value)) != Decimal(value):
+            # jsonb keeps the decimal text (1e23 -> 100000000000000000000000), which reads
+            # back as an int that differs from the float: refuse rather than change it.
+            raise ValueError(
+                f"payload: the float {value!r} would read back as the integer "
+                f"{Decimal(repr(value)):f}; pass an int or a string"
+            )
 
 
 _LEAVES = frozenset({str, int, bool, type(None)})
+_EXACT_FLOATS = 2.0**53  # below this, a whole float's shortest repr is its exact value
 
 
 def check_max_attempts(value: object) -> int:
@@ -105,29 +115,71 @@ def check_max_attempts(value: object) -> int:
     return value
 
 
-def check_schedule(run_at: object, delay: object) -> tuple[datetime | None, timedelta]:
-    """At most one of run_at (timezone-aware) and delay (seconds or timedelta, >= 0)."""
+# The latest due time pgkick accepts: Python (and so psycopg reading a row back) ends at
+# year 9999, and a session in another time zone must still be able to read the row.
+LATEST_RUN_AT = datetime(9999, 12, 30, tzinfo=UTC)
+EARLIEST_RUN_AT = datetime(1, 1, 2, tzinfo=UTC)
+
+
+def check_schedule(
+    run_at: object, delay: object, now: datetime | None = None
+) -> tuple[datetime | None, timedelta]:
+    """At most one of run_at (timezone-aware) and delay (seconds or timedelta, >= 0), due
+    no later than LATEST_RUN_AT: a later one would commit and then fail to read back."""
     if run_at is None and delay is None:
         return None, _NO_DELAY
     if run_at is not None and delay is not None:
         raise ValueError("run_at and delay: give one or the other, not both")
     if run_at is not None:
-        if not isinstance(run_at, datetime):
-            raise TypeError(f"run_at: must be a datetime, got {type(run_at).__name__}")
-        if run_at.tzinfo is None or run_at.utcoffset() is None:
-            raise ValueError(
-                f"run_at: {run_at.isoformat()} is naive; pass a timezone-aware datetime "
-                "(e.g. datetime.now(UTC) + timedelta(minutes=5))"
-            )
-        return run_at, timedelta(0)
-    if delay is None:
-        return None, _NO_DELAY
+        return _check_run_at(run_at), _NO_DELAY
     if isinstance(delay, bool) or not isinstance(delay, int | float | timedelta):
         raise TypeError(f"delay: must be seconds or a timedelta, got {type(delay).__name__}")
-    span = delay if isinstance(delay, timedelta) else timedelta(seconds=delay)
+    now = now or datetime.now(UTC)
+    room = LATEST_RUN_AT - now
+    if isinstance(delay, timedelta):
+        span = delay
+    elif isinstance(delay, float) and not math.isfinite(delay):
+        raise ValueError(f"delay: {delay} is not a number of seconds")
+    elif delay < 0:
+        raise ValueError(f"delay: {_seconds(delay)} seconds is negative")
+    elif delay > room.total_seconds():
+        raise ValueError(
+            f"delay: {_seconds(delay)} seconds would be due after {LATEST_RUN_AT:%Y-%m-%d}"
+        )
+    else:
+        span = timedelta(seconds=delay)
     if span < timedelta(0):
         raise ValueError(f"delay: {span} is negative")
+    if span > room:
+        raise ValueError(f"delay: {span} would be due after {LATEST_RUN_AT:%Y-%m-%d}")
     return None, span
+
+
+def _seconds(delay: float) -> str:
+    """A delay for a message: huge ints are not printed in full (or converted to float)."""
+    if isinstance(delay, float) or abs(delay) < 10**20:
+        return f"{delay:g}" if isinstance(delay, float) else str(delay)
+    return ("-" if delay < 0 else "") + "more than 10**20"
+
+
+def _check_run_at(run_at: object) -> datetime:
+    if not isinstance(run_at, datetime):
+        raise TypeError(f"run_at: must be a datetime, got {type(run_at).__name__}")
+    if run_at.tzinfo is None or run_at.utcoffset() is None:
+        raise ValueError(
+            f"run_at: {run_at.isoformat()} is naive; pass a timezone-aware datetime "
+            "(e.g. datetime.now(UTC) + timedelta(minutes=5))"
+        )
+    try:
+        utc = run_at.astimezone(UTC)
+    except OverflowError:
+        utc = None
+    if utc is None or not EARLIEST_RUN_AT <= utc <= LATEST_RUN_AT:
+        raise ValueError(
+            f"run_at: {run_at.isoformat()} is outside {EARLIEST_RUN_AT.date().isoformat()}.."
+            f"{LATEST_RUN_AT.date().isoformat()} (UTC), which PostgreSQL and Python both hold"
+        )
+    return run_at
 
 
 def job_spec(
