@@ -243,3 +243,20 @@ def test_both_handlers_answers_survive_the_lambda_runtime_marshaller(worker_env:
     summary = load_handler("worker").handler(event("kick"), FakeLambdaContext())
     assert summary["done"] == 3
     assert lambda_marshal(summary) == summary
+
+
+def test_a_kick_with_an_odd_reason_is_answered_short_not_raised(
+    worker_env: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Catches `reason` checked by hashing it (a list raised TypeError out of the handler,
+    so Lambda retried it) and a 20 MB reason echoed whole into the rejection and the log."""
+    with JobStore.open(worker_env) as store:
+        seed(store, 2)
+    app = load_handler("worker")
+    for reason in (["enqueue"], {"a": 1}, 5, "x" * 20_000_000):
+        caplog.clear()
+        result = app.handler({"queue": "default", "reason": reason}, FakeLambdaContext())
+        assert "reason" in result["rejected"] and len(result["rejected"]) < 300
+        assert all(len(record.getMessage()) < 300 for record in caplog.records)
+        assert all(len(json.dumps(r.__dict__, default=str)) < 5_000 for r in caplog.records)
+    assert counts(worker_env) == {"queued": 2}

@@ -10,6 +10,7 @@ returns (an open idle connection keeps a serverless database awake).
 from __future__ import annotations
 
 import os
+import reprlib
 import threading
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
@@ -33,18 +34,26 @@ def parse_kick_event(event: object) -> str:
     """The queue a kick asks for; a clear BadEvent for anything else."""
     if not isinstance(event, Mapping):
         raise BadEvent(f"kick event must be a JSON object, got {type(event).__name__}")
-    unknown = sorted(set(event) - {"queue", "reason"})
+    unknown = sorted(str(key) for key in set(event) - {"queue", "reason"})
     if unknown:
-        raise BadEvent(f"kick event has unknown fields {unknown}; expected queue and reason")
+        raise BadEvent(
+            f"kick event has unknown fields {_short(unknown)}; expected queue and reason"
+        )
     if "queue" not in event:
         raise BadEvent("kick event lacks 'queue'")
     reason = event.get("reason", "manual")
-    if reason not in REASONS:
-        raise BadEvent(f"kick event reason {reason!r} is not one of {sorted(REASONS)}")
+    if not isinstance(reason, str) or reason not in REASONS:  # a list is unhashable
+        raise BadEvent(f"kick event reason {_short(reason)} is not one of {sorted(REASONS)}")
     try:
         return check_name("queue", event["queue"])
     except (TypeError, ValueError) as exc:
         raise BadEvent(f"kick event {exc}") from None
+
+
+def _short(value: object) -> str:
+    """A field for a rejection, elided (reprlib): a 20 MB `reason` must not be echoed
+    whole into the answer and the log."""
+    return reprlib.repr(value)
 
 
 def make_kicker(settings: config.Settings, env: Mapping[str, str] | None = None) -> Kicker:
