@@ -13,7 +13,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from pgkick import schema
+from pgkick import producer, schema
 from pgkick.config import Settings
 from pgkick.context import FakeLambdaContext
 from pgkick.kick import NoKicker
@@ -240,3 +240,29 @@ def test_worker_refuses_a_database_without_the_schema(
         app.handler({"queue": "default"}, FakeLambdaContext())
     with psycopg.connect(empty_dsn) as conn:  # and it created nothing
         assert conn.execute("SELECT to_regclass('jobs')").fetchone() == (None,)
+
+
+def test_a_due_time_past_year_9999_is_refused_before_the_insert_in_every_api(
+    dsn: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Catches `delay=3e11` (about 9,500 years) committing a row whose run_at Python cannot
+    read back: the insert committed, then DataError. All three producer APIs refuse it,
+    naming the field, and nothing is written."""
+    monkeypatch.setenv("PGKICK_PRODUCER_LINGER_MS", "0")
+    calls = [
+        lambda: producer.enqueue_and_kick({}, task="noop", delay=3e11, dsn=dsn, kicker=NoKicker()),
+        lambda: producer.enqueue_many(
+            [{"payload": {}, "task": "noop", "delay": 3e11}], dsn=dsn, kicker=NoKicker()
+        ),
+        lambda: producer.enqueue_and_kick(
+            {}, task="noop", run_at=datetime(9999, 12, 31, 20, tzinfo=UTC), dsn=dsn
+        ),
+    ]
+    for call in calls:
+        with pytest.raises(ValueError, match=r"^(jobs\[0\]: )?(delay|run_at): "):
+            call()
+    with psycopg.connect(dsn) as conn:
+        with pytest.raises(ValueError, match=r"^delay: "):
+            with producer.transaction(conn, kicker=NoKicker()) as jobs:
+                jobs.enqueue({}, task="noop", delay=timedelta.max)
+        assert conn.execute("SELECT count(*) FROM jobs").fetchone() == (0,)

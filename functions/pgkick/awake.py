@@ -98,8 +98,12 @@ class AwakeMonitor:
         interval: float = 0.5,
         close_on_suspend: bool = False,
         ignore: frozenset[str] = frozenset(),
+        close_only: frozenset[str] | None = None,
     ) -> None:
+        """close_only: at a suspend, close only sessions with these application names (the
+        caller's own: a comparison must never end an app's sessions); None closes all."""
         self.dsn = dsn
+        self.close_only = sorted(close_only) if close_only is not None else None
         self.interval = interval
         self.close_on_suspend = close_on_suspend
         self.ignore = ignore | {"pgkick-awake"}
@@ -158,7 +162,11 @@ class AwakeMonitor:
             self.report.suspends += 1
             if self.close_on_suspend and db is not None:
                 self.report.closed_sessions += int(
-                    db.one(queries.SESSION_TERMINATE_CLIENTS, window=self.report.window)[0]
+                    db.one(
+                        queries.SESSION_TERMINATE_CLIENTS,
+                        window=self.report.window,
+                        apps=self.close_only,
+                    )[0]
                 )
         if awake:
             self.report.awake_seconds += elapsed

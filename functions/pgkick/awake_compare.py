@@ -34,6 +34,10 @@ from pgkick.store import JobStore
 from pgkick.timeline_png import Lane, render
 
 MODES = ("pgkick", "poll", "listen")
+APP = "pgkick-compare-app"  # the comparison's producer
+# Every session the comparison opens, by application name: the local workers' ("pgkick"),
+# the waiting peers', the producer's. A suspension closes only these.
+OWN_SESSIONS = frozenset({"pgkick", "poll-worker", "listen-worker", APP})
 LEASE = timedelta(minutes=5)
 
 
@@ -130,6 +134,7 @@ def run_mode(dsn: str, mode: str, workload: Workload, log: Path | None = None) -
         interval=workload.sample_every,
         close_on_suspend=True,
         ignore=frozenset({"pgkick-compare"}),
+        close_only=OWN_SESSIONS,  # a suspension here closes what this comparison opened
     )
     started_at = datetime.now(UTC)
     monitor.start()
@@ -161,7 +166,7 @@ def run_mode(dsn: str, mode: str, workload: Workload, log: Path | None = None) -
 def _burst(dsn: str, queue: str, count: int, kicker: Kicker, *, notify: bool) -> list[int]:
     """The app's burst, on a connection of its own that closes at once: on this compressed
     timeline a producer's lingering second would be a 5-minute linger in real time."""
-    with Database.open(dsn, autocommit=False, application_name="app") as app:
+    with Database.open(dsn, autocommit=False, application_name=APP) as app:
         with transaction(app.conn, kicker=kicker) as jobs:
             ids = jobs.enqueue_many(
                 {"payload": {"n": n}, "task": "noop", "queue": queue} for n in range(count)

@@ -17,7 +17,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from pgkick import demo, demo_report
+from pgkick import demo, demo_report, scratch
 from pgkick.awake import DEFAULT_WINDOW, AwakeMonitor
 from pgkick.awake_compare import Workload, compare
 from pgkick.timeline_png import Lane, render
@@ -28,10 +28,12 @@ Command = Callable[[str, Callable[[argparse.Namespace], dict[str, Any]]], argpar
 
 def cmd_demo(args: argparse.Namespace) -> dict[str, Any]:
     """Start an embedded PostgreSQL 17 and play a day of pgkick on it, then report."""
+    dsn = args.dsn  # never $DATABASE_URL: that is an app's database
+    if dsn:
+        scratch.claim(dsn, "demo")  # refuses a database holding jobs it did not create
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     out.chmod(0o755)
-    dsn = args.dsn or os.environ.get("DATABASE_URL")
     server = None
     folder = (
         Path(args.data_dir) if args.data_dir else Path(tempfile.mkdtemp(prefix="data-", dir=out))
@@ -103,24 +105,25 @@ def cmd_awake(args: argparse.Namespace) -> dict[str, Any]:
 
 def cmd_bench(args: argparse.Namespace) -> dict[str, Any]:
     """Measure pgkick side by side with the SQL ceiling and the article's table, in one run."""
-    from pgkick import bench, bench_report, schema
+    from pgkick import bench, bench_report
     from pgkick.embedded import EmbeddedPostgres, binaries_dir
-    from pgkick.store import JobStore
 
+    dsn = args.dsn  # never $DATABASE_URL: the bench empties the jobs table it uses
+    if dsn:
+        scratch.claim(dsn, "bench")  # refuses a database holding jobs it did not create
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     out.chmod(0o755)
     folder = Path(tempfile.mkdtemp(prefix="bench-data-", dir=out))
     server = None
-    dsn = args.dsn or os.environ.get("DATABASE_URL")
     if not dsn:
         # pg_stat_statements: the peers' idle query rate is counted with it
         settings = {"max_connections": "100", "shared_preload_libraries": "'pg_stat_statements'"}
         server = EmbeddedPostgres(folder, settings=settings)
         dsn = server.start()
     try:
-        with JobStore.open(dsn) as store:
-            schema.migrate(store)
+        if server is not None:
+            scratch.claim(dsn, "bench")  # a new server: migrated and marked as the bench's
         runner = bench.Bench(
             dsn,
             server.tool("pgbench").parent if server else binaries_dir(),
@@ -183,6 +186,13 @@ def add_tool_commands(command: Command) -> None:
         default=str(Path(tempfile.gettempdir()) / "pgkick-demo"),
         help="folder for the picture and the workers' logs",
     )
+    for sub in (bench_cmd, demo_cmd):  # never $DATABASE_URL: that is an app's database
+        for action in sub._actions:
+            if "--dsn" in action.option_strings:
+                action.help = (
+                    "a database of its own on your server (refused if it holds jobs it did "
+                    "not create); default: an embedded server, never $DATABASE_URL"
+                )
     awake = command("awake", cmd_awake)
     awake.add_argument(
         "--window",

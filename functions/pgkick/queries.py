@@ -6,6 +6,14 @@ whose first line says what it does.
 
 from typing import Final, LiteralString
 
+DATABASE_SCRATCH_STATE: Final = """\
+-- database_scratch_state: Whether this database has a jobs table, whether pgkick bench or demo marked it as their own, and whether a peer queue's tables are here.
+SELECT to_regclass('jobs') IS NOT NULL AS has_jobs_table,
+       coalesce(obj_description(to_regclass('jobs'), 'pg_class'), '')
+         = 'pgkick scratch: made for pgkick bench and demo, which may empty it' AS ours,
+       to_regclass('pgqueuer') IS NOT NULL
+         OR to_regclass('procrastinate_jobs') IS NOT NULL AS has_peer_tables;"""
+
 JOB_CLAIM_NAIVE: Final = """\
 -- job_claim_naive: The article's WRONG claim (no row lock on the choice), marking the job done; kept only to show the race.
 UPDATE jobs
@@ -36,6 +44,14 @@ SELECT pg_notify('pgkick_jobs', %(queue)s);"""
 JOB_TABLE_ANALYZE: Final = """\
 -- job_table_analyze: Refreshes the planner's statistics of the jobs table after a bulk load.
 ANALYZE jobs;"""
+
+JOB_TABLE_ANY_ROW: Final = """\
+-- job_table_any_row: Whether the jobs table holds any job at all (bench and demo refuse a database whose jobs are not theirs).
+SELECT EXISTS (SELECT FROM jobs) AS any_job;"""
+
+JOB_TABLE_MARK_SCRATCH: Final = """\
+-- job_table_mark_scratch: Marks the jobs table as pgkick bench's and demo's own, so that they may empty it and use it again (never an app's queue).
+COMMENT ON TABLE jobs IS 'pgkick scratch: made for pgkick bench and demo, which may empty it';"""
 
 JOB_TRUNCATE_ALL: Final = """\
 -- job_truncate_all: Empties the jobs table between benchmark items (benchmarks only: never on a real queue).
@@ -330,14 +346,15 @@ LEFT JOIN pg_stat_activity AS a
       OR (a.backend_type = 'client backend' AND a.datname = current_database()));"""
 
 SESSION_TERMINATE_CLIENTS: Final = """\
--- session_terminate_clients: Closes the other client sessions of this database that have been idle for the whole window, as a suspending compute does (one that connected a moment ago is not caught).
+-- session_terminate_clients: Closes the other client sessions of this database that have been idle for the whole window, as a suspending compute does (one that connected a moment ago is not caught); only those with one of the given application names, unless none are given.
 SELECT count(pg_terminate_backend(pid)) AS closed
 FROM pg_stat_activity
 WHERE pid <> pg_backend_pid()
   AND backend_type = 'client backend'
   AND datname = current_database()
   AND state = 'idle'
-  AND state_change < now() - make_interval(secs => %(window)s);"""
+  AND state_change < now() - make_interval(secs => %(window)s)
+  AND (%(apps)s::text[] IS NULL OR application_name = ANY(%(apps)s::text[]));"""
 
 # (version, name, script) in the order they apply.
 MIGRATIONS: Final[tuple[tuple[int, str, LiteralString], ...]] = (

@@ -1,0 +1,38 @@
+"""Which database `pgkick bench` and `pgkick demo` may use: their own, never an app's.
+
+Why: the bench empties the jobs table between items and the demo leaves its jobs
+behind and closes idle sessions, as a suspending compute would. Pointed at an
+app's database (an exported DATABASE_URL was enough) the bench emptied a real
+queue. So they never read DATABASE_URL (without `--dsn` they start an embedded
+server), and a database named with `--dsn` must be theirs: one with no jobs in
+its jobs table (or no jobs table) and no peer queue's tables, or one they marked
+as theirs on an earlier run. Anything else is refused before any write; an
+accepted one is migrated and marked.
+"""
+
+from __future__ import annotations
+
+from pgkick import queries, schema
+from pgkick.store import JobStore
+
+
+class NotScratch(ValueError):
+    """The database holds jobs or queues that bench and demo did not create."""
+
+
+def claim(dsn: str, tool: str) -> None:
+    """Refuse a database that holds someone else's jobs; otherwise migrate and mark it."""
+    with JobStore.open(dsn, application_name=f"pgkick-{tool}") as store:
+        state = store.dicts(queries.DATABASE_SCRATCH_STATE)[0]
+        if not state["ours"]:
+            has_jobs = state["has_jobs_table"] and store.one(queries.JOB_TABLE_ANY_ROW)[0]
+            if has_jobs or state["has_peer_tables"]:
+                what = "jobs" if has_jobs else "a peer queue's tables (pgqueuer, procrastinate)"
+                raise NotScratch(
+                    f"refusing the database --dsn names: it holds {what} that pgkick {tool} did not"
+                    f" create, and pgkick {tool} may empty it; point --dsn at a database of its"
+                    " own (e.g. `createdb pgkick_scratch`), or leave --dsn out for an embedded"
+                    " server"
+                )
+        schema.migrate(store)
+        store.execute(queries.JOB_TABLE_MARK_SCRATCH)
