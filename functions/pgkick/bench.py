@@ -131,6 +131,7 @@ class Bench:
                 "POWERTOOLS_LOG_LEVEL": "WARNING",
                 "PGKICK_MAX_FANOUT": "0",
                 "PGKICK_BATCH": str(batch),
+                "PGKICK_WORKER_LINGER_MS": "0",  # timed until idle: no idle tail in the rate
             },
             concurrency=workers,
             timeout_ms=900_000,
@@ -228,7 +229,12 @@ class Bench:
 
     def kick_to_start(self) -> None:
         self.reset()
-        local = LocalKicker(env={"DATABASE_URL": self.dsn}, concurrency=2, output=self.log)
+        # A warm environment whose worker had left (no linger): a kick's start-up cost.
+        local = LocalKicker(
+            env={"DATABASE_URL": self.dsn, "PGKICK_WORKER_LINGER_MS": "0"},
+            concurrency=2,
+            output=self.log,
+        )
         ids = []
         for _ in range(self.sizes.latency_samples):
             ids.append(producer.enqueue_and_kick({}, task="noop", dsn=self.dsn, kicker=local))

@@ -8,6 +8,7 @@ stderr and a non-zero exit, never a traceback, and bad input writes nothing.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import re
@@ -90,7 +91,7 @@ def cmd_enqueue(args: argparse.Namespace) -> dict[str, Any]:
             delay=args.delay,
             max_attempts=args.max_attempts,
         )
-        producer.kick_committed(enqueuer.queued, kicker)
+        producer.kick_committed(enqueuer.queued, kicker, lambda: contextlib.nullcontext(store))
         if isinstance(kicker, LocalKicker) and args.wait:  # let the job run before we exit
             kicker.wait_idle(args.wait)
             kicker.close()
