@@ -14,6 +14,7 @@ import psycopg
 import pytest
 
 from pgkick import producer, queries
+from pgkick.kick import NoKicker
 from pgkick.store import Announcement, JobStore
 from pgkick.tasks import Registry
 from pgkick.validation import job_spec
@@ -209,3 +210,15 @@ def test_a_lingering_worker_takes_the_next_job_of_a_trickle_without_a_kick(dsn: 
     assert kicker.kicks == []  # the producer saw the worker, so it did not kick
     with JobStore.open(dsn) as store:  # and the worker withdrew before it left
         assert store.rows("SELECT * FROM queue_watchers") == []
+
+
+def test_the_none_kicker_reserves_no_kick_that_would_silence_other_producers(dsn: str) -> None:
+    """Catches: PGKICK_KICKER=none still marking a pending kick, so for its window another
+    producer (with a real kicker) would trust a kick that was never sent."""
+    producer.enqueue_and_kick({}, task="noop", queue="q", dsn=dsn, kicker=NoKicker())
+    producer.enqueue_many(
+        [{"payload": {}, "task": "noop", "queue": "q"}], dsn=dsn, kicker=NoKicker()
+    )
+    kicker = RecordingKicker()
+    producer.enqueue_and_kick({}, task="noop", queue="q", dsn=dsn, kicker=kicker)
+    assert kicker.kicks == [("q", "enqueue", 0)]

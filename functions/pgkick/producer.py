@@ -28,7 +28,7 @@ from typing import Any
 
 from pgkick import config, linger
 from pgkick.db import idle_outside_transaction
-from pgkick.kick import Kicker
+from pgkick.kick import Kicker, NoKicker
 from pgkick.runtime import default_kicker
 from pgkick.store import Clock, Connection, JobStore, QueuedJob, server_clock
 from pgkick.validation import DEFAULT_MAX_PAYLOAD_BYTES, JobSpec, job_spec
@@ -134,6 +134,8 @@ def kick_committed(
     does it in its insert's round trip); None reserves them here, on a store from
     `store_for` (pgkick.watch). Never raises: every job here is committed."""
     now = now or datetime.now(UTC)
+    if isinstance(kicker, NoKicker):  # workers run by other means: reserve nothing
+        return
     ready = sorted({job.queue for job in jobs if job.run_at <= now})
     later = sorted({(job.queue, job.run_at) for job in jobs if job.run_at > now})
     try:
@@ -245,6 +247,7 @@ def enqueue_and_kick(
     )  # bad input fails before anything connects
     kicker = kicker or default_kicker()  # and so does a bad kicker setting
     ready = spec.run_at <= _now(clock) if spec.run_at else spec.delay <= timedelta(0)
+    ready = ready and not isinstance(kicker, NoKicker)  # it would reserve a kick never sent
     with _producer_store(dsn, clock) as store:
         job, must_kick = store.insert_and_reserve(
             spec, reserve=ready, pending=config.kick_pending()

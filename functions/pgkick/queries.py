@@ -29,6 +29,12 @@ SELECT 'default', 'noop', '{}', 'done', now() - interval '1 day', 1,
        now() - interval '1 day', now() - interval '1 day'
 FROM generate_series(1, %(count)s);"""
 
+JOB_LATENCY_ALL: Final = """\
+-- job_latency_all: Each job's status, attempts and wait from commit to claim in ms (the kicks benchmark's check).
+SELECT status, attempts,
+       extract(epoch FROM claimed_at - created_at) * 1000 AS wait_ms
+FROM jobs;"""
+
 JOB_NOTIFY_LISTENERS: Final = """\
 -- job_notify_listeners: Tells LISTENing workers that a queue has work (the article's trigger, sent by the producer in the comparison).
 SELECT pg_notify('pgkick_jobs', %(queue)s);"""
@@ -56,6 +62,10 @@ TRUNCATE procrastinate_jobs CASCADE;"""
 PROCRASTINATE_SCHEMA_EXISTS: Final = """\
 -- procrastinate_schema_exists: Whether procrastinate's schema is installed in this database (the peer benchmark installs it once).
 SELECT to_regclass('procrastinate_jobs') IS NOT NULL AS installed;"""
+
+QUEUE_WATCHERS_CLEAR: Final = """\
+-- queue_watchers_clear: Forgets every worker announcement and pending kick between benchmark items (benchmarks only).
+DELETE FROM queue_watchers;"""
 
 SESSION_LISTEN: Final = """\
 -- session_listen: Subscribes this session to job notifications (what LISTEN-based peers hold open).
