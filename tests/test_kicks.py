@@ -125,7 +125,7 @@ def test_a_drain_longer_than_16_hops_completes_through_a_fresh_chain(
     )
     try:
         producer.enqueue_many(
-            [{"payload": {"seconds": 0.04}, "task": "sleep"} for _ in range(120)],
+            [{"payload": {"seconds": 0.04}, "task": "sleep"} for _ in range(200)],
             dsn=dsn,
             kicker=local,
         )
@@ -135,7 +135,7 @@ def test_a_drain_longer_than_16_hops_completes_through_a_fresh_chain(
         assert sum(1 for r in local.stats.results if r["stopped_because"] == "time") > LOOP_LIMIT
         with psycopg.connect(dsn) as conn:
             assert conn.execute("SELECT status, count(*) FROM jobs GROUP BY 1").fetchall() == [
-                ("done", 120)
+                ("done", 200)
             ]
     finally:
         local.close()

@@ -15,30 +15,26 @@ pass where a user's deploy fails. So, as Lambda's asynchronous queue does:
   sent from inside an invocation is one hop further than that invocation; a
   kick from the app or a wake-up timer starts a new chain.
 
-Execution environments are processes (the worker handler in its own process
-with its own connection, killable mid-job): started on demand (a cold start),
-reused while warm, retired after being idle a few seconds, never more than the
-concurrency cap. A worker's own kicks and wake-ups come back over a pipe, so
-the cap, the queue and the timers live in one place.
+Execution environments are processes (pgkick.local_pool). A worker's own kicks
+and wake-ups come back over a pipe, so the cap, the queue and the timers live
+in one place.
 """
 
 from __future__ import annotations
 
-import contextlib
 import json
 import logging
 import os
-import subprocess
-import sys
 import threading
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import IO, Any
+from typing import Any
 
 from pgkick.kick import kick_event
+from pgkick.local_pool import Environment, Pool
 
 log = logging.getLogger("pgkick.local")
 
@@ -54,16 +50,6 @@ class _Event:
     born: float  # monotonic seconds: the maximum age counts from here
     tries: int = 0
     throttled: bool = False
-
-
-@dataclass
-class _Environment:
-    process: subprocess.Popen[bytes]
-    stdin: IO[bytes]
-    busy: _Event | None = None
-    retired: bool = False
-    retire_timer: threading.Timer | None = None
-    deadline: threading.Timer | None = None
 
 
 @dataclass
@@ -103,11 +89,6 @@ class LocalKicker:
         allow_loops: as `RecursiveLoop: Allow` on the function (the default terminates)."""
         if concurrency < 1:
             raise ValueError(f"concurrency: {concurrency} must be at least 1")
-        self.env = {**os.environ, **(env or {})}
-        self.output = output
-        self.concurrency = concurrency
-        self.timeout_ms = timeout_ms
-        self.idle_seconds = idle_seconds
         self.retry_delays = retry_delays
         self.max_event_age = max_event_age
         self.allow_loops = allow_loops
@@ -115,7 +96,16 @@ class LocalKicker:
         self._lock = threading.Condition()
         self._pending: list[_Event] = []
         self._delayed: set[threading.Timer] = set()  # retries waiting for their delay
-        self._envs: list[_Environment] = []
+        self._pool = Pool(
+            env={**os.environ, **(env or {})},
+            output=output,
+            concurrency=concurrency,
+            timeout_ms=timeout_ms,
+            idle_seconds=idle_seconds,
+            lock=self._lock,
+            on_message=self._on_message,
+            on_exit=self._on_exit,
+        )
         self._timers: dict[tuple[str, int], threading.Timer] = {}
         self._closed = False
 
@@ -143,15 +133,16 @@ class LocalKicker:
                 lambda: (
                     not self._pending
                     and not self._delayed
-                    and not any(e.busy for e in self._envs)
+                    and not self._pool.busy()
                     and (not include_wakes or not self._timers)
                 ),
                 timeout,
             )
 
     def processes(self) -> list[int]:
+        """The pids of the environments running an invocation now."""
         with self._lock:
-            return [e.process.pid for e in self._envs if e.busy]
+            return [e.process.pid for e in self._pool.busy()]
 
     def close(self) -> None:
         """Cancel wake-ups and retries, and let every environment exit (stdin closed)."""
@@ -161,10 +152,7 @@ class LocalKicker:
                 timer.cancel()
             self._timers.clear()
             self._delayed.clear()
-            envs = list(self._envs)
-        for environment in envs:
-            self._retire(environment)
-            environment.process.wait(30)
+        self._pool.close()
 
     # -- the asynchronous queue ---------------------------------------------------
     def _accept(self, item: _Event) -> None:
@@ -185,27 +173,17 @@ class LocalKicker:
             self._pending.remove(item)
             self._drop(item, "maximum event age exceeded")
         while self._pending:
-            live = [e for e in self._envs if not e.retired]
-            idle = next((e for e in live if e.busy is None), None)
-            if idle is None:
-                if len(live) >= self.concurrency:
-                    for item in self._pending:
-                        if not item.throttled:
-                            item.throttled = True
-                            self.stats.throttles += 1
-                    return
-                idle = self._start()
+            environment = self._pool.free()
+            if environment is None:  # every environment busy: the rest wait (throttled)
+                for item in self._pending:
+                    if not item.throttled:
+                        item.throttled = True
+                        self.stats.throttles += 1
+                break
             item = self._pending.pop(0)
-            if idle.retire_timer:
-                idle.retire_timer.cancel()
-            idle.busy = item
             self.stats.invocations += 1
-            line = {"event": item.event, "timeout_ms": self.timeout_ms}
-            try:
-                idle.stdin.write(json.dumps(line).encode() + b"\n")
-                idle.stdin.flush()
-            except OSError:  # it died between invocations; the reader retries the item
-                pass
+            self._pool.invoke(environment, item, item.event)
+        self.stats.cold_starts, self.stats.timeouts = self._pool.cold_starts, self._pool.timeouts
 
     def _drop(self, item: _Event, why: str) -> None:
         """Lambda sends such an event to the on-failure destination; we keep it in a list."""
@@ -241,108 +219,41 @@ class LocalKicker:
             self._timers.pop((queue, due), None)
             self.kick(queue, "wake")
 
-    # -- execution environments -----------------------------------------------------
-    def _start(self) -> _Environment:
-        read_fd, write_fd = os.pipe()
-        env = {**self.env, "PGKICK_KICKER": "local", "PGKICK_LOCAL_PIPE_FD": str(write_fd)}
-        with contextlib.ExitStack() as files:
-            out = files.enter_context(self.output.open("ab")) if self.output else None
-            process = subprocess.Popen(
-                [sys.executable, "-m", "pgkick.local_env"],
-                stdin=subprocess.PIPE,
-                stdout=out,
-                stderr=out,
-                env=env,
-                pass_fds=(write_fd,),
-            )
-        os.close(write_fd)
-        assert process.stdin is not None
-        environment = _Environment(process=process, stdin=process.stdin)
-        self._envs.append(environment)
-        self.stats.cold_starts += 1
-        reader = threading.Thread(
-            target=self._read, args=(environment, os.fdopen(read_fd, "rb")), daemon=True
-        )
-        reader.start()
-        return environment
-
-    def _read(self, environment: _Environment, messages: IO[bytes]) -> None:
-        """Follow one environment: its kicks, wake-ups and results, then its exit."""
-        for raw in messages:
-            message = json.loads(raw)
-            if "kick" in message:
-                with self._lock:
-                    sender = environment.busy
-                    lineage = sender.lineage + 1 if sender else 0
-                    self._accept(_Event(message["kick"], lineage, time.monotonic()))
+    # -- what environments say ------------------------------------------------------
+    def _on_message(self, environment: Environment, message: dict[str, Any]) -> None:
+        with self._lock:
+            if "kick" in message:  # one hop further down the sender's chain
+                sender = environment.busy
+                lineage = sender.lineage + 1 if isinstance(sender, _Event) else 0
+                self._accept(_Event(message["kick"], lineage, time.monotonic()))
             elif "wake" in message:
                 self.wake_at(
                     message["wake"]["queue"], datetime.fromisoformat(message["wake"]["at"])
                 )
-            elif "started" in message:  # the timeout counts from here, not from a cold start
-                self._arm_deadline(environment)
+            elif "started" in message:
+                self._pool.arm_deadline(environment)
             elif "result" in message:
                 self._finish(environment, message)
-        environment.process.wait()
-        with self._lock:
-            self._envs.remove(environment)
-            if environment.deadline is not None:
-                environment.deadline.cancel()
-            if environment.busy is not None:  # died mid-invocation (killed, or timed out)
-                self.stats.crashes += 1
-                self._retry(environment.busy, f"died (exit {environment.process.returncode})")
-            self._dispatch()
-            self._lock.notify_all()
 
-    def _arm_deadline(self, environment: _Environment) -> None:
-        with self._lock:
-            if environment.busy is not None:
-                environment.deadline = threading.Timer(
-                    self.timeout_ms / 1000 + 1.0, self._time_out, (environment, environment.busy)
-                )
-                environment.deadline.daemon = True
-                environment.deadline.start()
+    def _finish(self, environment: Environment, message: dict[str, Any]) -> None:
+        result = message["result"]
+        self.stats.results.append(result)
+        self.stats.db_sessions += int(message.get("db_sessions", 0))
+        self.stats.peak_rss_mb = max(self.stats.peak_rss_mb, int(message.get("peak_rss_mb", 0)))
+        if isinstance(result, dict) and "error" in result and environment.busy:
+            self.stats.errors += 1  # the handler raised: Lambda retries that too
+            self._retry(environment.busy, f"failed: {result['error']}")
+        self._pool.finished(environment)
+        self._dispatch()
+        self._lock.notify_all()
 
-    def _finish(self, environment: _Environment, message: dict[str, Any]) -> None:
-        with self._lock:
-            result = message["result"]
-            self.stats.results.append(result)
-            self.stats.db_sessions += int(message.get("db_sessions", 0))
-            self.stats.peak_rss_mb = max(self.stats.peak_rss_mb, int(message.get("peak_rss_mb", 0)))
-            if environment.deadline is not None:
-                environment.deadline.cancel()
-            if isinstance(result, dict) and "error" in result and environment.busy:
-                self.stats.errors += 1  # the handler raised: Lambda retries that too
-                self._retry(environment.busy, f"failed: {result['error']}")
-            environment.busy = None
-            self._schedule_retire(environment)
-            self._dispatch()
-            self._lock.notify_all()
-
-    def _time_out(self, environment: _Environment, item: _Event) -> None:
-        """Past its timeout an invocation is killed, as Lambda kills it."""
-        with self._lock:
-            if environment.busy is item:
-                self.stats.timeouts += 1
-                with contextlib.suppress(ProcessLookupError):
-                    environment.process.kill()
-
-    def _schedule_retire(self, environment: _Environment) -> None:
-        timer = threading.Timer(self.idle_seconds, self._retire_if_idle, (environment,))
-        timer.daemon = True
-        environment.retire_timer = timer
-        timer.start()
-
-    def _retire_if_idle(self, environment: _Environment) -> None:
-        with self._lock:
-            if environment.busy is None and environment in self._envs:
-                self._retire(environment)
-
-    def _retire(self, environment: _Environment) -> None:
-        """Close its stdin: the environment finishes what it runs, then exits."""
-        environment.retired = True
-        with contextlib.suppress(OSError):
-            environment.stdin.close()
+    def _on_exit(self, environment: Environment) -> None:
+        """An environment ended; one that died mid-invocation is retried, as Lambda does."""
+        if environment.busy is not None:  # killed, or timed out
+            self.stats.crashes += 1
+            self._retry(environment.busy, f"died (exit {environment.process.returncode})")
+        self._dispatch()
+        self._lock.notify_all()
 
 
 class PipeKicker:

@@ -22,7 +22,7 @@ from datetime import UTC, datetime, timedelta
 from pgkick.kick import Kicker
 from pgkick.lease import LeaseKeeper
 from pgkick.store import ClaimedJob, JobStore
-from pgkick.tasks import JobContext, PermanentError, Registry
+from pgkick.tasks import JobContext, PermanentError, Registry, describe_error
 from pgkick.watch import WorkerWatch
 
 log = logging.getLogger("pgkick.worker")
@@ -197,9 +197,9 @@ class Worker:
         try:
             fn(job.payload, context)
         except PermanentError as exc:
-            return f"{type(exc).__name__}: {exc}", True
+            return describe_error(exc), True
         except Exception as exc:
-            return f"{type(exc).__name__}: {exc}", False
+            return describe_error(exc), False
         return None, False
 
     def _complete(self, finished: list[ClaimedJob], keeper: LeaseKeeper, summary: Summary) -> None:
