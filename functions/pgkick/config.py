@@ -34,6 +34,7 @@ class Settings:
     lease_margin: timedelta
     min_remaining: timedelta
     max_fanout: int
+    fanout_after: timedelta  # a worker fans out once full batches kept coming this long
     backoff: timedelta
     backoff_cap: timedelta
     retention: timedelta
@@ -70,6 +71,9 @@ class Settings:
                 milliseconds=_int(env, "PGKICK_MIN_REMAINING_MS", 2000, 0, 900_000)
             ),
             max_fanout=_int(env, "PGKICK_MAX_FANOUT", 1, 0, 100),
+            fanout_after=timedelta(
+                milliseconds=_int(env, "PGKICK_FANOUT_AFTER_MS", 1000, 0, 900_000)
+            ),
             backoff=timedelta(milliseconds=_int(env, "PGKICK_BACKOFF_MS", 10_000, 1, 3_600_000)),
             backoff_cap=timedelta(seconds=_int(env, "PGKICK_BACKOFF_CAP_SECONDS", 3600, 1, 86_400)),
             retention=timedelta(days=_int(env, "PGKICK_RETENTION_DAYS", 7, 0, 36_500)),

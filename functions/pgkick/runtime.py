@@ -94,6 +94,7 @@ class Runtime:
             lease=lease,
             min_remaining=self.settings.min_remaining,
             max_fanout=self.settings.max_fanout,
+            fanout_after=self.settings.fanout_after,
             backoff=self.settings.backoff,
             backoff_cap=self.settings.backoff_cap,
             linger=self.settings.worker_linger,

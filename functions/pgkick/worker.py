@@ -56,6 +56,7 @@ class WorkerOptions:
     lease: timedelta = timedelta(minutes=5)
     min_remaining: timedelta = timedelta(seconds=2)
     max_fanout: int = 1
+    fanout_after: timedelta = timedelta(0)  # full batches for this long before fanning out
     backoff: timedelta | None = None  # None: the SQL's 10 s x 2^attempts, capped at 1 hour
     backoff_cap: timedelta | None = None
     heartbeat: bool = True  # False: leases are extended only when a task asks (tests)
@@ -92,6 +93,7 @@ class Worker:
         self._hop = hop
         longest_batch_ms = 0  # measured on the invocation's own clock
         last_batch_full = False
+        full_since: float | None = None  # when this run of full batches began
         finished: list[ClaimedJob] = []  # run, not yet recorded: they ride with the next claim
         try:
             while True:
@@ -122,7 +124,8 @@ class Worker:
                 summary.batches += 1
                 summary.claimed += len(jobs)
                 last_batch_full = len(jobs) == self.options.batch
-                if last_batch_full and summary.fanouts < self.options.max_fanout:
+                full_since = (full_since or self.monotonic()) if last_batch_full else None
+                if self._fan_out_now(full_since, summary):
                     summary.fanouts += int(self._kick(queue, "fanout"))
                 finished = self._run_batch(jobs, keeper, summary)
                 longest_batch_ms = max(longest_batch_ms, before - remaining_ms())
@@ -130,6 +133,18 @@ class Worker:
             keeper.close()
             summary.duration_ms = int((time.monotonic() - started) * 1000)
         return summary
+
+    def _fan_out_now(self, full_since: float | None, summary: Summary) -> bool:
+        """Ask for one more worker once full batches have kept coming for `fanout_after`.
+
+        Why wait: a new worker needs a cold start (hundreds of ms); a backlog this
+        worker clears sooner than that would only wake a second invocation, and a
+        database session, to find nothing."""
+        return (
+            full_since is not None
+            and summary.fanouts < self.options.max_fanout
+            and self.monotonic() - full_since >= self.options.fanout_after.total_seconds()
+        )
 
     def _linger_or_leave(
         self, queue: str, watch: WorkerWatch, remaining_ms: Callable[[], int], reserve: float
