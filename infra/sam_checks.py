@@ -83,6 +83,20 @@ def schedule_problems(template: dict[str, Any]) -> list[str]:
     return problems
 
 
+def recursion_problems(template: dict[str, Any]) -> list[str]:
+    """The worker kicks itself (re-kicks, fan-out): without RecursiveLoop Allow, Lambda
+    drops the event that makes a chain's ~17th invocation, and a long drain stalls."""
+    for name, resource in template.get("Resources", {}).items():
+        properties = resource.get("Properties", {})
+        if resource.get("Type") == "AWS::Lambda::Function" and (
+            properties.get("Handler") == "worker.app.handler"
+        ):
+            if properties.get("RecursiveLoop") != "Allow":
+                return [f"E9002 {name}: the worker invokes itself; set RecursiveLoop: Allow"]
+            return []
+    return ["E9002 no worker function (Handler worker.app.handler) in the template"]
+
+
 def main(argv: list[str]) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("template", nargs="?", type=Path, default=ROOT / "template.yaml")
@@ -91,7 +105,7 @@ def main(argv: list[str]) -> int:
     args.out.parent.mkdir(parents=True, exist_ok=True)
     result = transformed(args.template)
     args.out.write_text(json.dumps(result, indent=1))
-    problems = schedule_problems(result)
+    problems = schedule_problems(result) + recursion_problems(result)
     print("".join(f"{problem}\n" for problem in problems), end="")
     # W2001 (unused parameter): the transform inlines the values of some parameters.
     cfn_lint = str(Path(sys.executable).parent / "cfn-lint")

@@ -39,3 +39,7 @@ GRANT UPDATE (status, attempts, run_at, locked_until, last_error, finished_at, c
 
 -- The reaper and operators: also retry (more attempts), purge and cancel.
 GRANT UPDATE (max_attempts), DELETE ON jobs TO pgkick_maintainer;
+
+-- Who watches which queue: producers reserve kicks, workers announce and withdraw.
+REVOKE ALL ON queue_watchers FROM PUBLIC;
+GRANT SELECT, INSERT, UPDATE, DELETE ON queue_watchers TO pgkick_producer, pgkick_worker;

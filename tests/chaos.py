@@ -53,6 +53,7 @@ class Chaos:
             concurrency=concurrency,
             timeout_ms=timeout_ms,
             idle_seconds=1.0,
+            retry_delays=(0.2, 0.4),  # Lambda's 1 and 2 minutes, scaled down
             output=folder / "workers.log",
         )
 

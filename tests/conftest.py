@@ -25,6 +25,7 @@ from pgkick import schema
 from pgkick.embedded import EmbeddedPostgres
 from pgkick.store import JobStore
 from tests.helpers import FakeClock
+from tests.spies import CheckedRegistry
 
 TEMPLATE = "pgkick_test_template"
 # Test-only durability shortcuts: nothing here must survive a power cut.
@@ -139,3 +140,11 @@ def pytest_terminal_summary(terminalreporter: Any) -> None:
         for result in RESULTS:
             facts = ", ".join(f"{k}={v}" for k, v in result.items() if k != "scenario")
             terminalreporter.write_line(f"{result['scenario']:<22} {facts}")
+
+
+@pytest.fixture
+def checked_tasks() -> Iterator[CheckedRegistry]:
+    """A task registry whose tasks' failed assertions fail the test (the worker swallows them)."""
+    tasks = CheckedRegistry()
+    yield tasks
+    tasks.reraise()

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import os
+import random
+import time
 from pathlib import Path
 from typing import Any
 
@@ -23,3 +25,14 @@ def executions(folder: Path) -> dict[int, list[tuple[int, int]]]:
         int(path.stem): [tuple(map(int, line.split())) for line in path.read_text().splitlines()]
         for path in folder.glob("*.log")
     }  # type: ignore[misc]
+
+
+@task("record_span")
+def record_span(payload: Any, job: JobContext) -> None:
+    """Append "job_id attempt start_ns end_ns" around a short random wait, so a test can
+    check that no two executions of one job overlapped in time."""
+    started = time.monotonic_ns()
+    time.sleep(random.choice([0, 0.001, 0.003]))
+    path = Path(os.environ["PGKICK_TEST_RECORD"]) / f"{os.getpid()}.spans"
+    with path.open("a") as log:
+        log.write(f"{job.id} {job.attempt} {started} {time.monotonic_ns()}\n")

@@ -28,7 +28,11 @@ def test_bench_quick_runs_every_item_and_reports_targets(
     assert results["scale"]["ratio"] > 0
     modes = {m["mode"]: m for m in results["awake"]["modes"]}
     assert set(modes) == {"pgkick", "poll", "listen"}
-    assert len(results["targets"]) == 10 and all(
+    kicks = {row["load"]: row for row in results["kicks"]}
+    assert all(row["exactly_once"] for row in kicks.values()), kicks
+    # the worker's linger is what merges a trickle's kicks: without it, far more invocations
+    assert kicks["steady 50/s"]["invocations"] < kicks["steady 50/s, linger off"]["invocations"]
+    assert len(results["targets"]) == 13 and all(
         isinstance(t["met"], bool) for t in results["targets"]
     )
     assert (tmp_path / "bench.md").read_text().startswith("| target | measured | met |")

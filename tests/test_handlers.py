@@ -160,7 +160,10 @@ def test_dsn_from_a_secrets_manager_secret_is_used_and_never_logged(
     role, password = f"app_{uuid.uuid4().hex[:8]}", f"s3cret-{uuid.uuid4().hex}"
     with psycopg.connect(dsn, autocommit=True) as admin:  # a role whose password is distinctive
         admin.execute(f"CREATE ROLE {role} LOGIN PASSWORD '{password}'")
-        admin.execute(f"GRANT SELECT, INSERT, UPDATE, DELETE ON jobs, pgkick_migrations TO {role}")
+        admin.execute(
+            "GRANT SELECT, INSERT, UPDATE, DELETE ON jobs, pgkick_migrations, queue_watchers"
+            f" TO {role}"
+        )
     info.update(user=role, password=password)
     secret = boto3.client("secretsmanager").create_secret(
         Name="pgkick/db",

@@ -30,6 +30,7 @@ def local(dsn: str, tmp_path: Path) -> Iterator[LocalKicker]:
             "PGKICK_LEASE_SECONDS": "60",
         },
         concurrency=8,
+        retry_delays=(0.2, 0.4),  # Lambda's 1 and 2 minutes, scaled down
         output=tmp_path / "workers.log",
     )
     yield kicker
@@ -38,7 +39,7 @@ def local(dsn: str, tmp_path: Path) -> Iterator[LocalKicker]:
 
 def pgkick_statements(dsn: str) -> int:
     """Calls of pgkick's own statements in this database (each starts with its name)."""
-    return statement_calls(dsn, ["-- job\\_%", "-- migration\\_%"])
+    return statement_calls(dsn, ["-- job\\_%", "-- migration\\_%", "-- queue\\_%"])
 
 
 def test_eight_processes_drain_10000_jobs_exactly_once_then_go_quiet(

@@ -23,7 +23,7 @@ class RecordingKicker:
         self.wakes: list[tuple[str, datetime]] = []
         self.fail = fail
 
-    def kick(self, queue: str, reason: str) -> None:
+    def kick(self, queue: str, reason: str, *, hop: int = 0) -> None:
         if self.fail:
             raise ConnectionError("Lambda endpoint unreachable")
         self.kicks.append((queue, reason))

@@ -74,6 +74,7 @@ def test_sam_validate(sam_bin: Path, argv: list[str]) -> None:
         ("Runtime: python3.12", "Runtime: python3.99", "E3030"),
         ("Default: rate(60 minutes)", "Default: rate(60 minute)", "E9001"),
         ("ScheduleExpression: !Ref ReaperSchedule", "ScheduleExpression: rate(1 minutes)", "E9001"),
+        ("RecursiveLoop: Allow", "RecursiveLoop: Terminate", "E9002"),
     ],
 )
 def test_lint_after_transform_catches_bad_values(

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Iterator
+from dataclasses import replace
 from datetime import timedelta
 from typing import Any
 
@@ -156,4 +157,22 @@ def test_full_batch_fans_out_one_more_kick(timed: JobStore) -> None:
     kicker = RecordingKicker()
     summary = Worker(timed, tasks, kicker, OPTIONS).drain("default", forever)
     assert summary.done == 35 and summary.fanouts == 1
+    assert kicker.kicks == [("default", "fanout")]
+
+
+def test_a_backlog_cleared_within_fanout_after_wakes_no_second_worker(timed: JobStore) -> None:
+    """Catches a fan-out on the first full batch: a second invocation's cold start takes
+    longer than this worker needs for the whole backlog, so it would connect for nothing."""
+    tasks = Registry()
+    tasks.task("noop")(lambda payload: None)
+    seed(timed, 35)
+    kicker = RecordingKicker()
+    options = replace(OPTIONS, fanout_after=timedelta(seconds=1))
+    worker = Worker(timed, tasks, kicker, options)
+    ticks = iter(range(1000))
+    worker.monotonic = lambda: next(ticks) * 0.01  # 10 ms a look: 35 jobs take well under 1 s
+    assert worker.drain("default", forever).fanouts == 0 and kicker.kicks == []
+    seed(timed, 35)
+    worker.monotonic = lambda: next(ticks) * 0.5  # a slow backlog: full batches past 1 s
+    assert worker.drain("default", forever).fanouts == 1
     assert kicker.kicks == [("default", "fanout")]

@@ -51,6 +51,11 @@ class Workload:
     listen_fallback: float = 1.5  # fallback poll, more often than the window
     sample_every: float = 0.1  # the monitor's look: fine enough for a 2 s window
 
+    @property
+    def scaled_linger_ms(self) -> int:
+        """The worker's default linger (1 s of a 10-minute window), compressed like the window."""
+        return max(1, round(1000 * self.window / 600))
+
 
 @dataclass
 class ModeResult:
@@ -123,7 +128,12 @@ def run_mode(dsn: str, mode: str, workload: Workload, log: Path | None = None) -
     queue = f"compare-{mode}-{int(time.time() * 1000)}"
     waiter = _Waiter(dsn, queue, mode, workload) if mode != "pgkick" else None
     local = (
-        LocalKicker(env={"DATABASE_URL": dsn}, concurrency=2, idle_seconds=0.5, output=log)
+        LocalKicker(
+            env={"DATABASE_URL": dsn, "PGKICK_WORKER_LINGER_MS": str(workload.scaled_linger_ms)},
+            concurrency=2,
+            idle_seconds=0.5,
+            output=log,
+        )
         if mode == "pgkick"
         else None
     )

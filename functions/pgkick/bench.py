@@ -36,6 +36,7 @@ class Sizes:
     idle_seconds: float = 30.0
     history: int = 1_000_000
     scale_jobs: int = 20_000
+    kick_seconds: float = 20.0
     awake: Workload = field(
         default_factory=lambda: Workload(bursts=5, jobs_per_burst=200, gap=6.0, window=2.0)
     )
@@ -52,6 +53,7 @@ QUICK = Sizes(
     idle_seconds=3.0,
     history=20_000,
     scale_jobs=2_000,
+    kick_seconds=2.0,
     awake=Workload(bursts=2, jobs_per_burst=20, gap=3.0, window=1.0),
 )
 
@@ -72,6 +74,7 @@ class Bench:
     def reset(self) -> None:
         with self._store() as db:
             db.execute(queries.JOB_TRUNCATE_ALL)
+            db.execute(queries.QUEUE_WATCHERS_CLEAR)
 
     def seed(self, count: int, max_attempts: int = 5) -> None:
         job = {"payload": {}, "task": "noop", "max_attempts": max_attempts}
@@ -131,6 +134,7 @@ class Bench:
                 "POWERTOOLS_LOG_LEVEL": "WARNING",
                 "PGKICK_MAX_FANOUT": "0",
                 "PGKICK_BATCH": str(batch),
+                "PGKICK_WORKER_LINGER_MS": "0",  # timed until idle: no idle tail in the rate
             },
             concurrency=workers,
             timeout_ms=900_000,
@@ -228,7 +232,12 @@ class Bench:
 
     def kick_to_start(self) -> None:
         self.reset()
-        local = LocalKicker(env={"DATABASE_URL": self.dsn}, concurrency=2, output=self.log)
+        # A warm environment whose worker had left (no linger): a kick's start-up cost.
+        local = LocalKicker(
+            env={"DATABASE_URL": self.dsn, "PGKICK_WORKER_LINGER_MS": "0"},
+            concurrency=2,
+            output=self.log,
+        )
         ids = []
         for _ in range(self.sizes.latency_samples):
             ids.append(producer.enqueue_and_kick({}, task="noop", dsn=self.dsn, kicker=local))
@@ -243,6 +252,18 @@ class Bench:
             "samples": len(waits),
         }
         self.say(f"kick-to-start: {self.results['kick_to_start_ms']}")
+
+    def kicks(self) -> None:
+        """Invocations and database sessions per job of single enqueues (bench_kicks)."""
+        from pgkick import bench_kicks
+
+        self.results["kicks"] = bench_kicks.run(
+            self.dsn,
+            seconds=self.sizes.kick_seconds,
+            burst=self.sizes.singles,
+            log=self.log,
+            say=self.say,
+        )
 
     # 7 -------------------------------------------------------------------------
     def scale(self) -> None:

@@ -29,7 +29,9 @@ def targets(results: dict[str, Any]) -> list[dict[str, Any]]:
     awake = results.get("awake", {})
     modes = {m["mode"]: m for m in awake.get("modes", [])}
     idle = results.get("idle_statements_per_minute", {})
+    kicks = {row["load"]: row for row in results.get("kicks", [])}
     rows = [
+        *_kick_targets(kicks),
         *_versus_peers(drains, results.get("peers", [])),
         (
             "drain >= 50% of the SQL ceiling",
@@ -75,6 +77,23 @@ def targets(results: dict[str, Any]) -> list[dict[str, Any]]:
         ),
     ]
     return [{"target": t, "measured": m, "met": bool(ok)} for t, m, ok in rows]
+
+
+def _kick_targets(kicks: dict[str, dict[str, Any]]) -> list[tuple[str, Any, bool]]:
+    """Invocations per job of single enqueues on the faithful kicker (it was 1.00)."""
+    rows = []
+    for load, bound in (("steady 50/s", 0.05), ("steady 400/s", 0.05), ("burst of", 0.01)):
+        row = next((r for name, r in kicks.items() if name.startswith(load)), None)
+        label = f"invocations per job <= {bound} ({load}, every job done once)"
+        if row is None:
+            rows.append((label, "not measured", False))
+            continue
+        measured = (
+            f"{row['invocations_per_job']} ({row['invocations']} for {row['jobs']} jobs; "
+            f"{row['worker_sessions_per_job']} worker sessions per job)"
+        )
+        rows.append((label, measured, row["invocations_per_job"] <= bound and row["exactly_once"]))
+    return rows
 
 
 def _versus_peers(

@@ -8,6 +8,7 @@ stderr and a non-zero exit, never a traceback, and bad input writes nothing.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import re
@@ -117,7 +118,7 @@ def cmd_enqueue(args: argparse.Namespace) -> dict[str, Any]:
             max_attempts=args.max_attempts,
         )
         # Committed: from here nothing may fail the command (a retry would enqueue twice).
-        producer.kick_committed(enqueuer.queued, kicker)
+        producer.kick_committed(enqueuer.queued, kicker, lambda: contextlib.nullcontext(store))
         if isinstance(kicker, LocalKicker) and args.wait:  # let the job run before we exit
             kicker.wait_idle(args.wait)
             kicker.close()

@@ -34,12 +34,17 @@ class Settings:
     lease_margin: timedelta
     min_remaining: timedelta
     max_fanout: int
+    fanout_after: timedelta  # a worker fans out once full batches kept coming this long
     backoff: timedelta
     backoff_cap: timedelta
     retention: timedelta
     task_modules: tuple[str, ...]
     local_concurrency: int
     connect_retries: int  # a resuming serverless compute can refuse the first connections
+    worker_linger: timedelta  # an emptied queue is re-claimed this long before leaving
+    watch_ttl: timedelta  # a worker's announcement on its queue lives this long (pgkick.watch)
+    max_hops: int  # a worker chain invokes itself this many times, then hands over by a wake
+    aws_timeout: float  # seconds to connect and to read, per AWS call attempt
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None) -> Settings:
@@ -66,6 +71,9 @@ class Settings:
                 milliseconds=_int(env, "PGKICK_MIN_REMAINING_MS", 2000, 0, 900_000)
             ),
             max_fanout=_int(env, "PGKICK_MAX_FANOUT", 1, 0, 100),
+            fanout_after=timedelta(
+                milliseconds=_int(env, "PGKICK_FANOUT_AFTER_MS", 1000, 0, 900_000)
+            ),
             backoff=timedelta(milliseconds=_int(env, "PGKICK_BACKOFF_MS", 10_000, 1, 3_600_000)),
             backoff_cap=timedelta(seconds=_int(env, "PGKICK_BACKOFF_CAP_SECONDS", 3600, 1, 86_400)),
             retention=timedelta(days=_int(env, "PGKICK_RETENTION_DAYS", 7, 0, 36_500)),
@@ -74,6 +82,12 @@ class Settings:
             ),
             local_concurrency=_int(env, "PGKICK_LOCAL_CONCURRENCY", 4, 1, 256),
             connect_retries=_int(env, "PGKICK_CONNECT_RETRIES", 3, 0, 10),
+            worker_linger=timedelta(
+                milliseconds=_int(env, "PGKICK_WORKER_LINGER_MS", 1000, 0, 60_000)
+            ),
+            watch_ttl=timedelta(seconds=_int(env, "PGKICK_WATCH_SECONDS", 5, 1, 3600)),
+            max_hops=_int(env, "PGKICK_MAX_HOPS", 12, 1, 15),
+            aws_timeout=_int(env, "PGKICK_AWS_TIMEOUT_MS", 2000, 100, 60_000) / 1000,
         )
 
 
@@ -94,6 +108,12 @@ def producer_linger(env: Mapping[str, str] | None = None) -> float:
     """Seconds the producer's connection stays open after its last enqueue (0: never reused)."""
     env = os.environ if env is None else env
     return _int(env, "PGKICK_PRODUCER_LINGER_MS", 1000, 0, 60_000) / 1000
+
+
+def kick_pending(env: Mapping[str, str] | None = None) -> timedelta:
+    """How long a kick sent counts as a worker on its way (pgkick.watch)."""
+    env = os.environ if env is None else env
+    return timedelta(milliseconds=_int(env, "PGKICK_KICK_PENDING_MS", 10_000, 100, 3_600_000))
 
 
 def database_url(env: Mapping[str, str] | None = None) -> str:

@@ -38,6 +38,16 @@ class DatabaseUnavailable(RuntimeError):
     """Could not connect (wrong DSN, server down, resuming compute, too many connections)."""
 
 
+class _Opened:
+    """Connections this process has opened (a local environment reports them per invocation:
+    on a serverless database each one is a session, and sessions are what cost)."""
+
+    count = 0
+
+
+opened = _Opened()
+
+
 def connect(
     dsn: str,
     *,
@@ -57,6 +67,7 @@ def connect(
                 connect_timeout=connect_timeout,
                 application_name=application_name,
             )
+            opened.count += 1
             return conn
         except psycopg.OperationalError as exc:
             if attempt == retries:  # from None: the original, unredacted, stays out of tracebacks

@@ -119,6 +119,7 @@ def run(options: DemoOptions, *, on_step: Callable[[str], None] | None = None) -
             concurrency=options.workers,
             timeout_ms=5_000,
             idle_seconds=2.0,
+            retry_delays=(1.0, 2.0),  # Lambda's 1 and 2 minutes, compressed like the rest
             output=options.out / "workers.log",
         )
         monitor = AwakeMonitor(

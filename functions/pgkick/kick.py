@@ -17,8 +17,12 @@ import json
 import logging
 import re
 import threading
+from collections.abc import Mapping
+from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any, Protocol
+
+from pgkick.validation import check_name
 
 log = logging.getLogger("pgkick.kick")
 
@@ -26,8 +30,11 @@ REASONS = frozenset({"enqueue", "wake", "rekick", "fanout", "reaper", "manual"})
 
 
 class Kicker(Protocol):
-    def kick(self, queue: str, reason: str) -> None:
-        """Ask for a worker on `queue` now. May raise; callers never let that lose a job."""
+    def kick(self, queue: str, reason: str, *, hop: int = 0) -> None:
+        """Ask for a worker on `queue` now. May raise; callers never let that lose a job.
+
+        hop: the invocations of this worker chain before the one asked for (0 from
+        an app, the reaper or a wake-up; a worker's own kicks carry its hop + 1)."""
 
     def wake_at(self, queue: str, when: datetime) -> None:
         """Ask for a worker on `queue` at `when` (a job's future run_at)."""
@@ -36,16 +43,61 @@ class Kicker(Protocol):
 class NoKicker:
     """The app drives its workers itself (or the reaper does): kicks go nowhere."""
 
-    def kick(self, queue: str, reason: str) -> None:
+    def kick(self, queue: str, reason: str, *, hop: int = 0) -> None:
         return None
 
     def wake_at(self, queue: str, when: datetime) -> None:
         return None
 
 
-def kick_event(queue: str, reason: str) -> dict[str, str]:
-    """The whole of a kick's payload: never the job itself."""
-    return {"queue": queue, "reason": reason}
+def kick_event(queue: str, reason: str, hop: int = 0) -> dict[str, Any]:
+    """The whole of a kick's payload: never the job itself. Hop 0 is left out."""
+    event: dict[str, Any] = {"queue": queue, "reason": reason}
+    if hop:
+        event["hop"] = hop
+    return event
+
+
+@dataclass(frozen=True, slots=True)
+class KickEvent:
+    queue: str
+    reason: str
+    hop: int
+
+
+class BadEvent(ValueError):
+    """A kick event that is not {"queue": <name>, "reason": <known reason>, "hop": <n>}."""
+
+
+MAX_HOP = 1_000_000  # far beyond any chain; a bigger number is a malformed event
+SHOWN = 100  # characters of a rejected value quoted back (the event may be huge)
+
+
+def parse_kick_event(event: object) -> KickEvent:
+    """The queue, reason and hop a kick asks for; a clear BadEvent for anything else."""
+    if not isinstance(event, Mapping):
+        raise BadEvent(f"kick event must be a JSON object, got {type(event).__name__}")
+    unknown = sorted(str(key)[:SHOWN] for key in set(event) - {"queue", "reason", "hop"})
+    if unknown:
+        raise BadEvent(f"kick event has unknown fields {unknown}; expected queue, reason, hop")
+    if "queue" not in event:
+        raise BadEvent("kick event lacks 'queue'")
+    reason = event.get("reason", "manual")
+    if not isinstance(reason, str) or reason not in REASONS:
+        raise BadEvent(f"kick event reason {_shown(reason)} is not one of {sorted(REASONS)}")
+    hop = event.get("hop", 0)
+    if type(hop) is not int or not 0 <= hop <= MAX_HOP:
+        raise BadEvent(f"kick event hop {_shown(hop)} is not a whole number 0..{MAX_HOP}")
+    try:
+        queue = check_name("queue", event["queue"])
+    except (TypeError, ValueError) as exc:
+        raise BadEvent(f"kick event {str(exc)[:SHOWN]}") from None
+    return KickEvent(queue=queue, reason=reason, hop=hop)
+
+
+def _shown(value: object) -> str:
+    text = repr(value)
+    return text if len(text) <= SHOWN else f"{text[:SHOWN]}... ({len(text)} characters)"
 
 
 def wake_minute(when: datetime) -> datetime:
@@ -74,8 +126,11 @@ class LambdaKicker:
         schedule_group: str = "default",
         lambda_client: Any = None,
         scheduler_client: Any = None,
+        timeout: float = 2.0,
     ) -> None:
+        """timeout: seconds to connect and to read, per attempt (2 attempts at most)."""
         self.function = function
+        self.timeout = timeout
         self.function_arn = function_arn
         self.scheduler_role_arn = scheduler_role_arn
         self.schedule_group = schedule_group
@@ -84,11 +139,11 @@ class LambdaKicker:
         self._booked: dict[str, datetime] = {}  # schedule name -> its minute, still to come
         self._lock = threading.Lock()
 
-    def kick(self, queue: str, reason: str) -> None:
+    def kick(self, queue: str, reason: str, *, hop: int = 0) -> None:
         response = self._lambda_client().invoke(
             FunctionName=self.function,
             InvocationType="Event",
-            Payload=json.dumps(kick_event(queue, reason)).encode(),
+            Payload=json.dumps(kick_event(queue, reason, hop)).encode(),
         )
         status = response.get("StatusCode")
         if status != 202:
@@ -132,21 +187,34 @@ class LambdaKicker:
 
     def _lambda_client(self) -> Any:
         if self._lambda is None:
-            self._lambda = _boto3().client("lambda")
+            self._lambda = aws_client("lambda", self.timeout)
         return self._lambda
 
     def _scheduler_client(self) -> Any:
         if self._scheduler is None:
-            self._scheduler = _boto3().client("scheduler")
+            self._scheduler = aws_client("scheduler", self.timeout)
         return self._scheduler
 
 
-def _boto3() -> Any:
-    """boto3 on first use: importing it costs ~0.3 s of CPU, paid by every cold worker that
-    imported pgkick, though a worker that never kicks (or kicks locally) never needs it."""
-    import boto3
+def aws_client(service: str, timeout: float) -> Any:
+    """A boto3 client whose calls end within about 2 x 2 x `timeout` seconds.
 
-    return boto3
+    Why: boto3's defaults (60 s read timeout, retried) let one kick against an
+    endpoint that never answers block its caller for 3 minutes, inside a web
+    request or a worker's invocation. A kick is a hint: failing fast, logged and
+    counted, loses nothing (the job is committed, a wake-up or the reaper runs it).
+    boto3 is imported here, on first use: it costs ~0.3 s of CPU that a worker
+    which never kicks through Lambda would pay for nothing.
+    """
+    import boto3
+    from botocore.config import Config
+
+    config = Config(
+        connect_timeout=timeout,
+        read_timeout=timeout,
+        retries={"total_max_attempts": 2, "mode": "standard"},
+    )
+    return boto3.client(service, config=config)  # type: ignore[call-overload]
 
 
 def _error_code(exc: Exception) -> str | None:

@@ -145,6 +145,12 @@ def shared(dsn: str, linger: float) -> LingeringConnection:
         return lingering
 
 
+def opened_total() -> int:
+    """Connections the process's lingering producers have opened so far (the benchmark's)."""
+    with _shared_lock:
+        return sum(lingering.opened for lingering in _shared.values())
+
+
 @atexit.register
 def close_all() -> None:
     """Close every lingering connection now (at exit, or when an app wants it)."""

@@ -1,13 +1,15 @@
 """One local execution environment: `python -m pgkick.local_env`, started by LocalKicker.
 
-It imports the worker handler from functions/worker/app.py once (the cold
-start), then serves invocations read from stdin, one JSON line each, with a
-fresh fake Lambda context per invocation, and reports each result to the
-parent on the pipe. It exits when the parent closes stdin.
+It imports the handler once (the cold start): `PGKICK_LOCAL_HANDLER`
+("module:function"), by default the worker handler in functions/worker/app.py.
+Then it serves invocations read from stdin, one JSON line each, with a fresh
+fake Lambda context per invocation, and reports each result (and the database
+sessions it opened) to the parent on the pipe. It exits when stdin closes.
 """
 
 from __future__ import annotations
 
+import importlib
 import importlib.util
 import json
 import os
@@ -18,12 +20,17 @@ from pathlib import Path
 from typing import Any
 
 from pgkick.context import FakeLambdaContext
+from pgkick.db import opened
 from pgkick.local import PipeKicker
 
 HANDLER_FILE = Path(__file__).resolve().parent.parent / "worker" / "app.py"
 
 
 def load_handler(path: Path = HANDLER_FILE) -> Any:
+    named = os.environ.get("PGKICK_LOCAL_HANDLER")
+    if named:  # "module:function", as Lambda's Handler setting names it
+        module_name, _, function = named.partition(":")
+        return getattr(importlib.import_module(module_name), function or "handler")
     spec = importlib.util.spec_from_file_location("pgkick_worker_app", path)
     if spec is None or spec.loader is None:
         raise RuntimeError(f"no worker handler at {path}")
@@ -53,12 +60,19 @@ def main() -> int:
             function_name="pgkick-worker-local", timeout_ms=int(request["timeout_ms"])
         )
         pipe.send({"started": True})
+        sessions_before = opened.count
         try:
             result = handler(request["event"], context)
         except Exception as exc:  # reported like Lambda's "Unhandled" error
             traceback.print_exc()
             result = {"error": f"{type(exc).__name__}: {exc}"}
-        pipe.send({"result": result, "peak_rss_mb": round(_peak_rss_kb() / 1024)})
+        pipe.send(
+            {
+                "result": result,
+                "peak_rss_mb": round(_peak_rss_kb() / 1024),
+                "db_sessions": opened.count - sessions_before,
+            }
+        )
     return 0
 
 

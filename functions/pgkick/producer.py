@@ -17,23 +17,25 @@ Two forms:
 
 from __future__ import annotations
 
+import functools
 import itertools
 import logging
-from collections.abc import Iterable, Iterator, Mapping
-from contextlib import contextmanager
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from pgkick import config, linger
 from pgkick.db import idle_outside_transaction
-from pgkick.kick import Kicker
+from pgkick.kick import Kicker, NoKicker
 from pgkick.runtime import default_kicker
 from pgkick.store import Clock, Connection, JobStore, QueuedJob, server_clock
 from pgkick.validation import DEFAULT_MAX_PAYLOAD_BYTES, JobSpec, job_spec
 
 log = logging.getLogger("pgkick.producer")
 INSERT_CHUNK = 5_000  # measured: 100,000 jobs insert fastest in chunks of 5,000-10,000
+RETRY_KICK_AFTER = timedelta(minutes=1)  # a failed kick's wake-up, so the job skips the reaper
 
 
 @dataclass
@@ -120,20 +122,57 @@ def _spec(job: Mapping[str, Any], max_bytes: int, index: int) -> JobSpec:
         raise type(exc)(f"jobs[{index}]: {exc}") from None
 
 
-def kick_committed(jobs: list[QueuedJob], kicker: Kicker, now: datetime | None = None) -> None:
-    """One kick per queue with a job ready now, one wake-up per queue and minute for later ones."""
+def kick_committed(
+    jobs: list[QueuedJob],
+    kicker: Kicker,
+    store_for: Callable[[], AbstractContextManager[JobStore]],
+    *,
+    reserved: set[str] | None = None,
+    now: datetime | None = None,
+) -> None:
+    """Kick the queues whose ready jobs nobody will see; book a wake-up for later ones.
+
+    `reserved`: the queues whose kick this caller already reserved (enqueue_and_kick
+    does it in its insert's round trip); None reserves them here, on a store from
+    `store_for` (pgkick.watch). Never raises: every job here is committed."""
     now = now or datetime.now(UTC)
-    ready = sorted({job.queue for job in jobs if job.run_at <= now + timedelta(seconds=1)})
-    later = {(job.queue, job.run_at) for job in jobs if job.run_at > now + timedelta(seconds=1)}
-    for queue in ready:
-        _guard(lambda q=queue: kicker.kick(q, "enqueue"), queue, jobs)
+    if isinstance(kicker, NoKicker):  # workers run by other means: reserve nothing
+        return
+    ready = sorted({job.queue for job in jobs if job.run_at <= now})
+    later = sorted({(job.queue, job.run_at) for job in jobs if job.run_at > now})
+    try:
+        if reserved is None and ready:
+            with store_for() as store:
+                reserved = store.reserve_kicks(ready, config.kick_pending())
+    except Exception as exc:  # cannot tell whether a worker watches: kick anyway
+        log.warning("could not check who watches %s (%s); kicking", ready, _one_line(exc))
+        reserved = set(ready)
+    for queue in sorted(reserved or ()):
+        if not _guard(functools.partial(kicker.kick, queue, "enqueue"), queue, jobs):
+            _after_failed_kick(queue, jobs, kicker, store_for, now)
         stats.kicks += 1
-    for queue, when in sorted(later):
-        _guard(lambda q=queue, w=when: kicker.wake_at(q, w), queue, jobs)
+    for queue, when in later:
+        _guard(functools.partial(kicker.wake_at, queue, when), queue, jobs)
         stats.wakes += 1
 
 
-def _guard(call: Any, queue: str, jobs: list[QueuedJob]) -> None:
+def _after_failed_kick(
+    queue: str,
+    jobs: list[QueuedJob],
+    kicker: Kicker,
+    store_for: Callable[[], AbstractContextManager[JobStore]],
+    now: datetime,
+) -> None:
+    """Forget the pending kick (so the next producer kicks) and book a wake-up a minute out."""
+    try:
+        with store_for() as store:
+            store.release_kick(queue)
+    except Exception as exc:
+        log.warning("could not release the pending kick of %s (%s)", queue, _one_line(exc))
+    _guard(lambda: kicker.wake_at(queue, now + RETRY_KICK_AFTER), queue, jobs)
+
+
+def _guard(call: Callable[[], None], queue: str, jobs: list[QueuedJob]) -> bool:
     try:
         call()
     except Exception as exc:
@@ -144,10 +183,16 @@ def _guard(call: Any, queue: str, jobs: list[QueuedJob]) -> None:
             "at the next wake-up",
             queue,
             type(exc).__name__,
-            exc,
+            _one_line(exc),
             ids[:20],
             extra={"queue": queue, "job_ids": ids[:20]},
         )
+        return False
+    return True
+
+
+def _one_line(exc: BaseException) -> str:
+    return " ".join(str(exc).split())[:500]
 
 
 @contextmanager
@@ -160,10 +205,26 @@ def transaction(
             "pgkick.transaction() must own the transaction: pass a connection with "
             "autocommit off and no transaction in progress (commit or roll back first)"
         )
-    enqueuer = Enqueuer(JobStore(conn, clock))
+    kicker = kicker or default_kicker()  # a bad setting fails here, before anything is written
+    store = JobStore(conn, clock)
+    enqueuer = Enqueuer(store)
     with conn.transaction():
         yield enqueuer
-    kick_committed(enqueuer.queued, kicker or default_kicker(), clock())
+    if not enqueuer.queued:
+        return
+    try:  # a savepoint the app rolled back may have taken some of them away
+        with store.transaction():
+            committed = store.committed_among([job.id for job in enqueuer.queued])
+    except Exception as exc:
+        log.warning("could not re-read the jobs just committed (%s)", _one_line(exc))
+        committed = enqueuer.queued
+
+    @contextmanager
+    def same_connection() -> Iterator[JobStore]:
+        with store.transaction():
+            yield store
+
+    kick_committed(committed, kicker, same_connection, now=_now(clock))
 
 
 def enqueue_and_kick(
@@ -186,11 +247,19 @@ def enqueue_and_kick(
     spec = job_spec(
         payload, task=task, queue=queue, run_at=run_at, delay=delay, max_attempts=max_attempts
     )  # bad input fails before anything connects
+    kicker = kicker or default_kicker()  # and so does a bad kicker setting
+    ready = spec.run_at <= _now(clock) if spec.run_at else spec.delay <= timedelta(0)
+    ready = ready and not isinstance(kicker, NoKicker)  # it would reserve a kick never sent
     with _producer_store(dsn, clock) as store:
-        enqueuer = Enqueuer(store)
-        job_id = enqueuer.enqueue_spec(spec)
-    kick_committed(enqueuer.queued, kicker or default_kicker(), clock())
-    return job_id
+        job, must_kick = store.insert_and_reserve(
+            spec, reserve=ready, pending=config.kick_pending()
+        )
+    reserved = {job.queue} if must_kick else set()
+    # "now" read after the commit, so a job due at once is never taken for a later one
+    kick_committed(
+        [job], kicker, lambda: _producer_store(dsn, clock), reserved=reserved, now=_now(clock)
+    )
+    return job.id
 
 
 def enqueue_many(
@@ -201,11 +270,17 @@ def enqueue_many(
     clock: Clock = server_clock,
 ) -> list[int]:
     """Insert many jobs in one commit (pipelined chunks), then kick once per queue."""
+    kicker = kicker or default_kicker()  # a bad setting fails here, before anything is written
     with _producer_store(dsn, clock) as store:
         enqueuer = Enqueuer(store)
         ids = enqueuer.enqueue_many(jobs)
-    kick_committed(enqueuer.queued, kicker or default_kicker(), clock())
+    kick_committed(enqueuer.queued, kicker, lambda: _producer_store(dsn, clock), now=_now(clock))
     return ids
+
+
+def _now(clock: Clock) -> datetime:
+    """The clock's instant, or this machine's (the server's now() is not known here)."""
+    return clock() or datetime.now(UTC)
 
 
 @contextmanager

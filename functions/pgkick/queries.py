@@ -37,6 +37,12 @@ SELECT 'default', 'noop', '{}', 'done', now() - interval '1 day', 1,
        now() - interval '1 day', now() - interval '1 day'
 FROM generate_series(1, %(count)s);"""
 
+JOB_LATENCY_ALL: Final = """\
+-- job_latency_all: Each job's status, attempts and wait from commit to claim in ms (the kicks benchmark's check).
+SELECT status, attempts,
+       extract(epoch FROM claimed_at - created_at) * 1000 AS wait_ms
+FROM jobs;"""
+
 JOB_NOTIFY_LISTENERS: Final = """\
 -- job_notify_listeners: Tells LISTENing workers that a queue has work (the article's trigger, sent by the producer in the comparison).
 SELECT pg_notify('pgkick_jobs', %(queue)s);"""
@@ -72,6 +78,10 @@ TRUNCATE procrastinate_jobs CASCADE;"""
 PROCRASTINATE_SCHEMA_EXISTS: Final = """\
 -- procrastinate_schema_exists: Whether procrastinate's schema is installed in this database (the peer benchmark installs it once).
 SELECT to_regclass('procrastinate_jobs') IS NOT NULL AS installed;"""
+
+QUEUE_WATCHERS_CLEAR: Final = """\
+-- queue_watchers_clear: Forgets every worker announcement and pending kick between benchmark items (benchmarks only).
+DELETE FROM queue_watchers;"""
 
 SESSION_LISTEN: Final = """\
 -- session_listen: Subscribes this session to job notifications (what LISTEN-based peers hold open).
@@ -118,6 +128,10 @@ SET status       = 'running',
 FROM next
 WHERE j.id = next.id
 RETURNING j.id, j.queue, j.task, j.payload, j.attempts, j.max_attempts;"""
+
+JOB_COMMITTED_AMONG: Final = """\
+-- job_committed_among: Which of the given job ids exist (committed, not rolled back with a savepoint), with their queue and due time.
+SELECT id, queue, run_at FROM jobs WHERE id = ANY(%(ids)s::bigint[]);"""
 
 JOB_COMPLETE: Final = """\
 -- job_complete: Marks one running job done, only while this attempt still holds it (fenced; 0 rows = lease lost).
@@ -215,6 +229,14 @@ WHERE status = 'queued' AND run_at <= coalesce(%(now)s::timestamptz, now())
 GROUP BY queue
 ORDER BY queue;"""
 
+JOB_READY_EXISTS: Final = """\
+-- job_ready_exists: Says whether a queue has a job ready to run now (a worker out of time decides whether to hand over).
+SELECT EXISTS (
+  SELECT 1 FROM jobs
+  WHERE queue = %(queue)s AND status = 'queued'
+    AND run_at <= coalesce(%(now)s::timestamptz, now())
+);"""
+
 JOB_REAP_EXPIRED: Final = """\
 -- job_reap_expired: Re-queues running jobs whose lease expired, or fails them at max_attempts with a last_error saying so.
 UPDATE jobs
@@ -291,6 +313,44 @@ MIGRATION_TABLE_EXISTS: Final = """\
 -- migration_table_exists: Says whether pgkick's migrations table exists here, without creating anything.
 SELECT to_regclass('pgkick_migrations') IS NOT NULL AS exists;"""
 
+QUEUE_KICK_RELEASE: Final = """\
+-- queue_kick_release: Removes a pending kick that could not be sent, so the next producer kicks instead of trusting it.
+DELETE FROM queue_watchers WHERE queue = %(queue)s AND watcher = 'kick';"""
+
+QUEUE_KICK_RESERVE: Final = """\
+-- queue_kick_reserve: Of the queues given, returns those that nobody watches, marking each with a pending kick; the caller kicks exactly those.
+WITH relaxed AS (
+  -- A reservation lost in a crash costs one spare kick: its commit need not wait for the disk.
+  SELECT set_config('synchronous_commit', 'off', true)
+), wanted AS (
+  SELECT DISTINCT q AS queue FROM unnest(%(queues)s::text[]) AS q, relaxed
+  WHERE NOT EXISTS (
+    SELECT 1 FROM queue_watchers l
+    WHERE l.queue = q AND l.until > coalesce(%(now)s::timestamptz, now())
+  )
+)
+INSERT INTO queue_watchers AS w (queue, watcher, until)
+SELECT queue, 'kick', coalesce(%(now)s::timestamptz, now()) + %(pending)s::interval FROM wanted
+ON CONFLICT (queue, watcher) DO UPDATE SET until = excluded.until
+  WHERE w.until <= coalesce(%(now)s::timestamptz, now())
+RETURNING w.queue;"""
+
+QUEUE_WATCHER_ANNOUNCE: Final = """\
+-- queue_watcher_announce: A worker says it is draining a queue until the given instant; it takes up the pending kick and clears expired watchers.
+WITH cleared AS (
+  DELETE FROM queue_watchers
+  WHERE queue = %(queue)s
+    AND (watcher = 'kick' OR until <= coalesce(%(now)s::timestamptz, now()))
+    AND watcher <> %(watcher)s
+)
+INSERT INTO queue_watchers AS w (queue, watcher, until)
+VALUES (%(queue)s, %(watcher)s, coalesce(%(now)s::timestamptz, now()) + %(ttl)s::interval)
+ON CONFLICT (queue, watcher) DO UPDATE SET until = excluded.until;"""
+
+QUEUE_WATCHER_WITHDRAW: Final = """\
+-- queue_watcher_withdraw: A worker leaving a queue removes its announcement (it then claims once more before it exits).
+DELETE FROM queue_watchers WHERE queue = %(queue)s AND watcher = %(watcher)s;"""
+
 ROLE_SETUP: Final = """\
 -- role_setup: Creates the NOLOGIN roles pgkick_producer, pgkick_worker and pgkick_maintainer if missing, and grants each only what its part needs (grant them to your login roles).
 -- Roles are cluster-wide and the migration lock is per database: a set-up running at once in
@@ -332,7 +392,11 @@ GRANT UPDATE (status, attempts, run_at, locked_until, last_error, finished_at, c
   ON jobs TO pgkick_worker;
 
 -- The reaper and operators: also retry (more attempts), purge and cancel.
-GRANT UPDATE (max_attempts), DELETE ON jobs TO pgkick_maintainer;"""
+GRANT UPDATE (max_attempts), DELETE ON jobs TO pgkick_maintainer;
+
+-- Who watches which queue: producers reserve kicks, workers announce and withdraw.
+REVOKE ALL ON queue_watchers FROM PUBLIC;
+GRANT SELECT, INSERT, UPDATE, DELETE ON queue_watchers TO pgkick_producer, pgkick_worker;"""
 
 SESSION_LIST_ACTIVITY: Final = """\
 -- session_list_activity: The server's now, how many sessions this database has ever had, and the sessions a serverless compute's activity monitor looks at: client backends of this database, autovacuum workers, walsenders (one row with a NULL pid when there are none).
@@ -355,6 +419,14 @@ WHERE pid <> pg_backend_pid()
   AND state = 'idle'
   AND state_change < now() - make_interval(secs => %(window)s)
   AND (%(apps)s::text[] IS NULL OR application_name = ANY(%(apps)s::text[]));"""
+
+TRANSACTION_BEGIN: Final = """\
+-- transaction_begin: Opens an explicit transaction inside a pipeline, so a COMMIT can end it before the statements that must see it committed.
+BEGIN;"""
+
+TRANSACTION_COMMIT: Final = """\
+-- transaction_commit: Commits the transaction transaction_begin opened; statements after it in the pipeline run in a new one.
+COMMIT;"""
 
 # (version, name, script) in the order they apply.
 MIGRATIONS: Final[tuple[tuple[int, str, LiteralString], ...]] = (
@@ -387,4 +459,12 @@ CREATE INDEX jobs_ready_idx ON jobs (queue, run_at) WHERE status = 'queued';""")
     (2, 'claimed_at', """\
 -- 0002_claimed_at: when the current attempt was claimed, for kick-to-start latency and "running since".
 ALTER TABLE jobs ADD COLUMN claimed_at timestamptz;"""),
+    (3, 'queue_watchers', """\
+-- 0003_queue_watchers: who will look at a queue soon (a draining worker, or a kick on its way), so producers kick only when nobody will.
+CREATE TABLE queue_watchers (
+  queue    text        NOT NULL,
+  watcher  text        NOT NULL,  -- a worker's id, or 'kick' for a kick sent and not yet taken up
+  until    timestamptz NOT NULL,  -- past this instant the watcher no longer counts
+  PRIMARY KEY (queue, watcher)
+);"""),
 )

@@ -10,50 +10,20 @@ returns (an open idle connection keeps a serverless database awake).
 from __future__ import annotations
 
 import os
-import reprlib
 import threading
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from datetime import timedelta
 from typing import Any
 
-from pgkick import config, schema
-from pgkick.kick import REASONS, Kicker, LambdaKicker, NoKicker
+from pgkick import config, linger, schema
+from pgkick.kick import BadEvent, Kicker, KickEvent, LambdaKicker, NoKicker, parse_kick_event
 from pgkick.reaper import reap
 from pgkick.store import JobStore
 from pgkick.tasks import Registry, registry
-from pgkick.validation import check_name
 from pgkick.worker import Summary, Worker, WorkerOptions
 
-
-class BadEvent(ValueError):
-    """A kick event that is not {"queue": <name>, "reason": <known reason>}."""
-
-
-def parse_kick_event(event: object) -> str:
-    """The queue a kick asks for; a clear BadEvent for anything else."""
-    if not isinstance(event, Mapping):
-        raise BadEvent(f"kick event must be a JSON object, got {type(event).__name__}")
-    unknown = sorted(str(key) for key in set(event) - {"queue", "reason"})
-    if unknown:
-        raise BadEvent(
-            f"kick event has unknown fields {_short(unknown)}; expected queue and reason"
-        )
-    if "queue" not in event:
-        raise BadEvent("kick event lacks 'queue'")
-    reason = event.get("reason", "manual")
-    if not isinstance(reason, str) or reason not in REASONS:  # a list is unhashable
-        raise BadEvent(f"kick event reason {_short(reason)} is not one of {sorted(REASONS)}")
-    try:
-        return check_name("queue", event["queue"])
-    except (TypeError, ValueError) as exc:
-        raise BadEvent(f"kick event {exc}") from None
-
-
-def _short(value: object) -> str:
-    """A field for a rejection, elided (reprlib): a 20 MB `reason` must not be echoed
-    whole into the answer and the log."""
-    return reprlib.repr(value)
+__all__ = ["BadEvent", "KickEvent", "Runtime", "default_kicker", "make_kicker", "parse_kick_event"]
 
 
 def make_kicker(settings: config.Settings, env: Mapping[str, str] | None = None) -> Kicker:
@@ -67,6 +37,7 @@ def make_kicker(settings: config.Settings, env: Mapping[str, str] | None = None)
             function_arn=settings.worker_arn,
             scheduler_role_arn=settings.scheduler_role_arn,
             schedule_group=settings.schedule_group,
+            timeout=settings.aws_timeout,
         )
     from pgkick.local import LocalKicker, PipeKicker
 
@@ -109,9 +80,13 @@ class Runtime:
         settings = config.Settings.from_env()
         return cls(settings, make_kicker(settings))
 
-    def drain(self, queue: str, remaining_ms: Callable[[], int]) -> Summary:
+    def drain(self, queue: str, remaining_ms: Callable[[], int], *, hop: int = 0) -> Summary:
         """Drain one queue. The lease outlasts this invocation (remaining time + a margin),
-        so the reaper can never hand a job to a second worker while this one still lives."""
+        so the reaper can never hand a job to a second worker while this one still lives.
+
+        Whatever the tasks opened (a follow-up enqueue's lingering producer connection)
+        is closed before returning: Lambda freezes the environment after the answer,
+        and a frozen open session would keep a serverless database awake."""
         margin = self.settings.lease_margin
         lease = max(self.settings.lease, timedelta(milliseconds=remaining_ms()) + margin)
         options = WorkerOptions(
@@ -119,11 +94,19 @@ class Runtime:
             lease=lease,
             min_remaining=self.settings.min_remaining,
             max_fanout=self.settings.max_fanout,
+            fanout_after=self.settings.fanout_after,
             backoff=self.settings.backoff,
             backoff_cap=self.settings.backoff_cap,
+            linger=self.settings.worker_linger,
+            watch_ttl=self.settings.watch_ttl,
+            max_hops=self.settings.max_hops,
         )
-        with self._store() as store:
-            return Worker(store, self.tasks, self.kicker, options).drain(queue, remaining_ms)
+        try:
+            with self._store() as store:
+                worker = Worker(store, self.tasks, self.kicker, options)
+                return worker.drain(queue, remaining_ms, hop=hop)
+        finally:
+            linger.close_all()
 
     def reap(self) -> dict[str, Any]:
         with self._store() as store:

@@ -18,6 +18,7 @@ from pgkick.db import Clock, Connection, Database, DatabaseUnavailable, connect,
 from pgkick.validation import JobSpec
 
 __all__ = [
+    "Announcement",
     "ClaimedJob",
     "Clock",
     "Connection",
@@ -64,6 +65,14 @@ class FailOutcome:
 
 
 @dataclass(frozen=True, slots=True)
+class Announcement:
+    """A worker's claim to be draining a queue until `ttl` from now (pgkick.watch)."""
+
+    watcher: str
+    ttl: timedelta
+
+
+@dataclass(frozen=True, slots=True)
 class ReapedJob:
     id: int
     queue: str
@@ -75,8 +84,49 @@ class JobStore(Database):
     """The queue's statements: what the producer, the worker, the reaper and the CLI run."""
 
     # -- producer ---------------------------------------------------------------
+    def insert_and_reserve(
+        self, spec: JobSpec, *, reserve: bool, pending: timedelta
+    ) -> tuple[QueuedJob, bool]:
+        """Insert and commit one job, then (if `reserve`) reserve its queue's kick: one round
+        trip. Returns the job and whether this caller must kick (pgkick.watch).
+
+        The reservation runs after the COMMIT, in its own transaction: a check made
+        before the commit could miss a worker's withdrawal and strand the job."""
+        with self.pipeline():
+            self.execute(queries.TRANSACTION_BEGIN)
+            inserted = self._insert(spec)
+            self.execute(queries.TRANSACTION_COMMIT)
+            reserved = (
+                self.execute(queries.QUEUE_KICK_RESERVE, queues=[spec.queue], pending=pending)
+                if reserve
+                else None
+            )
+        row = inserted.fetchone()
+        assert row is not None
+        return QueuedJob._make(row), bool(reserved is not None and reserved.fetchall())
+
+    def reserve_kicks(self, queues: Sequence[str], pending: timedelta) -> set[str]:
+        """The queues nobody watches, each now marked with this caller's pending kick."""
+        return {
+            row[0]
+            for row in self.rows(queries.QUEUE_KICK_RESERVE, queues=list(queues), pending=pending)
+        }
+
+    def release_kick(self, queue: str) -> None:
+        """Forget a pending kick that could not be sent (the next producer kicks instead)."""
+        self.execute(queries.QUEUE_KICK_RELEASE, queue=queue)
+
+    def committed_among(self, ids: list[int]) -> list[QueuedJob]:
+        """The jobs among `ids` that exist: a savepoint rolled back may have removed some."""
+        return [QueuedJob._make(row) for row in self.rows(queries.JOB_COMMITTED_AMONG, ids=ids)]
+
     def insert(self, spec: JobSpec) -> QueuedJob:
-        row = self.one(
+        row = self._insert(spec).fetchone()
+        assert row is not None
+        return QueuedJob._make(row)
+
+    def _insert(self, spec: JobSpec) -> Any:
+        return self.execute(
             queries.JOB_INSERT,
             queue=spec.queue,
             task=spec.task,
@@ -85,7 +135,6 @@ class JobStore(Database):
             delay=spec.delay,
             max_attempts=spec.max_attempts,
         )
-        return QueuedJob._make(row)
 
     def insert_many(self, chunks: Iterable[Sequence[JobSpec]]) -> list[QueuedJob]:
         """Insert chunk after chunk in one transaction and one pipeline; jobs in input order.
@@ -129,21 +178,57 @@ class JobStore(Database):
         return {row[0] for row in rows}
 
     def complete_many_and_claim(
-        self, finished: Sequence[ClaimedJob], queue: str, *, batch: int, lease: timedelta
+        self,
+        finished: Sequence[ClaimedJob],
+        queue: str,
+        *,
+        batch: int,
+        lease: timedelta,
+        announce: Announcement | None = None,
     ) -> tuple[set[int], list[ClaimedJob]]:
-        """Complete the last batch and claim the next in one round trip (a pipeline)."""
-        if not finished:
+        """Complete the last batch, (re)announce the worker, and claim the next batch, in one
+        round trip (a pipeline). The announcement commits with the claim (see pgkick.watch)."""
+        if not finished and announce is None:
             return set(), self.claim(queue, batch=batch, lease=lease)
         with self.pipeline():
-            completed = self.execute(
-                queries.JOB_COMPLETE_MANY,
-                ids=[j.id for j in finished],
-                attempts=[j.attempts for j in finished],
-            )
+            completed = None
+            if finished:
+                completed = self.execute(
+                    queries.JOB_COMPLETE_MANY,
+                    ids=[j.id for j in finished],
+                    attempts=[j.attempts for j in finished],
+                )
+            if announce is not None:
+                self.execute(
+                    queries.QUEUE_WATCHER_ANNOUNCE,
+                    queue=queue,
+                    watcher=announce.watcher,
+                    ttl=announce.ttl,
+                )
             claimed = self.execute(queries.JOB_CLAIM, queue=queue, batch=batch, lease=lease)
-        return {row[0] for row in completed.fetchall()}, [
-            ClaimedJob(*r) for r in claimed.fetchall()
-        ]
+        held = {row[0] for row in completed.fetchall()} if completed is not None else set()
+        return held, [ClaimedJob(*r) for r in claimed.fetchall()]
+
+    def withdraw_and_claim(
+        self, queue: str, watcher: str, *, batch: int, lease: timedelta
+    ) -> list[ClaimedJob]:
+        """Withdraw the worker's announcement, commit, then claim once more: one round trip.
+
+        The order is the protocol (pgkick.watch): the claim's snapshot is taken after
+        the withdrawal committed, so it sees every job a producer committed while it
+        still counted on this worker."""
+        with self.pipeline():
+            self.execute(queries.TRANSACTION_BEGIN)
+            self.execute(queries.QUEUE_WATCHER_WITHDRAW, queue=queue, watcher=watcher)
+            self.execute(queries.TRANSACTION_COMMIT)
+            claimed = self.execute(queries.JOB_CLAIM, queue=queue, batch=batch, lease=lease)
+        return [ClaimedJob(*r) for r in claimed.fetchall()]
+
+    def withdraw(self, queue: str, watcher: str) -> None:
+        self.execute(queries.QUEUE_WATCHER_WITHDRAW, queue=queue, watcher=watcher)
+
+    def ready_exists(self, queue: str) -> bool:
+        return bool(self.one(queries.JOB_READY_EXISTS, queue=queue)[0])
 
     def fail(
         self,

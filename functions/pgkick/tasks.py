@@ -46,6 +46,23 @@ class JobContext:
 
 
 TaskFunction = Callable[..., Any]
+ERROR_CHARS = 2_000  # last_error keeps at most this much
+
+
+def describe_error(exc: BaseException) -> str:
+    """`Type: message`, safe to store whatever the exception holds.
+
+    Why: the text goes into a PostgreSQL text column, which refuses NUL bytes and
+    strings that are not valid UTF-8 (a lone surrogate), and `str(exc)` can itself
+    raise. Any of these once crashed the worker mid-batch: the job ended as a lease
+    expiry and its batch-mates ran again."""
+    try:
+        message = str(exc)
+    except Exception as failure:
+        message = f"<str() of the exception raised {type(failure).__name__}>"
+    text = f"{type(exc).__name__}: {message}"[:ERROR_CHARS]
+    text = text.encode("utf-8", "backslashreplace").decode("utf-8")
+    return text.replace("\x00", "\\x00")
 
 
 class Registry:

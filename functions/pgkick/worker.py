@@ -17,12 +17,13 @@ import logging
 import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 
 from pgkick.kick import Kicker
 from pgkick.lease import LeaseKeeper
 from pgkick.store import ClaimedJob, JobStore
-from pgkick.tasks import JobContext, PermanentError, Registry
+from pgkick.tasks import JobContext, PermanentError, Registry, describe_error
+from pgkick.watch import WorkerWatch
 
 log = logging.getLogger("pgkick.worker")
 
@@ -55,9 +56,13 @@ class WorkerOptions:
     lease: timedelta = timedelta(minutes=5)
     min_remaining: timedelta = timedelta(seconds=2)
     max_fanout: int = 1
+    fanout_after: timedelta = timedelta(0)  # full batches for this long before fanning out
     backoff: timedelta | None = None  # None: the SQL's 10 s x 2^attempts, capped at 1 hour
     backoff_cap: timedelta | None = None
     heartbeat: bool = True  # False: leases are extended only when a task asks (tests)
+    linger: timedelta = timedelta(0)  # how long an empty queue is re-claimed before leaving
+    watch_ttl: timedelta = timedelta(seconds=5)  # an announcement's life (pgkick.watch)
+    max_hops: int = 12  # self-kicks per chain before handing over by a wake-up
 
 
 class Worker:
@@ -68,15 +73,27 @@ class Worker:
         self.registry = registry
         self.kicker = kicker
         self.options = options
+        # How a lingering worker waits and tells time; tests pass their own.
+        self.sleep: Callable[[float], None] = time.sleep
+        self.monotonic: Callable[[], float] = time.monotonic
+        self._hop = 0
 
-    def drain(self, queue: str, remaining_ms: Callable[[], int]) -> Summary:
-        """Work `queue` until it is empty or time runs short; never raises for a job's error."""
+    def drain(self, queue: str, remaining_ms: Callable[[], int], *, hop: int = 0) -> Summary:
+        """Work `queue` until it is empty or time runs short; never raises for a job's error.
+
+        `hop`: how many invocations of this worker chain came before this one (the
+        kick event's); its own kicks carry hop + 1 (see `_kick`)."""
         started = time.monotonic()
         summary = Summary(queue=queue)
         interval = self.options.lease.total_seconds() / 3 if self.options.heartbeat else None
         keeper = LeaseKeeper(self.store, self.options.lease, interval=interval)
+        watch = WorkerWatch(
+            ttl=self.options.watch_ttl, linger=self.options.linger, clock=self.monotonic
+        )
+        self._hop = hop
         longest_batch_ms = 0  # measured on the invocation's own clock
         last_batch_full = False
+        full_since: float | None = None  # when this run of full batches began
         finished: list[ClaimedJob] = []  # run, not yet recorded: they ride with the next claim
         try:
             while True:
@@ -84,21 +101,31 @@ class Worker:
                 reserve = self.options.min_remaining.total_seconds() * 1000 + longest_batch_ms
                 if before < reserve:  # another batch might not finish in time
                     self._complete(finished, keeper, summary)
-                    summary.stopped_because = "time"
-                    if last_batch_full:  # work is probably left: hand it to a fresh invocation
-                        summary.rekicked = self._kick(queue, "rekick")
+                    self._hand_over(queue, watch, last_batch_full, summary)
                     break
                 held, jobs = self.store.complete_many_and_claim(
-                    finished, queue, batch=self.options.batch, lease=self.options.lease
+                    finished,
+                    queue,
+                    batch=self.options.batch,
+                    lease=self.options.lease,
+                    announce=watch.announcement(),
                 )
                 self._account(finished, held, keeper, summary)
+                finished = []
                 if not jobs:
-                    summary.stopped_because = "empty"
-                    break
+                    last = self._linger_or_leave(queue, watch, remaining_ms, reserve)
+                    if last is None:
+                        continue  # lingered: claim again
+                    if not last:
+                        summary.stopped_because = "empty"
+                        break
+                    jobs = last
+                watch.busy()
                 summary.batches += 1
                 summary.claimed += len(jobs)
                 last_batch_full = len(jobs) == self.options.batch
-                if last_batch_full and summary.fanouts < self.options.max_fanout:
+                full_since = (full_since or self.monotonic()) if last_batch_full else None
+                if self._fan_out_now(full_since, summary):
                     summary.fanouts += int(self._kick(queue, "fanout"))
                 finished = self._run_batch(jobs, keeper, summary)
                 longest_batch_ms = max(longest_batch_ms, before - remaining_ms())
@@ -106,6 +133,45 @@ class Worker:
             keeper.close()
             summary.duration_ms = int((time.monotonic() - started) * 1000)
         return summary
+
+    def _fan_out_now(self, full_since: float | None, summary: Summary) -> bool:
+        """Ask for one more worker once full batches have kept coming for `fanout_after`.
+
+        Why wait: a new worker needs a cold start (hundreds of ms); a backlog this
+        worker clears sooner than that would only wake a second invocation, and a
+        database session, to find nothing."""
+        return (
+            full_since is not None
+            and summary.fanouts < self.options.max_fanout
+            and self.monotonic() - full_since >= self.options.fanout_after.total_seconds()
+        )
+
+    def _linger_or_leave(
+        self, queue: str, watch: WorkerWatch, remaining_ms: Callable[[], int], reserve: float
+    ) -> list[ClaimedJob] | None:
+        """The queue is empty: pause and return None (claim again), or withdraw and claim
+        once more (the protocol of pgkick.watch), returning what that last claim got."""
+        pause = watch.next_pause()
+        if pause is not None and remaining_ms() - pause * 1000 > reserve:
+            self.sleep(pause)
+            return None
+        jobs = self.store.withdraw_and_claim(
+            queue, watch.watcher, batch=self.options.batch, lease=self.options.lease
+        )
+        watch.withdrawn()  # if it got jobs, the next claim announces this worker again
+        return jobs
+
+    def _hand_over(
+        self, queue: str, watch: WorkerWatch, last_batch_full: bool, summary: Summary
+    ) -> None:
+        """Out of time: withdraw, then hand the queue to a fresh invocation if work is left.
+
+        The ready check runs after the withdrawal, so a job a producer left to this
+        worker is seen by it (and kicked for) or by the producer's own check."""
+        summary.stopped_because = "time"
+        self.store.withdraw(queue, watch.watcher)
+        if last_batch_full or self.store.ready_exists(queue):
+            summary.rekicked = self._kick(queue, "rekick")
 
     def _run_batch(
         self, jobs: list[ClaimedJob], keeper: LeaseKeeper, summary: Summary
@@ -146,9 +212,9 @@ class Worker:
         try:
             fn(job.payload, context)
         except PermanentError as exc:
-            return f"{type(exc).__name__}: {exc}", True
+            return describe_error(exc), True
         except Exception as exc:
-            return f"{type(exc).__name__}: {exc}", False
+            return describe_error(exc), False
         return None, False
 
     def _complete(self, finished: list[ClaimedJob], keeper: LeaseKeeper, summary: Summary) -> None:
@@ -199,8 +265,18 @@ class Worker:
             log.exception("could not book a wake-up for queue %s; the reaper will", queue)
 
     def _kick(self, queue: str, reason: str) -> bool:
+        """Kick this worker's own function, one hop further down the chain.
+
+        Past `max_hops` a self-invocation could be cut by Lambda's recursive-loop
+        detection (about 16 invocations of one chain): book a wake-up instead, which
+        the scheduler delivers as a fresh chain."""
+        hop = self._hop + 1
         try:
-            self.kicker.kick(queue, reason)
+            if hop > self.options.max_hops:
+                log.info("chain of %s hops on queue %s: handing over by a wake-up", hop, queue)
+                self.kicker.wake_at(queue, datetime.now(UTC))
+            else:
+                self.kicker.kick(queue, reason, hop=hop)
         except Exception:
             log.exception("could not kick queue %s (%s); the reaper will", queue, reason)
             return False

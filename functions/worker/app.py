@@ -10,7 +10,8 @@ from aws_lambda_powertools.logging.utils import copy_config_to_registered_logger
 from aws_lambda_powertools.metrics import MetricUnit
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
-from pgkick.runtime import BadEvent, Runtime, parse_kick_event
+from pgkick.kick import BadEvent, parse_kick_event
+from pgkick.runtime import Runtime
 
 logger = Logger(service=os.environ.get("POWERTOOLS_SERVICE_NAME") or "pgkick-worker")
 copy_config_to_registered_loggers(source_logger=logger, include={"pgkick"})
@@ -30,13 +31,13 @@ COUNTS = {
 @logger.inject_lambda_context
 def handler(event: Any, context: LambdaContext) -> dict[str, Any]:
     try:
-        queue = parse_kick_event(event)
+        kick = parse_kick_event(event)
     except BadEvent as exc:  # answered, not raised: a retry would fail the same way
         logger.error("rejected kick event", extra={"reason": str(exc)})
         metrics.add_metric(name="rejected", unit=MetricUnit.Count, value=1)
         return {"rejected": str(exc)}
-    logger.append_keys(queue=queue)
-    summary = runtime.drain(queue, context.get_remaining_time_in_millis)
+    logger.append_keys(queue=kick.queue, hop=kick.hop)
+    summary = runtime.drain(kick.queue, context.get_remaining_time_in_millis, hop=kick.hop)
     for field, metric in COUNTS.items():
         metrics.add_metric(name=metric, unit=MetricUnit.Count, value=getattr(summary, field))
     metrics.add_metric(name="duration", unit=MetricUnit.Milliseconds, value=summary.duration_ms)

@@ -1,0 +1,16 @@
+"""A handler that invokes itself until its event's hop reaches $PGKICK_TEST_CHAIN: the
+shape of a chain Lambda's recursive-loop detection cuts (run by the local kicker)."""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+from pgkick.runtime import default_kicker
+
+
+def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
+    hop = int(event.get("hop", 0))
+    if hop < int(os.environ["PGKICK_TEST_CHAIN"]):
+        default_kicker().kick(event["queue"], "manual", hop=hop + 1)
+    return {"hop": hop}

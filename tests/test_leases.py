@@ -1,0 +1,219 @@
+"""Leases under a moved clock: the heartbeat keeps a long job, a lost lease is noticed and
+nothing is written for it. Each test names the break it catches (each was applied by hand
+and seen to fail). Assertions are made after the drain, on what the tasks recorded: the
+worker turns an exception inside a task into a job failure."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from datetime import datetime, timedelta
+from typing import Any
+
+import psycopg
+import pytest
+
+from pgkick.kick import NoKicker
+from pgkick.lease import LeaseKeeper
+from pgkick.reaper import reap
+from pgkick.store import JobStore
+from pgkick.tasks import JobContext
+from pgkick.worker import Worker, WorkerOptions
+from tests.helpers import FakeClock, job_row, seed
+from tests.spies import WAIT, CheckedRegistry, WatchedStore
+
+LEASE = timedelta(seconds=60)
+# A worker's heartbeat ticks every third of its lease in real seconds: 0.1 s here. The SQL
+# sees the FakeClock, which the tasks move by fractions of this lease.
+SHORT = timedelta(seconds=0.3)
+
+
+def forever() -> int:
+    return 600_000
+
+
+def options(lease: timedelta, *, heartbeat: bool) -> WorkerOptions:
+    return WorkerOptions(batch=1, lease=lease, max_fanout=0, heartbeat=heartbeat)
+
+
+def locked_until(dsn: str, ids: list[int]) -> dict[int, datetime]:
+    with psycopg.connect(dsn) as conn:
+        rows = conn.execute("SELECT id, locked_until FROM jobs WHERE id = ANY(%s)", (ids,))
+        return dict(rows.fetchall())
+
+
+@pytest.fixture
+def watched(dsn: str, clock: FakeClock) -> Iterator[WatchedStore]:
+    with WatchedStore.open(dsn, clock) as opened:
+        yield opened
+
+
+def test_a_tick_moves_locked_until_and_the_reaper_spares_a_job_past_its_original_lease(
+    dsn: str, clock: FakeClock
+) -> None:
+    """Catches: the batch extension does nothing and reports success (`JobStore.extend_many`
+    returning every id without updating, or `LeaseKeeper.tick` returning at once): the
+    leases stay at their claim-time expiry and the reaper takes both jobs at +70 s."""
+    with JobStore.open(dsn, clock) as worker, JobStore.open(dsn, clock) as reaper:
+        ids = seed(worker, 2)
+        jobs = worker.claim("default", batch=2, lease=LEASE)  # leases end at +60 s
+        keeper = LeaseKeeper(worker, LEASE, interval=None)
+        keeper.hold(jobs)
+
+        clock.advance(40)
+        keeper.tick()
+        assert locked_until(dsn, ids) == dict.fromkeys(ids, clock.now + LEASE)  # +100 s
+
+        clock.advance(30)  # +70 s: past the original lease, inside the extended one
+        assert reaper.reap_expired() == []
+        assert [job_row(dsn, i)["status"] for i in ids] == ["running", "running"]
+        assert not any(keeper.is_lost(i) for i in ids)
+
+        clock.advance(31)  # +101 s: past the extended lease too; the same reaper acts now
+        assert sorted(job.id for job in reaper.reap_expired()) == sorted(ids)
+
+
+def test_a_job_longer_than_its_lease_keeps_it_while_the_heartbeat_runs(
+    dsn: str, clock: FakeClock, watched: WatchedStore, checked_tasks: CheckedRegistry
+) -> None:
+    """End to end: a 0.3 s lease, a task that runs 3.5 leases, the reaper run against the
+    moved clock after every heartbeat. Catches: the heartbeat extending nothing (the
+    batch extension a no-op reporting success, or `tick` doing nothing): the reaper
+    re-queues the job at its first run past the original lease and it ends at attempt 2."""
+    reports: list[dict[str, Any]] = []
+    started = clock.now
+
+    @checked_tasks.task("long")
+    def long(payload: Any, job: JobContext) -> None:
+        if job.attempt > 1:  # run again only if the lease was lost: end the broken run fast
+            return
+        with JobStore.open(dsn, clock) as other:
+            for _ in range(5):
+                watched.wait_extensions(2)  # the heartbeat extended at today's clock
+                clock.advance(SHORT.total_seconds() * 0.7)
+                reports.append(reap(other, NoKicker(), retention=timedelta(days=7)))
+
+    (job_id,) = seed(watched, 1, task="long")
+    summary = Worker(watched, checked_tasks, NoKicker(), options(SHORT, heartbeat=True)).drain(
+        "default", forever
+    )
+    checked_tasks.reraise()
+    assert clock.now - started > 3 * SHORT  # the job outlived three leases
+    assert [(r["requeued"], r["failed"]) for r in reports] == [(0, 0)] * 5
+    assert (summary.claimed, summary.done, summary.lost) == (1, 1, 0)
+    row = job_row(dsn, job_id)
+    assert (row["status"], row["attempts"]) == ("done", 1)
+
+
+def test_a_tick_marks_a_taken_over_job_lost_and_keeps_the_others(
+    dsn: str, clock: FakeClock
+) -> None:
+    """The keeper alone: job A's lease ran out and another worker holds it now; job B's
+    is still live. Catches: `LeaseKeeper.is_lost` always False, or the `lease_lost`
+    event (the one the task holds) never set, when an extension updates no row; and a
+    keeper whose extension touches the new owner's row."""
+    with JobStore.open(dsn, clock) as worker, JobStore.open(dsn, clock) as other:
+        (a,) = seed(worker, 1)
+        held = worker.claim("default", batch=1, lease=LEASE)  # A: lease ends at +60 s
+        clock.advance(30)
+        (b,) = seed(worker, 1)
+        held += worker.claim("default", batch=1, lease=LEASE)  # B: lease ends at +90 s
+        keeper = LeaseKeeper(worker, LEASE, interval=None)
+        keeper.hold(held)
+        a_lost, b_lost = keeper.lost_event(a), keeper.lost_event(b)  # what the tasks hold
+
+        clock.advance(31)  # +61 s: A expired, B did not
+        assert [job.id for job in other.reap_expired()] == [a]
+        assert [job.attempts for job in other.claim("default", batch=1, lease=LEASE)] == [2]
+        new_owners_row = job_row(dsn, a)
+
+        keeper.tick()
+        assert keeper.is_lost(a) and a_lost.is_set()
+        assert not keeper.is_lost(b) and not b_lost.is_set()
+        assert job_row(dsn, a) == new_owners_row
+        assert locked_until(dsn, [b]) == {b: clock.now + LEASE}
+
+
+def test_a_task_that_extends_after_a_takeover_learns_it_lost_and_nothing_is_written(
+    dsn: str, clock: FakeClock, watched: WatchedStore, checked_tasks: CheckedRegistry
+) -> None:
+    """The task stalls past its lease, another worker takes the job over, the task asks
+    for an extension, then raises. What it saw is recorded here and checked after the
+    drain. Catches: `is_lost` always False (the worker sends `job_fail` for a job that is
+    not its own), or the `lease_lost` event never set (the task is never told)."""
+    seen: list[tuple[bool, bool]] = []
+    taken_over: dict[str, Any] = {}
+
+    @checked_tasks.task("stalls")
+    def stalls(payload: Any, job: JobContext) -> None:
+        clock.advance(LEASE.total_seconds() + 1)
+        with JobStore.open(dsn, clock) as other:
+            other.reap_expired()
+            other.claim("default", batch=1, lease=LEASE)
+        taken_over.update(job_row(dsn, job.id))
+        seen.append((job.extend_lease(), job.lease_lost.is_set()))
+        raise RuntimeError("would record a failure if it still held the job")
+
+    (job_id,) = seed(watched, 1, task="stalls")
+    summary = Worker(watched, checked_tasks, NoKicker(), options(LEASE, heartbeat=False)).drain(
+        "default", forever
+    )
+    checked_tasks.reraise()
+    assert seen == [(False, True)]  # the extension found the job gone, and said so
+    assert taken_over["attempts"] == 2 and taken_over["status"] == "running"
+    assert watched.writes_for(job_id) == []  # no fail, no complete: not a single statement
+    assert job_row(dsn, job_id) == taken_over
+    assert (summary.lost, summary.done, summary.failed, summary.retried) == (1, 0, 0, 0)
+
+
+def test_the_heartbeat_tells_a_running_task_its_lease_is_lost_and_nothing_is_written(
+    dsn: str, clock: FakeClock, watched: WatchedStore, checked_tasks: CheckedRegistry
+) -> None:
+    """The heartbeat is held while the task stalls past its lease and another worker takes
+    the job over, then let go; the task waits for `lease_lost` and returns normally.
+    Catches: `is_lost` always False (the worker completes a job that is not its own:
+    `job_complete_many` names it), or `lease_lost` never set (the task waits in vain)."""
+    seen: list[bool] = []
+    taken_over: dict[str, Any] = {}
+
+    @checked_tasks.task("stalls")
+    def stalls(payload: Any, job: JobContext) -> None:
+        watched.park_heartbeat()  # no extension in flight while the lease runs out
+        clock.advance(SHORT.total_seconds() + 1)
+        with JobStore.open(dsn, clock) as other:
+            other.reap_expired()
+            other.claim("default", batch=1, lease=LEASE)
+        taken_over.update(job_row(dsn, job.id))
+        watched.release_heartbeat()  # its next extension finds the job gone
+        seen.append(job.lease_lost.wait(WAIT))
+
+    (job_id,) = seed(watched, 1, task="stalls")
+    summary = Worker(watched, checked_tasks, NoKicker(), options(SHORT, heartbeat=True)).drain(
+        "default", forever
+    )
+    checked_tasks.reraise()
+    assert seen == [True]
+    assert taken_over["attempts"] == 2 and taken_over["status"] == "running"
+    assert watched.writes_for(job_id) == []
+    assert job_row(dsn, job_id) == taken_over
+    assert (summary.lost, summary.done, summary.failed, summary.retried) == (1, 0, 0, 0)
+
+
+def test_checked_tasks_raise_a_tasks_failed_assertion_after_the_drain(
+    dsn: str, store: JobStore
+) -> None:
+    """Catches: an assertion inside a task swallowed again (the registry not wrapping the
+    task): the worker records it as a retry and the test would pass."""
+    tasks = CheckedRegistry()
+
+    @tasks.task("asserts")
+    def asserts(payload: Any) -> None:
+        assert payload["n"] == 2, "payload n is not 2"
+
+    seed(store, 1, task="asserts", payload='{"n": 1}')
+    summary = Worker(store, tasks, NoKicker(), options(LEASE, heartbeat=False)).drain(
+        "default", forever
+    )
+    assert summary.retried == 1  # the worker saw a failed task, as it always does
+    with pytest.raises(AssertionError, match="payload n is not 2"):
+        tasks.reraise()
+    tasks.reraise()  # raised once

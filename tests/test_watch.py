@@ -1,0 +1,224 @@
+"""The kick protocol (pgkick.watch): a producer kicks only when no worker will see its job,
+and no job is ever stranded, whatever the interleaving of a producer's commit-and-check
+with a worker's withdraw-and-last-claim. Two real connections; the order of statements is
+forced by the test (each step commits before the next starts), no sleeps."""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Callable, Iterator
+from datetime import timedelta
+from typing import Any
+
+import psycopg
+import pytest
+
+from pgkick import producer, queries
+from pgkick.kick import NoKicker
+from pgkick.store import Announcement, JobStore
+from pgkick.tasks import Registry
+from pgkick.validation import job_spec
+from pgkick.worker import Worker, WorkerOptions
+from tests.helpers import FakeClock
+
+LEASE = timedelta(minutes=5)
+PENDING = timedelta(seconds=10)
+TTL = timedelta(seconds=5)
+
+
+class RecordingKicker:
+    def __init__(self) -> None:
+        self.kicks: list[tuple[str, str, int]] = []
+        self.wakes: list[str] = []
+
+    def kick(self, queue: str, reason: str, *, hop: int = 0) -> None:
+        self.kicks.append((queue, reason, hop))
+
+    def wake_at(self, queue: str, when: Any) -> None:
+        self.wakes.append(queue)
+
+
+@pytest.fixture
+def two(dsn: str) -> Iterator[tuple[JobStore, JobStore]]:
+    """A producer's connection and a worker's, as two processes would have."""
+    with JobStore.open(dsn) as producer_store, JobStore.open(dsn) as worker_store:
+        yield producer_store, worker_store
+
+
+def _announce(store: JobStore, watcher: str = "w1") -> list[int]:
+    """A worker's first round trip: announce itself and claim (returns what it claimed)."""
+    _, jobs = store.complete_many_and_claim(
+        [], "q", batch=10, lease=LEASE, announce=Announcement(watcher, TTL)
+    )
+    return [job.id for job in jobs]
+
+
+# The two sides of the protocol, one committed statement per step.
+def _producer_steps(p: JobStore, seen: dict[str, Any]) -> list[Callable[[], None]]:
+    spec = job_spec({}, task="noop", queue="q")
+
+    def commit() -> None:
+        seen["job"] = p.insert(spec).id
+
+    def check() -> None:
+        seen["kick"] = "q" in p.reserve_kicks(["q"], PENDING)
+
+    return [commit, check]
+
+
+def _worker_steps(w: JobStore, seen: dict[str, Any], *, correct: bool) -> list[Callable[[], None]]:
+    def withdraw() -> None:
+        w.withdraw("q", "w1")
+
+    def last_claim() -> None:
+        seen["claimed"] = [job.id for job in w.claim("q", batch=10, lease=LEASE)]
+
+    return [withdraw, last_claim] if correct else [last_claim, withdraw]
+
+
+def _interleavings(a: int, b: int) -> Iterator[tuple[int, ...]]:
+    """Every order of a steps of side 0 and b steps of side 1, each side's order kept."""
+    for positions in itertools.combinations(range(a + b), a):
+        yield tuple(0 if i in positions else 1 for i in range(a + b))
+
+
+def _strands(p: JobStore, w: JobStore, order: tuple[int, ...], *, correct: bool) -> bool:
+    """Play one interleaving on a worker that announced; True if the job is left to nobody."""
+    w.execute(queries.JOB_TRUNCATE_ALL)
+    p.execute("DELETE FROM queue_watchers")
+    _announce(w)
+    seen: dict[str, Any] = {}
+    sides = [iter(_producer_steps(p, seen)), iter(_worker_steps(w, seen, correct=correct))]
+    for side in order:
+        next(sides[side])()
+    return not seen["kick"] and seen["job"] not in seen["claimed"]
+
+
+def test_no_interleaving_of_commit_check_and_withdraw_claim_strands_a_job(
+    two: tuple[JobStore, JobStore],
+) -> None:
+    """Catches: a worker that claims before it withdraws (or a producer that checks before
+    it commits). The same interleavings on the wrong order do strand a job, so this test
+    sees the difference."""
+    p, w = two
+    orders = list(_interleavings(2, 2))
+    assert len(orders) == 6
+    assert [o for o in orders if _strands(p, w, o, correct=True)] == []
+    assert any(_strands(p, w, o, correct=False) for o in orders)
+
+
+def test_a_check_that_runs_while_the_withdrawal_is_uncommitted_is_covered_by_the_last_claim(
+    dsn: str, two: tuple[JobStore, JobStore]
+) -> None:
+    """The check's snapshot sees the worker still there (its DELETE not yet committed), so
+    nobody kicks: the worker's last claim, after its commit, must see the job."""
+    p, w = two
+    _announce(w)
+    with psycopg.connect(dsn) as raw:  # the worker's withdrawal, held open
+        with raw.transaction():
+            raw.execute(queries.QUEUE_WATCHER_WITHDRAW, {"queue": "q", "watcher": "w1"})
+            job, must_kick = p.insert_and_reserve(
+                job_spec({}, task="noop", queue="q"), reserve=True, pending=PENDING
+            )
+            assert not must_kick
+    assert [j.id for j in w.claim("q", batch=10, lease=LEASE)] == [job.id]
+
+
+def test_a_pending_kick_stands_for_a_worker_until_one_announces(
+    two: tuple[JobStore, JobStore],
+) -> None:
+    """Of racing producers exactly one kicks; the worker it starts takes the pending kick
+    up in its announcement, so a producer that saw only the pending kick is covered too."""
+    p, w = two
+    spec = job_spec({}, task="noop", queue="q")
+    first = [p.insert_and_reserve(spec, reserve=True, pending=PENDING)[1] for _ in range(3)]
+    assert first == [True, False, False]
+    assert len(_announce(w)) == 3  # the kicked worker arrives: the 'kick' row becomes its own
+    rows = p.rows("SELECT watcher FROM queue_watchers WHERE queue = 'q'")
+    assert rows == [("w1",)]
+    assert w.withdraw_and_claim("q", "w1", batch=10, lease=LEASE) == []
+    assert p.reserve_kicks(["q"], PENDING) == {"q"}  # nobody left: the next job kicks
+
+
+def test_a_crashed_workers_announcement_expires_and_producers_kick_again(
+    dsn: str, clock: FakeClock
+) -> None:
+    with JobStore.open(dsn, clock) as w, JobStore.open(dsn, clock) as p:
+        _announce(w)  # then the worker dies without withdrawing
+        assert p.reserve_kicks(["q"], PENDING) == set()
+        clock.advance(TTL.total_seconds() + 0.001)
+        assert p.reserve_kicks(["q"], PENDING) == {"q"}
+        # and that kick, unanswered, stands for a worker only for its pending window
+        assert p.reserve_kicks(["q"], PENDING) == set()
+        clock.advance(PENDING.total_seconds() + 0.001)
+        assert p.reserve_kicks(["q"], PENDING) == {"q"}
+
+
+def test_enqueue_and_kick_checks_after_its_commit_in_the_same_round_trip(dsn: str) -> None:
+    """One kick for a burst of single enqueues; a worker present means no kick at all."""
+    kicker = RecordingKicker()
+    for _ in range(20):
+        producer.enqueue_and_kick({}, task="noop", queue="q", dsn=dsn, kicker=kicker)
+    assert kicker.kicks == [("q", "enqueue", 0)]
+    with JobStore.open(dsn) as w:
+        w.execute("DELETE FROM queue_watchers")
+        _announce(w)
+        producer.enqueue_and_kick({}, task="noop", queue="q", dsn=dsn, kicker=kicker)
+        assert len(kicker.kicks) == 1
+
+
+def test_a_rolled_back_savepoint_kicks_and_wakes_nothing(dsn: str) -> None:
+    """Catches: a job enqueued in a savepoint that rolled back still being kicked/woken."""
+    kicker = RecordingKicker()
+    with psycopg.connect(dsn) as conn:
+        with producer.transaction(conn, kicker=kicker) as jobs:
+            with pytest.raises(ZeroDivisionError), conn.transaction():
+                jobs.enqueue({}, task="noop", queue="gone")
+                jobs.enqueue({}, task="noop", queue="gone-later", delay=600)
+                raise ZeroDivisionError
+            jobs.enqueue({}, task="noop", queue="kept")
+        assert conn.info.transaction_status == psycopg.pq.TransactionStatus.IDLE
+    assert kicker.kicks == [("kept", "enqueue", 0)] and kicker.wakes == []
+
+
+class _LateProducer:
+    """The worker's pauses while it lingers, on a moved clock: during the third one an app
+    commits a job."""
+
+    def __init__(self, dsn: str, kicker: RecordingKicker) -> None:
+        self.dsn, self.kicker, self.pauses, self.now = dsn, kicker, 0, 0.0
+
+    def sleep(self, seconds: float) -> None:
+        self.pauses += 1
+        self.now += seconds
+        if self.pauses == 3:
+            producer.enqueue_and_kick({}, task="noop", queue="q", dsn=self.dsn, kicker=self.kicker)
+
+
+def test_a_lingering_worker_takes_the_next_job_of_a_trickle_without_a_kick(dsn: str) -> None:
+    kicker = RecordingKicker()
+    registry = Registry()
+    registry.task("noop")(lambda payload, job: None)
+    options = WorkerOptions(heartbeat=False, linger=timedelta(seconds=1))
+    app = _LateProducer(dsn, kicker)
+    with JobStore.open(dsn) as store:
+        worker = Worker(store, registry, kicker, options)
+        worker.sleep, worker.monotonic = app.sleep, lambda: app.now
+        summary = worker.drain("q", lambda: 60_000)
+    assert summary.claimed == 1 and summary.done == 1 and summary.stopped_because == "empty"
+    assert app.now >= 1.0  # it lingered its whole window (on the moved clock) before leaving
+    assert kicker.kicks == []  # the producer saw the worker, so it did not kick
+    with JobStore.open(dsn) as store:  # and the worker withdrew before it left
+        assert store.rows("SELECT * FROM queue_watchers") == []
+
+
+def test_the_none_kicker_reserves_no_kick_that_would_silence_other_producers(dsn: str) -> None:
+    """Catches: PGKICK_KICKER=none still marking a pending kick, so for its window another
+    producer (with a real kicker) would trust a kick that was never sent."""
+    producer.enqueue_and_kick({}, task="noop", queue="q", dsn=dsn, kicker=NoKicker())
+    producer.enqueue_many(
+        [{"payload": {}, "task": "noop", "queue": "q"}], dsn=dsn, kicker=NoKicker()
+    )
+    kicker = RecordingKicker()
+    producer.enqueue_and_kick({}, task="noop", queue="q", dsn=dsn, kicker=kicker)
+    assert kicker.kicks == [("q", "enqueue", 0)]
