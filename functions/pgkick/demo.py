@@ -54,7 +54,8 @@ class DemoRun:
     queue: str
     trace_dir: Path
     ids: list[int] = field(default_factory=list)
-    single_ids: list[int] = field(default_factory=list)  # enqueued one by one, to a warm worker
+    single_ids: list[int] = field(default_factory=list)  # a trickle of single enqueues
+    single_invocations: int = 0  # the worker invocations that trickle cost
     rolled_back_kicks: int = 0
     killed_job: int | None = None
     drain_seconds: float = 0.0
@@ -157,14 +158,18 @@ def _scenario(
     progress.wait(lambda c: c["queued"] == 0 and c["running"] == 0, 300)
     state.drain_seconds = time.monotonic() - started
 
-    say("20 single enqueue_and_kick calls (kick-to-start latency)")
+    say("a trickle: 20 single enqueue_and_kick calls, 50 ms apart")
+    kicker.wait_idle(30)
+    before = kicker.stats.invocations
     for n in range(20):
         state.single_ids.append(
             producer.enqueue_and_kick(
                 {"single": n}, task="demo", queue=queue, dsn=state.dsn, kicker=kicker
             )
         )
-        kicker.wait_idle(30)
+        time.sleep(0.05)
+    kicker.wait_idle(30)
+    state.single_invocations = kicker.stats.invocations - before
     state.ids += state.single_ids
 
     say("an app transaction with 3 jobs, committed; another with 1 job, rolled back")
