@@ -51,3 +51,53 @@ def test_transactions_on_the_apps_connection_through_pgbouncer(
     assert [str(e).splitlines()[0] for e in errors] == []
     with psycopg.connect(dsn) as conn:
         assert conn.execute("SELECT count(*) FROM jobs").fetchone() == (160,)
+
+
+class _Counting:
+    def __init__(self) -> None:
+        self.kicks = 0
+        self.lock = threading.Lock()
+
+    def kick(self, queue: str, reason: str, *, hop: int = 0) -> None:
+        with self.lock:
+            self.kicks += 1
+
+    def wake_at(self, queue: str, when: object) -> None:
+        return None
+
+
+def test_the_kick_reservation_rides_the_pipeline_through_pgbouncer(
+    dsn: str, embedded_pg: EmbeddedPostgres | None
+) -> None:
+    """enqueue_and_kick sends BEGIN; INSERT; COMMIT; reserve in one pipeline, and
+    transaction() re-reads its jobs and reserves after the app's commit: through a
+    transaction-mode pooler every job must commit, and kicks stay one per pending window
+    (they are reserved in the database, whichever server connection the pooler lends)."""
+    os_user = embedded_pg.os_user if embedded_pg else None
+    dbname = str(conninfo_to_dict(dsn)["dbname"])
+    errors: list[BaseException] = []
+    kicker = _Counting()
+    with pgbouncer(dsn, os_user, pool_size=2) as pooled:
+        pooled_dsn = make_conninfo(pooled, dbname=dbname)
+
+        def app(n: int) -> None:
+            with psycopg.connect(pooled_dsn) as conn:
+                for i in range(10):
+                    try:
+                        pgkick.enqueue_and_kick(
+                            {"n": n, "i": i}, task="noop", dsn=pooled_dsn, kicker=kicker
+                        )
+                        with pgkick.transaction(conn, kicker=kicker) as jobs:
+                            jobs.enqueue({"n": n, "i": i, "tx": True}, task="noop")
+                    except psycopg.Error as exc:
+                        errors.append(exc)
+
+        threads = [threading.Thread(target=app, args=(n,)) for n in range(6)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join(120)
+    assert [str(e).splitlines()[0] for e in errors] == []
+    with psycopg.connect(dsn) as conn:
+        assert conn.execute("SELECT count(*) FROM jobs").fetchone() == (120,)
+    assert kicker.kicks == 1  # nobody ever took the pending kick up: one kick for them all
