@@ -36,3 +36,10 @@ def record_span(payload: Any, job: JobContext) -> None:
     path = Path(os.environ["PGKICK_TEST_RECORD"]) / f"{os.getpid()}.spans"
     with path.open("a") as log:
         log.write(f"{job.id} {job.attempt} {started} {time.monotonic_ns()}\n")
+
+
+@task("hang_once")
+def hang_once(payload: Any, job: JobContext) -> None:
+    """Hangs (60 s) on its first attempt, so its worker dies holding it; then succeeds."""
+    if job.attempt == 1:
+        time.sleep(60)

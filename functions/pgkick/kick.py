@@ -26,7 +26,7 @@ from pgkick.validation import check_name
 
 log = logging.getLogger("pgkick.kick")
 
-REASONS = frozenset({"enqueue", "wake", "rekick", "fanout", "reaper", "manual"})
+REASONS = frozenset({"enqueue", "wake", "rescue", "rekick", "fanout", "reaper", "manual"})
 
 
 class Kicker(Protocol):
@@ -39,6 +39,13 @@ class Kicker(Protocol):
     def wake_at(self, queue: str, when: datetime) -> None:
         """Ask for a worker on `queue` at `when` (a job's future run_at)."""
 
+    def book_rescue(self, queue: str, when: datetime, name: str) -> None:
+        """A worker's dead-man's switch: a `rescue` kick on `queue` at `when` (its leases'
+        expiry), under a name of its own, unless `cancel_rescue(name)` comes first."""
+
+    def cancel_rescue(self, name: str) -> None:
+        """The worker finished cleanly: its rescue is not needed."""
+
 
 class NoKicker:
     """The app drives its workers itself (or the reaper does): kicks go nowhere."""
@@ -47,6 +54,12 @@ class NoKicker:
         return None
 
     def wake_at(self, queue: str, when: datetime) -> None:
+        return None
+
+    def book_rescue(self, queue: str, when: datetime, name: str) -> None:
+        return None
+
+    def cancel_rescue(self, name: str) -> None:
         return None
 
 
@@ -163,6 +176,27 @@ class LambdaKicker:
         with self._lock:
             if name in self._booked:
                 return
+        self._schedule(name, minute, kick_event(queue, "wake"))
+        with self._lock:
+            self._booked[name] = minute
+            now = datetime.now(UTC)  # a long-lived app forgets the wake-ups that have fired
+            self._booked = {n: m for n, m in self._booked.items() if m >= now}
+
+    def book_rescue(self, queue: str, when: datetime, name: str) -> None:
+        if self.function_arn and self.scheduler_role_arn:
+            self._schedule(name, wake_minute(when), kick_event(queue, "rescue"))
+
+    def cancel_rescue(self, name: str) -> None:
+        if not (self.function_arn and self.scheduler_role_arn):
+            return
+        try:
+            self._scheduler_client().delete_schedule(Name=name, GroupName=self.schedule_group)
+        except Exception as exc:
+            if _error_code(exc) != "ResourceNotFoundException":  # fired already, or never made
+                raise
+
+    def _schedule(self, name: str, minute: datetime, event: dict[str, Any]) -> None:
+        """A one-time schedule invoking the worker with `event`; made already is fine."""
         try:
             self._scheduler_client().create_schedule(
                 Name=name,
@@ -174,16 +208,12 @@ class LambdaKicker:
                 Target={
                     "Arn": self.function_arn,
                     "RoleArn": self.scheduler_role_arn,
-                    "Input": json.dumps(kick_event(queue, "wake")),
+                    "Input": json.dumps(event),
                 },
             )
         except Exception as exc:
             if _error_code(exc) != "ConflictException":  # booked already: that is the point
                 raise
-        with self._lock:
-            self._booked[name] = minute
-            now = datetime.now(UTC)  # a long-lived app forgets the wake-ups that have fired
-            self._booked = {n: m for n, m in self._booked.items() if m >= now}
 
     def _lambda_client(self) -> Any:
         if self._lambda is None:

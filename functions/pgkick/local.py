@@ -22,7 +22,6 @@ in one place.
 
 from __future__ import annotations
 
-import json
 import logging
 import os
 import threading
@@ -107,6 +106,7 @@ class LocalKicker:
             on_exit=self._on_exit,
         )
         self._timers: dict[tuple[str, int], threading.Timer] = {}
+        self._rescues: dict[str, threading.Timer] = {}  # dead-man's switches, by name
         self._closed = False
 
     @property
@@ -134,6 +134,29 @@ class LocalKicker:
             self._timers[(queue, due)] = timer
         timer.start()
 
+    def book_rescue(self, queue: str, when: datetime, name: str) -> None:
+        """A timer that kicks `queue` with reason `rescue` at `when`, as a schedule would."""
+        with self._lock:
+            if self._closed or name in self._rescues:
+                return
+            delay = max(0.0, when.timestamp() - datetime.now(UTC).timestamp())
+            timer = threading.Timer(delay, self._fire_rescue, (queue, name))
+            timer.daemon = True
+            self._rescues[name] = timer
+        timer.start()
+
+    def cancel_rescue(self, name: str) -> None:
+        with self._lock:
+            timer = self._rescues.pop(name, None)
+            self._lock.notify_all()
+        if timer is not None:
+            timer.cancel()
+
+    def rescues(self) -> list[str]:
+        """The names of the rescues booked and neither fired nor cancelled."""
+        with self._lock:
+            return sorted(self._rescues)
+
     # -- for the demo, the bench and the tests ------------------------------------
     def wait_idle(self, timeout: float, *, include_wakes: bool = False) -> bool:
         """Block until nothing runs or waits (and, if asked, no wake-up is booked)."""
@@ -143,7 +166,7 @@ class LocalKicker:
                     not self._pending
                     and not self._delayed
                     and not self._pool.busy()
-                    and (not include_wakes or not self._timers)
+                    and (not include_wakes or not (self._timers or self._rescues))
                 ),
                 timeout,
             )
@@ -157,9 +180,10 @@ class LocalKicker:
         """Cancel wake-ups and retries, and let every environment exit (stdin closed)."""
         with self._lock:
             self._closed = True
-            for timer in [*self._timers.values(), *self._delayed]:
+            for timer in [*self._timers.values(), *self._delayed, *self._rescues.values()]:
                 timer.cancel()
             self._timers.clear()
+            self._rescues.clear()
             self._delayed.clear()
         self._pool.close()
 
@@ -223,6 +247,11 @@ class LocalKicker:
                 self._dispatch()
             self._lock.notify_all()
 
+    def _fire_rescue(self, queue: str, name: str) -> None:
+        with self._lock:
+            if self._rescues.pop(name, None) is not None:
+                self._accept(_Event(kick_event(queue, "rescue"), 0, time.monotonic()))
+
     def _fire_wake(self, queue: str, due: int) -> None:
         with self._lock:  # one step, so wait_idle never sees the wake gone but not yet kicked
             self._timers.pop((queue, due), None)
@@ -239,6 +268,12 @@ class LocalKicker:
                 self.wake_at(
                     message["wake"]["queue"], datetime.fromisoformat(message["wake"]["at"])
                 )
+            elif "rescue" in message:
+                rescue = message["rescue"]
+                when = datetime.fromisoformat(rescue["at"])
+                self.book_rescue(rescue["queue"], when, rescue["name"])
+            elif "cancel_rescue" in message:
+                self.cancel_rescue(message["cancel_rescue"])
             elif "started" in message:
                 self._pool.arm_deadline(environment)
             elif "result" in message:
@@ -263,21 +298,3 @@ class LocalKicker:
             self._retry(environment.busy, f"died (exit {environment.process.returncode})")
         self._dispatch()
         self._lock.notify_all()
-
-
-class PipeKicker:
-    """Inside a local environment: hand kicks and wake-ups back to the parent LocalKicker."""
-
-    def __init__(self, fd: int) -> None:
-        self._out = os.fdopen(fd, "w", buffering=1)
-        self._lock = threading.Lock()
-
-    def kick(self, queue: str, reason: str, *, hop: int = 0) -> None:
-        self.send({"kick": kick_event(queue, reason, hop)})
-
-    def wake_at(self, queue: str, when: datetime) -> None:
-        self.send({"wake": {"queue": queue, "at": when.isoformat()}})
-
-    def send(self, message: dict[str, Any]) -> None:
-        with self._lock:
-            self._out.write(json.dumps(message, default=str) + "\n")

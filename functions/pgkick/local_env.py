@@ -15,15 +15,41 @@ import json
 import os
 import resource
 import sys
+import threading
 import traceback
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
 from pgkick.context import FakeLambdaContext
 from pgkick.db import opened
-from pgkick.local import PipeKicker
+from pgkick.kick import kick_event
 
 HANDLER_FILE = Path(__file__).resolve().parent.parent / "worker" / "app.py"
+
+
+class PipeKicker:
+    """Inside a local environment: hand kicks and wake-ups back to the parent LocalKicker."""
+
+    def __init__(self, fd: int) -> None:
+        self._out = os.fdopen(fd, "w", buffering=1)
+        self._lock = threading.Lock()
+
+    def kick(self, queue: str, reason: str, *, hop: int = 0) -> None:
+        self.send({"kick": kick_event(queue, reason, hop)})
+
+    def wake_at(self, queue: str, when: datetime) -> None:
+        self.send({"wake": {"queue": queue, "at": when.isoformat()}})
+
+    def book_rescue(self, queue: str, when: datetime, name: str) -> None:
+        self.send({"rescue": {"queue": queue, "at": when.isoformat(), "name": name}})
+
+    def cancel_rescue(self, name: str) -> None:
+        self.send({"cancel_rescue": name})
+
+    def send(self, message: dict[str, Any]) -> None:
+        with self._lock:
+            self._out.write(json.dumps(message, default=str) + "\n")
 
 
 def load_handler(path: Path = HANDLER_FILE) -> Any:

@@ -211,6 +211,10 @@ FROM unnest(%(queues)b::text[], %(tasks)b::text[], %(payloads)b::text[],
 ORDER BY n
 RETURNING id, queue, run_at;"""
 
+JOB_LEASE_LATEST_IN_QUEUE: Final = """\
+-- job_lease_latest_in_queue: The latest lease expiry among a queue's running jobs (a rescue that finds leases not yet expired comes back then).
+SELECT max(locked_until) FROM jobs WHERE queue = %(queue)s AND status = 'running';"""
+
 JOB_PURGE_FINISHED: Final = """\
 -- job_purge_finished: Deletes up to batch done or failed jobs that finished more than retention ago; never queued or running ones.
 DELETE FROM jobs
@@ -246,6 +250,18 @@ SET status       = CASE WHEN attempts >= max_attempts THEN 'failed' ELSE 'queued
     locked_until = NULL,
     last_error   = format('lease expired (attempt %%s of %%s)', attempts, max_attempts)
 WHERE status = 'running' AND locked_until < coalesce(%(now)s::timestamptz, now())
+RETURNING id, queue, status, attempts;"""
+
+JOB_REAP_EXPIRED_IN_QUEUE: Final = """\
+-- job_reap_expired_in_queue: Re-queues one queue's running jobs whose lease expired (failing them at max_attempts): what a rescue wake-up does before it drains.
+UPDATE jobs
+SET status       = CASE WHEN attempts >= max_attempts THEN 'failed' ELSE 'queued' END,
+    finished_at  = CASE WHEN attempts >= max_attempts
+                        THEN coalesce(%(now)s::timestamptz, now()) END,
+    locked_until = NULL,
+    last_error   = format('lease expired (attempt %%s of %%s)', attempts, max_attempts)
+WHERE queue = %(queue)s AND status = 'running'
+  AND locked_until < coalesce(%(now)s::timestamptz, now())
 RETURNING id, queue, status, attempts;"""
 
 JOB_RETRY_FAILED: Final = """\

@@ -19,6 +19,7 @@ from typing import Any
 from pgkick import config, linger, schema
 from pgkick.kick import BadEvent, Kicker, KickEvent, LambdaKicker, NoKicker, parse_kick_event
 from pgkick.reaper import reap
+from pgkick.rescue import rescue_queue
 from pgkick.store import JobStore
 from pgkick.tasks import Registry, registry
 from pgkick.worker import Summary, Worker, WorkerOptions
@@ -39,10 +40,12 @@ def make_kicker(settings: config.Settings, env: Mapping[str, str] | None = None)
             schedule_group=settings.schedule_group,
             timeout=settings.aws_timeout,
         )
-    from pgkick.local import LocalKicker, PipeKicker
-
     if env.get("PGKICK_LOCAL_PIPE_FD"):  # inside a local environment: report to the parent
+        from pgkick.local_env import PipeKicker
+
         return PipeKicker(int(env["PGKICK_LOCAL_PIPE_FD"]))
+    from pgkick.local import LocalKicker
+
     return LocalKicker(concurrency=settings.local_concurrency)
 
 
@@ -80,13 +83,18 @@ class Runtime:
         settings = config.Settings.from_env()
         return cls(settings, make_kicker(settings))
 
-    def drain(self, queue: str, remaining_ms: Callable[[], int], *, hop: int = 0) -> Summary:
+    def drain(
+        self, queue: str, remaining_ms: Callable[[], int], *, hop: int = 0, reason: str = "manual"
+    ) -> Summary:
         """Drain one queue. The lease outlasts this invocation (remaining time + a margin),
         so the reaper can never hand a job to a second worker while this one still lives.
 
         Whatever the tasks opened (a follow-up enqueue's lingering producer connection)
         is closed before returning: Lambda freezes the environment after the answer,
-        and a frozen open session would keep a serverless database awake."""
+        and a frozen open session would keep a serverless database awake.
+
+        A `rescue` (a dead worker's switch, pgkick.rescue) first re-queues the queue's
+        expired leases."""
         margin = self.settings.lease_margin
         lease = max(self.settings.lease, timedelta(milliseconds=remaining_ms()) + margin)
         options = WorkerOptions(
@@ -103,8 +111,11 @@ class Runtime:
         )
         try:
             with self._store() as store:
+                rescued = rescue_queue(store, self.kicker, queue) if reason == "rescue" else []
                 worker = Worker(store, self.tasks, self.kicker, options)
-                return worker.drain(queue, remaining_ms, hop=hop)
+                summary = worker.drain(queue, remaining_ms, hop=hop)
+                summary.rescued = len(rescued)
+                return summary
         finally:
             linger.close_all()
 

@@ -270,8 +270,18 @@ class JobStore(Database):
         return {row[0] for row in rows}
 
     # -- reaper -----------------------------------------------------------------
-    def reap_expired(self) -> list[ReapedJob]:
-        return [ReapedJob(*row) for row in self.rows(queries.JOB_REAP_EXPIRED)]
+    def reap_expired(self, queue: str | None = None) -> list[ReapedJob]:
+        """Expired leases back to queued (or failed at max_attempts): all, or one queue's."""
+        if queue is None:
+            return [ReapedJob(*row) for row in self.rows(queries.JOB_REAP_EXPIRED)]
+        return [
+            ReapedJob(*row) for row in self.rows(queries.JOB_REAP_EXPIRED_IN_QUEUE, queue=queue)
+        ]
+
+    def latest_lease(self, queue: str) -> datetime | None:
+        """When the last lease held in `queue` expires (None: nothing running)."""
+        value = self.one(queries.JOB_LEASE_LATEST_IN_QUEUE, queue=queue)[0]
+        return value if isinstance(value, datetime) else None
 
     def purge_finished(self, retention: timedelta, *, batch: int = 10_000) -> int:
         """Delete finished jobs older than retention, one short statement per batch."""

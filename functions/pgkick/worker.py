@@ -21,6 +21,7 @@ from datetime import UTC, datetime, timedelta
 
 from pgkick.kick import Kicker
 from pgkick.lease import LeaseKeeper
+from pgkick.rescue import DeadMansSwitch
 from pgkick.store import ClaimedJob, JobStore
 from pgkick.tasks import JobContext, PermanentError, Registry, describe_error
 from pgkick.watch import WorkerWatch
@@ -40,6 +41,7 @@ class Summary:
     failed: int = 0
     retried: int = 0
     lost: int = 0
+    rescued: int = 0  # expired leases a rescue re-queued before draining
     batches: int = 0
     rekicked: bool = False
     fanouts: int = 0
@@ -91,6 +93,13 @@ class Worker:
             ttl=self.options.watch_ttl, linger=self.options.linger, clock=self.monotonic
         )
         self._hop = hop
+        rescue = DeadMansSwitch(
+            self.kicker,
+            queue,
+            watch.watcher,
+            remaining=timedelta(milliseconds=remaining_ms()),
+            lease=self.options.lease,
+        )
         longest_batch_ms = 0  # measured on the invocation's own clock
         last_batch_full = False
         full_since: float | None = None  # when this run of full batches began
@@ -121,6 +130,7 @@ class Worker:
                         break
                     jobs = last
                 watch.busy()
+                rescue.arm()
                 summary.batches += 1
                 summary.claimed += len(jobs)
                 last_batch_full = len(jobs) == self.options.batch
@@ -129,6 +139,7 @@ class Worker:
                     summary.fanouts += int(self._kick(queue, "fanout"))
                 finished = self._run_batch(jobs, keeper, summary)
                 longest_batch_ms = max(longest_batch_ms, before - remaining_ms())
+            rescue.disarm()  # only on a clean finish: after a crash it must fire
         finally:
             keeper.close()
             summary.duration_ms = int((time.monotonic() - started) * 1000)

@@ -37,7 +37,9 @@ def handler(event: Any, context: LambdaContext) -> dict[str, Any]:
         metrics.add_metric(name="rejected", unit=MetricUnit.Count, value=1)
         return {"rejected": str(exc)}
     logger.append_keys(queue=kick.queue, hop=kick.hop)
-    summary = runtime.drain(kick.queue, context.get_remaining_time_in_millis, hop=kick.hop)
+    summary = runtime.drain(
+        kick.queue, context.get_remaining_time_in_millis, hop=kick.hop, reason=kick.reason
+    )
     for field, metric in COUNTS.items():
         metrics.add_metric(name=metric, unit=MetricUnit.Count, value=getattr(summary, field))
     metrics.add_metric(name="duration", unit=MetricUnit.Milliseconds, value=summary.duration_ms)

@@ -1,0 +1,144 @@
+"""The dead-man's switch (pgkick.rescue): a worker that dies holding jobs is rescued by its
+own wake-up at its leases' expiry, with no periodic reaper; one that finishes cleanly
+leaves no wake-up behind."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import boto3
+import psycopg
+import pytest
+
+from pgkick import db, producer
+from pgkick.context import FakeLambdaContext
+from pgkick.kick import LambdaKicker
+from pgkick.local import LocalKicker
+from pgkick.store import JobStore
+from pgkick.tasks import Registry
+from pgkick.worker import Worker, WorkerOptions
+from tests.aws import CallLog, create_worker_function
+from tests.helpers import load_handler, seed, sessions_of
+
+ROOT = Path(__file__).parent.parent
+
+
+@pytest.fixture
+def local(dsn: str, tmp_path: Path) -> Iterator[LocalKicker]:
+    """Lambda-like environments with 1 s leases and a 2 s timeout: a dead worker's leases
+    expire about 5 s after it started (its remaining time plus its lease)."""
+    (tmp_path / "runs").mkdir()
+    kicker = LocalKicker(
+        env={
+            "DATABASE_URL": dsn,
+            "PGKICK_TASKS": "tests.record_tasks",
+            "PGKICK_TEST_RECORD": str(tmp_path / "runs"),
+            "PYTHONPATH": str(ROOT),
+            "POWERTOOLS_LOG_LEVEL": "WARNING",
+            "PGKICK_LEASE_SECONDS": "1",
+            "PGKICK_LEASE_MARGIN_SECONDS": "1",
+            "PGKICK_MIN_REMAINING_MS": "200",
+            "PGKICK_WORKER_LINGER_MS": "0",
+        },
+        concurrency=2,
+        timeout_ms=2_000,
+        retry_delays=(0.2, 0.4),
+        output=tmp_path / "workers.log",
+    )
+    yield kicker
+    kicker.close()
+
+
+def _statuses(dsn: str) -> dict[str, int]:
+    with psycopg.connect(dsn) as conn:
+        return dict(conn.execute("SELECT status, count(*) FROM jobs GROUP BY 1").fetchall())
+
+
+def _wait_running(dsn: str, timeout: float = 30) -> None:
+    deadline = time.monotonic() + timeout
+    while _statuses(dsn).get("running", 0) == 0:
+        assert time.monotonic() < deadline, "the job never started"
+        time.sleep(0.02)
+
+
+@pytest.mark.parametrize("death", ["sigkill", "timeout"])
+def test_a_dead_worker_is_rescued_by_its_own_wake_up_without_a_reaper(
+    dsn: str, local: LocalKicker, death: str
+) -> None:
+    """Catches a worker that books no rescue (or cancels it even when it dies): with no
+    reaper running, the job it held would stay `running` for good."""
+    job_id = producer.enqueue_and_kick({}, task="hang_once", dsn=dsn, kicker=local)
+    producer.enqueue_many(
+        [{"payload": {}, "task": "noop"} for _ in range(5)], dsn=dsn, kicker=local
+    )
+    _wait_running(dsn)
+    if death == "sigkill":  # else it hangs past its timeout and the kicker kills it
+        (pid,) = local.processes()[:1]
+        os.kill(pid, signal.SIGKILL)
+    assert local.wait_idle(60, include_wakes=True)
+    assert _statuses(dsn) == {"done": 6}
+    with psycopg.connect(dsn) as conn:
+        row = conn.execute("SELECT attempts FROM jobs WHERE id = %s", (job_id,)).fetchone()
+    assert row == (2,)
+    # the jobs the dead worker held came back through a rescue, not a reaper
+    assert sum(r.get("rescued", 0) for r in local.stats.results if isinstance(r, dict)) >= 1
+    assert local.rescues() == []
+    if death == "timeout":
+        assert local.stats.timeouts >= 1
+
+
+def test_a_worker_that_finishes_cleanly_leaves_no_rescue_behind(
+    dsn: str, local: LocalKicker
+) -> None:
+    producer.enqueue_many(
+        [{"payload": {}, "task": "noop"} for _ in range(30)], dsn=dsn, kicker=local
+    )
+    assert local.wait_idle(30)
+    assert _statuses(dsn) == {"done": 30}
+    assert local.rescues() == []  # booked while it held jobs, cancelled when it finished
+
+
+def test_on_aws_the_rescue_is_a_schedule_created_then_deleted(dsn: str, aws: None) -> None:
+    """moto: the worker creates one schedule named for it when it first holds jobs, and
+    deletes it when it finishes; none is left in the group."""
+    arn = create_worker_function()
+    log = CallLog()
+    log.attach_default_session()
+    kicker = LambdaKicker(
+        "pgkick-worker",
+        function_arn=arn,
+        scheduler_role_arn="arn:aws:iam::123456789012:role/pgkick-scheduler",
+    )
+    registry = Registry()
+    registry.task("noop")(lambda payload: None)
+    with JobStore.open(dsn) as store:
+        seed(store, 25)
+        summary = Worker(store, registry, kicker, WorkerOptions(heartbeat=False)).drain(
+            "default", lambda: 60_000
+        )
+    assert summary.done == 25
+    (created,) = log.named("CreateSchedule")
+    (deleted,) = log.named("DeleteSchedule")
+    assert created["Name"].startswith("pgkick-rescue-") and deleted["Name"] == created["Name"]
+    assert json.loads(created["Target"]["Input"]) == {"queue": "default", "reason": "rescue"}
+    assert boto3.client("scheduler").list_schedules()["Schedules"] == []
+
+
+def test_a_rescue_with_nothing_expired_is_one_connection_and_no_change(
+    dsn: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("DATABASE_URL", dsn)
+    monkeypatch.setenv("PGKICK_KICKER", "none")
+    with JobStore.open(dsn) as store:
+        seed(store, 1, queue="other")
+    app = load_handler("worker")
+    before = db.opened.count
+    result = app.handler({"queue": "default", "reason": "rescue"}, FakeLambdaContext())
+    assert (result["rescued"], result["claimed"]) == (0, 0)
+    assert db.opened.count - before == 1 and sessions_of(dsn) == 0
+    assert _statuses(dsn) == {"queued": 1}
