@@ -1,4 +1,4 @@
--- job_stats_by_queue: Per queue: jobs by status, the oldest ready job's age, the next lease to expire, failures in the last day.
+-- job_stats_by_queue: Per queue: jobs by status, the oldest ready job's age, the next lease to expire, failures in the last day, and ready jobs waiting past stranded_after with no worker watching.
 SELECT queue,
        count(*) FILTER (WHERE status = 'queued')  AS queued,
        count(*) FILTER (WHERE status = 'queued'
@@ -13,7 +13,15 @@ SELECT queue,
                - min(run_at) FILTER (WHERE status = 'queued'
                                        AND run_at <= coalesce(%(now)s::timestamptz, now())))
                                                   AS oldest_ready_seconds,
-       min(locked_until) FILTER (WHERE status = 'running') AS next_lease_expiry
+       min(locked_until) FILTER (WHERE status = 'running') AS next_lease_expiry,
+       count(*) FILTER (WHERE status = 'queued'
+                          AND run_at <= coalesce(%(now)s::timestamptz, now())
+                                        - %(stranded_after)s::interval
+                          AND NOT EXISTS (
+                            SELECT 1 FROM queue_watchers w
+                            WHERE w.queue = jobs.queue
+                              AND w.until > coalesce(%(now)s::timestamptz, now())))
+                                                  AS stranded
 FROM jobs
 GROUP BY queue
 ORDER BY queue;

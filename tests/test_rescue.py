@@ -9,6 +9,7 @@ import os
 import signal
 import time
 from collections.abc import Iterator
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import boto3
@@ -17,9 +18,9 @@ import pytest
 
 from pgkick import db, producer
 from pgkick.context import FakeLambdaContext
-from pgkick.kick import LambdaKicker
+from pgkick.kick import LambdaKicker, NoKicker
 from pgkick.local import LocalKicker
-from pgkick.store import JobStore
+from pgkick.store import Announcement, JobStore
 from pgkick.tasks import Registry
 from pgkick.worker import Worker, WorkerOptions
 from tests.aws import CallLog, create_worker_function
@@ -142,3 +143,47 @@ def test_a_rescue_with_nothing_expired_is_one_connection_and_no_change(
     assert (result["rescued"], result["claimed"]) == (0, 0)
     assert db.opened.count - before == 1 and sessions_of(dsn) == 0
     assert _statuses(dsn) == {"queued": 1}
+
+
+def test_status_names_queues_whose_ready_jobs_wait_with_no_worker(
+    dsn: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A lost kick and a wake-up that could not be booked leave a ready job nobody will see
+    before the (daily) reaper: `pgkick status` shows it once it waited past a threshold."""
+    from pgkick import cli
+
+    past = datetime.now(UTC) - timedelta(minutes=5)
+    producer.enqueue_and_kick(
+        {}, task="noop", queue="lost", run_at=past, dsn=dsn, kicker=NoKicker()
+    )
+    producer.enqueue_and_kick({}, task="noop", queue="fresh", dsn=dsn, kicker=NoKicker())
+    assert cli.main(["status", "--dsn", dsn, "--json", "--stranded-after", "1m"]) == 0
+    assert json.loads(capsys.readouterr().out)["stranded"] == {"lost": 1}
+    with JobStore.open(dsn) as worker:  # a worker watching the queue: it will see the job
+        worker.complete_many_and_claim(
+            [],
+            "elsewhere",
+            batch=1,
+            lease=timedelta(minutes=5),
+            announce=Announcement("w1", timedelta(seconds=30)),
+        )
+        worker.execute("UPDATE queue_watchers SET queue = 'lost'")
+    assert cli.main(["status", "--dsn", dsn, "--json", "--stranded-after", "1m"]) == 0
+    assert json.loads(capsys.readouterr().out)["stranded"] == {}
+
+
+class _NoScheduler:
+    def kick(self, queue: str, reason: str, *, hop: int = 0) -> None:
+        return None
+
+    def wake_at(self, queue: str, when: datetime) -> None:
+        raise ConnectionError("Scheduler unreachable")
+
+
+def test_a_wake_up_that_cannot_be_booked_is_logged_with_its_job_and_counted(
+    dsn: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    before = producer.stats.wake_failures
+    job_id = producer.enqueue_and_kick({}, task="noop", delay=600, dsn=dsn, kicker=_NoScheduler())
+    assert producer.stats.wake_failures == before + 1
+    assert any(str(job_id) in record.getMessage() for record in caplog.records)

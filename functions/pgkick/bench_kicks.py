@@ -78,7 +78,7 @@ def measure(dsn: str, load: KickLoad, log: Path, concurrency: int = 4) -> dict[s
         "worker_sessions_per_job": round(stats.db_sessions / load.jobs, 4),
         "producer_sessions": linger.opened_total() - producers_before,
         "throttles": stats.throttles,
-        "dropped": stats.dropped,
+        "dropped": len(stats.failed_kicks),
         "lambda_seconds": round(
             sum(r.get("duration_ms", 0) for r in stats.results if isinstance(r, dict)) / 1000, 1
         ),

@@ -133,9 +133,12 @@ def cmd_enqueue(args: argparse.Namespace) -> dict[str, Any]:
 
 
 def cmd_status(args: argparse.Namespace) -> dict[str, Any]:
-    """Per queue: jobs by status, oldest ready age, next lease expiry; the table's health."""
+    """Per queue: jobs by status, oldest ready age, next lease expiry; the table's health;
+    `stranded`: queues with jobs ready for longer than --stranded-after and no worker."""
     with _store(args) as store:
-        return {"queues": store.stats_by_queue(), "table": store.table_health()}
+        queues = store.stats_by_queue(args.stranded_after)
+        stranded = {q["queue"]: q["stranded"] for q in queues if q["stranded"]}
+        return {"queues": queues, "stranded": stranded, "table": store.table_health()}
 
 
 def _selection(args: argparse.Namespace, store: JobStore, status: str) -> list[int] | None:
@@ -247,7 +250,13 @@ def build_parser() -> argparse.ArgumentParser:
         default=60.0,
         help="with the local kicker, seconds to wait for the job (0: don't)",
     )
-    command("status", cmd_status)
+    status = command("status", cmd_status)
+    status.add_argument(
+        "--stranded-after",
+        type=span,
+        default=timedelta(minutes=1),
+        help="a ready job waiting this long with no worker is reported stranded (1m)",
+    )
     retry = command("retry", cmd_retry)
     selection(retry)
     retry.add_argument("--extra-attempts", type=extra_attempts, default=1)

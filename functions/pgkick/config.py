@@ -110,6 +110,12 @@ def producer_linger(env: Mapping[str, str] | None = None) -> float:
     return _int(env, "PGKICK_PRODUCER_LINGER_MS", 1000, 0, 60_000) / 1000
 
 
+def failed_kick_wake(env: Mapping[str, str] | None = None) -> timedelta:
+    """How long after a failed kick its wake-up is booked (the scheduler's minute)."""
+    env = os.environ if env is None else env
+    return timedelta(milliseconds=_int(env, "PGKICK_FAILED_KICK_WAKE_MS", 60_000, 0, 3_600_000))
+
+
 def kick_pending(env: Mapping[str, str] | None = None) -> timedelta:
     """How long a kick sent counts as a worker on its way (pgkick.watch)."""
     env = os.environ if env is None else env

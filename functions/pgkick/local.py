@@ -23,6 +23,7 @@ in one place.
 from __future__ import annotations
 
 import logging
+import math
 import os
 import threading
 import time
@@ -65,10 +66,6 @@ class LocalStats:
     failed_kicks: list[dict[str, Any]] = field(default_factory=list)  # dropped, with why
     results: list[dict[str, Any]] = field(default_factory=list)
     peak_rss_mb: int = 0  # the largest "Max Memory Used" of any environment so far
-
-    @property
-    def dropped(self) -> int:
-        return len(self.failed_kicks)
 
 
 class LocalKicker:
@@ -124,11 +121,11 @@ class LocalKicker:
         self._accept(_Event(kick_event(queue, reason, hop), lineage=0, born=time.monotonic()))
 
     def wake_at(self, queue: str, when: datetime) -> None:
-        due = int(when.timestamp()) + 1  # whole seconds, never early
+        due = math.ceil(when.timestamp() * 10)  # tenths of a second, never early
         with self._lock:
             if self._closed or (queue, due) in self._timers:
                 return
-            delay = max(0.0, due - datetime.now(UTC).timestamp())
+            delay = max(0.0, due / 10 - datetime.now(UTC).timestamp())
             timer = threading.Timer(delay, self._fire_wake, (queue, due))
             timer.daemon = True
             self._timers[(queue, due)] = timer

@@ -35,13 +35,13 @@ from pgkick.validation import DEFAULT_MAX_PAYLOAD_BYTES, JobSpec, job_spec
 
 log = logging.getLogger("pgkick.producer")
 INSERT_CHUNK = 5_000  # measured: 100,000 jobs insert fastest in chunks of 5,000-10,000
-RETRY_KICK_AFTER = timedelta(minutes=1)  # a failed kick's wake-up, so the job skips the reaper
 
 
 @dataclass
 class ProducerStats:
     kicks: int = 0
-    kick_failures: int = 0
+    kick_failures: int = 0  # kicks and wake-ups that raised
+    wake_failures: int = 0  # of which wake-ups
     wakes: int = 0
 
 
@@ -152,7 +152,8 @@ def kick_committed(
             _after_failed_kick(queue, jobs, kicker, store_for, now)
         stats.kicks += 1
     for queue, when in later:
-        _guard(functools.partial(kicker.wake_at, queue, when), queue, jobs)
+        if not _guard(functools.partial(kicker.wake_at, queue, when), queue, jobs):
+            stats.wake_failures += 1  # `pgkick status` shows such jobs once they are stranded
         stats.wakes += 1
 
 
@@ -169,7 +170,8 @@ def _after_failed_kick(
             store.release_kick(queue)
     except Exception as exc:
         log.warning("could not release the pending kick of %s (%s)", queue, _one_line(exc))
-    _guard(lambda: kicker.wake_at(queue, now + RETRY_KICK_AFTER), queue, jobs)
+    if not _guard(lambda: kicker.wake_at(queue, now + config.failed_kick_wake()), queue, jobs):
+        stats.wake_failures += 1
 
 
 def _guard(call: Callable[[], None], queue: str, jobs: list[QueuedJob]) -> bool:

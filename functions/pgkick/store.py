@@ -80,6 +80,9 @@ class ReapedJob:
     attempts: int
 
 
+STRANDED_AFTER = timedelta(minutes=1)
+
+
 class JobStore(Database):
     """The queue's statements: what the producer, the worker, the reaper and the CLI run."""
 
@@ -294,9 +297,11 @@ class JobStore(Database):
             if deleted < batch:
                 return total
 
-    def stats_by_queue(self) -> list[dict[str, Any]]:
-        """Per queue: counts by status, oldest ready age, next lease expiry, failures today."""
-        return self.dicts(queries.JOB_STATS_BY_QUEUE)
+    def stats_by_queue(self, stranded_after: timedelta = STRANDED_AFTER) -> list[dict[str, Any]]:
+        """Per queue: counts by status, oldest ready age, next lease expiry, failures today,
+        and `stranded`: ready for longer than `stranded_after` with no worker watching (a
+        lost kick, or a wake-up that could not be booked)."""
+        return self.dicts(queries.JOB_STATS_BY_QUEUE, stranded_after=stranded_after)
 
     def table_health(self) -> dict[str, Any]:
         """n_dead_tup and last (auto)vacuum of the jobs table (what the article says to watch)."""

@@ -42,6 +42,7 @@ class Summary:
     retried: int = 0
     lost: int = 0
     rescued: int = 0  # expired leases a rescue re-queued before draining
+    wake_failures: int = 0  # retries whose wake-up could not be booked
     batches: int = 0
     rekicked: bool = False
     fanouts: int = 0
@@ -264,16 +265,21 @@ class Worker:
                 error,
                 extra=extra,
             )
-            self._wake(job.queue, outcome.run_at)
+            summary.wake_failures += int(not self._wake(job, outcome.run_at))
         else:
             summary.failed += 1
             log.error("job %s failed for good: %s", job.id, error, extra=extra)
 
-    def _wake(self, queue: str, run_at: datetime) -> None:
+    def _wake(self, job: ClaimedJob, run_at: datetime) -> bool:
         try:
-            self.kicker.wake_at(queue, run_at)
+            self.kicker.wake_at(job.queue, run_at)
         except Exception:
-            log.exception("could not book a wake-up for queue %s; the reaper will", queue)
+            extra = {"job_id": job.id, "queue": job.queue}
+            log.exception(
+                "no wake-up for job %s: a kick or the reaper runs it", job.id, extra=extra
+            )
+            return False
+        return True
 
     def _kick(self, queue: str, reason: str) -> bool:
         """Kick this worker's own function, one hop further down the chain.
