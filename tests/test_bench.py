@@ -32,7 +32,11 @@ def test_bench_quick_runs_every_item_and_reports_targets(
     assert all(row["exactly_once"] for row in kicks.values()), kicks
     # the worker's linger is what merges a trickle's kicks: without it, far more invocations
     assert kicks["steady 50/s"]["invocations"] < kicks["steady 50/s, linger off"]["invocations"]
-    assert len(results["targets"]) == 13 and all(
+    day = results["quiet_day"]
+    assert day["hourly reaper"]["awake_fraction"] > day["daily reaper"]["awake_fraction"]
+    played = day["a day with a crash and a lost kick"]
+    assert played["jobs_by_status"] == {"done": 3 * 20 + 2} and played["crash_attempts"] == 2
+    assert len(results["targets"]) == 16 and all(
         isinstance(t["met"], bool) for t in results["targets"]
     )
     assert (tmp_path / "bench.md").read_text().startswith("| target | measured | met |")

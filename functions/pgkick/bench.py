@@ -37,6 +37,7 @@ class Sizes:
     history: int = 1_000_000
     scale_jobs: int = 20_000
     kick_seconds: float = 20.0
+    quiet_day_seconds: float = 48.0
     awake: Workload = field(
         default_factory=lambda: Workload(bursts=5, jobs_per_burst=200, gap=6.0, window=2.0)
     )
@@ -54,6 +55,7 @@ QUICK = Sizes(
     history=20_000,
     scale_jobs=2_000,
     kick_seconds=2.0,
+    quiet_day_seconds=12.0,
     awake=Workload(bursts=2, jobs_per_burst=20, gap=3.0, window=1.0),
 )
 
@@ -252,6 +254,13 @@ class Bench:
             "samples": len(waits),
         }
         self.say(f"kick-to-start: {self.results['kick_to_start_ms']}")
+
+    def quiet_day(self) -> None:
+        """A compressed quiet day: the reaper's awake share, and rescues (bench_quiet_day)."""
+        from pgkick import bench_quiet_day
+
+        day = bench_quiet_day.QuietDay(seconds=self.sizes.quiet_day_seconds)
+        self.results["quiet_day"] = bench_quiet_day.run(self.dsn, day, self.log, self.say)
 
     def kicks(self) -> None:
         """Invocations and database sessions per job of single enqueues (bench_kicks)."""

@@ -32,6 +32,7 @@ def targets(results: dict[str, Any]) -> list[dict[str, Any]]:
     kicks = {row["load"]: row for row in results.get("kicks", [])}
     rows = [
         *_kick_targets(kicks),
+        *_quiet_day_targets(results.get("quiet_day", {})),
         *_versus_peers(drains, results.get("peers", [])),
         (
             "drain >= 50% of the SQL ceiling",
@@ -94,6 +95,32 @@ def _kick_targets(kicks: dict[str, dict[str, Any]]) -> list[tuple[str, Any, bool
         )
         rows.append((label, measured, row["invocations_per_job"] <= bound and row["exactly_once"]))
     return rows
+
+
+def _quiet_day_targets(day: dict[str, Any]) -> list[tuple[str, Any, bool]]:
+    """The reaper's share of a quiet day, and how late stranded jobs were rescued."""
+    daily = day.get("daily reaper", {}).get("awake_fraction_after_first_window")
+    hourly = day.get("hourly reaper", {}).get("awake_fraction_after_first_window")
+    played = day.get("a day with a crash and a lost kick", {})
+    crash = played.get("crash_restarted_after_lease_s")
+    lost = played.get("lost_kick_waited_scaled_minutes")
+    return [
+        (
+            "reaper's awake share of a quiet day <= 1% (daily; hourly for comparison)",
+            f"{daily} (hourly: {hourly})",
+            daily is not None and daily <= 0.01,
+        ),
+        (
+            "a crashed worker's job restarted within its lease + 2 min (real seconds past it)",
+            crash,
+            crash is not None and crash <= 120,
+        ),
+        (
+            "a lost kick's job run within 2 min (scaled minutes from its commit)",
+            lost,
+            lost is not None and lost <= 2,
+        ),
+    ]
 
 
 def _versus_peers(

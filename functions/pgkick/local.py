@@ -121,11 +121,11 @@ class LocalKicker:
         self._accept(_Event(kick_event(queue, reason, hop), lineage=0, born=time.monotonic()))
 
     def wake_at(self, queue: str, when: datetime) -> None:
-        due = math.ceil(when.timestamp() * 10)  # tenths of a second, never early
+        due = math.ceil(when.timestamp() * 100)  # hundredths of a second, never early
         with self._lock:
             if self._closed or (queue, due) in self._timers:
                 return
-            delay = max(0.0, due / 10 - datetime.now(UTC).timestamp())
+            delay = max(0.0, due / 100 - datetime.now(UTC).timestamp())
             timer = threading.Timer(delay, self._fire_wake, (queue, due))
             timer.daemon = True
             self._timers[(queue, due)] = timer

@@ -10,13 +10,19 @@ worker kicked with reason `rescue` re-queues that queue's expired leases and
 drains them. Cost: two Scheduler calls (create, delete) per invocation that
 claimed something, none per job; a worker that claims nothing books nothing.
 
-The due time: every job this invocation claims is claimed before its end
-(start + remaining time) and leased for `lease`, so start + remaining + lease
-is past every one of its leases, whatever it claimed last. A heartbeat that
-outlived the invocation's end by a little (a kill that came late) can push a
-lease past it; so a rescue that finds leases not yet expired in its queue
-books itself again for the latest of them (`rescue_queue`). Their holder, if
-alive, keeps extending them and is gone by its timeout; then they expire.
+The due time: the first job this invocation claims is leased for at least its
+remaining time plus a margin, so when that lease expires the invocation has
+ended, alive or not. The rescue is booked for that moment. Jobs claimed later,
+or leases a heartbeat extended (a kill that came late), may expire after it: a
+rescue that finds leases still held in its queue books itself again for the
+latest of them (`rescue_queue`). Their holder, if alive, keeps extending them
+and is gone by its timeout; then they expire and the next rescue takes them.
+
+The rescue also waits out the dead worker's announcement (PGKICK_WATCH_SECONDS,
+pgkick.watch): while it lived, producers saw a worker and did not kick, so jobs
+committed then are left to whoever claims next. The rescue, coming after the
+announcement lapsed, is that claim: it drains the whole queue, not only what
+the dead worker held.
 """
 
 from __future__ import annotations
@@ -28,22 +34,23 @@ from pgkick.kick import Kicker, schedule_name, wake_minute
 from pgkick.store import JobStore, ReapedJob
 
 log = logging.getLogger("pgkick.rescue")
+MARGIN = timedelta(milliseconds=50)  # past the lease's end (the scheduler adds its minute)
 
 
 class DeadMansSwitch:
-    def __init__(
-        self, kicker: Kicker, queue: str, name: str, *, remaining: timedelta, lease: timedelta
-    ) -> None:
+    def __init__(self, kicker: Kicker, queue: str, name: str, *, after: timedelta) -> None:
+        """after: from the first claim to the rescue: the lease, plus the announcement's life."""
         self.kicker, self.queue, self.name = kicker, queue, f"pgkick-rescue-{name}"[:64]
-        self.due = datetime.now(UTC) + remaining + lease
+        self.after = after
         self.armed = False
 
     def arm(self) -> None:
-        """Book the rescue (once): called when the worker first holds jobs."""
+        """Book the rescue (once), when the worker first holds jobs: at their lease's end."""
         if self.armed:
             return
         try:
-            self.kicker.book_rescue(self.queue, self.due, self.name)
+            due = datetime.now(UTC) + self.after + MARGIN
+            self.kicker.book_rescue(self.queue, due, self.name)
             self.armed = True
         except Exception as exc:
             log.warning(
@@ -70,7 +77,7 @@ def rescue_queue(store: JobStore, kicker: Kicker, queue: str) -> list[ReapedJob]
     reaped = store.reap_expired(queue)
     latest = store.latest_lease(queue)
     if latest is not None:
-        when = latest + timedelta(seconds=1)
+        when = latest + MARGIN
         try:
             name = schedule_name(queue, wake_minute(when)).replace("pgkick-", "pgkick-rescue-", 1)
             kicker.book_rescue(queue, when, name)

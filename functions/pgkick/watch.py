@@ -34,8 +34,12 @@ reservation statement runs after c (its snapshot S is taken after c).
 - If S sees a pending kick K, the worker K starts deletes K when it announces,
   after S; from then on it is the worker of the case above.
 - A worker that crashes holding the queue leaves its row until `until`
-  (seconds). Lambda retries a crashed or timed-out invocation twice, and the
-  retry drains the queue; after `until` the next producer kicks again.
+  (seconds); jobs committed meanwhile get no kick. After `until` the next
+  producer kicks again, and for the jobs committed before: a worker that had
+  claimed anything booked a rescue (pgkick.rescue) that fires after its lease
+  and its announcement have both lapsed, and drains the queue; one that had
+  claimed nothing is retried by Lambda (after about a minute, past `until`),
+  and the retry drains the queue.
 - A pending kick that never becomes a worker (dropped by Lambda after its
   maximum age, or cut by loop detection) expires after its window; jobs
   committed meanwhile are run by the next producer's kick, a wake-up, or the

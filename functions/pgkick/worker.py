@@ -94,13 +94,9 @@ class Worker:
             ttl=self.options.watch_ttl, linger=self.options.linger, clock=self.monotonic
         )
         self._hop = hop
-        rescue = DeadMansSwitch(
-            self.kicker,
-            queue,
-            watch.watcher,
-            remaining=timedelta(milliseconds=remaining_ms()),
-            lease=self.options.lease,
-        )
+        # after its announcement too has lapsed (pgkick.rescue says why)
+        after = self.options.lease + self.options.watch_ttl
+        rescue = DeadMansSwitch(self.kicker, queue, watch.watcher, after=after)
         longest_batch_ms = 0  # measured on the invocation's own clock
         last_batch_full = False
         full_since: float | None = None  # when this run of full batches began
