@@ -14,7 +14,6 @@ import tempfile
 import threading
 import time
 from collections.abc import Iterator
-from datetime import timedelta
 from pathlib import Path
 
 import psycopg
@@ -24,7 +23,7 @@ from pgkick import schema
 from pgkick.awake import AwakeMonitor
 from pgkick.embedded import EmbeddedPostgres
 from pgkick.store import JobStore
-from pgkick.watch import MAX_PAUSE, claims_while_lingering
+from pgkick.watch import FIRST_PAUSE
 from tests.chaos import ROOT, Chaos
 from tests.conftest import FAST_SETTINGS
 from tests.helpers import statement_calls
@@ -150,10 +149,10 @@ def test_retry_storm(chaos: Chaos, dsn: str) -> None:
     recovery = time.monotonic() - started
     claims = claim_calls(dsn) - before
     assert {j["attempts"] for j in chaos.jobs(ids)} == {3}
-    # No hot loop: 30 full batches of work, and each of the 2 workers, while it lingers
-    # between retries coming due, claims at most once per MAX_PAUSE (plus its last window).
-    linger = claims_while_lingering(timedelta(seconds=1)) + 1
-    bound = 30 + 2 * (recovery / MAX_PAUSE + linger) + chaos.kicker.stats.invocations
+    # No hot loop: 30 full batches of work, and each of the 2 workers, while it waits for
+    # retries coming due and for its last window (1 s), claims an empty queue at most once
+    # per FIRST_PAUSE (a loop without pauses would claim every few tenths of a millisecond).
+    bound = 30 + 2 * (recovery + 1.0) / FIRST_PAUSE + chaos.kicker.stats.invocations
     assert claims <= bound, (claims, bound)
     chaos.record("retry_storm", recovery, claims=claims, invocations=chaos.kicker.stats.invocations)
 

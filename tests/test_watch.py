@@ -18,6 +18,7 @@ from pgkick.kick import NoKicker
 from pgkick.store import Announcement, JobStore
 from pgkick.tasks import Registry
 from pgkick.validation import job_spec
+from pgkick.watch import claims_while_lingering
 from pgkick.worker import Worker, WorkerOptions
 from tests.helpers import FakeClock
 
@@ -222,3 +223,16 @@ def test_the_none_kicker_reserves_no_kick_that_would_silence_other_producers(dsn
     kicker = RecordingKicker()
     producer.enqueue_and_kick({}, task="noop", queue="q", dsn=dsn, kicker=kicker)
     assert kicker.kicks == [("q", "enqueue", 0)]
+
+
+def test_a_lingering_worker_claims_an_empty_queue_a_bounded_number_of_times(dsn: str) -> None:
+    """The README's bound (14 claims in a 1 s window), checked on the worker itself with a
+    moved clock: catches pauses that stop growing (a worker hammering an empty queue)."""
+    app = _LateProducer(dsn, RecordingKicker())
+    app.pauses = 10  # past the one that would enqueue: the queue stays empty
+    options = WorkerOptions(heartbeat=False, linger=timedelta(seconds=1))
+    with JobStore.open(dsn) as store:
+        worker = Worker(store, Registry(), RecordingKicker(), options)
+        worker.sleep, worker.monotonic = app.sleep, lambda: app.now
+        assert worker.drain("q", lambda: 60_000).stopped_because == "empty"
+    assert app.pauses - 10 == claims_while_lingering(timedelta(seconds=1)) == 14
