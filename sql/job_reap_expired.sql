@@ -1,4 +1,4 @@
--- job_reap_expired: Re-queues running jobs whose lease expired, or fails them at max_attempts with a last_error saying so.
+-- job_reap_expired: Re-queues running jobs whose lease expired (all queues, or the one a rescue names), or fails them at max_attempts with a last_error saying so.
 UPDATE jobs
 SET status       = CASE WHEN attempts >= max_attempts THEN 'failed' ELSE 'queued' END,
     finished_at  = CASE WHEN attempts >= max_attempts
@@ -6,4 +6,5 @@ SET status       = CASE WHEN attempts >= max_attempts THEN 'failed' ELSE 'queued
     locked_until = NULL,
     last_error   = format('lease expired (attempt %%s of %%s)', attempts, max_attempts)
 WHERE status = 'running' AND locked_until < coalesce(%(now)s::timestamptz, now())
+  AND (%(queue)s::text IS NULL OR queue = %(queue)s)
 RETURNING id, queue, status, attempts;

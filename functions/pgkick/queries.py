@@ -242,7 +242,7 @@ SELECT EXISTS (
 );"""
 
 JOB_REAP_EXPIRED: Final = """\
--- job_reap_expired: Re-queues running jobs whose lease expired, or fails them at max_attempts with a last_error saying so.
+-- job_reap_expired: Re-queues running jobs whose lease expired (all queues, or the one a rescue names), or fails them at max_attempts with a last_error saying so.
 UPDATE jobs
 SET status       = CASE WHEN attempts >= max_attempts THEN 'failed' ELSE 'queued' END,
     finished_at  = CASE WHEN attempts >= max_attempts
@@ -250,18 +250,7 @@ SET status       = CASE WHEN attempts >= max_attempts THEN 'failed' ELSE 'queued
     locked_until = NULL,
     last_error   = format('lease expired (attempt %%s of %%s)', attempts, max_attempts)
 WHERE status = 'running' AND locked_until < coalesce(%(now)s::timestamptz, now())
-RETURNING id, queue, status, attempts;"""
-
-JOB_REAP_EXPIRED_IN_QUEUE: Final = """\
--- job_reap_expired_in_queue: Re-queues one queue's running jobs whose lease expired (failing them at max_attempts): what a rescue wake-up does before it drains.
-UPDATE jobs
-SET status       = CASE WHEN attempts >= max_attempts THEN 'failed' ELSE 'queued' END,
-    finished_at  = CASE WHEN attempts >= max_attempts
-                        THEN coalesce(%(now)s::timestamptz, now()) END,
-    locked_until = NULL,
-    last_error   = format('lease expired (attempt %%s of %%s)', attempts, max_attempts)
-WHERE queue = %(queue)s AND status = 'running'
-  AND locked_until < coalesce(%(now)s::timestamptz, now())
+  AND (%(queue)s::text IS NULL OR queue = %(queue)s)
 RETURNING id, queue, status, attempts;"""
 
 JOB_RETRY_FAILED: Final = """\

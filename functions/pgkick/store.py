@@ -275,11 +275,7 @@ class JobStore(Database):
     # -- reaper -----------------------------------------------------------------
     def reap_expired(self, queue: str | None = None) -> list[ReapedJob]:
         """Expired leases back to queued (or failed at max_attempts): all, or one queue's."""
-        if queue is None:
-            return [ReapedJob(*row) for row in self.rows(queries.JOB_REAP_EXPIRED)]
-        return [
-            ReapedJob(*row) for row in self.rows(queries.JOB_REAP_EXPIRED_IN_QUEUE, queue=queue)
-        ]
+        return [ReapedJob(*row) for row in self.rows(queries.JOB_REAP_EXPIRED, queue=queue)]
 
     def latest_lease(self, queue: str) -> datetime | None:
         """When the last lease held in `queue` expires (None: nothing running)."""
