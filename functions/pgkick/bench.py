@@ -27,9 +27,9 @@ from pgkick.store import JobStore
 @dataclass(frozen=True)
 class Sizes:
     article_jobs: int = 10_000
-    ceiling_jobs: int = 100_000
     drains: tuple[int, ...] = (10_000, 100_000)
     workers: int = 8
+    tuned: tuple[int, int] = (2, 25)  # workers x batch: pgqueuer's tuned run, and pgkick's
     singles: int = 2_000
     many: int = 100_000
     latency_samples: int = 200
@@ -44,7 +44,6 @@ class Sizes:
 
 QUICK = Sizes(
     article_jobs=2_000,
-    ceiling_jobs=5_000,
     drains=(2_000,),
     workers=2,
     singles=200,
@@ -86,7 +85,7 @@ class Bench:
         with self._store() as db:
             return bench_sql.status_counts(db.rows(queries.JOB_COUNT_BY_STATUS))
 
-    # 1 and 2 -----------------------------------------------------------------
+    # 1 (2, the pipelined ceiling, is in bench_repeat) ----------------------------------
     def article_table(self) -> None:
         n, clients = self.sizes.article_jobs, 8
         table = {}
@@ -103,31 +102,20 @@ class Bench:
         self.results["article"] = {"jobs": n, "clients": clients, **table}
         self.say(f"article: naive {table['naive']}, pgkick {table['pgkick']}")
 
-    def sql_ceiling(self) -> None:
-        n, clients, batch = self.sizes.ceiling_jobs, 8, 10
-        self.reset()
-        self.seed(n)
-        run = bench_sql.pgbench(
-            self.bin_dir,
-            self.dsn,
-            bench_sql.claim_and_complete_batch(batch),
-            clients=clients,
-            transactions=n // clients // batch,
-        )
-        done = self.counts().get("done", {}).get("count", 0)
-        self.results["ceiling"] = {"jobs": done, "jobs_per_s": round(done / run.seconds)}
-        self.say(f"SQL ceiling: {self.results['ceiling']}")
-
     # 3 -------------------------------------------------------------------------
-    def drain(self) -> None:
-        """Cold: 8 new local execution environments, start-up included. The first size is
-        drained again while they are warm (as a peer's long-lived workers are)."""
+    def drain(self, repeat: int = 0) -> None:
+        """Cold: 8 new local execution environments, start-up included; then the same number
+        of jobs again while they are warm (as a peer's long-lived workers are). Then the
+        tuned configuration (2 workers x batch 25) on the first size, as the peers run."""
         rows = []
         for n in self.sizes.drains:
-            rows += self._drain(n, self.sizes.workers, 10, warm_too=n == self.sizes.drains[0])
-        self.results["drain"] = rows
+            rows += self._drain(n, self.sizes.workers, 10)
+        rows += self._drain(self.sizes.drains[0], *self.sizes.tuned)
+        for row in rows:
+            row["repeat"] = repeat
+        self.results.setdefault("drain", []).extend(rows)
 
-    def _drain(self, n: int, workers: int, batch: int, *, warm_too: bool) -> list[dict[str, Any]]:
+    def _drain(self, n: int, workers: int, batch: int) -> list[dict[str, Any]]:
         kicker = LocalKicker(
             env={
                 "DATABASE_URL": self.dsn,
@@ -141,8 +129,7 @@ class Bench:
             output=self.log,
         )
         rows = [{"start": "cold", **self._drain_once(kicker, n, workers, batch)}]
-        if warm_too:
-            rows.append({"start": "warm", **self._drain_once(kicker, n, workers, batch)})
+        rows.append({"start": "warm", **self._drain_once(kicker, n, workers, batch)})
         kicker.close()
         for row in rows:
             self.say(f"drain: {row}")
@@ -291,36 +278,40 @@ class Bench:
         self.say(f"scale: {self.results['scale']}")
 
     # 4 -------------------------------------------------------------------------
-    def peers(self) -> None:
+    def peer_drains(self, repeat: int = 0) -> None:
         """pgqueuer and procrastinate on the same jobs: as pgkick runs (8 processes, batch
-        10), pgqueuer also tuned (2 processes, batch 25); then each one's idle statements."""
+        10), pgqueuer also tuned (2 processes, batch 25), procrastinate one job at a time."""
         from pgkick import bench_peers
 
         n, workers = self.sizes.drains[0], self.sizes.workers
-        # pgkick as the tuned peer runs, too: 2 processes, batch 25
-        self.results.setdefault("drain", []).extend(self._drain(n, 2, 25, warm_too=True))
-        runs = (("pgqueuer", workers, 10), ("pgqueuer", 2, 25), ("procrastinate", workers, 1))
-        rows = []
+        runs = (
+            ("pgqueuer", workers, 10),
+            ("pgqueuer", *self.sizes.tuned),
+            ("procrastinate", workers, 1),
+        )
         for peer, processes, batch in runs:
-            rows.append(
-                bench_peers.drain(
-                    self.dsn,
-                    peer,
-                    n,
-                    processes=processes,
-                    batch=batch,
-                    singles=self.sizes.singles,
-                    log=self.log,
-                )
+            row = bench_peers.drain(
+                self.dsn,
+                peer,
+                n,
+                processes=processes,
+                batch=batch,
+                singles=self.sizes.singles,
+                log=self.log,
             )
-            self.say(f"peer: {rows[-1]}")
+            self.results.setdefault("peers", []).append({"repeat": repeat, **row})
+            self.say(f"peer: {self.results['peers'][-1]}")
+
+    def idle_statements(self) -> None:
+        """Statements a minute while one worker of each system waits on an empty queue."""
+        from pgkick import bench_peers
+
         idle = {
             name: bench_peers.idle_statements_per_minute(
                 self.dsn, peer, self.sizes.idle_seconds, self.log
             )
             for name, peer in (("pgkick", None), *((p, p) for p in bench_peers.PEERS))
         }
-        self.results["peers"] = rows
         self.results["idle_statements_per_minute"] = idle
         self.say(f"idle statements a minute: {idle}")
 
