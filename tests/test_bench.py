@@ -21,7 +21,11 @@ def test_bench_quick_runs_every_item_and_reports_targets(
     assert article["naive"]["done"]["count"] < jobs  # the article's lost claims
     assert article["naive"]["done"]["max_attempts"] > 1  # and double claims
     assert article["pgkick"]["done"] == {"count": jobs, "max_attempts": 1}
-    assert results["ceiling"]["jobs_per_s"] > 0
+    # the pipelined ceiling, for each drain configuration it bounds, and the pairs' ratios
+    assert {(c["clients"], c["batch"]) for c in results["ceiling"]} == {(2, 10), (2, 25)}
+    assert all(c["jobs_per_s"] > 0 for c in results["ceiling"]) and results["repeat"] == 1
+    ratios = results["repeats"]["ratios"]
+    assert len([name for name in ratios if "SQL ceiling" in name]) == 4, ratios
     assert all(row["exactly_once"] and row["worker_peak_rss_mb"] > 0 for row in results["drain"])
     assert results["enqueue"]["many"]["jobs_per_s"] > 0
     assert results["kick_to_start_ms"]["samples"] > 0
@@ -32,10 +36,14 @@ def test_bench_quick_runs_every_item_and_reports_targets(
     assert all(row["exactly_once"] for row in kicks.values()), kicks
     # the worker's linger is what merges a trickle's kicks: without it, far more invocations
     assert kicks["steady 50/s"]["invocations"] < kicks["steady 50/s, linger off"]["invocations"]
-    assert len(results["targets"]) == 13 and all(
+    assert len(results["targets"]) == 14 and all(
         isinstance(t["met"], bool) for t in results["targets"]
     )
-    assert (tmp_path / "bench.md").read_text().startswith("| target | measured | met |")
+    report = (tmp_path / "bench.md").read_text()
+    assert report.startswith("# pgkick bench, run of ")
+    for section in ("## Targets", "## Speed", "## Ratios", "## Measured once", "## Cost"):
+        assert section in report
+    assert "invocations and worker sessions per job" in report and "awake fraction" in report
 
 
 def test_bench_quick_peers_drain_the_same_jobs_and_count_idle_statements(
@@ -54,3 +62,4 @@ def test_bench_quick_peers_drain_the_same_jobs_and_count_idle_statements(
     assert set(idle) == {"pgkick", "pgqueuer", "procrastinate"} and idle["pgkick"] == 0
     versus = [t for t in results["targets"] if "best peer" in t["target"]]
     assert len(versus) == 2 and all("peers not run" not in str(t["measured"]) for t in versus)
+    assert [p["repeat"] for p in peers] == [0, 0, 0]  # --quick: one repeat

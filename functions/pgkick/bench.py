@@ -2,7 +2,9 @@
 
 Why one run: absolute times on a shared 2-core machine drift; ratios measured
 together hold. Each item resets the jobs table, runs, and records a row; the
-report states each target and whether this run met it.
+report states each target and whether this run met it. The compared items (the
+pipelined ceiling, the drains, the peers) run --repeat times, interleaved, and
+are read pair by pair: see pgkick.bench_repeat.
 """
 
 from __future__ import annotations
@@ -102,7 +104,7 @@ class Bench:
         self.results["article"] = {"jobs": n, "clients": clients, **table}
         self.say(f"article: naive {table['naive']}, pgkick {table['pgkick']}")
 
-    # 3 -------------------------------------------------------------------------
+    # 3 (4, the peers, is in bench_repeat) ----------------------------------------
     def drain(self, repeat: int = 0) -> None:
         """Cold: 8 new local execution environments, start-up included; then the same number
         of jobs again while they are warm (as a peer's long-lived workers are). Then the
@@ -276,44 +278,6 @@ class Bench:
             "ratio": ratio,
         }
         self.say(f"scale: {self.results['scale']}")
-
-    # 4 -------------------------------------------------------------------------
-    def peer_drains(self, repeat: int = 0) -> None:
-        """pgqueuer and procrastinate on the same jobs: as pgkick runs (8 processes, batch
-        10), pgqueuer also tuned (2 processes, batch 25), procrastinate one job at a time."""
-        from pgkick import bench_peers
-
-        n, workers = self.sizes.drains[0], self.sizes.workers
-        runs = (
-            ("pgqueuer", workers, 10),
-            ("pgqueuer", *self.sizes.tuned),
-            ("procrastinate", workers, 1),
-        )
-        for peer, processes, batch in runs:
-            row = bench_peers.drain(
-                self.dsn,
-                peer,
-                n,
-                processes=processes,
-                batch=batch,
-                singles=self.sizes.singles,
-                log=self.log,
-            )
-            self.results.setdefault("peers", []).append({"repeat": repeat, **row})
-            self.say(f"peer: {self.results['peers'][-1]}")
-
-    def idle_statements(self) -> None:
-        """Statements a minute while one worker of each system waits on an empty queue."""
-        from pgkick import bench_peers
-
-        idle = {
-            name: bench_peers.idle_statements_per_minute(
-                self.dsn, peer, self.sizes.idle_seconds, self.log
-            )
-            for name, peer in (("pgkick", None), *((p, p) for p in bench_peers.PEERS))
-        }
-        self.results["idle_statements_per_minute"] = idle
-        self.say(f"idle statements a minute: {idle}")
 
     # 8 -------------------------------------------------------------------------
     def awake(self) -> None:

@@ -37,9 +37,9 @@ def run(bench: Bench, items: Iterable[str], repeat: int) -> None:
             elif item == "drain":
                 bench.drain(index)
             else:
-                bench.peer_drains(index)
+                peer_drains(bench, index)
     if "peers" in chosen:
-        bench.idle_statements()
+        idle_statements(bench)
 
 
 def configurations(bench: Bench) -> list[tuple[int, int, int]]:
@@ -76,6 +76,46 @@ def ceiling(bench: Bench, index: int) -> None:
         }
         bench.results.setdefault("ceiling", []).append(row)
         bench.say(f"pipelined SQL ceiling: {row}")
+
+
+def peer_drains(bench: Bench, index: int) -> None:
+    """pgqueuer and procrastinate on the drain's first size: as pgkick runs (8 processes,
+    batch 10), pgqueuer also tuned (2 processes, batch 25), procrastinate a job at a time."""
+    from pgkick import bench_peers
+
+    n, workers = bench.sizes.drains[0], bench.sizes.workers
+    runs = (
+        ("pgqueuer", workers, 10),
+        ("pgqueuer", *bench.sizes.tuned),
+        ("procrastinate", workers, 1),
+    )
+    for peer, processes, batch in runs:
+        row = bench_peers.drain(
+            bench.dsn,
+            peer,
+            n,
+            processes=processes,
+            batch=batch,
+            singles=bench.sizes.singles,
+            log=bench.log,
+        )
+        bench.results.setdefault("peers", []).append({"repeat": index, **row})
+        bench.say(f"peer: {bench.results['peers'][-1]}")
+
+
+def idle_statements(bench: Bench) -> None:
+    """Statements a minute while one worker of each system waits on an empty queue (once:
+    a count, not a rate that drifts with the machine's load)."""
+    from pgkick import bench_peers
+
+    idle = {
+        name: bench_peers.idle_statements_per_minute(
+            bench.dsn, peer, bench.sizes.idle_seconds, bench.log
+        )
+        for name, peer in (("pgkick", None), *((p, p) for p in bench_peers.PEERS))
+    }
+    bench.results["idle_statements_per_minute"] = idle
+    bench.say(f"idle statements a minute: {idle}")
 
 
 # -- reading the repeats ------------------------------------------------------------------
