@@ -69,7 +69,10 @@ def targets(results: dict[str, Any]) -> list[dict[str, Any]]:
             bool(modes) and modes["poll"]["suspends"] == 0,
         ),
     ]
-    return [{"target": t, "measured": m, "met": bool(ok)} for t, m, ok in rows]
+    return [
+        {"target": t, "measured": "not measured" if m is None else m, "met": bool(ok)}
+        for t, m, ok in rows
+    ]
 
 
 def _kick_targets(kicks: dict[str, dict[str, Any]]) -> list[tuple[str, Any, bool]]:
