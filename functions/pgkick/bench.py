@@ -68,12 +68,12 @@ class Bench:
     results: dict[str, Any] = field(default_factory=dict)
     say: Callable[[str], None] = print
 
-    def _store(self) -> AbstractContextManager[JobStore]:
+    def store(self) -> AbstractContextManager[JobStore]:
         """The bench's own short connection (its statements are not the measured ones)."""
         return JobStore.open(self.dsn, application_name="pgkick-bench")
 
     def reset(self) -> None:
-        with self._store() as db:
+        with self.store() as db:
             db.execute(queries.JOB_TRUNCATE_ALL)
             db.execute(queries.QUEUE_WATCHERS_CLEAR)
 
@@ -84,7 +84,7 @@ class Bench:
             producer.enqueue_many([job] * batch, dsn=self.dsn, kicker=NoKicker())
 
     def counts(self) -> dict[str, Any]:
-        with self._store() as db:
+        with self.store() as db:
             return bench_sql.status_counts(db.rows(queries.JOB_COUNT_BY_STATUS))
 
     # 1 (2, the pipelined ceiling, is in bench_repeat) ----------------------------------
@@ -232,7 +232,7 @@ class Bench:
             ids.append(producer.enqueue_and_kick({}, task="noop", dsn=self.dsn, kicker=local))
             local.wait_idle(60)
         local.close()
-        with self._store() as store:
+        with self.store() as store:
             jobs = store.get_many(ids[1:])  # the first one paid the cold start
         waits = [(j["claimed_at"] - j["created_at"]).total_seconds() * 1000 for j in jobs]
         self.results["kick_to_start_ms"] = {
@@ -259,12 +259,12 @@ class Bench:
         costs = {}
         for label, history in (("empty", 0), ("history", self.sizes.history)):
             self.reset()
-            with self._store() as db:
+            with self.store() as db:
                 if history:
                     db.execute(queries.JOB_HISTORY_FILL, count=history)
                 db.execute(queries.JOB_TABLE_ANALYZE)
             self.seed(self.sizes.scale_jobs)
-            with self._store() as store:
+            with self.store() as store:
                 started = time.perf_counter()
                 cycles = 0
                 while jobs := store.claim("default", batch=10, lease=timedelta(minutes=5)):

@@ -14,15 +14,12 @@ import statistics
 from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any
 
-from pgkick import bench_sql
+from pgkick import bench_sql, queries
 
 if TYPE_CHECKING:
     from pgkick.bench import Bench
 
 REPEATED = ("sql_ceiling", "drain", "peers")
-# pgbench rounds beyond a client's fair share: clients do not progress evenly, and a client
-# that ran out of rounds would strand the batch it holds. Rounds on an empty queue are cheap.
-SLACK = 1.03
 
 
 def run(bench: Bench, items: Iterable[str], repeat: int) -> None:
@@ -50,29 +47,37 @@ def configurations(bench: Bench) -> list[tuple[int, int, int]]:
 
 
 def ceiling(bench: Bench, index: int) -> None:
-    """pgbench doing per round trip what a worker does, with each drain's clients and batch."""
+    """pgbench doing per round trip what a worker does, with each drain's clients and batch.
+
+    Clients do not progress evenly, and one that ran out of rounds would strand the batch
+    it holds; so each may do every round the queue needs (plus the one that completes the
+    last batch), and the time is taken until the last job finished, on the server's clock:
+    the rounds on an empty queue afterwards are not counted."""
     for clients, batch, jobs in configurations(bench):
         bench.reset()
         bench.seed(jobs)
-        rounds = int(jobs / (clients * batch) * SLACK) + 2
-        done = bench_sql.pgbench(
+        with bench.store() as db:
+            since = db.one(queries.SERVER_CLOCK_NOW)[0]
+        run = bench_sql.pgbench(
             bench.bin_dir,
             bench.dsn,
             bench_sql.complete_then_claim(batch),
             clients=clients,
-            transactions=rounds,
+            transactions=-(-jobs // batch) + 2,
             mode="prepared",
             define={"ids": "{}", "attempts": "{}"},
         )
-        count = bench.counts().get("done", {}).get("count", 0)
+        with bench.store() as db:
+            done, seconds = db.one(queries.JOB_FINISHED_SINCE, since=since)
         row = {
             "repeat": index,
             "clients": clients,
             "batch": batch,
             "jobs": jobs,
-            "done": count,  # a client out of rounds may hold one batch: rate = done / time
-            "seconds": round(done.seconds, 2),
-            "jobs_per_s": round(count / done.seconds),
+            "done": done,
+            "seconds": round(seconds, 3),
+            "pgbench_seconds": round(run.seconds, 2),
+            "jobs_per_s": round(done / seconds) if seconds > 0 else 0,
         }
         bench.results.setdefault("ceiling", []).append(row)
         bench.say(f"pipelined SQL ceiling: {row}")

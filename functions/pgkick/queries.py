@@ -30,6 +30,13 @@ JOB_COUNT_BY_STATUS: Final = """\
 -- job_count_by_status: Counts jobs by status with the most attempts any took (the article's table).
 SELECT status, count(*) AS count, max(attempts) AS max_attempts FROM jobs GROUP BY status ORDER BY status;"""
 
+JOB_FINISHED_SINCE: Final = """\
+-- job_finished_since: How many jobs are done and the seconds from since until the last one finished (the pipelined ceiling's time, not counting its rounds on an empty queue).
+SELECT count(*) AS done,
+       coalesce(extract(epoch FROM max(finished_at) - %(since)s::timestamptz), 0)::float8 AS seconds
+FROM jobs
+WHERE status = 'done';"""
+
 JOB_HISTORY_FILL: Final = """\
 -- job_history_fill: Adds count finished jobs of history (done a day ago), to measure the claim on a long-lived table.
 INSERT INTO jobs (queue, task, payload, status, run_at, attempts, finished_at, created_at)
@@ -82,6 +89,10 @@ SELECT to_regclass('procrastinate_jobs') IS NOT NULL AS installed;"""
 QUEUE_WATCHERS_CLEAR: Final = """\
 -- queue_watchers_clear: Forgets every worker announcement and pending kick between benchmark items (benchmarks only).
 DELETE FROM queue_watchers;"""
+
+SERVER_CLOCK_NOW: Final = """\
+-- server_clock_now: The server's clock now, to time a run on the clock its finished_at stamps use.
+SELECT clock_timestamp() AS now;"""
 
 SESSION_LISTEN: Final = """\
 -- session_listen: Subscribes this session to job notifications (what LISTEN-based peers hold open).
