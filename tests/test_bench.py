@@ -41,7 +41,7 @@ def test_bench_quick_runs_every_item_and_reports_targets(
     )
     report = (tmp_path / "bench.md").read_text()
     assert report.startswith("# pgkick bench, run of ")
-    for section in ("## Targets", "## Speed", "## Ratios", "## Measured once", "## Cost"):
+    for section in ("## Targets", "## Speed", "## Ratios", "## Other figures", "## Cost"):
         assert section in report
     assert "invocations and worker sessions per job" in report and "awake fraction" in report
 

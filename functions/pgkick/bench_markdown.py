@@ -26,7 +26,8 @@ def render(results: dict[str, Any]) -> str:
         + _table(["figure", "jobs/s", "min..max"], _figures(summary["figures"])),
         "## Ratios, pair by pair: taken within each repeat\n\n"
         + _table(["ratio", "median", "min..max", "each repeat"], _ratios(summary["ratios"])),
-        "## Measured once\n\n" + _table(["item", "measured"], _once(results)),
+        "## Other figures (one run; the peers' enqueue rates: median of the repeats)\n\n"
+        + _table(["item", "measured"], _once(results)),
         "## Cost\n\n" + _table(["cost", "measured"], _cost(results)),
     ]
     return "\n".join(parts)
@@ -95,6 +96,15 @@ def _once(results: dict[str, Any]) -> list[list[Any]]:
                 f" (p50 {row['p50_ms']} ms, p99 {row['p99_ms']} ms)" if "p50_ms" in row else ""
             )
             rows.append([label, f"{row['jobs_per_s']:,} jobs/s{latency}"])
+    for peer, rows_of_peer in _by_peer(results.get("peers", [])).items():
+        bulk = bench_repeat.spread([r["bulk_enqueue_jobs_per_s"] for r in rows_of_peer])
+        single = bench_repeat.spread([r["single_enqueue_jobs_per_s"] for r in rows_of_peer])
+        rows.append(
+            [
+                f"{peer}: bulk enqueue, single enqueue (its own API; median of its drains' runs)",
+                f"{bulk['median']:,.0f} jobs/s, {single['median']:,.0f} jobs/s",
+            ]
+        )
     kick = results.get("kick_to_start_ms")
     if kick:
         rows.append(
@@ -110,6 +120,13 @@ def _once(results: dict[str, Any]) -> list[list[Any]]:
             ]
         )
     return rows
+
+
+def _by_peer(rows: list[dict[str, Any]]) -> dict[str, list[dict[str, Any]]]:
+    out: dict[str, list[dict[str, Any]]] = {}
+    for row in rows:
+        out.setdefault(row["peer"], []).append(row)
+    return out
 
 
 def _cost(results: dict[str, Any]) -> list[list[Any]]:
