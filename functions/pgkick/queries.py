@@ -30,10 +30,10 @@ JOB_COUNT_BY_STATUS: Final = """\
 -- job_count_by_status: Counts jobs by status with the most attempts any took (the article's table).
 SELECT status, count(*) AS count, max(attempts) AS max_attempts FROM jobs GROUP BY status ORDER BY status;"""
 
-JOB_FINISHED_SINCE: Final = """\
--- job_finished_since: How many jobs are done and the seconds from since until the last one finished (the pipelined ceiling's time, not counting its rounds on an empty queue).
+JOB_DONE_SPAN: Final = """\
+-- job_done_span: How many jobs are done and the seconds from the first claim to the last finish (the pipelined ceiling's time: neither pgbench's connecting nor its rounds on an empty queue).
 SELECT count(*) AS done,
-       coalesce(extract(epoch FROM max(finished_at) - %(since)s::timestamptz), 0)::float8 AS seconds
+       coalesce(extract(epoch FROM max(finished_at) - min(claimed_at)), 0)::float8 AS seconds
 FROM jobs
 WHERE status = 'done';"""
 
@@ -89,10 +89,6 @@ SELECT to_regclass('procrastinate_jobs') IS NOT NULL AS installed;"""
 QUEUE_WATCHERS_CLEAR: Final = """\
 -- queue_watchers_clear: Forgets every worker announcement and pending kick between benchmark items (benchmarks only).
 DELETE FROM queue_watchers;"""
-
-SERVER_CLOCK_NOW: Final = """\
--- server_clock_now: The server's clock now, to time a run on the clock its finished_at stamps use.
-SELECT clock_timestamp() AS now;"""
 
 SESSION_LISTEN: Final = """\
 -- session_listen: Subscribes this session to job notifications (what LISTEN-based peers hold open).
