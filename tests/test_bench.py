@@ -21,7 +21,11 @@ def test_bench_quick_runs_every_item_and_reports_targets(
     assert article["naive"]["done"]["count"] < jobs  # the article's lost claims
     assert article["naive"]["done"]["max_attempts"] > 1  # and double claims
     assert article["pgkick"]["done"] == {"count": jobs, "max_attempts": 1}
-    assert results["ceiling"]["jobs_per_s"] > 0
+    # the pipelined ceiling, for each drain configuration it bounds, and the pairs' ratios
+    assert {(c["clients"], c["batch"]) for c in results["ceiling"]} == {(2, 10), (2, 25)}
+    assert all(c["jobs_per_s"] > 0 for c in results["ceiling"]) and results["repeat"] == 1
+    ratios = results["repeats"]["ratios"]
+    assert len([name for name in ratios if "SQL ceiling" in name]) == 4, ratios
     assert all(row["exactly_once"] and row["worker_peak_rss_mb"] > 0 for row in results["drain"])
     assert results["enqueue"]["many"]["jobs_per_s"] > 0
     assert results["kick_to_start_ms"]["samples"] > 0
@@ -36,10 +40,14 @@ def test_bench_quick_runs_every_item_and_reports_targets(
     assert day["hourly reaper"]["awake_fraction"] > day["daily reaper"]["awake_fraction"]
     played = day["a day with a crash and a lost kick"]
     assert played["jobs_by_status"] == {"done": 3 * 20 + 2} and played["crash_attempts"] == 2
-    assert len(results["targets"]) == 16 and all(
+    assert len(results["targets"]) == 17 and all(
         isinstance(t["met"], bool) for t in results["targets"]
     )
-    assert (tmp_path / "bench.md").read_text().startswith("| target | measured | met |")
+    report = (tmp_path / "bench.md").read_text()
+    assert report.startswith("# pgkick bench, run of ")
+    for section in ("## Targets", "## Speed", "## Ratios", "## Other figures", "## Cost"):
+        assert section in report
+    assert "invocations and worker sessions per job" in report and "awake fraction" in report
 
 
 def test_bench_quick_peers_drain_the_same_jobs_and_count_idle_statements(
@@ -58,3 +66,4 @@ def test_bench_quick_peers_drain_the_same_jobs_and_count_idle_statements(
     assert set(idle) == {"pgkick", "pgqueuer", "procrastinate"} and idle["pgkick"] == 0
     versus = [t for t in results["targets"] if "best peer" in t["target"]]
     assert len(versus) == 2 and all("peers not run" not in str(t["measured"]) for t in versus)
+    assert [p["repeat"] for p in peers] == [0, 0, 0]  # --quick: one repeat

@@ -2,7 +2,9 @@
 
 Why one run: absolute times on a shared 2-core machine drift; ratios measured
 together hold. Each item resets the jobs table, runs, and records a row; the
-report states each target and whether this run met it.
+report states each target and whether this run met it. The compared items (the
+pipelined ceiling, the drains, the peers) run --repeat times, interleaved, and
+are read pair by pair: see pgkick.bench_repeat.
 """
 
 from __future__ import annotations
@@ -27,9 +29,9 @@ from pgkick.store import JobStore
 @dataclass(frozen=True)
 class Sizes:
     article_jobs: int = 10_000
-    ceiling_jobs: int = 100_000
     drains: tuple[int, ...] = (10_000, 100_000)
     workers: int = 8
+    tuned: tuple[int, int] = (2, 25)  # workers x batch: pgqueuer's tuned run, and pgkick's
     singles: int = 2_000
     many: int = 100_000
     latency_samples: int = 200
@@ -45,7 +47,6 @@ class Sizes:
 
 QUICK = Sizes(
     article_jobs=2_000,
-    ceiling_jobs=5_000,
     drains=(2_000,),
     workers=2,
     singles=200,
@@ -69,12 +70,12 @@ class Bench:
     results: dict[str, Any] = field(default_factory=dict)
     say: Callable[[str], None] = print
 
-    def _store(self) -> AbstractContextManager[JobStore]:
+    def store(self) -> AbstractContextManager[JobStore]:
         """The bench's own short connection (its statements are not the measured ones)."""
         return JobStore.open(self.dsn, application_name="pgkick-bench")
 
     def reset(self) -> None:
-        with self._store() as db:
+        with self.store() as db:
             db.execute(queries.JOB_TRUNCATE_ALL)
             db.execute(queries.QUEUE_WATCHERS_CLEAR)
 
@@ -85,10 +86,10 @@ class Bench:
             producer.enqueue_many([job] * batch, dsn=self.dsn, kicker=NoKicker())
 
     def counts(self) -> dict[str, Any]:
-        with self._store() as db:
+        with self.store() as db:
             return bench_sql.status_counts(db.rows(queries.JOB_COUNT_BY_STATUS))
 
-    # 1 and 2 -----------------------------------------------------------------
+    # 1 (2, the pipelined ceiling, is in bench_repeat) ----------------------------------
     def article_table(self) -> None:
         n, clients = self.sizes.article_jobs, 8
         table = {}
@@ -105,31 +106,20 @@ class Bench:
         self.results["article"] = {"jobs": n, "clients": clients, **table}
         self.say(f"article: naive {table['naive']}, pgkick {table['pgkick']}")
 
-    def sql_ceiling(self) -> None:
-        n, clients, batch = self.sizes.ceiling_jobs, 8, 10
-        self.reset()
-        self.seed(n)
-        run = bench_sql.pgbench(
-            self.bin_dir,
-            self.dsn,
-            bench_sql.claim_and_complete_batch(batch),
-            clients=clients,
-            transactions=n // clients // batch,
-        )
-        done = self.counts().get("done", {}).get("count", 0)
-        self.results["ceiling"] = {"jobs": done, "jobs_per_s": round(done / run.seconds)}
-        self.say(f"SQL ceiling: {self.results['ceiling']}")
-
-    # 3 -------------------------------------------------------------------------
-    def drain(self) -> None:
-        """Cold: 8 new local execution environments, start-up included. The first size is
-        drained again while they are warm (as a peer's long-lived workers are)."""
+    # 3 (4, the peers, is in bench_repeat) ----------------------------------------
+    def drain(self, repeat: int = 0) -> None:
+        """Cold: 8 new local execution environments, start-up included; then the same number
+        of jobs again while they are warm (as a peer's long-lived workers are). Then the
+        tuned configuration (2 workers x batch 25) on the first size, as the peers run."""
         rows = []
         for n in self.sizes.drains:
-            rows += self._drain(n, self.sizes.workers, 10, warm_too=n == self.sizes.drains[0])
-        self.results["drain"] = rows
+            rows += self._drain(n, self.sizes.workers, 10)
+        rows += self._drain(self.sizes.drains[0], *self.sizes.tuned)
+        for row in rows:
+            row["repeat"] = repeat
+        self.results.setdefault("drain", []).extend(rows)
 
-    def _drain(self, n: int, workers: int, batch: int, *, warm_too: bool) -> list[dict[str, Any]]:
+    def _drain(self, n: int, workers: int, batch: int) -> list[dict[str, Any]]:
         kicker = LocalKicker(
             env={
                 "DATABASE_URL": self.dsn,
@@ -143,8 +133,7 @@ class Bench:
             output=self.log,
         )
         rows = [{"start": "cold", **self._drain_once(kicker, n, workers, batch)}]
-        if warm_too:
-            rows.append({"start": "warm", **self._drain_once(kicker, n, workers, batch)})
+        rows.append({"start": "warm", **self._drain_once(kicker, n, workers, batch)})
         kicker.close()
         for row in rows:
             self.say(f"drain: {row}")
@@ -245,7 +234,7 @@ class Bench:
             ids.append(producer.enqueue_and_kick({}, task="noop", dsn=self.dsn, kicker=local))
             local.wait_idle(60)
         local.close()
-        with self._store() as store:
+        with self.store() as store:
             jobs = store.get_many(ids[1:])  # the first one paid the cold start
         waits = [(j["claimed_at"] - j["created_at"]).total_seconds() * 1000 for j in jobs]
         self.results["kick_to_start_ms"] = {
@@ -279,12 +268,12 @@ class Bench:
         costs = {}
         for label, history in (("empty", 0), ("history", self.sizes.history)):
             self.reset()
-            with self._store() as db:
+            with self.store() as db:
                 if history:
                     db.execute(queries.JOB_HISTORY_FILL, count=history)
                 db.execute(queries.JOB_TABLE_ANALYZE)
             self.seed(self.sizes.scale_jobs)
-            with self._store() as store:
+            with self.store() as store:
                 started = time.perf_counter()
                 cycles = 0
                 while jobs := store.claim("default", batch=10, lease=timedelta(minutes=5)):
@@ -298,40 +287,6 @@ class Bench:
             "ratio": ratio,
         }
         self.say(f"scale: {self.results['scale']}")
-
-    # 4 -------------------------------------------------------------------------
-    def peers(self) -> None:
-        """pgqueuer and procrastinate on the same jobs: as pgkick runs (8 processes, batch
-        10), pgqueuer also tuned (2 processes, batch 25); then each one's idle statements."""
-        from pgkick import bench_peers
-
-        n, workers = self.sizes.drains[0], self.sizes.workers
-        # pgkick as the tuned peer runs, too: 2 processes, batch 25
-        self.results.setdefault("drain", []).extend(self._drain(n, 2, 25, warm_too=True))
-        runs = (("pgqueuer", workers, 10), ("pgqueuer", 2, 25), ("procrastinate", workers, 1))
-        rows = []
-        for peer, processes, batch in runs:
-            rows.append(
-                bench_peers.drain(
-                    self.dsn,
-                    peer,
-                    n,
-                    processes=processes,
-                    batch=batch,
-                    singles=self.sizes.singles,
-                    log=self.log,
-                )
-            )
-            self.say(f"peer: {rows[-1]}")
-        idle = {
-            name: bench_peers.idle_statements_per_minute(
-                self.dsn, peer, self.sizes.idle_seconds, self.log
-            )
-            for name, peer in (("pgkick", None), *((p, p) for p in bench_peers.PEERS))
-        }
-        self.results["peers"] = rows
-        self.results["idle_statements_per_minute"] = idle
-        self.say(f"idle statements a minute: {idle}")
 
     # 8 -------------------------------------------------------------------------
     def awake(self) -> None:

@@ -5,6 +5,13 @@ article's table (the naive claim's double claims against SKIP LOCKED) and the
 ceiling the Python drain is held against. The scripts are made from pgkick's own
 statements in `pgkick.queries`: named parameters become pgbench variables or
 literals, and a claimed batch's ids pass to the batch complete through \\gset.
+
+The ceiling does per round trip what a worker does: complete the batch claimed
+in the previous round trip and claim the next, one round trip and one commit,
+prepared statements (psycopg prepares a statement run 5 times). pgbench refuses
+\\gset in pipeline mode, so the two statements travel as one: the complete
+becomes a CTE of the claim. The claimed ids stay in the client's variables for
+the next transaction of the same client (pgbench keeps them across transactions).
 """
 
 from __future__ import annotations
@@ -46,6 +53,22 @@ def claim_and_complete_batch(batch: int) -> str:
     return f"{_one_line(gathered)} \\gset\n{_one_line(complete)};\n"
 
 
+def complete_then_claim(batch: int) -> str:
+    """One round trip, one commit: complete the ids this client claimed in its previous
+    transaction (:ids, :attempts; empty arrays at first), claim the next batch, keep its
+    ids. For `-M prepared` (variables become parameters, so no quotes around them)."""
+    complete = _one_line(
+        _bind(queries.JOB_COMPLETE_MANY, {"now": "NULL", "ids": ":ids", "attempts": ":attempts"})
+    )
+    claim = _one_line(_bind(queries.JOB_CLAIM, {**FIXED, "batch": str(batch)}))
+    head, update = claim.removeprefix("WITH ").split(" UPDATE jobs j", 1)
+    return (
+        f"WITH completed AS ({complete}), {head}, claimed AS (UPDATE jobs j{update}) "  # noqa: S608
+        "SELECT coalesce(array_agg(id), '{}') AS ids,"
+        " coalesce(array_agg(attempts), '{}') AS attempts FROM claimed \\gset\n"
+    )
+
+
 def insert_one() -> str:
     """pgkick's single insert as the app sends it: one job, one durable commit."""
     values = {
@@ -77,7 +100,17 @@ class PgbenchRun:
     output: str
 
 
-def pgbench(bin_dir: Path, dsn: str, script: str, *, clients: int, transactions: int) -> PgbenchRun:
+def pgbench(
+    bin_dir: Path,
+    dsn: str,
+    script: str,
+    *,
+    clients: int,
+    transactions: int,
+    mode: str = "simple",
+    define: dict[str, str] | None = None,
+) -> PgbenchRun:
+    """Run `script` `transactions` times on each of `clients` connections; time it all."""
     info = dsn_parts(dsn)
     with tempfile.NamedTemporaryFile("w", suffix=".sql", delete=False) as handle:
         handle.write(script)
@@ -86,6 +119,9 @@ def pgbench(bin_dir: Path, dsn: str, script: str, *, clients: int, transactions:
         argv = [
             str(bin_dir / "pgbench"),
             "-n",
+            "-M",
+            mode,
+            *(f"-D{name}={value}" for name, value in (define or {}).items()),
             "-c",
             str(clients),
             "-j",

@@ -14,6 +14,7 @@ import sys
 import tempfile
 import time
 from collections.abc import Callable
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -105,9 +106,11 @@ def cmd_awake(args: argparse.Namespace) -> dict[str, Any]:
 
 def cmd_bench(args: argparse.Namespace) -> dict[str, Any]:
     """Measure pgkick side by side with the SQL ceiling and the article's table, in one run."""
-    from pgkick import bench, bench_report
+    from pgkick import bench, bench_markdown, bench_repeat, bench_report
     from pgkick.embedded import EmbeddedPostgres, binaries_dir
 
+    if args.repeat is not None and args.repeat < 1:
+        raise ValueError(f"--repeat must be 1 or more, not {args.repeat}")
     dsn = args.dsn  # never $DATABASE_URL: the bench empties the jobs table it uses
     if dsn:
         scratch.claim(dsn, "bench")  # refuses a database holding jobs it did not create
@@ -132,19 +135,30 @@ def cmd_bench(args: argparse.Namespace) -> dict[str, Any]:
             say=lambda text: print(f"== {text}", file=sys.stderr),
         )
         started = time.monotonic()
-        items = args.items.split(",") + (["peers"] if args.peers else [])
+        date = datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC")
+        items = [i.strip() for i in args.items.split(",")] + (["peers"] if args.peers else [])
+        repeat = args.repeat if args.repeat is not None else (1 if args.quick else 3)
+        repeated = False
         for item in items:
-            getattr(runner, item.strip())()
+            if item not in bench_repeat.REPEATED:
+                getattr(runner, item)()
+            elif not repeated:  # all the compared items, interleaved, where the first stood
+                bench_repeat.run(runner, items, repeat)
+                repeated = True
         results = {
             **runner.results,
+            "date": date,
+            "repeat": repeat,
             "seconds": round(time.monotonic() - started),
             "quick": args.quick,
         }
         results["targets"] = bench_report.targets(results)
+        results["repeats"] = bench_repeat.summary(results)
+        report = bench_markdown.render(results)
         (out / "bench.json").write_text(json.dumps(results, indent=1, default=str))
-        (out / "bench.md").write_text(bench_report.markdown(results))
+        (out / "bench.md").write_text(report)
         if not args.json:
-            print(bench_report.markdown(results))
+            print(report)
             print(f"written: {out / 'bench.json'}, {out / 'bench.md'}")
         return results
     finally:
@@ -157,6 +171,12 @@ def add_tool_commands(command: Command) -> None:
     bench_cmd = command("bench", cmd_bench)
     bench_cmd.add_argument("--quick", action="store_true", help="tiny sizes: under a minute")
     bench_cmd.add_argument("--items", default=ITEMS, help=f"comma-separated (default {ITEMS})")
+    bench_cmd.add_argument(
+        "--repeat",
+        type=int,
+        help="runs of the compared items (sql_ceiling, drain, peers), interleaved; "
+        "default 3 (1 with --quick)",
+    )
     bench_cmd.add_argument(
         "--peers",
         action="store_true",

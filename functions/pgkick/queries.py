@@ -30,6 +30,13 @@ JOB_COUNT_BY_STATUS: Final = """\
 -- job_count_by_status: Counts jobs by status with the most attempts any took (the article's table).
 SELECT status, count(*) AS count, max(attempts) AS max_attempts FROM jobs GROUP BY status ORDER BY status;"""
 
+JOB_DONE_SPAN: Final = """\
+-- job_done_span: How many jobs are done and the seconds from the first claim to the last finish (the pipelined ceiling's time: neither pgbench's connecting nor its rounds on an empty queue).
+SELECT count(*) AS done,
+       coalesce(extract(epoch FROM max(finished_at) - min(claimed_at)), 0)::float8 AS seconds
+FROM jobs
+WHERE status = 'done';"""
+
 JOB_HISTORY_FILL: Final = """\
 -- job_history_fill: Adds count finished jobs of history (done a day ago), to measure the claim on a long-lived table.
 INSERT INTO jobs (queue, task, payload, status, run_at, attempts, finished_at, created_at)

@@ -1,0 +1,172 @@
+"""`bench.md`: one report, the speed figures and the cost figures side by side.
+
+Why generated: the README's Performance tables are pasted from it, so no figure
+there is typed by hand, and each repeated figure carries its spread. What no
+item measures is said to be not measured, not left out.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pgkick import bench_repeat
+from pgkick.bench_report import ratio_text
+
+
+def render(results: dict[str, Any]) -> str:
+    summary = bench_repeat.summary(results)
+    repeats = results.get("repeat", 1)
+    parts = [
+        f"# pgkick bench, run of {results.get('date', '?')}\n\n"
+        f"{repeats} repeat(s) of the compared items, interleaved (ceiling, pgkick, peers); "
+        f"{'quick sizes' if results.get('quick') else 'full sizes'}; "
+        f"{results.get('seconds', '?')} s in all.\n",
+        "## Targets\n\n" + _table(["target", "measured", "met"], _targets(results)),
+        "## Speed: median of the repeats (min..max)\n\n"
+        + _table(["figure", "jobs/s", "min..max"], _figures(summary["figures"])),
+        "## Ratios, pair by pair: taken within each repeat\n\n"
+        + _table(["ratio", "median", "min..max", "each repeat"], _ratios(summary["ratios"])),
+        "## Other figures (one run; the peers' enqueue rates: median of the repeats)\n\n"
+        + _table(["item", "measured"], _once(results)),
+        "## Cost\n\n" + _table(["cost", "measured"], _cost(results)),
+    ]
+    return "\n".join(parts)
+
+
+def _table(header: list[str], rows: list[list[Any]]) -> str:
+    lines = ["| " + " | ".join(header) + " |", "|" + " --- |" * len(header)]
+    lines += ["| " + " | ".join(str(cell) for cell in row) + " |" for row in rows]
+    return "\n".join(lines) + "\n"
+
+
+def _targets(results: dict[str, Any]) -> list[list[Any]]:
+    return [
+        [t["target"], t["measured"], "yes" if t["met"] else "**no**"]
+        for t in results.get("targets", [])
+    ]
+
+
+def _figures(figures: dict[str, dict[str, Any]]) -> list[list[Any]]:
+    return [
+        [name, f"{s['median']:,.0f}", f"{s['min']:,.0f}..{s['max']:,.0f}"]
+        for name, s in figures.items()
+    ]
+
+
+def _ratios(ratios: dict[str, dict[str, Any]]) -> list[list[Any]]:
+    rows = []
+    for name, s in ratios.items():
+        unit = "%" if "ceiling" in name else "x"
+        rows.append(
+            [
+                name,
+                ratio_text(s["median"], unit),
+                f"{ratio_text(s['min'], unit)}..{ratio_text(s['max'], unit)}",
+                ", ".join(ratio_text(v, unit) for v in s["values"]),
+            ]
+        )
+    return rows
+
+
+def _once(results: dict[str, Any]) -> list[list[Any]]:
+    rows: list[list[Any]] = []
+    article = results.get("article")
+    if article:
+        naive, ours = article["naive"], article["pgkick"]
+        rows.append(
+            [
+                f"the article's table (pgbench, {article['clients']} clients, "
+                f"{article['jobs']:,} jobs)",
+                f"naive claim: {naive.get('done', {}).get('count', 0):,} done, a job claimed up "
+                f"to {naive.get('done', {}).get('max_attempts')} times; pgkick's claim + "
+                f"complete: {ours.get('done', {}).get('count', 0):,} done, each once",
+            ]
+        )
+    enqueue = results.get("enqueue", {})
+    for key, label in (
+        ("many", "`enqueue_many`, one commit"),
+        ("single_none", "`enqueue_and_kick` one at a time (none kicker)"),
+        ("single_local", "`enqueue_and_kick` one at a time (local kicker)"),
+        ("single_in_app_transaction", "`pgkick.transaction(conn)`, one job each"),
+        ("single_sql_ceiling", "the same insert in pgbench, 1 client, a commit each"),
+    ):
+        if key in enqueue:
+            row = enqueue[key]
+            latency = (
+                f" (p50 {row['p50_ms']} ms, p99 {row['p99_ms']} ms)" if "p50_ms" in row else ""
+            )
+            rows.append([label, f"{row['jobs_per_s']:,} jobs/s{latency}"])
+    for peer, rows_of_peer in _by_peer(results.get("peers", [])).items():
+        bulk = bench_repeat.spread([r["bulk_enqueue_jobs_per_s"] for r in rows_of_peer])
+        single = bench_repeat.spread([r["single_enqueue_jobs_per_s"] for r in rows_of_peer])
+        rows.append(
+            [
+                f"{peer}: bulk enqueue, single enqueue (its own API; median of its drains' runs)",
+                f"{bulk['median']:,.0f} jobs/s, {single['median']:,.0f} jobs/s",
+            ]
+        )
+    kick = results.get("kick_to_start_ms")
+    if kick:
+        rows.append(
+            ["kick-to-start (commit to claim)", f"p50 {kick['p50']} ms, p99 {kick['p99']} ms"]
+        )
+    scale = results.get("scale")
+    if scale:
+        costs = scale["ms_per_claim_complete"]
+        rows.append(
+            [
+                f"claim + complete, {scale['history_rows']:,} finished jobs of history vs none",
+                f"{costs['history']} vs {costs['empty']} ms (x{scale['ratio']})",
+            ]
+        )
+    return rows
+
+
+def _by_peer(rows: list[dict[str, Any]]) -> dict[str, list[dict[str, Any]]]:
+    out: dict[str, list[dict[str, Any]]] = {}
+    for row in rows:
+        out.setdefault(row["peer"], []).append(row)
+    return out
+
+
+def _cost(results: dict[str, Any]) -> list[list[Any]]:
+    rows: list[list[Any]] = []
+    for row in results.get("kicks", []):
+        rows.append(
+            [
+                f"invocations and worker sessions per job, single enqueues, {row['load']}",
+                f"{row['invocations_per_job']} invocations, {row['worker_sessions_per_job']} "
+                f"sessions per job ({row['invocations']} for {row['jobs']:,} jobs; "
+                f"{row['lambda_seconds']} s of worker time)",
+            ]
+        )
+    if not results.get("kicks"):
+        rows.append(["invocations and sessions per job", "not measured (item kicks)"])
+    peak = max((d["worker_peak_rss_mb"] for d in results.get("drain", [])), default=None)
+    rows.append(
+        ["worker peak memory (largest environment's VmHWM, over every drain)", f"{peak} MB"]
+        if peak
+        else ["worker peak memory", "not measured (item drain)"]
+    )
+    idle = results.get("idle_statements_per_minute")
+    rows.append(
+        [
+            "statements a minute while idle (one waiting worker; pgkick: none running)",
+            ", ".join(f"{name} {rate}" for name, rate in idle.items())
+            if idle
+            else "not measured (--peers)",
+        ]
+    )
+    awake = results.get("awake")
+    if awake:
+        modes = ", ".join(
+            f"{m['mode']} {m['awake_fraction'] * 100:.1f}% ({m['suspends']} suspends)"
+            for m in awake["modes"]
+        )
+        minimum = awake["theoretical_min_fraction"] * 100
+        rows.append(["awake fraction", f"{modes}; the workload's minimum {minimum:.1f}%"])
+    else:
+        rows.append(["awake fraction", "not measured (item awake)"])
+    rows.append(["deployment artifact size", "not measured (no bench item yet)"])
+    rows.append(["worker cold import time", "not measured (no bench item yet)"])
+    return rows

@@ -1,0 +1,212 @@
+"""`pgkick bench --repeat N`: the compared items run N times, interleaved, and read pair by pair.
+
+Why: on a shared machine one measurement of each side, minutes apart, does not
+hold (a ceiling measured during a burst of other load came out below the drain
+it bounds). So each repeat runs every side once, one after the other (the
+pipelined SQL ceiling, pgkick's drains, the peers' drains), and a ratio is
+taken within a repeat, where drift hits both sides alike. Each figure and each
+ratio is reported as the median and the spread (min..max) over the repeats.
+"""
+
+from __future__ import annotations
+
+import statistics
+from collections.abc import Iterable
+from typing import TYPE_CHECKING, Any
+
+from pgkick import bench_sql, queries
+
+if TYPE_CHECKING:
+    from pgkick.bench import Bench
+
+REPEATED = ("sql_ceiling", "drain", "peers")
+
+
+def run(bench: Bench, items: Iterable[str], repeat: int) -> None:
+    """Each repeat: the ceiling, then pgkick's drains, then the peers' drains. Then, once,
+    what is not a rate (the statements each system runs while idle)."""
+    chosen = [item for item in REPEATED if item in set(items)]
+    for index in range(repeat):
+        bench.say(f"repeat {index + 1} of {repeat}: {', '.join(chosen)}")
+        for item in chosen:
+            if item == "sql_ceiling":
+                ceiling(bench, index)
+            elif item == "drain":
+                bench.drain(index)
+            else:
+                peer_drains(bench, index)
+    if "peers" in chosen:
+        idle_statements(bench)
+
+
+def configurations(bench: Bench) -> list[tuple[int, int, int]]:
+    """(clients, batch, jobs) of each drain the ceiling bounds: the drain's, the tuned one."""
+    sizes = bench.sizes
+    workers, batch = sizes.tuned
+    return [(sizes.workers, 10, sizes.drains[-1]), (workers, batch, sizes.drains[0])]
+
+
+def ceiling(bench: Bench, index: int) -> None:
+    """pgbench doing per round trip what a worker does, with each drain's clients and batch.
+
+    Clients do not progress evenly, and one that ran out of rounds would strand the batch
+    it holds; so each may do every round the queue needs (plus the one that completes the
+    last batch), and the time is taken on the server from the first claim to the last
+    finish: neither pgbench's connecting (the ceiling is warm) nor its rounds on an empty
+    queue afterwards are counted."""
+    for clients, batch, jobs in configurations(bench):
+        bench.reset()
+        bench.seed(jobs)
+        run = bench_sql.pgbench(
+            bench.bin_dir,
+            bench.dsn,
+            bench_sql.complete_then_claim(batch),
+            clients=clients,
+            transactions=-(-jobs // batch) + 2,
+            mode="prepared",
+            define={"ids": "{}", "attempts": "{}"},
+        )
+        with bench.store() as db:
+            done, seconds = db.one(queries.JOB_DONE_SPAN)
+        row = {
+            "repeat": index,
+            "clients": clients,
+            "batch": batch,
+            "jobs": jobs,
+            "done": done,
+            "seconds": round(seconds, 3),
+            "pgbench_seconds": round(run.seconds, 2),
+            "jobs_per_s": round(done / seconds) if seconds > 0 else 0,
+        }
+        bench.results.setdefault("ceiling", []).append(row)
+        bench.say(f"pipelined SQL ceiling: {row}")
+
+
+def peer_drains(bench: Bench, index: int) -> None:
+    """pgqueuer and procrastinate on the drain's first size: as pgkick runs (8 processes,
+    batch 10), pgqueuer also tuned (2 processes, batch 25), procrastinate a job at a time."""
+    from pgkick import bench_peers
+
+    n, workers = bench.sizes.drains[0], bench.sizes.workers
+    runs = (
+        ("pgqueuer", workers, 10),
+        ("pgqueuer", *bench.sizes.tuned),
+        ("procrastinate", workers, 1),
+    )
+    for peer, processes, batch in runs:
+        row = bench_peers.drain(
+            bench.dsn,
+            peer,
+            n,
+            processes=processes,
+            batch=batch,
+            singles=bench.sizes.singles,
+            log=bench.log,
+        )
+        bench.results.setdefault("peers", []).append({"repeat": index, **row})
+        bench.say(f"peer: {bench.results['peers'][-1]}")
+
+
+def idle_statements(bench: Bench) -> None:
+    """Statements a minute while one worker of each system waits on an empty queue (once:
+    a count, not a rate that drifts with the machine's load)."""
+    from pgkick import bench_peers
+
+    idle = {
+        name: bench_peers.idle_statements_per_minute(
+            bench.dsn, peer, bench.sizes.idle_seconds, bench.log
+        )
+        for name, peer in (("pgkick", None), *((p, p) for p in bench_peers.PEERS))
+    }
+    bench.results["idle_statements_per_minute"] = idle
+    bench.say(f"idle statements a minute: {idle}")
+
+
+# -- reading the repeats ------------------------------------------------------------------
+def spread(values: list[float]) -> dict[str, Any]:
+    """Median, min and max, and the values in repeat order."""
+    return {
+        "median": round(statistics.median(values), 2) if values else None,
+        "min": min(values, default=None),
+        "max": max(values, default=None),
+        "values": values,
+    }
+
+
+def _by_repeat(rows: Iterable[dict[str, Any]], key: str) -> dict[int, float]:
+    return {row.get("repeat", 0): float(row[key]) for row in rows}
+
+
+def figures(results: dict[str, Any]) -> dict[str, dict[int, float]]:
+    """Every repeated rate, named, by repeat."""
+    out: dict[str, dict[int, float]] = {}
+    ceilings: dict[tuple[int, int, int], list[dict[str, Any]]] = {}
+    for row in results.get("ceiling", []):
+        ceilings.setdefault((row["clients"], row["batch"], row["jobs"]), []).append(row)
+    for (clients, batch, jobs), rows in ceilings.items():
+        out[f"SQL ceiling, {clients}x{batch}, {jobs:,} jobs"] = _by_repeat(rows, "jobs_per_s")
+    drains: dict[tuple[Any, ...], list[dict[str, Any]]] = {}
+    for row in results.get("drain", []):
+        drains.setdefault((row["workers"], row["batch"], row["jobs"], row["start"]), []).append(row)
+    for (workers, batch, jobs, start), rows in drains.items():
+        out[f"pgkick, {workers}x{batch}, {jobs:,} jobs, {_start(start)}"] = _by_repeat(
+            rows, "jobs_per_s"
+        )
+    peers: dict[tuple[Any, ...], list[dict[str, Any]]] = {}
+    for row in results.get("peers", []):
+        peers.setdefault((row["peer"], row["processes"], row["batch"], row["jobs"]), []).append(row)
+    for (peer, processes, batch, jobs), rows in peers.items():
+        for start, key in (("cold", "jobs_per_s_with_startup"), ("warm", "jobs_per_s_warm")):
+            name = f"{peer}, {processes}x{batch}, {jobs:,} jobs, {_start(start)}"
+            out[name] = _by_repeat(rows, key)
+    return out
+
+
+def _start(start: str) -> str:
+    return "start-up included" if start == "cold" else "warm"
+
+
+def ratios(results: dict[str, Any]) -> dict[str, dict[int, float]]:
+    """Each ratio taken within a repeat: pgkick's drain over the ceiling of the same clients,
+    batch and jobs; pgkick's best configuration over the best peer configuration."""
+    out: dict[str, dict[int, float]] = {}
+    drains = results.get("drain", [])
+    for row in results.get("ceiling", []):
+        for start in ("cold", "warm"):
+            same = [
+                d
+                for d in drains
+                if (d["workers"], d["batch"], d["jobs"], d["start"], d.get("repeat", 0))
+                == (row["clients"], row["batch"], row["jobs"], start, row["repeat"])
+            ]
+            if same and row["jobs_per_s"]:
+                name = (
+                    f"pgkick / SQL ceiling, {row['clients']}x{row['batch']}, "
+                    f"{row['jobs']:,} jobs, {_start(start)}"
+                )
+                out.setdefault(name, {})[row["repeat"]] = round(
+                    same[0]["jobs_per_s"] / row["jobs_per_s"], 3
+                )
+    peers = results.get("peers", [])
+    for start, key in (("cold", "jobs_per_s_with_startup"), ("warm", "jobs_per_s_warm")):
+        for index in sorted({p.get("repeat", 0) for p in peers}):
+            theirs = [p for p in peers if p.get("repeat", 0) == index]
+            jobs = theirs[0]["jobs"]
+            ours = [
+                d["jobs_per_s"]
+                for d in drains
+                if (d["start"], d["jobs"], d.get("repeat", 0)) == (start, jobs, index)
+            ]
+            best = max(p[key] for p in theirs)
+            if ours and best:
+                name = f"pgkick's best / the best peer's, {jobs:,} jobs, {_start(start)}"
+                out.setdefault(name, {})[index] = round(max(ours) / best, 2)
+    return out
+
+
+def summary(results: dict[str, Any]) -> dict[str, Any]:
+    """Median and spread of every repeated figure and every ratio."""
+    return {
+        "figures": {name: spread(list(v.values())) for name, v in figures(results).items()},
+        "ratios": {name: spread(list(v.values())) for name, v in ratios(results).items()},
+    }

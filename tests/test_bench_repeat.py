@@ -1,0 +1,86 @@
+"""The repeated bench items: the pipelined ceiling, ratios read pair by pair, bad --repeat."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from pgkick import bench, bench_repeat, bench_report, cli, scratch
+from pgkick.embedded import binaries_dir
+
+
+def test_pipelined_ceiling_completes_what_it_claimed_the_round_trip_before(
+    dsn: str, tmp_path: Path
+) -> None:
+    """Catches a ceiling that does not do a worker's work: a script whose claimed ids are
+    not carried to the next transaction of the same client (jobs left running, not done),
+    or one that completes a job twice or never claims (done count short)."""
+    scratch.claim(dsn, "bench")
+    runner = bench.Bench(dsn, binaries_dir(), bench.QUICK, tmp_path / "log", say=lambda _: None)
+    bench_repeat.ceiling(runner, 0)
+    rows = runner.results["ceiling"]
+    assert [(r["clients"], r["batch"], r["jobs"]) for r in rows] == [(2, 10, 2000), (2, 25, 2000)]
+    assert all(r["done"] == r["jobs"] and r["jobs_per_s"] > 0 for r in rows)
+    assert runner.counts() == {"done": {"count": 2000, "max_attempts": 1}}  # each once
+
+
+def _results(drains: list[float], ceilings: list[float], peers: list[float]) -> dict[str, Any]:
+    """Repeat i: a drain at drains[i], its ceiling at ceilings[i], the best peer at peers[i]."""
+    same = {"workers": 8, "batch": 10, "jobs": 100}
+    return {
+        "drain": [
+            {**same, "start": start, "repeat": i, "jobs_per_s": rate}
+            for i, rate in enumerate(drains)
+            for start in ("cold", "warm")
+        ],
+        "ceiling": [
+            {"clients": 8, "batch": 10, "jobs": 100, "repeat": i, "jobs_per_s": rate}
+            for i, rate in enumerate(ceilings)
+        ],
+        "peers": [
+            {
+                "peer": "p",
+                "processes": 2,
+                "batch": 25,
+                "jobs": 100,
+                "repeat": i,
+                "jobs_per_s_with_startup": rate,
+                "jobs_per_s_warm": rate,
+            }
+            for i, rate in enumerate(peers)
+        ],
+    }
+
+
+def test_ratios_are_taken_within_a_repeat_then_their_median() -> None:
+    """Catches pairing across repeats (or dividing the medians): the drain and its ceiling
+    drift together here, so each pair is 0.9 while the medians' ratio is 0.6."""
+    results = _results(drains=[90, 900, 9000], ceilings=[100, 1000, 10000], peers=[10, 10, 10])
+    ratios = bench_repeat.summary(results)["ratios"]
+    pair = ratios["pgkick / SQL ceiling, 8x10, 100 jobs, start-up included"]
+    assert pair["values"] == [0.9, 0.9, 0.9] and pair["median"] == 0.9
+    medians = bench_repeat.summary(results)["figures"]
+    assert medians["pgkick, 8x10, 100 jobs, warm"]["median"] == 900
+
+
+def test_versus_peers_must_hold_in_every_repeat_not_only_the_median() -> None:
+    """Catches judging the peer target on the median: one repeat at x1.2 fails it."""
+    results = _results(drains=[100, 100, 100], ceilings=[100, 100, 100], peers=[50, 50, 83])
+    targets = {t["target"]: t for t in bench_report.targets(results)}
+    versus = [t for name, t in targets.items() if "best peer" in name]
+    assert len(versus) == 2 and not any(t["met"] for t in versus)
+    assert "x2.0 (median of 3; x1.2..x2.0)" in versus[0]["measured"]
+    ceiling = [t for name, t in targets.items() if "pipelined SQL ceiling" in name]
+    assert len(ceiling) == 2 and all(t["met"] for t in ceiling)  # 100% each repeat
+
+
+def test_repeat_below_one_is_refused_before_anything_runs(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Catches a --repeat 0 that would report medians of nothing after a whole run."""
+    out = tmp_path / "out"
+    assert cli.main(["bench", "--quick", "--repeat", "0", "--out", str(out)]) == 2
+    assert "--repeat must be 1 or more" in capsys.readouterr().err
+    assert not out.exists()
