@@ -30,12 +30,15 @@ reservation statement runs after c (its snapshot S is taken after c).
 - If S sees a worker W, W's withdrawal committed after S. W's last act is a
   claim whose snapshot is taken after that withdrawal committed, hence after S
   and after c: it sees J (unless J is locked by another worker, who has it, or
-  the claim came back full, in which case W re-announces and goes on).
+  the claim came back full, in which case W re-announces and goes on). A W out
+  of time withdraws, then asks whether a job is ready and hands over if so:
+  the same order, the same argument.
 - If S sees a pending kick K, the worker K starts deletes K when it announces,
   after S; from then on it is the worker of the case above.
-- A worker that crashes holding the queue leaves its row until `until`
-  (seconds); jobs committed meanwhile get no kick. After `until` the next
-  producer kicks again, and for the jobs committed before: a worker that had
+- A worker that crashes (or whose invocation fails with an error) leaves its
+  row until `until` (seconds); jobs committed meanwhile get no kick. After
+  `until` the next producer kicks again, and for the jobs committed before: a
+  worker that had
   claimed anything booked a rescue (pgkick.rescue) that fires after its lease
   and its announcement have both lapsed, and drains the queue; one that had
   claimed nothing is retried by Lambda (after about a minute, past `until`),
