@@ -1,7 +1,10 @@
-"""`sam local invoke` without Docker: run a function from the *built* artifact.
+"""Fallback for `infra/rie_invoke.py`: run a built function without Lambda's runtime.
 
-Why: where Docker is missing (CI here, many laptops) the artifact `sam build`
-produced would otherwise go untested until it reaches AWS. This runs it as
+Why: `infra/rie_invoke.py` (the emulator and awslambdaric, Lambda's own runtime)
+is the way to invoke the artifact locally; this plain path is used only where no
+emulator binary matches the machine or awslambdaric is not installed, and
+rie_invoke says so when it falls back. It also holds the template reading
+(Globals merged, SAM's --env-vars format) that rie_invoke reuses. It runs it as
 Lambda would import it: a separate Python 3.12 with no site-packages (only the
 artifact's folder and the standard library), the function's environment from
 the built template (Globals merged), the `--env-vars` file's overrides in SAM's

@@ -12,7 +12,7 @@ from typing import Any
 import psycopg
 import pytest
 
-from infra import local_invoke
+from infra import rie_invoke
 from pgkick.store import JobStore
 from tests.helpers import job_row, seed
 from tests.sam import ROOT, ensure_sam_venv, run, uv
@@ -173,41 +173,98 @@ def env_file(tmp_path: Path, dsn: str) -> Path:
     return path
 
 
-def test_built_worker_drains_real_jobs_without_docker(
-    build_dir: Path, dsn: str, tmp_path: Path
+@pytest.fixture(scope="session")
+def ric_dir(build_dir: Path) -> Path:
+    found = rie_invoke.runtime_client_dir(build_dir / "runtime-client")
+    assert found is not None, "awslambdaric is a dev dependency: run uv sync"
+    assert rie_invoke.rie_binary() is not None, "aws-sam-cli ships the emulator: .venv-sam"
+    return found
+
+
+def emulator(build_dir: Path, ric_dir: Path, env: Path, function: str) -> rie_invoke.Emulator:
+    rie = rie_invoke.rie_binary()
+    assert rie is not None
+    return rie_invoke.Emulator(
+        function, build_dir=build_dir, env_file=env, ric_dir=ric_dir, rie=rie
+    )
+
+
+def test_built_worker_drains_real_jobs_in_lambdas_runtime(
+    build_dir: Path, ric_dir: Path, dsn: str, tmp_path: Path
 ) -> None:
+    """The built artifact, imported by awslambdaric behind the emulator, drains real jobs:
+    catches a package missing from the artifact, a handler path that does not import, an
+    answer Lambda's marshaller rejects, and a context the drain cannot read its deadline from.
+    A second invoke is warm: the same process, cold_start false."""
     with JobStore.open(dsn) as store:
         seed(store, 250)
-    code, result, output = local_invoke.invoke(
-        "WorkerFunction",
-        ROOT / "infra" / "events" / "kick.json",
-        build_dir=build_dir,
-        env_file=env_file(tmp_path, dsn),
-    )
-    assert code == 0 and result is not None, output
-    assert result["done"] == 250 and result["stopped_because"] == "empty"
+    with emulator(build_dir, ric_dir, env_file(tmp_path, dsn), "WorkerFunction") as worker:
+        first = worker.invoke({"queue": "default", "reason": "enqueue"})
+        with JobStore.open(dsn) as store:
+            seed(store, 3)
+        second = worker.invoke({"queue": "default", "reason": "wake"})
+    assert first.error_type is None, first.payload
+    assert first.payload["done"] == 250 and first.payload["stopped_because"] == "empty"
+    assert second.payload["done"] == 3, second.payload
+    assert '"cold_start":true' in first.logs and '"cold_start":false' in second.logs
+    assert "REPORT RequestId:" in first.logs and "Memory Size: 512 MB" in first.logs
+    assert '"Namespace":"pgkick"' in first.logs  # the EMF metrics the alarms read
     with psycopg.connect(dsn) as conn:
         assert conn.execute("SELECT status, count(*) FROM jobs GROUP BY 1").fetchall() == [
-            ("done", 250)
+            ("done", 253)
         ]
 
 
-def test_built_reaper_reaps_an_expired_lease_without_docker(
-    build_dir: Path, dsn: str, tmp_path: Path
+def test_built_worker_fails_in_lambdas_error_shape(
+    build_dir: Path, ric_dir: Path, tmp_path: Path
 ) -> None:
+    """An unreachable database is an invocation error as Lambda reports it (errorType,
+    errorMessage, stackTrace), which is what makes Lambda retry the kick and, after the
+    retries, send it to the failed-kicks queue; a rejected event is an answer instead."""
+    env = env_file(tmp_path, "postgresql://pgkick@127.0.0.1:1/nothing?connect_timeout=1")
+    with emulator(build_dir, ric_dir, env, "WorkerFunction") as worker:
+        bad = worker.invoke({"queue": "default", "unknown": 1})
+        down = worker.invoke({"queue": "default", "reason": "enqueue"})
+    assert bad.error_type is None and "unknown fields" in bad.payload["rejected"]
+    assert down.error_type == "DatabaseUnavailable", down.payload
+    assert down.payload["stackTrace"] and down.payload["requestId"]
+
+
+def test_built_reaper_answers_through_lambdas_marshaller(
+    build_dir: Path, ric_dir: Path, dsn: str, tmp_path: Path
+) -> None:
+    """The reaper's answer carries a running job's lease expiry and the table's last vacuum,
+    both timestamps: Lambda's marshaller rejects a datetime (Runtime.MarshalError, and the
+    run is retried), so this fails if the report is not made of JSON's own types."""
     with JobStore.open(dsn) as store:
-        (job_id,) = seed(store, 1)
-        store.claim("default", batch=1, lease=timedelta(seconds=1))
-        store.conn.execute("UPDATE jobs SET locked_until = now() - interval '1 second'")
-    code, result, output = local_invoke.invoke(
-        "ReaperFunction",
-        ROOT / "infra" / "events" / "reaper.json",
+        expired, running = seed(store, 2)
+        store.claim("default", batch=2, lease=timedelta(minutes=10))
+        store.conn.execute(
+            "UPDATE jobs SET locked_until = now() - interval '1 second' WHERE id = %s", (expired,)
+        )
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        conn.execute("VACUUM jobs")
+    with emulator(build_dir, ric_dir, env_file(tmp_path, dsn), "ReaperFunction") as reaper:
+        answer = reaper.invoke({"source": "pgkick.reaper-schedule"})
+    assert answer.error_type is None, answer.payload
+    assert answer.payload["requeued"] == 1
+    (queue,) = answer.payload["queues"]
+    assert queue["running"] == 1 and isinstance(queue["next_lease_expiry"], str)
+    assert isinstance(answer.payload["table"]["last_vacuum"], str)
+    assert job_row(dsn, expired)["status"] == "queued"
+    assert job_row(dsn, running)["status"] == "running"
+
+
+def test_rie_invoke_cli_runs_the_emulator(build_dir: Path, ric_dir: Path, tmp_path: Path) -> None:
+    """`infra/rie_invoke.py` (the README's command) takes the emulator path, not the fallback,
+    and exits 0 on an answer."""
+    mode, answer = rie_invoke.invoke(
+        "WorkerFunction",
+        ROOT / "infra" / "events" / "kick.json",
         build_dir=build_dir,
-        env_file=env_file(tmp_path, dsn),
+        env_file=env_file(tmp_path, "postgresql://pgkick@127.0.0.1:1/nothing?connect_timeout=1"),
     )
-    assert code == 0 and result is not None, output
-    assert result["requeued"] == 1
-    assert job_row(dsn, job_id)["status"] == "queued"
+    assert mode == "rie" and answer.error_type == "DatabaseUnavailable"
 
 
 def test_the_artifact_runs_without_the_projects_packages(build_dir: Path) -> None:
