@@ -23,6 +23,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -88,6 +89,17 @@ def resolve(value: Any, parameters: dict[str, Any]) -> str:
     """Plain values as they are; a Ref to a parameter is its default; other intrinsics ''."""
     if isinstance(value, dict) and set(value) == {"Ref"}:
         return str(parameters.get(value["Ref"], {}).get("Default", ""))
+    if isinstance(value, dict) and isinstance(value.get("Fn::Sub"), str):
+        # A local stack named "pgkick" (samconfig.toml's): e.g. the metrics' service
+        # dimension ${AWS::StackName}-worker; anything else it cannot know stays ''.
+        names = {"AWS::StackName": "pgkick"} | {
+            name: str(spec.get("Default", "")) for name, spec in parameters.items()
+        }
+        text, known = value["Fn::Sub"], True
+        for name in re.findall(r"\$\{([^}]+)\}", text):
+            known = known and name in names
+            text = text.replace("${" + name + "}", names.get(name, ""))
+        return text if known else ""
     return "" if isinstance(value, dict | list) else str(value)
 
 

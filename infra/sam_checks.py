@@ -24,6 +24,9 @@ from samtranslator.public.translator import ManagedPolicyLoader
 from samtranslator.translator.transform import transform
 from samtranslator.yaml_helper import yaml_parse
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from ops_checks import all_problems  # run as a script, from .venv-sam
+
 ROOT = Path(__file__).resolve().parent.parent
 MANAGED = {
     name: f"arn:aws:iam::aws:policy/service-role/{name}"
@@ -105,7 +108,7 @@ def main(argv: list[str]) -> int:
     args.out.parent.mkdir(parents=True, exist_ok=True)
     result = transformed(args.template)
     args.out.write_text(json.dumps(result, indent=1))
-    problems = schedule_problems(result) + recursion_problems(result)
+    problems = schedule_problems(result) + recursion_problems(result) + all_problems(result)
     print("".join(f"{problem}\n" for problem in problems), end="")
     # W2001 (unused parameter): the transform inlines the values of some parameters.
     cfn_lint = str(Path(sys.executable).parent / "cfn-lint")

@@ -75,6 +75,37 @@ def test_sam_validate(sam_bin: Path, argv: list[str]) -> None:
         ("Default: rate(60 minutes)", "Default: rate(60 minute)", "E9001"),
         ("ScheduleExpression: !Ref ReaperSchedule", "ScheduleExpression: rate(1 minutes)", "E9001"),
         ("RecursiveLoop: Allow", "RecursiveLoop: Terminate", "E9002"),
+        # The operator's items (infra/ops_checks.py): each check fails without its item.
+        ("LogFormat: JSON", "LogFormat: Text", "E9003"),
+        ("RetentionInDays: !Ref LogRetentionInDays", "LogGroupClass: STANDARD", "E9003"),
+        ("MetricName: Throttles", "MetricName: Invocations", "E9004"),
+        ("MetricName: oldest_ready_age", "MetricName: ready", "E9004"),
+        ('[".", "oldest_ready_age", ".", "."]', '[".", "duration", ".", "."]', "E9010"),
+        ("MaximumRetryAttempts: 0", "MaximumRetryAttempts: 2", "E9005"),
+        (
+            "ReservedConcurrentExecutions: !If [ReserveConcurrency, 1, !Ref AWS::NoValue]",
+            "ReservedConcurrentExecutions: 1",
+            "E9006",
+        ),
+        ("MinValue: 0\n    MaxValue: 900", "MinValue: 1\n    MaxValue: 1000", "E9006"),
+        (
+            "- InVpc  # network interfaces only when the functions run in subnets",
+            "- ReserveConcurrency",
+            "E9007",
+        ),
+        (
+            "Action: scheduler:CreateSchedule\n                Resource",
+            "Action: [scheduler:CreateSchedule, scheduler:DeleteSchedule]\n"
+            "                Resource",
+            "E9008",
+        ),
+        (
+            "                Condition:\n                  StringEquals:\n"
+            "                    iam:PassedToService: scheduler.amazonaws.com\n",
+            "",
+            "E9008",
+        ),
+        ("aws:SourceAccount: !Ref AWS::AccountId", "aws:SourceIp: 192.0.2.1", "E9009"),
     ],
 )
 def test_lint_after_transform_catches_bad_values(
@@ -134,19 +165,27 @@ WORKER_ARN = {
 def test_each_role_reaches_only_its_own_resources(transformed: dict[str, Any]) -> None:
     worker = by_action(transformed, "WorkerFunctionRole")
     assert worker["lambda:InvokeFunction"] == WORKER_ARN  # only itself
-    assert worker["scheduler:CreateSchedule"] == worker["scheduler:DeleteSchedule"]
+    assert "scheduler:DeleteSchedule" not in worker  # Scheduler deletes fired schedules
     assert "${WakeScheduleGroup}/*" in worker["scheduler:CreateSchedule"]["Fn::Sub"]
     assert worker["iam:PassRole"] == {"Fn::GetAtt": ["WakeRole", "Arn"]}
     assert worker["secretsmanager:GetSecretValue"] == {"Ref": "DatabaseSecretArn"}
+    assert worker["logs:PutLogEvents"] == {"Fn::GetAtt": ["WorkerLogGroup", "Arn"]}
+    failed_kicks = {"Fn::GetAtt": ["FailedKicksQueue", "Arn"]}
+    assert worker["sqs:SendMessage"] == failed_kicks
     reaper = by_action(transformed, "ReaperFunctionRole")
     assert reaper == {
         "lambda:InvokeFunction": {"Fn::GetAtt": ["WorkerFunction", "Arn"]},
         "secretsmanager:GetSecretValue": {"Ref": "DatabaseSecretArn"},
+        "logs:CreateLogStream": {"Fn::GetAtt": ["ReaperLogGroup", "Arn"]},
+        "logs:PutLogEvents": {"Fn::GetAtt": ["ReaperLogGroup", "Arn"]},
+        "sqs:SendMessage": failed_kicks,
     }
-    wake = transformed["Resources"]["WakeRole"]["Properties"]
-    principal = wake["AssumeRolePolicyDocument"]["Statement"][0]["Principal"]
-    assert principal == {"Service": "scheduler.amazonaws.com"}
+    for role in ("WakeRole", "ReaperScheduleRole"):
+        trust = transformed["Resources"][role]["Properties"]["AssumeRolePolicyDocument"]
+        assert trust["Statement"][0]["Principal"] == {"Service": "scheduler.amazonaws.com"}
     assert by_action(transformed, "WakeRole") == {"lambda:InvokeFunction": WORKER_ARN}
+    (reaper_arn,) = by_action(transformed, "ReaperScheduleRole").values()
+    assert reaper_arn["Fn::Sub"].endswith(":function:${AWS::StackName}-reaper")
     producer = by_action(transformed, "ProducerPolicy")
     assert set(producer) == {"lambda:InvokeFunction", "scheduler:CreateSchedule", "iam:PassRole"}
 
@@ -157,14 +196,15 @@ def test_worker_and_reaper_settings(transformed: dict[str, Any]) -> None:
     assert invoke["MaximumRetryAttempts"] <= 2 and "OnFailure" in invoke["DestinationConfig"]
     worker = resources["WorkerFunction"]["Properties"]
     assert worker["Runtime"] == "python3.12" and worker["Handler"] == "worker.app.handler"
-    assert "ReservedConcurrentExecutions" in worker
+    assert worker["ReservedConcurrentExecutions"]["Fn::If"][0] == "ReserveConcurrency"
     schedule = resources["ReaperFunctionEvery"]["Properties"]
     assert "Name" not in schedule  # OmitName: CloudFormation names it
     assert schedule["FlexibleTimeWindow"] == {"Mode": "OFF"}
     expression = transformed["Parameters"]["ReaperSchedule"]["Default"]
     minutes = int(re.match(r"rate\((\d+) minutes\)", expression)[1])  # type: ignore[index]
     assert minutes >= 6 * 10  # a run costs one 10-minute window awake: at most 1/6 of the time
-    assert resources["ReaperFunction"]["Properties"]["ReservedConcurrentExecutions"] == 1
+    reaper = resources["ReaperFunction"]["Properties"]["ReservedConcurrentExecutions"]
+    assert reaper == {"Fn::If": ["ReserveConcurrency", 1, {"Ref": "AWS::NoValue"}]}
 
 
 def env_file(tmp_path: Path, dsn: str) -> Path:
@@ -208,7 +248,9 @@ def test_built_worker_drains_real_jobs_in_lambdas_runtime(
     assert second.payload["done"] == 3, second.payload
     assert '"cold_start":true' in first.logs and '"cold_start":false' in second.logs
     assert "REPORT RequestId:" in first.logs and "Memory Size: 512 MB" in first.logs
-    assert '"Namespace":"pgkick"' in first.logs  # the EMF metrics the alarms read
+    # The EMF metrics the alarms and the dashboard read: namespace and service dimension.
+    assert '"Namespace":"pgkick","Dimensions":[["service"]]' in first.logs
+    assert '"service":"pgkick-worker"' in first.logs
     with psycopg.connect(dsn) as conn:
         assert conn.execute("SELECT status, count(*) FROM jobs GROUP BY 1").fetchall() == [
             ("done", 253)
