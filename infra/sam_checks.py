@@ -4,7 +4,9 @@ Why: cfn-lint on the SAM source is blind to values SAM passes through
 (`MaximumRetryAttempts: 5`, a bad runtime, `rate(15 minute)`); on the
 transformed CloudFormation they are plain properties it checks. The transform
 needs the ARNs of the AWS managed policies SAM attaches; they are fixed, so a
-table replaces the IAM lookup and no AWS account is needed.
+table replaces the IAM lookup and no AWS account is needed. Then pgkick's own
+rules: E9001 Scheduler expressions, E9002 the worker's RecursiveLoop, and
+E9003-E9010 what an operator needs (infra/ops_checks.py).
 
     .venv-sam/bin/python infra/sam_checks.py [TEMPLATE] [--out transformed.json]
 """
