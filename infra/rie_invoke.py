@@ -11,12 +11,13 @@ real context (request id, deadline from the function's Timeout, memory size), th
 real timeout (`Task timed out`) and the real error shape (`errorType`,
 `errorMessage`, `stackTrace`) are what the tests see.
 
-The runtime's Python sees only the artifact folder and a folder holding
-`awslambdaric` and its requirements, copied from the installed distributions
-(so no network); `-S` keeps site-packages out. The function's environment comes
-from the built template, as in `infra/local_invoke.py` (Globals merged, SAM's
-`--env-vars` file format), which stays only as the fallback when no emulator
-binary for this machine or no `awslambdaric` is at hand; `invoke()` says when.
+The runtime's Python sees only the artifact folder and a folder holding what
+Lambda's runtime provides, `awslambdaric` and boto3 with their requirements, copied
+from the installed distributions (so no network); `-S` keeps site-packages out.
+The function's environment comes from the built template, as in
+`infra/local_invoke.py` (Globals merged, SAM's `--env-vars` file format), which
+stays only as the fallback when no emulator binary for this machine or no
+`awslambdaric` is at hand; `invoke()` says when.
 
     uv run python infra/rie_invoke.py WorkerFunction -e infra/events/kick.json \\
         --env-vars infra/env.json [--build-dir .aws-sam/build]
@@ -46,7 +47,14 @@ from infra import local_invoke
 ROOT = Path(__file__).resolve().parent.parent
 RIE_DIR = ROOT / ".venv-sam" / "lib" / "python3.12" / "site-packages" / "samcli" / "local" / "rapid"
 INVOKE_PATH = "/2015-03-31/functions/function/invocations"
-RUNTIME_DISTRIBUTIONS = ("awslambdaric", "simplejson", "snapshot-restore-py")
+# What Lambda's python3.12 runtime puts beside the function (/var/runtime): the runtime
+# client and boto3, which the artifact therefore leaves out (functions/requirements.txt).
+RUNTIME_DISTRIBUTIONS = (
+    "awslambdaric",
+    "simplejson",
+    "snapshot-restore-py",
+    *("boto3", "botocore", "s3transfer", "jmespath", "python-dateutil", "six", "urllib3"),
+)
 
 
 def rie_binary(rie_dir: Path = RIE_DIR) -> Path | None:
