@@ -1,7 +1,10 @@
-"""`sam local invoke` without Docker: run a function from the *built* artifact.
+"""Fallback for `infra/rie_invoke.py`: run a built function without Lambda's runtime.
 
-Why: where Docker is missing (CI here, many laptops) the artifact `sam build`
-produced would otherwise go untested until it reaches AWS. This runs it as
+Why: `infra/rie_invoke.py` (the emulator and awslambdaric, Lambda's own runtime)
+is the way to invoke the artifact locally; this plain path is used only where no
+emulator binary matches the machine or awslambdaric is not installed, and
+rie_invoke says so when it falls back. It also holds the template reading
+(Globals merged, SAM's --env-vars format) that rie_invoke reuses. It runs it as
 Lambda would import it: a separate Python 3.12 with no site-packages (only the
 artifact's folder and the standard library), the function's environment from
 the built template (Globals merged), the `--env-vars` file's overrides in SAM's
@@ -20,6 +23,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -85,6 +89,17 @@ def resolve(value: Any, parameters: dict[str, Any]) -> str:
     """Plain values as they are; a Ref to a parameter is its default; other intrinsics ''."""
     if isinstance(value, dict) and set(value) == {"Ref"}:
         return str(parameters.get(value["Ref"], {}).get("Default", ""))
+    if isinstance(value, dict) and isinstance(value.get("Fn::Sub"), str):
+        # A local stack named "pgkick" (samconfig.toml's): e.g. the metrics' service
+        # dimension ${AWS::StackName}-worker; anything else it cannot know stays ''.
+        names = {"AWS::StackName": "pgkick"} | {
+            name: str(spec.get("Default", "")) for name, spec in parameters.items()
+        }
+        text, known = value["Fn::Sub"], True
+        for name in re.findall(r"\$\{([^}]+)\}", text):
+            known = known and name in names
+            text = text.replace("${" + name + "}", names.get(name, ""))
+        return text if known else ""
     return "" if isinstance(value, dict | list) else str(value)
 
 

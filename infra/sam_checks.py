@@ -4,7 +4,9 @@ Why: cfn-lint on the SAM source is blind to values SAM passes through
 (`MaximumRetryAttempts: 5`, a bad runtime, `rate(15 minute)`); on the
 transformed CloudFormation they are plain properties it checks. The transform
 needs the ARNs of the AWS managed policies SAM attaches; they are fixed, so a
-table replaces the IAM lookup and no AWS account is needed.
+table replaces the IAM lookup and no AWS account is needed. Then pgkick's own
+rules: E9001 Scheduler expressions, E9002 the worker's RecursiveLoop, and
+E9003-E9010 what an operator needs (infra/ops_checks.py).
 
     .venv-sam/bin/python infra/sam_checks.py [TEMPLATE] [--out transformed.json]
 """
@@ -23,6 +25,9 @@ from typing import Any
 from samtranslator.public.translator import ManagedPolicyLoader
 from samtranslator.translator.transform import transform
 from samtranslator.yaml_helper import yaml_parse
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from ops_checks import all_problems  # run as a script, from .venv-sam
 
 ROOT = Path(__file__).resolve().parent.parent
 MANAGED = {
@@ -105,7 +110,7 @@ def main(argv: list[str]) -> int:
     args.out.parent.mkdir(parents=True, exist_ok=True)
     result = transformed(args.template)
     args.out.write_text(json.dumps(result, indent=1))
-    problems = schedule_problems(result) + recursion_problems(result)
+    problems = schedule_problems(result) + recursion_problems(result) + all_problems(result)
     print("".join(f"{problem}\n" for problem in problems), end="")
     # W2001 (unused parameter): the transform inlines the values of some parameters.
     cfn_lint = str(Path(sys.executable).parent / "cfn-lint")

