@@ -149,3 +149,20 @@ def test_a_worker_leaves_no_session_its_tasks_opened(
     summary = worker_runtime.drain("default", lambda: 60_000)
     assert summary.done == 1 and count_jobs(dsn) == 2
     assert sessions_of(dsn, "pgkick-producer") == 0 and sessions_of(dsn) == 0
+
+
+def test_a_kick_check_that_fails_after_the_commit_does_not_raise(dsn: str) -> None:
+    """Catches the reservation (sent after COMMIT in the same pipeline) raising out of
+    enqueue_and_kick once the job is committed, e.g. for a producer role granted before
+    queue_watchers existed: a caller that retries would enqueue the job twice. The job
+    stays, and the producer kicks, as when it cannot tell who watches."""
+    with psycopg.connect(dsn, autocommit=True) as admin:
+        admin.execute("ALTER TABLE queue_watchers RENAME TO queue_watchers_gone")
+    kicker = RecordingKicker()
+    job_id = producer.enqueue_and_kick({}, task="noop", queue="q", dsn=dsn, kicker=kicker)
+    assert count_jobs(dsn) == 1 and kicker.kicks == ["q"]
+    with psycopg.connect(dsn) as conn:
+        assert conn.execute("SELECT id FROM jobs").fetchone() == (job_id,)
+    # and the lingering connection is still usable for the next call
+    producer.enqueue_and_kick({}, task="noop", queue="q", dsn=dsn, kicker=kicker)
+    assert count_jobs(dsn) == 2

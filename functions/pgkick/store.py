@@ -8,15 +8,25 @@ live in one place, and the SQL itself lives in `sql/` (bundled as
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any, NamedTuple
 
 from pgkick import queries
-from pgkick.db import Clock, Connection, DatabaseUnavailable, connect, server_clock
+from pgkick.db import (
+    Clock,
+    Connection,
+    DatabaseError,
+    DatabaseUnavailable,
+    connect,
+    server_clock,
+)
 from pgkick.store_maintenance import MaintenanceStatements, ReapedJob
 from pgkick.validation import JobSpec
+
+log = logging.getLogger("pgkick.store")
 
 __all__ = [
     "Announcement",
@@ -85,15 +95,24 @@ class JobStore(MaintenanceStatements):
 
         The reservation runs after the COMMIT, in its own transaction: a check made
         before the commit could miss a worker's withdrawal and strand the job."""
-        with self.pipeline():
-            self.execute(queries.TRANSACTION_BEGIN)
-            inserted = self._insert(spec)
-            self.execute(queries.TRANSACTION_COMMIT)
-            reserved = (
-                self.execute(queries.QUEUE_KICK_RESERVE, queues=[spec.queue], pending=pending)
-                if reserve
-                else None
-            )
+        reserved = None
+        try:
+            with self.pipeline():
+                self.execute(queries.TRANSACTION_BEGIN)
+                inserted = self._insert(spec)
+                commit = self.execute(queries.TRANSACTION_COMMIT)
+                if reserve:
+                    reserved = self.execute(
+                        queries.QUEUE_KICK_RESERVE, queues=[spec.queue], pending=pending
+                    )
+        except DatabaseError as exc:
+            row = _committed_row(inserted, commit) if reserve else None
+            if row is None:
+                raise  # the insert or its commit failed: nothing was committed
+            # Committed, but who watches the queue is unknown (a role without the grant on
+            # queue_watchers, a dropped connection): never raise now; kick, as if nobody did.
+            log.warning("job %s committed; kick check failed (%s), kicking", row[0], exc)
+            return QueuedJob._make(row), True
         row = inserted.fetchone()
         assert row is not None
         return QueuedJob._make(row), bool(reserved is not None and reserved.fetchall())
@@ -261,3 +280,14 @@ class JobStore(MaintenanceStatements):
             lease=lease,
         )
         return {row[0] for row in rows}
+
+
+def _committed_row(inserted: Any, commit: Any) -> tuple[Any, ...] | None:
+    """The insert's row if it ran and its COMMIT succeeded before a later statement failed."""
+    if commit.statusmessage != "COMMIT":
+        return None
+    try:
+        row = inserted.fetchone()
+    except DatabaseError:
+        return None
+    return tuple(row) if row is not None else None
