@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import os
 import threading
+from collections.abc import Callable
+from typing import Any
 
 import psycopg
 import pytest
@@ -20,6 +22,41 @@ pytestmark = pytest.mark.skipif(
 )
 
 
+def _through_pgbouncer(
+    dsn: str,
+    embedded_pg: EmbeddedPostgres | None,
+    clients: int,
+    session: Callable[[int, str, psycopg.Connection[Any]], None],
+) -> list[str]:
+    """Run `session(n, pooled_dsn, conn)` for each of `clients` threads, each on an app
+    connection opened as the README shows, through a transaction-mode PgBouncer with 2
+    server connections; returns the first line of every database error they met."""
+    os_user = embedded_pg.os_user if embedded_pg else None
+    dbname = str(conninfo_to_dict(dsn)["dbname"])
+    errors: list[str] = []
+    with pgbouncer(dsn, os_user, pool_size=2) as pooled:
+        pooled_dsn = make_conninfo(pooled, dbname=dbname)
+
+        def app(n: int) -> None:
+            with psycopg.connect(pooled_dsn) as conn:
+                try:
+                    session(n, pooled_dsn, conn)
+                except psycopg.Error as exc:
+                    errors.append(str(exc).splitlines()[0])
+
+        threads = [threading.Thread(target=app, args=(n,)) for n in range(clients)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join(120)
+    return errors
+
+
+def _count_jobs(dsn: str) -> Any:
+    with psycopg.connect(dsn) as conn:
+        return conn.execute("SELECT count(*) FROM jobs").fetchone()
+
+
 def test_transactions_on_the_apps_connection_through_pgbouncer(
     dsn: str, embedded_pg: EmbeddedPostgres | None
 ) -> None:
@@ -28,29 +65,14 @@ def test_transactions_on_the_apps_connection_through_pgbouncer(
     after 5 runs psycopg prepared the insert as _pg3_0 on whichever server connection the
     pooler lent, and other clients then failed with `prepared statement "_pg3_0" already
     exists` / `does not exist` (16-18 of 160 transactions). Every transaction must commit."""
-    os_user = embedded_pg.os_user if embedded_pg else None
-    dbname = str(conninfo_to_dict(dsn)["dbname"])
-    errors: list[BaseException] = []
-    with pgbouncer(dsn, os_user, pool_size=2) as pooled:
-        pooled_dsn = make_conninfo(pooled, dbname=dbname)
 
-        def app(n: int) -> None:
-            with psycopg.connect(pooled_dsn) as conn:  # exactly as the README shows
-                for i in range(20):
-                    try:
-                        with pgkick.transaction(conn, kicker=NoKicker()) as jobs:
-                            jobs.enqueue({"client": n, "i": i}, task="noop")
-                    except psycopg.Error as exc:
-                        errors.append(exc)
+    def session(n: int, pooled_dsn: str, conn: psycopg.Connection[Any]) -> None:
+        for i in range(20):
+            with pgkick.transaction(conn, kicker=NoKicker()) as jobs:
+                jobs.enqueue({"client": n, "i": i}, task="noop")
 
-        threads = [threading.Thread(target=app, args=(n,)) for n in range(8)]
-        for thread in threads:
-            thread.start()
-        for thread in threads:
-            thread.join(120)
-    assert [str(e).splitlines()[0] for e in errors] == []
-    with psycopg.connect(dsn) as conn:
-        assert conn.execute("SELECT count(*) FROM jobs").fetchone() == (160,)
+    assert _through_pgbouncer(dsn, embedded_pg, 8, session) == []
+    assert _count_jobs(dsn) == (160,)
 
 
 class _Counting:
@@ -73,31 +95,14 @@ def test_the_kick_reservation_rides_the_pipeline_through_pgbouncer(
     transaction() re-reads its jobs and reserves after the app's commit: through a
     transaction-mode pooler every job must commit, and kicks stay one per pending window
     (they are reserved in the database, whichever server connection the pooler lends)."""
-    os_user = embedded_pg.os_user if embedded_pg else None
-    dbname = str(conninfo_to_dict(dsn)["dbname"])
-    errors: list[BaseException] = []
     kicker = _Counting()
-    with pgbouncer(dsn, os_user, pool_size=2) as pooled:
-        pooled_dsn = make_conninfo(pooled, dbname=dbname)
 
-        def app(n: int) -> None:
-            with psycopg.connect(pooled_dsn) as conn:
-                for i in range(10):
-                    try:
-                        pgkick.enqueue_and_kick(
-                            {"n": n, "i": i}, task="noop", dsn=pooled_dsn, kicker=kicker
-                        )
-                        with pgkick.transaction(conn, kicker=kicker) as jobs:
-                            jobs.enqueue({"n": n, "i": i, "tx": True}, task="noop")
-                    except psycopg.Error as exc:
-                        errors.append(exc)
+    def session(n: int, pooled_dsn: str, conn: psycopg.Connection[Any]) -> None:
+        for i in range(10):
+            pgkick.enqueue_and_kick({"n": n, "i": i}, task="noop", dsn=pooled_dsn, kicker=kicker)
+            with pgkick.transaction(conn, kicker=kicker) as jobs:
+                jobs.enqueue({"n": n, "i": i, "tx": True}, task="noop")
 
-        threads = [threading.Thread(target=app, args=(n,)) for n in range(6)]
-        for thread in threads:
-            thread.start()
-        for thread in threads:
-            thread.join(120)
-    assert [str(e).splitlines()[0] for e in errors] == []
-    with psycopg.connect(dsn) as conn:
-        assert conn.execute("SELECT count(*) FROM jobs").fetchone() == (120,)
+    assert _through_pgbouncer(dsn, embedded_pg, 6, session) == []
+    assert _count_jobs(dsn) == (120,)
     assert kicker.kicks == 1  # nobody ever took the pending kick up: one kick for them all
