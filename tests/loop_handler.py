@@ -14,3 +14,10 @@ def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
     if hop < int(os.environ["PGKICK_TEST_CHAIN"]):
         default_kicker().kick(event["queue"], "manual", hop=hop + 1)
     return {"hop": hop}
+
+
+def unmarshallable(event: dict[str, Any], context: Any) -> dict[str, Any]:
+    """Answers with a datetime, which Lambda's runtime cannot send back."""
+    from datetime import UTC, datetime
+
+    return {"at": datetime.now(UTC)}

@@ -204,3 +204,24 @@ def test_a_kick_to_an_endpoint_that_never_answers_returns_within_its_bound(
             "queued",
         )
         assert conn.execute("SELECT count(*) FROM queue_watchers").fetchone() == (0,)
+
+
+def test_an_answer_lambda_cannot_marshal_is_an_error_here_too(dsn: str, tmp_path: Path) -> None:
+    """Catches a stand-in kinder than Lambda: an answer holding a datetime is a
+    Runtime.MarshalError on AWS (then retried as a failed invocation), never a string."""
+    local = _local(
+        tmp_path,
+        dsn,
+        retry_delays=(0.0, 0.0),
+        env={"PGKICK_LOCAL_HANDLER": "tests.loop_handler:unmarshallable"},
+    )
+    try:
+        local.kick("default", "manual")
+        assert local.wait_idle(60)
+        errors = [r["error"] for r in local.stats.results if "error" in r]
+        assert len(errors) == 3 and all(e.startswith("Runtime.MarshalError") for e in errors)
+        assert [k["why"] for k in local.stats.failed_kicks] == [
+            "retries exhausted (failed: " + errors[-1] + ")"
+        ]
+    finally:
+        local.close()

@@ -49,7 +49,7 @@ class PipeKicker:
 
     def send(self, message: dict[str, Any]) -> None:
         with self._lock:
-            self._out.write(json.dumps(message, default=str) + "\n")
+            self._out.write(json.dumps(message) + "\n")
 
 
 def load_handler(path: Path = HANDLER_FILE) -> Any:
@@ -77,6 +77,15 @@ def _peak_rss_kb() -> int:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
 
 
+def _marshalled(result: Any) -> Any:
+    """The answer as Lambda's runtime would send it: plain JSON or a Runtime.MarshalError
+    (no default=str: a datetime in an answer must fail here as it fails on AWS)."""
+    try:
+        return json.loads(json.dumps(result))
+    except (TypeError, ValueError) as exc:
+        return {"error": f"Runtime.MarshalError: {exc}"}
+
+
 def main() -> int:
     pipe = PipeKicker(int(os.environ["PGKICK_LOCAL_PIPE_FD"]))
     handler = load_handler()
@@ -92,6 +101,7 @@ def main() -> int:
         except Exception as exc:  # reported like Lambda's "Unhandled" error
             traceback.print_exc()
             result = {"error": f"{type(exc).__name__}: {exc}"}
+        result = _marshalled(result)
         pipe.send(
             {
                 "result": result,
