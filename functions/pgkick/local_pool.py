@@ -78,10 +78,11 @@ class Pool:
             pass
 
     def arm_deadline(self, environment: Environment) -> None:
-        """The invocation started (the timeout counts from here, not from a cold start)."""
+        """The invocation started (the timeout counts from here, not from a cold start): it is
+        killed at its timeout exactly, as Lambda kills it, with no grace."""
         if environment.busy is not None:
             environment.deadline = threading.Timer(
-                self.timeout_ms / 1000 + 1.0, self._time_out, (environment, environment.busy)
+                self.timeout_ms / 1000, self._time_out, (environment, environment.busy)
             )
             environment.deadline.daemon = True
             environment.deadline.start()
