@@ -1,12 +1,16 @@
-"""Generate functions/pgkick/queries.py from the statements in sql/.
+"""Generate the query modules from the statements in sql/.
 
 Why: SAM packages only functions/, yet sql/ is where every statement lives and
-is reviewed. The generated module carries the same text as Python constants
+is reviewed. The generated modules carry the same text as Python constants
 (typed as literal strings, which psycopg and mypy accept as safe queries), and
-`--check` (run by the test suite) fails when the two have drifted.
+`--check` (run by the test suite) fails when they have drifted:
 
-    python infra/bundle_sql.py          # rewrite functions/pgkick/queries.py
-    python infra/bundle_sql.py --check  # exit 1 if it is stale
+- sql/*.sql and sql/migrations/ -> functions/pgkick/queries.py (the runtime's, shipped);
+- sql/bench/*.sql -> tools/pgkick_dev/queries.py (the benchmark's and the demo's, never
+  shipped to Lambda).
+
+    python infra/bundle_sql.py          # rewrite both
+    python infra/bundle_sql.py --check  # exit 1 if either is stale
 """
 
 from __future__ import annotations
@@ -18,6 +22,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 SQL_DIR = ROOT / "sql"
 TARGET = ROOT / "functions" / "pgkick" / "queries.py"
+DEV_TARGET = ROOT / "tools" / "pgkick_dev" / "queries.py"
 NAME = re.compile(r"^[a-z]+(_[a-z]+)+$")
 MIGRATION = re.compile(r"^(\d{4})_([a-z0-9_]+)\.sql$")
 
@@ -40,7 +45,7 @@ def _literal(text: str) -> str:
 
 
 def render(sql_dir: Path = SQL_DIR) -> str:
-    """Build the text of queries.py from every statement and migration in sql_dir."""
+    """Build the text of the runtime's queries.py from sql_dir's statements and migrations."""
     lines = [
         '"""Every SQL statement pgkick runs: generated from sql/ by infra/bundle_sql.py.',
         "",
@@ -51,13 +56,7 @@ def render(sql_dir: Path = SQL_DIR) -> str:
         "from typing import Final, LiteralString",
         "",
     ]
-    # sql/bench/: statements only the benchmarks and the awake comparison run.
-    for path in sorted([*sql_dir.glob("*.sql"), *sql_dir.glob("bench/*.sql")]):
-        if not NAME.match(path.stem):
-            raise SystemExit(f"{path}: statement names are entity_first snake case")
-        text = path.read_text()
-        _summary(path, text)
-        lines += [f"{path.stem.upper()}: Final = {_literal(text)}", ""]
+    lines += _statements(sorted(sql_dir.glob("*.sql")))
     migrations = []
     for path in sorted((sql_dir / "migrations").glob("*.sql")):
         match = MIGRATION.match(path.name)
@@ -75,14 +74,40 @@ def render(sql_dir: Path = SQL_DIR) -> str:
     return "\n".join(lines)
 
 
+def render_dev(sql_dir: Path = SQL_DIR) -> str:
+    """Build the text of the tooling's queries.py from sql_dir/bench."""
+    lines = [
+        '"""The statements only the benchmark, the demo and the awake comparison run:',
+        "generated from sql/bench/ by infra/bundle_sql.py. Never shipped to Lambda.",
+        '"""',
+        "",
+        "from typing import Final",
+        "",
+    ]
+    return "\n".join(lines + _statements(sorted(sql_dir.glob("bench/*.sql"))))
+
+
+def _statements(paths: list[Path]) -> list[str]:
+    lines = []
+    for path in paths:
+        if not NAME.match(path.stem):
+            raise SystemExit(f"{path}: statement names are entity_first snake case")
+        text = path.read_text()
+        _summary(path, text)
+        lines += [f"{path.stem.upper()}: Final = {_literal(text)}", ""]
+    return lines
+
+
 def main(argv: list[str]) -> int:
-    text = render()
-    if "--check" in argv:
-        if not TARGET.exists() or TARGET.read_text() != text:
-            print(f"{TARGET.relative_to(ROOT)} is stale: run python infra/bundle_sql.py")
-            return 1
-        return 0
-    TARGET.write_text(text)
+    stale = []
+    for target, text in ((TARGET, render()), (DEV_TARGET, render_dev())):
+        if "--check" not in argv:
+            target.write_text(text)
+        elif not target.exists() or target.read_text() != text:
+            stale.append(str(target.relative_to(ROOT)))
+    if stale:
+        print(f"{', '.join(stale)} stale: run python infra/bundle_sql.py")
+        return 1
     return 0
 
 

@@ -38,7 +38,7 @@ import json, os, sys
 sys.path.insert(0, os.environ["LAMBDA_TASK_ROOT"])
 module_name, function_name = os.environ["_HANDLER"].rsplit(".", 1)
 handler = getattr(__import__(module_name, fromlist=[function_name]), function_name)
-from pgkick.context import FakeLambdaContext
+from pgkick_dev.local.context import FakeLambdaContext
 context = FakeLambdaContext(function_name=os.environ["AWS_LAMBDA_FUNCTION_NAME"],
                             timeout_ms=int(os.environ["AWS_LAMBDA_FUNCTION_TIMEOUT"]) * 1000)
 event = json.loads(sys.stdin.read())

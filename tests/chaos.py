@@ -18,11 +18,12 @@ from pathlib import Path
 from typing import Any
 
 from pgkick import producer
-from pgkick.demo_tasks import overlapping_runs, read_traces
+from pgkick.errors import DatabaseUnavailable
 from pgkick.kick import Kicker
-from pgkick.local import LocalKicker
 from pgkick.reaper import reap
-from pgkick.store import DatabaseUnavailable, JobStore
+from pgkick.store import JobStore
+from pgkick_dev.demo.tasks import overlapping_runs, read_traces
+from pgkick_dev.local.kicker import LocalKicker
 
 RESULTS: list[dict[str, Any]] = []  # printed by conftest's terminal summary
 ROOT = Path(__file__).parent.parent
@@ -39,7 +40,7 @@ class Chaos:
         self.kicker = LocalKicker(
             env={
                 "DATABASE_URL": dsn,
-                "PGKICK_TASKS": "pgkick.demo_tasks",
+                "PGKICK_TASKS": "pgkick_dev.demo.tasks",
                 "PGKICK_DEMO_TRACE": str(self.traces),
                 "PGKICK_LEASE_SECONDS": "1",
                 "PGKICK_LEASE_MARGIN_SECONDS": "1",

@@ -21,9 +21,10 @@ import pytest
 from moto import mock_aws
 from psycopg.conninfo import make_conninfo
 
+import pgkick_dev.tasks  # noqa: F401  sleep, flaky, fail, crash: the tests' tasks, not production's
 from pgkick import schema
-from pgkick.embedded import EmbeddedPostgres
 from pgkick.store import JobStore
+from pgkick_dev.embedded import EmbeddedPostgres
 from tests.helpers import FakeClock
 from tests.spies import CheckedRegistry
 

@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-import importlib.util
+import importlib
 import json
+import sys
 import time
-import uuid
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -79,13 +79,11 @@ def wait_for_lock_waiters(
 
 
 def load_handler(function: str) -> Any:
-    """A fresh import of functions/<function>/app.py, as a cold start with today's environment."""
-    path = Path(__file__).parent.parent / "functions" / function / "app.py"
-    spec = importlib.util.spec_from_file_location(f"{function}_app_{uuid.uuid4().hex}", path)
-    assert spec and spec.loader
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    """A fresh import of pgkick.aws.<function> (worker, reaper): a cold start with today's
+    environment (settings, tasks, kicker made anew)."""
+    name = f"pgkick.aws.{function}"
+    sys.modules.pop(name, None)
+    return importlib.import_module(name)
 
 
 def event(name: str) -> Any:

@@ -23,7 +23,7 @@ from pathlib import Path
 
 from psycopg.conninfo import conninfo_to_dict, make_conninfo
 
-from pgkick.embedded import free_port
+from pgkick_dev.embedded import free_port
 
 
 def binary() -> str | None:

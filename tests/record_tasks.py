@@ -8,6 +8,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+import pgkick_dev.tasks  # noqa: F401  the tests' other tasks, in these workers too
 from pgkick import JobContext, task
 
 

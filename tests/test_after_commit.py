@@ -12,7 +12,7 @@ import psycopg
 import pytest
 
 from pgkick import config, producer, runtime
-from pgkick.config import ConfigError
+from pgkick.errors import ConfigError
 from pgkick.kick import NoKicker
 from pgkick.runtime import Runtime
 from pgkick.store import JobStore

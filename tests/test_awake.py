@@ -6,8 +6,8 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
-from pgkick.awake import SHORT_SESSIONS, AwakeMonitor, AwakeReport, activity
-from pgkick.awake_compare import ModeResult, Workload, compare
+from pgkick_dev.awake.compare import ModeResult, Workload, compare
+from pgkick_dev.awake.monitor import SHORT_SESSIONS, AwakeMonitor, AwakeReport, activity
 
 T0 = datetime(2026, 1, 1, 12, 0, tzinfo=UTC)
 

@@ -14,12 +14,13 @@ from hypothesis import strategies as st
 
 from pgkick import producer, schema
 from pgkick.config import Settings
-from pgkick.context import FakeLambdaContext
+from pgkick.errors import PermanentError
 from pgkick.kick import NoKicker
 from pgkick.producer import Enqueuer
 from pgkick.runtime import Runtime
 from pgkick.store import JobStore
-from pgkick.tasks import PermanentError, Registry
+from pgkick.tasks import Registry
+from pgkick_dev.local.context import FakeLambdaContext
 from tests.chaos import Chaos
 from tests.helpers import FakeClock, job_row, load_handler, seed
 

@@ -7,8 +7,12 @@ from typing import Any
 
 import pytest
 
-from pgkick import bench, bench_repeat, bench_report, cli, scratch
-from pgkick.embedded import binaries_dir
+from pgkick import cli
+from pgkick_dev import scratch
+from pgkick_dev.bench import repeat as bench_repeat
+from pgkick_dev.bench import report as bench_report
+from pgkick_dev.bench import runner as bench
+from pgkick_dev.embedded import binaries_dir
 
 
 def test_pipelined_ceiling_completes_what_it_claimed_the_round_trip_before(

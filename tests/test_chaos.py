@@ -20,10 +20,10 @@ import psycopg
 import pytest
 
 from pgkick import schema
-from pgkick.awake import AwakeMonitor
-from pgkick.embedded import EmbeddedPostgres
 from pgkick.store import JobStore
 from pgkick.watch import FIRST_PAUSE
+from pgkick_dev.awake.monitor import AwakeMonitor
+from pgkick_dev.embedded import EmbeddedPostgres
 from tests.chaos import ROOT, Chaos
 from tests.conftest import FAST_SETTINGS
 from tests.helpers import statement_calls

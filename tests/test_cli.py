@@ -28,7 +28,7 @@ def run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, Any, str]:
 def no_kicks(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("PGKICK_KICKER", "none")
     monkeypatch.delenv("DATABASE_URL", raising=False)
-    monkeypatch.setattr("pgkick.runtime._default", None)
+    monkeypatch.setattr("pgkick.kickers._default", None)
 
 
 def test_enqueue_status_cancel_retry_purge_reap(

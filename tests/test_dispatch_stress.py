@@ -19,9 +19,9 @@ from pathlib import Path
 
 import psycopg
 
-from pgkick.local import LocalKicker
 from pgkick.reaper import reap
 from pgkick.store import JobStore
+from pgkick_dev.local.kicker import LocalKicker
 
 ROOT = Path(__file__).parent.parent
 PRODUCERS, JOBS_EACH, KILLS = 3, 100, 4

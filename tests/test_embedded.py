@@ -13,8 +13,8 @@ from pathlib import Path
 import psycopg
 import pytest
 
-from pgkick import embedded
-from pgkick.embedded import EmbeddedPostgres, EmbeddedPostgresError
+from pgkick_dev import embedded
+from pgkick_dev.embedded import EmbeddedPostgres, EmbeddedPostgresError
 
 ROOT = Path(__file__).parent.parent
 

@@ -13,9 +13,9 @@ import psycopg
 import pytest
 
 from pgkick import producer
-from pgkick.context import FakeLambdaContext
 from pgkick.kick import LambdaKicker
 from pgkick.store import JobStore
+from pgkick_dev.local.context import FakeLambdaContext
 from tests.aws import WORKER, CallLog, create_worker_function
 from tests.helpers import event, job_row, load_handler, seed, sessions_of
 

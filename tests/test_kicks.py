@@ -16,10 +16,10 @@ import psycopg
 import pytest
 
 from pgkick import producer
-from pgkick.context import FakeLambdaContext
 from pgkick.kick import LambdaKicker, NoKicker
-from pgkick.local import LOOP_LIMIT, LocalKicker
 from pgkick.store import JobStore
+from pgkick_dev.local.context import FakeLambdaContext
+from pgkick_dev.local.kicker import LOOP_LIMIT, LocalKicker
 from tests.helpers import load_handler, seed
 
 ROOT = Path(__file__).parent.parent

@@ -10,7 +10,7 @@ import psycopg
 import pytest
 
 from pgkick import linger, producer
-from pgkick.config import ConfigError
+from pgkick.errors import ConfigError
 from pgkick.kick import NoKicker
 from pgkick.linger import APPLICATION_NAME, LingeringConnection
 from tests.helpers import sessions_of

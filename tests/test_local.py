@@ -11,7 +11,7 @@ import psycopg
 import pytest
 
 from pgkick import producer
-from pgkick.local import LocalKicker
+from pgkick_dev.local.kicker import LocalKicker
 from tests.helpers import sessions_of, statement_calls
 from tests.record_tasks import executions
 

@@ -12,8 +12,8 @@ import pytest
 from psycopg.conninfo import conninfo_to_dict, make_conninfo
 
 import pgkick
-from pgkick.embedded import EmbeddedPostgres
 from pgkick.kick import NoKicker
+from pgkick_dev.embedded import EmbeddedPostgres
 from tests.pgbouncer import available, pgbouncer
 
 pytestmark = pytest.mark.skipif(

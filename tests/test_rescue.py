@@ -17,12 +17,12 @@ import psycopg
 import pytest
 
 from pgkick import db, producer
-from pgkick.context import FakeLambdaContext
 from pgkick.kick import LambdaKicker, NoKicker
-from pgkick.local import LocalKicker
 from pgkick.store import Announcement, JobStore
 from pgkick.tasks import Registry
 from pgkick.worker import Worker, WorkerOptions
+from pgkick_dev.local.context import FakeLambdaContext
+from pgkick_dev.local.kicker import LocalKicker
 from tests.aws import CallLog, create_worker_function
 from tests.helpers import load_handler, seed, sessions_of
 

@@ -16,8 +16,8 @@ import psycopg
 import pytest
 
 from pgkick import schema
-from pgkick.context import FakeLambdaContext
 from pgkick.store import JobStore
+from pgkick_dev.local.context import FakeLambdaContext
 from tests.helpers import event, load_handler, seed, sessions_of
 
 # Powertools warns when a handler that raised published no metric: expected here.

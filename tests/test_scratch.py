@@ -8,11 +8,12 @@ from pathlib import Path
 import psycopg
 import pytest
 
-from pgkick import cli, queries
-from pgkick.awake import AwakeMonitor
-from pgkick.awake_compare import OWN_SESSIONS
+from pgkick import cli
 from pgkick.db import Database
 from pgkick.store import JobStore
+from pgkick_dev import queries as dev_queries
+from pgkick_dev.awake.compare import OWN_SESSIONS
+from pgkick_dev.awake.monitor import AwakeMonitor
 from tests.helpers import seed
 
 
@@ -79,7 +80,7 @@ def test_without_dsn_they_never_use_database_url(
 def test_an_empty_database_is_taken_marked_and_reused(dsn: str) -> None:
     """The accepted case: an empty database is migrated and marked as the tools' own, and
     a second run accepts it even though it now holds their jobs."""
-    from pgkick import scratch
+    from pgkick_dev import scratch
 
     scratch.claim(dsn, "bench")
     with JobStore.open(dsn) as store:
@@ -100,7 +101,9 @@ def test_a_comparison_closes_only_the_sessions_it_opened(dsn: str) -> None:
         foreign.execute("SELECT 1")
         own.execute("SELECT 1")
         monitor = AwakeMonitor(dsn, window=0.0, close_on_suspend=True, close_only=OWN_SESSIONS)
-        assert monitor.sample(watcher.dicts(queries.SESSION_LIST_ACTIVITY), 0.1, watcher) is False
+        assert (
+            monitor.sample(watcher.dicts(dev_queries.SESSION_LIST_ACTIVITY), 0.1, watcher) is False
+        )
         assert monitor.report.closed_sessions == 1
         foreign.execute("SELECT 1")  # still open
         with pytest.raises(psycopg.OperationalError):

@@ -16,10 +16,11 @@ from psycopg.conninfo import conninfo_to_dict, make_conninfo
 
 from pgkick import cli, producer, schema
 from pgkick.config import Settings
+from pgkick.errors import DatabaseUnavailable
 from pgkick.kick import NoKicker
 from pgkick.reaper import reap
 from pgkick.runtime import Runtime
-from pgkick.store import DatabaseUnavailable, JobStore
+from pgkick.store import JobStore
 
 ROOT = Path(__file__).parent.parent
 
@@ -93,7 +94,7 @@ def test_no_password_in_any_log_line_error_or_summary(
     secret_dsn = make_conninfo(dsn, user=user, password=password)
     caplog.set_level(logging.DEBUG)
     monkeypatch.setenv("PGKICK_KICKER", "none")
-    monkeypatch.setattr("pgkick.runtime._default", None)
+    monkeypatch.setattr("pgkick.kickers._default", None)
     texts: list[str] = []
     try:
         seed_ids = producer.enqueue_many(
@@ -183,7 +184,7 @@ def test_cli_enqueue_as_pgkick_producer_exits_0_after_its_commit(
     read: it committed the job, then exited 2 on `permission denied`, inviting a retry
     that enqueues it twice. It must answer from what the insert returned."""
     monkeypatch.setenv("PGKICK_KICKER", "none")
-    monkeypatch.setattr("pgkick.runtime._default", None)
+    monkeypatch.setattr("pgkick.kickers._default", None)
     code = cli.main(["enqueue", "noop", "--queue", "mail", "--dsn", login_as["producer"], "--json"])
     captured = capsys.readouterr()
     assert code == 0, captured.err

@@ -20,6 +20,7 @@ from pgkick.tasks import Registry
 from pgkick.validation import job_spec
 from pgkick.watch import claims_while_lingering
 from pgkick.worker import Worker, WorkerOptions
+from pgkick_dev import queries as dev_queries
 from tests.helpers import FakeClock
 
 LEASE = timedelta(minutes=5)
@@ -85,7 +86,7 @@ def _interleavings(a: int, b: int) -> Iterator[tuple[int, ...]]:
 
 def _strands(p: JobStore, w: JobStore, order: tuple[int, ...], *, correct: bool) -> bool:
     """Play one interleaving on a worker that announced; True if the job is left to nobody."""
-    w.execute(queries.JOB_TRUNCATE_ALL)
+    w.execute(dev_queries.JOB_TRUNCATE_ALL)
     p.execute("DELETE FROM queue_watchers")
     _announce(w)
     seen: dict[str, Any] = {}

@@ -16,17 +16,16 @@ import sys
 from collections.abc import Callable, Sequence
 from contextlib import AbstractContextManager
 from datetime import timedelta
-from pathlib import Path
+from importlib.metadata import entry_points
 from typing import Any
 
 from pgkick import config, producer, schema
 from pgkick.db import DatabaseError
-from pgkick.embedded import EmbeddedPostgresError
-from pgkick.local import LocalKicker
+from pgkick.errors import PgkickError
+from pgkick.kickers import default_kicker
 from pgkick.reaper import reap
 from pgkick.redact import redact
-from pgkick.runtime import default_kicker
-from pgkick.store import DatabaseUnavailable, JobStore
+from pgkick.store import JobStore
 from pgkick.validation import MAX_ATTEMPTS_LIMIT
 
 Handler = Callable[[argparse.Namespace], dict[str, Any]]
@@ -36,7 +35,7 @@ MAX_SPAN = timedelta(days=36_500)
 MAX_WAIT = 3600.0
 
 
-class UsageError(RuntimeError):
+class UsageError(PgkickError, RuntimeError):
     """A problem with what the operator asked for, said in one line."""
 
 
@@ -106,8 +105,6 @@ def cmd_enqueue(args: argparse.Namespace) -> dict[str, Any]:
         reason = exc if isinstance(exc, ValueError) else "nested too deeply"
         raise UsageError(f"--payload is not JSON: {reason}") from None
     kicker = default_kicker()
-    if isinstance(kicker, LocalKicker) and kicker.output is None:
-        kicker.output = Path("/dev/stderr")  # workers' lines off stdout: --json prints one doc
     with _store(args) as store:  # one connection: schema checked, insert (autocommitted)
         enqueuer = producer.Enqueuer(store)
         job_id = enqueuer.enqueue(
@@ -119,9 +116,10 @@ def cmd_enqueue(args: argparse.Namespace) -> dict[str, Any]:
         )
         # Committed: from here nothing may fail the command (a retry would enqueue twice).
         producer.kick_committed(enqueuer.queued, kicker, lambda: contextlib.nullcontext(store))
-        if isinstance(kicker, LocalKicker) and args.wait:  # let the job run before we exit
-            kicker.wait_idle(args.wait)
-            kicker.close()
+        settle = getattr(kicker, "wait_idle", None)  # a kicker running workers here (local)
+        if settle is not None and args.wait:  # lets the job run before we exit
+            settle(args.wait)
+            kicker.close()  # type: ignore[attr-defined]
         (job,) = enqueuer.queued  # what the insert returned: pgkick_producer may read only this
         result = {"id": job_id, "queue": job.queue, "run_at": job.run_at.isoformat()}
         try:
@@ -265,9 +263,8 @@ def build_parser() -> argparse.ArgumentParser:
     purge.add_argument("--older-than", type=span, required=True, help="e.g. 7d, 12h, 30m")
     purge.add_argument("--batch", type=positive, default=10_000)
     command("reap", cmd_reap)
-    from pgkick.cli_tools import add_tool_commands  # demo, awake, bench: heavier, own module
-
-    add_tool_commands(command)
+    for plugin in entry_points(group="pgkick.commands"):  # demo, bench, awake: pgkick-dev
+        plugin.load()(command)
     return parser
 
 
@@ -276,11 +273,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         result = args.handler(args)
     except (
-        UsageError,
-        DatabaseUnavailable,
-        schema.SchemaError,
-        config.ConfigError,
-        EmbeddedPostgresError,
+        PgkickError,
         TimeoutError,
         ValueError,
         TypeError,

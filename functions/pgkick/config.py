@@ -15,11 +15,12 @@ from dataclasses import dataclass
 from datetime import timedelta
 from urllib.parse import quote
 
+from pgkick.errors import ConfigError
+
 KICKERS = ("lambda", "local", "none")
-
-
-class ConfigError(ValueError):
-    """A setting is missing or malformed; the message names it."""
+# Nothing configured: enqueueing refuses (pgkick.kickers.make_kicker says what to set),
+# rather than silently spawning workers inside a web server or leaving jobs unkicked.
+UNSET = "unset"
 
 
 @dataclass(frozen=True, slots=True)
@@ -50,8 +51,8 @@ class Settings:
     def from_env(cls, env: Mapping[str, str] | None = None) -> Settings:
         env = os.environ if env is None else env
         function = env.get("PGKICK_WORKER_FUNCTION") or None
-        kicker = env.get("PGKICK_KICKER") or ("lambda" if function else "local")
-        if kicker not in KICKERS:
+        kicker = env.get("PGKICK_KICKER") or ("lambda" if function else UNSET)
+        if kicker not in (*KICKERS, UNSET):
             raise ConfigError(f"PGKICK_KICKER={kicker!r}: expected one of {', '.join(KICKERS)}")
         if kicker == "lambda" and not function:
             raise ConfigError("PGKICK_KICKER=lambda needs PGKICK_WORKER_FUNCTION (name or ARN)")

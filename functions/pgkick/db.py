@@ -19,6 +19,7 @@ from typing import Any, LiteralString, Self
 import psycopg
 from psycopg.conninfo import conninfo_to_dict
 
+from pgkick.errors import DatabaseUnavailable
 from pgkick.redact import redact
 
 # Returns the instant the SQL should treat as now, or None for the server's now().
@@ -32,10 +33,6 @@ def server_clock() -> datetime | None:
 
 
 DatabaseError = psycopg.Error  # what a statement raises when the server fails it
-
-
-class DatabaseUnavailable(RuntimeError):
-    """Could not connect (wrong DSN, server down, resuming compute, too many connections)."""
 
 
 class _Opened:

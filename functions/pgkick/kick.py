@@ -22,6 +22,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any, Protocol
 
+from pgkick.errors import BadEvent
 from pgkick.validation import check_name
 
 log = logging.getLogger("pgkick.kick")
@@ -76,10 +77,6 @@ class KickEvent:
     queue: str
     reason: str
     hop: int
-
-
-class BadEvent(ValueError):
-    """A kick event that is not {"queue": <name>, "reason": <known reason>, "hop": <n>}."""
 
 
 MAX_HOP = 1_000_000  # far beyond any chain; a bigger number is a malformed event

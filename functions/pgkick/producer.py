@@ -29,7 +29,7 @@ from typing import Any
 from pgkick import config, linger
 from pgkick.db import idle_outside_transaction
 from pgkick.kick import Kicker, NoKicker
-from pgkick.runtime import default_kicker
+from pgkick.kickers import default_kicker
 from pgkick.store import Clock, Connection, JobStore, QueuedJob, server_clock
 from pgkick.validation import DEFAULT_MAX_PAYLOAD_BYTES, JobSpec, job_spec
 

@@ -9,15 +9,15 @@ returns (an open idle connection keeps a serverless database awake).
 
 from __future__ import annotations
 
-import os
-import threading
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from datetime import timedelta
 from typing import Any
 
 from pgkick import config, linger, schema
-from pgkick.kick import BadEvent, Kicker, KickEvent, LambdaKicker, NoKicker, parse_kick_event
+from pgkick.errors import BadEvent
+from pgkick.kick import Kicker, KickEvent, parse_kick_event
+from pgkick.kickers import default_kicker, make_kicker
 from pgkick.reaper import reap
 from pgkick.rescue import rescue_queue
 from pgkick.store import JobStore
@@ -25,41 +25,6 @@ from pgkick.tasks import Registry, registry
 from pgkick.worker import Summary, Worker, WorkerOptions
 
 __all__ = ["BadEvent", "KickEvent", "Runtime", "default_kicker", "make_kicker", "parse_kick_event"]
-
-
-def make_kicker(settings: config.Settings, env: Mapping[str, str] | None = None) -> Kicker:
-    env = os.environ if env is None else env
-    if settings.kicker == "none":
-        return NoKicker()
-    if settings.kicker == "lambda":
-        assert settings.worker_function is not None
-        return LambdaKicker(
-            settings.worker_function,
-            function_arn=settings.worker_arn,
-            scheduler_role_arn=settings.scheduler_role_arn,
-            schedule_group=settings.schedule_group,
-            timeout=settings.aws_timeout,
-        )
-    if env.get("PGKICK_LOCAL_PIPE_FD"):  # inside a local environment: report to the parent
-        from pgkick.local_env import PipeKicker
-
-        return PipeKicker(int(env["PGKICK_LOCAL_PIPE_FD"]))
-    from pgkick.local import LocalKicker
-
-    return LocalKicker(concurrency=settings.local_concurrency)
-
-
-_default: Kicker | None = None
-_default_lock = threading.Lock()
-
-
-def default_kicker() -> Kicker:
-    """The process-wide kicker that PGKICK_KICKER selects, made on first use."""
-    global _default
-    with _default_lock:
-        if _default is None:
-            _default = make_kicker(config.Settings.from_env())
-        return _default
 
 
 class Runtime:

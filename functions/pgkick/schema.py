@@ -14,13 +14,10 @@ from dataclasses import dataclass
 from typing import Any
 
 from pgkick import queries
+from pgkick.errors import SchemaError
 from pgkick.store import JobStore
 
 LATEST_VERSION = queries.MIGRATIONS[-1][0]
-
-
-class SchemaError(RuntimeError):
-    """The database's schema is missing, behind, or ahead of this code."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -19,10 +19,10 @@ from pgkick.db import (
     Clock,
     Connection,
     DatabaseError,
-    DatabaseUnavailable,
     connect,
     server_clock,
 )
+from pgkick.errors import DatabaseUnavailable
 from pgkick.store_maintenance import MaintenanceStatements, ReapedJob
 from pgkick.validation import JobSpec
 

@@ -10,19 +10,12 @@ from __future__ import annotations
 
 import importlib
 import inspect
-import os
-import signal
 import threading
-import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
 from pgkick.validation import check_name
-
-
-class PermanentError(Exception):
-    """Raise from a task to fail the job at once, without retries."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -106,29 +99,3 @@ task = registry.task
 @task("noop")
 def noop(payload: Any) -> None:
     """Does nothing: for benchmarks and smoke tests."""
-
-
-@task("sleep")
-def sleep(payload: Any, job: JobContext) -> None:
-    """Sleeps payload["seconds"], waking early if the lease is lost (then it must not write)."""
-    job.lease_lost.wait(float(payload.get("seconds", 1)))
-
-
-@task("flaky")
-def flaky(payload: Any, job: JobContext) -> None:
-    """Fails its first payload["fail_times"] attempts, then succeeds: retries in action."""
-    if job.attempt <= int(payload.get("fail_times", 1)):
-        raise RuntimeError(f"flaky: failing attempt {job.attempt} on purpose")
-
-
-@task("fail")
-def fail(payload: Any) -> None:
-    """Always fails permanently: a dead job on purpose."""
-    raise PermanentError(str(payload.get("reason", "failing on purpose")))
-
-
-@task("crash")
-def crash(payload: Any) -> None:
-    """Kills its own worker process, as an out-of-memory job would (the poison-job case)."""
-    time.sleep(float(payload.get("after", 0)))
-    os.kill(os.getpid(), signal.SIGKILL)

@@ -19,11 +19,12 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from datetime import UTC, datetime, timedelta
 
+from pgkick.errors import PermanentError
 from pgkick.kick import Kicker
 from pgkick.lease import LeaseKeeper
 from pgkick.rescue import DeadMansSwitch
 from pgkick.store import ClaimedJob, JobStore
-from pgkick.tasks import JobContext, PermanentError, Registry, describe_error
+from pgkick.tasks import JobContext, Registry, describe_error
 from pgkick.watch import WorkerWatch
 
 log = logging.getLogger("pgkick.worker")

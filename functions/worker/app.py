@@ -1,47 +1,9 @@
-"""Worker Lambda: parse the kick, drain the queue, report. The logic lives in pgkick."""
+"""This repository's worker entry point (template.yaml: `Handler: worker.app.handler`).
 
-from __future__ import annotations
+The handler is pgkick's own, from the installed package; an app's template names
+`pgkick.aws.worker.handler` directly.
+"""
 
-import os
-from typing import Any
+from pgkick.aws.worker import handler
 
-from aws_lambda_powertools import Logger, Metrics
-from aws_lambda_powertools.logging.utils import copy_config_to_registered_loggers
-from aws_lambda_powertools.metrics import MetricUnit
-from aws_lambda_powertools.utilities.typing import LambdaContext
-
-from pgkick.kick import BadEvent, parse_kick_event
-from pgkick.runtime import Runtime
-
-logger = Logger(service=os.environ.get("POWERTOOLS_SERVICE_NAME") or "pgkick-worker")
-copy_config_to_registered_loggers(source_logger=logger, include={"pgkick"})
-metrics = Metrics(namespace=os.environ.get("POWERTOOLS_METRICS_NAMESPACE") or "pgkick")
-runtime = Runtime.from_env()  # cold start: settings, tasks, kicker; no database yet
-
-COUNTS = {
-    "claimed": "claimed",
-    "done": "succeeded",
-    "failed": "failed",
-    "retried": "retried",
-    "lost": "lost_lease",
-}
-
-
-@metrics.log_metrics
-@logger.inject_lambda_context
-def handler(event: Any, context: LambdaContext) -> dict[str, Any]:
-    try:
-        kick = parse_kick_event(event)
-    except BadEvent as exc:  # answered, not raised: a retry would fail the same way
-        logger.error("rejected kick event", extra={"reason": str(exc)})
-        metrics.add_metric(name="rejected", unit=MetricUnit.Count, value=1)
-        return {"rejected": str(exc)}
-    logger.append_keys(queue=kick.queue, hop=kick.hop)
-    summary = runtime.drain(
-        kick.queue, context.get_remaining_time_in_millis, hop=kick.hop, reason=kick.reason
-    )
-    for field, metric in COUNTS.items():
-        metrics.add_metric(name=metric, unit=MetricUnit.Count, value=getattr(summary, field))
-    metrics.add_metric(name="duration", unit=MetricUnit.Milliseconds, value=summary.duration_ms)
-    logger.info("drained", extra={"summary": summary.as_dict()})
-    return summary.as_dict()
+__all__ = ["handler"]

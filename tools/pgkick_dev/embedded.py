@@ -24,12 +24,14 @@ from collections.abc import Mapping
 from pathlib import Path
 from types import TracebackType
 
+from pgkick.errors import PgkickError
+
 PASSWORD = "pgkick"  # a development server on loopback; the DSN carries it
 SUPERUSER = "postgres"
 MIRROR_ROOT = Path("/var/tmp")
 
 
-class EmbeddedPostgresError(RuntimeError):
+class EmbeddedPostgresError(PgkickError, RuntimeError):
     """The embedded server could not be set up, started or stopped; says why."""
 
 

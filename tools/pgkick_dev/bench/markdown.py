@@ -9,8 +9,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from pgkick import bench_repeat
-from pgkick.bench_report import ratio_text
+from pgkick_dev.bench import repeat as bench_repeat
+from pgkick_dev.bench.report import ratio_text
 
 
 def render(results: dict[str, Any]) -> str:

@@ -1,7 +1,7 @@
-"""One local execution environment: `python -m pgkick.local_env`, started by LocalKicker.
+"""One local execution environment: `python -m pgkick_dev.local.env`, started by LocalKicker.
 
 It imports the handler once (the cold start): `PGKICK_LOCAL_HANDLER`
-("module:function"), by default the worker handler in functions/worker/app.py.
+("module:function"), by default `pgkick.aws.worker:handler` from the installed package.
 Then it serves invocations read from stdin, one JSON line each, with a fresh
 fake Lambda context per invocation, and reports each result (and the database
 sessions it opened) to the parent on the pipe. It exits when stdin closes.
@@ -10,7 +10,6 @@ sessions it opened) to the parent on the pipe. It exits when stdin closes.
 from __future__ import annotations
 
 import importlib
-import importlib.util
 import json
 import os
 import resource
@@ -21,11 +20,11 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from pgkick.context import FakeLambdaContext
 from pgkick.db import opened
 from pgkick.kick import kick_event
+from pgkick_dev.local.context import FakeLambdaContext
 
-HANDLER_FILE = Path(__file__).resolve().parent.parent / "worker" / "app.py"
+DEFAULT_HANDLER = "pgkick.aws.worker:handler"  # from the installed package, as an app deploys it
 
 
 class PipeKicker:
@@ -52,17 +51,11 @@ class PipeKicker:
             self._out.write(json.dumps(message) + "\n")
 
 
-def load_handler(path: Path = HANDLER_FILE) -> Any:
-    named = os.environ.get("PGKICK_LOCAL_HANDLER")
-    if named:  # "module:function", as Lambda's Handler setting names it
-        module_name, _, function = named.partition(":")
-        return getattr(importlib.import_module(module_name), function or "handler")
-    spec = importlib.util.spec_from_file_location("pgkick_worker_app", path)
-    if spec is None or spec.loader is None:
-        raise RuntimeError(f"no worker handler at {path}")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module.handler
+def load_handler(name: str = DEFAULT_HANDLER) -> Any:
+    """The handler `PGKICK_LOCAL_HANDLER` names ("module:function", as Lambda's Handler
+    setting names it), imported once: the cold start."""
+    module_name, _, function = (os.environ.get("PGKICK_LOCAL_HANDLER") or name).partition(":")
+    return getattr(importlib.import_module(module_name), function or "handler")
 
 
 def _peak_rss_kb() -> int:

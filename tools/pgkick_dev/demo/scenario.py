@@ -24,12 +24,12 @@ from pathlib import Path
 from typing import Any
 
 from pgkick import producer, schema
-from pgkick.awake import AwakeMonitor
 from pgkick.db import Database
-from pgkick.demo_tasks import read_traces
-from pgkick.local import LocalKicker
 from pgkick.reaper import reap
 from pgkick.store import JobStore
+from pgkick_dev.awake.monitor import AwakeMonitor
+from pgkick_dev.demo.tasks import read_traces
+from pgkick_dev.local.kicker import LocalKicker
 
 MONITOR_APP = "pgkick-demo"  # the demo's own progress queries: not counted as activity
 
@@ -111,7 +111,7 @@ def run(options: DemoOptions, *, on_step: Callable[[str], None] | None = None) -
         kicker = LocalKicker(
             env={
                 "DATABASE_URL": state.dsn,
-                "PGKICK_TASKS": "pgkick.demo_tasks",
+                "PGKICK_TASKS": "pgkick_dev.demo.tasks",
                 "PGKICK_DEMO_TRACE": str(trace_dir),
                 "PGKICK_LEASE_SECONDS": "3",
                 "PGKICK_LEASE_MARGIN_SECONDS": "1",

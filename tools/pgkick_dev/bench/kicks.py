@@ -17,10 +17,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from pgkick import linger, producer, queries
-from pgkick.bench_report import percentile
-from pgkick.local import LocalKicker
+from pgkick import linger, producer
 from pgkick.store import JobStore
+from pgkick_dev import queries as dev_queries
+from pgkick_dev.bench.report import percentile
+from pgkick_dev.local.kicker import LocalKicker
 
 
 @dataclass(frozen=True)
@@ -43,8 +44,8 @@ def loads(seconds: float, burst: int) -> list[KickLoad]:
 def measure(dsn: str, load: KickLoad, log: Path, concurrency: int = 4) -> dict[str, Any]:
     """Run one load on fresh environments; count invocations, sessions, Lambda time."""
     with JobStore.open(dsn, application_name="pgkick-bench") as store:
-        store.execute(queries.JOB_TRUNCATE_ALL)
-        store.execute(queries.QUEUE_WATCHERS_CLEAR)
+        store.execute(dev_queries.JOB_TRUNCATE_ALL)
+        store.execute(dev_queries.QUEUE_WATCHERS_CLEAR)
     local = LocalKicker(
         env={
             "DATABASE_URL": dsn,
@@ -64,7 +65,7 @@ def measure(dsn: str, load: KickLoad, log: Path, concurrency: int = 4) -> dict[s
     finally:
         local.close()
     with JobStore.open(dsn, application_name="pgkick-bench") as store:
-        rows = store.dicts(queries.JOB_LATENCY_ALL)
+        rows = store.dicts(dev_queries.JOB_LATENCY_ALL)
     claimed = sum(r.get("claimed", 0) for r in local.stats.results if isinstance(r, dict))
     waits = [float(row["wait_ms"]) for row in rows if row["wait_ms"] is not None]
     stats = local.stats

@@ -114,7 +114,7 @@ class Pool:
         with contextlib.ExitStack() as files:
             out = files.enter_context(self.output.open("ab")) if self.output else None
             process = subprocess.Popen(
-                [sys.executable, "-m", "pgkick.local_env"],
+                [sys.executable, "-m", "pgkick_dev.local.env"],
                 stdin=subprocess.PIPE,
                 stdout=out,
                 stderr=out,

@@ -18,10 +18,12 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from pgkick import demo, demo_report, scratch
-from pgkick.awake import DEFAULT_WINDOW, AwakeMonitor
-from pgkick.awake_compare import Workload, compare
-from pgkick.timeline_png import Lane, render
+from pgkick_dev import scratch
+from pgkick_dev.awake.compare import Workload, compare
+from pgkick_dev.awake.monitor import DEFAULT_WINDOW, AwakeMonitor
+from pgkick_dev.awake.timeline_png import Lane, render
+from pgkick_dev.demo import report as demo_report
+from pgkick_dev.demo import scenario as demo
 
 ITEMS = "article_table,sql_ceiling,drain,enqueue,kick_to_start,kicks,scale,awake,quiet_day"
 Command = Callable[[str, Callable[[argparse.Namespace], dict[str, Any]]], argparse.ArgumentParser]
@@ -40,7 +42,7 @@ def cmd_demo(args: argparse.Namespace) -> dict[str, Any]:
         Path(args.data_dir) if args.data_dir else Path(tempfile.mkdtemp(prefix="data-", dir=out))
     )
     if not dsn:
-        from pgkick.embedded import EmbeddedPostgres
+        from pgkick_dev.embedded import EmbeddedPostgres
 
         print(f"== starting PostgreSQL 17 in {folder}", file=sys.stderr)
         server = EmbeddedPostgres(folder)
@@ -106,8 +108,11 @@ def cmd_awake(args: argparse.Namespace) -> dict[str, Any]:
 
 def cmd_bench(args: argparse.Namespace) -> dict[str, Any]:
     """Measure pgkick side by side with the SQL ceiling and the article's table, in one run."""
-    from pgkick import bench, bench_markdown, bench_repeat, bench_report
-    from pgkick.embedded import EmbeddedPostgres, binaries_dir
+    from pgkick_dev.bench import markdown as bench_markdown
+    from pgkick_dev.bench import repeat as bench_repeat
+    from pgkick_dev.bench import report as bench_report
+    from pgkick_dev.bench import runner as bench
+    from pgkick_dev.embedded import EmbeddedPostgres, binaries_dir
 
     if args.repeat is not None and args.repeat < 1:
         raise ValueError(f"--repeat must be 1 or more, not {args.repeat}")

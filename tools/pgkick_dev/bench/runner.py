@@ -4,7 +4,7 @@ Why one run: absolute times on a shared 2-core machine drift; ratios measured
 together hold. Each item resets the jobs table, runs, and records a row; the
 report states each target and whether this run met it. The compared items (the
 pipelined ceiling, the drains, the peers) run --repeat times, interleaved, and
-are read pair by pair: see pgkick.bench_repeat.
+are read pair by pair: see pgkick_dev.bench.repeat.
 """
 
 from __future__ import annotations
@@ -17,13 +17,15 @@ from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
-from pgkick import bench_sql, producer, queries
-from pgkick.awake_compare import Workload, compare
-from pgkick.bench_report import percentile
+from pgkick import producer
 from pgkick.db import Database
 from pgkick.kick import NoKicker
-from pgkick.local import LocalKicker
 from pgkick.store import JobStore
+from pgkick_dev import queries as dev_queries
+from pgkick_dev.awake.compare import Workload, compare
+from pgkick_dev.bench import pgbench as bench_sql
+from pgkick_dev.bench.report import percentile
+from pgkick_dev.local.kicker import LocalKicker
 
 
 @dataclass(frozen=True)
@@ -76,8 +78,8 @@ class Bench:
 
     def reset(self) -> None:
         with self.store() as db:
-            db.execute(queries.JOB_TRUNCATE_ALL)
-            db.execute(queries.QUEUE_WATCHERS_CLEAR)
+            db.execute(dev_queries.JOB_TRUNCATE_ALL)
+            db.execute(dev_queries.QUEUE_WATCHERS_CLEAR)
 
     def seed(self, count: int, max_attempts: int = 5) -> None:
         job = {"payload": {}, "task": "noop", "max_attempts": max_attempts}
@@ -87,7 +89,7 @@ class Bench:
 
     def counts(self) -> dict[str, Any]:
         with self.store() as db:
-            return bench_sql.status_counts(db.rows(queries.JOB_COUNT_BY_STATUS))
+            return bench_sql.status_counts(db.rows(dev_queries.JOB_COUNT_BY_STATUS))
 
     # 1 (2, the pipelined ceiling, is in bench_repeat) ----------------------------------
     def article_table(self) -> None:
@@ -246,14 +248,14 @@ class Bench:
 
     def quiet_day(self) -> None:
         """A compressed quiet day: the reaper's awake share, and rescues (bench_quiet_day)."""
-        from pgkick import bench_quiet_day
+        from pgkick_dev.bench import quiet_day as bench_quiet_day
 
         day = bench_quiet_day.QuietDay(seconds=self.sizes.quiet_day_seconds)
         self.results["quiet_day"] = bench_quiet_day.run(self.dsn, day, self.log, self.say)
 
     def kicks(self) -> None:
         """Invocations and database sessions per job of single enqueues (bench_kicks)."""
-        from pgkick import bench_kicks
+        from pgkick_dev.bench import kicks as bench_kicks
 
         self.results["kicks"] = bench_kicks.run(
             self.dsn,
@@ -270,8 +272,8 @@ class Bench:
             self.reset()
             with self.store() as db:
                 if history:
-                    db.execute(queries.JOB_HISTORY_FILL, count=history)
-                db.execute(queries.JOB_TABLE_ANALYZE)
+                    db.execute(dev_queries.JOB_HISTORY_FILL, count=history)
+                db.execute(dev_queries.JOB_TABLE_ANALYZE)
             self.seed(self.sizes.scale_jobs)
             with self.store() as store:
                 started = time.perf_counter()

@@ -15,7 +15,7 @@ pass where a user's deploy fails. So, as Lambda's asynchronous queue does:
   sent from inside an invocation is one hop further than that invocation; a
   kick from the app or a wake-up timer starts a new chain.
 
-Execution environments are processes (pgkick.local_pool). A worker's own kicks
+Execution environments are processes (pgkick_dev.local.pool). A worker's own kicks
 and wake-ups come back over a pipe, so the cap, the queue and the timers live
 in one place.
 """
@@ -34,9 +34,9 @@ from pathlib import Path
 from typing import Any
 
 from pgkick.kick import kick_event
-from pgkick.local_pool import Environment, Pool
+from pgkick_dev.local.pool import Environment, Pool
 
-log = logging.getLogger("pgkick.local")
+log = logging.getLogger("pgkick_dev.local.kicker")
 
 RETRY_DELAYS = (60.0, 120.0)  # Lambda retries a failed asynchronous invocation twice
 MAX_EVENT_AGE = 6 * 3600.0  # Lambda's default maximum event age, seconds

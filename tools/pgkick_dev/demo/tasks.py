@@ -14,6 +14,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+import pgkick_dev.tasks  # noqa: F401  (flaky, crash...: the demo's workers run them too)
 from pgkick.tasks import JobContext, task
 
 

@@ -16,7 +16,7 @@ as it is meant to run (long-lived worker processes):
 
 Their statements are their own; pgkick's rule about sql/ covers pgkick's.
 
-    python -m pgkick.bench_peers worker PEER DSN BATCH drain|wait   # one worker process
+    python -m pgkick_dev.bench.peers worker PEER DSN BATCH drain|wait   # one worker process
 """
 
 from __future__ import annotations
@@ -29,9 +29,9 @@ from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
-from pgkick import queries
-from pgkick.bench_report import percentile
 from pgkick.db import Database, connect_async
+from pgkick_dev import queries as dev_queries
+from pgkick_dev.bench.report import percentile
 
 PEERS = ("pgqueuer", "procrastinate")
 VERSIONS = {"pgqueuer": "pgqueuer 1.6.0", "procrastinate": "procrastinate 3.10.0"}
@@ -106,11 +106,11 @@ async def _procrastinate_enqueue(dsn: str, jobs: int, single: int) -> dict[str, 
     app, noop = _procrastinate_app(dsn)
     with Database.open(dsn, application_name="pgkick-bench") as db:
         async with app.open_async():
-            if not db.one(queries.PROCRASTINATE_SCHEMA_EXISTS)[0]:
+            if not db.one(dev_queries.PROCRASTINATE_SCHEMA_EXISTS)[0]:
                 await app.schema_manager.apply_schema_async()
-            db.execute(queries.PROCRASTINATE_JOB_RESET)
+            db.execute(dev_queries.PROCRASTINATE_JOB_RESET)
             singles = await _timed(single, noop.defer_async)
-            db.execute(queries.PROCRASTINATE_JOB_RESET)
+            db.execute(dev_queries.PROCRASTINATE_JOB_RESET)
             started = time.perf_counter()
             for count in _chunks(jobs):
                 await noop.batch_defer_async(*[{}] * count)
@@ -153,7 +153,7 @@ WORKER = {"pgqueuer": _pgqueuer_worker, "procrastinate": _procrastinate_worker}
 def _spawn(peer: str, dsn: str, batch: int, mode: str, log: Path) -> subprocess.Popen[str]:
     with log.open("a") as errors:
         return subprocess.Popen(
-            [sys.executable, "-m", "pgkick.bench_peers", "worker", peer, dsn, str(batch), mode],
+            [sys.executable, "-m", "pgkick_dev.bench.peers", "worker", peer, dsn, str(batch), mode],
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             stderr=errors,
@@ -214,8 +214,8 @@ def _wait_done(dsn: str, peer: str, workers: list[subprocess.Popen[str]]) -> tup
 
 def _count_left(db: Database, peer: str) -> int:
     if peer == "pgqueuer":  # a job leaves pgqueuer's table once it is done
-        return int(db.one(queries.PGQUEUER_JOB_COUNT)[0])
-    counts = dict(db.rows(queries.PROCRASTINATE_JOB_COUNT_BY_STATUS))
+        return int(db.one(dev_queries.PGQUEUER_JOB_COUNT)[0])
+    counts = dict(db.rows(dev_queries.PROCRASTINATE_JOB_COUNT_BY_STATUS))
     return sum(n for status, n in counts.items() if status != "succeeded")
 
 
@@ -229,10 +229,10 @@ def idle_statements_per_minute(dsn: str, peer: str | None, seconds: float, log: 
             _go(worker)
             time.sleep(2)  # past its start-up statements
         with Database.open(dsn, application_name="pgkick-bench") as db:
-            db.execute(queries.STATEMENT_STATS_INSTALL)
-            before = int(db.one(queries.STATEMENT_CALL_TOTAL)[0])
+            db.execute(dev_queries.STATEMENT_STATS_INSTALL)
+            before = int(db.one(dev_queries.STATEMENT_CALL_TOTAL)[0])
             time.sleep(seconds)
-            after = int(db.one(queries.STATEMENT_CALL_TOTAL)[0])
+            after = int(db.one(dev_queries.STATEMENT_CALL_TOTAL)[0])
     finally:
         if worker:
             worker.kill()

@@ -28,8 +28,9 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-from pgkick import queries
-from pgkick.db import Database, DatabaseError, DatabaseUnavailable
+from pgkick.db import Database, DatabaseError
+from pgkick.errors import DatabaseUnavailable
+from pgkick_dev import queries as dev_queries
 
 SHORT_SESSIONS = "short-lived sessions"  # connected and gone between two looks
 DEFAULT_WINDOW = 600.0  # Relyt One suspends after about ten idle minutes (Neon: five)
@@ -134,7 +135,7 @@ class AwakeMonitor:
             try:  # the server may restart or refuse us: look again, as the real monitor would
                 with Database.open(self.dsn, application_name="pgkick-awake") as db:
                     while True:
-                        rows = db.dicts(queries.SESSION_LIST_ACTIVITY)
+                        rows = db.dicts(dev_queries.SESSION_LIST_ACTIVITY)
                         self.sample(rows, time.monotonic() - previous, db)
                         previous = time.monotonic()
                         if self._stop.wait(self.interval):
@@ -163,7 +164,7 @@ class AwakeMonitor:
             if self.close_on_suspend and db is not None:
                 self.report.closed_sessions += int(
                     db.one(
-                        queries.SESSION_TERMINATE_CLIENTS,
+                        dev_queries.SESSION_TERMINATE_CLIENTS,
                         window=self.report.window,
                         apps=self.close_only,
                     )[0]

@@ -12,20 +12,22 @@ accepted one is migrated and marked.
 
 from __future__ import annotations
 
-from pgkick import queries, schema
+from pgkick import schema
+from pgkick.errors import PgkickError
 from pgkick.store import JobStore
+from pgkick_dev import queries as dev_queries
 
 
-class NotScratch(ValueError):
+class NotScratch(PgkickError, ValueError):
     """The database holds jobs or queues that bench and demo did not create."""
 
 
 def claim(dsn: str, tool: str) -> None:
     """Refuse a database that holds someone else's jobs; otherwise migrate and mark it."""
     with JobStore.open(dsn, application_name=f"pgkick-{tool}") as store:
-        state = store.dicts(queries.DATABASE_SCRATCH_STATE)[0]
+        state = store.dicts(dev_queries.DATABASE_SCRATCH_STATE)[0]
         if not state["ours"]:
-            has_jobs = state["has_jobs_table"] and store.one(queries.JOB_TABLE_ANY_ROW)[0]
+            has_jobs = state["has_jobs_table"] and store.one(dev_queries.JOB_TABLE_ANY_ROW)[0]
             if has_jobs or state["has_peer_tables"]:
                 what = "jobs" if has_jobs else "a peer queue's tables (pgqueuer, procrastinate)"
                 raise NotScratch(
@@ -35,4 +37,4 @@ def claim(dsn: str, tool: str) -> None:
                     " server"
                 )
         schema.migrate(store)
-        store.execute(queries.JOB_TABLE_MARK_SCRATCH)
+        store.execute(dev_queries.JOB_TABLE_MARK_SCRATCH)

@@ -10,10 +10,10 @@ from __future__ import annotations
 from collections import Counter
 from typing import Any
 
-from pgkick.bench_report import percentile
-from pgkick.demo import DemoRun
-from pgkick.demo_tasks import overlapping_runs, read_traces
 from pgkick.store import JobStore
+from pgkick_dev.bench.report import percentile
+from pgkick_dev.demo.scenario import DemoRun
+from pgkick_dev.demo.tasks import overlapping_runs, read_traces
 
 
 def summarise(run: DemoRun, jobs_in_burst: int) -> dict[str, Any]:

@@ -24,14 +24,15 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
-from pgkick import queries
-from pgkick.awake import AwakeMonitor, AwakeReport
-from pgkick.db import Database, DatabaseUnavailable
+from pgkick.db import Database
+from pgkick.errors import DatabaseUnavailable
 from pgkick.kick import Kicker, NoKicker
-from pgkick.local import LocalKicker
 from pgkick.producer import transaction
 from pgkick.store import JobStore
-from pgkick.timeline_png import Lane, render
+from pgkick_dev import queries as dev_queries
+from pgkick_dev.awake.monitor import AwakeMonitor, AwakeReport
+from pgkick_dev.awake.timeline_png import Lane, render
+from pgkick_dev.local.kicker import LocalKicker
 
 MODES = ("pgkick", "poll", "listen")
 APP = "pgkick-compare-app"  # the comparison's producer
@@ -104,7 +105,7 @@ class _Waiter(threading.Thread):
             try:
                 with JobStore.open(self.dsn, application_name=f"{self.mode}-worker") as store:
                     if self.mode == "listen":
-                        store.execute(queries.SESSION_LISTEN)
+                        store.execute(dev_queries.SESSION_LISTEN)
                     self._loop(store)
             except DatabaseUnavailable:
                 self.stop_event.wait(0.2)
@@ -182,7 +183,7 @@ def _burst(dsn: str, queue: str, count: int, kicker: Kicker, *, notify: bool) ->
                 {"payload": {"n": n}, "task": "noop", "queue": queue} for n in range(count)
             )
             if notify:  # the producer's NOTIFY, sent at commit, as the article's LISTEN peers
-                app.execute(queries.JOB_NOTIFY_LISTENERS, queue=queue)
+                app.execute(dev_queries.JOB_NOTIFY_LISTENERS, queue=queue)
     return ids
 
 

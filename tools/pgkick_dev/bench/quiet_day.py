@@ -24,11 +24,12 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
-from pgkick import producer, queries
-from pgkick.awake import AwakeMonitor
-from pgkick.local import LocalKicker
+from pgkick import producer
 from pgkick.reaper import reap
 from pgkick.store import JobStore
+from pgkick_dev import queries as dev_queries
+from pgkick_dev.awake.monitor import AwakeMonitor
+from pgkick_dev.local.kicker import LocalKicker
 
 DAY = 86_400.0
 WINDOW = 600.0  # a 10-minute suspend window (Relyt One)
@@ -89,8 +90,8 @@ def _environment(values: dict[str, str]) -> Iterator[None]:
 
 def _play(dsn: str, day: QuietDay, log: Path, *, reapers: int, jobs: bool) -> dict[str, Any]:
     with JobStore.open(dsn, application_name="pgkick-bench") as store:
-        store.execute(queries.JOB_TRUNCATE_ALL)
-        store.execute(queries.QUEUE_WATCHERS_CLEAR)
+        store.execute(dev_queries.JOB_TRUNCATE_ALL)
+        store.execute(dev_queries.QUEUE_WATCHERS_CLEAR)
     scaled = {
         "PGKICK_WORKER_LINGER_MS": str(max(1, round(day.scaled(1000)))),
         "PGKICK_FAILED_KICK_WAKE_MS": str(round(day.scaled(60_000))),
@@ -185,7 +186,7 @@ def _waits(dsn: str, day: QuietDay, stranded: dict[str, Any]) -> dict[str, Any]:
     crash, lost = stranded.get("crash", {}), stranded.get("lost_kick", {})
     with JobStore.open(dsn, application_name="pgkick-bench") as store:
         rows = {r["id"]: r for r in store.get_many([crash.get("id", 0), lost.get("id", 0)])}
-        counts = {row[0]: row[1] for row in store.rows(queries.JOB_COUNT_BY_STATUS)}
+        counts = {row[0]: row[1] for row in store.rows(dev_queries.JOB_COUNT_BY_STATUS)}
     out: dict[str, Any] = {"jobs_by_status": counts}
     crashed = rows.get(crash.get("id", 0))
     if crashed and crashed["finished_at"] and "lease_end" in crash:

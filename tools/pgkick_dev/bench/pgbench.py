@@ -27,6 +27,7 @@ from typing import Any
 
 from pgkick import queries
 from pgkick.db import dsn_parts
+from pgkick_dev import queries as dev_queries
 
 FIXED = {"now": "NULL", "queue": "'default'", "lease": "'5 minutes'"}
 
@@ -84,7 +85,7 @@ def insert_one() -> str:
 
 
 def naive() -> str:
-    return _one_line(_bind(queries.JOB_CLAIM_NAIVE, {})) + ";\n"
+    return _one_line(_bind(dev_queries.JOB_CLAIM_NAIVE, {})) + ";\n"
 
 
 def _one_line(sql: str) -> str:

@@ -14,10 +14,11 @@ import statistics
 from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any
 
-from pgkick import bench_sql, queries
+from pgkick_dev import queries as dev_queries
+from pgkick_dev.bench import pgbench as bench_sql
 
 if TYPE_CHECKING:
-    from pgkick.bench import Bench
+    from pgkick_dev.bench.runner import Bench
 
 REPEATED = ("sql_ceiling", "drain", "peers")
 
@@ -67,7 +68,7 @@ def ceiling(bench: Bench, index: int) -> None:
             define={"ids": "{}", "attempts": "{}"},
         )
         with bench.store() as db:
-            done, seconds = db.one(queries.JOB_DONE_SPAN)
+            done, seconds = db.one(dev_queries.JOB_DONE_SPAN)
         row = {
             "repeat": index,
             "clients": clients,
@@ -85,7 +86,7 @@ def ceiling(bench: Bench, index: int) -> None:
 def peer_drains(bench: Bench, index: int) -> None:
     """pgqueuer and procrastinate on the drain's first size: as pgkick runs (8 processes,
     batch 10), pgqueuer also tuned (2 processes, batch 25), procrastinate a job at a time."""
-    from pgkick import bench_peers
+    from pgkick_dev.bench import peers as bench_peers
 
     n, workers = bench.sizes.drains[0], bench.sizes.workers
     runs = (
@@ -110,7 +111,7 @@ def peer_drains(bench: Bench, index: int) -> None:
 def idle_statements(bench: Bench) -> None:
     """Statements a minute while one worker of each system waits on an empty queue (once:
     a count, not a rate that drifts with the machine's load)."""
-    from pgkick import bench_peers
+    from pgkick_dev.bench import peers as bench_peers
 
     idle = {
         name: bench_peers.idle_statements_per_minute(

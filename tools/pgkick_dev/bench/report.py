@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from pgkick import bench_repeat
+from pgkick_dev.bench import repeat as bench_repeat
 
 
 def percentile(values: list[float], q: float) -> float:

@@ -1,0 +1,42 @@
+"""What the handlers answer: typed, and plain JSON (Lambda's marshaller knows no datetime)."""
+
+from __future__ import annotations
+
+from typing import Any, TypedDict
+
+
+class WorkerResult(TypedDict):
+    """One invocation's drain (pgkick.worker.Summary as Lambda returns it)."""
+
+    queue: str
+    claimed: int
+    done: int
+    failed: int
+    retried: int
+    lost: int
+    rescued: int
+    wake_failures: int
+    batches: int
+    rekicked: bool
+    fanouts: int
+    stopped_because: str
+    duration_ms: int
+
+
+class Rejected(TypedDict):
+    """An event that is not a kick: answered, not raised (a retry would fail the same way)."""
+
+    rejected: str
+
+
+class ReaperResult(TypedDict):
+    """One reaper run (pgkick.reaper.reap's report)."""
+
+    requeued: int
+    failed: int
+    ready: list[str]
+    kicked: list[str]
+    kick_failures: list[str]
+    purged: int
+    queues: list[dict[str, Any]]
+    table: dict[str, Any]

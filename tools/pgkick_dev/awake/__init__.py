@@ -1,0 +1,1 @@
+"""The awake monitor (`pgkick awake`), the three-ways comparison and its chart."""

@@ -1,0 +1,1 @@
+"""The benchmark: `pgkick bench` and its items."""

@@ -1,0 +1,1 @@
+"""The demo: `pgkick demo`, a day of pgkick on an embedded PostgreSQL."""

@@ -1,0 +1,25 @@
+"""The local kicker: Lambda's asynchronous invoke stood in by processes, for development.
+
+`PGKICK_KICKER=local` finds `make_kicker` here through the `pgkick.kickers` entry
+point. Inside one of its environments (PGKICK_LOCAL_PIPE_FD set) the worker's own
+kicks go back to the parent kicker through a pipe.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from pathlib import Path
+
+from pgkick import config
+from pgkick.kick import Kicker
+
+
+def make_kicker(settings: config.Settings, env: Mapping[str, str]) -> Kicker:
+    if env.get("PGKICK_LOCAL_PIPE_FD"):  # inside a local environment: report to the parent
+        from pgkick_dev.local.env import PipeKicker
+
+        return PipeKicker(int(env["PGKICK_LOCAL_PIPE_FD"]))
+    from pgkick_dev.local.kicker import LocalKicker
+
+    # Workers' lines to stderr: an app's (or `pgkick enqueue --json`'s) stdout stays its own.
+    return LocalKicker(concurrency=settings.local_concurrency, output=Path("/dev/stderr"))

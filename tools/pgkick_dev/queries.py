@@ -1,0 +1,126 @@
+"""The statements only the benchmark, the demo and the awake comparison run:
+generated from sql/bench/ by infra/bundle_sql.py. Never shipped to Lambda.
+"""
+
+from typing import Final
+
+DATABASE_SCRATCH_STATE: Final = """\
+-- database_scratch_state: Whether this database has a jobs table, whether pgkick bench or demo marked it as their own, and whether a peer queue's tables are here.
+SELECT to_regclass('jobs') IS NOT NULL AS has_jobs_table,
+       coalesce(obj_description(to_regclass('jobs'), 'pg_class'), '')
+         = 'pgkick scratch: made for pgkick bench and demo, which may empty it' AS ours,
+       to_regclass('pgqueuer') IS NOT NULL
+         OR to_regclass('procrastinate_jobs') IS NOT NULL AS has_peer_tables;"""
+
+JOB_CLAIM_NAIVE: Final = """\
+-- job_claim_naive: The article's WRONG claim (no row lock on the choice), marking the job done; kept only to show the race.
+UPDATE jobs
+SET status = 'done', attempts = attempts + 1, finished_at = now()
+WHERE id = (
+  SELECT id FROM jobs
+  WHERE status = 'queued'
+  ORDER BY run_at
+  LIMIT 1
+)
+RETURNING id, attempts;"""
+
+JOB_COUNT_BY_STATUS: Final = """\
+-- job_count_by_status: Counts jobs by status with the most attempts any took (the article's table).
+SELECT status, count(*) AS count, max(attempts) AS max_attempts FROM jobs GROUP BY status ORDER BY status;"""
+
+JOB_DONE_SPAN: Final = """\
+-- job_done_span: How many jobs are done and the seconds from the first claim to the last finish (the pipelined ceiling's time: neither pgbench's connecting nor its rounds on an empty queue).
+SELECT count(*) AS done,
+       coalesce(extract(epoch FROM max(finished_at) - min(claimed_at)), 0)::float8 AS seconds
+FROM jobs
+WHERE status = 'done';"""
+
+JOB_HISTORY_FILL: Final = """\
+-- job_history_fill: Adds count finished jobs of history (done a day ago), to measure the claim on a long-lived table.
+INSERT INTO jobs (queue, task, payload, status, run_at, attempts, finished_at, created_at)
+SELECT 'default', 'noop', '{}', 'done', now() - interval '1 day', 1,
+       now() - interval '1 day', now() - interval '1 day'
+FROM generate_series(1, %(count)s);"""
+
+JOB_LATENCY_ALL: Final = """\
+-- job_latency_all: Each job's status, attempts and wait from commit to claim in ms (the kicks benchmark's check).
+SELECT status, attempts,
+       extract(epoch FROM claimed_at - created_at) * 1000 AS wait_ms
+FROM jobs;"""
+
+JOB_NOTIFY_LISTENERS: Final = """\
+-- job_notify_listeners: Tells LISTENing workers that a queue has work (the article's trigger, sent by the producer in the comparison).
+SELECT pg_notify('pgkick_jobs', %(queue)s);"""
+
+JOB_TABLE_ANALYZE: Final = """\
+-- job_table_analyze: Refreshes the planner's statistics of the jobs table after a bulk load.
+ANALYZE jobs;"""
+
+JOB_TABLE_ANY_ROW: Final = """\
+-- job_table_any_row: Whether the jobs table holds any job at all (bench and demo refuse a database whose jobs are not theirs).
+SELECT EXISTS (SELECT FROM jobs) AS any_job;"""
+
+JOB_TABLE_MARK_SCRATCH: Final = """\
+-- job_table_mark_scratch: Marks the jobs table as pgkick bench's and demo's own, so that they may empty it and use it again (never an app's queue).
+COMMENT ON TABLE jobs IS 'pgkick scratch: made for pgkick bench and demo, which may empty it';"""
+
+JOB_TRUNCATE_ALL: Final = """\
+-- job_truncate_all: Empties the jobs table between benchmark items (benchmarks only: never on a real queue).
+TRUNCATE jobs;"""
+
+PGQUEUER_JOB_COUNT: Final = """\
+-- pgqueuer_job_count: Counts the jobs still in pgqueuer's queue table, to check a peer's drain ran every job.
+SELECT count(*) AS count FROM pgqueuer;"""
+
+PROCRASTINATE_JOB_COUNT_BY_STATUS: Final = """\
+-- procrastinate_job_count_by_status: Counts procrastinate's jobs by status, to check a peer's drain ran every job.
+SELECT status::text, count(*) AS count FROM procrastinate_jobs GROUP BY status ORDER BY status;"""
+
+PROCRASTINATE_JOB_RESET: Final = """\
+-- procrastinate_job_reset: Empties procrastinate's jobs (and their events) between benchmark runs of that peer (benchmarks only).
+TRUNCATE procrastinate_jobs CASCADE;"""
+
+PROCRASTINATE_SCHEMA_EXISTS: Final = """\
+-- procrastinate_schema_exists: Whether procrastinate's schema is installed in this database (the peer benchmark installs it once).
+SELECT to_regclass('procrastinate_jobs') IS NOT NULL AS installed;"""
+
+QUEUE_WATCHERS_CLEAR: Final = """\
+-- queue_watchers_clear: Forgets every worker announcement and pending kick between benchmark items (benchmarks only).
+DELETE FROM queue_watchers;"""
+
+SESSION_LIST_ACTIVITY: Final = """\
+-- session_list_activity: The server's now, how many sessions this database has ever had, and the sessions a serverless compute's activity monitor looks at: client backends of this database, autovacuum workers, walsenders (one row with a NULL pid when there are none).
+SELECT now() AS now,
+       (SELECT sessions FROM pg_stat_database WHERE datname = current_database()) AS sessions_ever,
+       a.pid, a.application_name, a.backend_type, a.state, a.state_change
+FROM (SELECT 1) AS one
+LEFT JOIN pg_stat_activity AS a
+  ON a.pid <> pg_backend_pid()
+ AND (a.backend_type IN ('autovacuum worker', 'walsender')
+      OR (a.backend_type = 'client backend' AND a.datname = current_database()));"""
+
+SESSION_LISTEN: Final = """\
+-- session_listen: Subscribes this session to job notifications (what LISTEN-based peers hold open).
+LISTEN pgkick_jobs;"""
+
+SESSION_TERMINATE_CLIENTS: Final = """\
+-- session_terminate_clients: Closes the other client sessions of this database that have been idle for the whole window, as a suspending compute does (one that connected a moment ago is not caught); only those with one of the given application names, unless none are given.
+SELECT count(pg_terminate_backend(pid)) AS closed
+FROM pg_stat_activity
+WHERE pid <> pg_backend_pid()
+  AND backend_type = 'client backend'
+  AND datname = current_database()
+  AND state = 'idle'
+  AND state_change < now() - make_interval(secs => %(window)s)
+  AND (%(apps)s::text[] IS NULL OR application_name = ANY(%(apps)s::text[]));"""
+
+STATEMENT_CALL_TOTAL: Final = """\
+-- statement_call_total: Statements run in this database so far (pg_stat_statements), leaving out this count itself: the idle query rate.
+SELECT coalesce(sum(calls), 0)::bigint AS calls
+FROM pg_stat_statements
+WHERE dbid = (SELECT oid FROM pg_database WHERE datname = current_database())
+  AND query NOT LIKE '-- statement_call_total:%%';"""
+
+STATEMENT_STATS_INSTALL: Final = """\
+-- statement_stats_install: Installs pg_stat_statements in this database when the server preloads it (for the idle query rate).
+CREATE EXTENSION IF NOT EXISTS pg_stat_statements;"""
