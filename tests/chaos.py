@@ -22,7 +22,7 @@ from pgkick.errors import DatabaseUnavailable
 from pgkick.kick import Kicker
 from pgkick.reaper import reap
 from pgkick.store import JobStore
-from pgkick_dev.demo.tasks import overlapping_runs, read_traces
+from pgkick_dev.demo.traces import overlapping_runs, read_traces
 from pgkick_dev.local.kicker import LocalKicker
 
 RESULTS: list[dict[str, Any]] = []  # printed by conftest's terminal summary

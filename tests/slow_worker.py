@@ -12,11 +12,11 @@ import json
 import sys
 from datetime import timedelta
 
-from pgkick import demo_tasks  # noqa: F401  (registers the traced "demo" task)
 from pgkick.kick import NoKicker
 from pgkick.store import JobStore
 from pgkick.tasks import registry
 from pgkick.worker import Worker, WorkerOptions
+from pgkick_dev.demo import tasks  # noqa: F401  (registers the traced "demo" task)
 
 
 def main(dsn: str) -> int:

@@ -11,7 +11,7 @@ from typing import Any
 import psycopg
 import pytest
 
-from pgkick import config, producer, runtime
+from pgkick import config, kickers, producer
 from pgkick.errors import ConfigError
 from pgkick.kick import NoKicker
 from pgkick.runtime import Runtime
@@ -56,7 +56,7 @@ def test_a_bad_kicker_setting_fails_before_anything_is_written(
     named: str,
 ) -> None:
     """Catches: the kicker built after the commit, so a retrying caller duplicates the job."""
-    monkeypatch.setattr(runtime, "_default", None)  # as a fresh process: nothing built yet
+    monkeypatch.setattr(kickers, "_default", None)  # as a fresh process: nothing built yet
     monkeypatch.delenv("PGKICK_WORKER_FUNCTION", raising=False)
     for name, value in setting.items():
         monkeypatch.setenv(name, value)

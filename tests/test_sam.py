@@ -49,6 +49,8 @@ def test_requirements_txt_is_uv_lock_without_dev_or_embedded() -> None:
             "--format",
             "requirements-txt",
             "-q",
+            "--extra",
+            "lambda",
             *(f"--no-emit-package={name}" for name in RUNTIME_PROVIDED),
         ]
     )

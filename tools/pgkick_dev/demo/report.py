@@ -13,7 +13,7 @@ from typing import Any
 from pgkick.store import JobStore
 from pgkick_dev.bench.report import percentile
 from pgkick_dev.demo.scenario import DemoRun
-from pgkick_dev.demo.tasks import overlapping_runs, read_traces
+from pgkick_dev.demo.traces import overlapping_runs, read_traces
 
 
 def summarise(run: DemoRun, jobs_in_burst: int) -> dict[str, Any]:

@@ -28,7 +28,7 @@ from pgkick.db import Database
 from pgkick.reaper import reap
 from pgkick.store import JobStore
 from pgkick_dev.awake.monitor import AwakeMonitor
-from pgkick_dev.demo.tasks import read_traces
+from pgkick_dev.demo.traces import read_traces
 from pgkick_dev.local.kicker import LocalKicker
 
 MONITOR_APP = "pgkick-demo"  # the demo's own progress queries: not counted as activity

@@ -8,7 +8,6 @@ process in $PGKICK_DEMO_TRACE.
 
 from __future__ import annotations
 
-import itertools
 import os
 import time
 from pathlib import Path
@@ -34,33 +33,3 @@ def demo(payload: Any, job: JobContext) -> None:
         _trace("end", job)
         raise RuntimeError(f"failing attempt {job.attempt} on purpose (flaky)")
     _trace("end", job)
-
-
-def read_traces(folder: Path) -> list[tuple[str, int, int, int, float]]:
-    """Every (kind, job_id, attempt, pid, unix time) line the workers wrote."""
-    lines = []
-    for path in folder.glob("*.trace"):
-        for line in path.read_text().splitlines():
-            kind, job_id, attempt, pid, at = line.split()
-            lines.append((kind, int(job_id), int(attempt), int(pid), float(at)))
-    return lines
-
-
-def overlapping_runs(traces: list[tuple[str, int, int, int, float]]) -> list[int]:
-    """Jobs two executions of which overlapped in time (a finished one inside another)."""
-    runs: dict[tuple[int, int, int], dict[str, float]] = {}
-    for kind, job_id, attempt, pid, at in traces:
-        runs.setdefault((job_id, attempt, pid), {})[kind] = at
-    by_job: dict[int, list[tuple[float, float]]] = {}
-    for (job_id, _, _), times in runs.items():
-        if "start" in times:
-            by_job.setdefault(job_id, []).append((times["start"], times.get("end", float("inf"))))
-    bad = []
-    for job_id, spans in by_job.items():
-        spans.sort()
-        if any(
-            later[0] < earlier[1] and earlier[1] != float("inf")
-            for earlier, later in itertools.pairwise(spans)
-        ):
-            bad.append(job_id)
-    return sorted(bad)

@@ -1,0 +1,125 @@
+"""The layout holds: the runtime never imports the tooling, and a production process
+loads only what it needs (no demo tasks, no surprise worker processes)."""
+
+from __future__ import annotations
+
+import ast
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import psycopg
+import pytest
+
+import pgkick
+from pgkick import config, producer
+from pgkick.kickers import make_kicker
+
+ROOT = Path(__file__).resolve().parent.parent
+RUNTIME = ROOT / "functions" / "pgkick"
+TOOLING = ("pgkick_dev", "tests", "infra", "embedded", "matplotlib", "postgresql")
+
+
+def _imports(path: Path) -> set[str]:
+    names = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.Import):
+            names |= {alias.name for alias in node.names}
+        elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
+            names.add(node.module)
+    return names
+
+
+def test_runtime_modules_never_import_the_tooling() -> None:
+    """Catches a runtime module (shipped to Lambda and into apps) importing pgkick_dev, the
+    tests or infra, even inside a function: the wheel without pgkick-dev would then break."""
+    offenders = {
+        str(path.relative_to(ROOT)): sorted(
+            name for name in _imports(path) if name.split(".")[0] in TOOLING
+        )
+        for path in sorted(RUNTIME.rglob("*.py"))
+    }
+    assert {path: names for path, names in offenders.items() if names} == {}
+    assert len(offenders) > 20  # the walk saw the package, not an empty folder
+
+
+def test_import_pgkick_loads_the_producer_only() -> None:
+    """Catches `import pgkick` pulling in the worker loop, leases, reaper, schema or the
+    tooling (an app's web process pays for each at start-up), and the handlers loading the
+    tooling, in a fresh interpreter."""
+    code = (
+        "import sys, json, pgkick; light = sorted(sys.modules);"
+        "import pgkick.aws.worker, pgkick.aws.reaper;"
+        "print(json.dumps([light, sorted(sys.modules)]))"
+    )
+    env = {"PGKICK_WORKER_FUNCTION": "pgkick-worker", "AWS_DEFAULT_REGION": "eu-west-1"}
+    done = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, env=env, check=True
+    )
+    light, handlers = json.loads(done.stdout)
+    loaded = {name for name in light if name.startswith("pgkick")}
+    assert not loaded & {"pgkick.worker", "pgkick.lease", "pgkick.reaper", "pgkick.schema"}
+    assert "pgkick.producer" in loaded
+    assert not [name for name in handlers if name.split(".")[0] in TOOLING]
+
+
+def test_production_registry_knows_noop_only() -> None:
+    """Catches demo or test tasks (`crash` kills its worker) registered in production: a
+    fresh worker process with no PGKICK_TASKS, after building the CLI parser too."""
+    code = (
+        "from pgkick.tasks import registry; from pgkick.cli import build_parser;"
+        "build_parser(); print(','.join(registry.names()))"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, env={}, check=True
+    )
+    assert done.stdout.strip() == "noop"
+
+
+def test_nothing_configured_refuses_before_writing(
+    dsn: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Catches the old default (a local kicker spawning processes inside a web server that
+    forgot PGKICK_WORKER_FUNCTION) and an error raised only after the job was committed."""
+    for name in ("PGKICK_KICKER", "PGKICK_WORKER_FUNCTION"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setattr("pgkick.kickers._default", None)
+    with pytest.raises(pgkick.ConfigError, match=r"PGKICK_WORKER_FUNCTION.*PGKICK_KICKER=local"):
+        pgkick.enqueue_and_kick({}, task="noop", dsn=dsn)
+    with psycopg.connect(dsn) as conn:
+        with pytest.raises(pgkick.PgkickError, match="no kicker configured"):
+            with producer.transaction(conn) as jobs:
+                jobs.enqueue({}, task="noop")
+    with psycopg.connect(dsn) as conn:
+        assert conn.execute("SELECT count(*) FROM jobs").fetchone() == (0,)
+
+
+def test_an_unknown_kicker_names_what_to_install() -> None:
+    """Catches a kicker name that no installed plugin provides failing obscurely (or only
+    at the first kick, after a commit)."""
+    with pytest.raises(config.ConfigError, match="PGKICK_KICKER"):
+        config.Settings.from_env({"PGKICK_KICKER": "carrier-pigeon"})
+    settings = config.Settings.from_env({"PGKICK_KICKER": "local"})
+    kicker = make_kicker(settings, {})  # pgkick-dev installed here: found by entry point
+    assert type(kicker).__module__ == "pgkick_dev.local.kicker"
+    kicker.close()  # type: ignore[attr-defined]
+
+
+def test_every_error_has_one_root() -> None:
+    """Catches an error class pgkick raises on purpose that `except PgkickError` misses."""
+    from pgkick.cli import UsageError
+    from pgkick_dev.embedded import EmbeddedPostgresError
+    from pgkick_dev.scratch import NotScratch
+
+    for cls in (
+        pgkick.ConfigError,
+        pgkick.SchemaError,
+        pgkick.DatabaseUnavailable,
+        pgkick.BadEvent,
+        pgkick.PermanentError,
+        UsageError,
+        EmbeddedPostgresError,
+        NotScratch,
+    ):
+        assert issubclass(cls, pgkick.PgkickError), cls
