@@ -91,3 +91,20 @@ def test_the_minimum_awake_time_counts_each_burst_and_the_first_window_once() ->
     # awake at the start until 2.0, burst 1 until 1.5 + 2, burst 2 from 10 until 11 + 2
     assert result.minimum_awake(2.0) == 3.5 + 3.0
     assert result.minimum_awake(9.0) == 20.0  # the window bridges the gap: [0, 20) once
+
+
+def test_the_chart_reads_each_modes_awake_fraction(tmp_path: Path) -> None:
+    """Catches a chart whose spans or fractions are wrong: an interval dropped or counted
+    twice, a sample past the end counted beyond the run's duration."""
+    from pgkick_dev.awake.chart import Lane, render
+
+    lane = Lane("pgkick", [(2.0, True), (6.0, False), (7.0, True), (12.0, False)], [1.0, 6.5])
+    assert lane.intervals(10.0) == [
+        (0.0, 2.0, True),
+        (2.0, 4.0, False),
+        (6.0, 1.0, True),
+        (7.0, 3.0, False),
+    ]
+    assert lane.awake_fraction(10.0) == 0.3
+    picture = render(tmp_path / "a.png", [lane, Lane("poll", [(10.0, True)])], 10.0)
+    assert picture.read_bytes().startswith(b"\x89PNG\r\n\x1a\n")

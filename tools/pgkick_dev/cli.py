@@ -19,9 +19,9 @@ from pathlib import Path
 from typing import Any
 
 from pgkick_dev import scratch
+from pgkick_dev.awake.chart import Lane, render
 from pgkick_dev.awake.compare import Workload, compare
 from pgkick_dev.awake.monitor import DEFAULT_WINDOW, AwakeMonitor
-from pgkick_dev.awake.timeline_png import Lane, render
 from pgkick_dev.demo import report as demo_report
 from pgkick_dev.demo import scenario as demo
 

@@ -30,8 +30,8 @@ from pgkick.kick import Kicker, NoKicker
 from pgkick.producer import transaction
 from pgkick.store import JobStore
 from pgkick_dev import queries as dev_queries
+from pgkick_dev.awake.chart import Lane, render
 from pgkick_dev.awake.monitor import AwakeMonitor, AwakeReport
-from pgkick_dev.awake.timeline_png import Lane, render
 from pgkick_dev.local.kicker import LocalKicker
 
 MODES = ("pgkick", "poll", "listen")
