@@ -17,7 +17,6 @@ from datetime import datetime
 from typing import Any, LiteralString, Self
 
 import psycopg
-from psycopg.conninfo import conninfo_to_dict
 
 from pgkick.errors import DatabaseUnavailable
 from pgkick.redact import redact
@@ -110,10 +109,6 @@ class Database:
         with self._io, self.conn.pipeline():
             yield
 
-    def notifies(self, timeout: float) -> list[str]:
-        """Payloads of the notifications that arrive within timeout seconds (LISTEN peers)."""
-        return [n.payload for n in self.conn.notifies(timeout=timeout, stop_after=1)]
-
     def _params(self, params: dict[str, Any]) -> dict[str, Any]:
         return {"now": self.clock(), **params}
 
@@ -144,11 +139,6 @@ class Database:
         return self.execute(query, **params).rowcount
 
 
-async def connect_async(dsn: str) -> psycopg.AsyncConnection[tuple[Any, ...]]:
-    """An asyncio connection, for a peer queue's driver in the benchmarks."""
-    return await psycopg.AsyncConnection.connect(dsn, autocommit=True)
-
-
 def no_transaction(conn: Connection) -> bool:
     """True when no transaction is in progress (nor failed) on this connection."""
     return conn.info.transaction_status == psycopg.pq.TransactionStatus.IDLE
@@ -157,11 +147,6 @@ def no_transaction(conn: Connection) -> bool:
 def idle_outside_transaction(conn: Connection) -> bool:
     """True for a connection that is not autocommit and has no transaction in progress."""
     return no_transaction(conn) and not conn.autocommit
-
-
-def dsn_parts(dsn: str) -> dict[str, Any]:
-    """host, port, user, password, dbname... of a DSN (for tools such as pgbench)."""
-    return dict(conninfo_to_dict(dsn))
 
 
 def _one_line(exc: BaseException) -> str:

@@ -120,7 +120,7 @@ class _Waiter(threading.Thread):
                 continue
             self.empty_polls += 1
             if self.mode == "listen":
-                store.notifies(self.workload.listen_fallback)
+                list(store.conn.notifies(timeout=self.workload.listen_fallback, stop_after=1))
             else:
                 self.stop_event.wait(self.workload.poll_every)
 

@@ -29,7 +29,9 @@ from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
-from pgkick.db import Database, connect_async
+import psycopg
+
+from pgkick.db import Database
 from pgkick_dev import queries as dev_queries
 from pgkick_dev.bench.report import percentile
 
@@ -50,7 +52,7 @@ def _require(name: str) -> Any:
 # -- pgqueuer ------------------------------------------------------------------------------
 async def _pgqueuer_queries(dsn: str) -> tuple[Any, Any]:
     pgqueuer = _require("pgqueuer")
-    conn = await connect_async(dsn)
+    conn = await psycopg.AsyncConnection.connect(dsn, autocommit=True)
     q = pgqueuer.Queries(pgqueuer.PsycopgDriver(conn))
     if not await q.has_table("pgqueuer"):
         await q.install()
@@ -75,7 +77,7 @@ async def _pgqueuer_worker(dsn: str, batch: int, drain: bool, go: Callable[[], N
     pgqueuer = _require("pgqueuer")
     from pgqueuer.types import QueueExecutionMode
 
-    conn = await connect_async(dsn)
+    conn = await psycopg.AsyncConnection.connect(dsn, autocommit=True)
     pgq = pgqueuer.PgQueuer(pgqueuer.PsycopgDriver(conn))
 
     async def noop(job: Any) -> None:

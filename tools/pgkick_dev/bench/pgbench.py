@@ -25,8 +25,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from psycopg.conninfo import conninfo_to_dict
+
 from pgkick import queries
-from pgkick.db import dsn_parts
 from pgkick_dev import queries as dev_queries
 
 FIXED = {"now": "NULL", "queue": "'default'", "lease": "'5 minutes'"}
@@ -112,7 +113,7 @@ def pgbench(
     define: dict[str, str] | None = None,
 ) -> PgbenchRun:
     """Run `script` `transactions` times on each of `clients` connections; time it all."""
-    info = dsn_parts(dsn)
+    info = conninfo_to_dict(dsn)
     with tempfile.NamedTemporaryFile("w", suffix=".sql", delete=False) as handle:
         handle.write(script)
     try:
