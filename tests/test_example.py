@@ -1,0 +1,89 @@
+"""The example app deploys pgkick's handlers with its own tasks: `sam build` of its own
+template builds it, and the built worker, behind Lambda's Runtime Interface Emulator
+with awslambdaric, runs the app's task on a real job."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+from pathlib import Path
+
+import psycopg
+import pytest
+
+from infra import rie_invoke
+from pgkick.store import JobStore
+from tests.sam import ROOT, ensure_sam_venv, run, uv
+
+EXAMPLE = ROOT / "examples" / "orders"
+
+
+def test_the_example_template_is_pgkicks_own_with_an_apps_changes() -> None:
+    """Catches the example's template drifting from the one this repository deploys and
+    checks (alarms, roles, the rescue's permissions...)."""
+    done = run(["python3", "examples/derive_template.py", "--check"])
+    assert done.returncode == 0, done.stdout + done.stderr
+
+
+@pytest.fixture(scope="module")
+def example_build(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    sam = ensure_sam_venv() / "sam"
+    app = tmp_path_factory.mktemp("example") / "orders"
+    shutil.copytree(EXAMPLE, app, ignore=shutil.ignore_patterns("vendor", ".aws-sam"))
+    wheel = subprocess.run(
+        [*uv(), "build", "-q", "--wheel", "--out-dir", str(app / "app" / "vendor"), str(ROOT)],
+        capture_output=True,
+        text=True,
+    )
+    assert wheel.returncode == 0, wheel.stderr
+    built = subprocess.run(
+        [str(sam), "build", "--build-dir", str(app / ".aws-sam" / "build")],
+        capture_output=True,
+        text=True,
+        cwd=app,
+        env={**rie_invoke_env(), "SAM_CLI_TELEMETRY": "0"},
+        timeout=900,
+    )
+    assert built.returncode == 0, built.stdout + built.stderr
+    return app / ".aws-sam" / "build"
+
+
+def rie_invoke_env() -> dict[str, str]:
+    import os
+
+    env = {**os.environ, "AWS_DEFAULT_REGION": "us-east-1"}
+    env.pop("VIRTUAL_ENV", None)
+    return env
+
+
+@pytest.mark.slow
+def test_the_example_apps_built_worker_runs_its_own_task(
+    example_build: Path, dsn: str, tmp_path: Path
+) -> None:
+    """Catches a team unable to deploy its own tasks: handlers not importable from the
+    installed package, the app's module not on the worker's path, or pgkick's wheel
+    missing from the artifact; the unknown-task path would fail the job instead."""
+    code = example_build / "WorkerFunction"
+    assert (code / "pgkick" / "aws" / "worker.py").exists()
+    assert (code / "orders_app" / "tasks.py").exists()
+    assert not (code / "pgkick_dev").exists()
+    with JobStore.open(dsn) as store:
+        store.conn.execute(
+            "INSERT INTO jobs (queue, task, payload) VALUES ('default', 'send_receipt', %s)",
+            [json.dumps({"order": 42})],
+        )
+    env = tmp_path / "env.json"
+    env.write_text(json.dumps({"Parameters": {"DATABASE_URL": dsn, "PGKICK_KICKER": "none"}}))
+    ric_dir = rie_invoke.runtime_client_dir(tmp_path / "runtime-client")
+    rie = rie_invoke.rie_binary()
+    assert ric_dir is not None and rie is not None
+    with rie_invoke.Emulator(
+        "WorkerFunction", build_dir=example_build, env_file=env, ric_dir=ric_dir, rie=rie
+    ) as worker:
+        answer = worker.invoke({"queue": "default", "reason": "enqueue"})
+    assert answer.error_type is None, answer.payload
+    assert answer.payload["done"] == 1, answer.payload
+    assert "receipt for order 42" in answer.logs
+    with psycopg.connect(dsn) as conn:
+        assert conn.execute("SELECT status FROM jobs").fetchall() == [("done",)]
