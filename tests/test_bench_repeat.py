@@ -9,6 +9,7 @@ import pytest
 
 from pgkick import cli
 from pgkick_dev import scratch
+from pgkick_dev.bench import figures as bench_figures
 from pgkick_dev.bench import repeat as bench_repeat
 from pgkick_dev.bench import report as bench_report
 from pgkick_dev.bench import runner as bench
@@ -62,10 +63,10 @@ def test_ratios_are_taken_within_a_repeat_then_their_median() -> None:
     """Catches pairing across repeats (or dividing the medians): the drain and its ceiling
     drift together here, so each pair is 0.9 while the medians' ratio is 0.6."""
     results = _results(drains=[90, 900, 9000], ceilings=[100, 1000, 10000], peers=[10, 10, 10])
-    ratios = bench_repeat.summary(results)["ratios"]
+    ratios = bench_figures.summary(results)["ratios"]
     pair = ratios["pgkick / SQL ceiling, 8x10, 100 jobs, start-up included"]
     assert pair["values"] == [0.9, 0.9, 0.9] and pair["median"] == 0.9
-    medians = bench_repeat.summary(results)["figures"]
+    medians = bench_figures.summary(results)["figures"]
     assert medians["pgkick, 8x10, 100 jobs, warm"]["median"] == 900
 
 

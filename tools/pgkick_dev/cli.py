@@ -108,6 +108,7 @@ def cmd_awake(args: argparse.Namespace) -> dict[str, Any]:
 
 def cmd_bench(args: argparse.Namespace) -> dict[str, Any]:
     """Measure pgkick side by side with the SQL ceiling and the article's table, in one run."""
+    from pgkick_dev.bench import figures as bench_figures
     from pgkick_dev.bench import markdown as bench_markdown
     from pgkick_dev.bench import repeat as bench_repeat
     from pgkick_dev.bench import report as bench_report
@@ -158,7 +159,7 @@ def cmd_bench(args: argparse.Namespace) -> dict[str, Any]:
             "quick": args.quick,
         }
         results["targets"] = bench_report.targets(results)
-        results["repeats"] = bench_repeat.summary(results)
+        results["repeats"] = bench_figures.summary(results)
         report = bench_markdown.render(results)
         (out / "bench.json").write_text(json.dumps(results, indent=1, default=str))
         (out / "bench.md").write_text(report)

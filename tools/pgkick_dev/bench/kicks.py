@@ -20,7 +20,7 @@ from typing import Any
 from pgkick import linger, producer
 from pgkick.store import JobStore
 from pgkick_dev import queries as dev_queries
-from pgkick_dev.bench.report import percentile
+from pgkick_dev.bench.figures import percentile
 from pgkick_dev.local.kicker import LocalKicker
 
 

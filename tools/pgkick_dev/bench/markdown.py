@@ -9,12 +9,12 @@ from __future__ import annotations
 
 from typing import Any
 
-from pgkick_dev.bench import repeat as bench_repeat
+from pgkick_dev.bench import figures as bench_figures
 from pgkick_dev.bench.report import ratio_text
 
 
 def render(results: dict[str, Any]) -> str:
-    summary = bench_repeat.summary(results)
+    summary = bench_figures.summary(results)
     repeats = results.get("repeat", 1)
     parts = [
         f"# pgkick bench, run of {results.get('date', '?')}\n\n"
@@ -97,8 +97,8 @@ def _once(results: dict[str, Any]) -> list[list[Any]]:
             )
             rows.append([label, f"{row['jobs_per_s']:,} jobs/s{latency}"])
     for peer, rows_of_peer in _by_peer(results.get("peers", [])).items():
-        bulk = bench_repeat.spread([r["bulk_enqueue_jobs_per_s"] for r in rows_of_peer])
-        single = bench_repeat.spread([r["single_enqueue_jobs_per_s"] for r in rows_of_peer])
+        bulk = bench_figures.spread([r["bulk_enqueue_jobs_per_s"] for r in rows_of_peer])
+        single = bench_figures.spread([r["single_enqueue_jobs_per_s"] for r in rows_of_peer])
         rows.append(
             [
                 f"{peer}: bulk enqueue, single enqueue (its own API; median of its drains' runs)",

@@ -33,7 +33,7 @@ import psycopg
 
 from pgkick.db import Database
 from pgkick_dev import queries as dev_queries
-from pgkick_dev.bench.report import percentile
+from pgkick_dev.bench.figures import percentile
 
 PEERS = ("pgqueuer", "procrastinate")
 VERSIONS = {"pgqueuer": "pgqueuer 1.6.0", "procrastinate": "procrastinate 3.10.0"}

@@ -10,9 +10,8 @@ ratio is reported as the median and the spread (min..max) over the repeats.
 
 from __future__ import annotations
 
-import statistics
 from collections.abc import Iterable
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from pgkick_dev import queries as dev_queries
 from pgkick_dev.bench import pgbench as bench_sql
@@ -121,93 +120,3 @@ def idle_statements(bench: Bench) -> None:
     }
     bench.results["idle_statements_per_minute"] = idle
     bench.say(f"idle statements a minute: {idle}")
-
-
-# -- reading the repeats ------------------------------------------------------------------
-def spread(values: list[float]) -> dict[str, Any]:
-    """Median, min and max, and the values in repeat order."""
-    return {
-        "median": round(statistics.median(values), 2) if values else None,
-        "min": min(values, default=None),
-        "max": max(values, default=None),
-        "values": values,
-    }
-
-
-def _by_repeat(rows: Iterable[dict[str, Any]], key: str) -> dict[int, float]:
-    return {row.get("repeat", 0): float(row[key]) for row in rows}
-
-
-def figures(results: dict[str, Any]) -> dict[str, dict[int, float]]:
-    """Every repeated rate, named, by repeat."""
-    out: dict[str, dict[int, float]] = {}
-    ceilings: dict[tuple[int, int, int], list[dict[str, Any]]] = {}
-    for row in results.get("ceiling", []):
-        ceilings.setdefault((row["clients"], row["batch"], row["jobs"]), []).append(row)
-    for (clients, batch, jobs), rows in ceilings.items():
-        out[f"SQL ceiling, {clients}x{batch}, {jobs:,} jobs"] = _by_repeat(rows, "jobs_per_s")
-    drains: dict[tuple[Any, ...], list[dict[str, Any]]] = {}
-    for row in results.get("drain", []):
-        drains.setdefault((row["workers"], row["batch"], row["jobs"], row["start"]), []).append(row)
-    for (workers, batch, jobs, start), rows in drains.items():
-        out[f"pgkick, {workers}x{batch}, {jobs:,} jobs, {_start(start)}"] = _by_repeat(
-            rows, "jobs_per_s"
-        )
-    peers: dict[tuple[Any, ...], list[dict[str, Any]]] = {}
-    for row in results.get("peers", []):
-        peers.setdefault((row["peer"], row["processes"], row["batch"], row["jobs"]), []).append(row)
-    for (peer, processes, batch, jobs), rows in peers.items():
-        for start, key in (("cold", "jobs_per_s_with_startup"), ("warm", "jobs_per_s_warm")):
-            name = f"{peer}, {processes}x{batch}, {jobs:,} jobs, {_start(start)}"
-            out[name] = _by_repeat(rows, key)
-    return out
-
-
-def _start(start: str) -> str:
-    return "start-up included" if start == "cold" else "warm"
-
-
-def ratios(results: dict[str, Any]) -> dict[str, dict[int, float]]:
-    """Each ratio taken within a repeat: pgkick's drain over the ceiling of the same clients,
-    batch and jobs; pgkick's best configuration over the best peer configuration."""
-    out: dict[str, dict[int, float]] = {}
-    drains = results.get("drain", [])
-    for row in results.get("ceiling", []):
-        for start in ("cold", "warm"):
-            same = [
-                d
-                for d in drains
-                if (d["workers"], d["batch"], d["jobs"], d["start"], d.get("repeat", 0))
-                == (row["clients"], row["batch"], row["jobs"], start, row["repeat"])
-            ]
-            if same and row["jobs_per_s"]:
-                name = (
-                    f"pgkick / SQL ceiling, {row['clients']}x{row['batch']}, "
-                    f"{row['jobs']:,} jobs, {_start(start)}"
-                )
-                out.setdefault(name, {})[row["repeat"]] = round(
-                    same[0]["jobs_per_s"] / row["jobs_per_s"], 3
-                )
-    peers = results.get("peers", [])
-    for start, key in (("cold", "jobs_per_s_with_startup"), ("warm", "jobs_per_s_warm")):
-        for index in sorted({p.get("repeat", 0) for p in peers}):
-            theirs = [p for p in peers if p.get("repeat", 0) == index]
-            jobs = theirs[0]["jobs"]
-            ours = [
-                d["jobs_per_s"]
-                for d in drains
-                if (d["start"], d["jobs"], d.get("repeat", 0)) == (start, jobs, index)
-            ]
-            best = max(p[key] for p in theirs)
-            if ours and best:
-                name = f"pgkick's best / the best peer's, {jobs:,} jobs, {_start(start)}"
-                out.setdefault(name, {})[index] = round(max(ours) / best, 2)
-    return out
-
-
-def summary(results: dict[str, Any]) -> dict[str, Any]:
-    """Median and spread of every repeated figure and every ratio."""
-    return {
-        "figures": {name: spread(list(v.values())) for name, v in figures(results).items()},
-        "ratios": {name: spread(list(v.values())) for name, v in ratios(results).items()},
-    }

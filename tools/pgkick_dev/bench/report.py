@@ -8,20 +8,12 @@ from __future__ import annotations
 
 from typing import Any
 
-from pgkick_dev.bench import repeat as bench_repeat
-
-
-def percentile(values: list[float], q: float) -> float:
-    """The q-quantile of the values (nearest rank), rounded to 0.01; 0 for none."""
-    if not values:
-        return 0.0
-    ordered = sorted(values)
-    return round(ordered[min(len(ordered) - 1, int(q * len(ordered)))], 2)
+from pgkick_dev.bench import figures as bench_figures
 
 
 def targets(results: dict[str, Any]) -> list[dict[str, Any]]:
     """Each target of the issue, with this run's figure and whether it was met."""
-    ratios = bench_repeat.ratios(results)
+    ratios = bench_figures.ratios(results)
     enqueue = results.get("enqueue", {})
     awake = results.get("awake", {})
     modes = {m["mode"]: m for m in awake.get("modes", [])}
@@ -162,7 +154,7 @@ def _judged(label: str, values: list[float], met: Any, unit: str) -> tuple[str, 
     """A ratio target: its median and spread over the repeats, and whether it was met."""
     if not values:
         return (label, "not measured", False)
-    stats = bench_repeat.spread(values)
+    stats = bench_figures.spread(values)
     shown = ratio_text
     return (
         label,

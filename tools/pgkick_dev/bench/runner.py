@@ -24,7 +24,7 @@ from pgkick.store import JobStore
 from pgkick_dev import queries as dev_queries
 from pgkick_dev.awake.compare import Workload, compare
 from pgkick_dev.bench import pgbench as bench_sql
-from pgkick_dev.bench.report import percentile
+from pgkick_dev.bench.figures import percentile
 from pgkick_dev.local.kicker import LocalKicker
 
 
