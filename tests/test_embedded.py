@@ -84,7 +84,10 @@ def test_runs_for_a_normal_user_too(folder: Path) -> None:
         prefix = [shutil.which("runuser") or "runuser", "-u", user, "--"]
         shutil.chown(folder, user)
     bin_dir = EmbeddedPostgres(folder / "probe").tool("postgres").parent  # reachable by user
-    shutil.copy(ROOT / "functions/pgkick/embedded.py", folder / "embedded.py")
+    shutil.copy(ROOT / "tools/pgkick_dev/embedded.py", folder / "embedded.py")
+    (folder / "pgkick").mkdir()  # what embedded.py imports of pgkick: its error root
+    (folder / "pgkick" / "__init__.py").write_text("")
+    shutil.copy(ROOT / "functions/pgkick/errors.py", folder / "pgkick" / "errors.py")
     script = folder / "run.py"
     script.write_text(
         "import os, embedded\n"

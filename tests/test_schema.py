@@ -13,6 +13,7 @@ import pytest
 from infra import bundle_sql
 from pgkick import queries, schema
 from pgkick.store import JobStore
+from pgkick_dev import queries as dev_queries
 from tests.helpers import wait_for_lock_waiters
 
 ROOT = Path(__file__).parent.parent
@@ -96,14 +97,15 @@ def test_bundle_check_catches_drift(tmp_path: Path) -> None:
 
 
 def test_every_runtime_statement_is_named_and_described() -> None:
-    files = sorted(
-        p.stem for p in [*(ROOT / "sql").glob("*.sql"), *(ROOT / "sql").glob("bench/*.sql")]
-    )
-    constants = sorted(n.lower() for n in vars(queries) if n.isupper() and n != "MIGRATIONS")
-    assert files == constants
-    for name in files:
-        first = getattr(queries, name.upper()).splitlines()[0]
-        assert first.startswith(f"-- {name}: ") and len(first) > len(name) + 15
+    """Each sql/ file is one constant of the runtime's queries (sql/bench/ of the tooling's,
+    never the runtime's), and its first line says what it does."""
+    for folder, module in (("sql", queries), ("sql/bench", dev_queries)):
+        files = sorted(p.stem for p in (ROOT / folder).glob("*.sql"))
+        constants = sorted(n.lower() for n in vars(module) if n.isupper() and n != "MIGRATIONS")
+        assert files == constants, folder
+        for name in files:
+            first = getattr(module, name.upper()).splitlines()[0]
+            assert first.startswith(f"-- {name}: ") and len(first) > len(name) + 15
 
 
 def test_cli_migrate_reports_json_and_errors_in_one_line(

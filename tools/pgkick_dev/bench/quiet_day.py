@@ -100,6 +100,7 @@ def _play(dsn: str, day: QuietDay, log: Path, *, reapers: int, jobs: bool) -> di
     local = LocalKicker(
         env={
             "DATABASE_URL": dsn,
+            "PGKICK_TASKS": "pgkick_dev.tasks",  # sleep, killed mid-job for the rescue
             "POWERTOOLS_LOG_LEVEL": "WARNING",
             "PGKICK_LEASE_SECONDS": "1",
             "PGKICK_LEASE_MARGIN_SECONDS": "1",
