@@ -22,12 +22,12 @@ def schema_snapshot(dsn: str) -> list[tuple[str, ...]]:
     with psycopg.connect(dsn) as conn:
         columns = conn.execute(
             "SELECT table_name, column_name, data_type FROM information_schema.columns"
-            " WHERE table_schema = 'public' ORDER BY 1, 2"
+            " WHERE table_schema = 'pgkick' ORDER BY 1, 2"
         ).fetchall()
         indexes = conn.execute(
-            "SELECT indexname, indexdef FROM pg_indexes WHERE schemaname = 'public' ORDER BY 1"
+            "SELECT indexname, indexdef FROM pg_indexes WHERE schemaname = 'pgkick' ORDER BY 1"
         ).fetchall()
-        versions = conn.execute("SELECT version, name FROM pgkick_migrations").fetchall()
+        versions = conn.execute("SELECT version, name FROM pgkick.pgkick_migrations").fetchall()
     return [*columns, *indexes, *[(str(v), n) for v, n in versions]]
 
 
@@ -76,7 +76,9 @@ def test_check_names_missing_and_newer_schemas(empty_dsn: str) -> None:
         with pytest.raises(schema.SchemaError, match=r"missing.*pgkick migrate"):
             schema.check(store)
         schema.migrate(store)
-        store.conn.execute("INSERT INTO pgkick_migrations (version, name) VALUES (999, 'future')")
+        store.conn.execute(
+            "INSERT INTO pgkick.pgkick_migrations (version, name) VALUES (999, 'future')"
+        )
         with pytest.raises(schema.SchemaError, match="version 999, newer than this code"):
             schema.check(store)
         with pytest.raises(schema.SchemaError, match="newer"):
