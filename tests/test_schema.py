@@ -115,7 +115,11 @@ def test_cli_migrate_reports_json_and_errors_in_one_line(
 
     assert cli.main(["migrate", "--dsn", empty_dsn, "--json"]) == 0
     versions = [version for version, _, _ in queries.MIGRATIONS]
-    assert json.loads(capsys.readouterr().out) == {"applied": versions, "version": versions[-1]}
+    assert json.loads(capsys.readouterr().out) == {
+        "applied": versions,
+        "version": versions[-1],
+        "schema": "pgkick",
+    }
     assert cli.main(["migrate", "--dsn", "postgresql://nobody@127.0.0.1:1/none"]) == 2
     err = capsys.readouterr().err
     assert err.startswith("pgkick migrate: cannot connect to PostgreSQL") and err.count("\n") == 1
