@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import uuid
 from datetime import timedelta
 from typing import Any
 
@@ -14,8 +15,11 @@ from psycopg.conninfo import conninfo_to_dict, make_conninfo
 
 import pgkick
 from pgkick import cli, queries, schema
+from pgkick.config import Settings
 from pgkick.embedded import EmbeddedPostgres
 from pgkick.kick import NoKicker
+from pgkick.qualify import qualify
+from pgkick.runtime import Runtime
 from pgkick.store import JobStore
 from tests.pgbouncer import available, pgbouncer
 
@@ -150,3 +154,35 @@ def test_a_custom_schema_through_pgbouncer_with_a_polluted_search_path(
     with psycopg.connect(empty_dsn) as conn:
         assert conn.execute("SELECT to_regnamespace('pgkick')").fetchone() == (None,)
         assert conn.execute("SELECT count(*) FROM app_queue.jobs").fetchone() == (6,)
+
+
+def test_roles_set_up_before_the_move_keep_working_without_setting_them_up_again(
+    empty_dsn: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Catches an upgrade that moves the tables but leaves the least-privilege roles
+    without USAGE on the new schema: every producer and worker would fail with
+    `permission denied for schema pgkick` until someone reran `migrate --roles`."""
+    legacy_install(empty_dsn)
+    suffix, made = uuid.uuid4().hex[:8], {}
+    with psycopg.connect(empty_dsn, autocommit=True) as admin:
+        admin.execute(qualify(queries.ROLE_SETUP, "public"))  # the grants as before 0006
+        for part in ("producer", "worker"):
+            name, password = f"app_{part}_{suffix}", f"pw-{uuid.uuid4().hex}"
+            admin.execute(f"CREATE ROLE {name} LOGIN PASSWORD '{password}' IN ROLE pgkick_{part}")
+            made[part] = make_conninfo(empty_dsn, user=name, password=password)
+    try:
+        assert cli.main(["migrate", "--dsn", empty_dsn]) == 0  # no --roles
+        monkeypatch.setenv("PGKICK_PRODUCER_LINGER_MS", "0")
+        pgkick.enqueue_and_kick(
+            {}, task="noop", queue="mail", dsn=made["producer"], kicker=NoKicker()
+        )
+        settings = Settings.from_env({"PGKICK_KICKER": "none"})
+        summary = Runtime(settings, NoKicker(), dsn=lambda: made["worker"]).drain(
+            "mail", lambda: 60_000
+        )
+        assert summary.done == 2  # the old install's ready job and the new one
+    finally:
+        with psycopg.connect(empty_dsn, autocommit=True) as admin:
+            for part in made:
+                admin.execute(f"DROP OWNED BY app_{part}_{suffix}")
+                admin.execute(f"DROP ROLE app_{part}_{suffix}")
