@@ -186,3 +186,22 @@ def test_roles_set_up_before_the_move_keep_working_without_setting_them_up_again
             for part in made:
                 admin.execute(f"DROP OWNED BY app_{part}_{suffix}")
                 admin.execute(f"DROP ROLE app_{part}_{suffix}")
+
+
+def test_schema_public_keeps_an_old_install_where_it_is(
+    empty_dsn: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Catches the move treating the target schema itself as the old place (moving a table
+    onto itself fails): `--schema public` is how an operator keeps the old layout."""
+    legacy_install(empty_dsn)
+    jobs = rows(empty_dsn, "public.jobs")
+    assert cli.main(["migrate", "--dsn", empty_dsn, "--schema", "public", "--json"]) == 0
+    assert schema.OWN_SCHEMA_VERSION in json.loads(capsys.readouterr().out)["applied"]
+    assert rows(empty_dsn, "public.jobs") == jobs
+    with JobStore.open(empty_dsn, schema="public") as store:
+        assert schema.check(store) == schema.LATEST_VERSION
+        assert [j.id for j in store.claim("mail", batch=10, lease=LEASE)] == [
+            j[0] for j in jobs if j[4] == "queued"
+        ]
+    with psycopg.connect(empty_dsn) as conn:
+        assert conn.execute("SELECT to_regnamespace('pgkick')").fetchone() == (None,)
