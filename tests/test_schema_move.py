@@ -191,8 +191,8 @@ def test_roles_set_up_before_the_move_keep_working_without_setting_them_up_again
 def test_schema_public_keeps_an_old_install_where_it_is(
     empty_dsn: str, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    """Catches the move treating the target schema itself as the old place (moving a table
-    onto itself fails): `--schema public` is how an operator keeps the old layout."""
+    """Catches migrate ignoring the schema it was given (creating `pgkick` and moving the
+    tables there): `--schema public` is how an operator keeps the old layout."""
     legacy_install(empty_dsn)
     jobs = rows(empty_dsn, "public.jobs")
     assert cli.main(["migrate", "--dsn", empty_dsn, "--schema", "public", "--json"]) == 0

@@ -1,7 +1,8 @@
 -- 0006_own_schema: moves the tables of an install from before this version (with their rows, indexes, constraints, identity sequence and grants) from the role's default schema into pgkick's own, where 0001-0003 now create them; lets the pgkick roles that exist use that schema.
 -- pgkick.schema.migrate runs this first of all on such an install, with search_path set to
 -- pgkick's schema then the old one: a table found outside current_schema() is an old one.
--- On a fresh install everything is already in current_schema(): nothing moves.
+-- On a fresh install everything is already in current_schema(): nothing moves (and no
+-- table is locked for a no-op SET SCHEMA).
 DO $move$
 DECLARE
   table_name text;
