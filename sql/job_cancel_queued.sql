@@ -1,5 +1,5 @@
 -- job_cancel_queued: Fails queued jobs (by ids, or by queue and task) with last_error 'cancelled by operator'; running jobs are left to finish.
-UPDATE jobs
+UPDATE pgkick.jobs
 SET status      = 'failed',
     finished_at = coalesce(%(now)s::timestamptz, now()),
     last_error  = 'cancelled by operator'

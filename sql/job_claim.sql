@@ -1,13 +1,13 @@
 -- job_claim: Claims up to batch ready jobs of a queue under a lease, skipping rows other workers hold (FOR UPDATE SKIP LOCKED).
 WITH next AS (
-  SELECT id FROM jobs
+  SELECT id FROM pgkick.jobs
   WHERE queue = %(queue)s AND status = 'queued'
     AND run_at <= coalesce(%(now)s::timestamptz, now())
   ORDER BY run_at
   LIMIT %(batch)s
   FOR UPDATE SKIP LOCKED
 )
-UPDATE jobs j
+UPDATE pgkick.jobs j
 SET status       = 'running',
     attempts     = j.attempts + 1,
     locked_until = coalesce(%(now)s::timestamptz, now()) + %(lease)s::interval,

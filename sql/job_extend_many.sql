@@ -1,5 +1,5 @@
 -- job_extend_many: Pushes the leases of a batch forward in one statement, each fenced by its own attempt; returns the ids still held.
-UPDATE jobs j
+UPDATE pgkick.jobs j
 SET locked_until = coalesce(%(now)s::timestamptz, now()) + %(lease)s::interval
 FROM unnest(%(ids)s::bigint[], %(attempts)s::int[]) AS held(id, attempts)
 WHERE j.id = held.id AND j.status = 'running' AND j.attempts = held.attempts

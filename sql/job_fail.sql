@@ -1,5 +1,5 @@
 -- job_fail: Records a failed attempt (fenced): queued again after backoff x 2^attempts (default 10 s, at most the cap, default 1 hour), or failed at max_attempts or when permanent.
-UPDATE jobs
+UPDATE pgkick.jobs
 SET status       = CASE WHEN %(permanent)s::boolean OR attempts >= max_attempts
                         THEN 'failed' ELSE 'queued' END,
     run_at       = CASE WHEN %(permanent)s::boolean OR attempts >= max_attempts THEN run_at

@@ -1,5 +1,5 @@
 -- job_insert: Inserts one queued job, due at run_at or after delay, and returns its id, queue and due time.
-INSERT INTO jobs (queue, task, payload, run_at, max_attempts)
+INSERT INTO pgkick.jobs (queue, task, payload, run_at, max_attempts)
 VALUES (%(queue)s, %(task)s, %(payload)s::jsonb,
         coalesce(%(run_at)s::timestamptz,
                  coalesce(%(now)s::timestamptz, now()) + %(delay)s::interval),

@@ -1,5 +1,5 @@
 -- job_insert_many: Inserts many queued jobs in one round trip from parallel arrays (binary; delays in seconds), returning ids in input order.
-INSERT INTO jobs (queue, task, payload, run_at, max_attempts)
+INSERT INTO pgkick.jobs (queue, task, payload, run_at, max_attempts)
 SELECT q, t, p::jsonb,
        coalesce(r, coalesce(%(now)s::timestamptz, now()) + make_interval(secs => d)),
        m

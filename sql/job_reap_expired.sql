@@ -1,5 +1,5 @@
 -- job_reap_expired: Re-queues running jobs whose lease expired (all queues, or the one a rescue names), or fails them at max_attempts with a last_error saying so.
-UPDATE jobs
+UPDATE pgkick.jobs
 SET status       = CASE WHEN attempts >= max_attempts THEN 'failed' ELSE 'queued' END,
     finished_at  = CASE WHEN attempts >= max_attempts
                         THEN coalesce(%(now)s::timestamptz, now()) END,

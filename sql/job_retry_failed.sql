@@ -1,5 +1,5 @@
 -- job_retry_failed: Puts failed jobs (by ids, or by queue and task) back in the queue with more attempts, never more than 1000 in all (a job that used 1000 stays failed); attempts keep counting up, so fencing stays sound.
-UPDATE jobs
+UPDATE pgkick.jobs
 SET status       = 'queued',
     run_at       = coalesce(%(now)s::timestamptz, now()),
     finished_at  = NULL,

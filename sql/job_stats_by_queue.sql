@@ -18,10 +18,10 @@ SELECT queue,
                           AND run_at <= coalesce(%(now)s::timestamptz, now())
                                         - %(stranded_after)s::interval
                           AND NOT EXISTS (
-                            SELECT 1 FROM queue_watchers w
+                            SELECT 1 FROM pgkick.queue_watchers w
                             WHERE w.queue = jobs.queue
                               AND w.until > coalesce(%(now)s::timestamptz, now())))
                                                   AS stranded
-FROM jobs
+FROM pgkick.jobs
 GROUP BY queue
 ORDER BY queue;

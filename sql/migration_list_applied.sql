@@ -1,2 +1,2 @@
 -- migration_list_applied: Lists the schema versions already applied, oldest first.
-SELECT version FROM pgkick_migrations ORDER BY version;
+SELECT version FROM pgkick.pgkick_migrations ORDER BY version;

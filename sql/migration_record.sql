@@ -1,2 +1,2 @@
 -- migration_record: Records one applied schema version.
-INSERT INTO pgkick_migrations (version, name) VALUES (%(version)s, %(name)s);
+INSERT INTO pgkick.pgkick_migrations (version, name) VALUES (%(version)s, %(name)s);

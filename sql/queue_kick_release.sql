@@ -1,2 +1,2 @@
 -- queue_kick_release: Removes a pending kick that could not be sent, so the next producer kicks instead of trusting it.
-DELETE FROM queue_watchers WHERE queue = %(queue)s AND watcher = 'kick';
+DELETE FROM pgkick.queue_watchers WHERE queue = %(queue)s AND watcher = 'kick';

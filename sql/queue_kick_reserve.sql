@@ -5,11 +5,11 @@ WITH relaxed AS (
 ), wanted AS (
   SELECT DISTINCT q AS queue FROM unnest(%(queues)s::text[]) AS q, relaxed
   WHERE NOT EXISTS (
-    SELECT 1 FROM queue_watchers l
+    SELECT 1 FROM pgkick.queue_watchers l
     WHERE l.queue = q AND l.until > coalesce(%(now)s::timestamptz, now())
   )
 )
-INSERT INTO queue_watchers AS w (queue, watcher, until)
+INSERT INTO pgkick.queue_watchers AS w (queue, watcher, until)
 SELECT queue, 'kick', coalesce(%(now)s::timestamptz, now()) + %(pending)s::interval FROM wanted
 ON CONFLICT (queue, watcher) DO UPDATE SET until = excluded.until
   WHERE w.until <= coalesce(%(now)s::timestamptz, now())

@@ -1,10 +1,10 @@
 -- queue_watcher_announce: A worker says it is draining a queue until the given instant; it takes up the pending kick and clears expired watchers.
 WITH cleared AS (
-  DELETE FROM queue_watchers
+  DELETE FROM pgkick.queue_watchers
   WHERE queue = %(queue)s
     AND (watcher = 'kick' OR until <= coalesce(%(now)s::timestamptz, now()))
     AND watcher <> %(watcher)s
 )
-INSERT INTO queue_watchers AS w (queue, watcher, until)
+INSERT INTO pgkick.queue_watchers AS w (queue, watcher, until)
 VALUES (%(queue)s, %(watcher)s, coalesce(%(now)s::timestamptz, now()) + %(ttl)s::interval)
 ON CONFLICT (queue, watcher) DO UPDATE SET until = excluded.until;

@@ -25,21 +25,24 @@ BEGIN
 END
 $roles$;
 
-REVOKE ALL ON jobs, pgkick_migrations FROM PUBLIC;
-GRANT SELECT ON pgkick_migrations TO pgkick_producer, pgkick_worker;
+-- Every role reaches pgkick's tables through its schema (pgkick_maintainer by pgkick_worker).
+GRANT USAGE ON SCHEMA pgkick TO pgkick_producer, pgkick_worker;
+
+REVOKE ALL ON pgkick.jobs, pgkick.pgkick_migrations FROM PUBLIC;
+GRANT SELECT ON pgkick.pgkick_migrations TO pgkick_producer, pgkick_worker;
 
 -- The app: insert jobs, and read back only what the insert returns (never payloads or status).
-GRANT INSERT (queue, task, payload, run_at, max_attempts) ON jobs TO pgkick_producer;
-GRANT SELECT (id, queue, run_at) ON jobs TO pgkick_producer;
+GRANT INSERT (queue, task, payload, run_at, max_attempts) ON pgkick.jobs TO pgkick_producer;
+GRANT SELECT (id, queue, run_at) ON pgkick.jobs TO pgkick_producer;
 
 -- Workers: claim, complete, fail, extend.
-GRANT SELECT ON jobs TO pgkick_worker;
+GRANT SELECT ON pgkick.jobs TO pgkick_worker;
 GRANT UPDATE (status, attempts, run_at, locked_until, last_error, finished_at, claimed_at)
-  ON jobs TO pgkick_worker;
+  ON pgkick.jobs TO pgkick_worker;
 
 -- The reaper and operators: also retry (more attempts), purge and cancel.
-GRANT UPDATE (max_attempts), DELETE ON jobs TO pgkick_maintainer;
+GRANT UPDATE (max_attempts), DELETE ON pgkick.jobs TO pgkick_maintainer;
 
 -- Who watches which queue: producers reserve kicks, workers announce and withdraw.
-REVOKE ALL ON queue_watchers FROM PUBLIC;
-GRANT SELECT, INSERT, UPDATE, DELETE ON queue_watchers TO pgkick_producer, pgkick_worker;
+REVOKE ALL ON pgkick.queue_watchers FROM PUBLIC;
+GRANT SELECT, INSERT, UPDATE, DELETE ON pgkick.queue_watchers TO pgkick_producer, pgkick_worker;

@@ -50,7 +50,9 @@ class CommitWitness:
 
     def _look(self, queue: str, kind: str) -> Call:
         with psycopg.connect(self.dsn, autocommit=True) as own:
-            ids = [r[0] for r in own.execute("SELECT id FROM jobs WHERE queue = %s", (queue,))]
+            ids = [
+                r[0] for r in own.execute("SELECT id FROM pgkick.jobs WHERE queue = %s", (queue,))
+            ]
             row = own.execute(
                 "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database()"
                 " AND pid <> pg_backend_pid() AND backend_type = 'client backend'"

@@ -48,7 +48,7 @@ def seed(
 def job_row(dsn: str, job_id: int) -> dict[str, object]:
     """The job's row as a dict, read on a separate connection."""
     with psycopg.connect(dsn) as conn:
-        cur = conn.execute("SELECT * FROM jobs WHERE id = %s", (job_id,))
+        cur = conn.execute("SELECT * FROM pgkick.jobs WHERE id = %s", (job_id,))
         names = [col.name for col in cur.description or []]
         row = cur.fetchone()
         assert row is not None, f"job {job_id} does not exist"

@@ -23,7 +23,7 @@ from tests.helpers import sessions_of
 
 def count_jobs(dsn: str) -> int:
     with psycopg.connect(dsn) as conn:
-        row = conn.execute("SELECT count(*) FROM jobs").fetchone()
+        row = conn.execute("SELECT count(*) FROM pgkick.jobs").fetchone()
     return int(row[0]) if row else 0
 
 
@@ -84,7 +84,7 @@ def test_a_job_due_within_the_second_gets_a_wake_up_at_its_run_at(dsn: str, dela
     kicker = RecordingKicker()
     job_id = producer.enqueue_and_kick({}, task="noop", delay=delay, dsn=dsn, kicker=kicker)
     with psycopg.connect(dsn) as conn:
-        row = conn.execute("SELECT run_at FROM jobs WHERE id = %s", (job_id,)).fetchone()
+        row = conn.execute("SELECT run_at FROM pgkick.jobs WHERE id = %s", (job_id,)).fetchone()
     assert row is not None
     assert kicker.kicks == [] and kicker.wakes == [row[0]]
 
@@ -124,8 +124,8 @@ def test_an_odd_exception_fails_its_own_job_and_spares_its_batch_mate(
         summary = Worker(store, registry, NoKicker(), WorkerOptions(heartbeat=False)).drain(
             "default", lambda: 60_000
         )
-        rows = dict(store.rows("SELECT id, last_error FROM jobs WHERE status = 'failed'"))
-        done = [r[0] for r in store.rows("SELECT id FROM jobs WHERE status = 'done'")]
+        rows = dict(store.rows("SELECT id, last_error FROM pgkick.jobs WHERE status = 'failed'"))
+        done = [r[0] for r in store.rows("SELECT id FROM pgkick.jobs WHERE status = 'done'")]
     assert (summary.failed, summary.done) == (1, 1)
     assert rows == {odd: stored} and done == [mate] and ran == [mate]
 
@@ -157,12 +157,12 @@ def test_a_kick_check_that_fails_after_the_commit_does_not_raise(dsn: str) -> No
     queue_watchers existed: a caller that retries would enqueue the job twice. The job
     stays, and the producer kicks, as when it cannot tell who watches."""
     with psycopg.connect(dsn, autocommit=True) as admin:
-        admin.execute("ALTER TABLE queue_watchers RENAME TO queue_watchers_gone")
+        admin.execute("ALTER TABLE pgkick.queue_watchers RENAME TO queue_watchers_gone")
     kicker = RecordingKicker()
     job_id = producer.enqueue_and_kick({}, task="noop", queue="q", dsn=dsn, kicker=kicker)
     assert count_jobs(dsn) == 1 and kicker.kicks == ["q"]
     with psycopg.connect(dsn) as conn:
-        assert conn.execute("SELECT id FROM jobs").fetchone() == (job_id,)
+        assert conn.execute("SELECT id FROM pgkick.jobs").fetchone() == (job_id,)
     # and the lingering connection is still usable for the next call
     producer.enqueue_and_kick({}, task="noop", queue="q", dsn=dsn, kicker=kicker)
     assert count_jobs(dsn) == 2

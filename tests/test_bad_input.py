@@ -51,16 +51,18 @@ def enqueuer(dsn: str) -> Iterator[Enqueuer]:
 def test_random_input_is_refused_clearly_or_round_trips_exactly(
     enqueuer: Enqueuer, payload: Any, queue: Any, task: Any
 ) -> None:
-    before = enqueuer.store.rows("SELECT count(*) FROM jobs")[0][0]
+    before = enqueuer.store.rows("SELECT count(*) FROM pgkick.jobs")[0][0]
     try:
         job_id = enqueuer.enqueue(payload, task=task, queue=queue)
     except (ValueError, TypeError) as exc:
         field = str(exc).split(":")[0]
         assert field in {"payload", "queue", "task"}, exc  # the message names the field
-        after = enqueuer.store.rows("SELECT count(*) FROM jobs")[0][0]
+        after = enqueuer.store.rows("SELECT count(*) FROM pgkick.jobs")[0][0]
         assert after == before  # and nothing was written
         return
-    row = enqueuer.store.rows("SELECT payload, queue, task FROM jobs WHERE id = %(id)s", id=job_id)
+    row = enqueuer.store.rows(
+        "SELECT payload, queue, task FROM pgkick.jobs WHERE id = %(id)s", id=job_id
+    )
     assert row == [(payload, queue, task)] or _equal_json(row[0][0], payload)
 
 
@@ -130,7 +132,7 @@ run_ats = st.datetimes(
 
 
 def _count(store: JobStore) -> int:
-    return int(store.rows("SELECT count(*) FROM jobs")[0][0])
+    return int(store.rows("SELECT count(*) FROM pgkick.jobs")[0][0])
 
 
 @settings(
@@ -151,7 +153,7 @@ def test_payloads_are_refused_naming_the_field_or_read_back_equal(
         assert str(exc).startswith("payload: "), exc
         assert _count(enqueuer.store) == before
         return
-    (row,) = enqueuer.store.rows("SELECT payload FROM jobs WHERE id = %(id)s", id=job_id)
+    (row,) = enqueuer.store.rows("SELECT payload FROM pgkick.jobs WHERE id = %(id)s", id=job_id)
     assert _equal_json(row[0], payload)
 
 
@@ -179,7 +181,7 @@ def test_schedules_are_refused_naming_the_field_or_stored_exactly(
             assert str(exc).startswith(f"{field}: "), exc
             assert _count(store) == before
             return
-        (row,) = store.rows("SELECT run_at FROM jobs WHERE id = %(id)s", id=job_id)
+        (row,) = store.rows("SELECT run_at FROM pgkick.jobs WHERE id = %(id)s", id=job_id)
     if field == "run_at":
         assert row[0] == value
     else:
@@ -247,7 +249,7 @@ def test_worker_refuses_a_database_without_the_schema(
     with pytest.raises(schema.SchemaError, match=r"schema is missing.*pgkick migrate"):
         app.handler({"queue": "default"}, FakeLambdaContext())
     with psycopg.connect(empty_dsn) as conn:  # and it created nothing
-        assert conn.execute("SELECT to_regclass('jobs')").fetchone() == (None,)
+        assert conn.execute("SELECT to_regnamespace('pgkick')").fetchone() == (None,)
 
 
 def test_a_due_time_past_year_9999_is_refused_before_the_insert_in_every_api(
@@ -273,4 +275,4 @@ def test_a_due_time_past_year_9999_is_refused_before_the_insert_in_every_api(
         with pytest.raises(ValueError, match=r"^delay: "):
             with producer.transaction(conn, kicker=NoKicker()) as jobs:
                 jobs.enqueue({}, task="noop", delay=timedelta.max)
-        assert conn.execute("SELECT count(*) FROM jobs").fetchone() == (0,)
+        assert conn.execute("SELECT count(*) FROM pgkick.jobs").fetchone() == (0,)

@@ -47,11 +47,11 @@ def test_eight_sessions_naive_claim_loses_jobs_pgkick_claim_runs_each_once(
 
     run_threads(naive_worker, 8)
     done, max_attempts = store.conn.execute(
-        "SELECT count(*) FILTER (WHERE status = 'done'), max(attempts) FROM jobs"
+        "SELECT count(*) FILTER (WHERE status = 'done'), max(attempts) FROM pgkick.jobs"
     ).fetchone() or (0, 0)
     assert done < 10_000 and max_attempts > 1, (done, max_attempts)
 
-    store.conn.execute("TRUNCATE jobs")
+    store.conn.execute("TRUNCATE pgkick.jobs")
     seed(store, 10_000)
 
     def pgkick_worker() -> None:
@@ -61,7 +61,8 @@ def test_eight_sessions_naive_claim_loses_jobs_pgkick_claim_runs_each_once(
 
     run_threads(pgkick_worker, 8)
     counts = store.conn.execute(
-        "SELECT count(*) FILTER (WHERE status = 'done'), min(attempts), max(attempts) FROM jobs"
+        "SELECT count(*) FILTER (WHERE status = 'done'), min(attempts), max(attempts)"
+        " FROM pgkick.jobs"
     ).fetchone()
     assert counts == (10_000, 1, 1)
 
@@ -101,7 +102,7 @@ def test_second_claim_skips_a_locked_row_at_once(dsn: str, store: JobStore) -> N
 
 def test_claim_plan_is_limit_over_lockrows_over_the_partial_index(store: JobStore) -> None:
     seed(store, 3_000)
-    store.conn.execute("ANALYZE jobs")
+    store.conn.execute("ANALYZE pgkick.jobs")
     plan = "\n".join(
         row[0]
         for row in store.conn.execute(
@@ -124,7 +125,7 @@ def test_claim_takes_a_batch_under_a_lease_in_run_at_order(
     assert [job.id for job in jobs] == ids[:batch]
     assert {job.attempts for job in jobs} == {1}
     status, lease = store.conn.execute(
-        "SELECT status, locked_until - now() FROM jobs WHERE id = %s", (ids[0],)
+        "SELECT status, locked_until - now() FROM pgkick.jobs WHERE id = %s", (ids[0],)
     ).fetchone() or (None, None)
     assert status == "running"
     assert timedelta(minutes=4) < lease <= LEASE

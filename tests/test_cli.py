@@ -59,7 +59,7 @@ def test_enqueue_status_cancel_retry_purge_reap(
 
     with JobStore.open(dsn) as store:
         store.complete_many(store.claim("ops", batch=1, lease=timedelta(minutes=5)))
-        store.conn.execute("UPDATE jobs SET finished_at = now() - interval '8 days'")
+        store.conn.execute("UPDATE pgkick.jobs SET finished_at = now() - interval '8 days'")
     assert run(capsys, "purge", "--older-than", "7d", "--dsn", dsn, "--json")[1] == {"purged": 1}
     code, out, _ = run(capsys, "reap", "--dsn", dsn, "--json")
     assert code == 0 and out["requeued"] == 0 and out["purged"] == 0
@@ -67,7 +67,7 @@ def test_enqueue_status_cancel_retry_purge_reap(
 
 def count(dsn: str) -> int:
     with psycopg.connect(dsn) as conn:
-        return int(conn.execute("SELECT count(*) FROM jobs").fetchone()[0])  # type: ignore[index]
+        return int(conn.execute("SELECT count(*) FROM pgkick.jobs").fetchone()[0])  # type: ignore[index]
 
 
 @pytest.mark.parametrize(
@@ -156,7 +156,7 @@ def test_retry_never_takes_max_attempts_past_1000(
     with JobStore.open(dsn) as store:
         near, spent = seed(store, 2)
         store.conn.execute(
-            "UPDATE jobs SET status = 'failed', finished_at = now(), max_attempts = 1000,"
+            "UPDATE pgkick.jobs SET status = 'failed', finished_at = now(), max_attempts = 1000,"
             " attempts = CASE WHEN id = %s THEN 998 ELSE 1000 END",
             [near],
         )

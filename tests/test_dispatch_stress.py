@@ -113,7 +113,7 @@ def test_producers_kills_and_a_reaper_every_committed_job_done_none_twice_at_onc
         deadline = time.monotonic() + 90
         with JobStore.open(dsn) as store:
             while time.monotonic() < deadline:
-                statuses = dict(store.rows("SELECT status, count(*) FROM jobs GROUP BY 1"))
+                statuses = dict(store.rows("SELECT status, count(*) FROM pgkick.jobs GROUP BY 1"))
                 if statuses == {"done": len(committed)}:
                     break
                 if local.stats.failed_kicks:
@@ -124,7 +124,9 @@ def test_producers_kills_and_a_reaper_every_committed_job_done_none_twice_at_onc
                 local.wait_idle(1.0)
         assert statuses == {"done": len(committed)}, statuses
         with psycopg.connect(dsn) as conn:
-            done = {row[0] for row in conn.execute("SELECT id FROM jobs WHERE status = 'done'")}
+            done = {
+                row[0] for row in conn.execute("SELECT id FROM pgkick.jobs WHERE status = 'done'")
+            }
         assert done == committed
 
         for job_id, spans in _spans(runs).items():  # re-runs after a kill: one after another

@@ -70,7 +70,7 @@ def test_the_example_apps_built_worker_runs_its_own_task(
     assert not (code / "pgkick_dev").exists()
     with JobStore.open(dsn) as store:
         store.conn.execute(
-            "INSERT INTO jobs (queue, task, payload) VALUES ('default', 'send_receipt', %s)",
+            "INSERT INTO pgkick.jobs (queue, task, payload) VALUES ('default', 'send_receipt', %s)",
             [json.dumps({"order": 42})],
         )
     env = tmp_path / "env.json"
@@ -86,4 +86,4 @@ def test_the_example_apps_built_worker_runs_its_own_task(
     assert answer.payload["done"] == 1, answer.payload
     assert "receipt for order 42" in answer.logs
     with psycopg.connect(dsn) as conn:
-        assert conn.execute("SELECT status FROM jobs").fetchall() == [("done",)]
+        assert conn.execute("SELECT status FROM pgkick.jobs").fetchall() == [("done",)]

@@ -30,7 +30,7 @@ def worker_env(dsn: str, monkeypatch: pytest.MonkeyPatch) -> str:
 
 def counts(dsn: str) -> dict[str, int]:
     with psycopg.connect(dsn) as conn:
-        return dict(conn.execute("SELECT status, count(*) FROM jobs GROUP BY 1").fetchall())
+        return dict(conn.execute("SELECT status, count(*) FROM pgkick.jobs GROUP BY 1").fetchall())
 
 
 def test_worker_handler_drains_1000_jobs_and_leaves_no_session(worker_env: str) -> None:
@@ -73,7 +73,7 @@ def test_reaper_handler_requeues_an_expired_lease_and_kicks(
     with JobStore.open(worker_env) as store:
         (job_id,) = seed(store, 1)
         store.claim("default", batch=1, lease=timedelta(seconds=1))
-        store.conn.execute("UPDATE jobs SET locked_until = now() - interval '1 second'")
+        store.conn.execute("UPDATE pgkick.jobs SET locked_until = now() - interval '1 second'")
     report = load_handler("reaper").handler(event("reaper"), FakeLambdaContext())
     assert (report["requeued"], report["failed"], report["kicked"]) == (1, 0, ["default"])
     assert report["queues"][0]["ready"] == 1 and "n_dead_tup" in report["table"]
@@ -161,9 +161,10 @@ def test_dsn_from_a_secrets_manager_secret_is_used_and_never_logged(
     role, password = f"app_{uuid.uuid4().hex[:8]}", f"s3cret-{uuid.uuid4().hex}"
     with psycopg.connect(dsn, autocommit=True) as admin:  # a role whose password is distinctive
         admin.execute(f"CREATE ROLE {role} LOGIN PASSWORD '{password}'")
+        admin.execute(f"GRANT USAGE ON SCHEMA pgkick TO {role}")
         admin.execute(
-            "GRANT SELECT, INSERT, UPDATE, DELETE ON jobs, pgkick_migrations, queue_watchers"
-            f" TO {role}"
+            "GRANT SELECT, INSERT, UPDATE, DELETE"
+            f" ON pgkick.jobs, pgkick.pgkick_migrations, pgkick.queue_watchers TO {role}"
         )
     info.update(user=role, password=password)
     secret = boto3.client("secretsmanager").create_secret(
@@ -238,7 +239,7 @@ def test_both_handlers_answers_survive_the_lambda_runtime_marshaller(worker_env:
         seed(store, 3)
         seed(store, 2, queue="other")
         store.claim("other", batch=1, lease=timedelta(minutes=5))  # a running job
-        store.conn.execute("VACUUM jobs")  # last_vacuum is set
+        store.conn.execute("VACUUM pgkick.jobs")  # last_vacuum is set
         store.conn.execute("SELECT pg_stat_force_next_flush()")
     report = load_handler("reaper").handler(event("reaper"), FakeLambdaContext())
     running = next(q for q in report["queues"] if q["queue"] == "other")

@@ -49,7 +49,9 @@ def test_a_kick_with_a_malformed_hop_is_answered_not_raised(
     )
     assert "hop" in result["rejected"] and len(result["rejected"]) < 400
     with psycopg.connect(dsn) as conn:
-        assert conn.execute("SELECT count(*) FROM jobs WHERE status = 'queued'").fetchone() == (2,)
+        assert conn.execute(
+            "SELECT count(*) FROM pgkick.jobs WHERE status = 'queued'"
+        ).fetchone() == (2,)
 
 
 def test_every_event_is_kept_and_waits_for_a_free_environment(dsn: str, tmp_path: Path) -> None:
@@ -134,9 +136,9 @@ def test_a_drain_longer_than_16_hops_completes_through_a_fresh_chain(
         assert local.stats.failed_kicks == []
         assert sum(1 for r in local.stats.results if r["stopped_because"] == "time") > LOOP_LIMIT
         with psycopg.connect(dsn) as conn:
-            assert conn.execute("SELECT status, count(*) FROM jobs GROUP BY 1").fetchall() == [
-                ("done", 200)
-            ]
+            assert conn.execute(
+                "SELECT status, count(*) FROM pgkick.jobs GROUP BY 1"
+            ).fetchall() == [("done", 200)]
     finally:
         local.close()
 
@@ -200,10 +202,10 @@ def test_a_kick_to_an_endpoint_that_never_answers_returns_within_its_bound(
     assert [q for q, _ in kicker.wakes] == ["q"]
     assert 55 <= (kicker.wakes[0][1] - datetime.now(UTC)).total_seconds() <= 61
     with psycopg.connect(dsn) as conn:
-        assert conn.execute("SELECT status FROM jobs WHERE id = %s", (job_id,)).fetchone() == (
-            "queued",
-        )
-        assert conn.execute("SELECT count(*) FROM queue_watchers").fetchone() == (0,)
+        assert conn.execute(
+            "SELECT status FROM pgkick.jobs WHERE id = %s", (job_id,)
+        ).fetchone() == ("queued",)
+        assert conn.execute("SELECT count(*) FROM pgkick.queue_watchers").fetchone() == (0,)
 
 
 def test_an_answer_lambda_cannot_marshal_is_an_error_here_too(dsn: str, tmp_path: Path) -> None:

@@ -92,7 +92,7 @@ def test_nothing_configured_refuses_before_writing(
             with producer.transaction(conn) as jobs:
                 jobs.enqueue({}, task="noop")
     with psycopg.connect(dsn) as conn:
-        assert conn.execute("SELECT count(*) FROM jobs").fetchone() == (0,)
+        assert conn.execute("SELECT count(*) FROM pgkick.jobs").fetchone() == (0,)
 
 
 def test_an_unknown_kicker_names_what_to_install() -> None:

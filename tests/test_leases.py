@@ -37,7 +37,7 @@ def options(lease: timedelta, *, heartbeat: bool) -> WorkerOptions:
 
 def locked_until(dsn: str, ids: list[int]) -> dict[int, datetime]:
     with psycopg.connect(dsn) as conn:
-        rows = conn.execute("SELECT id, locked_until FROM jobs WHERE id = ANY(%s)", (ids,))
+        rows = conn.execute("SELECT id, locked_until FROM pgkick.jobs WHERE id = ANY(%s)", (ids,))
         return dict(rows.fetchall())
 
 

@@ -58,7 +58,7 @@ def test_complete_many_is_fenced_per_job(dsn: str, timed: JobStore, clock: FakeC
     jobs = timed.claim("default", batch=3, lease=LEASE)
     lost = jobs[1]
     timed.conn.execute(  # somebody else's attempt now holds the middle job
-        "UPDATE jobs SET attempts = attempts + 1 WHERE id = %s", (lost.id,)
+        "UPDATE pgkick.jobs SET attempts = attempts + 1 WHERE id = %s", (lost.id,)
     )
     assert timed.complete_many(jobs) == {jobs[0].id, jobs[2].id}
     assert job_row(dsn, lost.id)["status"] == "running"
@@ -114,7 +114,7 @@ def test_reaper_requeues_expired_fails_at_max_and_leaves_live_leases(
     dsn: str, timed: JobStore, clock: FakeClock
 ) -> None:
     expired, poison, live = seed(timed, 3)
-    timed.conn.execute("UPDATE jobs SET max_attempts = 1 WHERE id = %s", (poison,))
+    timed.conn.execute("UPDATE pgkick.jobs SET max_attempts = 1 WHERE id = %s", (poison,))
     timed.claim("default", batch=2, lease=LEASE)  # expired and poison, attempt 1
     clock.advance(60)
     timed.claim("default", batch=1, lease=LEASE)  # live, claimed a minute later
@@ -156,7 +156,7 @@ def test_purge_deletes_only_old_finished_jobs_in_batches(
     assert all(line.startswith("-- job_purge_finished:") for line in statements)
     remaining = {
         row[0]: row[1]
-        for row in timed.conn.execute("SELECT id, status FROM jobs ORDER BY id").fetchall()
+        for row in timed.conn.execute("SELECT id, status FROM pgkick.jobs ORDER BY id").fetchall()
     }
     assert set(remaining) == set(ids[20:])
     assert sorted(remaining.values()) == ["done", "queued", "queued", "queued", "running"]

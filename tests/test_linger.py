@@ -73,11 +73,11 @@ def test_a_connection_the_server_ended_is_replaced_before_use(dsn: str) -> None:
         admin.execute("SELECT pg_terminate_backend(%s, 5000)", (first,))
     with lingering.connection() as conn:
         conn.execute(
-            "INSERT INTO jobs (queue, task, payload, run_at) VALUES ('q', 't', '{}', now())"
+            "INSERT INTO pgkick.jobs (queue, task, payload, run_at) VALUES ('q', 't', '{}', now())"
         )
     assert lingering.opened == 2
     with psycopg.connect(dsn) as check:
-        assert check.execute("SELECT count(*) FROM jobs").fetchone() == (1,)
+        assert check.execute("SELECT count(*) FROM pgkick.jobs").fetchone() == (1,)
 
 
 def test_a_busy_connection_is_not_waited_for(dsn: str) -> None:
@@ -141,4 +141,4 @@ def test_a_bad_linger_setting_names_itself_and_writes_nothing(
     with pytest.raises(ConfigError, match="PGKICK_PRODUCER_LINGER_MS='soon'"):
         producer.enqueue_and_kick({}, task="noop", dsn=dsn, kicker=NoKicker())
     with psycopg.connect(dsn) as check:
-        assert check.execute("SELECT count(*) FROM jobs").fetchone() == (0,)
+        assert check.execute("SELECT count(*) FROM pgkick.jobs").fetchone() == (0,)

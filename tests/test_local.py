@@ -64,7 +64,7 @@ def test_eight_processes_drain_10000_jobs_exactly_once_then_go_quiet(
     assert local.stats.crashes == 0 and local.stats.cold_starts == 8
     with psycopg.connect(dsn) as conn:
         assert conn.execute(
-            "SELECT status, min(attempts), max(attempts), count(*) FROM jobs GROUP BY 1"
+            "SELECT status, min(attempts), max(attempts), count(*) FROM pgkick.jobs GROUP BY 1"
         ).fetchall() == [("done", 1, 1, 10_000)]
 
     # Idle: no pgkick session, and not one statement from pgkick for 30 seconds.
@@ -86,6 +86,6 @@ def test_a_delayed_job_is_woken_by_a_timer_at_its_run_at(
     assert local.stats.invocations == 1
     assert executions(tmp_path / "runs") != {}
     with psycopg.connect(dsn) as conn:
-        assert conn.execute("SELECT status FROM jobs WHERE id = %s", (job_id,)).fetchone() == (
-            "done",
-        )
+        assert conn.execute(
+            "SELECT status FROM pgkick.jobs WHERE id = %s", (job_id,)
+        ).fetchone() == ("done",)

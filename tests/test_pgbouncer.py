@@ -54,7 +54,7 @@ def _through_pgbouncer(
 
 def _count_jobs(dsn: str) -> Any:
     with psycopg.connect(dsn) as conn:
-        return conn.execute("SELECT count(*) FROM jobs").fetchone()
+        return conn.execute("SELECT count(*) FROM pgkick.jobs").fetchone()
 
 
 def test_transactions_on_the_apps_connection_through_pgbouncer(

@@ -34,7 +34,7 @@ class RecordingKicker:
 
 def count_jobs(dsn: str) -> int:
     with psycopg.connect(dsn) as conn:
-        return int(conn.execute("SELECT count(*) FROM jobs").fetchone()[0])  # type: ignore[index]
+        return int(conn.execute("SELECT count(*) FROM pgkick.jobs").fetchone()[0])  # type: ignore[index]
 
 
 def test_enqueue_and_kick_commits_then_kicks_once(dsn: str) -> None:

@@ -57,7 +57,7 @@ def local(dsn: str, tmp_path: Path) -> Iterator[LocalKicker]:
 
 def _statuses(dsn: str) -> dict[str, int]:
     with psycopg.connect(dsn) as conn:
-        return dict(conn.execute("SELECT status, count(*) FROM jobs GROUP BY 1").fetchall())
+        return dict(conn.execute("SELECT status, count(*) FROM pgkick.jobs GROUP BY 1").fetchall())
 
 
 def _wait_running(dsn: str, timeout: float = 30) -> None:
@@ -84,7 +84,7 @@ def test_a_dead_worker_is_rescued_by_its_own_wake_up_without_a_reaper(
     assert local.wait_idle(60, include_wakes=True)
     assert _statuses(dsn) == {"done": 6}
     with psycopg.connect(dsn) as conn:
-        row = conn.execute("SELECT attempts FROM jobs WHERE id = %s", (job_id,)).fetchone()
+        row = conn.execute("SELECT attempts FROM pgkick.jobs WHERE id = %s", (job_id,)).fetchone()
     assert row == (2,)
     # the jobs the dead worker held came back through a rescue, not a reaper
     assert sum(r.get("rescued", 0) for r in local.stats.results if isinstance(r, dict)) >= 1
@@ -167,7 +167,7 @@ def test_status_names_queues_whose_ready_jobs_wait_with_no_worker(
             lease=timedelta(minutes=5),
             announce=Announcement("w1", timedelta(seconds=30)),
         )
-        worker.execute("UPDATE queue_watchers SET queue = 'lost'")
+        worker.execute("UPDATE pgkick.queue_watchers SET queue = 'lost'")
     assert cli.main(["status", "--dsn", dsn, "--json", "--stranded-after", "1m"]) == 0
     assert json.loads(capsys.readouterr().out)["stranded"] == {}
 

@@ -77,6 +77,6 @@ def test_role_setup_on_several_databases_at_once(server_dsn: str, databases: lis
     for dsn in databases:  # and each database got its grants
         with psycopg.connect(dsn) as conn:
             granted = conn.execute(
-                "SELECT has_any_column_privilege('pgkick_producer', 'jobs', 'INSERT')"
+                "SELECT has_any_column_privilege('pgkick_producer', 'pgkick.jobs', 'INSERT')"
             ).fetchone()
             assert granted == (True,)

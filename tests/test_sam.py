@@ -266,7 +266,7 @@ def test_built_worker_drains_real_jobs_in_lambdas_runtime(
     assert '"Namespace":"pgkick","Dimensions":[["service"]]' in first.logs
     assert '"service":"pgkick-worker"' in first.logs
     with psycopg.connect(dsn) as conn:
-        assert conn.execute("SELECT status, count(*) FROM jobs GROUP BY 1").fetchall() == [
+        assert conn.execute("SELECT status, count(*) FROM pgkick.jobs GROUP BY 1").fetchall() == [
             ("done", 253)
         ]
 
@@ -296,10 +296,11 @@ def test_built_reaper_answers_through_lambdas_marshaller(
         expired, running = seed(store, 2)
         store.claim("default", batch=2, lease=timedelta(minutes=10))
         store.conn.execute(
-            "UPDATE jobs SET locked_until = now() - interval '1 second' WHERE id = %s", (expired,)
+            "UPDATE pgkick.jobs SET locked_until = now() - interval '1 second' WHERE id = %s",
+            (expired,),
         )
     with psycopg.connect(dsn, autocommit=True) as conn:
-        conn.execute("VACUUM jobs")
+        conn.execute("VACUUM pgkick.jobs")
     with emulator(build_dir, ric_dir, env_file(tmp_path, dsn), "ReaperFunction") as reaper:
         answer = reaper.invoke({"source": "pgkick.reaper-schedule"})
     assert answer.error_type is None, answer.payload

@@ -23,12 +23,12 @@ def schema_snapshot(dsn: str) -> list[tuple[str, ...]]:
     with psycopg.connect(dsn) as conn:
         columns = conn.execute(
             "SELECT table_name, column_name, data_type FROM information_schema.columns"
-            " WHERE table_schema = 'public' ORDER BY 1, 2"
+            " WHERE table_schema = 'pgkick' ORDER BY 1, 2"
         ).fetchall()
         indexes = conn.execute(
-            "SELECT indexname, indexdef FROM pg_indexes WHERE schemaname = 'public' ORDER BY 1"
+            "SELECT indexname, indexdef FROM pg_indexes WHERE schemaname = 'pgkick' ORDER BY 1"
         ).fetchall()
-        versions = conn.execute("SELECT version, name FROM pgkick_migrations").fetchall()
+        versions = conn.execute("SELECT version, name FROM pgkick.pgkick_migrations").fetchall()
     return [*columns, *indexes, *[(str(v), n) for v, n in versions]]
 
 
@@ -77,7 +77,9 @@ def test_check_names_missing_and_newer_schemas(empty_dsn: str) -> None:
         with pytest.raises(schema.SchemaError, match=r"missing.*pgkick migrate"):
             schema.check(store)
         schema.migrate(store)
-        store.conn.execute("INSERT INTO pgkick_migrations (version, name) VALUES (999, 'future')")
+        store.conn.execute(
+            "INSERT INTO pgkick.pgkick_migrations (version, name) VALUES (999, 'future')"
+        )
         with pytest.raises(schema.SchemaError, match="version 999, newer than this code"):
             schema.check(store)
         with pytest.raises(schema.SchemaError, match="newer"):
@@ -115,7 +117,11 @@ def test_cli_migrate_reports_json_and_errors_in_one_line(
 
     assert cli.main(["migrate", "--dsn", empty_dsn, "--json"]) == 0
     versions = [version for version, _, _ in queries.MIGRATIONS]
-    assert json.loads(capsys.readouterr().out) == {"applied": versions, "version": versions[-1]}
+    assert json.loads(capsys.readouterr().out) == {
+        "applied": versions,
+        "version": versions[-1],
+        "schema": "pgkick",
+    }
     assert cli.main(["migrate", "--dsn", "postgresql://nobody@127.0.0.1:1/none"]) == 2
     err = capsys.readouterr().err
     assert err.startswith("pgkick migrate: cannot connect to PostgreSQL") and err.count("\n") == 1

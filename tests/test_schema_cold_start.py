@@ -26,12 +26,14 @@ pytestmark = pytest.mark.filterwarnings("ignore:No application metrics to publis
 
 def older(conn: psycopg.Connection[Any]) -> None:
     """The code's latest migration not applied (its row gone: the check reads the record)."""
-    conn.execute("DELETE FROM pgkick_migrations WHERE version = %s", (schema.LATEST_VERSION,))
+    conn.execute(
+        "DELETE FROM pgkick.pgkick_migrations WHERE version = %s", (schema.LATEST_VERSION,)
+    )
 
 
 def newer(conn: psycopg.Connection[Any]) -> None:
     conn.execute(
-        "INSERT INTO pgkick_migrations (version, name) VALUES (%s, 'from a newer pgkick')",
+        "INSERT INTO pgkick.pgkick_migrations (version, name) VALUES (%s, 'from a newer pgkick')",
         (schema.LATEST_VERSION + 1,),
     )
 
@@ -51,17 +53,18 @@ def jobs_with_work_for_both_handlers(dsn: str) -> list[tuple[Any, ...]]:
         seed(store, 4)
         store.claim("default", batch=1, lease=timedelta(minutes=5))
         store.conn.execute(
-            "UPDATE jobs SET locked_until = now() - interval '1 minute' WHERE status = 'running'"
+            "UPDATE pgkick.jobs SET locked_until = now() - interval '1 minute'"
+            " WHERE status = 'running'"
         )
         store.conn.execute(
-            "UPDATE jobs SET finished_at = now() - interval '30 days' WHERE status = 'done'"
+            "UPDATE pgkick.jobs SET finished_at = now() - interval '30 days' WHERE status = 'done'"
         )
     return all_jobs(dsn)
 
 
 def all_jobs(dsn: str) -> list[tuple[Any, ...]]:
     with psycopg.connect(dsn) as conn:
-        return conn.execute("SELECT * FROM jobs ORDER BY id").fetchall()
+        return conn.execute("SELECT * FROM pgkick.jobs ORDER BY id").fetchall()
 
 
 @pytest.mark.parametrize(("function", "kick"), [("worker", "kick"), ("reaper", "reaper")])

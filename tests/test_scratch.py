@@ -20,8 +20,9 @@ from tests.helpers import seed
 def app_state(dsn: str) -> tuple[list[tuple[int, str]], str | None]:
     """The app's jobs, and the jobs table's comment (bench and demo mark theirs)."""
     with psycopg.connect(dsn) as conn:
-        jobs = conn.execute("SELECT id, status FROM jobs ORDER BY id").fetchall()
-        (comment,) = conn.execute("SELECT obj_description('jobs'::regclass, 'pg_class')").fetchone()  # type: ignore[misc]
+        jobs = conn.execute("SELECT id, status FROM pgkick.jobs ORDER BY id").fetchall()
+        comment_sql = "SELECT obj_description('pgkick.jobs'::regclass, 'pg_class')"
+        (comment,) = conn.execute(comment_sql).fetchone()  # type: ignore[misc]
     return jobs, comment
 
 

@@ -56,10 +56,10 @@ def test_each_role_can_do_its_part_and_no_more(dsn: str, login_as: dict[str, str
     assert job_id > seed_id
     with psycopg.connect(login_as["producer"], autocommit=True) as app:
         for forbidden in (
-            "SELECT payload FROM jobs",
-            "SELECT status FROM jobs",
-            "UPDATE jobs SET status = 'done'",
-            "DELETE FROM jobs",
+            "SELECT payload FROM pgkick.jobs",
+            "SELECT status FROM pgkick.jobs",
+            "UPDATE pgkick.jobs SET status = 'done'",
+            "DELETE FROM pgkick.jobs",
         ):
             with pytest.raises(psycopg.errors.InsufficientPrivilege):
                 app.execute(forbidden)
@@ -71,9 +71,9 @@ def test_each_role_can_do_its_part_and_no_more(dsn: str, login_as: dict[str, str
     assert summary.done == 2
     with psycopg.connect(login_as["worker"], autocommit=True) as worker:
         with pytest.raises(psycopg.errors.InsufficientPrivilege):
-            worker.execute("DELETE FROM jobs")
+            worker.execute("DELETE FROM pgkick.jobs")
         with pytest.raises(psycopg.errors.InsufficientPrivilege):
-            worker.execute("UPDATE jobs SET max_attempts = 100")
+            worker.execute("UPDATE pgkick.jobs SET max_attempts = 100")
 
     with JobStore.open(login_as["maintainer"]) as maintainer:
         report = reap(maintainer, NoKicker(), retention=timedelta(0))
@@ -191,4 +191,6 @@ def test_cli_enqueue_as_pgkick_producer_exits_0_after_its_commit(
     result = json.loads(captured.out)
     assert result["queue"] == "mail" and "run_at" in result and "status" not in result
     with psycopg.connect(dsn) as conn:
-        assert conn.execute("SELECT id, status FROM jobs").fetchall() == [(result["id"], "queued")]
+        assert conn.execute("SELECT id, status FROM pgkick.jobs").fetchall() == [
+            (result["id"], "queued")
+        ]

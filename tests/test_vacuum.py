@@ -18,7 +18,7 @@ def dead_but_not_removable(dsn: str) -> int:
     messages: list[str] = []
     with psycopg.connect(dsn, autocommit=True) as conn:
         conn.add_notice_handler(lambda diag: messages.append(diag.message_primary or ""))
-        conn.execute("VACUUM (VERBOSE) jobs")
+        conn.execute("VACUUM (VERBOSE) pgkick.jobs")
     text = "\n".join(messages)
     match = re.search(r"(\d+) are dead but not yet removable", text)
     assert match, text
@@ -36,7 +36,7 @@ def drain(dsn: str) -> int:
 def test_draining_with_pgkick_leaves_nothing_unremovable(dsn: str, store: JobStore) -> None:
     seed(store, 2_000)
     with psycopg.connect(dsn, autocommit=True) as watcher:  # another session, idle, watching
-        watcher.execute("SELECT count(*) FROM jobs")
+        watcher.execute("SELECT count(*) FROM pgkick.jobs")
         assert drain(dsn) == 2_000
         assert dead_but_not_removable(dsn) == 0
 

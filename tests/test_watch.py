@@ -87,7 +87,7 @@ def _interleavings(a: int, b: int) -> Iterator[tuple[int, ...]]:
 def _strands(p: JobStore, w: JobStore, order: tuple[int, ...], *, correct: bool) -> bool:
     """Play one interleaving on a worker that announced; True if the job is left to nobody."""
     w.execute(dev_queries.JOB_TRUNCATE_ALL)
-    p.execute("DELETE FROM queue_watchers")
+    p.execute("DELETE FROM pgkick.queue_watchers")
     _announce(w)
     seen: dict[str, Any] = {}
     sides = [iter(_producer_steps(p, seen)), iter(_worker_steps(w, seen, correct=correct))]
@@ -136,7 +136,7 @@ def test_a_pending_kick_stands_for_a_worker_until_one_announces(
     first = [p.insert_and_reserve(spec, reserve=True, pending=PENDING)[1] for _ in range(3)]
     assert first == [True, False, False]
     assert len(_announce(w)) == 3  # the kicked worker arrives: the 'kick' row becomes its own
-    rows = p.rows("SELECT watcher FROM queue_watchers WHERE queue = 'q'")
+    rows = p.rows("SELECT watcher FROM pgkick.queue_watchers WHERE queue = 'q'")
     assert rows == [("w1",)]
     assert w.withdraw_and_claim("q", "w1", batch=10, lease=LEASE) == []
     assert p.reserve_kicks(["q"], PENDING) == {"q"}  # nobody left: the next job kicks
@@ -163,7 +163,7 @@ def test_enqueue_and_kick_checks_after_its_commit_in_the_same_round_trip(dsn: st
         producer.enqueue_and_kick({}, task="noop", queue="q", dsn=dsn, kicker=kicker)
     assert kicker.kicks == [("q", "enqueue", 0)]
     with JobStore.open(dsn) as w:
-        w.execute("DELETE FROM queue_watchers")
+        w.execute("DELETE FROM pgkick.queue_watchers")
         _announce(w)
         producer.enqueue_and_kick({}, task="noop", queue="q", dsn=dsn, kicker=kicker)
         assert len(kicker.kicks) == 1
@@ -211,7 +211,7 @@ def test_a_lingering_worker_takes_the_next_job_of_a_trickle_without_a_kick(dsn: 
     assert app.now >= 1.0  # it lingered its whole window (on the moved clock) before leaving
     assert kicker.kicks == []  # the producer saw the worker, so it did not kick
     with JobStore.open(dsn) as store:  # and the worker withdrew before it left
-        assert store.rows("SELECT * FROM queue_watchers") == []
+        assert store.rows("SELECT * FROM pgkick.queue_watchers") == []
 
 
 def test_the_none_kicker_reserves_no_kick_that_would_silence_other_producers(dsn: str) -> None:

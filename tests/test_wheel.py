@@ -27,7 +27,7 @@ except pgkick.PgkickError as exc:
 deadline = time.monotonic() + 60
 with psycopg.connect(dsn, autocommit=True) as conn:
     while time.monotonic() < deadline:  # waits for the outcome; the test asserts on it
-        (status,) = conn.execute("SELECT status FROM jobs WHERE id = %s", [job]).fetchone()
+        (status,) = conn.execute("SELECT status FROM pgkick.jobs WHERE id = %s", [job]).fetchone()
         if status in ("done", "failed"):
             break
         time.sleep(0.05)
@@ -124,7 +124,7 @@ def test_installed_wheels_run_a_job_and_refuse_without_a_kicker(
     without_tooling = _run(python, dsn, cwd, PGKICK_KICKER="local")
     assert "pgkick-dev" in str(without_tooling["message"])
     with psycopg.connect(dsn) as conn:
-        assert conn.execute("SELECT count(*) FROM jobs").fetchone() == (0,)
+        assert conn.execute("SELECT count(*) FROM pgkick.jobs").fetchone() == (0,)
 
     _venv(tmp_path / "venv", wheels["pgkick"], wheels["pgkick_dev"])  # development install
     # The app's configuration: its database for the workers, the local kicker for development.

@@ -145,7 +145,7 @@ def test_short_time_budget_stops_early_and_the_rekick_finishes(dsn: str, timed: 
     second = runtime.drain("default", lambda: remaining["ms"])
     assert (second.done, second.stopped_because) == (25, "empty")
     with psycopg.connect(dsn) as conn:
-        assert conn.execute("SELECT status, count(*) FROM jobs GROUP BY 1").fetchall() == [
+        assert conn.execute("SELECT status, count(*) FROM pgkick.jobs GROUP BY 1").fetchall() == [
             ("done", 45)
         ]
 

@@ -13,7 +13,7 @@ import json
 import os
 import re
 import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import AbstractContextManager
 from datetime import timedelta
 from importlib.metadata import entry_points
@@ -21,7 +21,7 @@ from typing import Any
 
 from pgkick import config, producer, schema
 from pgkick.db import DatabaseError
-from pgkick.errors import PgkickError
+from pgkick.errors import ConfigError, PgkickError
 from pgkick.kickers import default_kicker
 from pgkick.reaper import reap
 from pgkick.redact import redact
@@ -48,7 +48,15 @@ def _dsn(args: argparse.Namespace) -> str:
 
 def _store(args: argparse.Namespace) -> AbstractContextManager[JobStore]:
     """A store on a migrated database (a clear error if the schema is missing or newer)."""
-    return schema.open_checked(_dsn(args), application_name="pgkick-cli")
+    return schema.open_checked(_dsn(args), schema=args.schema, application_name="pgkick-cli")
+
+
+def schema_name(text: str) -> str:
+    """--schema: a name pgkick can own (the same rule as PGKICK_SCHEMA)."""
+    try:
+        return config.check_schema_name(text, "--schema")
+    except ConfigError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
 
 
 def span(text: str) -> timedelta:
@@ -90,10 +98,14 @@ def wait_seconds(text: str) -> float:
 
 def cmd_migrate(args: argparse.Namespace) -> dict[str, Any]:
     """Apply pgkick's schema migrations (idempotent, safe to run concurrently)."""
-    with JobStore.open(_dsn(args), application_name="pgkick-cli") as store:
+    with JobStore.open(_dsn(args), schema=args.schema, application_name="pgkick-cli") as store:
         report = schema.migrate(store)
         roles = schema.create_roles(store) if args.roles else []
-    result: dict[str, Any] = {"applied": report.applied, "version": report.version}
+    result: dict[str, Any] = {
+        "applied": report.applied,
+        "version": report.version,
+        "schema": store.schema,
+    }
     return result | ({"roles": roles} if roles else {})
 
 
@@ -231,7 +243,8 @@ def build_parser() -> argparse.ArgumentParser:
         sub.add_argument("--task", help="every job of this task")
         sub.add_argument("--all", action="store_true", help="every job in that state")
 
-    command("migrate", cmd_migrate).add_argument(
+    migrate = command("migrate", cmd_migrate)
+    migrate.add_argument(
         "--roles",
         action="store_true",
         help="also create and grant pgkick_producer, pgkick_worker, pgkick_maintainer",
@@ -262,16 +275,41 @@ def build_parser() -> argparse.ArgumentParser:
     purge = command("purge", cmd_purge)
     purge.add_argument("--older-than", type=span, required=True, help="e.g. 7d, 12h, 30m")
     purge.add_argument("--batch", type=positive, default=10_000)
-    command("reap", cmd_reap)
+    reap_command = command("reap", cmd_reap)
+    for sub in (migrate, enqueue, status, retry, purge, reap_command, commands.choices["cancel"]):
+        sub.add_argument(
+            "--schema",
+            type=schema_name,
+            help=f"schema of pgkick's tables (default: $PGKICK_SCHEMA, {config.DEFAULT_SCHEMA})",
+        )
     for plugin in entry_points(group="pgkick.commands"):  # demo, bench, awake: pgkick-dev
         plugin.load()(command)
     return parser
 
 
+@contextlib.contextmanager
+def _schema_for_workers(name: str | None) -> Iterator[None]:
+    """--schema also reaches the workers this command starts (the local kicker's processes
+    read PGKICK_SCHEMA), for the command's duration only."""
+    if name is None:
+        yield
+        return
+    before = os.environ.get("PGKICK_SCHEMA")
+    os.environ["PGKICK_SCHEMA"] = name
+    try:
+        yield
+    finally:
+        if before is None:
+            os.environ.pop("PGKICK_SCHEMA", None)
+        else:
+            os.environ["PGKICK_SCHEMA"] = before
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     try:
-        result = args.handler(args)
+        with _schema_for_workers(getattr(args, "schema", None)):
+            result = args.handler(args)
     except (
         PgkickError,
         TimeoutError,

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import timedelta
@@ -21,6 +22,9 @@ KICKERS = ("lambda", "local", "none")
 # Nothing configured: enqueueing refuses (pgkick.kickers.make_kicker says what to set),
 # rather than silently spawning workers inside a web server or leaving jobs unkicked.
 UNSET = "unset"
+DEFAULT_SCHEMA = "pgkick"
+# Lowercase, as PostgreSQL folds unquoted names: the schema reads the same in psql.
+_SCHEMA_NAME = re.compile(r"^[a-z_][a-z0-9_]{0,62}$")
 
 
 @dataclass(frozen=True, slots=True)
@@ -46,6 +50,7 @@ class Settings:
     watch_ttl: timedelta  # a worker's announcement on its queue lives this long (pgkick.watch)
     max_hops: int  # a worker chain invokes itself this many times, then hands over by a wake
     aws_timeout: float  # seconds to connect and to read, per AWS call attempt
+    schema: str = DEFAULT_SCHEMA  # where pgkick's tables live (PGKICK_SCHEMA)
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None) -> Settings:
@@ -89,6 +94,7 @@ class Settings:
             watch_ttl=timedelta(seconds=_int(env, "PGKICK_WATCH_SECONDS", 5, 1, 3600)),
             max_hops=_int(env, "PGKICK_MAX_HOPS", 12, 1, 15),
             aws_timeout=_int(env, "PGKICK_AWS_TIMEOUT_MS", 2000, 100, 60_000) / 1000,
+            schema=schema_name(env),
         )
 
 
@@ -103,6 +109,27 @@ def _int(env: Mapping[str, str], name: str, default: int, low: int, high: int) -
     if not low <= value <= high:
         raise ConfigError(f"{name}={value}: expected {low}..{high}")
     return value
+
+
+def schema_name(env: Mapping[str, str] | None = None) -> str:
+    """PGKICK_SCHEMA, the schema holding pgkick's tables: `pgkick` unless set."""
+    env = os.environ if env is None else env
+    return check_schema_name(env.get("PGKICK_SCHEMA") or DEFAULT_SCHEMA, "PGKICK_SCHEMA")
+
+
+def check_schema_name(name: str, source: str = "schema") -> str:
+    """`name` if it is a schema pgkick can own, else a ConfigError naming the problem.
+
+    Why so strict: the name is spliced into statements (quoted, but a surprise there
+    is a surprise in every statement), and pg_* names are reserved by PostgreSQL."""
+    if not isinstance(name, str) or not _SCHEMA_NAME.match(name):
+        raise ConfigError(
+            f"{source}={name!r}: expected a lowercase identifier "
+            "(a-z, 0-9 and _, not starting with a digit, at most 63 characters)"
+        )
+    if name.startswith("pg_") or name == "information_schema":
+        raise ConfigError(f"{source}={name!r}: names pg_* and information_schema are PostgreSQL's")
+    return name
 
 
 def producer_linger(env: Mapping[str, str] | None = None) -> float:

@@ -5,6 +5,8 @@ text of `sql/`) through a `Database`, so connection rules live in one place:
 made for transaction-mode poolers (PgBouncer, Neon's pooler, RDS Proxy) with no
 prepared statements and no session state, and autocommit, so each statement is
 its own short transaction and nothing stays open while a job's code runs.
+Each `Database` names the schema of pgkick's tables (PGKICK_SCHEMA, `pgkick` by
+default) and runs every statement rewritten for it (`pgkick.qualify`).
 """
 
 from __future__ import annotations
@@ -18,7 +20,9 @@ from typing import Any, LiteralString, Self
 
 import psycopg
 
+from pgkick import config
 from pgkick.errors import DatabaseUnavailable
+from pgkick.qualify import qualify
 from pgkick.redact import redact
 
 # Returns the instant the SQL should treat as now, or None for the server's now().
@@ -81,20 +85,30 @@ def connect(
 class Database:
     """Named statements over one connection (autocommit, or the caller's transaction)."""
 
-    def __init__(self, conn: Connection, clock: Clock = server_clock) -> None:
+    def __init__(
+        self, conn: Connection, clock: Clock = server_clock, *, schema: str | None = None
+    ) -> None:
         self.conn = conn
         self.clock = clock
+        # Where pgkick's tables are: given, else PGKICK_SCHEMA, else `pgkick`. Checked here,
+        # so a bad name fails before any statement is sent.
+        self.schema = config.schema_name() if schema is None else config.check_schema_name(schema)
+        self._default_schema = self.schema == config.DEFAULT_SCHEMA
         # One statement (or one pipeline) at a time on this connection: the lease keeper's
         # thread shares it, and must not slip a statement into a pipeline.
         self._io = threading.RLock()
 
     @classmethod
     @contextmanager
-    def open(cls, dsn: str, clock: Clock = server_clock, **options: Any) -> Iterator[Self]:
+    def open(
+        cls, dsn: str, clock: Clock = server_clock, *, schema: str | None = None, **options: Any
+    ) -> Iterator[Self]:
         """On its own connection, closed on exit (an idle session can keep a DB awake)."""
+        if schema is not None:
+            config.check_schema_name(schema)  # before connecting
         conn = connect(dsn, **options)
         try:
-            yield cls(conn, clock)
+            yield cls(conn, clock, schema=schema)
         finally:
             conn.close()
 
@@ -110,12 +124,14 @@ class Database:
             yield
 
     def _params(self, params: dict[str, Any]) -> dict[str, Any]:
-        return {"now": self.clock(), **params}
+        return {"now": self.clock(), "schema": self.schema, **params}
 
     def execute(self, query: LiteralString, **params: Any) -> psycopg.Cursor[tuple[Any, ...]]:
         # prepare=False: never a server-side prepared statement, even on the app's own
         # connection opened with psycopg's default prepare_threshold; through a
         # transaction-mode pooler the next transaction may get another server connection.
+        if not self._default_schema:
+            query = qualify(query, self.schema)
         with self._io:
             return self.conn.execute(
                 query, self._params(params) if "%(" in query else None, prepare=False

@@ -8,7 +8,7 @@ from typing import Final, LiteralString
 
 JOB_CANCEL_QUEUED: Final = """\
 -- job_cancel_queued: Fails queued jobs (by ids, or by queue and task) with last_error 'cancelled by operator'; running jobs are left to finish.
-UPDATE jobs
+UPDATE pgkick.jobs
 SET status      = 'failed',
     finished_at = coalesce(%(now)s::timestamptz, now()),
     last_error  = 'cancelled by operator'
@@ -21,14 +21,14 @@ RETURNING id, queue;"""
 JOB_CLAIM: Final = """\
 -- job_claim: Claims up to batch ready jobs of a queue under a lease, skipping rows other workers hold (FOR UPDATE SKIP LOCKED).
 WITH next AS (
-  SELECT id FROM jobs
+  SELECT id FROM pgkick.jobs
   WHERE queue = %(queue)s AND status = 'queued'
     AND run_at <= coalesce(%(now)s::timestamptz, now())
   ORDER BY run_at
   LIMIT %(batch)s
   FOR UPDATE SKIP LOCKED
 )
-UPDATE jobs j
+UPDATE pgkick.jobs j
 SET status       = 'running',
     attempts     = j.attempts + 1,
     locked_until = coalesce(%(now)s::timestamptz, now()) + %(lease)s::interval,
@@ -39,18 +39,18 @@ RETURNING j.id, j.queue, j.task, j.payload, j.attempts, j.max_attempts;"""
 
 JOB_COMMITTED_AMONG: Final = """\
 -- job_committed_among: Which of the given job ids exist (committed, not rolled back with a savepoint), with their queue and due time.
-SELECT id, queue, run_at FROM jobs WHERE id = ANY(%(ids)s::bigint[]);"""
+SELECT id, queue, run_at FROM pgkick.jobs WHERE id = ANY(%(ids)s::bigint[]);"""
 
 JOB_COMPLETE: Final = """\
 -- job_complete: Marks one running job done, only while this attempt still holds it (fenced; 0 rows = lease lost).
-UPDATE jobs
+UPDATE pgkick.jobs
 SET status = 'done', locked_until = NULL,
     finished_at = coalesce(%(now)s::timestamptz, now())
 WHERE id = %(id)s AND status = 'running' AND attempts = %(attempts)s;"""
 
 JOB_COMPLETE_MANY: Final = """\
 -- job_complete_many: Marks a batch of running jobs done in one statement, each fenced by its own attempt; returns the ids still held.
-UPDATE jobs j
+UPDATE pgkick.jobs j
 SET status = 'done', locked_until = NULL,
     finished_at = coalesce(%(now)s::timestamptz, now())
 FROM unnest(%(ids)s::bigint[], %(attempts)s::int[]) AS held(id, attempts)
@@ -59,14 +59,14 @@ RETURNING j.id;"""
 
 JOB_EXTEND: Final = """\
 -- job_extend: Pushes a running job's lease forward, only while this attempt still holds it (fenced; 0 rows = stop working).
-UPDATE jobs
+UPDATE pgkick.jobs
 SET locked_until = coalesce(%(now)s::timestamptz, now()) + %(lease)s::interval
 WHERE id = %(id)s AND status = 'running' AND attempts = %(attempts)s
 RETURNING locked_until;"""
 
 JOB_EXTEND_MANY: Final = """\
 -- job_extend_many: Pushes the leases of a batch forward in one statement, each fenced by its own attempt; returns the ids still held.
-UPDATE jobs j
+UPDATE pgkick.jobs j
 SET locked_until = coalesce(%(now)s::timestamptz, now()) + %(lease)s::interval
 FROM unnest(%(ids)s::bigint[], %(attempts)s::int[]) AS held(id, attempts)
 WHERE j.id = held.id AND j.status = 'running' AND j.attempts = held.attempts
@@ -74,7 +74,7 @@ RETURNING j.id;"""
 
 JOB_FAIL: Final = """\
 -- job_fail: Records a failed attempt (fenced): queued again after backoff x 2^attempts (default 10 s, at most the cap, default 1 hour), or failed at max_attempts or when permanent.
-UPDATE jobs
+UPDATE pgkick.jobs
 SET status       = CASE WHEN %(permanent)s::boolean OR attempts >= max_attempts
                         THEN 'failed' ELSE 'queued' END,
     run_at       = CASE WHEN %(permanent)s::boolean OR attempts >= max_attempts THEN run_at
@@ -94,13 +94,13 @@ JOB_GET_MANY: Final = """\
 -- job_get_many: Reads jobs by id, for the CLI and the demo's report.
 SELECT id, queue, task, status, attempts, max_attempts, run_at, locked_until, last_error,
        created_at, claimed_at, finished_at
-FROM jobs
+FROM pgkick.jobs
 WHERE id = ANY(%(ids)s::bigint[])
 ORDER BY id;"""
 
 JOB_INSERT: Final = """\
 -- job_insert: Inserts one queued job, due at run_at or after delay, and returns its id, queue and due time.
-INSERT INTO jobs (queue, task, payload, run_at, max_attempts)
+INSERT INTO pgkick.jobs (queue, task, payload, run_at, max_attempts)
 VALUES (%(queue)s, %(task)s, %(payload)s::jsonb,
         coalesce(%(run_at)s::timestamptz,
                  coalesce(%(now)s::timestamptz, now()) + %(delay)s::interval),
@@ -109,7 +109,7 @@ RETURNING id, queue, run_at;"""
 
 JOB_INSERT_MANY: Final = """\
 -- job_insert_many: Inserts many queued jobs in one round trip from parallel arrays (binary; delays in seconds), returning ids in input order.
-INSERT INTO jobs (queue, task, payload, run_at, max_attempts)
+INSERT INTO pgkick.jobs (queue, task, payload, run_at, max_attempts)
 SELECT q, t, p::jsonb,
        coalesce(r, coalesce(%(now)s::timestamptz, now()) + make_interval(secs => d)),
        m
@@ -121,13 +121,13 @@ RETURNING id, queue, run_at;"""
 
 JOB_LEASE_LATEST_IN_QUEUE: Final = """\
 -- job_lease_latest_in_queue: The latest lease expiry among a queue's running jobs (a rescue that finds leases not yet expired comes back then).
-SELECT max(locked_until) FROM jobs WHERE queue = %(queue)s AND status = 'running';"""
+SELECT max(locked_until) FROM pgkick.jobs WHERE queue = %(queue)s AND status = 'running';"""
 
 JOB_PURGE_FINISHED: Final = """\
 -- job_purge_finished: Deletes up to batch done or failed jobs that finished more than retention ago; never queued or running ones.
-DELETE FROM jobs
+DELETE FROM pgkick.jobs
 WHERE id IN (
-  SELECT id FROM jobs
+  SELECT id FROM pgkick.jobs
   WHERE status IN ('done', 'failed')
     AND finished_at < coalesce(%(now)s::timestamptz, now()) - %(retention)s::interval
   LIMIT %(batch)s
@@ -136,7 +136,7 @@ WHERE id IN (
 JOB_READY_COUNT_BY_QUEUE: Final = """\
 -- job_ready_count_by_queue: Counts the jobs ready to run now in each queue (which queues need a worker).
 SELECT queue, count(*) AS ready
-FROM jobs
+FROM pgkick.jobs
 WHERE status = 'queued' AND run_at <= coalesce(%(now)s::timestamptz, now())
 GROUP BY queue
 ORDER BY queue;"""
@@ -144,14 +144,14 @@ ORDER BY queue;"""
 JOB_READY_EXISTS: Final = """\
 -- job_ready_exists: Says whether a queue has a job ready to run now (a worker out of time decides whether to hand over).
 SELECT EXISTS (
-  SELECT 1 FROM jobs
+  SELECT 1 FROM pgkick.jobs
   WHERE queue = %(queue)s AND status = 'queued'
     AND run_at <= coalesce(%(now)s::timestamptz, now())
 );"""
 
 JOB_REAP_EXPIRED: Final = """\
 -- job_reap_expired: Re-queues running jobs whose lease expired (all queues, or the one a rescue names), or fails them at max_attempts with a last_error saying so.
-UPDATE jobs
+UPDATE pgkick.jobs
 SET status       = CASE WHEN attempts >= max_attempts THEN 'failed' ELSE 'queued' END,
     finished_at  = CASE WHEN attempts >= max_attempts
                         THEN coalesce(%(now)s::timestamptz, now()) END,
@@ -163,7 +163,7 @@ RETURNING id, queue, status, attempts;"""
 
 JOB_RETRY_FAILED: Final = """\
 -- job_retry_failed: Puts failed jobs (by ids, or by queue and task) back in the queue with more attempts, never more than 1000 in all (a job that used 1000 stays failed); attempts keep counting up, so fencing stays sound.
-UPDATE jobs
+UPDATE pgkick.jobs
 SET status       = 'queued',
     run_at       = coalesce(%(now)s::timestamptz, now()),
     finished_at  = NULL,
@@ -196,11 +196,11 @@ SELECT queue,
                           AND run_at <= coalesce(%(now)s::timestamptz, now())
                                         - %(stranded_after)s::interval
                           AND NOT EXISTS (
-                            SELECT 1 FROM queue_watchers w
+                            SELECT 1 FROM pgkick.queue_watchers w
                             WHERE w.queue = jobs.queue
                               AND w.until > coalesce(%(now)s::timestamptz, now())))
                                                   AS stranded
-FROM jobs
+FROM pgkick.jobs
 GROUP BY queue
 ORDER BY queue;"""
 
@@ -208,11 +208,11 @@ JOB_TABLE_HEALTH: Final = """\
 -- job_table_health: The jobs table's dead tuples and last (auto)vacuum, which the article says to watch.
 SELECT n_live_tup, n_dead_tup, last_vacuum, last_autovacuum
 FROM pg_stat_user_tables
-WHERE relid = 'jobs'::regclass;"""
+WHERE relid = to_regclass(quote_ident(%(schema)s) || '.jobs');"""
 
 MIGRATION_LIST_APPLIED: Final = """\
 -- migration_list_applied: Lists the schema versions already applied, oldest first.
-SELECT version FROM pgkick_migrations ORDER BY version;"""
+SELECT version FROM pgkick.pgkick_migrations ORDER BY version;"""
 
 MIGRATION_LOCK: Final = """\
 -- migration_lock: Serialises concurrent migrators until the end of the current transaction.
@@ -220,11 +220,15 @@ SELECT pg_advisory_xact_lock(hashtext('pgkick.migrate'));"""
 
 MIGRATION_RECORD: Final = """\
 -- migration_record: Records one applied schema version.
-INSERT INTO pgkick_migrations (version, name) VALUES (%(version)s, %(name)s);"""
+INSERT INTO pgkick.pgkick_migrations (version, name) VALUES (%(version)s, %(name)s);"""
+
+MIGRATION_SEARCH_PATH_SET: Final = """\
+-- migration_search_path_set: Points unqualified names at pgkick's schema (then any schemas listed after it) until the end of the migration's transaction: pooler-safe, nothing outlives the COMMIT.
+SELECT set_config('search_path', %(path)s, true);"""
 
 MIGRATION_TABLE_CREATE: Final = """\
 -- migration_table_create: Creates the table that records which schema versions are applied.
-CREATE TABLE IF NOT EXISTS pgkick_migrations (
+CREATE TABLE IF NOT EXISTS pgkick.pgkick_migrations (
   version    int         PRIMARY KEY,
   name       text        NOT NULL,
   applied_at timestamptz NOT NULL DEFAULT now()
@@ -232,11 +236,20 @@ CREATE TABLE IF NOT EXISTS pgkick_migrations (
 
 MIGRATION_TABLE_EXISTS: Final = """\
 -- migration_table_exists: Says whether pgkick's migrations table exists here, without creating anything.
-SELECT to_regclass('pgkick_migrations') IS NOT NULL AS exists;"""
+SELECT to_regclass(quote_ident(%(schema)s) || '.pgkick_migrations') IS NOT NULL AS exists;"""
+
+MIGRATION_TABLE_LEGACY: Final = """\
+-- migration_table_legacy: The schema of a pgkick_migrations table the session's own search_path finds outside pgkick's schema, while pgkick's schema has none: an install from before 0006 (its tables in the role's default schema, usually public), to move.
+SELECT n.nspname AS legacy_schema
+FROM pg_catalog.pg_class AS c
+JOIN pg_catalog.pg_namespace AS n ON n.oid = c.relnamespace
+WHERE c.oid = to_regclass('pgkick_migrations')
+  AND n.nspname <> %(schema)s
+  AND to_regclass(quote_ident(%(schema)s) || '.pgkick_migrations') IS NULL;"""
 
 QUEUE_KICK_RELEASE: Final = """\
 -- queue_kick_release: Removes a pending kick that could not be sent, so the next producer kicks instead of trusting it.
-DELETE FROM queue_watchers WHERE queue = %(queue)s AND watcher = 'kick';"""
+DELETE FROM pgkick.queue_watchers WHERE queue = %(queue)s AND watcher = 'kick';"""
 
 QUEUE_KICK_RESERVE: Final = """\
 -- queue_kick_reserve: Of the queues given, returns those that nobody watches, marking each with a pending kick; the caller kicks exactly those.
@@ -246,11 +259,11 @@ WITH relaxed AS (
 ), wanted AS (
   SELECT DISTINCT q AS queue FROM unnest(%(queues)s::text[]) AS q, relaxed
   WHERE NOT EXISTS (
-    SELECT 1 FROM queue_watchers l
+    SELECT 1 FROM pgkick.queue_watchers l
     WHERE l.queue = q AND l.until > coalesce(%(now)s::timestamptz, now())
   )
 )
-INSERT INTO queue_watchers AS w (queue, watcher, until)
+INSERT INTO pgkick.queue_watchers AS w (queue, watcher, until)
 SELECT queue, 'kick', coalesce(%(now)s::timestamptz, now()) + %(pending)s::interval FROM wanted
 ON CONFLICT (queue, watcher) DO UPDATE SET until = excluded.until
   WHERE w.until <= coalesce(%(now)s::timestamptz, now())
@@ -259,18 +272,18 @@ RETURNING w.queue;"""
 QUEUE_WATCHER_ANNOUNCE: Final = """\
 -- queue_watcher_announce: A worker says it is draining a queue until the given instant; it takes up the pending kick and clears expired watchers.
 WITH cleared AS (
-  DELETE FROM queue_watchers
+  DELETE FROM pgkick.queue_watchers
   WHERE queue = %(queue)s
     AND (watcher = 'kick' OR until <= coalesce(%(now)s::timestamptz, now()))
     AND watcher <> %(watcher)s
 )
-INSERT INTO queue_watchers AS w (queue, watcher, until)
+INSERT INTO pgkick.queue_watchers AS w (queue, watcher, until)
 VALUES (%(queue)s, %(watcher)s, coalesce(%(now)s::timestamptz, now()) + %(ttl)s::interval)
 ON CONFLICT (queue, watcher) DO UPDATE SET until = excluded.until;"""
 
 QUEUE_WATCHER_WITHDRAW: Final = """\
 -- queue_watcher_withdraw: A worker leaving a queue removes its announcement (it then claims once more before it exits).
-DELETE FROM queue_watchers WHERE queue = %(queue)s AND watcher = %(watcher)s;"""
+DELETE FROM pgkick.queue_watchers WHERE queue = %(queue)s AND watcher = %(watcher)s;"""
 
 ROLE_SETUP: Final = """\
 -- role_setup: Creates the NOLOGIN roles pgkick_producer, pgkick_worker and pgkick_maintainer if missing, and grants each only what its part needs (grant them to your login roles).
@@ -300,24 +313,31 @@ BEGIN
 END
 $roles$;
 
-REVOKE ALL ON jobs, pgkick_migrations FROM PUBLIC;
-GRANT SELECT ON pgkick_migrations TO pgkick_producer, pgkick_worker;
+-- Every role reaches pgkick's tables through its schema (pgkick_maintainer by pgkick_worker).
+GRANT USAGE ON SCHEMA pgkick TO pgkick_producer, pgkick_worker;
+
+REVOKE ALL ON pgkick.jobs, pgkick.pgkick_migrations FROM PUBLIC;
+GRANT SELECT ON pgkick.pgkick_migrations TO pgkick_producer, pgkick_worker;
 
 -- The app: insert jobs, and read back only what the insert returns (never payloads or status).
-GRANT INSERT (queue, task, payload, run_at, max_attempts) ON jobs TO pgkick_producer;
-GRANT SELECT (id, queue, run_at) ON jobs TO pgkick_producer;
+GRANT INSERT (queue, task, payload, run_at, max_attempts) ON pgkick.jobs TO pgkick_producer;
+GRANT SELECT (id, queue, run_at) ON pgkick.jobs TO pgkick_producer;
 
 -- Workers: claim, complete, fail, extend.
-GRANT SELECT ON jobs TO pgkick_worker;
+GRANT SELECT ON pgkick.jobs TO pgkick_worker;
 GRANT UPDATE (status, attempts, run_at, locked_until, last_error, finished_at, claimed_at)
-  ON jobs TO pgkick_worker;
+  ON pgkick.jobs TO pgkick_worker;
 
 -- The reaper and operators: also retry (more attempts), purge and cancel.
-GRANT UPDATE (max_attempts), DELETE ON jobs TO pgkick_maintainer;
+GRANT UPDATE (max_attempts), DELETE ON pgkick.jobs TO pgkick_maintainer;
 
 -- Who watches which queue: producers reserve kicks, workers announce and withdraw.
-REVOKE ALL ON queue_watchers FROM PUBLIC;
-GRANT SELECT, INSERT, UPDATE, DELETE ON queue_watchers TO pgkick_producer, pgkick_worker;"""
+REVOKE ALL ON pgkick.queue_watchers FROM PUBLIC;
+GRANT SELECT, INSERT, UPDATE, DELETE ON pgkick.queue_watchers TO pgkick_producer, pgkick_worker;"""
+
+SCHEMA_CREATE: Final = """\
+-- schema_create: Creates the schema that holds every pgkick object, if it is missing (the migrator owns it).
+CREATE SCHEMA IF NOT EXISTS pgkick;"""
 
 TRANSACTION_BEGIN: Final = """\
 -- transaction_begin: Opens an explicit transaction inside a pipeline, so a COMMIT can end it before the statements that must see it committed.
@@ -366,4 +386,34 @@ CREATE TABLE queue_watchers (
   until    timestamptz NOT NULL,  -- past this instant the watcher no longer counts
   PRIMARY KEY (queue, watcher)
 );"""),
+    (6, 'own_schema', """\
+-- 0006_own_schema: moves the tables of an install from before this version (with their rows, indexes, constraints, identity sequence and grants) from the role's default schema into pgkick's own, where 0001-0003 now create them; lets the pgkick roles that exist use that schema.
+-- pgkick.schema.migrate runs this first of all on such an install, with search_path set to
+-- pgkick's schema then the old one: a table found outside current_schema() is an old one.
+-- On a fresh install everything is already in current_schema(): nothing moves (and no
+-- table is locked for a no-op SET SCHEMA).
+DO $move$
+DECLARE
+  table_name text;
+  role_name text;
+  found regclass;
+BEGIN
+  FOREACH table_name IN ARRAY ARRAY['pgkick_migrations', 'jobs', 'queue_watchers'] LOOP
+    found := to_regclass(quote_ident(table_name));
+    IF found IS NOT NULL AND (
+      SELECT n.nspname FROM pg_catalog.pg_class AS c
+      JOIN pg_catalog.pg_namespace AS n ON n.oid = c.relnamespace
+      WHERE c.oid = found
+    ) <> current_schema() THEN
+      EXECUTE format('ALTER TABLE %s SET SCHEMA %I', found, current_schema());
+    END IF;
+  END LOOP;
+  -- Roles set up before this version keep working without `pgkick migrate --roles` again.
+  FOREACH role_name IN ARRAY ARRAY['pgkick_producer', 'pgkick_worker'] LOOP
+    IF EXISTS (SELECT FROM pg_catalog.pg_roles WHERE rolname = role_name) THEN
+      EXECUTE format('GRANT USAGE ON SCHEMA %I TO %I', current_schema(), role_name);
+    END IF;
+  END LOOP;
+END
+$move$;"""),
 )

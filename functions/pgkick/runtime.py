@@ -91,7 +91,9 @@ class Runtime:
     @contextmanager
     def _store(self) -> Iterator[JobStore]:
         """A connection for one invocation, closed before it returns; schema checked once."""
-        with JobStore.open(self.dsn(), retries=self.settings.connect_retries) as store:
+        with JobStore.open(
+            self.dsn(), schema=self.settings.schema, retries=self.settings.connect_retries
+        ) as store:
             if not self._schema_checked:
                 schema.check(store)
                 self._schema_checked = True

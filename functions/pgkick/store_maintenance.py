@@ -101,3 +101,15 @@ class MaintenanceStatements(Database):
     def apply_migration(self, version: int, name: str, script: LiteralString) -> None:
         self.execute(script)
         self.execute(queries.MIGRATION_RECORD, version=version, name=name)
+
+    def create_schema(self) -> None:
+        self.execute(queries.SCHEMA_CREATE)
+
+    def legacy_schema(self) -> str | None:
+        """Where an install from before 0006 keeps its tables (None: not such an install)."""
+        row = self.execute(queries.MIGRATION_TABLE_LEGACY).fetchone()
+        return str(row[0]) if row else None
+
+    def set_migration_path(self, path: str) -> None:
+        """search_path until the end of this transaction (`path` as SET would take it)."""
+        self.execute(queries.MIGRATION_SEARCH_PATH_SET, path=path)

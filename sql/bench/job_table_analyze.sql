@@ -1,2 +1,2 @@
 -- job_table_analyze: Refreshes the planner's statistics of the jobs table after a bulk load.
-ANALYZE jobs;
+ANALYZE pgkick.jobs;

@@ -1,2 +1,2 @@
 -- job_truncate_all: Empties the jobs table between benchmark items (benchmarks only: never on a real queue).
-TRUNCATE jobs;
+TRUNCATE pgkick.jobs;

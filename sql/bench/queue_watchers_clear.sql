@@ -1,2 +1,2 @@
 -- queue_watchers_clear: Forgets every worker announcement and pending kick between benchmark items (benchmarks only).
-DELETE FROM queue_watchers;
+DELETE FROM pgkick.queue_watchers;

@@ -6,18 +6,18 @@ from typing import Final
 
 DATABASE_SCRATCH_STATE: Final = """\
 -- database_scratch_state: Whether this database has a jobs table, whether pgkick bench or demo marked it as their own, and whether a peer queue's tables are here.
-SELECT to_regclass('jobs') IS NOT NULL AS has_jobs_table,
-       coalesce(obj_description(to_regclass('jobs'), 'pg_class'), '')
+SELECT to_regclass(quote_ident(%(schema)s) || '.jobs') IS NOT NULL AS has_jobs_table,
+       coalesce(obj_description(to_regclass(quote_ident(%(schema)s) || '.jobs'), 'pg_class'), '')
          = 'pgkick scratch: made for pgkick bench and demo, which may empty it' AS ours,
        to_regclass('pgqueuer') IS NOT NULL
          OR to_regclass('procrastinate_jobs') IS NOT NULL AS has_peer_tables;"""
 
 JOB_CLAIM_NAIVE: Final = """\
 -- job_claim_naive: The article's WRONG claim (no row lock on the choice), marking the job done; kept only to show the race.
-UPDATE jobs
+UPDATE pgkick.jobs
 SET status = 'done', attempts = attempts + 1, finished_at = now()
 WHERE id = (
-  SELECT id FROM jobs
+  SELECT id FROM pgkick.jobs
   WHERE status = 'queued'
   ORDER BY run_at
   LIMIT 1
@@ -26,18 +26,18 @@ RETURNING id, attempts;"""
 
 JOB_COUNT_BY_STATUS: Final = """\
 -- job_count_by_status: Counts jobs by status with the most attempts any took (the article's table).
-SELECT status, count(*) AS count, max(attempts) AS max_attempts FROM jobs GROUP BY status ORDER BY status;"""
+SELECT status, count(*) AS count, max(attempts) AS max_attempts FROM pgkick.jobs GROUP BY status ORDER BY status;"""
 
 JOB_DONE_SPAN: Final = """\
 -- job_done_span: How many jobs are done and the seconds from the first claim to the last finish (the pipelined ceiling's time: neither pgbench's connecting nor its rounds on an empty queue).
 SELECT count(*) AS done,
        coalesce(extract(epoch FROM max(finished_at) - min(claimed_at)), 0)::float8 AS seconds
-FROM jobs
+FROM pgkick.jobs
 WHERE status = 'done';"""
 
 JOB_HISTORY_FILL: Final = """\
 -- job_history_fill: Adds count finished jobs of history (done a day ago), to measure the claim on a long-lived table.
-INSERT INTO jobs (queue, task, payload, status, run_at, attempts, finished_at, created_at)
+INSERT INTO pgkick.jobs (queue, task, payload, status, run_at, attempts, finished_at, created_at)
 SELECT 'default', 'noop', '{}', 'done', now() - interval '1 day', 1,
        now() - interval '1 day', now() - interval '1 day'
 FROM generate_series(1, %(count)s);"""
@@ -46,7 +46,7 @@ JOB_LATENCY_ALL: Final = """\
 -- job_latency_all: Each job's status, attempts and wait from commit to claim in ms (the kicks benchmark's check).
 SELECT status, attempts,
        extract(epoch FROM claimed_at - created_at) * 1000 AS wait_ms
-FROM jobs;"""
+FROM pgkick.jobs;"""
 
 JOB_NOTIFY_LISTENERS: Final = """\
 -- job_notify_listeners: Tells LISTENing workers that a queue has work (the article's trigger, sent by the producer in the comparison).
@@ -54,19 +54,19 @@ SELECT pg_notify('pgkick_jobs', %(queue)s);"""
 
 JOB_TABLE_ANALYZE: Final = """\
 -- job_table_analyze: Refreshes the planner's statistics of the jobs table after a bulk load.
-ANALYZE jobs;"""
+ANALYZE pgkick.jobs;"""
 
 JOB_TABLE_ANY_ROW: Final = """\
 -- job_table_any_row: Whether the jobs table holds any job at all (bench and demo refuse a database whose jobs are not theirs).
-SELECT EXISTS (SELECT FROM jobs) AS any_job;"""
+SELECT EXISTS (SELECT FROM pgkick.jobs) AS any_job;"""
 
 JOB_TABLE_MARK_SCRATCH: Final = """\
 -- job_table_mark_scratch: Marks the jobs table as pgkick bench's and demo's own, so that they may empty it and use it again (never an app's queue).
-COMMENT ON TABLE jobs IS 'pgkick scratch: made for pgkick bench and demo, which may empty it';"""
+COMMENT ON TABLE pgkick.jobs IS 'pgkick scratch: made for pgkick bench and demo, which may empty it';"""
 
 JOB_TRUNCATE_ALL: Final = """\
 -- job_truncate_all: Empties the jobs table between benchmark items (benchmarks only: never on a real queue).
-TRUNCATE jobs;"""
+TRUNCATE pgkick.jobs;"""
 
 PGQUEUER_JOB_COUNT: Final = """\
 -- pgqueuer_job_count: Counts the jobs still in pgqueuer's queue table, to check a peer's drain ran every job.
@@ -86,7 +86,7 @@ SELECT to_regclass('procrastinate_jobs') IS NOT NULL AS installed;"""
 
 QUEUE_WATCHERS_CLEAR: Final = """\
 -- queue_watchers_clear: Forgets every worker announcement and pending kick between benchmark items (benchmarks only).
-DELETE FROM queue_watchers;"""
+DELETE FROM pgkick.queue_watchers;"""
 
 SESSION_LIST_ACTIVITY: Final = """\
 -- session_list_activity: The server's now, how many sessions this database has ever had, and the sessions a serverless compute's activity monitor looks at: client backends of this database, autovacuum workers, walsenders (one row with a NULL pid when there are none).

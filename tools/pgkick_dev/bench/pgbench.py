@@ -43,9 +43,9 @@ def claim_and_complete_batch(batch: int) -> str:
     """pgkick's claim of a batch, its ids gathered (one row even when nothing was claimed),
     then one fenced batch complete. With batch 1 it is the article's claim-then-done."""
     claim = _bind(queries.JOB_CLAIM, {**FIXED, "batch": str(batch)})
-    head, update = claim.split("\nUPDATE jobs j", 1)
+    head, update = claim.split("\nUPDATE pgkick.jobs j", 1)
     # A pgbench script made of queries.* only, never of input:
-    gathered = f"{head}, claimed AS (UPDATE jobs j{update}) " + (  # noqa: S608
+    gathered = f"{head}, claimed AS (UPDATE pgkick.jobs j{update}) " + (  # noqa: S608
         "SELECT coalesce(array_agg(id), '{}') AS ids,"
         " coalesce(array_agg(attempts), '{}') AS attempts FROM claimed"
     )
@@ -63,9 +63,9 @@ def complete_then_claim(batch: int) -> str:
         _bind(queries.JOB_COMPLETE_MANY, {"now": "NULL", "ids": ":ids", "attempts": ":attempts"})
     )
     claim = _one_line(_bind(queries.JOB_CLAIM, {**FIXED, "batch": str(batch)}))
-    head, update = claim.removeprefix("WITH ").split(" UPDATE jobs j", 1)
+    head, update = claim.removeprefix("WITH ").split(" UPDATE pgkick.jobs j", 1)
     return (
-        f"WITH completed AS ({complete}), {head}, claimed AS (UPDATE jobs j{update}) "  # noqa: S608
+        f"WITH completed AS ({complete}), {head}, claimed AS (UPDATE pgkick.jobs j{update}) "  # noqa: S608
         "SELECT coalesce(array_agg(id), '{}') AS ids,"
         " coalesce(array_agg(attempts), '{}') AS attempts FROM claimed \\gset\n"
     )
