@@ -121,3 +121,28 @@ def test_pruning_fails_the_build_when_a_kept_module_imports_a_removed_one(
     # The one import of a removed package that stays: reached only for a pydantic model.
     removed = ["aws_lambda_powertools.event_handler.openapi.compat"]
     assert build_artifact.dangling_imports(artifact, removed) == []
+
+
+# boto3 and botocore in Lambda's python3.12 runtime, which the artifact uses (it packages
+# neither). AWS's table ("Runtime-included SDK versions", lambda-python.html) could not be
+# read where this was written; this figure is a third-party report of the runtime as of
+# August 2025 (github.com/terricain/aioboto3/issues/381), and AWS only moves it forward.
+LAMBDA_PYTHON312_BOTO3 = (1, 38, 36)
+# What pgkick needs of boto3 at run time: lambda.Invoke (InvocationType=Event),
+# scheduler.CreateSchedule with ActionAfterCompletion, scheduler.DeleteSchedule,
+# secretsmanager.GetSecretValue (Powertools' parameters), and botocore's Config with
+# retries {"mode": "standard", "total_max_attempts"}. Checked by hand in botocore
+# 1.34.32's own service models (each operation and member present), which is also the
+# floor Powertools' aws-sdk extra asks for.
+BOTO3_FLOOR = (1, 34, 32)
+
+
+def test_boto3_floor_is_pinned_and_met_by_the_runtime() -> None:
+    """pyproject pins boto3 at the floor pgkick's calls need, and the runtime's boto3 meets
+    it: catches a pin raised past what Lambda provides (the artifact would then run
+    against an older boto3 than any test did) or lowered below what the calls need."""
+    text = (ROOT / "pyproject.toml").read_text()
+    (pin,) = [line for line in text.splitlines() if line.strip().startswith('"boto3>=')]
+    floor = tuple(int(part) for part in pin.split(">=")[1].split('"')[0].split("."))
+    assert floor == BOTO3_FLOOR
+    assert floor <= LAMBDA_PYTHON312_BOTO3
