@@ -78,12 +78,13 @@ def install_requirements(requirements: Path, target: Path, architecture: str) ->
     """The wheels `functions/requirements.txt` pins (exported from uv.lock, boto3 left to
     the runtime), for Lambda's platform, not this machine's; `--no-deps`: the file is
     already the whole closure, so nothing unlocked (boto3) comes in through a dependency.
-    With pip when this Python has it, else with uv (a uv-made venv has no pip)."""
+    With pip when this Python or the one its venv was made from has it, else with uv
+    (a uv-made venv has no pip; CI may have uv only as `python3 -m uv`)."""
     version = f"{RUNTIME_VERSION[0]}.{RUNTIME_VERSION[1]}"
     common = ["--no-deps", "--only-binary=:all:", "--target", str(target)]
     common += ["--requirement", str(requirements)]
-    if importlib.util.find_spec("pip") is not None:
-        argv = [sys.executable, "-m", "pip", "install", "--quiet", "--disable-pip-version-check"]
+    if (pip := python_with_pip()) is not None:
+        argv = [pip, "-m", "pip", "install", "--quiet", "--disable-pip-version-check"]
         argv += ["--root-user-action=ignore", "--no-compile", "--implementation=cp"]
         argv += [f"--platform={PLATFORMS[architecture]}", f"--python-version={version}"]
     elif (uv := shutil.which("uv")) is not None:
@@ -93,6 +94,19 @@ def install_requirements(requirements: Path, target: Path, architecture: str) ->
         raise SystemExit(f"neither pip (in {sys.executable}) nor uv is at hand to install wheels")
     subprocess.run([*argv, *common], check=True)  # compiled below, once, as Lambda needs it
     (target / ".lock").unlink(missing_ok=True)  # uv's, left in the target folder
+
+
+def python_with_pip() -> str | None:
+    """This Python if it has pip, else its venv's base Python if that one has (any Python
+    3 can run pip for another version's --target: --python-version says which)."""
+    if importlib.util.find_spec("pip") is not None:
+        return sys.executable
+    base = getattr(sys, "_base_executable", None)
+    if base and base != sys.executable:
+        probe = subprocess.run([base, "-m", "pip", "--version"], capture_output=True, check=False)
+        if probe.returncode == 0:
+            return str(base)
+    return None
 
 
 def copy_sources(source: Path, target: Path) -> None:
