@@ -94,7 +94,7 @@ def test_the_runtime_wheel_ships_the_runtime_only(wheels: dict[str, Path]) -> No
     requires = [line for line in metadata.decode().splitlines() if line.startswith("Requires-")]
     assert [r for r in requires if "extra ==" not in r] == [
         "Requires-Python: >=3.12",
-        "Requires-Dist: boto3>=1.34",
+        "Requires-Dist: boto3>=1.34.32",
         "Requires-Dist: psycopg[binary]>=3.2",
     ]
     assert "Requires-Dist: aws-lambda-powertools>=3.0; extra == 'lambda'" in requires

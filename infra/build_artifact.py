@@ -1,0 +1,232 @@
+"""Build one function's artifact for `sam build` (BuildMethod: makefile, infra/Makefile).
+
+Why not SAM's own Python builder: it copies the sources and unpacks the wheels but
+compiles nothing, so every cold start compiled pgkick, Powertools and psycopg from
+source (importing the worker handler: 0.50 s of CPU as SAM built it against 0.28 s
+now, README Deploy), and Lambda cannot keep what it compiled: /var/task is read-only. This
+does what that builder did (the locked requirements as manylinux wheels for the
+function's architecture, then the sources), drops what nothing imports at run time,
+and precompiles everything:
+
+- with Python 3.12, the Lambda runtime's: a .pyc carries its interpreter's magic
+  number and any other version's is ignored (so a build with another Python fails
+  here, rather than shipping bytecode that is silently recompiled at each cold start);
+- as unchecked-hash .pyc: a timestamp .pyc is valid only while its source keeps the
+  mtime it was compiled against, and `sam package` zips every file with the zip
+  format's default date (1980), so on Lambda each timestamp .pyc would look stale
+  and be recompiled at every cold start. An unchecked-hash .pyc is used without
+  looking at its source, which nothing can change in a deployed artifact.
+
+    python3.12 infra/build_artifact.py SOURCE ARTIFACTS_DIR [--architecture x86_64|arm64]
+"""
+
+from __future__ import annotations
+
+import argparse
+import ast
+import compileall
+import importlib.util
+import py_compile
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+# Lambda's python3.12 runtime (template.yaml, Globals: Runtime); tests/test_artifact.py
+# checks the two agree.
+RUNTIME_VERSION = (3, 12)
+# Lambda's python3.12 runs on Amazon Linux 2023, glibc 2.34: a wheel for any glibc up to
+# that fits (psycopg-binary's aarch64 wheels need 2.28, more than manylinux2014's 2.17).
+# pip wants each tag named; uv takes the newest and admits the older ones.
+MACHINES = {"x86_64": "x86_64", "arm64": "aarch64"}
+GLIBC_MINORS = range(17, 35)
+# Never imported in Lambda: type stubs and typing markers (read by type checkers only),
+# the scripts wheels install (jmespath's jp.py), and the parts of Powertools pgkick does
+# not use (Logger, Metrics and the LambdaContext type are: logging, metrics, shared,
+# tracing, utilities.typing, .jmespath_utils and .parameters (the database secret) stay).
+# dangling_imports() fails the build if anything left imports what went.
+UNUSED_AT_RUN_TIME = ("*.pyi", "py.typed")
+UNUSED_TREES = (
+    "bin",
+    "aws_lambda_powertools/event_handler",
+    *(
+        f"aws_lambda_powertools/utilities/{name}"
+        for name in (
+            "auth_alpha",
+            "batch",
+            "circuit_breaker",
+            "data_classes",
+            "data_masking",
+            "feature_flags",
+            "idempotency",
+            "kafka",
+            "metadata",
+            "parser",
+            "serialization.py",
+            "streaming",
+            "validation",
+        )
+    ),
+)
+# Imports of a removed module that cannot run in Lambda, each with why.
+ALLOWED_DANGLING = {
+    # in pydantic_to_dict(), called only for a pydantic model: pydantic is in neither
+    # the artifact nor Lambda's runtime, so no such model exists there
+    ("aws_lambda_powertools/shared/functions.py", "aws_lambda_powertools.event_handler"),
+}
+SKIPPED_SOURCES = ("__pycache__", "*.pyc", ".mypy_cache", ".pytest_cache", "Makefile")
+
+
+def install_requirements(requirements: Path, target: Path, architecture: str) -> None:
+    """The wheels `functions/requirements.txt` pins (exported from uv.lock, boto3 left to
+    the runtime), for Lambda's platform, not this machine's; `--no-deps`: the file is
+    already the whole closure, so nothing unlocked (boto3) comes in through a dependency.
+    With pip when this Python or the one its venv was made from has it, else with uv
+    (a uv-made venv has no pip; CI may have uv only as `python3 -m uv`)."""
+    version = f"{RUNTIME_VERSION[0]}.{RUNTIME_VERSION[1]}"
+    machine = MACHINES[architecture]
+    common = ["--no-deps", "--only-binary=:all:", "--target", str(target)]
+    common += ["--requirement", str(requirements)]
+    if (pip := python_with_pip()) is not None:
+        argv = [pip, "-m", "pip", "install", "--quiet", "--disable-pip-version-check"]
+        argv += ["--root-user-action=ignore", "--no-compile", "--implementation=cp"]
+        argv += [f"--platform=manylinux_2_{minor}_{machine}" for minor in GLIBC_MINORS]
+        argv += [f"--python-version={version}"]
+    elif (uv := shutil.which("uv")) is not None:
+        argv = [uv, "pip", "install", "--quiet", "--python", sys.executable]
+        argv += [f"--python-platform={machine}-manylinux_2_{GLIBC_MINORS[-1]}"]
+        argv += [f"--python-version={version}"]
+    else:
+        raise SystemExit(f"neither pip (in {sys.executable}) nor uv is at hand to install wheels")
+    subprocess.run([*argv, *common], check=True)  # compiled below, once, as Lambda needs it
+    (target / ".lock").unlink(missing_ok=True)  # uv's, left in the target folder
+
+
+def python_with_pip() -> str | None:
+    """This Python if it has pip, else its venv's base Python if that one has (any Python
+    3 can run pip for another version's --target: --python-version says which)."""
+    if importlib.util.find_spec("pip") is not None:
+        return sys.executable
+    base = getattr(sys, "_base_executable", None)
+    if base and base != sys.executable:
+        probe = subprocess.run([base, "-m", "pip", "--version"], capture_output=True, check=False)
+        if probe.returncode == 0:
+            return str(base)
+    return None
+
+
+def copy_sources(source: Path, target: Path) -> None:
+    """Everything in the function's CodeUri (pgkick, the handlers, the user's task modules),
+    as SAM's builder copied it, without bytecode left by local runs."""
+    for entry in source.iterdir():
+        if any(entry.match(pattern) for pattern in SKIPPED_SOURCES):
+            continue
+        if entry.is_dir():
+            ignore = shutil.ignore_patterns(*SKIPPED_SOURCES)
+            shutil.copytree(entry, target / entry.name, ignore=ignore, dirs_exist_ok=True)
+        else:
+            shutil.copy2(entry, target / entry.name)
+
+
+def prune(target: Path, trees: tuple[str, ...] = UNUSED_TREES) -> list[str]:
+    """Remove files no import reads; returns the removed modules' names."""
+    removed = []
+    for tree in trees:
+        path = target / tree
+        if path.suffix == ".py":
+            removed.append(module_name(path.relative_to(target)))
+            path.unlink(missing_ok=True)
+        elif path.is_dir():
+            removed += [module_name(p.relative_to(target)) for p in path.rglob("*.py")]
+            removed.append(tree.replace("/", "."))
+            shutil.rmtree(path)
+    for pattern in UNUSED_AT_RUN_TIME:
+        for path in target.rglob(pattern):
+            path.unlink()
+    return removed
+
+
+def module_name(relative: Path) -> str:
+    parts = list(relative.with_suffix("").parts)
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def imported_names(path: Path, relative: Path) -> set[str]:
+    """Every module an import statement in `path` names, at any depth (lazy imports in
+    functions included), relative imports resolved."""
+    package = module_name(relative).split(".")
+    if relative.name != "__init__.py":
+        package = package[:-1]
+    names: set[str] = set()
+    for node in ast.walk(ast.parse(path.read_bytes())):
+        if isinstance(node, ast.Import):
+            names.update(alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                parent = package[: len(package) - node.level + 1]
+                base = ".".join([*parent, *([node.module] if node.module else [])])
+            names.add(base)
+            names.update(f"{base}.{alias.name}" for alias in node.names)
+    return names
+
+
+def dangling_imports(target: Path, removed: list[str]) -> list[str]:
+    """`file: module` for each import left in the artifact of a module prune() removed."""
+    gone = set(removed)
+    found = []
+    for path in sorted(target.rglob("*.py")):
+        relative = path.relative_to(target)
+        for name in sorted(imported_names(path, relative) & gone):
+            allowed = any(
+                str(relative) == file and (name == prefix or name.startswith(prefix + "."))
+                for file, prefix in ALLOWED_DANGLING
+            )
+            if not allowed:
+                found.append(f"{relative}: {name}")
+    return found
+
+
+def precompile(target: Path) -> None:
+    """Unchecked-hash bytecode for every module, named as Lambda's interpreter looks for it
+    (__pycache__/x.cpython-312.pyc), with /var/task paths in tracebacks."""
+    ok = compileall.compile_dir(
+        target,
+        quiet=1,
+        workers=0,
+        stripdir=str(target),
+        prependdir="/var/task",
+        invalidation_mode=py_compile.PycInvalidationMode.UNCHECKED_HASH,
+    )
+    if not ok:
+        raise SystemExit(f"compileall failed in {target}")
+
+
+def main(argv: list[str]) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("source", type=Path, help="the function's CodeUri (SAM's copy of it)")
+    parser.add_argument("artifacts", type=Path, help="ARTIFACTS_DIR from sam build")
+    parser.add_argument("--architecture", choices=sorted(MACHINES), default="x86_64")
+    args = parser.parse_args(argv)
+    if sys.version_info[:2] != RUNTIME_VERSION:
+        found = f"{sys.version_info[0]}.{sys.version_info[1]}"
+        raise SystemExit(
+            f"build_artifact.py runs under Python {found}, the Lambda runtime is python3.12: "
+            "its bytecode would be ignored there. Put python3.12 on PATH (or make PYTHON=...)."
+        )
+    args.artifacts.mkdir(parents=True, exist_ok=True)
+    install_requirements(args.source / "requirements.txt", args.artifacts, args.architecture)
+    copy_sources(args.source, args.artifacts)
+    dangling = dangling_imports(args.artifacts, prune(args.artifacts))
+    if dangling:
+        raise SystemExit(
+            "build_artifact.py removed modules that the artifact still imports (keep them: "
+            "UNUSED_TREES, or allow one that cannot run in Lambda: ALLOWED_DANGLING):\n  "
+            + "\n  ".join(dangling)
+        )
+    precompile(args.artifacts)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

@@ -1,0 +1,148 @@
+"""The artifact `sam build` makes (infra/Makefile, infra/build_artifact.py): bytecode that
+Lambda's Python 3.12 uses as it is, nothing that no import reads, within 15 MiB."""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+from infra import build_artifact, local_invoke
+from tests.sam import ROOT
+from tests.test_sam import build_dir, ric_dir, sam_bin  # noqa: F401  (shared fixtures)
+
+FUNCTIONS = {"WorkerFunction": "worker.app", "ReaperFunction": "reaper.app"}
+MAX_BYTES = 15 * 1024 * 1024  # the issue's target: 15 MB, read as MiB (du -sh's unit)
+
+
+def sources(function_dir: Path) -> list[Path]:
+    return sorted(function_dir.rglob("*.py"))
+
+
+def test_build_compiles_for_the_templates_runtime() -> None:
+    """The build refuses any Python but the template's runtime, and the runtime is the one
+    the build compiles for: catches a template moved to python3.13 while the artifact is
+    still compiled by 3.12 (every .pyc ignored, silently, at each cold start)."""
+    template = yaml.load((ROOT / "template.yaml").read_text(), Loader=local_invoke._Loader)
+    runtime = template["Globals"]["Function"]["Runtime"]
+    assert runtime == "python{}.{}".format(*build_artifact.RUNTIME_VERSION)
+    assert sys.version_info[:2] == build_artifact.RUNTIME_VERSION  # so the checks below hold
+    for name, function in template["Resources"].items():
+        if function["Type"] == "AWS::Serverless::Function":
+            assert function["Metadata"] == {"BuildMethod": "makefile", "ContextPath": "infra"}, name
+
+
+@pytest.mark.parametrize("function", sorted(FUNCTIONS))
+def test_every_module_has_unchecked_hash_bytecode(build_dir: Path, function: str) -> None:  # noqa: F811
+    """Every .py in the built function has a .pyc beside it, for this (the runtime's)
+    interpreter, hash-based and unchecked: fails on SAM's own Python builder (no .pyc at
+    all), on a .pyc from another Python (wrong magic number) and on a timestamp .pyc
+    (stale on Lambda: `sam package` dates every zipped file 1980)."""
+    found = sources(build_dir / function)
+    assert len(found) > 100  # pgkick, the handlers, Powertools, psycopg
+    for source in found:
+        cached = Path(importlib.util.cache_from_source(str(source)))
+        assert cached.exists(), f"{source} has no bytecode"
+        header = cached.read_bytes()[:8]
+        assert header[:4] == importlib.util.MAGIC_NUMBER, cached
+        flags = int.from_bytes(header[4:8], "little")
+        assert flags == 0b01, f"{cached}: flags {flags:#b}, not unchecked-hash"
+
+
+@pytest.mark.parametrize("function", sorted(FUNCTIONS))
+def test_handlers_import_from_bytecode_alone(
+    build_dir: Path,  # noqa: F811
+    ric_dir: Path,  # noqa: F811
+    tmp_path: Path,
+    function: str,
+) -> None:
+    """Each handler imports in a copy of its artifact whose every compiled source is
+    replaced by a module that raises: so no import compiled anything, each one read its
+    .pyc, and never looked at the source (a timestamp or checked-hash .pyc would see the
+    changed file and compile it, and raise). As Lambda runs it: no site-packages, no
+    bytecode written (/var/task is read-only), the runtime's boto3 beside the artifact."""
+    copy = tmp_path / function
+    shutil.copytree(build_dir / function, copy)
+    replaced = 0
+    for source in sources(copy):
+        if Path(importlib.util.cache_from_source(str(source))).exists():
+            source.write_text(f"raise ImportError('compiled from source: {source.name}')\n")
+            replaced += 1
+    assert replaced > 100
+    env = {
+        "PATH": os.environ["PATH"],
+        "PYTHONPATH": f"{copy}:{ric_dir}",
+        "PYTHONDONTWRITEBYTECODE": "1",
+        "DATABASE_URL": "postgresql://pgkick@127.0.0.1:1/nothing",
+        "PGKICK_KICKER": "none",
+        "AWS_DEFAULT_REGION": "us-east-1",
+    }
+    done = subprocess.run(
+        [sys.executable, "-S", "-c", f"import {FUNCTIONS[function]}"],
+        env=env,
+        cwd=copy,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+
+
+@pytest.mark.parametrize("function", sorted(FUNCTIONS))
+def test_artifact_is_within_15_mib(build_dir: Path, function: str) -> None:  # noqa: F811
+    """The unzipped artifact, bytecode included, is at most 15 MiB (Lambda counts the
+    files' bytes): fails when boto3 is packaged again (+33 MB), or when the unused
+    Powertools parts or the type stubs stay (20.1 MB with bytecode)."""
+    files = [p for p in (build_dir / function).rglob("*") if p.is_file()]
+    total = sum(p.stat().st_size for p in files)
+    assert total <= MAX_BYTES, f"{function}: {total / 2**20:.2f} MiB"
+    assert not [p for p in files if p.suffix == ".pyi" or p.name == "py.typed"]
+    assert not (build_dir / function / "aws_lambda_powertools" / "event_handler").exists()
+
+
+def test_pruning_fails_the_build_when_a_kept_module_imports_a_removed_one(
+    build_dir: Path,  # noqa: F811
+) -> None:
+    """dangling_imports() names each import, lazy ones inside functions too, of a module the
+    build removed: pgkick reads the database secret through Powertools' parameters
+    utility, imported inside a function, which a list of what the handlers import at
+    cold start would not show. Catches a prune list that breaks an import at run time."""
+    artifact = build_dir / "WorkerFunction"
+    parameters = "aws_lambda_powertools.utilities.parameters"
+    assert build_artifact.dangling_imports(artifact, [parameters]) == [
+        f"pgkick/config.py: {parameters}"
+    ]
+    # The one import of a removed package that stays: reached only for a pydantic model.
+    removed = ["aws_lambda_powertools.event_handler.openapi.compat"]
+    assert build_artifact.dangling_imports(artifact, removed) == []
+
+
+# boto3 and botocore in Lambda's python3.12 runtime, which the artifact uses (it packages
+# neither). AWS's table ("Runtime-included SDK versions", lambda-python.html) could not be
+# read where this was written; this figure is a third-party report of the runtime as of
+# August 2025 (github.com/terricain/aioboto3/issues/381), and AWS only moves it forward.
+LAMBDA_PYTHON312_BOTO3 = (1, 38, 36)
+# What pgkick needs of boto3 at run time: lambda.Invoke (InvocationType=Event),
+# scheduler.CreateSchedule with ActionAfterCompletion, scheduler.DeleteSchedule,
+# secretsmanager.GetSecretValue (Powertools' parameters), and botocore's Config with
+# retries {"mode": "standard", "total_max_attempts"}. Checked by hand in botocore
+# 1.34.32's own service models (each operation and member present), which is also the
+# floor Powertools' aws-sdk extra asks for.
+BOTO3_FLOOR = (1, 34, 32)
+
+
+def test_boto3_floor_is_pinned_and_met_by_the_runtime() -> None:
+    """pyproject pins boto3 at the floor pgkick's calls need, and the runtime's boto3 meets
+    it: catches a pin raised past what Lambda provides (the artifact would then run
+    against an older boto3 than any test did) or lowered below what the calls need."""
+    text = (ROOT / "pyproject.toml").read_text()
+    (pin,) = [line for line in text.splitlines() if line.strip().startswith('"boto3>=')]
+    floor = tuple(int(part) for part in pin.split(">=")[1].split('"')[0].split("."))
+    assert floor == BOTO3_FLOOR
+    assert floor <= LAMBDA_PYTHON312_BOTO3
