@@ -1,10 +1,32 @@
--- job_claim: Claims up to batch ready jobs of a queue under a lease, skipping rows other workers hold (FOR UPDATE SKIP LOCKED).
+-- job_claim: Claims up to batch ready jobs of a queue, highest priority first then run_at, under a lease, skipping rows other workers hold (FOR UPDATE SKIP LOCKED); grouped jobs (one running per group, its head) and limited queues only after job_claim_serialise locked the queue.
 WITH next AS (
-  SELECT id FROM jobs
+  SELECT id FROM jobs j
   WHERE queue = %(queue)s AND status = 'queued'
     AND run_at <= coalesce(%(now)s::timestamptz, now())
-  ORDER BY run_at
-  LIMIT %(batch)s
+    AND (group_key IS NULL
+         OR (current_setting('pgkick.claim_serialised', true) = 'on'
+             AND NOT EXISTS (SELECT 1 FROM jobs g
+                             WHERE g.queue = j.queue AND g.group_key = j.group_key
+                               AND g.group_key IS NOT NULL AND g.status = 'running')
+             AND (j.attempts > 0  -- a job waiting for its retry heads its group
+                  OR (NOT EXISTS (SELECT 1 FROM jobs g
+                                  WHERE g.queue = j.queue AND g.group_key = j.group_key
+                                    AND g.group_key IS NOT NULL AND g.status = 'queued'
+                                    AND g.attempts > 0)
+                      AND NOT EXISTS (SELECT 1 FROM jobs g
+                                      WHERE g.queue = j.queue AND g.group_key = j.group_key
+                                        AND g.group_key IS NOT NULL AND g.status = 'queued'
+                                        AND (g.run_at, g.id) < (j.run_at, j.id))))))
+  ORDER BY priority DESC, run_at
+  LIMIT (SELECT CASE
+                  WHEN l.max_running IS NULL THEN %(batch)s
+                  WHEN current_setting('pgkick.claim_serialised', true) = 'on'
+                    THEN greatest(0, least(%(batch)s, l.max_running
+                         - (SELECT count(*) FROM jobs r
+                            WHERE r.queue = %(queue)s AND r.status = 'running')))
+                  ELSE 0
+                END
+         FROM (SELECT 1) one LEFT JOIN queue_limits l ON l.queue = %(queue)s)
   FOR UPDATE SKIP LOCKED
 )
 UPDATE jobs j

@@ -162,8 +162,8 @@ def test_dsn_from_a_secrets_manager_secret_is_used_and_never_logged(
     with psycopg.connect(dsn, autocommit=True) as admin:  # a role whose password is distinctive
         admin.execute(f"CREATE ROLE {role} LOGIN PASSWORD '{password}'")
         admin.execute(
-            "GRANT SELECT, INSERT, UPDATE, DELETE ON jobs, pgkick_migrations, queue_watchers"
-            f" TO {role}"
+            "GRANT SELECT, INSERT, UPDATE, DELETE"
+            f" ON jobs, pgkick_migrations, queue_watchers, queue_limits TO {role}"
         )
     info.update(user=role, password=password)
     secret = boto3.client("secretsmanager").create_secret(

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any, NamedTuple
 
-from pgkick import queries
+from pgkick import queries, unique
 from pgkick.db import (
     Clock,
     Connection,
@@ -24,7 +24,7 @@ from pgkick.db import (
     server_clock,
 )
 from pgkick.store_maintenance import MaintenanceStatements, ReapedJob
-from pgkick.validation import JobSpec
+from pgkick.validation import JobSpec, check_name
 
 log = logging.getLogger("pgkick.store")
 
@@ -146,7 +146,14 @@ class JobStore(MaintenanceStatements):
             run_at=spec.run_at,
             delay=spec.delay,
             max_attempts=spec.max_attempts,
+            priority=spec.priority,
+            group_key=spec.group,
         )
+
+    def insert_unique(self, spec: JobSpec) -> tuple[QueuedJob, bool]:
+        """Insert a job with a unique key unless a live job holds the key (pgkick.unique)."""
+        row, inserted = unique.insert_one(self, spec)
+        return QueuedJob._make(row), inserted
 
     def insert_many(self, chunks: Iterable[Sequence[JobSpec]]) -> list[QueuedJob]:
         """Insert chunk after chunk in one transaction and one pipeline; jobs in input order.
@@ -155,26 +162,51 @@ class JobStore(MaintenanceStatements):
         validates the next (two cores at work, not one after the other). An
         exception from the chunks' iterator rolls everything back.
         """
+        return self.insert_many_unique(chunks)[0]
+
+    def insert_many_unique(
+        self, chunks: Iterable[Sequence[JobSpec]]
+    ) -> tuple[list[QueuedJob], list[QueuedJob]]:
+        """insert_many, where jobs with a unique key a live job (or an earlier job of the
+        batch) holds are skipped: returns every job in input order (a skipped one as the
+        job holding its key) and the jobs actually inserted (pgkick.unique)."""
         sent = []
-        with self.transaction(), self.pipeline():
-            for specs in chunks:
-                sent.append(
-                    self.execute(
-                        queries.JOB_INSERT_MANY,
-                        queues=[s.queue for s in specs],
-                        tasks=[s.task for s in specs],
-                        payloads=[s.payload_json for s in specs],
-                        run_ats=[s.run_at for s in specs],
-                        delays=[s.delay.total_seconds() for s in specs],  # float8: cheap
-                        max_attempts=[s.max_attempts for s in specs],
-                    )
-                )
-            return [QueuedJob._make(row) for cursor in sent for row in cursor.fetchall()]
+        batch = unique.UniqueBatch()
+        with self.transaction():
+            with self.pipeline():
+                for specs in chunks:
+                    plain = batch.split(specs)
+                    if plain:
+                        cursor = self.execute(queries.JOB_INSERT_MANY, **_arrays(plain))
+                        sent.append((plain, cursor))
+            plain_jobs = [
+                (index, QueuedJob._make(row))
+                for plain, cursor in sent
+                for (index, _), row in zip(plain, cursor.fetchall(), strict=True)
+            ]
+            keyed_rows, inserted = batch.insert(self)
+        every = dict(plain_jobs) | {i: QueuedJob._make(row) for i, row in keyed_rows.items()}
+        new = [job for _, job in plain_jobs] + [QueuedJob._make(row) for row in inserted]
+        return [every[index] for index in range(len(every))], new
 
     # -- worker -----------------------------------------------------------------
     def claim(self, queue: str, *, batch: int, lease: timedelta) -> list[ClaimedJob]:
-        rows = self.rows(queries.JOB_CLAIM, queue=queue, batch=batch, lease=lease)
-        return [ClaimedJob(*row) for row in rows]
+        with self.pipeline():
+            claimed = self._claim(queue, batch=batch, lease=lease)
+        return [ClaimedJob(*row) for row in claimed.fetchall()]
+
+    def _claim(self, queue: str, *, batch: int, lease: timedelta) -> Any:
+        """The claim after the queue's claim lock, when the queue has groups or a limit
+        (pgkick.groups says why), in a transaction of its own on an autocommit connection,
+        or in the caller's transaction (held until the caller ends it)."""
+        own = self.conn.autocommit
+        if own:
+            self.execute(queries.TRANSACTION_BEGIN)
+        self.execute(queries.JOB_CLAIM_SERIALISE, queue=queue)
+        claimed = self.execute(queries.JOB_CLAIM, queue=queue, batch=batch, lease=lease)
+        if own:
+            self.execute(queries.TRANSACTION_COMMIT)
+        return claimed
 
     def complete(self, job_id: int, attempts: int) -> bool:
         """True if this attempt still held the job and it is now done."""
@@ -217,7 +249,7 @@ class JobStore(MaintenanceStatements):
                     watcher=announce.watcher,
                     ttl=announce.ttl,
                 )
-            claimed = self.execute(queries.JOB_CLAIM, queue=queue, batch=batch, lease=lease)
+            claimed = self._claim(queue, batch=batch, lease=lease)
         held = {row[0] for row in completed.fetchall()} if completed is not None else set()
         return held, [ClaimedJob(*r) for r in claimed.fetchall()]
 
@@ -233,7 +265,7 @@ class JobStore(MaintenanceStatements):
             self.execute(queries.TRANSACTION_BEGIN)
             self.execute(queries.QUEUE_WATCHER_WITHDRAW, queue=queue, watcher=watcher)
             self.execute(queries.TRANSACTION_COMMIT)
-            claimed = self.execute(queries.JOB_CLAIM, queue=queue, batch=batch, lease=lease)
+            claimed = self._claim(queue, batch=batch, lease=lease)
         return [ClaimedJob(*r) for r in claimed.fetchall()]
 
     def withdraw(self, queue: str, watcher: str) -> None:
@@ -251,8 +283,10 @@ class JobStore(MaintenanceStatements):
         permanent: bool = False,
         backoff: timedelta | None = None,
         backoff_cap: timedelta | None = None,
+        jitter: float | None = None,
     ) -> FailOutcome:
-        """Record a failure; a retry waits backoff x 2^attempts (10 s), at most the cap (1 h)."""
+        """Record a failure; a retry waits backoff x 2^attempts (10 s), at most the cap (1 h),
+        times `jitter` (the worker's 0.9..1.1, so a storm of retries does not return at once)."""
         rows = self.rows(
             queries.JOB_FAIL,
             id=job_id,
@@ -261,6 +295,7 @@ class JobStore(MaintenanceStatements):
             permanent=permanent,
             backoff=backoff,
             backoff_cap=backoff_cap,
+            jitter=jitter,
         )
         if not rows:
             return FailOutcome(owned=False)
@@ -280,6 +315,38 @@ class JobStore(MaintenanceStatements):
             lease=lease,
         )
         return {row[0] for row in rows}
+
+    # -- operator -----------------------------------------------------------------
+    def set_queue_limit(self, queue: str, max_running: int | None) -> None:
+        """At most `max_running` jobs of `queue` run at once (None: no limit); the claim
+        enforces it (job_claim_serialise). Bad input raises before anything is written."""
+        check_name("queue", queue)
+        if max_running is None:
+            self.execute(queries.QUEUE_LIMIT_CLEAR, queue=queue)
+            return
+        if isinstance(max_running, bool) or not isinstance(max_running, int):
+            raise TypeError(f"max_running: must be an integer, got {type(max_running).__name__}")
+        if not 1 <= max_running <= 2**31 - 1:
+            raise ValueError(f"max_running: {max_running} must be at least 1 (None: no limit)")
+        self.execute(queries.QUEUE_LIMIT_SET, queue=queue, max_running=max_running)
+
+    def queue_limits(self) -> list[tuple[str, int, int]]:
+        """(queue, max_running, running now) for every limited queue."""
+        return [(r[0], r[1], r[2]) for r in self.rows(queries.QUEUE_LIMIT_LIST)]
+
+
+def _arrays(specs: Sequence[tuple[int, JobSpec]]) -> dict[str, Any]:
+    """job_insert_many's parallel arrays for (input index, spec) pairs."""
+    return {
+        "queues": [s.queue for _, s in specs],
+        "tasks": [s.task for _, s in specs],
+        "payloads": [s.payload_json for _, s in specs],
+        "run_ats": [s.run_at for _, s in specs],
+        "delays": [s.delay.total_seconds() for _, s in specs],  # float8: cheap
+        "max_attempts": [s.max_attempts for _, s in specs],
+        "priorities": [s.priority for _, s in specs],
+        "groups": [s.group for _, s in specs],
+    }
 
 
 def _committed_row(inserted: Any, commit: Any) -> tuple[Any, ...] | None:
