@@ -7,6 +7,7 @@ from datetime import timedelta
 
 import psycopg
 
+from pgkick import groups
 from pgkick.store import ClaimedJob, JobStore
 from pgkick.validation import job_spec
 from tests.helpers import FakeClock, wait_for_lock_waiters
@@ -105,7 +106,7 @@ def test_a_queue_limit_caps_running_jobs_even_when_claims_race(dsn: str) -> None
     """Limit 2: B holds an uncommitted claim of 2 jobs when A claims. Catches a limit
     counted on a snapshot that misses B's claim (A would take 2 more: 4 running)."""
     with JobStore.open(dsn) as store, psycopg.connect(dsn) as b:
-        store.set_queue_limit("default", 2)
+        groups.set_queue_limit(store, "default", 2)
         for n in range(6):
             add(store, n)
         assert len(JobStore(b).claim("default", batch=10, lease=LEASE)) == 2
@@ -121,7 +122,7 @@ def test_a_queue_limit_caps_running_jobs_even_when_claims_race(dsn: str) -> None
         assert got == [[]]
         running = store.conn.execute("SELECT count(*) FROM jobs WHERE status = 'running'")
         assert running.fetchone() == (2,)
-        store.set_queue_limit("default", None)
+        groups.set_queue_limit(store, "default", None)
         assert len(store.claim("default", batch=10, lease=LEASE)) == 4
 
 
@@ -152,7 +153,7 @@ def test_concurrent_workers_never_run_two_jobs_of_a_group_nor_exceed_the_limit(
               WHEN (NEW.status = 'running') EXECUTE FUNCTION check_limit();
             """
         )
-        store.set_queue_limit("default", 4)
+        groups.set_queue_limit(store, "default", 4)
         for n in range(600):
             add(store, n, group=f"g{n % 12}" if n % 3 else None)
     errors: list[BaseException] = []

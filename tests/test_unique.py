@@ -83,8 +83,9 @@ def test_enqueue_many_skips_duplicates_in_the_batch_and_live_ones_never_failing(
 
 def test_racing_producers_with_one_key_create_exactly_one_job(dsn: str) -> None:
     """Eight connections insert one key while the first insert is uncommitted: each waits
-    on the index, then must answer the first job's id. Catches a look-up-then-insert
-    (eight jobs) and a read-back with the statement's old snapshot (no id: the loop)."""
+    on the index, then must answer the first job's id. Catches an insert that does not
+    skip a key held by an uncommitted job (a unique violation, or eight jobs) and a
+    read-back inside the insert's statement, whose snapshot predates the holder's commit."""
     spec = job_spec({}, task="t", unique_key="race")
     with psycopg.connect(dsn) as first:
         held, inserted = JobStore(first).insert_unique(spec)  # open transaction: not committed

@@ -24,7 +24,7 @@ from pgkick.db import (
     server_clock,
 )
 from pgkick.store_maintenance import MaintenanceStatements, ReapedJob
-from pgkick.validation import JobSpec, check_name
+from pgkick.validation import JobSpec
 
 log = logging.getLogger("pgkick.store")
 
@@ -315,24 +315,6 @@ class JobStore(MaintenanceStatements):
             lease=lease,
         )
         return {row[0] for row in rows}
-
-    # -- operator -----------------------------------------------------------------
-    def set_queue_limit(self, queue: str, max_running: int | None) -> None:
-        """At most `max_running` jobs of `queue` run at once (None: no limit); the claim
-        enforces it (job_claim_serialise). Bad input raises before anything is written."""
-        check_name("queue", queue)
-        if max_running is None:
-            self.execute(queries.QUEUE_LIMIT_CLEAR, queue=queue)
-            return
-        if isinstance(max_running, bool) or not isinstance(max_running, int):
-            raise TypeError(f"max_running: must be an integer, got {type(max_running).__name__}")
-        if not 1 <= max_running <= 2**31 - 1:
-            raise ValueError(f"max_running: {max_running} must be at least 1 (None: no limit)")
-        self.execute(queries.QUEUE_LIMIT_SET, queue=queue, max_running=max_running)
-
-    def queue_limits(self) -> list[tuple[str, int, int]]:
-        """(queue, max_running, running now) for every limited queue."""
-        return [(r[0], r[1], r[2]) for r in self.rows(queries.QUEUE_LIMIT_LIST)]
 
 
 def _arrays(specs: Sequence[tuple[int, JobSpec]]) -> dict[str, Any]:
