@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import json
 import threading
 from datetime import timedelta
+from typing import Any
 
 import psycopg
 
-from pgkick import groups
+from pgkick import cli, groups
 from pgkick.store import ClaimedJob, JobStore
 from pgkick.validation import job_spec
 from tests.helpers import FakeClock, wait_for_lock_waiters
@@ -176,3 +178,19 @@ def test_concurrent_workers_never_run_two_jobs_of_a_group_nor_exceed_the_limit(
         thread.join(120)
     assert errors == []
     assert len(done) == len(set(done)) == 600
+
+
+def test_pgkick_limit_sets_lists_and_clears_a_queue_limit(dsn: str, capsys: Any) -> None:
+    """Catches a CLI that cannot set a limit the claim then honours, or cannot remove it."""
+    assert cli.main(["limit", "mail", "1", "--dsn", dsn, "--json"]) == 0
+    assert json.loads(capsys.readouterr().out) == {
+        "limits": [{"queue": "mail", "max_running": 1, "running": 0}]
+    }
+    with JobStore.open(dsn) as store:
+        add(store, 1, queue="mail")
+        add(store, 2, queue="mail")
+        assert len(store.claim("mail", batch=10, lease=LEASE)) == 1
+        assert cli.main(["limit", "mail", "--clear", "--dsn", dsn]) == 0
+        assert len(store.claim("mail", batch=10, lease=LEASE)) == 1
+    assert cli.main(["limit", "mail", "0", "--dsn", dsn]) == 2  # refused, one clear line
+    assert "max_running: 0 is outside" in capsys.readouterr().err
