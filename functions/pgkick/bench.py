@@ -17,7 +17,7 @@ from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
-from pgkick import bench_sql, producer, queries
+from pgkick import bench_claim_order, bench_sql, producer, queries
 from pgkick.awake_compare import Workload, compare
 from pgkick.bench_report import percentile
 from pgkick.db import Database
@@ -38,6 +38,7 @@ class Sizes:
     idle_seconds: float = 30.0
     history: int = 1_000_000
     scale_jobs: int = 20_000
+    claim_backlog: tuple[int, int] = (100_000, 2_000)  # jobs, claim cycles (claim_order)
     kick_seconds: float = 20.0
     quiet_day_seconds: float = 48.0
     awake: Workload = field(
@@ -55,6 +56,7 @@ QUICK = Sizes(
     idle_seconds=3.0,
     history=20_000,
     scale_jobs=2_000,
+    claim_backlog=(5_000, 200),
     kick_seconds=2.0,
     quiet_day_seconds=12.0,
     awake=Workload(bursts=2, jobs_per_burst=20, gap=3.0, window=1.0),
@@ -287,6 +289,14 @@ class Bench:
             "ratio": ratio,
         }
         self.say(f"scale: {self.results['scale']}")
+
+    # 7b: the claim with priorities and groups at a backlog vs the claim before 0004 ------
+    def claim_order(self) -> None:
+        self.reset()
+        backlog, cycles = self.sizes.claim_backlog
+        self.results["claim_order"] = bench_claim_order.run(
+            self.dsn, backlog=backlog, cycles=cycles, say=self.say
+        )
 
     # 8 -------------------------------------------------------------------------
     def awake(self) -> None:
