@@ -4,7 +4,7 @@ against the claim as it was before migration 0004, in the same run on the same s
 Why a second schema: "today's claim" means today's statement on today's table and
 indexes (run_at order, one ready index, no group or running indexes to maintain).
 The bench builds that table in the schema pgkick_before_groups from migrations
-0001-0003 and runs the old statement there (search_path), then the current claim
+0001-0003 and runs the old statement there (a session search_path), then the current claim
 (job_claim_serialise + job_claim in one transaction, as the worker sends them) on
 the current table with the same backlog: plain, with priorities spread over
 -5..5, and with priorities and half the jobs in interleaved groups (1,000 groups,
@@ -22,26 +22,21 @@ from collections.abc import Callable
 from datetime import timedelta
 from typing import Any
 
-from psycopg.conninfo import make_conninfo
-
 from pgkick import queries
 from pgkick.store import ClaimedJob, JobStore
 
 LEASE = timedelta(minutes=5)
-BEFORE = "pgkick_before_groups"
 
 
-def _before_schema(dsn: str) -> str:
-    """A dsn whose search_path is a fresh schema holding the jobs table of migration 0003."""
+def _before_schema(dsn: str) -> None:
+    """A fresh schema pgkick_before_groups holding the jobs table of migration 0003."""
     with JobStore.open(dsn, application_name="pgkick-bench") as db:
         db.execute(queries.BENCH_SCHEMA_DROP)
         db.execute(queries.BENCH_SCHEMA_CREATE)
-    before = make_conninfo(dsn, options=f"-c search_path={BEFORE}")
-    with JobStore.open(before, application_name="pgkick-bench") as db:
+        db.execute(queries.BENCH_SEARCH_PATH_SET)
         for version, _, script in queries.MIGRATIONS:
             if version <= 3:
                 db.execute(script)  # bundled migration text
-    return before
 
 
 def _cycle_cost(store: JobStore, claim: Callable[[], list[Any]], cycles: int) -> float:
@@ -66,8 +61,9 @@ def _current(dsn: str, backlog: int, cycles: int, priorities: bool, groups: int)
         return _cycle_cost(store, lambda: store.claim("default", batch=10, lease=LEASE), cycles)
 
 
-def _before(before: str, backlog: int, cycles: int) -> float:
-    with JobStore.open(before, application_name="pgkick-bench") as store:
+def _before(dsn: str, backlog: int, cycles: int) -> float:
+    with JobStore.open(dsn, application_name="pgkick-bench") as store:
+        store.execute(queries.BENCH_SEARCH_PATH_SET)
         store.execute(queries.JOB_TRUNCATE_ALL)
         store.execute(queries.JOB_BACKLOG_FILL_BEFORE_GROUPS, count=backlog)
         store.execute(queries.JOB_TABLE_ANALYZE)
@@ -90,10 +86,10 @@ def run(
     say: Callable[[str], None] = print,
 ) -> dict[str, Any]:
     """ms per claim + complete for each variant, and each variant's ratio to today's claim."""
-    before = _before_schema(dsn)
+    _before_schema(dsn)
     best: dict[str, float] = {}
     variants: dict[str, Callable[[], float]] = {
-        "before_0004": lambda: _before(before, backlog, cycles),
+        "before_0004": lambda: _before(dsn, backlog, cycles),
         "plain": lambda: _current(dsn, backlog, cycles, False, 0),
         "priorities": lambda: _current(dsn, backlog, cycles, True, 0),
         "priorities_and_groups": lambda: _current(dsn, backlog, cycles, True, 1_000),

@@ -14,6 +14,10 @@ BENCH_SCHEMA_DROP: Final = """\
 -- bench_schema_drop: Drops the schema pgkick_before_groups the claim-order bench made.
 DROP SCHEMA IF EXISTS pgkick_before_groups CASCADE;"""
 
+BENCH_SEARCH_PATH_SET: Final = """\
+-- bench_search_path_set: Points this session's unqualified names at the schema pgkick_before_groups (the claim-order bench's table as it was before migration 0004).
+SELECT set_config('search_path', 'pgkick_before_groups', false);"""
+
 DATABASE_SCRATCH_STATE: Final = """\
 -- database_scratch_state: Whether this database has a jobs table, whether pgkick bench or demo marked it as their own, and whether a peer queue's tables are here.
 SELECT to_regclass('jobs') IS NOT NULL AS has_jobs_table,
