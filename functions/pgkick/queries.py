@@ -163,7 +163,7 @@ WHERE status = 'queued'
 RETURNING id, queue;"""
 
 JOB_CLAIM: Final = """\
--- job_claim: Claims up to batch ready jobs of a queue, highest priority first then run_at, under a lease, skipping rows other workers hold (FOR UPDATE SKIP LOCKED); grouped jobs (one running per group, its head) and limited queues only after job_claim_serialise locked the queue.
+-- job_claim: Claims up to batch ready jobs of a queue, highest priority first then run_at, under a lease, skipping rows other workers hold (FOR UPDATE SKIP LOCKED), grouped jobs (one running per group: its head, or its job waiting for a retry) and limited queues only after job_claim_serialise locked the queue.
 WITH next AS (
   SELECT id FROM jobs j
   WHERE queue = %(queue)s AND status = 'queued'
@@ -173,7 +173,7 @@ WITH next AS (
              AND NOT EXISTS (SELECT 1 FROM jobs g
                              WHERE g.queue = j.queue AND g.group_key = j.group_key
                                AND g.group_key IS NOT NULL AND g.status = 'running')
-             AND (j.attempts > 0  -- a job waiting for its retry heads its group
+             AND (j.attempts > 0
                   OR (NOT EXISTS (SELECT 1 FROM jobs g
                                   WHERE g.queue = j.queue AND g.group_key = j.group_key
                                     AND g.group_key IS NOT NULL AND g.status = 'queued'
