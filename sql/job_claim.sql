@@ -1,6 +1,6 @@
--- job_claim: Claims up to batch ready jobs of a queue, highest priority first then run_at, under a lease, skipping rows other workers hold (FOR UPDATE SKIP LOCKED), grouped jobs (one running per group: its head, or its job waiting for a retry) and limited queues only after job_claim_serialise locked the queue.
+-- job_claim: Claims up to batch ready jobs of a queue, highest priority first then run_at, under a lease, skipping rows other workers hold (FOR UPDATE SKIP LOCKED), grouped jobs (one running per group: its head, or its job waiting for a retry) and limited queues (at most the limit's room of the batch) only after job_claim_serialise locked the queue.
 WITH next AS (
-  SELECT id FROM jobs j
+  SELECT id, priority, run_at FROM jobs j
   WHERE queue = %(queue)s AND status = 'queued'
     AND run_at <= coalesce(%(now)s::timestamptz, now())
     AND (group_key IS NULL
@@ -18,22 +18,27 @@ WITH next AS (
                                         AND g.group_key IS NOT NULL AND g.status = 'queued'
                                         AND (g.run_at, g.id) < (j.run_at, j.id))))))
   ORDER BY priority DESC, run_at
-  LIMIT (SELECT CASE
-                  WHEN l.max_running IS NULL THEN %(batch)s
-                  WHEN current_setting('pgkick.claim_serialised', true) = 'on'
-                    THEN greatest(0, least(%(batch)s, l.max_running
-                         - (SELECT count(*) FROM jobs r
-                            WHERE r.queue = %(queue)s AND r.status = 'running')))
-                  ELSE 0
-                END
-         FROM (SELECT 1) one LEFT JOIN queue_limits l ON l.queue = %(queue)s)
+  LIMIT %(batch)s
   FOR UPDATE SKIP LOCKED
+),
+room AS (
+  SELECT CASE
+           WHEN l.max_running IS NULL THEN %(batch)s
+           WHEN current_setting('pgkick.claim_serialised', true) = 'on'
+             THEN l.max_running - (SELECT count(*) FROM jobs r
+                                   WHERE r.queue = %(queue)s AND r.status = 'running')
+           ELSE 0
+         END AS jobs
+  FROM (SELECT 1) AS one LEFT JOIN queue_limits l ON l.queue = %(queue)s
+),
+ranked AS (
+  SELECT id, row_number() OVER (ORDER BY priority DESC, run_at, id) AS n FROM next
 )
 UPDATE jobs j
 SET status       = 'running',
     attempts     = j.attempts + 1,
     locked_until = coalesce(%(now)s::timestamptz, now()) + %(lease)s::interval,
     claimed_at   = coalesce(%(now)s::timestamptz, clock_timestamp())
-FROM next
-WHERE j.id = next.id
+FROM ranked
+WHERE j.id = ranked.id AND ranked.n <= (SELECT jobs FROM room)
 RETURNING j.id, j.queue, j.task, j.payload, j.attempts, j.max_attempts;

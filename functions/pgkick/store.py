@@ -170,24 +170,8 @@ class JobStore(MaintenanceStatements):
         """insert_many, where jobs with a unique key a live job (or an earlier job of the
         batch) holds are skipped: returns every job in input order (a skipped one as the
         job holding its key) and the jobs actually inserted (pgkick.unique)."""
-        sent = []
-        batch = unique.UniqueBatch()
-        with self.transaction():
-            with self.pipeline():
-                for specs in chunks:
-                    plain = batch.split(specs)
-                    if plain:
-                        cursor = self.execute(queries.JOB_INSERT_MANY, **_arrays(plain))
-                        sent.append((plain, cursor))
-            plain_jobs = [
-                (index, QueuedJob._make(row))
-                for plain, cursor in sent
-                for (index, _), row in zip(plain, cursor.fetchall(), strict=True)
-            ]
-            keyed_rows, inserted = batch.insert(self)
-        every = dict(plain_jobs) | {i: QueuedJob._make(row) for i, row in keyed_rows.items()}
-        new = [job for _, job in plain_jobs] + [QueuedJob._make(row) for row in inserted]
-        return [every[index] for index in range(len(every))], new
+        every, inserted = unique.insert_many(self, chunks)
+        return [QueuedJob._make(row) for row in every], [QueuedJob._make(r) for r in inserted]
 
     # -- worker -----------------------------------------------------------------
     def claim(self, queue: str, *, batch: int, lease: timedelta) -> list[ClaimedJob]:
@@ -315,20 +299,6 @@ class JobStore(MaintenanceStatements):
             lease=lease,
         )
         return {row[0] for row in rows}
-
-
-def _arrays(specs: Sequence[tuple[int, JobSpec]]) -> dict[str, Any]:
-    """job_insert_many's parallel arrays for (input index, spec) pairs."""
-    return {
-        "queues": [s.queue for _, s in specs],
-        "tasks": [s.task for _, s in specs],
-        "payloads": [s.payload_json for _, s in specs],
-        "run_ats": [s.run_at for _, s in specs],
-        "delays": [s.delay.total_seconds() for _, s in specs],  # float8: cheap
-        "max_attempts": [s.max_attempts for _, s in specs],
-        "priorities": [s.priority for _, s in specs],
-        "groups": [s.group for _, s in specs],
-    }
 
 
 def _committed_row(inserted: Any, commit: Any) -> tuple[Any, ...] | None:

@@ -29,7 +29,7 @@ index (a unique violation), rather than making two.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from datetime import datetime
 from typing import Any
 
@@ -76,6 +76,10 @@ class UniqueBatch:
         self._first: dict[str, tuple[int, JobSpec]] = {}  # key -> its first job in the batch
         self._repeats: list[tuple[int, str]] = []  # later jobs of the batch with a seen key
 
+    @property
+    def keyed(self) -> bool:
+        return bool(self._first)
+
     def split(self, specs: Sequence[JobSpec]) -> list[tuple[int, JobSpec]]:
         """The chunk's jobs without a key, with their index in the whole batch."""
         plain = []
@@ -99,7 +103,7 @@ class UniqueBatch:
             if not pending:
                 break
             specs = list(pending.values())
-            for row in db.rows(queries.JOB_INSERT_MANY_UNIQUE, **_arrays(specs)):
+            for row in db.rows(queries.JOB_INSERT_MANY_UNIQUE, **arrays(specs, keys=True)):
                 held[row[3]] = (row[0], row[1], row[2])
                 inserted.append(held[row[3]])
                 del pending[row[3]]
@@ -115,15 +119,43 @@ class UniqueBatch:
         return jobs, inserted
 
 
-def _arrays(specs: Sequence[tuple[int, JobSpec]]) -> dict[str, Any]:
-    return {
+def insert_many(db: Database, chunks: Iterable[Sequence[JobSpec]]) -> tuple[list[Row], list[Row]]:
+    """Chunks of jobs in one transaction: the plain ones pipelined chunk by chunk (the
+    server inserts one while the caller validates the next), then the keyed ones. Returns
+    every job in input order (a skipped one as its key's holder) and those inserted."""
+    sent = []
+    batch = UniqueBatch()
+    with db.transaction():
+        with db.pipeline():
+            for specs in chunks:
+                plain = batch.split(specs)
+                if plain:
+                    sent.append((plain, db.execute(queries.JOB_INSERT_MANY, **arrays(plain))))
+        if not batch.keyed:  # the common case: every row, in input order, as it came
+            rows: list[Row] = [row for _, cursor in sent for row in cursor.fetchall()]
+            return rows, rows
+        plain_rows: list[tuple[int, Row]] = [
+            (index, row)
+            for plain, cursor in sent
+            for (index, _), row in zip(plain, cursor.fetchall(), strict=True)
+        ]
+        keyed, inserted = batch.insert(db)
+    every = dict(plain_rows) | keyed
+    return [every[index] for index in range(len(every))], [r for _, r in plain_rows] + inserted
+
+
+def arrays(specs: Sequence[tuple[int, JobSpec]], *, keys: bool = False) -> dict[str, Any]:
+    """job_insert_many's parallel arrays (with keys: job_insert_many_unique's)."""
+    columns = {
         "queues": [s.queue for _, s in specs],
         "tasks": [s.task for _, s in specs],
         "payloads": [s.payload_json for _, s in specs],
         "run_ats": [s.run_at for _, s in specs],
-        "delays": [s.delay.total_seconds() for _, s in specs],
+        "delays": [s.delay.total_seconds() for _, s in specs],  # float8: cheap
         "max_attempts": [s.max_attempts for _, s in specs],
         "priorities": [s.priority for _, s in specs],
         "groups": [s.group for _, s in specs],
-        "unique_keys": [s.unique_key for _, s in specs],
     }
+    if keys:
+        columns["unique_keys"] = [s.unique_key for _, s in specs]
+    return columns
