@@ -1,4 +1,4 @@
--- job_claim: Claims up to batch ready jobs of a queue, highest priority first then run_at, under a lease, skipping rows other workers hold (FOR UPDATE SKIP LOCKED), grouped jobs (one running per group: its head, or its job waiting for a retry) and limited queues (at most the limit's room of the batch) only after job_claim_serialise locked the queue.
+-- job_claim: Claims up to batch ready jobs of a queue, highest priority first then run_at, under a lease, skipping rows other workers hold (FOR UPDATE SKIP LOCKED), grouped jobs (one running per group: its head in claim order, or its job waiting for a retry) and limited queues (at most the limit's room of the batch) only after job_claim_serialise locked the queue.
 WITH next AS (
   SELECT id, priority, run_at FROM jobs j
   WHERE queue = %(queue)s AND status = 'queued'
@@ -16,7 +16,8 @@ WITH next AS (
                       AND NOT EXISTS (SELECT 1 FROM jobs g
                                       WHERE g.queue = j.queue AND g.group_key = j.group_key
                                         AND g.group_key IS NOT NULL AND g.status = 'queued'
-                                        AND (g.run_at, g.id) < (j.run_at, j.id))))))
+                                        AND (-g.priority, g.run_at, g.id)
+                                            < (-j.priority, j.run_at, j.id))))))
   ORDER BY priority DESC, run_at
   LIMIT %(batch)s
   FOR UPDATE SKIP LOCKED

@@ -194,3 +194,15 @@ def test_pgkick_limit_sets_lists_and_clears_a_queue_limit(dsn: str, capsys: Any)
         assert len(store.claim("mail", batch=10, lease=LEASE)) == 1
     assert cli.main(["limit", "mail", "0", "--dsn", dsn]) == 2  # refused, one clear line
     assert "max_running: 0 is outside" in capsys.readouterr().err
+
+
+def test_inside_a_group_priority_comes_before_run_at(dsn: str, clock: FakeClock) -> None:
+    """The head is the group's first job in the claim's order. Catches a head chosen by
+    run_at alone (job 1 would run first and job 2 would wait behind it)."""
+    with JobStore.open(dsn, clock) as store:
+        add(store, 1, group="g", run_at=clock.now - timedelta(minutes=5))
+        add(store, 2, group="g", priority=5)
+        first = store.claim("default", batch=10, lease=LEASE)
+        assert claimed_ns(first) == [2]
+        store.complete_many(first)
+        assert claimed_ns(store.claim("default", batch=10, lease=LEASE)) == [1]

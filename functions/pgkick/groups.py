@@ -2,11 +2,13 @@
 
 The rules (all in `sql/job_claim.sql`):
 - A job enqueued with `group=` runs only when no other job of its group (same queue)
-  is running, and only if it is the group's head: the earliest queued job by
-  (run_at, id). A job waiting for its retry (queued with attempts > 0) is the head
-  whatever its run_at, so a failure holds its group until it is retried or fails
-  for good. Other groups and ungrouped jobs are claimed around it: a blocked group
-  blocks nobody else.
+  is running, and only if it is the group's head: its first queued job in the
+  claim's own order (priority DESC, run_at, id), so with equal priorities a group
+  runs in run_at order; the same order as the claim's scan means the first job of
+  a group the scan meets is its head, and the claim stays cheap. A job waiting
+  for its retry (queued with attempts > 0) is the head whatever its order, so a
+  failure holds its group until it is retried or fails for good. Other groups
+  and ungrouped jobs are claimed around it: a blocked group blocks nobody else.
 - A queue with a row in `queue_limits` never has more than `max_running` jobs
   running: a claim takes at most max_running - running.
 

@@ -163,7 +163,7 @@ WHERE status = 'queued'
 RETURNING id, queue;"""
 
 JOB_CLAIM: Final = """\
--- job_claim: Claims up to batch ready jobs of a queue, highest priority first then run_at, under a lease, skipping rows other workers hold (FOR UPDATE SKIP LOCKED), grouped jobs (one running per group: its head, or its job waiting for a retry) and limited queues (at most the limit's room of the batch) only after job_claim_serialise locked the queue.
+-- job_claim: Claims up to batch ready jobs of a queue, highest priority first then run_at, under a lease, skipping rows other workers hold (FOR UPDATE SKIP LOCKED), grouped jobs (one running per group: its head in claim order, or its job waiting for a retry) and limited queues (at most the limit's room of the batch) only after job_claim_serialise locked the queue.
 WITH next AS (
   SELECT id, priority, run_at FROM jobs j
   WHERE queue = %(queue)s AND status = 'queued'
@@ -181,7 +181,8 @@ WITH next AS (
                       AND NOT EXISTS (SELECT 1 FROM jobs g
                                       WHERE g.queue = j.queue AND g.group_key = j.group_key
                                         AND g.group_key IS NOT NULL AND g.status = 'queued'
-                                        AND (g.run_at, g.id) < (j.run_at, j.id))))))
+                                        AND (-g.priority, g.run_at, g.id)
+                                            < (-j.priority, j.run_at, j.id))))))
   ORDER BY priority DESC, run_at
   LIMIT %(batch)s
   FOR UPDATE SKIP LOCKED
@@ -649,9 +650,10 @@ CREATE UNIQUE INDEX jobs_unique_live_idx ON jobs (unique_key)
 -- producer may not read).
 CREATE INDEX jobs_unique_key_idx ON jobs (unique_key, id) WHERE unique_key IS NOT NULL;
 
--- A group's head (its earliest queued job), whether one of its jobs runs, and whether
--- one waits for a retry (it holds the group): each a probe of a small partial index.
-CREATE INDEX jobs_group_queued_idx ON jobs (queue, group_key, run_at, id)
+-- A group's head (its first queued job in claim order: priority, run_at, id), whether one
+-- of its jobs runs, and whether one waits for a retry (it holds the group): each a probe
+-- of a small partial index. (-priority): one ascending row comparison finds the head.
+CREATE INDEX jobs_group_queued_idx ON jobs (queue, group_key, (-priority), run_at, id)
   WHERE group_key IS NOT NULL AND status = 'queued';
 CREATE INDEX jobs_group_running_idx ON jobs (queue, group_key)
   WHERE group_key IS NOT NULL AND status = 'running';

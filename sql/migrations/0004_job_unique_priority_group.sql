@@ -18,9 +18,10 @@ CREATE UNIQUE INDEX jobs_unique_live_idx ON jobs (unique_key)
 -- producer may not read).
 CREATE INDEX jobs_unique_key_idx ON jobs (unique_key, id) WHERE unique_key IS NOT NULL;
 
--- A group's head (its earliest queued job), whether one of its jobs runs, and whether
--- one waits for a retry (it holds the group): each a probe of a small partial index.
-CREATE INDEX jobs_group_queued_idx ON jobs (queue, group_key, run_at, id)
+-- A group's head (its first queued job in claim order: priority, run_at, id), whether one
+-- of its jobs runs, and whether one waits for a retry (it holds the group): each a probe
+-- of a small partial index. (-priority): one ascending row comparison finds the head.
+CREATE INDEX jobs_group_queued_idx ON jobs (queue, group_key, (-priority), run_at, id)
   WHERE group_key IS NOT NULL AND status = 'queued';
 CREATE INDEX jobs_group_running_idx ON jobs (queue, group_key)
   WHERE group_key IS NOT NULL AND status = 'running';
