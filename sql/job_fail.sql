@@ -1,4 +1,4 @@
--- job_fail: Records a failed attempt (fenced): queued again after backoff x 2^attempts (default 10 s, at most the cap, default 1 hour), or failed at max_attempts or when permanent.
+-- job_fail: Records a failed attempt (fenced): queued again after backoff x 2^attempts (default 10 s, at most the cap, default 1 hour) times the caller's jitter factor, or failed at max_attempts or when permanent.
 UPDATE pgkick.jobs
 SET status       = CASE WHEN %(permanent)s::boolean OR attempts >= max_attempts
                         THEN 'failed' ELSE 'queued' END,
@@ -7,6 +7,7 @@ SET status       = CASE WHEN %(permanent)s::boolean OR attempts >= max_attempts
                              + least(coalesce(%(backoff_cap)s::interval, interval '1 hour'),
                                      coalesce(%(backoff)s::interval, interval '10 seconds')
                                      * 2 ^ least(attempts, 20))
+                               * coalesce(%(jitter)s::float8, 1.0)
                    END,
     finished_at  = CASE WHEN %(permanent)s::boolean OR attempts >= max_attempts
                         THEN coalesce(%(now)s::timestamptz, now()) END,

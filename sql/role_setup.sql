@@ -32,8 +32,11 @@ REVOKE ALL ON pgkick.jobs, pgkick.pgkick_migrations FROM PUBLIC;
 GRANT SELECT ON pgkick.pgkick_migrations TO pgkick_producer, pgkick_worker;
 
 -- The app: insert jobs, and read back only what the insert returns (never payloads or status).
-GRANT INSERT (queue, task, payload, run_at, max_attempts) ON pgkick.jobs TO pgkick_producer;
+GRANT INSERT (queue, task, payload, run_at, max_attempts, priority, group_key, unique_key)
+  ON pgkick.jobs TO pgkick_producer;
 GRANT SELECT (id, queue, run_at) ON pgkick.jobs TO pgkick_producer;
+-- Unique keys: a skipped duplicate reads back the newest job with its key.
+GRANT SELECT (unique_key) ON pgkick.jobs TO pgkick_producer;
 
 -- Workers: claim, complete, fail, extend.
 GRANT SELECT ON pgkick.jobs TO pgkick_worker;
@@ -46,3 +49,8 @@ GRANT UPDATE (max_attempts), DELETE ON pgkick.jobs TO pgkick_maintainer;
 -- Who watches which queue: producers reserve kicks, workers announce and withdraw.
 REVOKE ALL ON pgkick.queue_watchers FROM PUBLIC;
 GRANT SELECT, INSERT, UPDATE, DELETE ON pgkick.queue_watchers TO pgkick_producer, pgkick_worker;
+
+-- Per-queue running limits: workers read them in every claim; operators set them.
+REVOKE ALL ON pgkick.queue_limits FROM PUBLIC;
+GRANT SELECT ON pgkick.queue_limits TO pgkick_worker;
+GRANT INSERT, UPDATE, DELETE ON pgkick.queue_limits TO pgkick_maintainer;

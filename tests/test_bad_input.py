@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta, timezone
 from pathlib import Path
@@ -12,7 +13,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from pgkick import producer, schema
+from pgkick import groups, producer, schema
 from pgkick.config import Settings
 from pgkick.errors import PermanentError
 from pgkick.kick import NoKicker
@@ -276,3 +277,64 @@ def test_a_due_time_past_year_9999_is_refused_before_the_insert_in_every_api(
             with producer.transaction(conn, kicker=NoKicker()) as jobs:
                 jobs.enqueue({}, task="noop", delay=timedelta.max)
         assert conn.execute("SELECT count(*) FROM pgkick.jobs").fetchone() == (0,)
+
+
+BAD_ORDERING = [
+    ({"priority": 101}, ValueError, "priority: 101 is outside -100..100"),
+    ({"priority": -101}, ValueError, "priority: -101 is outside"),
+    ({"priority": 1.5}, TypeError, "priority: must be an integer, got float"),
+    ({"priority": True}, TypeError, "priority: must be an integer, got bool"),
+    ({"group": ""}, ValueError, "group: must not be empty"),
+    ({"group": " g"}, ValueError, "group: ' g' has control characters or surrounding spaces"),
+    ({"group": "g" * 129}, ValueError, "group: 129 characters, at most 128"),
+    ({"group": 7}, TypeError, "group: must be a string, got int"),
+    ({"unique_key": ""}, ValueError, "unique_key: must not be empty"),
+    ({"unique_key": "a\x00b"}, ValueError, "unique_key: 'a\\x00b' has control characters"),
+    ({"unique_key": "k" * 513}, ValueError, "unique_key: 513 characters, at most 512"),
+    ({"unique_key": b"k"}, TypeError, "unique_key: must be a string, got bytes"),
+    ({"unique_key": "\ud800"}, ValueError, "unique_key: '\\ud800' has control characters"),
+]
+
+
+@pytest.mark.parametrize(("fields", "error", "message"), BAD_ORDERING)
+def test_bad_priorities_groups_and_unique_keys_are_refused_before_any_write_in_every_api(
+    dsn: str, fields: dict[str, Any], error: type[Exception], message: str
+) -> None:
+    """Catches a priority, group or unique key that reaches the database (a CHECK error
+    after a partial write, or a job the claim can never order) in any enqueue form, and
+    an enqueue_many batch half-written before its bad job is found."""
+    kicker = NoKicker()
+    with pytest.raises(error, match=re.escape(message)):
+        producer.enqueue_and_kick({}, task="t", dsn=dsn, kicker=kicker, **fields)
+    with pytest.raises(error, match=re.escape(f"jobs[1]: {message}")):
+        producer.enqueue_many(
+            [{"payload": {}, "task": "t"}, {"payload": {}, "task": "t", **fields}],
+            dsn=dsn,
+            kicker=kicker,
+        )
+    with psycopg.connect(dsn) as conn:
+        with pytest.raises(error, match=re.escape(message)):
+            with producer.transaction(conn, kicker=kicker) as jobs:
+                jobs.enqueue({}, task="t", **fields)
+        assert conn.execute("SELECT count(*) FROM pgkick.jobs").fetchone() == (0,)
+
+
+@pytest.mark.parametrize(
+    ("limit", "error", "message"),
+    [
+        (0, ValueError, "max_running: 0 is outside 1.."),
+        (-3, ValueError, "max_running: -3 is outside 1.."),
+        (2.0, TypeError, "max_running: must be an integer, got float"),
+        (2**31, ValueError, "is outside 1..2147483647"),
+    ],
+)
+def test_bad_queue_limits_are_refused_before_any_write(
+    store: JobStore, limit: Any, error: type[Exception], message: str
+) -> None:
+    """Catches a limit that would stop a queue for good (0), or reach the CHECK as a
+    database error, instead of a clear error naming max_running."""
+    with pytest.raises(error, match=re.escape(message)):
+        groups.set_queue_limit(store, "default", limit)
+    with pytest.raises(ValueError, match="queue: must not be empty"):
+        groups.set_queue_limit(store, "", 2)
+    assert store.rows("SELECT count(*) FROM pgkick.queue_limits") == [(0,)]

@@ -30,6 +30,7 @@ def test_bench_quick_runs_every_item_and_reports_targets(
     assert results["enqueue"]["many"]["jobs_per_s"] > 0
     assert results["kick_to_start_ms"]["samples"] > 0
     assert results["scale"]["ratio"] > 0
+    assert set(results["claim_order"]["ratio"]) == {"plain", "priorities", "priorities_and_groups"}
     modes = {m["mode"]: m for m in results["awake"]["modes"]}
     assert set(modes) == {"pgkick", "poll", "listen"}
     kicks = {row["load"]: row for row in results["kicks"]}
@@ -40,7 +41,7 @@ def test_bench_quick_runs_every_item_and_reports_targets(
     assert day["hourly reaper"]["awake_fraction"] > day["daily reaper"]["awake_fraction"]
     played = day["a day with a crash and a lost kick"]
     assert played["jobs_by_status"] == {"done": 3 * 20 + 2} and played["crash_attempts"] == 2
-    assert len(results["targets"]) == 17 and all(
+    assert len(results["targets"]) == 18 and all(
         isinstance(t["met"], bool) for t in results["targets"]
     )
     report = (tmp_path / "bench.md").read_text()
@@ -48,6 +49,7 @@ def test_bench_quick_runs_every_item_and_reports_targets(
     for section in ("## Targets", "## Speed", "## Ratios", "## Other figures", "## Cost"):
         assert section in report
     assert "invocations and worker sessions per job" in report and "awake fraction" in report
+    assert "priorities and groups" in report
 
 
 def test_bench_quick_peers_drain_the_same_jobs_and_count_idle_statements(

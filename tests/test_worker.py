@@ -20,7 +20,12 @@ from tests.test_producer import RecordingKicker
 
 LEASE = timedelta(minutes=5)
 OPTIONS = WorkerOptions(
-    batch=10, lease=LEASE, min_remaining=timedelta(seconds=2), max_fanout=1, heartbeat=False
+    batch=10,
+    lease=LEASE,
+    min_remaining=timedelta(seconds=2),
+    max_fanout=1,
+    heartbeat=False,
+    backoff_jitter=0.0,  # exact backoffs here; tests/test_jitter.py covers the spread
 )
 
 

@@ -19,7 +19,7 @@ from datetime import timedelta
 from importlib.metadata import entry_points
 from typing import Any
 
-from pgkick import config, producer, schema
+from pgkick import config, groups, producer, schema
 from pgkick.db import DatabaseError
 from pgkick.errors import ConfigError, PgkickError
 from pgkick.kickers import default_kicker
@@ -125,6 +125,9 @@ def cmd_enqueue(args: argparse.Namespace) -> dict[str, Any]:
             queue=args.queue,
             delay=args.delay,
             max_attempts=args.max_attempts,
+            priority=args.priority,
+            group=args.group,
+            unique_key=args.unique_key,
         )
         # Committed: from here nothing may fail the command (a retry would enqueue twice).
         producer.kick_committed(enqueuer.queued, kicker, lambda: contextlib.nullcontext(store))
@@ -132,6 +135,8 @@ def cmd_enqueue(args: argparse.Namespace) -> dict[str, Any]:
         if settle is not None and args.wait:  # lets the job run before we exit
             settle(args.wait)
             kicker.close()  # type: ignore[attr-defined]
+        if not enqueuer.queued:  # a live job holds its unique key: nothing was written
+            return {"id": job_id, "duplicate": True}
         (job,) = enqueuer.queued  # what the insert returned: pgkick_producer may read only this
         result = {"id": job_id, "queue": job.queue, "run_at": job.run_at.isoformat()}
         try:
@@ -211,6 +216,17 @@ def cmd_reap(args: argparse.Namespace) -> dict[str, Any]:
         return reap(store, default_kicker(), retention=settings.retention)
 
 
+def cmd_limit(args: argparse.Namespace) -> dict[str, Any]:
+    """Set (QUEUE N), remove (QUEUE --clear) or list the most jobs of a queue running at once."""
+    with _store(args) as store:
+        if args.queue is not None:
+            if (args.max_running is None) == (not args.clear):
+                raise UsageError("give QUEUE and N, or QUEUE --clear, or nothing to list")
+            groups.set_queue_limit(store, args.queue, args.max_running)
+        limits = groups.queue_limits(store)
+    return {"limits": [{"queue": q, "max_running": m, "running": r} for q, m, r in limits]}
+
+
 def _print(result: dict[str, Any], as_json: bool) -> None:
     if as_json:
         print(json.dumps(result, default=str))
@@ -255,6 +271,9 @@ def build_parser() -> argparse.ArgumentParser:
     enqueue.add_argument("--queue", default="default")
     enqueue.add_argument("--delay", type=float, help="seconds before the job is due")
     enqueue.add_argument("--max-attempts", type=int, default=5)  # validated by the producer
+    enqueue.add_argument("--priority", type=int, default=0, help="-100..100, higher first")
+    enqueue.add_argument("--group", help="jobs of one group run one at a time")
+    enqueue.add_argument("--unique-key", help="skip if a queued or running job has this key")
     enqueue.add_argument(
         "--wait",
         type=wait_seconds,
@@ -276,7 +295,12 @@ def build_parser() -> argparse.ArgumentParser:
     purge.add_argument("--older-than", type=span, required=True, help="e.g. 7d, 12h, 30m")
     purge.add_argument("--batch", type=positive, default=10_000)
     reap_command = command("reap", cmd_reap)
-    for sub in (migrate, enqueue, status, retry, purge, reap_command, commands.choices["cancel"]):
+    limit = command("limit", cmd_limit)
+    limit.add_argument("queue", nargs="?")
+    limit.add_argument("max_running", nargs="?", type=int)
+    limit.add_argument("--clear", action="store_true", help="remove the queue's limit")
+    operations = (migrate, enqueue, status, retry, purge, reap_command, limit)
+    for sub in (*operations, commands.choices["cancel"]):
         sub.add_argument(
             "--schema",
             type=schema_name,

@@ -65,6 +65,9 @@ class Enqueuer:
         run_at: datetime | None = None,
         delay: float | timedelta | None = None,
         max_attempts: int = 5,
+        priority: int = 0,
+        group: str | None = None,
+        unique_key: str | None = None,
     ) -> int:
         spec = job_spec(
             payload,
@@ -74,11 +77,20 @@ class Enqueuer:
             delay=delay,
             max_attempts=max_attempts,
             max_payload_bytes=self.max_payload_bytes,
+            priority=priority,
+            group=group,
+            unique_key=unique_key,
         )
         return self.enqueue_spec(spec)
 
     def enqueue_spec(self, spec: JobSpec) -> int:
-        """Insert one job that has been validated already."""
+        """Insert one job that has been validated already (or find the live one holding its
+        unique key: that one is not kicked again)."""
+        if spec.unique_key is not None:
+            job, inserted = self.store.insert_unique(spec)
+            if inserted:
+                self.queued.append(job)
+            return job.id
         job = self.store.insert(spec)
         self.queued.append(job)
         return job.id
@@ -93,12 +105,15 @@ class Enqueuer:
             [_spec(job, self.max_payload_bytes, index) for index, job in chunk]
             for chunk in itertools.batched(enumerate(jobs), INSERT_CHUNK)
         )
-        inserted = self.store.insert_many(chunks)
-        self.queued.extend(inserted)
-        return [job.id for job in inserted]
+        every, inserted = self.store.insert_many_unique(chunks)
+        self.queued.extend(inserted)  # a skipped duplicate is not kicked again
+        return [job.id for job in every]
 
 
-_FIELDS = frozenset({"payload", "task", "queue", "run_at", "delay", "max_attempts"})
+_FIELDS = frozenset(
+    {"payload", "task", "queue", "run_at", "delay", "max_attempts"}
+    | {"priority", "group", "unique_key"}
+)
 
 
 def _spec(job: Mapping[str, Any], max_bytes: int, index: int) -> JobSpec:
@@ -117,6 +132,9 @@ def _spec(job: Mapping[str, Any], max_bytes: int, index: int) -> JobSpec:
             delay=job.get("delay"),
             max_attempts=job.get("max_attempts", 5),
             max_payload_bytes=max_bytes,
+            priority=job.get("priority", 0),
+            group=job.get("group"),
+            unique_key=job.get("unique_key"),
         )
     except (TypeError, ValueError) as exc:
         raise type(exc)(f"jobs[{index}]: {exc}") from None
@@ -240,16 +258,31 @@ def enqueue_and_kick(
     dsn: str | None = None,
     kicker: Kicker | None = None,
     clock: Clock = server_clock,
+    priority: int = 0,
+    group: str | None = None,
+    unique_key: str | None = None,
 ) -> int:
     """Insert and commit one job on the producer's lingering connection, then kick.
 
     Returns its id. The connection is reused by the next call and closed
     PGKICK_PRODUCER_LINGER_MS after the last one (see `pgkick.linger`).
+    `priority` (-100..100, higher first), `group` (one job of a group runs at a time)
+    and `unique_key` (a live job with the key is returned, nothing written): README.
     """
     spec = job_spec(
-        payload, task=task, queue=queue, run_at=run_at, delay=delay, max_attempts=max_attempts
+        payload,
+        task=task,
+        queue=queue,
+        run_at=run_at,
+        delay=delay,
+        max_attempts=max_attempts,
+        priority=priority,
+        group=group,
+        unique_key=unique_key,
     )  # bad input fails before anything connects
     kicker = kicker or default_kicker()  # and so does a bad kicker setting
+    if spec.unique_key is not None:
+        return _enqueue_unique(spec, dsn, kicker, clock)
     ready = spec.run_at <= _now(clock) if spec.run_at else spec.delay <= timedelta(0)
     ready = ready and not isinstance(kicker, NoKicker)  # it would reserve a kick never sent
     with _producer_store(dsn, clock) as store:
@@ -261,6 +294,17 @@ def enqueue_and_kick(
     kick_committed(
         [job], kicker, lambda: _producer_store(dsn, clock), reserved=reserved, now=_now(clock)
     )
+    return job.id
+
+
+def _enqueue_unique(spec: JobSpec, dsn: str | None, kicker: Kicker, clock: Clock) -> int:
+    """enqueue_and_kick with a unique key: a kick is reserved only once the job is known
+    to be new (a duplicate reserving one would make other producers wait for a kick
+    never sent)."""
+    with _producer_store(dsn, clock) as store:
+        job, inserted = store.insert_unique(spec)
+    if inserted:
+        kick_committed([job], kicker, lambda: _producer_store(dsn, clock), now=_now(clock))
     return job.id
 
 

@@ -19,23 +19,61 @@ WHERE status = 'queued'
 RETURNING id, queue;"""
 
 JOB_CLAIM: Final = """\
--- job_claim: Claims up to batch ready jobs of a queue under a lease, skipping rows other workers hold (FOR UPDATE SKIP LOCKED).
+-- job_claim: Claims up to batch ready jobs of a queue, highest priority first then run_at, under a lease, skipping rows other workers hold (FOR UPDATE SKIP LOCKED), grouped jobs (one running per group: its head in claim order, or its job waiting for a retry) and limited queues (at most the limit's room of the batch) only after job_claim_serialise locked the queue.
 WITH next AS (
-  SELECT id FROM pgkick.jobs
+  SELECT id, priority, run_at FROM pgkick.jobs j
   WHERE queue = %(queue)s AND status = 'queued'
     AND run_at <= coalesce(%(now)s::timestamptz, now())
-  ORDER BY run_at
+    AND (group_key IS NULL
+         OR (current_setting('pgkick.claim_serialised', true) = 'on'
+             AND NOT EXISTS (SELECT 1 FROM pgkick.jobs g
+                             WHERE g.queue = j.queue AND g.group_key = j.group_key
+                               AND g.group_key IS NOT NULL AND g.status = 'running')
+             AND (j.attempts > 0
+                  OR (NOT EXISTS (SELECT 1 FROM pgkick.jobs g
+                                  WHERE g.queue = j.queue AND g.group_key = j.group_key
+                                    AND g.group_key IS NOT NULL AND g.status = 'queued'
+                                    AND g.attempts > 0)
+                      AND NOT EXISTS (SELECT 1 FROM pgkick.jobs g
+                                      WHERE g.queue = j.queue AND g.group_key = j.group_key
+                                        AND g.group_key IS NOT NULL AND g.status = 'queued'
+                                        AND (-g.priority, g.run_at, g.id)
+                                            < (-j.priority, j.run_at, j.id))))))
+  ORDER BY priority DESC, run_at
   LIMIT %(batch)s
   FOR UPDATE SKIP LOCKED
+),
+room AS (
+  SELECT CASE
+           WHEN l.max_running IS NULL THEN %(batch)s
+           WHEN current_setting('pgkick.claim_serialised', true) = 'on'
+             THEN l.max_running - (SELECT count(*) FROM pgkick.jobs r
+                                   WHERE r.queue = %(queue)s AND r.status = 'running')
+           ELSE 0
+         END AS free
+  FROM (SELECT 1) AS one LEFT JOIN pgkick.queue_limits l ON l.queue = %(queue)s
+),
+ranked AS (
+  SELECT id, row_number() OVER (ORDER BY priority DESC, run_at, id) AS n FROM next
 )
 UPDATE pgkick.jobs j
 SET status       = 'running',
     attempts     = j.attempts + 1,
     locked_until = coalesce(%(now)s::timestamptz, now()) + %(lease)s::interval,
     claimed_at   = coalesce(%(now)s::timestamptz, clock_timestamp())
-FROM next
-WHERE j.id = next.id
+FROM ranked
+WHERE j.id = ranked.id AND ranked.n <= (SELECT free FROM room)
 RETURNING j.id, j.queue, j.task, j.payload, j.attempts, j.max_attempts;"""
+
+JOB_CLAIM_SERIALISE: Final = """\
+-- job_claim_serialise: Before a claim, in its transaction: if the queue has a running limit or live grouped jobs, waits for the queue's claim lock and marks the transaction serialised (job_claim reads the mark).
+SELECT pg_advisory_xact_lock(hashtext('pgkick.claim'), hashtext(%(queue)s)),
+       set_config('pgkick.claim_serialised', 'on', true)
+WHERE EXISTS (SELECT 1 FROM pgkick.queue_limits WHERE queue = %(queue)s)
+   OR EXISTS (SELECT 1 FROM pgkick.jobs
+              WHERE queue = %(queue)s AND group_key IS NOT NULL AND status = 'queued')
+   OR EXISTS (SELECT 1 FROM pgkick.jobs
+              WHERE queue = %(queue)s AND group_key IS NOT NULL AND status = 'running');"""
 
 JOB_COMMITTED_AMONG: Final = """\
 -- job_committed_among: Which of the given job ids exist (committed, not rolled back with a savepoint), with their queue and due time.
@@ -73,7 +111,7 @@ WHERE j.id = held.id AND j.status = 'running' AND j.attempts = held.attempts
 RETURNING j.id;"""
 
 JOB_FAIL: Final = """\
--- job_fail: Records a failed attempt (fenced): queued again after backoff x 2^attempts (default 10 s, at most the cap, default 1 hour), or failed at max_attempts or when permanent.
+-- job_fail: Records a failed attempt (fenced): queued again after backoff x 2^attempts (default 10 s, at most the cap, default 1 hour) times the caller's jitter factor, or failed at max_attempts or when permanent.
 UPDATE pgkick.jobs
 SET status       = CASE WHEN %(permanent)s::boolean OR attempts >= max_attempts
                         THEN 'failed' ELSE 'queued' END,
@@ -82,6 +120,7 @@ SET status       = CASE WHEN %(permanent)s::boolean OR attempts >= max_attempts
                              + least(coalesce(%(backoff_cap)s::interval, interval '1 hour'),
                                      coalesce(%(backoff)s::interval, interval '10 seconds')
                                      * 2 ^ least(attempts, 20))
+                               * coalesce(%(jitter)s::float8, 1.0)
                    END,
     finished_at  = CASE WHEN %(permanent)s::boolean OR attempts >= max_attempts
                         THEN coalesce(%(now)s::timestamptz, now()) END,
@@ -89,6 +128,13 @@ SET status       = CASE WHEN %(permanent)s::boolean OR attempts >= max_attempts
     last_error   = left(%(error)s, 2000)
 WHERE id = %(id)s AND status = 'running' AND attempts = %(attempts)s
 RETURNING id, queue, status, run_at;"""
+
+JOB_GET_LATEST_BY_UNIQUE_KEYS: Final = """\
+-- job_get_latest_by_unique_keys: For each unique key, its newest job (the one holding the key, if any does: a job with the key is only inserted while none is live).
+SELECT DISTINCT ON (unique_key) id, queue, run_at, unique_key
+FROM pgkick.jobs
+WHERE unique_key = ANY(%(unique_keys)s::text[])
+ORDER BY unique_key, id DESC;"""
 
 JOB_GET_MANY: Final = """\
 -- job_get_many: Reads jobs by id, for the CLI and the demo's report.
@@ -100,23 +146,50 @@ ORDER BY id;"""
 
 JOB_INSERT: Final = """\
 -- job_insert: Inserts one queued job, due at run_at or after delay, and returns its id, queue and due time.
-INSERT INTO pgkick.jobs (queue, task, payload, run_at, max_attempts)
+INSERT INTO pgkick.jobs (queue, task, payload, run_at, max_attempts, priority, group_key)
 VALUES (%(queue)s, %(task)s, %(payload)s::jsonb,
         coalesce(%(run_at)s::timestamptz,
                  coalesce(%(now)s::timestamptz, now()) + %(delay)s::interval),
-        %(max_attempts)s)
+        %(max_attempts)s, %(priority)s, %(group_key)s)
 RETURNING id, queue, run_at;"""
 
 JOB_INSERT_MANY: Final = """\
 -- job_insert_many: Inserts many queued jobs in one round trip from parallel arrays (binary; delays in seconds), returning ids in input order.
-INSERT INTO pgkick.jobs (queue, task, payload, run_at, max_attempts)
+INSERT INTO pgkick.jobs (queue, task, payload, run_at, max_attempts, priority, group_key)
 SELECT q, t, p::jsonb,
        coalesce(r, coalesce(%(now)s::timestamptz, now()) + make_interval(secs => d)),
-       m
+       m, pr, g
 FROM unnest(%(queues)b::text[], %(tasks)b::text[], %(payloads)b::text[],
-            %(run_ats)b::timestamptz[], %(delays)b::float8[], %(max_attempts)b::int[])
-     WITH ORDINALITY AS x(q, t, p, r, d, m, n)
+            %(run_ats)b::timestamptz[], %(delays)b::float8[], %(max_attempts)b::int[],
+            %(priorities)b::int[], %(groups)b::text[])
+     WITH ORDINALITY AS x(q, t, p, r, d, m, pr, g, n)
 ORDER BY n
+RETURNING id, queue, run_at;"""
+
+JOB_INSERT_MANY_UNIQUE: Final = """\
+-- job_insert_many_unique: Inserts many jobs with distinct unique keys from parallel arrays, skipping each key a queued or running job holds; returns the inserted jobs with their keys.
+INSERT INTO pgkick.jobs (queue, task, payload, run_at, max_attempts, priority, group_key, unique_key)
+SELECT q, t, p::jsonb,
+       coalesce(r, coalesce(%(now)s::timestamptz, now()) + make_interval(secs => d)),
+       m, pr, g, u
+FROM unnest(%(queues)b::text[], %(tasks)b::text[], %(payloads)b::text[],
+            %(run_ats)b::timestamptz[], %(delays)b::float8[], %(max_attempts)b::int[],
+            %(priorities)b::int[], %(groups)b::text[], %(unique_keys)b::text[])
+     WITH ORDINALITY AS x(q, t, p, r, d, m, pr, g, u, n)
+ORDER BY n
+ON CONFLICT (unique_key) WHERE unique_key IS NOT NULL AND status IN ('queued', 'running')
+DO NOTHING
+RETURNING id, queue, run_at, unique_key;"""
+
+JOB_INSERT_UNIQUE: Final = """\
+-- job_insert_unique: Inserts one job unless a queued or running job holds its unique key; returns its id, queue and due time, or no row when the key is held (then job_get_latest_by_unique_keys, in a later statement, sees the holder).
+INSERT INTO pgkick.jobs (queue, task, payload, run_at, max_attempts, priority, group_key, unique_key)
+VALUES (%(queue)s, %(task)s, %(payload)s::jsonb,
+        coalesce(%(run_at)s::timestamptz,
+                 coalesce(%(now)s::timestamptz, now()) + %(delay)s::interval),
+        %(max_attempts)s, %(priority)s, %(group_key)s, %(unique_key)s)
+ON CONFLICT (unique_key) WHERE unique_key IS NOT NULL AND status IN ('queued', 'running')
+DO NOTHING
 RETURNING id, queue, run_at;"""
 
 JOB_LEASE_LATEST_IN_QUEUE: Final = """\
@@ -269,6 +342,22 @@ ON CONFLICT (queue, watcher) DO UPDATE SET until = excluded.until
   WHERE w.until <= coalesce(%(now)s::timestamptz, now())
 RETURNING w.queue;"""
 
+QUEUE_LIMIT_CLEAR: Final = """\
+-- queue_limit_clear: Removes a queue's running limit.
+DELETE FROM pgkick.queue_limits WHERE queue = %(queue)s;"""
+
+QUEUE_LIMIT_LIST: Final = """\
+-- queue_limit_list: Every queue's running limit, with how many of its jobs run now.
+SELECT l.queue, l.max_running,
+       (SELECT count(*) FROM pgkick.jobs r WHERE r.queue = l.queue AND r.status = 'running') AS running
+FROM pgkick.queue_limits l
+ORDER BY l.queue;"""
+
+QUEUE_LIMIT_SET: Final = """\
+-- queue_limit_set: Sets the most jobs of a queue that may run at once (the claim enforces it).
+INSERT INTO pgkick.queue_limits (queue, max_running) VALUES (%(queue)s, %(max_running)s)
+ON CONFLICT (queue) DO UPDATE SET max_running = excluded.max_running;"""
+
 QUEUE_WATCHER_ANNOUNCE: Final = """\
 -- queue_watcher_announce: A worker says it is draining a queue until the given instant; it takes up the pending kick and clears expired watchers.
 WITH cleared AS (
@@ -320,8 +409,11 @@ REVOKE ALL ON pgkick.jobs, pgkick.pgkick_migrations FROM PUBLIC;
 GRANT SELECT ON pgkick.pgkick_migrations TO pgkick_producer, pgkick_worker;
 
 -- The app: insert jobs, and read back only what the insert returns (never payloads or status).
-GRANT INSERT (queue, task, payload, run_at, max_attempts) ON pgkick.jobs TO pgkick_producer;
+GRANT INSERT (queue, task, payload, run_at, max_attempts, priority, group_key, unique_key)
+  ON pgkick.jobs TO pgkick_producer;
 GRANT SELECT (id, queue, run_at) ON pgkick.jobs TO pgkick_producer;
+-- Unique keys: a skipped duplicate reads back the newest job with its key.
+GRANT SELECT (unique_key) ON pgkick.jobs TO pgkick_producer;
 
 -- Workers: claim, complete, fail, extend.
 GRANT SELECT ON pgkick.jobs TO pgkick_worker;
@@ -333,7 +425,12 @@ GRANT UPDATE (max_attempts), DELETE ON pgkick.jobs TO pgkick_maintainer;
 
 -- Who watches which queue: producers reserve kicks, workers announce and withdraw.
 REVOKE ALL ON pgkick.queue_watchers FROM PUBLIC;
-GRANT SELECT, INSERT, UPDATE, DELETE ON pgkick.queue_watchers TO pgkick_producer, pgkick_worker;"""
+GRANT SELECT, INSERT, UPDATE, DELETE ON pgkick.queue_watchers TO pgkick_producer, pgkick_worker;
+
+-- Per-queue running limits: workers read them in every claim; operators set them.
+REVOKE ALL ON pgkick.queue_limits FROM PUBLIC;
+GRANT SELECT ON pgkick.queue_limits TO pgkick_worker;
+GRANT INSERT, UPDATE, DELETE ON pgkick.queue_limits TO pgkick_maintainer;"""
 
 SCHEMA_CREATE: Final = """\
 -- schema_create: Creates the schema that holds every pgkick object, if it is missing (the migrator owns it).
@@ -385,6 +482,45 @@ CREATE TABLE queue_watchers (
   watcher  text        NOT NULL,  -- a worker's id, or 'kick' for a kick sent and not yet taken up
   until    timestamptz NOT NULL,  -- past this instant the watcher no longer counts
   PRIMARY KEY (queue, watcher)
+);"""),
+    (4, 'job_unique_priority_group', """\
+-- 0004_job_unique_priority_group: unique keys, priorities, ordered groups and per-queue running limits (issue 16).
+ALTER TABLE jobs
+  ADD COLUMN priority   smallint NOT NULL DEFAULT 0,
+  ADD COLUMN unique_key text,
+  ADD COLUMN group_key  text,
+  ADD CONSTRAINT jobs_priority_range CHECK (priority BETWEEN -100 AND 100),
+  ADD CONSTRAINT jobs_unique_key_named CHECK (unique_key <> ''),
+  ADD CONSTRAINT jobs_group_named CHECK (group_key <> '');
+
+-- Highest priority first, then run_at: the claim reads the queue in this order.
+DROP INDEX jobs_ready_idx;
+CREATE INDEX jobs_ready_idx ON jobs (queue, priority DESC, run_at) WHERE status = 'queued';
+
+-- At most one live (queued or running) job per unique key: the insert's ON CONFLICT target.
+CREATE UNIQUE INDEX jobs_unique_live_idx ON jobs (unique_key)
+  WHERE unique_key IS NOT NULL AND status IN ('queued', 'running');
+-- A skipped duplicate's answer: the newest job with its key (needs no status, which a
+-- producer may not read).
+CREATE INDEX jobs_unique_key_idx ON jobs (unique_key, id) WHERE unique_key IS NOT NULL;
+
+-- A group's head (its first queued job in claim order: priority, run_at, id), whether one
+-- of its jobs runs, and whether one waits for a retry (it holds the group): each a probe
+-- of a small partial index. (-priority): one ascending row comparison finds the head.
+CREATE INDEX jobs_group_queued_idx ON jobs (queue, group_key, (-priority), run_at, id)
+  WHERE group_key IS NOT NULL AND status = 'queued';
+CREATE INDEX jobs_group_running_idx ON jobs (queue, group_key)
+  WHERE group_key IS NOT NULL AND status = 'running';
+CREATE INDEX jobs_group_retrying_idx ON jobs (queue, group_key)
+  WHERE group_key IS NOT NULL AND status = 'queued' AND attempts > 0;
+
+-- Running jobs of a queue, counted against its limit.
+CREATE INDEX jobs_running_idx ON jobs (queue) WHERE status = 'running';
+
+-- The most jobs of a queue running at once; no row: no limit.
+CREATE TABLE queue_limits (
+  queue       text PRIMARY KEY CHECK (queue <> ''),
+  max_running int  NOT NULL CHECK (max_running >= 1)
 );"""),
     (6, 'own_schema', """\
 -- 0006_own_schema: moves the tables of an install from before this version (with their rows, indexes, constraints, identity sequence and grants) from the role's default schema into pgkick's own, where 0001-0003 now create them; lets the pgkick roles that exist use that schema.

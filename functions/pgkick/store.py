@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any, NamedTuple
 
-from pgkick import queries
+from pgkick import queries, unique
 from pgkick.db import (
     Clock,
     Connection,
@@ -146,7 +146,14 @@ class JobStore(MaintenanceStatements):
             run_at=spec.run_at,
             delay=spec.delay,
             max_attempts=spec.max_attempts,
+            priority=spec.priority,
+            group_key=spec.group,
         )
+
+    def insert_unique(self, spec: JobSpec) -> tuple[QueuedJob, bool]:
+        """Insert a job with a unique key unless a live job holds the key (pgkick.unique)."""
+        row, inserted = unique.insert_one(self, spec)
+        return QueuedJob._make(row), inserted
 
     def insert_many(self, chunks: Iterable[Sequence[JobSpec]]) -> list[QueuedJob]:
         """Insert chunk after chunk in one transaction and one pipeline; jobs in input order.
@@ -155,26 +162,35 @@ class JobStore(MaintenanceStatements):
         validates the next (two cores at work, not one after the other). An
         exception from the chunks' iterator rolls everything back.
         """
-        sent = []
-        with self.transaction(), self.pipeline():
-            for specs in chunks:
-                sent.append(
-                    self.execute(
-                        queries.JOB_INSERT_MANY,
-                        queues=[s.queue for s in specs],
-                        tasks=[s.task for s in specs],
-                        payloads=[s.payload_json for s in specs],
-                        run_ats=[s.run_at for s in specs],
-                        delays=[s.delay.total_seconds() for s in specs],  # float8: cheap
-                        max_attempts=[s.max_attempts for s in specs],
-                    )
-                )
-            return [QueuedJob._make(row) for cursor in sent for row in cursor.fetchall()]
+        return self.insert_many_unique(chunks)[0]
+
+    def insert_many_unique(
+        self, chunks: Iterable[Sequence[JobSpec]]
+    ) -> tuple[list[QueuedJob], list[QueuedJob]]:
+        """insert_many, where jobs with a unique key a live job (or an earlier job of the
+        batch) holds are skipped: returns every job in input order (a skipped one as the
+        job holding its key) and the jobs actually inserted (pgkick.unique)."""
+        every, inserted = unique.insert_many(self, chunks)
+        return [QueuedJob._make(row) for row in every], [QueuedJob._make(r) for r in inserted]
 
     # -- worker -----------------------------------------------------------------
     def claim(self, queue: str, *, batch: int, lease: timedelta) -> list[ClaimedJob]:
-        rows = self.rows(queries.JOB_CLAIM, queue=queue, batch=batch, lease=lease)
-        return [ClaimedJob(*row) for row in rows]
+        with self.pipeline():
+            claimed = self._claim(queue, batch=batch, lease=lease)
+        return [ClaimedJob(*row) for row in claimed.fetchall()]
+
+    def _claim(self, queue: str, *, batch: int, lease: timedelta) -> Any:
+        """The claim after the queue's claim lock, when the queue has groups or a limit
+        (pgkick.groups says why), in a transaction of its own on an autocommit connection,
+        or in the caller's transaction (held until the caller ends it)."""
+        own = self.conn.autocommit
+        if own:
+            self.execute(queries.TRANSACTION_BEGIN)
+        self.execute(queries.JOB_CLAIM_SERIALISE, queue=queue)
+        claimed = self.execute(queries.JOB_CLAIM, queue=queue, batch=batch, lease=lease)
+        if own:
+            self.execute(queries.TRANSACTION_COMMIT)
+        return claimed
 
     def complete(self, job_id: int, attempts: int) -> bool:
         """True if this attempt still held the job and it is now done."""
@@ -217,7 +233,7 @@ class JobStore(MaintenanceStatements):
                     watcher=announce.watcher,
                     ttl=announce.ttl,
                 )
-            claimed = self.execute(queries.JOB_CLAIM, queue=queue, batch=batch, lease=lease)
+            claimed = self._claim(queue, batch=batch, lease=lease)
         held = {row[0] for row in completed.fetchall()} if completed is not None else set()
         return held, [ClaimedJob(*r) for r in claimed.fetchall()]
 
@@ -233,7 +249,7 @@ class JobStore(MaintenanceStatements):
             self.execute(queries.TRANSACTION_BEGIN)
             self.execute(queries.QUEUE_WATCHER_WITHDRAW, queue=queue, watcher=watcher)
             self.execute(queries.TRANSACTION_COMMIT)
-            claimed = self.execute(queries.JOB_CLAIM, queue=queue, batch=batch, lease=lease)
+            claimed = self._claim(queue, batch=batch, lease=lease)
         return [ClaimedJob(*r) for r in claimed.fetchall()]
 
     def withdraw(self, queue: str, watcher: str) -> None:
@@ -251,8 +267,10 @@ class JobStore(MaintenanceStatements):
         permanent: bool = False,
         backoff: timedelta | None = None,
         backoff_cap: timedelta | None = None,
+        jitter: float | None = None,
     ) -> FailOutcome:
-        """Record a failure; a retry waits backoff x 2^attempts (10 s), at most the cap (1 h)."""
+        """Record a failure; a retry waits backoff x 2^attempts (10 s), at most the cap (1 h),
+        times `jitter` (the worker's 0.9..1.1, so a storm of retries does not return at once)."""
         rows = self.rows(
             queries.JOB_FAIL,
             id=job_id,
@@ -261,6 +279,7 @@ class JobStore(MaintenanceStatements):
             permanent=permanent,
             backoff=backoff,
             backoff_cap=backoff_cap,
+            jitter=jitter,
         )
         if not rows:
             return FailOutcome(owned=False)

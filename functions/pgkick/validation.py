@@ -18,6 +18,10 @@ from typing import NamedTuple
 
 MAX_NAME_LENGTH = 128
 MAX_ATTEMPTS_LIMIT = 1_000
+# Priorities: higher runs first; 0 by default. A small range (a smallint column checked
+# by the schema) keeps the ready index narrow and the meaning obvious.
+MIN_PRIORITY, MAX_PRIORITY = -100, 100
+MAX_UNIQUE_KEY_LENGTH = 512
 DEFAULT_MAX_PAYLOAD_BYTES = 256 * 1024
 _NUL = re.compile(r"(?<!\\)(?:\\\\)*\\u0000")
 _NO_DELAY = timedelta(0)
@@ -35,6 +39,9 @@ class JobSpec(NamedTuple):
     run_at: datetime | None
     delay: timedelta
     max_attempts: int
+    priority: int = 0
+    group: str | None = None
+    unique_key: str | None = None
 
 
 def check_name(field: str, value: object) -> str:
@@ -115,6 +122,42 @@ def check_max_attempts(value: object) -> int:
     return value
 
 
+def check_priority(value: object) -> int:
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise TypeError(f"priority: must be an integer, got {type(value).__name__}")
+    if not MIN_PRIORITY <= value <= MAX_PRIORITY:
+        raise ValueError(
+            f"priority: {value} is outside {MIN_PRIORITY}..{MAX_PRIORITY} (higher runs first)"
+        )
+    return value
+
+
+def check_group(value: object) -> str | None:
+    """None (no group) or a name like a queue's."""
+    return None if value is None else check_name("group", value)
+
+
+def check_unique_key(value: object) -> str | None:
+    """None, or printable text of at most MAX_UNIQUE_KEY_LENGTH characters (no NUL)."""
+    if value is None:
+        return None
+    if not isinstance(value, str):
+        raise TypeError(f"unique_key: must be a string, got {type(value).__name__}")
+    if not value:
+        raise ValueError("unique_key: must not be empty (pass None for no key)")
+    if len(value) > MAX_UNIQUE_KEY_LENGTH:
+        raise ValueError(
+            f"unique_key: {len(value)} characters, at most {MAX_UNIQUE_KEY_LENGTH} allowed"
+        )
+    if not value.isprintable():
+        raise ValueError(f"unique_key: {value[:80]!r} has control characters; use printable text")
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError:
+        raise ValueError("unique_key: contains a lone surrogate, which is not valid text") from None
+    return value
+
+
 # The latest due time pgkick accepts: Python (and so psycopg reading a row back) ends at
 # year 9999, and a session in another time zone must still be able to read the row.
 LATEST_RUN_AT = datetime(9999, 12, 30, tzinfo=UTC)
@@ -191,6 +234,9 @@ def job_spec(
     delay: object = None,
     max_attempts: object = 5,
     max_payload_bytes: int = DEFAULT_MAX_PAYLOAD_BYTES,
+    priority: object = 0,
+    group: object = None,
+    unique_key: object = None,
 ) -> JobSpec:
     """Validate every field of one job; raise ValueError/TypeError naming the first bad one."""
     when, span = check_schedule(run_at, delay)
@@ -201,4 +247,7 @@ def job_spec(
         run_at=when,
         delay=span,
         max_attempts=check_max_attempts(max_attempts),
+        priority=check_priority(priority),
+        group=check_group(group),
+        unique_key=check_unique_key(unique_key),
     )

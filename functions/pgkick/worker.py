@@ -14,6 +14,7 @@ when jobs are slow, so a crash re-runs little).
 from __future__ import annotations
 
 import logging
+import random
 import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
@@ -67,6 +68,12 @@ class WorkerOptions:
     linger: timedelta = timedelta(0)  # how long an empty queue is re-claimed before leaving
     watch_ttl: timedelta = timedelta(seconds=5)  # an announcement's life (pgkick.watch)
     max_hops: int = 12  # self-kicks per chain before handing over by a wake-up
+    backoff_jitter: float = 0.1  # a retry waits its backoff x (1 ± this), drawn at random
+
+
+def backoff_jitter(source: random.Random, spread: float = 0.1) -> Callable[[], float]:
+    """Factors drawn uniformly from 1 - spread .. 1 + spread, from `source`."""
+    return lambda: source.uniform(1 - spread, 1 + spread)
 
 
 class Worker:
@@ -80,6 +87,9 @@ class Worker:
         # How a lingering worker waits and tells time; tests pass their own.
         self.sleep: Callable[[float], None] = time.sleep
         self.monotonic: Callable[[], float] = time.monotonic
+        # A retry's backoff factor, 0.9..1.1 (River's ±10%): retries of a failed burst
+        # spread out instead of returning in lockstep. Tests pass a seeded source.
+        self.jitter: Callable[[], float] = backoff_jitter(random.Random(), options.backoff_jitter)
         self._hop = 0
 
     def drain(self, queue: str, remaining_ms: Callable[[], int], *, hop: int = 0) -> Summary:
@@ -249,6 +259,7 @@ class Worker:
             permanent=permanent,
             backoff=self.options.backoff,
             backoff_cap=self.options.backoff_cap,
+            jitter=self.jitter(),
         )
         extra = {"job_id": job.id, "queue": job.queue, "attempt": job.attempts}
         if not outcome.owned:

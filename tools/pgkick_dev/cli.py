@@ -25,7 +25,9 @@ from pgkick_dev.awake.monitor import DEFAULT_WINDOW, AwakeMonitor
 from pgkick_dev.demo import report as demo_report
 from pgkick_dev.demo import scenario as demo
 
-ITEMS = "article_table,sql_ceiling,drain,enqueue,kick_to_start,kicks,scale,awake,quiet_day"
+ITEMS = (
+    "article_table,sql_ceiling,drain,enqueue,kick_to_start,kicks,scale,claim_order,awake,quiet_day"
+)
 Command = Callable[[str, Callable[[argparse.Namespace], dict[str, Any]]], argparse.ArgumentParser]
 
 

@@ -4,6 +4,18 @@ generated from sql/bench/ by infra/bundle_sql.py. Never shipped to Lambda.
 
 from typing import Final
 
+BENCH_SCHEMA_CREATE: Final = """\
+-- bench_schema_create: Creates the schema pgkick_before_groups, where the claim-order bench keeps a jobs table as it was before migration 0004.
+CREATE SCHEMA pgkick_before_groups;"""
+
+BENCH_SCHEMA_DROP: Final = """\
+-- bench_schema_drop: Drops the schema pgkick_before_groups the claim-order bench made.
+DROP SCHEMA IF EXISTS pgkick_before_groups CASCADE;"""
+
+BENCH_SEARCH_PATH_SET: Final = """\
+-- bench_search_path_set: Points this session's unqualified names at the schema pgkick_before_groups (the claim-order bench's table as it was before migration 0004).
+SELECT set_config('search_path', 'pgkick_before_groups', false);"""
+
 DATABASE_SCRATCH_STATE: Final = """\
 -- database_scratch_state: Whether this database has a jobs table, whether pgkick bench or demo marked it as their own, and whether a peer queue's tables are here.
 SELECT to_regclass(quote_ident(%(schema)s) || '.jobs') IS NOT NULL AS has_jobs_table,
@@ -11,6 +23,39 @@ SELECT to_regclass(quote_ident(%(schema)s) || '.jobs') IS NOT NULL AS has_jobs_t
          = 'pgkick scratch: made for pgkick bench and demo, which may empty it' AS ours,
        to_regclass('pgqueuer') IS NOT NULL
          OR to_regclass('procrastinate_jobs') IS NOT NULL AS has_peer_tables;"""
+
+JOB_BACKLOG_FILL: Final = """\
+-- job_backlog_fill: Fills a queue with count ready jobs, due a millisecond apart in the past, with priorities spread over -5..5 (or all 0) and groups interleaved (n mod groups; none when groups is 0).
+INSERT INTO pgkick.jobs (queue, task, payload, run_at, priority, group_key)
+SELECT 'default', 'noop', '{}', now() - interval '1 day' + n * interval '1 millisecond',
+       CASE WHEN %(priorities)s::boolean THEN (n %% 11) - 5 ELSE 0 END,
+       CASE WHEN %(groups)s::int > 0 AND n %% 2 = 0 THEN 'g' || (n %% %(groups)s::int) END
+FROM generate_series(1, %(count)s::int) AS n;"""
+
+JOB_BACKLOG_FILL_BEFORE_GROUPS: Final = """\
+-- job_backlog_fill_before_groups: Fills a queue with count ready jobs, due a millisecond apart in the past, in a jobs table as it was before migration 0004.
+INSERT INTO pgkick.jobs (queue, task, payload, run_at)
+SELECT 'default', 'noop', '{}', now() - interval '1 day' + n * interval '1 millisecond'
+FROM generate_series(1, %(count)s::int) AS n;"""
+
+JOB_CLAIM_BEFORE_GROUPS: Final = """\
+-- job_claim_before_groups: The claim as it was before migration 0004 (run_at order, no groups or limits): the baseline the bench holds the new claim against.
+WITH next AS (
+  SELECT id FROM pgkick.jobs
+  WHERE queue = %(queue)s AND status = 'queued'
+    AND run_at <= coalesce(%(now)s::timestamptz, now())
+  ORDER BY run_at
+  LIMIT %(batch)s
+  FOR UPDATE SKIP LOCKED
+)
+UPDATE pgkick.jobs j
+SET status       = 'running',
+    attempts     = j.attempts + 1,
+    locked_until = coalesce(%(now)s::timestamptz, now()) + %(lease)s::interval,
+    claimed_at   = coalesce(%(now)s::timestamptz, clock_timestamp())
+FROM next
+WHERE j.id = next.id
+RETURNING j.id, j.queue, j.task, j.payload, j.attempts, j.max_attempts;"""
 
 JOB_CLAIM_NAIVE: Final = """\
 -- job_claim_naive: The article's WRONG claim (no row lock on the choice), marking the job done; kept only to show the race.

@@ -119,6 +119,18 @@ def _once(results: dict[str, Any]) -> list[list[Any]]:
                 f"{costs['history']} vs {costs['empty']} ms (x{scale['ratio']})",
             ]
         )
+    order = results.get("claim_order")
+    if order:
+        costs, ratio = order["ms_per_claim_complete"], order["ratio"]
+        rows.append(
+            [
+                f"claim + complete at a {order['backlog']:,}-job backlog: before 0004, "
+                "plain, priorities, priorities and groups",
+                f"{costs['before_0004']}, {costs['plain']} (x{ratio['plain']}), "
+                f"{costs['priorities']} (x{ratio['priorities']}), "
+                f"{costs['priorities_and_groups']} ms (x{ratio['priorities_and_groups']})",
+            ]
+        )
     return rows
 
 

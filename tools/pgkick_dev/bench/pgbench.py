@@ -81,6 +81,8 @@ def insert_one() -> str:
         "run_at": "NULL",
         "delay": "'0 seconds'",
         "max_attempts": "5",
+        "priority": "0",
+        "group_key": "NULL",
     }
     return _one_line(_bind(queries.JOB_INSERT, values)) + ";\n"
 

@@ -40,6 +40,12 @@ def targets(results: dict[str, Any]) -> list[dict[str, Any]]:
             (results.get("kick_to_start_ms", {}).get("p50") or 1e9) <= 50,
         ),
         (
+            "claim with priorities and groups at the backlog within 1.2x of before 0004",
+            results.get("claim_order", {}).get("ratio", {}).get("priorities_and_groups"),
+            (results.get("claim_order", {}).get("ratio", {}).get("priorities_and_groups") or 1e9)
+            <= 1.2,
+        ),
+        (
             "claim cost at history within 1.5x",
             results.get("scale", {}).get("ratio"),
             (results.get("scale", {}).get("ratio") or 1e9) <= 1.5,

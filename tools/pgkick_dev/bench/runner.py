@@ -23,6 +23,7 @@ from pgkick.kick import NoKicker
 from pgkick.store import JobStore
 from pgkick_dev import queries as dev_queries
 from pgkick_dev.awake.compare import Workload, compare
+from pgkick_dev.bench import claim_order as bench_claim_order
 from pgkick_dev.bench import pgbench as bench_sql
 from pgkick_dev.bench.figures import percentile
 from pgkick_dev.local.kicker import LocalKicker
@@ -40,6 +41,7 @@ class Sizes:
     idle_seconds: float = 30.0
     history: int = 1_000_000
     scale_jobs: int = 20_000
+    claim_backlog: tuple[int, int] = (100_000, 2_000)  # jobs, claim cycles (claim_order)
     kick_seconds: float = 20.0
     quiet_day_seconds: float = 48.0
     awake: Workload = field(
@@ -57,6 +59,7 @@ QUICK = Sizes(
     idle_seconds=3.0,
     history=20_000,
     scale_jobs=2_000,
+    claim_backlog=(5_000, 200),
     kick_seconds=2.0,
     quiet_day_seconds=12.0,
     awake=Workload(bursts=2, jobs_per_burst=20, gap=3.0, window=1.0),
@@ -289,6 +292,14 @@ class Bench:
             "ratio": ratio,
         }
         self.say(f"scale: {self.results['scale']}")
+
+    # 7b: the claim with priorities and groups at a backlog vs the claim before 0004 ------
+    def claim_order(self) -> None:
+        self.reset()
+        backlog, cycles = self.sizes.claim_backlog
+        self.results["claim_order"] = bench_claim_order.run(
+            self.dsn, backlog=backlog, cycles=cycles, say=self.say
+        )
 
     # 8 -------------------------------------------------------------------------
     def awake(self) -> None:

@@ -185,7 +185,7 @@ def _scenario(
             state.rolled_back_kicks = kicker.stats.invocations - before
     kicker.wait_idle(30)  # a worker records a batch's outcomes together: keep the victim alone
 
-    say("a flaky job: fails once, retried after 20 s, woken by a timer at its run_at")
+    say("a flaky job: fails once, retried after about 20 s, woken by a timer at its run_at")
     state.ids.append(
         producer.enqueue_and_kick(
             {"fail_times": 1}, task="demo", queue=queue, dsn=state.dsn, kicker=kicker

@@ -1,0 +1,139 @@
+"""Unique jobs: a live job's key is never enqueued twice, by any form, by racing producers."""
+
+from __future__ import annotations
+
+import threading
+from datetime import timedelta
+
+import psycopg
+
+from pgkick import producer
+from pgkick.kick import NoKicker
+from pgkick.store import JobStore
+from pgkick.validation import job_spec
+from tests.helpers import wait_for_lock_waiters
+from tests.test_producer import RecordingKicker
+
+LEASE = timedelta(minutes=5)
+
+
+def rows_with_key(dsn: str, key: str) -> list[tuple[int, str]]:
+    with psycopg.connect(dsn) as conn:
+        return conn.execute(
+            "SELECT id, status FROM pgkick.jobs WHERE unique_key = %s ORDER BY id", (key,)
+        ).fetchall()
+
+
+def test_enqueue_and_kick_returns_the_live_job_and_frees_the_key_once_it_is_done(
+    dsn: str, store: JobStore
+) -> None:
+    """Catches a second job (or a second kick) for a key while its job is queued or
+    running, and a key that stays taken after its job finished."""
+    kicker = RecordingKicker()
+    first = producer.enqueue_and_kick({"n": 1}, task="t", unique_key="k", dsn=dsn, kicker=kicker)
+    again = producer.enqueue_and_kick({"n": 2}, task="t", unique_key="k", dsn=dsn, kicker=kicker)
+    assert again == first
+    assert kicker.kicks == [("default", "enqueue")]  # the duplicate kicked nothing
+    jobs = store.claim("default", batch=10, lease=LEASE)
+    assert [job.payload for job in jobs] == [{"n": 1}]
+    running = producer.enqueue_and_kick({"n": 3}, task="t", unique_key="k", dsn=dsn, kicker=kicker)
+    assert running == first
+    store.complete_many(jobs)
+    later = producer.enqueue_and_kick({"n": 4}, task="t", unique_key="k", dsn=dsn, kicker=kicker)
+    assert later != first
+    assert rows_with_key(dsn, "k") == [(first, "done"), (later, "queued")]
+
+
+def test_transaction_enqueue_with_a_key_returns_the_live_job(dsn: str) -> None:
+    """Catches pgkick.transaction() ignoring unique_key (it would insert a second job)."""
+    first = producer.enqueue_and_kick(
+        {}, task="t", unique_key="order-42", dsn=dsn, kicker=NoKicker()
+    )
+    with psycopg.connect(dsn) as conn, producer.transaction(conn, kicker=NoKicker()) as jobs:
+        assert jobs.enqueue({}, task="t", unique_key="order-42") == first
+        assert jobs.queued == []  # nothing to kick
+    assert rows_with_key(dsn, "order-42") == [(first, "queued")]
+
+
+def test_enqueue_many_skips_duplicates_in_the_batch_and_live_ones_never_failing(
+    dsn: str,
+) -> None:
+    """pgqueuer #678: a duplicate must not fail the batch. Catches a batch that raises on a
+    live key or on a key repeated inside it, and ids returned out of input order."""
+    live = producer.enqueue_and_kick({}, task="t", unique_key="a", dsn=dsn, kicker=NoKicker())
+    kicker = RecordingKicker()
+    ids = producer.enqueue_many(
+        [
+            {"payload": {"i": 0}, "task": "t", "unique_key": "a"},  # live already
+            {"payload": {"i": 1}, "task": "t"},
+            {"payload": {"i": 2}, "task": "t", "unique_key": "b"},
+            {"payload": {"i": 3}, "task": "t", "unique_key": "b"},  # repeats b
+            {"payload": {"i": 4}, "task": "t"},
+        ],
+        dsn=dsn,
+        kicker=kicker,
+    )
+    assert ids[0] == live and ids[3] == ids[2]
+    assert len(set(ids)) == 4
+    with psycopg.connect(dsn) as conn:
+        payloads = conn.execute("SELECT id, payload FROM pgkick.jobs ORDER BY id").fetchall()
+    assert dict(payloads) == {live: {}, ids[1]: {"i": 1}, ids[2]: {"i": 2}, ids[4]: {"i": 4}}
+    assert kicker.kicks == [("default", "enqueue")]
+
+
+def test_racing_producers_with_one_key_create_exactly_one_job(dsn: str) -> None:
+    """Eight connections insert one key while the first insert is uncommitted: each waits
+    on the index, then must answer the first job's id. Catches an insert that does not
+    skip a key held by an uncommitted job (a unique violation, or eight jobs) and a
+    read-back inside the insert's statement, whose snapshot predates the holder's commit."""
+    spec = job_spec({}, task="t", unique_key="race")
+    with psycopg.connect(dsn) as first:
+        held, inserted = JobStore(first).insert_unique(spec)  # open transaction: not committed
+        assert inserted
+        answers: list[tuple[int, bool]] = []
+        barrier = threading.Barrier(8)
+
+        def produce() -> None:
+            with JobStore.open(dsn) as mine:
+                barrier.wait()
+                job, new = mine.insert_unique(spec)
+                answers.append((job.id, new))
+
+        threads = [threading.Thread(target=produce) for _ in range(8)]
+        for thread in threads:
+            thread.start()
+        wait_for_lock_waiters(dsn, count=8)
+        first.commit()
+        for thread in threads:
+            thread.join(10)
+    assert answers == [(held.id, False)] * 8
+    assert rows_with_key(dsn, "race") == [(held.id, "queued")]
+
+
+def test_racing_batches_with_overlapping_keys_make_one_job_per_key(dsn: str) -> None:
+    """Two enqueue_many batches share keys x and y; the first is uncommitted while the second
+    runs. Catches a batch that fails or duplicates on keys another batch just committed."""
+    result: list[list[int]] = []
+    with psycopg.connect(dsn) as first, producer.transaction(first, kicker=NoKicker()) as mine:
+        ids_a = mine.enqueue_many(
+            [{"payload": {}, "task": "t", "unique_key": k} for k in ("x", "y")]
+        )
+
+        def second() -> None:
+            result.append(
+                producer.enqueue_many(
+                    [{"payload": {}, "task": "t", "unique_key": k} for k in ("w", "x", "y", "z")],
+                    dsn=dsn,
+                    kicker=NoKicker(),
+                )
+            )
+
+        thread = threading.Thread(target=second)
+        thread.start()
+        wait_for_lock_waiters(dsn, count=1)
+    thread.join(10)  # the first batch committed as its transaction() block ended
+    ids_b = result[0]
+    assert ids_b[1:3] == ids_a
+    with psycopg.connect(dsn) as conn:
+        keys = conn.execute("SELECT unique_key FROM pgkick.jobs ORDER BY unique_key").fetchall()
+    assert keys == [("w",), ("x",), ("y",), ("z",)]

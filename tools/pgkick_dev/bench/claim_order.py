@@ -1,0 +1,117 @@
+"""`pgkick bench` item claim_order: the claim's cost with priorities and groups at a backlog,
+against the claim as it was before migration 0004, in the same run on the same server.
+
+Why a second schema: "today's claim" means today's statement on today's table and
+indexes (run_at order, one ready index, no group or running indexes to maintain).
+The bench builds that table in the schema pgkick_before_groups from migrations
+0001-0003 and runs the old statement there (a session search_path), then the current claim
+(job_claim_serialise + job_claim in one transaction, as the worker sends them) on
+the current table with the same backlog: plain, with priorities spread over
+-5..5, and with priorities and half the jobs in interleaved groups (1,000 groups,
+so a batch of 10 finds 10 heads among its first candidates).
+
+Each figure is ms per claim-of-10 + complete, one connection, `cycles` cycles,
+so the backlog stays within 20% of its size throughout; the best of `rounds`
+interleaved rounds is kept (the machine is shared).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from datetime import timedelta
+from typing import Any
+
+from pgkick import queries
+from pgkick.store import ClaimedJob, JobStore
+from pgkick_dev import queries as dev_queries
+
+LEASE = timedelta(minutes=5)
+BEFORE = "pgkick_before_groups"  # the schema of the table as it was before 0004
+
+
+def _before_schema(dsn: str) -> None:
+    """A fresh schema pgkick_before_groups holding the jobs table of migration 0003."""
+    with JobStore.open(dsn, application_name="pgkick-bench") as db:
+        db.execute(dev_queries.BENCH_SCHEMA_DROP)
+        db.execute(dev_queries.BENCH_SCHEMA_CREATE)
+        db.execute(dev_queries.BENCH_SEARCH_PATH_SET)
+        for version, _, script in queries.MIGRATIONS:
+            if version <= 3:
+                db.execute(script)  # bundled migration text
+
+
+def _cycle_cost(store: JobStore, claim: Callable[[], list[Any]], cycles: int) -> float:
+    started = time.perf_counter()
+    for _ in range(cycles):
+        jobs = claim()
+        assert len(jobs) == 10, "the backlog ran out: raise its size or lower cycles"
+        store.complete_many(jobs)
+    return (time.perf_counter() - started) * 1000 / cycles
+
+
+def _fill_current(dsn: str, backlog: int, priorities: bool, groups: int) -> None:
+    with JobStore.open(dsn, application_name="pgkick-bench") as db:
+        db.execute(dev_queries.JOB_TRUNCATE_ALL)
+        db.execute(
+            dev_queries.JOB_BACKLOG_FILL, count=backlog, priorities=priorities, groups=groups
+        )
+        db.execute(dev_queries.JOB_TABLE_ANALYZE)
+
+
+def _current(dsn: str, backlog: int, cycles: int, priorities: bool, groups: int) -> float:
+    _fill_current(dsn, backlog, priorities, groups)
+    with JobStore.open(dsn, application_name="pgkick-bench") as store:
+        return _cycle_cost(store, lambda: store.claim("default", batch=10, lease=LEASE), cycles)
+
+
+def _before(dsn: str, backlog: int, cycles: int) -> float:
+    # Every statement, the completions too, rewritten for that schema (pgkick.qualify).
+    with JobStore.open(dsn, schema=BEFORE, application_name="pgkick-bench") as store:
+        store.execute(dev_queries.JOB_TRUNCATE_ALL)
+        store.execute(dev_queries.JOB_BACKLOG_FILL_BEFORE_GROUPS, count=backlog)
+        store.execute(dev_queries.JOB_TABLE_ANALYZE)
+
+        def claim() -> list[Any]:
+            rows = store.rows(
+                dev_queries.JOB_CLAIM_BEFORE_GROUPS, queue="default", batch=10, lease=LEASE
+            )
+            return [ClaimedJob(*row) for row in rows]
+
+        return _cycle_cost(store, claim, cycles)
+
+
+def run(
+    dsn: str,
+    *,
+    backlog: int = 100_000,
+    cycles: int = 2_000,
+    rounds: int = 3,
+    say: Callable[[str], None] = print,
+) -> dict[str, Any]:
+    """ms per claim + complete for each variant, and each variant's ratio to today's claim."""
+    _before_schema(dsn)
+    best: dict[str, float] = {}
+    variants: dict[str, Callable[[], float]] = {
+        "before_0004": lambda: _before(dsn, backlog, cycles),
+        "plain": lambda: _current(dsn, backlog, cycles, False, 0),
+        "priorities": lambda: _current(dsn, backlog, cycles, True, 0),
+        "priorities_and_groups": lambda: _current(dsn, backlog, cycles, True, 1_000),
+    }
+    try:
+        for _ in range(rounds):
+            for name, measure in variants.items():
+                best[name] = min(best.get(name, float("inf")), measure())
+    finally:
+        with JobStore.open(dsn, application_name="pgkick-bench") as db:
+            db.execute(dev_queries.BENCH_SCHEMA_DROP)
+            db.execute(dev_queries.JOB_TRUNCATE_ALL)
+    base = best["before_0004"]
+    result = {
+        "backlog": backlog,
+        "cycles": cycles,
+        "ms_per_claim_complete": {k: round(v, 3) for k, v in best.items()},
+        "ratio": {k: round(v / base, 2) for k, v in best.items() if k != "before_0004"},
+    }
+    say(f"claim_order: {result}")
+    return result
