@@ -34,11 +34,12 @@ GRANT SELECT (id, queue, run_at) ON jobs TO pgkick_producer;
 
 -- Workers: claim, complete, fail, extend.
 GRANT SELECT ON jobs TO pgkick_worker;
-GRANT UPDATE (status, attempts, run_at, locked_until, last_error, finished_at, claimed_at)
+GRANT UPDATE (status, attempts, run_at, locked_until, last_error, finished_at, claimed_at,
+               result)
   ON jobs TO pgkick_worker;
 
 -- The reaper and operators: also retry (more attempts), purge and cancel.
-GRANT UPDATE (max_attempts), DELETE ON jobs TO pgkick_maintainer;
+GRANT UPDATE (max_attempts, cancel_requested_at), DELETE ON jobs TO pgkick_maintainer;
 
 -- Who watches which queue: producers reserve kicks, workers announce and withdraw.
 REVOKE ALL ON queue_watchers FROM PUBLIC;

@@ -142,7 +142,8 @@ def cmd_status(args: argparse.Namespace) -> dict[str, Any]:
 
 
 def _selection(args: argparse.Namespace, store: JobStore, status: str) -> list[int] | None:
-    """The ids asked for (all must exist in `status`), or None for a queue/task filter."""
+    """The ids asked for (all must exist in `status`, e.g. "queued|running"), or None for a
+    queue/task filter."""
     if not (args.ids or args.queue or args.task or args.all):
         raise UsageError("name job ids, or --queue/--task, or --all")
     if not args.ids:
@@ -152,7 +153,7 @@ def _selection(args: argparse.Namespace, store: JobStore, status: str) -> list[i
     problems = [
         f"job {i} does not exist" if i not in found else f"job {i} is {found[i]}"
         for i in args.ids
-        if found.get(i) != status
+        if found.get(i) not in status.split("|")
     ]
     if status == "failed":  # a retry: attempts count up, and may not pass the limit
         problems += [
@@ -180,12 +181,13 @@ def cmd_retry(args: argparse.Namespace) -> dict[str, Any]:
 
 
 def cmd_cancel(args: argparse.Namespace) -> dict[str, Any]:
-    """Cancel queued jobs (they end failed, 'cancelled by operator'); running ones finish."""
-    with _store(args) as store:
-        cancelled = store.cancel_queued(
-            ids=_selection(args, store, "queued"), queue=args.queue, task=args.task
-        )
-    return {"cancelled": [job_id for job_id, _ in cancelled]}
+    """Cancel jobs: queued ones end failed at once ('cancelled by operator'); running ones
+    are marked (`cancelling`), told by their worker's heartbeat, and end failed the same way."""
+    with _store(args) as store:  # queued first: one claimed meanwhile is marked by the second
+        ids = _selection(args, store, "queued|running")
+        cancelled = store.cancel_queued(ids=ids, queue=args.queue, task=args.task)
+        marked = store.cancel_running(ids=ids, queue=args.queue, task=args.task)
+    return {"cancelled": [i for i, _ in cancelled], "cancelling": [i for i, _ in marked]}
 
 
 def cmd_purge(args: argparse.Namespace) -> dict[str, Any]:

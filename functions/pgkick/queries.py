@@ -117,6 +117,16 @@ WHERE status = 'queued'
   AND (%(task)s::text IS NULL OR task = %(task)s)
 RETURNING id, queue;"""
 
+JOB_CANCEL_RUNNING: Final = """\
+-- job_cancel_running: Marks running jobs (by ids, or by queue and task) for cancellation; the worker's heartbeat reads the mark, and the job ends failed 'cancelled by operator' when its task stops.
+UPDATE jobs
+SET cancel_requested_at = coalesce(cancel_requested_at, coalesce(%(now)s::timestamptz, now()))
+WHERE status = 'running'
+  AND (%(ids)s::bigint[] IS NULL OR id = ANY(%(ids)s::bigint[]))
+  AND (%(queue)s::text IS NULL OR queue = %(queue)s)
+  AND (%(task)s::text IS NULL OR task = %(task)s)
+RETURNING id, queue;"""
+
 JOB_CLAIM: Final = """\
 -- job_claim: Claims up to batch ready jobs of a queue under a lease, skipping rows other workers hold (FOR UPDATE SKIP LOCKED).
 WITH next AS (
@@ -148,28 +158,30 @@ SET status = 'done', locked_until = NULL,
 WHERE id = %(id)s AND status = 'running' AND attempts = %(attempts)s;"""
 
 JOB_COMPLETE_MANY: Final = """\
--- job_complete_many: Marks a batch of running jobs done in one statement, each fenced by its own attempt; returns the ids still held.
+-- job_complete_many: Marks a batch of running jobs done in one statement, each fenced by its own attempt, storing each one's result (JSON text or NULL); returns the ids still held.
 UPDATE jobs j
 SET status = 'done', locked_until = NULL,
-    finished_at = coalesce(%(now)s::timestamptz, now())
-FROM unnest(%(ids)s::bigint[], %(attempts)s::int[]) AS held(id, attempts)
+    finished_at = coalesce(%(now)s::timestamptz, now()),
+    result = held.result::jsonb
+FROM unnest(%(ids)s::bigint[], %(attempts)s::int[], %(results)s::text[])
+     AS held(id, attempts, result)
 WHERE j.id = held.id AND j.status = 'running' AND j.attempts = held.attempts
 RETURNING j.id;"""
 
 JOB_EXTEND: Final = """\
--- job_extend: Pushes a running job's lease forward, only while this attempt still holds it (fenced; 0 rows = stop working).
+-- job_extend: Pushes a running job's lease forward, only while this attempt still holds it (fenced; 0 rows = stop working); also says whether an operator asked to cancel it.
 UPDATE jobs
 SET locked_until = coalesce(%(now)s::timestamptz, now()) + %(lease)s::interval
 WHERE id = %(id)s AND status = 'running' AND attempts = %(attempts)s
-RETURNING locked_until;"""
+RETURNING locked_until, cancel_requested_at IS NOT NULL;"""
 
 JOB_EXTEND_MANY: Final = """\
--- job_extend_many: Pushes the leases of a batch forward in one statement, each fenced by its own attempt; returns the ids still held.
+-- job_extend_many: Pushes the leases of a batch forward in one statement, each fenced by its own attempt; returns the ids still held, each with whether an operator asked to cancel it.
 UPDATE jobs j
 SET locked_until = coalesce(%(now)s::timestamptz, now()) + %(lease)s::interval
 FROM unnest(%(ids)s::bigint[], %(attempts)s::int[]) AS held(id, attempts)
 WHERE j.id = held.id AND j.status = 'running' AND j.attempts = held.attempts
-RETURNING j.id;"""
+RETURNING j.id, j.cancel_requested_at IS NOT NULL;"""
 
 JOB_FAIL: Final = """\
 -- job_fail: Records a failed attempt (fenced): queued again after backoff x 2^attempts (default 10 s, at most the cap, default 1 hour), or failed at max_attempts or when permanent.
@@ -222,6 +234,12 @@ JOB_LEASE_LATEST_IN_QUEUE: Final = """\
 -- job_lease_latest_in_queue: The latest lease expiry among a queue's running jobs (a rescue that finds leases not yet expired comes back then).
 SELECT max(locked_until) FROM jobs WHERE queue = %(queue)s AND status = 'running';"""
 
+JOB_OUTCOME: Final = """\
+-- job_outcome: Reads one job's status, result and last error, for pgkick.result and pgkick.wait.
+SELECT status, result, last_error
+FROM jobs
+WHERE id = %(id)s;"""
+
 JOB_PURGE_FINISHED: Final = """\
 -- job_purge_finished: Deletes up to batch done or failed jobs that finished more than retention ago; never queued or running ones.
 DELETE FROM jobs
@@ -249,30 +267,44 @@ SELECT EXISTS (
 );"""
 
 JOB_REAP_EXPIRED: Final = """\
--- job_reap_expired: Re-queues running jobs whose lease expired (all queues, or the one a rescue names), or fails them at max_attempts with a last_error saying so.
+-- job_reap_expired: Re-queues running jobs whose lease expired (all queues, or the one a rescue names), or fails them at max_attempts (or when an operator asked to cancel them) with a last_error saying so.
 UPDATE jobs
-SET status       = CASE WHEN attempts >= max_attempts THEN 'failed' ELSE 'queued' END,
-    finished_at  = CASE WHEN attempts >= max_attempts
+SET status       = CASE WHEN attempts >= max_attempts OR cancel_requested_at IS NOT NULL
+                        THEN 'failed' ELSE 'queued' END,
+    finished_at  = CASE WHEN attempts >= max_attempts OR cancel_requested_at IS NOT NULL
                         THEN coalesce(%(now)s::timestamptz, now()) END,
     locked_until = NULL,
-    last_error   = format('lease expired (attempt %%s of %%s)', attempts, max_attempts)
+    last_error   = CASE WHEN cancel_requested_at IS NOT NULL THEN 'cancelled by operator'
+                        ELSE format('lease expired (attempt %%s of %%s)', attempts, max_attempts)
+                   END
 WHERE status = 'running' AND locked_until < coalesce(%(now)s::timestamptz, now())
   AND (%(queue)s::text IS NULL OR queue = %(queue)s)
 RETURNING id, queue, status, attempts;"""
 
 JOB_RETRY_FAILED: Final = """\
--- job_retry_failed: Puts failed jobs (by ids, or by queue and task) back in the queue with more attempts, never more than 1000 in all (a job that used 1000 stays failed); attempts keep counting up, so fencing stays sound.
+-- job_retry_failed: Puts failed jobs (by ids, or by queue and task) back in the queue with more attempts, never more than 1000 in all (a job that used 1000 stays failed); attempts keep counting up, so fencing stays sound; a cancel mark is cleared.
 UPDATE jobs
 SET status       = 'queued',
     run_at       = coalesce(%(now)s::timestamptz, now()),
     finished_at  = NULL,
-    max_attempts = least(attempts + %(extra_attempts)s::int, 1000)
+    max_attempts = least(attempts + %(extra_attempts)s::int, 1000),
+    cancel_requested_at = NULL  -- a job cancelled while running may be retried: a fresh start
 WHERE status = 'failed'
   AND attempts < 1000
   AND (%(ids)s::bigint[] IS NULL OR id = ANY(%(ids)s::bigint[]))
   AND (%(queue)s::text IS NULL OR queue = %(queue)s)
   AND (%(task)s::text IS NULL OR task = %(task)s)
 RETURNING id, queue;"""
+
+JOB_SNOOZE: Final = """\
+-- job_snooze: Puts a running job back in the queue at now + seconds without using an attempt (fenced: only while this attempt holds it); returns when it is due.
+UPDATE jobs
+SET status       = 'queued',
+    attempts     = attempts - 1,
+    run_at       = coalesce(%(now)s::timestamptz, now()) + %(seconds)s * interval '1 second',
+    locked_until = NULL
+WHERE id = %(id)s AND status = 'running' AND attempts = %(attempts)s
+RETURNING run_at;"""
 
 JOB_STATS_BY_QUEUE: Final = """\
 -- job_stats_by_queue: Per queue: jobs by status, the oldest ready job's age, the next lease to expire, failures in the last day, and ready jobs waiting past stranded_after with no worker watching.
@@ -408,11 +440,12 @@ GRANT SELECT (id, queue, run_at) ON jobs TO pgkick_producer;
 
 -- Workers: claim, complete, fail, extend.
 GRANT SELECT ON jobs TO pgkick_worker;
-GRANT UPDATE (status, attempts, run_at, locked_until, last_error, finished_at, claimed_at)
+GRANT UPDATE (status, attempts, run_at, locked_until, last_error, finished_at, claimed_at,
+               result)
   ON jobs TO pgkick_worker;
 
 -- The reaper and operators: also retry (more attempts), purge and cancel.
-GRANT UPDATE (max_attempts), DELETE ON jobs TO pgkick_maintainer;
+GRANT UPDATE (max_attempts, cancel_requested_at), DELETE ON jobs TO pgkick_maintainer;
 
 -- Who watches which queue: producers reserve kicks, workers announce and withdraw.
 REVOKE ALL ON queue_watchers FROM PUBLIC;
@@ -486,5 +519,19 @@ CREATE TABLE queue_watchers (
   watcher  text        NOT NULL,  -- a worker's id, or 'kick' for a kick sent and not yet taken up
   until    timestamptz NOT NULL,  -- past this instant the watcher no longer counts
   PRIMARY KEY (queue, watcher)
+);"""),
+    (5, 'job_result_cancel', """\
+-- 0005_job_result_cancel: a task's result stored with its job, an operator's request to cancel a running job, and the periodic ticks already enqueued.
+ALTER TABLE jobs ADD COLUMN result jsonb;
+-- Set by `pgkick cancel` on a running job; the worker's heartbeat reads it back.
+ALTER TABLE jobs ADD COLUMN cancel_requested_at timestamptz;
+
+-- One row per periodic task per scheduled instant: the scheduler delivers at least once,
+-- the job is inserted at most once (INSERT ... ON CONFLICT DO NOTHING, same transaction).
+CREATE TABLE periodic_ticks (
+  name     text        NOT NULL,
+  tick_at  timestamptz NOT NULL,
+  job_id   bigint      NOT NULL,
+  PRIMARY KEY (name, tick_at)
 );"""),
 )
