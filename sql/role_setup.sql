@@ -41,6 +41,13 @@ GRANT UPDATE (status, attempts, run_at, locked_until, last_error, finished_at, c
 -- The reaper and operators: also retry (more attempts), purge and cancel.
 GRANT UPDATE (max_attempts, cancel_requested_at), DELETE ON jobs TO pgkick_maintainer;
 
+-- Periodic tasks: a scheduled tick inserts its job from the worker (pgkick.periodic); the
+-- reaper purges old ticks.
+REVOKE ALL ON periodic_ticks FROM PUBLIC;
+GRANT SELECT, INSERT ON periodic_ticks TO pgkick_worker;
+GRANT INSERT (queue, task, payload, max_attempts) ON jobs TO pgkick_worker;
+GRANT DELETE ON periodic_ticks TO pgkick_maintainer;
+
 -- Who watches which queue: producers reserve kicks, workers announce and withdraw.
 REVOKE ALL ON queue_watchers FROM PUBLIC;
 GRANT SELECT, INSERT, UPDATE, DELETE ON queue_watchers TO pgkick_producer, pgkick_worker;

@@ -26,6 +26,7 @@ from pgkick.local import LocalKicker
 from pgkick.reaper import reap
 from pgkick.redact import redact
 from pgkick.runtime import default_kicker
+from pgkick.schedules import add_schedule_commands
 from pgkick.store import DatabaseUnavailable, JobStore
 from pgkick.validation import MAX_ATTEMPTS_LIMIT
 
@@ -142,8 +143,7 @@ def cmd_status(args: argparse.Namespace) -> dict[str, Any]:
 
 
 def _selection(args: argparse.Namespace, store: JobStore, status: str) -> list[int] | None:
-    """The ids asked for (all must exist in `status`, e.g. "queued|running"), or None for a
-    queue/task filter."""
+    """The ids asked for (all in `status`, "a|b" for either), or None for a queue/task filter."""
     if not (args.ids or args.queue or args.task or args.all):
         raise UsageError("name job ids, or --queue/--task, or --all")
     if not args.ids:
@@ -181,8 +181,7 @@ def cmd_retry(args: argparse.Namespace) -> dict[str, Any]:
 
 
 def cmd_cancel(args: argparse.Namespace) -> dict[str, Any]:
-    """Cancel jobs: queued ones end failed at once ('cancelled by operator'); running ones
-    are marked (`cancelling`), told by their worker's heartbeat, and end failed the same way."""
+    """Cancel jobs: queued ones fail at once; running ones are marked, and fail when they stop."""
     with _store(args) as store:  # queued first: one claimed meanwhile is marked by the second
         ids = _selection(args, store, "queued|running")
         cancelled = store.cancel_queued(ids=ids, queue=args.queue, task=args.task)
@@ -267,6 +266,7 @@ def build_parser() -> argparse.ArgumentParser:
     purge.add_argument("--older-than", type=span, required=True, help="e.g. 7d, 12h, 30m")
     purge.add_argument("--batch", type=positive, default=10_000)
     command("reap", cmd_reap)
+    add_schedule_commands(command)
     from pgkick.cli_tools import add_tool_commands  # demo, awake, bench: heavier, own module
 
     add_tool_commands(command)

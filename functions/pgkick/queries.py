@@ -365,6 +365,24 @@ MIGRATION_TABLE_EXISTS: Final = """\
 -- migration_table_exists: Says whether pgkick's migrations table exists here, without creating anything.
 SELECT to_regclass('pgkick_migrations') IS NOT NULL AS exists;"""
 
+PERIODIC_TICK_ENQUEUE: Final = """\
+-- periodic_tick_enqueue: Records one periodic task's scheduled tick and inserts its job, in one statement; a tick already recorded (the scheduler delivered it again) inserts nothing.
+WITH tick AS (
+  INSERT INTO periodic_ticks (name, tick_at)
+  VALUES (%(name)s, %(tick_at)s)
+  ON CONFLICT DO NOTHING
+  RETURNING name
+)
+INSERT INTO jobs (queue, task, payload, max_attempts)
+SELECT %(queue)s, %(task)s, %(payload)s::jsonb, %(max_attempts)s
+FROM tick
+RETURNING id, queue, run_at;"""
+
+PERIODIC_TICK_PURGE: Final = """\
+-- periodic_tick_purge: Deletes periodic ticks older than the retention (the scheduler redelivers within minutes, never days later).
+DELETE FROM periodic_ticks
+WHERE tick_at < coalesce(%(now)s::timestamptz, now()) - %(retention)s::interval;"""
+
 QUEUE_KICK_RELEASE: Final = """\
 -- queue_kick_release: Removes a pending kick that could not be sent, so the next producer kicks instead of trusting it.
 DELETE FROM queue_watchers WHERE queue = %(queue)s AND watcher = 'kick';"""
@@ -447,6 +465,13 @@ GRANT UPDATE (status, attempts, run_at, locked_until, last_error, finished_at, c
 -- The reaper and operators: also retry (more attempts), purge and cancel.
 GRANT UPDATE (max_attempts, cancel_requested_at), DELETE ON jobs TO pgkick_maintainer;
 
+-- Periodic tasks: a scheduled tick inserts its job from the worker (pgkick.periodic); the
+-- reaper purges old ticks.
+REVOKE ALL ON periodic_ticks FROM PUBLIC;
+GRANT SELECT, INSERT ON periodic_ticks TO pgkick_worker;
+GRANT INSERT (queue, task, payload, max_attempts) ON jobs TO pgkick_worker;
+GRANT DELETE ON periodic_ticks TO pgkick_maintainer;
+
 -- Who watches which queue: producers reserve kicks, workers announce and withdraw.
 REVOKE ALL ON queue_watchers FROM PUBLIC;
 GRANT SELECT, INSERT, UPDATE, DELETE ON queue_watchers TO pgkick_producer, pgkick_worker;"""
@@ -527,11 +552,11 @@ ALTER TABLE jobs ADD COLUMN result jsonb;
 ALTER TABLE jobs ADD COLUMN cancel_requested_at timestamptz;
 
 -- One row per periodic task per scheduled instant: the scheduler delivers at least once,
--- the job is inserted at most once (INSERT ... ON CONFLICT DO NOTHING, same transaction).
+-- the job is inserted at most once (the tick's INSERT ... ON CONFLICT DO NOTHING and the
+-- job's INSERT are one statement: periodic_tick_enqueue).
 CREATE TABLE periodic_ticks (
   name     text        NOT NULL,
   tick_at  timestamptz NOT NULL,
-  job_id   bigint      NOT NULL,
   PRIMARY KEY (name, tick_at)
 );"""),
 )

@@ -23,7 +23,7 @@ class Outcome(NamedTuple):
 
 
 class OutcomeStatements(Database):
-    """Cancel a running job, snooze one, read a job's outcome."""
+    """Cancel a running job, snooze one, read a job's outcome, enqueue a periodic tick."""
 
     def cancel_running(
         self, *, ids: list[int] | None, queue: str | None, task: str | None
@@ -41,6 +41,25 @@ class OutcomeStatements(Database):
         """Back to queued at now + seconds, the attempt given back; None: lease lost."""
         rows = self.rows(queries.JOB_SNOOZE, id=job_id, attempts=attempts, seconds=seconds)
         return rows[0][0] if rows else None
+
+    def enqueue_tick(
+        self, name: str, tick_at: datetime, *, queue: str, task: str, payload: str, attempts: int
+    ) -> int | None:
+        """Insert a periodic tick's job unless this tick was recorded already: its id, or None."""
+        rows = self.rows(
+            queries.PERIODIC_TICK_ENQUEUE,
+            name=name,
+            tick_at=tick_at,
+            queue=queue,
+            task=task,
+            payload=payload,
+            max_attempts=attempts,
+        )
+        return int(rows[0][0]) if rows else None
+
+    def purge_ticks(self, retention: timedelta) -> int:
+        """Forget periodic ticks older than the retention; returns how many."""
+        return self.count(queries.PERIODIC_TICK_PURGE, retention=retention)
 
     def outcome(self, job_id: int) -> Outcome | None:
         """The job's status, result and last error; None if no such job."""

@@ -30,6 +30,12 @@ COUNTS = {
 @metrics.log_metrics
 @logger.inject_lambda_context
 def handler(event: Any, context: LambdaContext) -> dict[str, Any]:
+    if isinstance(event, dict) and "periodic" in event:  # a recurring schedule's tick
+        try:
+            return runtime.tick(event, context.get_remaining_time_in_millis)
+        except ValueError as exc:  # answered, not raised: a retry would fail the same way
+            logger.error("rejected tick event", extra={"reason": str(exc)})
+            return {"rejected": str(exc)}
     try:
         kick = parse_kick_event(event)
     except BadEvent as exc:  # answered, not raised: a retry would fail the same way

@@ -4,10 +4,10 @@ ALTER TABLE jobs ADD COLUMN result jsonb;
 ALTER TABLE jobs ADD COLUMN cancel_requested_at timestamptz;
 
 -- One row per periodic task per scheduled instant: the scheduler delivers at least once,
--- the job is inserted at most once (INSERT ... ON CONFLICT DO NOTHING, same transaction).
+-- the job is inserted at most once (the tick's INSERT ... ON CONFLICT DO NOTHING and the
+-- job's INSERT are one statement: periodic_tick_enqueue).
 CREATE TABLE periodic_ticks (
   name     text        NOT NULL,
   tick_at  timestamptz NOT NULL,
-  job_id   bigint      NOT NULL,
   PRIMARY KEY (name, tick_at)
 );
