@@ -40,11 +40,19 @@ GRANT SELECT (unique_key) ON pgkick.jobs TO pgkick_producer;
 
 -- Workers: claim, complete, fail, extend.
 GRANT SELECT ON pgkick.jobs TO pgkick_worker;
-GRANT UPDATE (status, attempts, run_at, locked_until, last_error, finished_at, claimed_at)
+GRANT UPDATE (status, attempts, run_at, locked_until, last_error, finished_at, claimed_at,
+               result)
   ON pgkick.jobs TO pgkick_worker;
 
 -- The reaper and operators: also retry (more attempts), purge and cancel.
-GRANT UPDATE (max_attempts), DELETE ON pgkick.jobs TO pgkick_maintainer;
+GRANT UPDATE (max_attempts, cancel_requested_at), DELETE ON pgkick.jobs TO pgkick_maintainer;
+
+-- Periodic tasks: a scheduled tick inserts its job from the worker (pgkick.periodic); the
+-- reaper purges old ticks.
+REVOKE ALL ON pgkick.periodic_ticks FROM PUBLIC;
+GRANT SELECT, INSERT ON pgkick.periodic_ticks TO pgkick_worker;
+GRANT INSERT (queue, task, payload, max_attempts) ON pgkick.jobs TO pgkick_worker;
+GRANT DELETE ON pgkick.periodic_ticks TO pgkick_maintainer;
 
 -- Who watches which queue: producers reserve kicks, workers announce and withdraw.
 REVOKE ALL ON pgkick.queue_watchers FROM PUBLIC;

@@ -91,7 +91,7 @@ class WatchedStore(JobStore):
         """Every complete or fail statement this store sent that names the job."""
         return [s for s in self.statements if s.name in WRITES and s.mentions(job_id)]
 
-    def extend_many(self, jobs: Sequence[ClaimedJob], lease: timedelta) -> set[int]:
+    def extend_many(self, jobs: Sequence[ClaimedJob], lease: timedelta) -> dict[int, bool]:
         if not self._open.is_set():
             self._parked.set()
             if not self._open.wait(WAIT):

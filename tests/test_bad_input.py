@@ -210,7 +210,9 @@ def test_tasks_that_reject_or_return_odd_things(dsn: str) -> None:
     def picky(payload: Any) -> None:
         raise ValueError(f"cannot parse {payload['date']!r}")
 
-    tasks.task("odd")(lambda payload: (object(), iter([1])))  # a return value nobody reads
+    # Its return value is stored as the job's result (pgkick.results): one that is not JSON
+    # fails the job for good, naming the problem, rather than crashing the batch's completion.
+    tasks.task("odd")(lambda payload: (object(), iter([1])))
     with JobStore.open(dsn) as store:
         (rejected,) = seed(store, 1, task="strict", payload='{"to": "x"}')
         (retried,) = seed(store, 1, task="picky", payload='{"date": "31/02"}')
@@ -219,11 +221,13 @@ def test_tasks_that_reject_or_return_odd_things(dsn: str) -> None:
     summary = Runtime(settings_, NoKicker(), dsn=lambda: dsn, tasks=tasks).drain(
         "default", lambda: 60_000
     )
-    assert (summary.failed, summary.retried, summary.done) == (1, 1, 1)
+    assert (summary.failed, summary.retried, summary.done) == (2, 1, 0)
     assert job_row(dsn, rejected)["last_error"] == "PermanentError: payload lacks 'email'"
     assert job_row(dsn, retried)["last_error"] == "ValueError: cannot parse '31/02'"
     assert job_row(dsn, retried)["status"] == "queued"
-    assert job_row(dsn, odd)["status"] == "done"
+    odd_row = job_row(dsn, odd)
+    assert (odd_row["status"], odd_row["attempts"]) == ("failed", 1)
+    assert "result: Object of type object is not JSON serializable" in str(odd_row["last_error"])
 
 
 def test_a_task_that_hangs_past_the_lease_is_killed_and_fails_at_max_attempts(

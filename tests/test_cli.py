@@ -46,7 +46,10 @@ def test_enqueue_status_cancel_retry_purge_reap(
     assert (ops["queued"], ops["ready"], ops["running"]) == (1, 1, 0)
     assert "n_dead_tup" in out["table"] and "last_autovacuum" in out["table"]
 
-    assert run(capsys, "cancel", str(job_id), "--dsn", dsn, "--json")[1] == {"cancelled": [job_id]}
+    assert run(capsys, "cancel", str(job_id), "--dsn", dsn, "--json")[1] == {
+        "cancelled": [job_id],
+        "cancelling": [],
+    }
     row = job_row(dsn, job_id)
     assert (row["status"], row["last_error"]) == ("failed", "cancelled by operator")
 
@@ -97,16 +100,26 @@ def test_bad_input_is_one_line_and_writes_nothing(
     assert count(dsn) == 2
 
 
-def test_cancel_refuses_a_running_job_and_changes_nothing(
+def test_cancel_marks_a_running_job_refuses_a_finished_one_and_changes_nothing(
     dsn: str, capsys: pytest.CaptureFixture[str]
 ) -> None:
-
+    """Catches: a cancel that changes some jobs before refusing another (a finished one),
+    and a cancel that fails a running job outright (its worker still runs it: the job
+    must stay running, marked, until the worker's heartbeat tells the task)."""
     with JobStore.open(dsn) as store:
-        first, second = seed(store, 2)
-        store.claim("default", batch=1, lease=timedelta(minutes=5))
-    code, _, err = run(capsys, "cancel", str(first), str(second), "--dsn", dsn)
-    assert code == 1 and f"job {first} is running" in err
-    assert job_row(dsn, second)["status"] == "queued"
+        first, second, third = seed(store, 3)
+        store.claim("default", batch=1, lease=timedelta(minutes=5))  # the first: running
+        (done,) = store.claim("default", batch=1, lease=timedelta(minutes=5))
+        store.complete_many([done])
+    code, _, err = run(capsys, "cancel", str(first), str(third), str(second), "--dsn", dsn)
+    assert code == 1 and f"job {second} is done" in err
+    assert job_row(dsn, third)["status"] == "queued"
+    assert job_row(dsn, first)["cancel_requested_at"] is None
+
+    code, out, _ = run(capsys, "cancel", str(first), str(third), "--dsn", dsn, "--json")
+    assert (code, out) == (0, {"cancelled": [third], "cancelling": [first]})
+    row = job_row(dsn, first)
+    assert row["status"] == "running" and row["cancel_requested_at"] is not None
 
 
 @pytest.mark.parametrize("command", ["status", "enqueue", "reap"])

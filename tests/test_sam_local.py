@@ -122,6 +122,6 @@ def test_sam_local_invoke_on_linux_drains_jobs(
         )
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     with psycopg.connect(dsn) as conn:
-        assert conn.execute("SELECT status, count(*) FROM jobs GROUP BY 1").fetchall() == [
+        assert conn.execute("SELECT status, count(*) FROM pgkick.jobs GROUP BY 1").fetchall() == [
             ("done", 20)
         ]

@@ -14,18 +14,26 @@ from pgkick.errors import (
     SchemaError,
 )
 from pgkick.producer import enqueue_and_kick, enqueue_many, transaction
-from pgkick.tasks import JobContext, task
+from pgkick.recurring import periodic
+from pgkick.results import JobFailed, JobNotFinished, result, wait
+from pgkick.tasks import JobContext, Snooze, task
 
 __all__ = [
     "BadEvent",
     "ConfigError",
     "DatabaseUnavailable",
     "JobContext",
+    "JobFailed",
+    "JobNotFinished",
     "PermanentError",
     "PgkickError",
     "SchemaError",
+    "Snooze",
     "enqueue_and_kick",
     "enqueue_many",
+    "periodic",
+    "result",
     "task",
     "transaction",
+    "wait",
 ]

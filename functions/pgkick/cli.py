@@ -25,6 +25,7 @@ from pgkick.errors import ConfigError, PgkickError
 from pgkick.kickers import default_kicker
 from pgkick.reaper import reap
 from pgkick.redact import redact
+from pgkick.schedules import add_schedule_commands
 from pgkick.store import JobStore
 from pgkick.validation import MAX_ATTEMPTS_LIMIT
 
@@ -157,7 +158,7 @@ def cmd_status(args: argparse.Namespace) -> dict[str, Any]:
 
 
 def _selection(args: argparse.Namespace, store: JobStore, status: str) -> list[int] | None:
-    """The ids asked for (all must exist in `status`), or None for a queue/task filter."""
+    """The ids asked for (all in `status`, "a|b" for either), or None for a queue/task filter."""
     if not (args.ids or args.queue or args.task or args.all):
         raise UsageError("name job ids, or --queue/--task, or --all")
     if not args.ids:
@@ -167,7 +168,7 @@ def _selection(args: argparse.Namespace, store: JobStore, status: str) -> list[i
     problems = [
         f"job {i} does not exist" if i not in found else f"job {i} is {found[i]}"
         for i in args.ids
-        if found.get(i) != status
+        if found.get(i) not in status.split("|")
     ]
     if status == "failed":  # a retry: attempts count up, and may not pass the limit
         problems += [
@@ -195,12 +196,12 @@ def cmd_retry(args: argparse.Namespace) -> dict[str, Any]:
 
 
 def cmd_cancel(args: argparse.Namespace) -> dict[str, Any]:
-    """Cancel queued jobs (they end failed, 'cancelled by operator'); running ones finish."""
-    with _store(args) as store:
-        cancelled = store.cancel_queued(
-            ids=_selection(args, store, "queued"), queue=args.queue, task=args.task
-        )
-    return {"cancelled": [job_id for job_id, _ in cancelled]}
+    """Cancel jobs: queued ones fail at once; running ones are marked, and fail when they stop."""
+    with _store(args) as store:  # queued first: one claimed meanwhile is marked by the second
+        ids = _selection(args, store, "queued|running")
+        cancelled = store.cancel_queued(ids=ids, queue=args.queue, task=args.task)
+        marked = store.cancel_running(ids=ids, queue=args.queue, task=args.task)
+    return {"cancelled": [i for i, _ in cancelled], "cancelling": [i for i, _ in marked]}
 
 
 def cmd_purge(args: argparse.Namespace) -> dict[str, Any]:
@@ -306,6 +307,7 @@ def build_parser() -> argparse.ArgumentParser:
             type=schema_name,
             help=f"schema of pgkick's tables (default: $PGKICK_SCHEMA, {config.DEFAULT_SCHEMA})",
         )
+    add_schedule_commands(command)
     for plugin in entry_points(group="pgkick.commands"):  # demo, bench, awake: pgkick-dev
         plugin.load()(command)
     return parser

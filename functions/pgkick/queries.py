@@ -18,6 +18,16 @@ WHERE status = 'queued'
   AND (%(task)s::text IS NULL OR task = %(task)s)
 RETURNING id, queue;"""
 
+JOB_CANCEL_RUNNING: Final = """\
+-- job_cancel_running: Marks running jobs (by ids, or by queue and task) for cancellation; the worker's heartbeat reads the mark, and the job ends failed 'cancelled by operator' when its task stops.
+UPDATE pgkick.jobs
+SET cancel_requested_at = coalesce(cancel_requested_at, coalesce(%(now)s::timestamptz, now()))
+WHERE status = 'running'
+  AND (%(ids)s::bigint[] IS NULL OR id = ANY(%(ids)s::bigint[]))
+  AND (%(queue)s::text IS NULL OR queue = %(queue)s)
+  AND (%(task)s::text IS NULL OR task = %(task)s)
+RETURNING id, queue;"""
+
 JOB_CLAIM: Final = """\
 -- job_claim: Claims up to batch ready jobs of a queue, highest priority first then run_at, under a lease, skipping rows other workers hold (FOR UPDATE SKIP LOCKED), grouped jobs (one running per group: its head in claim order, or its job waiting for a retry) and limited queues (at most the limit's room of the batch) only after job_claim_serialise locked the queue.
 WITH next AS (
@@ -87,28 +97,30 @@ SET status = 'done', locked_until = NULL,
 WHERE id = %(id)s AND status = 'running' AND attempts = %(attempts)s;"""
 
 JOB_COMPLETE_MANY: Final = """\
--- job_complete_many: Marks a batch of running jobs done in one statement, each fenced by its own attempt; returns the ids still held.
+-- job_complete_many: Marks a batch of running jobs done in one statement, each fenced by its own attempt, storing each one's result (JSON text or NULL); returns the ids still held.
 UPDATE pgkick.jobs j
 SET status = 'done', locked_until = NULL,
-    finished_at = coalesce(%(now)s::timestamptz, now())
-FROM unnest(%(ids)s::bigint[], %(attempts)s::int[]) AS held(id, attempts)
+    finished_at = coalesce(%(now)s::timestamptz, now()),
+    result = held.result::jsonb
+FROM unnest(%(ids)s::bigint[], %(attempts)s::int[], %(results)s::text[])
+     AS held(id, attempts, result)
 WHERE j.id = held.id AND j.status = 'running' AND j.attempts = held.attempts
 RETURNING j.id;"""
 
 JOB_EXTEND: Final = """\
--- job_extend: Pushes a running job's lease forward, only while this attempt still holds it (fenced; 0 rows = stop working).
+-- job_extend: Pushes a running job's lease forward, only while this attempt still holds it (fenced; 0 rows = stop working); also says whether an operator asked to cancel it.
 UPDATE pgkick.jobs
 SET locked_until = coalesce(%(now)s::timestamptz, now()) + %(lease)s::interval
 WHERE id = %(id)s AND status = 'running' AND attempts = %(attempts)s
-RETURNING locked_until;"""
+RETURNING locked_until, cancel_requested_at IS NOT NULL;"""
 
 JOB_EXTEND_MANY: Final = """\
--- job_extend_many: Pushes the leases of a batch forward in one statement, each fenced by its own attempt; returns the ids still held.
+-- job_extend_many: Pushes the leases of a batch forward in one statement, each fenced by its own attempt; returns the ids still held, each with whether an operator asked to cancel it.
 UPDATE pgkick.jobs j
 SET locked_until = coalesce(%(now)s::timestamptz, now()) + %(lease)s::interval
 FROM unnest(%(ids)s::bigint[], %(attempts)s::int[]) AS held(id, attempts)
 WHERE j.id = held.id AND j.status = 'running' AND j.attempts = held.attempts
-RETURNING j.id;"""
+RETURNING j.id, j.cancel_requested_at IS NOT NULL;"""
 
 JOB_FAIL: Final = """\
 -- job_fail: Records a failed attempt (fenced): queued again after backoff x 2^attempts (default 10 s, at most the cap, default 1 hour) times the caller's jitter factor, or failed at max_attempts or when permanent.
@@ -196,6 +208,12 @@ JOB_LEASE_LATEST_IN_QUEUE: Final = """\
 -- job_lease_latest_in_queue: The latest lease expiry among a queue's running jobs (a rescue that finds leases not yet expired comes back then).
 SELECT max(locked_until) FROM pgkick.jobs WHERE queue = %(queue)s AND status = 'running';"""
 
+JOB_OUTCOME: Final = """\
+-- job_outcome: Reads one job's status, result and last error, for pgkick.result and pgkick.wait.
+SELECT status, result, last_error
+FROM pgkick.jobs
+WHERE id = %(id)s;"""
+
 JOB_PURGE_FINISHED: Final = """\
 -- job_purge_finished: Deletes up to batch done or failed jobs that finished more than retention ago; never queued or running ones.
 DELETE FROM pgkick.jobs
@@ -223,30 +241,44 @@ SELECT EXISTS (
 );"""
 
 JOB_REAP_EXPIRED: Final = """\
--- job_reap_expired: Re-queues running jobs whose lease expired (all queues, or the one a rescue names), or fails them at max_attempts with a last_error saying so.
+-- job_reap_expired: Re-queues running jobs whose lease expired (all queues, or the one a rescue names), or fails them at max_attempts (or when an operator asked to cancel them) with a last_error saying so.
 UPDATE pgkick.jobs
-SET status       = CASE WHEN attempts >= max_attempts THEN 'failed' ELSE 'queued' END,
-    finished_at  = CASE WHEN attempts >= max_attempts
+SET status       = CASE WHEN attempts >= max_attempts OR cancel_requested_at IS NOT NULL
+                        THEN 'failed' ELSE 'queued' END,
+    finished_at  = CASE WHEN attempts >= max_attempts OR cancel_requested_at IS NOT NULL
                         THEN coalesce(%(now)s::timestamptz, now()) END,
     locked_until = NULL,
-    last_error   = format('lease expired (attempt %%s of %%s)', attempts, max_attempts)
+    last_error   = CASE WHEN cancel_requested_at IS NOT NULL THEN 'cancelled by operator'
+                        ELSE format('lease expired (attempt %%s of %%s)', attempts, max_attempts)
+                   END
 WHERE status = 'running' AND locked_until < coalesce(%(now)s::timestamptz, now())
   AND (%(queue)s::text IS NULL OR queue = %(queue)s)
 RETURNING id, queue, status, attempts;"""
 
 JOB_RETRY_FAILED: Final = """\
--- job_retry_failed: Puts failed jobs (by ids, or by queue and task) back in the queue with more attempts, never more than 1000 in all (a job that used 1000 stays failed); attempts keep counting up, so fencing stays sound.
+-- job_retry_failed: Puts failed jobs (by ids, or by queue and task) back in the queue with more attempts, never more than 1000 in all (a job that used 1000 stays failed); attempts keep counting up, so fencing stays sound; a cancel mark is cleared.
 UPDATE pgkick.jobs
 SET status       = 'queued',
     run_at       = coalesce(%(now)s::timestamptz, now()),
     finished_at  = NULL,
-    max_attempts = least(attempts + %(extra_attempts)s::int, 1000)
+    max_attempts = least(attempts + %(extra_attempts)s::int, 1000),
+    cancel_requested_at = NULL  -- a job cancelled while running may be retried: a fresh start
 WHERE status = 'failed'
   AND attempts < 1000
   AND (%(ids)s::bigint[] IS NULL OR id = ANY(%(ids)s::bigint[]))
   AND (%(queue)s::text IS NULL OR queue = %(queue)s)
   AND (%(task)s::text IS NULL OR task = %(task)s)
 RETURNING id, queue;"""
+
+JOB_SNOOZE: Final = """\
+-- job_snooze: Puts a running job back in the queue at now + seconds without using an attempt (fenced: only while this attempt holds it); returns when it is due.
+UPDATE pgkick.jobs
+SET status       = 'queued',
+    attempts     = attempts - 1,
+    run_at       = coalesce(%(now)s::timestamptz, now()) + %(seconds)s * interval '1 second',
+    locked_until = NULL
+WHERE id = %(id)s AND status = 'running' AND attempts = %(attempts)s
+RETURNING run_at;"""
 
 JOB_STATS_BY_QUEUE: Final = """\
 -- job_stats_by_queue: Per queue: jobs by status, the oldest ready job's age, the next lease to expire, failures in the last day, and ready jobs waiting past stranded_after with no worker watching.
@@ -319,6 +351,24 @@ JOIN pg_catalog.pg_namespace AS n ON n.oid = c.relnamespace
 WHERE c.oid = to_regclass('pgkick_migrations')
   AND n.nspname <> %(schema)s
   AND to_regclass(quote_ident(%(schema)s) || '.pgkick_migrations') IS NULL;"""
+
+PERIODIC_TICK_ENQUEUE: Final = """\
+-- periodic_tick_enqueue: Records one periodic task's scheduled tick and inserts its job, in one statement; a tick already recorded (the scheduler delivered it again) inserts nothing.
+WITH tick AS (
+  INSERT INTO pgkick.periodic_ticks (name, tick_at)
+  VALUES (%(name)s, %(tick_at)s)
+  ON CONFLICT DO NOTHING
+  RETURNING name
+)
+INSERT INTO pgkick.jobs (queue, task, payload, max_attempts)
+SELECT %(queue)s, %(task)s, %(payload)s::jsonb, %(max_attempts)s
+FROM tick
+RETURNING id, queue, run_at;"""
+
+PERIODIC_TICK_PURGE: Final = """\
+-- periodic_tick_purge: Deletes periodic ticks older than the retention (the scheduler redelivers within minutes, never days later).
+DELETE FROM pgkick.periodic_ticks
+WHERE tick_at < coalesce(%(now)s::timestamptz, now()) - %(retention)s::interval;"""
 
 QUEUE_KICK_RELEASE: Final = """\
 -- queue_kick_release: Removes a pending kick that could not be sent, so the next producer kicks instead of trusting it.
@@ -417,11 +467,19 @@ GRANT SELECT (unique_key) ON pgkick.jobs TO pgkick_producer;
 
 -- Workers: claim, complete, fail, extend.
 GRANT SELECT ON pgkick.jobs TO pgkick_worker;
-GRANT UPDATE (status, attempts, run_at, locked_until, last_error, finished_at, claimed_at)
+GRANT UPDATE (status, attempts, run_at, locked_until, last_error, finished_at, claimed_at,
+               result)
   ON pgkick.jobs TO pgkick_worker;
 
 -- The reaper and operators: also retry (more attempts), purge and cancel.
-GRANT UPDATE (max_attempts), DELETE ON pgkick.jobs TO pgkick_maintainer;
+GRANT UPDATE (max_attempts, cancel_requested_at), DELETE ON pgkick.jobs TO pgkick_maintainer;
+
+-- Periodic tasks: a scheduled tick inserts its job from the worker (pgkick.periodic); the
+-- reaper purges old ticks.
+REVOKE ALL ON pgkick.periodic_ticks FROM PUBLIC;
+GRANT SELECT, INSERT ON pgkick.periodic_ticks TO pgkick_worker;
+GRANT INSERT (queue, task, payload, max_attempts) ON pgkick.jobs TO pgkick_worker;
+GRANT DELETE ON pgkick.periodic_ticks TO pgkick_maintainer;
 
 -- Who watches which queue: producers reserve kicks, workers announce and withdraw.
 REVOKE ALL ON pgkick.queue_watchers FROM PUBLIC;
@@ -521,6 +579,20 @@ CREATE INDEX jobs_running_idx ON jobs (queue) WHERE status = 'running';
 CREATE TABLE queue_limits (
   queue       text PRIMARY KEY CHECK (queue <> ''),
   max_running int  NOT NULL CHECK (max_running >= 1)
+);"""),
+    (5, 'job_result_cancel', """\
+-- 0005_job_result_cancel: a task's result stored with its job, an operator's request to cancel a running job, and the periodic ticks already enqueued.
+ALTER TABLE jobs ADD COLUMN result jsonb;
+-- Set by `pgkick cancel` on a running job; the worker's heartbeat reads it back.
+ALTER TABLE jobs ADD COLUMN cancel_requested_at timestamptz;
+
+-- One row per periodic task per scheduled instant: the scheduler delivers at least once,
+-- the job is inserted at most once (the tick's INSERT ... ON CONFLICT DO NOTHING and the
+-- job's INSERT are one statement: periodic_tick_enqueue).
+CREATE TABLE periodic_ticks (
+  name     text        NOT NULL,
+  tick_at  timestamptz NOT NULL,
+  PRIMARY KEY (name, tick_at)
 );"""),
     (6, 'own_schema', """\
 -- 0006_own_schema: moves the tables of an install from before this version (with their rows, indexes, constraints, identity sequence and grants) from the role's default schema into pgkick's own, where 0001-0003 now create them; lets the pgkick roles that exist use that schema.

@@ -50,6 +50,7 @@ def reap(
             "kicked": kicked,
             "kick_failures": kick_failures,
             "purged": purged,
+            "purged_ticks": store.purge_ticks(retention),  # pgkick.recurring's dedupe keys
             "queues": store.stats_by_queue(),
             "table": store.table_health(),
         }

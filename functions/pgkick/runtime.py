@@ -9,7 +9,7 @@ returns (an open idle connection keeps a serverless database awake).
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from datetime import timedelta
 from typing import Any
@@ -19,6 +19,7 @@ from pgkick.errors import BadEvent
 from pgkick.kick import Kicker, KickEvent, parse_kick_event
 from pgkick.kickers import default_kicker, make_kicker
 from pgkick.reaper import reap
+from pgkick.recurring import parse_tick, periodic_registry
 from pgkick.rescue import rescue_queue
 from pgkick.store import JobStore
 from pgkick.tasks import Registry, registry
@@ -83,6 +84,24 @@ class Runtime:
                 return summary
         finally:
             linger.close_all()
+
+    def tick(self, event: Mapping[str, Any], remaining_ms: Callable[[], int]) -> dict[str, Any]:
+        """A periodic schedule fired: insert its tick's job (once per tick), drain its queue."""
+        name, tick_at = parse_tick(event)
+        declared = periodic_registry.get(name)
+        if declared is None:  # removed from code, schedule not yet synced: nothing to run
+            return {"rejected": f"periodic {name!r} is not declared in PGKICK_TASKS' modules"}
+        with self._store() as store:
+            job_id = store.enqueue_tick(
+                name,
+                tick_at,
+                queue=declared.queue,
+                task=declared.task,
+                payload=declared.payload_json,
+                attempts=declared.max_attempts,
+            )
+        summary = self.drain(declared.queue, remaining_ms)
+        return {"periodic": name, "tick": tick_at.isoformat(), "job": job_id, **summary.as_dict()}
 
     def reap(self) -> dict[str, Any]:
         with self._store() as store:

@@ -24,6 +24,7 @@ from pgkick.db import (
 )
 from pgkick.errors import DatabaseUnavailable
 from pgkick.store_maintenance import MaintenanceStatements, ReapedJob
+from pgkick.store_outcomes import OutcomeStatements
 from pgkick.validation import JobSpec
 
 log = logging.getLogger("pgkick.store")
@@ -53,6 +54,7 @@ class ClaimedJob:
     payload: Any
     attempts: int
     max_attempts: int
+    result: str | None = None  # set when the task returned: its JSON, stored on completion
 
 
 class QueuedJob(NamedTuple):
@@ -83,7 +85,7 @@ class Announcement:
     ttl: timedelta
 
 
-class JobStore(MaintenanceStatements):
+class JobStore(MaintenanceStatements, OutcomeStatements):
     """The queue's statements: what the producer, the worker, the reaper and the CLI run."""
 
     # -- producer ---------------------------------------------------------------
@@ -201,7 +203,10 @@ class JobStore(MaintenanceStatements):
         if not jobs:
             return set()
         rows = self.rows(
-            queries.JOB_COMPLETE_MANY, ids=[j.id for j in jobs], attempts=[j.attempts for j in jobs]
+            queries.JOB_COMPLETE_MANY,
+            ids=[j.id for j in jobs],
+            attempts=[j.attempts for j in jobs],
+            results=[j.result for j in jobs],
         )
         return {row[0] for row in rows}
 
@@ -225,6 +230,7 @@ class JobStore(MaintenanceStatements):
                     queries.JOB_COMPLETE_MANY,
                     ids=[j.id for j in finished],
                     attempts=[j.attempts for j in finished],
+                    results=[j.result for j in finished],
                 )
             if announce is not None:
                 self.execute(
@@ -290,15 +296,16 @@ class JobStore(MaintenanceStatements):
         """True if the lease was pushed forward; False means stop: the job is someone else's."""
         return bool(self.rows(queries.JOB_EXTEND, id=job_id, attempts=attempts, lease=lease))
 
-    def extend_many(self, jobs: Sequence[ClaimedJob], lease: timedelta) -> set[int]:
-        """Extend a batch's leases in one statement; returns the ids this worker still holds."""
+    def extend_many(self, jobs: Sequence[ClaimedJob], lease: timedelta) -> dict[int, bool]:
+        """Extend a batch's leases in one statement; returns the ids this worker still holds,
+        each with whether an operator asked to cancel it (`pgkick cancel`)."""
         rows = self.rows(
             queries.JOB_EXTEND_MANY,
             ids=[j.id for j in jobs],
             attempts=[j.attempts for j in jobs],
             lease=lease,
         )
-        return {row[0] for row in rows}
+        return {row[0]: row[1] for row in rows}
 
 
 def _committed_row(inserted: Any, commit: Any) -> tuple[Any, ...] | None:

@@ -15,7 +15,29 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
+from pgkick.errors import PgkickError
 from pgkick.validation import check_name
+
+MAX_SNOOZE_SECONDS = 30 * 24 * 3600  # a wake-up further out is more likely a unit mistake
+
+
+class Snooze(PgkickError):
+    """Raise from a task to put its job back in the queue for `seconds`, using no attempt.
+
+    Why an exception: the task's code stops there, like a failure, but the worker
+    re-queues the job at now + seconds (attempts given back) and books a wake-up.
+    Bad seconds raise ValueError here, in the task, which the worker records as an
+    ordinary failure naming the problem."""
+
+    def __init__(self, seconds: float) -> None:
+        if isinstance(seconds, bool) or not isinstance(seconds, int | float):
+            raise TypeError(f"Snooze: seconds must be a number, got {type(seconds).__name__}")
+        if not 0 < seconds <= MAX_SNOOZE_SECONDS:  # NaN fails this too
+            raise ValueError(
+                f"Snooze: seconds must be above 0 and at most {MAX_SNOOZE_SECONDS}, got {seconds}"
+            )
+        super().__init__(f"snoozed for {seconds} s")
+        self.seconds = float(seconds)
 
 
 @dataclass(frozen=True, slots=True)
@@ -28,6 +50,9 @@ class JobContext:
     max_attempts: int
     lease_lost: threading.Event = field(default_factory=threading.Event)
     extend: Callable[[], bool] = lambda: True
+    # Set when an operator ran `pgkick cancel` on this running job (seen by the heartbeat):
+    # stop soon; whatever the task then returns or raises, the job ends failed.
+    cancelled: threading.Event = field(default_factory=threading.Event)
 
     def extend_lease(self) -> bool:
         """Push this job's lease forward now; False means stop: the job is someone else's."""

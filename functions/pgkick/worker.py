@@ -17,15 +17,15 @@ import logging
 import random
 import time
 from collections.abc import Callable
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from datetime import UTC, datetime, timedelta
 
-from pgkick.errors import PermanentError
 from pgkick.kick import Kicker
 from pgkick.lease import LeaseKeeper
 from pgkick.rescue import DeadMansSwitch
 from pgkick.store import ClaimedJob, JobStore
-from pgkick.tasks import JobContext, Registry, describe_error
+from pgkick.task_run import CANCELLED, run_task
+from pgkick.tasks import Registry
 from pgkick.watch import WorkerWatch
 
 log = logging.getLogger("pgkick.worker")
@@ -44,7 +44,8 @@ class Summary:
     retried: int = 0
     lost: int = 0
     rescued: int = 0  # expired leases a rescue re-queued before draining
-    wake_failures: int = 0  # retries whose wake-up could not be booked
+    wake_failures: int = 0  # retries (and snoozes) whose wake-up could not be booked
+    snoozed: int = 0  # back in the queue by pgkick.Snooze, no attempt used
     batches: int = 0
     rekicked: bool = False
     fanouts: int = 0
@@ -200,41 +201,24 @@ class Worker:
         finished: list[ClaimedJob] = []
         last_flush = time.monotonic()
         for job in jobs:
-            error, permanent = self._run_job(job, keeper)
+            outcome = run_task(self.registry, job, keeper)
             if keeper.is_lost(job.id):
                 summary.lost += 1  # someone else's now: no write at all
                 keeper.release(job.id)
-            elif error is None:
-                finished.append(job)
+            elif keeper.is_cancelled(job.id):  # whatever the task did: the operator's word
+                self._record_failure(job, CANCELLED, True, summary)
+                keeper.release(job.id)
+            elif outcome.snooze is not None:
+                self._snooze(job, outcome.snooze, keeper, summary)
+            elif outcome.error is None:
+                finished.append(replace(job, result=outcome.result))
             else:
-                self._record_failure(job, error, permanent, summary)
+                self._record_failure(job, outcome.error, outcome.permanent, summary)
                 keeper.release(job.id)
             if finished and time.monotonic() - last_flush > FLUSH_AFTER_SECONDS:
                 self._complete(finished, keeper, summary)
                 finished, last_flush = [], time.monotonic()
         return finished
-
-    def _run_job(self, job: ClaimedJob, keeper: LeaseKeeper) -> tuple[str | None, bool]:
-        """Run the task's code (no transaction is open); return (error, permanent)."""
-        fn = self.registry.get(job.task)
-        if fn is None:
-            known = ", ".join(self.registry.names()) or "none"
-            return f"unknown task {job.task!r} (this worker knows: {known})", True
-        context = JobContext(
-            id=job.id,
-            queue=job.queue,
-            attempt=job.attempts,
-            max_attempts=job.max_attempts,
-            lease_lost=keeper.lost_event(job.id),
-            extend=lambda: keeper.extend(job),
-        )
-        try:
-            fn(job.payload, context)
-        except PermanentError as exc:
-            return describe_error(exc), True
-        except Exception as exc:
-            return describe_error(exc), False
-        return None, False
 
     def _complete(self, finished: list[ClaimedJob], keeper: LeaseKeeper, summary: Summary) -> None:
         if finished:
@@ -277,6 +261,18 @@ class Worker:
         else:
             summary.failed += 1
             log.error("job %s failed for good: %s", job.id, error, extra=extra)
+
+    def _snooze(
+        self, job: ClaimedJob, seconds: float, keeper: LeaseKeeper, summary: Summary
+    ) -> None:
+        """Back to the queue with the attempt given back, and a wake-up booked for it."""
+        keeper.forget(job.id)  # the next claim reuses this attempt number: never extend again
+        run_at = self.store.snooze(job.id, job.attempts, seconds)
+        if run_at is None:
+            summary.lost += 1
+            return
+        summary.snoozed += 1
+        summary.wake_failures += int(not self._wake(job, run_at))
 
     def _wake(self, job: ClaimedJob, run_at: datetime) -> bool:
         try:

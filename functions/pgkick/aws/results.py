@@ -23,6 +23,15 @@ class WorkerResult(TypedDict):
     duration_ms: int
 
 
+class TickResult(WorkerResult):
+    """A periodic schedule's tick: its job (the one a tick inserts, or the earlier one if the
+    scheduler delivered the tick twice), then the drain of its queue."""
+
+    periodic: str
+    tick: str
+    job: int
+
+
 class Rejected(TypedDict):
     """An event that is not a kick: answered, not raised (a retry would fail the same way)."""
 

@@ -10,7 +10,7 @@ from aws_lambda_powertools.logging.utils import copy_config_to_registered_logger
 from aws_lambda_powertools.metrics import MetricUnit
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
-from pgkick.aws.results import Rejected, WorkerResult
+from pgkick.aws.results import Rejected, TickResult, WorkerResult
 from pgkick.errors import BadEvent
 from pgkick.kick import parse_kick_event
 from pgkick.runtime import Runtime
@@ -31,7 +31,13 @@ COUNTS = {
 
 @metrics.log_metrics
 @logger.inject_lambda_context
-def handler(event: Any, context: LambdaContext) -> WorkerResult | Rejected:
+def handler(event: Any, context: LambdaContext) -> WorkerResult | TickResult | Rejected:
+    if isinstance(event, dict) and "periodic" in event:  # a recurring schedule's tick
+        try:
+            return cast(TickResult, runtime.tick(event, context.get_remaining_time_in_millis))
+        except ValueError as exc:  # answered, not raised: a retry would fail the same way
+            logger.error("rejected tick event", extra={"reason": str(exc)})
+            return Rejected(rejected=str(exc))
     try:
         kick = parse_kick_event(event)
     except BadEvent as exc:

@@ -31,6 +31,7 @@ from pgkick import queries
 from pgkick_dev import queries as dev_queries
 
 FIXED = {"now": "NULL", "queue": "'default'", "lease": "'5 minutes'"}
+NO_RESULTS = "'{}'"  # unnest pads a shorter array with NULLs: no job stores a result
 
 
 def _bind(sql: str, values: dict[str, str]) -> str:
@@ -50,7 +51,8 @@ def claim_and_complete_batch(batch: int) -> str:
         " coalesce(array_agg(attempts), '{}') AS attempts FROM claimed"
     )
     complete = _bind(
-        queries.JOB_COMPLETE_MANY, {"now": "NULL", "ids": "':ids'", "attempts": "':attempts'"}
+        queries.JOB_COMPLETE_MANY,
+        {"now": "NULL", "ids": "':ids'", "attempts": "':attempts'", "results": NO_RESULTS},
     )
     return f"{_one_line(gathered)} \\gset\n{_one_line(complete)};\n"
 
@@ -60,7 +62,10 @@ def complete_then_claim(batch: int) -> str:
     transaction (:ids, :attempts; empty arrays at first), claim the next batch, keep its
     ids. For `-M prepared` (variables become parameters, so no quotes around them)."""
     complete = _one_line(
-        _bind(queries.JOB_COMPLETE_MANY, {"now": "NULL", "ids": ":ids", "attempts": ":attempts"})
+        _bind(
+            queries.JOB_COMPLETE_MANY,
+            {"now": "NULL", "ids": ":ids", "attempts": ":attempts", "results": NO_RESULTS},
+        )
     )
     claim = _one_line(_bind(queries.JOB_CLAIM, {**FIXED, "batch": str(batch)}))
     head, update = claim.removeprefix("WITH ").split(" UPDATE pgkick.jobs j", 1)
