@@ -23,7 +23,10 @@ from pgkick.awake import DEFAULT_WINDOW, AwakeMonitor
 from pgkick.awake_compare import Workload, compare
 from pgkick.timeline_png import Lane, render
 
-ITEMS = "article_table,sql_ceiling,drain,enqueue,kick_to_start,kicks,scale,awake,quiet_day"
+ITEMS = (
+    "article_table,sql_ceiling,drain,enqueue,kick_to_start,producer_threads,kicks,scale,awake,"
+    "quiet_day"
+)
 Command = Callable[[str, Callable[[argparse.Namespace], dict[str, Any]]], argparse.ArgumentParser]
 
 

@@ -169,3 +169,9 @@ def dsn_parts(dsn: str) -> dict[str, Any]:
 
 def _one_line(exc: BaseException) -> str:
     return " ".join(str(exc).split())
+
+
+def in_failed_transaction(conn: Connection) -> bool:
+    """True when the server refused a statement of the open transaction (nothing of it
+    can commit now) and the connection still works: a ROLLBACK ends it for sure."""
+    return not conn.broken and conn.info.transaction_status == psycopg.pq.TransactionStatus.INERROR

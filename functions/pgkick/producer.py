@@ -26,7 +26,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from pgkick import config, linger
+from pgkick import config, group_commit, linger, linger_pool  # noqa: F401 (producer.linger)
 from pgkick.db import idle_outside_transaction
 from pgkick.kick import Kicker, NoKicker
 from pgkick.runtime import default_kicker
@@ -241,10 +241,12 @@ def enqueue_and_kick(
     kicker: Kicker | None = None,
     clock: Clock = server_clock,
 ) -> int:
-    """Insert and commit one job on the producer's lingering connection, then kick.
+    """Insert and commit one job on one of the producer's lingering connections, then kick.
 
-    Returns its id. The connection is reused by the next call and closed
-    PGKICK_PRODUCER_LINGER_MS after the last one (see `pgkick.linger`).
+    Returns its id once the job is committed. Concurrent calls from threads share
+    a few connections and may share one commit (`pgkick.group_commit`); each
+    connection is reused by the next call and closed PGKICK_PRODUCER_LINGER_MS
+    after its last one (see `pgkick.linger_pool`).
     """
     spec = job_spec(
         payload, task=task, queue=queue, run_at=run_at, delay=delay, max_attempts=max_attempts
@@ -252,10 +254,8 @@ def enqueue_and_kick(
     kicker = kicker or default_kicker()  # and so does a bad kicker setting
     ready = spec.run_at <= _now(clock) if spec.run_at else spec.delay <= timedelta(0)
     ready = ready and not isinstance(kicker, NoKicker)  # it would reserve a kick never sent
-    with _producer_store(dsn, clock) as store:
-        job, must_kick = store.insert_and_reserve(
-            spec, reserve=ready, pending=config.kick_pending()
-        )
+    group = group_commit.group_for(_producer_pool(dsn), clock)  # threads share its commits
+    job, must_kick = group.insert_and_reserve(spec, reserve=ready, pending=config.kick_pending())
     reserved = {job.queue} if must_kick else set()
     # "now" read after the commit, so a job due at once is never taken for a later one
     kick_committed(
@@ -285,8 +285,11 @@ def _now(clock: Clock) -> datetime:
     return clock() or datetime.now(UTC)
 
 
+def _producer_pool(dsn: str | None) -> linger_pool.LingeringPool:
+    return linger_pool.shared(dsn or config.database_url(), config.producer_linger())
+
+
 @contextmanager
 def _producer_store(dsn: str | None, clock: Clock) -> Iterator[JobStore]:
-    lingering = linger.shared(dsn or config.database_url(), config.producer_linger())
-    with lingering.connection() as conn:
+    with _producer_pool(dsn).connection() as conn:
         yield JobStore(conn, clock)
