@@ -17,7 +17,7 @@ from typing import Any
 
 from psycopg.conninfo import conninfo_to_dict, make_conninfo
 
-from pgkick import db, linger, producer, queries
+from pgkick import linger, producer, queries
 from pgkick.kick import NoKicker
 from pgkick.store import JobStore
 
@@ -60,13 +60,13 @@ def measure(dsn: str, threads: int, per_thread: int) -> dict[str, Any]:
     workers = [threading.Thread(target=enqueue) for _ in range(threads)]
     for worker in workers:
         worker.start()
-    opened_before = db.opened.count
+    opened_before = linger.opened_total()  # the producer's own, not another item's threads
     start.wait()
     started = time.monotonic()
     for worker in workers:
         worker.join()
     seconds = time.monotonic() - started
-    opened = db.opened.count - opened_before
+    opened = linger.opened_total() - opened_before
     linger.close_all()
     if errors:
         raise RuntimeError(f"{len(errors)} enqueues failed, first: {errors[0]!r}")
