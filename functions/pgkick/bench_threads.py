@@ -15,9 +15,8 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from psycopg.conninfo import conninfo_to_dict, make_conninfo
-
 from pgkick import linger, producer, queries
+from pgkick.db import dsn_parts, dsn_with
 from pgkick.kick import NoKicker
 from pgkick.store import JobStore
 
@@ -26,8 +25,8 @@ THREADS = (1, 4, 8, 16)
 
 def durable(dsn: str) -> str:
     """The DSN with synchronous_commit on for its sessions (a test server may turn it off)."""
-    options = conninfo_to_dict(dsn).get("options") or ""
-    return make_conninfo(dsn, options=f"{options} -c synchronous_commit=on".strip())
+    options = dsn_parts(dsn).get("options") or ""
+    return dsn_with(dsn, options=f"{options} -c synchronous_commit=on".strip())
 
 
 def run(dsn: str, per_thread: int, say: Callable[[str], None]) -> list[dict[str, Any]]:

@@ -17,7 +17,7 @@ from datetime import datetime
 from typing import Any, LiteralString, Self
 
 import psycopg
-from psycopg.conninfo import conninfo_to_dict
+from psycopg.conninfo import conninfo_to_dict, make_conninfo
 
 from pgkick.redact import redact
 
@@ -210,3 +210,8 @@ def async_state(conn: AsyncConnection) -> tuple[bool, bool, bool]:
     """(no transaction in progress, autocommit, broken) of an asyncio connection."""
     idle = conn.info.transaction_status == psycopg.pq.TransactionStatus.IDLE
     return idle, conn.autocommit, conn.broken
+
+
+def dsn_with(dsn: str, **parts: Any) -> str:
+    """The DSN with some of its parts replaced (the benchmark's session options)."""
+    return make_conninfo(dsn, **parts)
