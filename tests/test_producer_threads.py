@@ -266,3 +266,32 @@ def test_a_forked_child_opens_its_own_and_leaves_the_parents_session_alone(dsn: 
     _, status = os.waitpid(child, 0)
     assert os.waitstatus_to_exitcode(status) == 0
     assert backend_pid(pool) == parent
+
+
+def test_a_group_whose_session_dies_fails_every_member_and_retries_none(dsn: str) -> None:
+    """Catches: retrying a group alone after an error whose outcome is unknown (the session
+    died around the COMMIT): a job could then exist twice. Here none committed, and none
+    may be inserted afterwards by a hidden retry."""
+
+    def terminate_producers(admin: psycopg.Connection[Any]) -> None:
+        admin.execute(
+            "SELECT pg_terminate_backend(pid, 5000) FROM pg_stat_activity"
+            " WHERE application_name = %s",
+            (APPLICATION_NAME,),
+        )
+
+    with psycopg.connect(dsn) as lock, psycopg.connect(dsn, autocommit=True) as admin:
+        lock.execute("LOCK TABLE jobs IN SHARE MODE")
+        first = Caller(dsn, 0)
+        wait_until(lambda: insert_waiting_on_lock(dsn), "the first insert to wait")
+        queued = [Caller(dsn, n) for n in range(1, 3)]
+        assert the_group(dsn).wait_for_waiting(2, 20)
+        terminate_producers(admin)  # the lone leader fails; the two now wait as one group
+        assert first.result() is None
+        wait_until(lambda: insert_waiting_on_lock(dsn), "the group's insert to wait")
+        terminate_producers(admin)
+        for caller in queued:
+            caller.result()
+        lock.rollback()
+    assert all(isinstance(c.error, psycopg.OperationalError) for c in queued)
+    assert rows(dsn) == [] and the_group(dsn).groups == 0
