@@ -41,6 +41,9 @@ def test_bench_quick_runs_every_item_and_reports_targets(
     assert day["hourly reaper"]["awake_fraction"] > day["daily reaper"]["awake_fraction"]
     played = day["a day with a crash and a lost kick"]
     assert played["jobs_by_status"] == {"done": 3 * 20 + 2} and played["crash_attempts"] == 2
+    threads = {row["threads"]: row for row in results["producer_threads"]}
+    assert set(threads) == {1, 4, 8, 16} and all(r["exactly_once"] for r in threads.values())
+    assert all(r["sessions_opened"] <= r["threads"] for r in threads.values()), threads
     assert len(results["targets"]) == 18 and all(
         isinstance(t["met"], bool) for t in results["targets"]
     )

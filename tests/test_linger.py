@@ -9,7 +9,7 @@ from collections.abc import Iterator
 import psycopg
 import pytest
 
-from pgkick import linger, producer
+from pgkick import linger, linger_pool, producer
 from pgkick.errors import ConfigError
 from pgkick.kick import NoKicker
 from pgkick.linger import APPLICATION_NAME, LingeringConnection
@@ -126,7 +126,7 @@ def test_enqueue_and_kick_reuses_one_session_and_zero_linger_keeps_none(
     for _ in range(3):
         producer.enqueue_and_kick({}, task="noop", dsn=dsn, kicker=NoKicker())
     producer.enqueue_many([{"payload": {}, "task": "noop"}], dsn=dsn, kicker=NoKicker())
-    assert linger.shared(dsn, 1.0).opened == 1 and producer_sessions(dsn) == 1
+    assert linger_pool.shared(dsn, 1.0).opened == 1 and producer_sessions(dsn) == 1
     linger.close_all()
     assert producer_sessions(dsn) == 0
     monkeypatch.setenv("PGKICK_PRODUCER_LINGER_MS", "0")

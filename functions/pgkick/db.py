@@ -167,3 +167,44 @@ def idle_outside_transaction(conn: Connection) -> bool:
 
 def _one_line(exc: BaseException) -> str:
     return " ".join(str(exc).split())
+
+
+def in_failed_transaction(conn: Connection) -> bool:
+    """True when the server refused a statement of the open transaction (nothing of it
+    can commit now) and the connection still works: a ROLLBACK ends it for sure."""
+    return not conn.broken and conn.info.transaction_status == psycopg.pq.TransactionStatus.INERROR
+
+
+# -- asyncio (pgkick.aio): the same rules on psycopg's AsyncConnection ----------------
+AsyncConnection = psycopg.AsyncConnection[tuple[Any, ...]]
+AsyncCursor = psycopg.AsyncCursor[tuple[Any, ...]]
+
+
+async def connect_producer_async(dsn: str, application_name: str) -> AsyncConnection:
+    """An asyncio connection made as connect() makes one: autocommit, no prepared statements."""
+    try:
+        return await psycopg.AsyncConnection.connect(
+            dsn,
+            autocommit=True,
+            prepare_threshold=None,
+            connect_timeout=5,
+            application_name=application_name,
+        )
+    except psycopg.Error as exc:
+        raise DatabaseUnavailable(
+            f"cannot connect to PostgreSQL: {redact(_one_line(exc), [dsn])}"
+        ) from None
+
+
+async def execute_async(
+    conn: AsyncConnection, clock: Clock, query: LiteralString, **params: Any
+) -> AsyncCursor:
+    """Database.execute for an AsyncConnection: the clock's now, never a prepared statement."""
+    values = {"now": clock(), **params} if "%(" in query else None
+    return await conn.execute(query, values, prepare=False)
+
+
+def async_state(conn: AsyncConnection) -> tuple[bool, bool, bool]:
+    """(no transaction in progress, autocommit, broken) of an asyncio connection."""
+    idle = conn.info.transaction_status == psycopg.pq.TransactionStatus.IDLE
+    return idle, conn.autocommit, conn.broken

@@ -94,7 +94,7 @@ class LingeringConnection:
     def _take(self, retries: int) -> Connection:
         if self._pid != os.getpid():  # forked: the parent's socket is not ours to use or close
             self._conn, self._pid = None, os.getpid()
-        if self._conn is not None and (self._conn.closed or _server_spoke(self._conn)):
+        if self._conn is not None and (self._conn.closed or server_spoke(self._conn)):
             self._discard()
         if self._conn is None:
             self._conn = self._connect(retries)
@@ -123,7 +123,7 @@ class LingeringConnection:
             self.close_if_idle()
 
 
-def _server_spoke(conn: Connection) -> bool:
+def server_spoke(conn: Connection) -> bool:
     """An idle connection has nothing to say; readable means the server closed it."""
     try:
         readable, _, _ = select.select([conn.fileno()], [], [], 0)
@@ -148,7 +148,10 @@ def shared(dsn: str, linger: float) -> LingeringConnection:
 def opened_total() -> int:
     """Connections the process's lingering producers have opened so far (the benchmark's)."""
     with _shared_lock:
-        return sum(lingering.opened for lingering in _shared.values())
+        lone = sum(lingering.opened for lingering in _shared.values())
+    from pgkick import linger_pool  # the producer's pool, built on this module
+
+    return lone + linger_pool.opened_total()
 
 
 @atexit.register
@@ -159,3 +162,6 @@ def close_all() -> None:
             if lingering._pid == os.getpid():
                 lingering.close()
         _shared.clear()
+    from pgkick import linger_pool
+
+    linger_pool.close_all()

@@ -26,7 +26,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from pgkick import config, linger
+from pgkick import config, group_commit, linger, linger_pool  # noqa: F401 (producer.linger)
 from pgkick.db import idle_outside_transaction
 from pgkick.kick import Kicker, NoKicker
 from pgkick.kickers import default_kicker
@@ -262,10 +262,12 @@ def enqueue_and_kick(
     group: str | None = None,
     unique_key: str | None = None,
 ) -> int:
-    """Insert and commit one job on the producer's lingering connection, then kick.
+    """Insert and commit one job on one of the producer's lingering connections, then kick.
 
-    Returns its id. The connection is reused by the next call and closed
-    PGKICK_PRODUCER_LINGER_MS after the last one (see `pgkick.linger`).
+    Returns its id once the job is committed. Concurrent calls from threads share
+    a few connections and may share one commit (`pgkick.group_commit`); each
+    connection is reused by the next call and closed PGKICK_PRODUCER_LINGER_MS
+    after its last one (see `pgkick.linger_pool`).
     `priority` (-100..100, higher first), `group` (one job of a group runs at a time)
     and `unique_key` (a live job with the key is returned, nothing written): README.
     """
@@ -285,10 +287,10 @@ def enqueue_and_kick(
         return _enqueue_unique(spec, dsn, kicker, clock)
     ready = spec.run_at <= _now(clock) if spec.run_at else spec.delay <= timedelta(0)
     ready = ready and not isinstance(kicker, NoKicker)  # it would reserve a kick never sent
-    with _producer_store(dsn, clock) as store:
-        job, must_kick = store.insert_and_reserve(
-            spec, reserve=ready, pending=config.kick_pending()
-        )
+    committer = group_commit.group_for(_producer_pool(dsn), clock)  # threads share commits
+    job, must_kick = committer.insert_and_reserve(
+        spec, reserve=ready, pending=config.kick_pending()
+    )
     reserved = {job.queue} if must_kick else set()
     # "now" read after the commit, so a job due at once is never taken for a later one
     kick_committed(
@@ -329,8 +331,11 @@ def _now(clock: Clock) -> datetime:
     return clock() or datetime.now(UTC)
 
 
+def _producer_pool(dsn: str | None) -> linger_pool.LingeringPool:
+    return linger_pool.shared(dsn or config.database_url(), config.producer_linger())
+
+
 @contextmanager
 def _producer_store(dsn: str | None, clock: Clock) -> Iterator[JobStore]:
-    lingering = linger.shared(dsn or config.database_url(), config.producer_linger())
-    with lingering.connection() as conn:
+    with _producer_pool(dsn).connection() as conn:
         yield JobStore(conn, clock)

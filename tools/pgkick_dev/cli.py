@@ -26,7 +26,8 @@ from pgkick_dev.demo import report as demo_report
 from pgkick_dev.demo import scenario as demo
 
 ITEMS = (
-    "article_table,sql_ceiling,drain,enqueue,kick_to_start,kicks,scale,claim_order,awake,quiet_day"
+    "article_table,sql_ceiling,drain,enqueue,kick_to_start,producer_threads,kicks,scale,"
+    "claim_order,awake,quiet_day"
 )
 Command = Callable[[str, Callable[[argparse.Namespace], dict[str, Any]]], argparse.ArgumentParser]
 

@@ -96,6 +96,14 @@ def _once(results: dict[str, Any]) -> list[list[Any]]:
                 f" (p50 {row['p50_ms']} ms, p99 {row['p99_ms']} ms)" if "p50_ms" in row else ""
             )
             rows.append([label, f"{row['jobs_per_s']:,} jobs/s{latency}"])
+    for row in results.get("producer_threads", []):
+        rows.append(
+            [
+                f"`enqueue_and_kick` from {row['threads']} thread(s) at once, durable commits",
+                f"{row['jobs_per_s']:,} jobs/s ({row['versus_one_thread']}x one thread), "
+                f"{row['sessions_opened']} sessions opened for {row['jobs']:,} jobs",
+            ]
+        )
     for peer, rows_of_peer in _by_peer(results.get("peers", [])).items():
         bulk = bench_figures.spread([r["bulk_enqueue_jobs_per_s"] for r in rows_of_peer])
         single = bench_figures.spread([r["single_enqueue_jobs_per_s"] for r in rows_of_peer])

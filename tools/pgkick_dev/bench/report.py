@@ -22,6 +22,7 @@ def targets(results: dict[str, Any]) -> list[dict[str, Any]]:
     rows = [
         *_kick_targets(kicks),
         *_quiet_day_targets(results.get("quiet_day", {})),
+        _threads_target(results.get("producer_threads", [])),
         *_versus_ceiling(results, ratios),
         *_versus_peers(ratios),
         (
@@ -89,6 +90,23 @@ def _kick_targets(kicks: dict[str, dict[str, Any]]) -> list[tuple[str, Any, bool
         )
         rows.append((label, measured, row["invocations_per_job"] <= bound and row["exactly_once"]))
     return rows
+
+
+def _threads_target(rows: list[dict[str, Any]]) -> tuple[str, Any, bool]:
+    """Single enqueues from 8 threads of one process against one thread (durable commits)."""
+    label = "8 producer threads >= 3x one thread's rate, sessions opened <= threads"
+    by = {row["threads"]: row for row in rows}
+    if 1 not in by or 8 not in by:
+        return (label, "not measured (item producer_threads)", False)
+    one, eight = by[1], by[8]
+    ratio = round(eight["jobs_per_s"] / max(one["jobs_per_s"], 1), 2)
+    sessions_ok = all(row["sessions_opened"] <= row["threads"] for row in rows)
+    measured = (
+        f"{ratio}x ({eight['jobs_per_s']:,} vs {one['jobs_per_s']:,} jobs/s); sessions "
+        + ", ".join(f"{row['sessions_opened']} for {row['threads']}" for row in rows)
+    )
+    ok = ratio >= 3 and sessions_ok and all(row["exactly_once"] for row in rows)
+    return (label, measured, ok)
 
 
 def _quiet_day_targets(day: dict[str, Any]) -> list[tuple[str, Any, bool]]:

@@ -256,6 +256,13 @@ class Bench:
         day = bench_quiet_day.QuietDay(seconds=self.sizes.quiet_day_seconds)
         self.results["quiet_day"] = bench_quiet_day.run(self.dsn, day, self.log, self.say)
 
+    def producer_threads(self) -> None:
+        """Single enqueues from 1, 4, 8 and 16 threads of one process (bench_threads)."""
+        from pgkick_dev.bench import threads as bench_threads
+
+        per_thread = max(25, self.sizes.singles // 4)
+        self.results["producer_threads"] = bench_threads.run(self.dsn, per_thread, self.say)
+
     def kicks(self) -> None:
         """Invocations and database sessions per job of single enqueues (bench_kicks)."""
         from pgkick_dev.bench import kicks as bench_kicks

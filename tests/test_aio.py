@@ -1,0 +1,224 @@
+"""pgkick.aio under a running event loop: concurrent tasks, kicks that never block the loop,
+the after-commit rule and the synchronous API's errors, on psycopg's AsyncConnection."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from datetime import datetime
+from typing import Any
+
+import psycopg
+import pytest
+
+from pgkick import aio, aio_pool
+from pgkick.kick import NoKicker
+from pgkick.linger import APPLICATION_NAME
+from pgkick.linger_pool import DEFAULT_SIZE
+from tests.helpers import sessions_of
+from tests.test_producer import RecordingKicker, count_jobs
+
+
+class SeeingKicker(RecordingKicker):
+    """Records, for each kick, how many jobs another session could see at that moment."""
+
+    def __init__(self, dsn: str) -> None:
+        super().__init__()
+        self.dsn = dsn
+        self.visible: list[int] = []
+
+    def kick(self, queue: str, reason: str, *, hop: int = 0) -> None:
+        self.visible.append(count_jobs(self.dsn))
+        super().kick(queue, reason)
+
+
+class LoopWatchingKicker(RecordingKicker):
+    """A kick that only finishes once the loop has ticked three times meanwhile: if the kick
+    blocked the loop, the ticker could not tick and the kick would time out."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.in_kick = threading.Event()
+        self.ticked = threading.Event()
+        self.loop_kept_running = False
+
+    def kick(self, queue: str, reason: str, *, hop: int = 0) -> None:
+        self.in_kick.set()
+        self.loop_kept_running = self.ticked.wait(10)
+        super().kick(queue, reason)
+
+
+def test_many_concurrent_tasks_enqueue_once_each_on_a_few_sessions_and_kick_once(
+    dsn: str,
+) -> None:
+    """Catches: a session per task (no pool), lost or doubled jobs under asyncio.gather, and a
+    kick per job instead of one reserved kick for the queue."""
+    kicker = RecordingKicker()
+
+    async def main() -> tuple[list[int], int]:
+        ids = await asyncio.gather(
+            *(aio.enqueue_and_kick({"n": n}, task="t", dsn=dsn, kicker=kicker) for n in range(60))
+        )
+        sessions = await asyncio.to_thread(sessions_of, dsn, APPLICATION_NAME)
+        await aio_pool.close_all()
+        return list(ids), sessions
+
+    ids, sessions = asyncio.run(main())
+    with psycopg.connect(dsn) as conn:
+        found = dict(conn.execute("SELECT id, (payload->>'n')::int FROM pgkick.jobs").fetchall())
+    assert [found[i] for i in ids] == list(range(60))  # each task got its own job, once
+    assert 1 <= sessions <= DEFAULT_SIZE
+    assert kicker.kicks == [("default", "enqueue")]
+    assert sessions_of(dsn, APPLICATION_NAME) == 0
+
+
+def test_a_slow_kick_does_not_block_the_event_loop(dsn: str) -> None:
+    """Catches: the blocking kicker called on the loop's thread (the ticker then never ticks
+    while the kick waits for it, and the kick times out)."""
+    kicker = LoopWatchingKicker()
+
+    async def ticker() -> None:
+        while not kicker.in_kick.is_set():
+            await asyncio.sleep(0)
+        for _ in range(3):
+            await asyncio.sleep(0)
+        kicker.ticked.set()
+
+    async def main() -> None:
+        tick = asyncio.create_task(ticker())
+        await aio.enqueue_and_kick({}, task="t", dsn=dsn, kicker=kicker)
+        await tick
+        await aio_pool.close_all()
+
+    asyncio.run(asyncio.wait_for(main(), 30))
+    assert kicker.loop_kept_running and kicker.kicks == [("default", "enqueue")]
+
+
+def test_transaction_kicks_after_commit_and_nothing_after_rollback(dsn: str) -> None:
+    """Catches: a kick sent before the commit (the kicker would see no job), a kick or a job
+    left after a rollback, and kicks per job instead of per queue."""
+    kicker = SeeingKicker(dsn)
+
+    async def main() -> None:
+        async with await psycopg.AsyncConnection.connect(dsn) as conn:
+            async with aio.transaction(conn, kicker=kicker) as jobs:
+                await jobs.enqueue({"n": 1}, task="t", queue="q")
+                await jobs.enqueue({"n": 2}, task="t", queue="q")
+            assert kicker.kicks == [("q", "enqueue")] and kicker.visible == [2]
+            with pytest.raises(ZeroDivisionError):
+                async with aio.transaction(conn, kicker=kicker) as jobs:
+                    await jobs.enqueue({"n": 3}, task="t", queue="r")
+                    _ = 1 / 0
+            await conn.execute("SELECT 1")  # a transaction in progress now: refused
+            with pytest.raises(RuntimeError, match="must own the transaction"):
+                async with aio.transaction(conn, kicker=kicker):
+                    pass
+
+    asyncio.run(main())
+    assert kicker.kicks == [("q", "enqueue")] and count_jobs(dsn) == 2
+
+
+def test_enqueue_many_is_one_commit_and_a_bad_job_writes_nothing(dsn: str) -> None:
+    """Catches: jobs written before a later bad one is found, and an error that does not name
+    the bad job as the synchronous API does."""
+    kicker = RecordingKicker()
+
+    async def main() -> list[int]:
+        with pytest.raises(TypeError, match=r"jobs\[1\]: needs payload and task"):
+            await aio.enqueue_many(
+                [{"payload": {}, "task": "t"}, {"task": "t"}], dsn=dsn, kicker=kicker
+            )
+        jobs = [{"payload": {"n": n}, "task": "t", "queue": f"q{n % 2}"} for n in range(10)]
+        ids = await aio.enqueue_many(jobs, dsn=dsn, kicker=kicker)
+        await aio_pool.close_all()
+        return ids
+
+    ids = asyncio.run(main())
+    with psycopg.connect(dsn) as conn:
+        xids = conn.execute("SELECT DISTINCT xmin::text FROM pgkick.jobs").fetchall()
+    assert len(ids) == 10 and count_jobs(dsn) == 10 and len(xids) == 1
+    assert sorted(kicker.kicks) == [("q0", "enqueue"), ("q1", "enqueue")]
+
+
+@pytest.mark.parametrize(
+    ("payload", "kwargs", "error", "match"),
+    [
+        (float("nan"), {}, ValueError, "payload"),
+        ({}, {"task": ""}, ValueError, "task: must not be empty"),
+        ({}, {"max_attempts": 0}, ValueError, "max_attempts"),
+        ({1: "x"}, {}, TypeError, "payload"),
+    ],
+)
+def test_bad_input_fails_before_anything_is_written_in_every_async_form(
+    dsn: str, payload: Any, kwargs: dict[str, Any], error: type[Exception], match: str
+) -> None:
+    """Catches: an async form skipping the synchronous API's validation."""
+    args = {"task": "t", **kwargs}
+
+    async def main() -> None:
+        with pytest.raises(error, match=match):
+            await aio.enqueue_and_kick(payload, dsn=dsn, kicker=NoKicker(), **args)
+        with pytest.raises(error, match=match):
+            await aio.enqueue_many([{"payload": payload, **args}], dsn=dsn, kicker=NoKicker())
+        async with await psycopg.AsyncConnection.connect(dsn) as conn:
+            with pytest.raises(error, match=match):
+                async with aio.transaction(conn, kicker=NoKicker()) as jobs:
+                    await jobs.enqueue(payload, **args)
+        await aio_pool.close_all()
+
+    asyncio.run(main())
+    assert count_jobs(dsn) == 0
+
+
+def test_the_loops_connections_close_after_linger(
+    dsn: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Catches: an asyncio producer session that stays open without work."""
+    monkeypatch.setenv("PGKICK_PRODUCER_LINGER_MS", "100")
+
+    async def main() -> tuple[int, int]:
+        await aio.enqueue_and_kick({}, task="t", dsn=dsn, kicker=NoKicker())
+        during = await asyncio.to_thread(sessions_of, dsn, APPLICATION_NAME)
+        for _ in range(2000):  # the loop's timer closes it; nothing here closes it
+            if await asyncio.to_thread(sessions_of, dsn, APPLICATION_NAME) == 0:
+                break
+            await asyncio.sleep(0.01)
+        return during, await asyncio.to_thread(sessions_of, dsn, APPLICATION_NAME)
+
+    assert asyncio.run(main()) == (1, 0)
+
+
+def test_a_delayed_job_books_a_wake_up_and_sends_no_kick(dsn: str) -> None:
+    """Catches: a job due later kicked now (a worker would find nothing ready)."""
+    kicker = RecordingKicker()
+
+    async def main() -> None:
+        await aio.enqueue_and_kick({}, task="t", delay=60, dsn=dsn, kicker=kicker)
+        await aio_pool.close_all()
+
+    asyncio.run(main())
+    assert kicker.kicks == [] and [q for q, _ in kicker.wakes] == ["default"]
+    assert all(isinstance(when, datetime) for _, when in kicker.wakes)
+
+
+def test_priorities_and_groups_reach_the_table_and_unique_keys_are_refused_before_writing(
+    dsn: str,
+) -> None:
+    """Catches the async forms dropping a job's priority or group (the claim would order
+    it wrongly), and a unique key silently ignored (a duplicate job) instead of refused."""
+
+    async def go() -> list[tuple[int, str | None]]:
+        kicker = NoKicker()
+        await aio.enqueue_and_kick({}, task="noop", dsn=dsn, kicker=kicker, priority=7, group="g")
+        await aio.enqueue_many(
+            [{"payload": {}, "task": "noop", "priority": -3, "group": "h"}], dsn=dsn, kicker=kicker
+        )
+        with pytest.raises(ValueError, match=r"jobs\[0\]: unique_key: not supported"):
+            await aio.enqueue_many(
+                [{"payload": {}, "task": "noop", "unique_key": "k"}], dsn=dsn, kicker=kicker
+            )
+        async with await psycopg.AsyncConnection.connect(dsn) as conn:
+            cursor = await conn.execute("SELECT priority, group_key FROM pgkick.jobs ORDER BY id")
+            return [tuple(row) for row in await cursor.fetchall()]
+
+    assert asyncio.run(go()) == [(7, "g"), (-3, "h")]

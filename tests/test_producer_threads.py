@@ -1,0 +1,297 @@
+"""Producers under threads: a few shared connections, concurrent enqueues grouped into one commit.
+
+Interleavings are forced: the test holds a table lock that the first enqueue's
+INSERT must wait for (seen waiting in pg_stat_activity), so the next callers
+queue behind it for certain; sessions and transactions are read from the server
+(pg_stat_activity, each row's xmin), not from the library's own counters alone.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+import time
+from collections.abc import Callable, Iterator
+from contextlib import ExitStack
+from typing import Any
+
+import psycopg
+import pytest
+
+from pgkick import group_commit, linger, linger_pool, producer
+from pgkick.group_commit import GroupCommit
+from pgkick.kick import NoKicker
+from pgkick.linger import APPLICATION_NAME
+from pgkick.linger_pool import LingeringPool
+from pgkick.store import server_clock
+from tests.helpers import sessions_of
+from tests.test_producer import RecordingKicker
+
+
+class Ticks:
+    def __init__(self) -> None:
+        self.now = 100.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+@pytest.fixture(autouse=True)
+def _no_lingering_left() -> Iterator[None]:
+    yield
+    linger.close_all()
+
+
+def producer_sessions(dsn: str) -> int:
+    return sessions_of(dsn, APPLICATION_NAME)
+
+
+def backend_pid(pool: LingeringPool) -> int:
+    with pool.connection() as conn:
+        row = conn.execute("SELECT pg_backend_pid()").fetchone()
+    assert row is not None
+    return int(row[0])
+
+
+def rows(dsn: str) -> list[tuple[Any, ...]]:
+    """(payload's n, task, transaction id) of every job, by n."""
+    with psycopg.connect(dsn) as conn:
+        return conn.execute(
+            "SELECT (payload->>'n')::int, task, xmin::text::bigint FROM pgkick.jobs ORDER BY 1"
+        ).fetchall()
+
+
+def wait_until(condition: Callable[[], bool], what: str, timeout: float = 20) -> None:
+    """Poll the server for a state the test forced (never a sleep standing in for an order)."""
+    deadline = time.monotonic() + timeout
+    while not condition():
+        assert time.monotonic() < deadline, f"timed out waiting for {what}"
+        time.sleep(0.01)
+
+
+def insert_waiting_on_lock(dsn: str) -> bool:
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        row = conn.execute(
+            "SELECT count(*) FROM pg_stat_activity WHERE application_name = %s"
+            " AND wait_event_type = 'Lock' AND query LIKE '%%job_insert%%'",
+            (APPLICATION_NAME,),
+        ).fetchone()
+    return bool(row and row[0])
+
+
+class Caller(threading.Thread):
+    """One enqueue_and_kick in a thread, keeping its job id or its exception."""
+
+    def __init__(self, dsn: str, n: int, task: str = "t", queue: str = "default", **kw: Any):
+        super().__init__(daemon=True)
+        self.args_ = (dsn, n, task, queue, kw)
+        self.job_id: int | None = None
+        self.error: BaseException | None = None
+        self.start()
+
+    def run(self) -> None:
+        dsn, n, task, queue, kw = self.args_
+        try:
+            self.job_id = producer.enqueue_and_kick(
+                {"n": n}, task=task, queue=queue, dsn=dsn, **{"kicker": NoKicker(), **kw}
+            )
+        except BaseException as exc:
+            self.error = exc
+
+    def result(self) -> int | None:
+        self.join(30)
+        assert not self.is_alive()
+        return self.job_id
+
+
+def the_group(dsn: str) -> GroupCommit:
+    return group_commit.group_for(linger_pool.shared(dsn, 1.0), server_clock)
+
+
+def first_waits_then_others_queue(
+    dsn: str, lock: psycopg.Connection[Any], others: Callable[[], list[Caller]]
+) -> tuple[Caller, list[Caller]]:
+    """Caller 0's INSERT waits for the test's lock; the others queue behind it; then release."""
+    lock.execute("LOCK TABLE pgkick.jobs IN SHARE MODE")  # inserts wait for it
+    first = Caller(dsn, 0, queue="a")
+    wait_until(lambda: insert_waiting_on_lock(dsn), "the first insert to wait on the lock")
+    queued = others()
+    assert the_group(dsn).wait_for_waiting(len(queued), 20)
+    lock.rollback()
+    return first, queued
+
+
+def test_enqueues_arriving_during_a_commit_share_the_next_commit_and_one_kick(dsn: str) -> None:
+    """Catches: callers not grouped (each its own transaction: distinct xmin), a grouped
+    caller returning before its commit or with another's id, a job inserted twice, and
+    more than one kick per queue for a group."""
+    kicker = RecordingKicker()
+    with psycopg.connect(dsn) as lock:
+        first, queued = first_waits_then_others_queue(
+            dsn, lock, lambda: [Caller(dsn, n, queue="b", kicker=kicker) for n in range(1, 5)]
+        )
+        ids = [first.result(), *[c.result() for c in queued]]
+    assert all(c.error is None for c in [first, *queued])
+    found = rows(dsn)
+    assert [n for n, _, _ in found] == [0, 1, 2, 3, 4]  # each job exactly once
+    xids = [xid for _, _, xid in found]
+    assert len(set(xids[1:])) == 1 and xids[0] != xids[1]  # one transaction for the four
+    assert the_group(dsn).groups == 1
+    with psycopg.connect(dsn) as conn:  # each caller got its own job's id
+        by_id = dict(conn.execute("SELECT id, (payload->>'n')::int FROM pgkick.jobs").fetchall())
+    assert [by_id[i] for i in ids if i is not None] == [0, 1, 2, 3, 4]
+    assert kicker.kicks == [("b", "enqueue")]  # one kick for the group's queue
+    assert linger_pool.shared(dsn, 1.0).opened == 1 and producer_sessions(dsn) == 1
+
+
+def test_a_refused_row_fails_its_own_caller_and_the_others_commit_once(dsn: str) -> None:
+    """Catches: one bad row failing the whole group, a retry alone inserting a job a second
+    time, and bad input joining a group instead of failing before anything is sent."""
+    with psycopg.connect(dsn, autocommit=True) as conn:  # a row only the server refuses
+        conn.execute("ALTER TABLE pgkick.jobs ADD CONSTRAINT no_poison CHECK (task <> 'poison')")
+
+    def others() -> list[Caller]:
+        callers = [Caller(dsn, n, task="poison" if n == 3 else "t") for n in range(1, 6)]
+        with pytest.raises(ValueError, match="payload"):  # refused before it joins
+            producer.enqueue_and_kick(float("nan"), task="t", dsn=dsn, kicker=NoKicker())
+        return callers
+
+    with psycopg.connect(dsn) as lock:
+        first, queued = first_waits_then_others_queue(dsn, lock, others)
+        for caller in [first, *queued]:
+            caller.result()
+    assert isinstance(queued[2].error, psycopg.errors.CheckViolation)
+    assert [c.error for i, c in enumerate(queued) if i != 2] == [None] * 4
+    assert [(n, task) for n, task, _ in rows(dsn)] == [(n, "t") for n in (0, 1, 2, 4, 5)]
+    assert the_group(dsn).groups == 0  # the group's transaction was rolled back
+
+
+def test_a_leader_whose_session_dies_fails_alone_and_its_followers_still_commit(
+    dsn: str,
+) -> None:
+    """Catches: followers stranded (waiting forever) when the leader's call fails, and a
+    broken connection handed to the next group."""
+    with psycopg.connect(dsn) as lock:
+        lock.execute("LOCK TABLE pgkick.jobs IN SHARE MODE")
+        first = Caller(dsn, 0)
+        wait_until(lambda: insert_waiting_on_lock(dsn), "the first insert to wait")
+        queued = [Caller(dsn, n) for n in range(1, 4)]
+        assert the_group(dsn).wait_for_waiting(3, 20)
+        lock.execute(
+            "SELECT pg_terminate_backend(pid, 5000) FROM pg_stat_activity"
+            " WHERE application_name = %s",
+            (APPLICATION_NAME,),
+        )
+        lock.rollback()
+    assert first.result() is None and isinstance(first.error, psycopg.OperationalError)
+    assert [c.result() is not None and c.error is None for c in queued] == [True] * 3
+    assert [n for n, _, _ in rows(dsn)] == [1, 2, 3]
+
+
+def test_threads_share_a_few_sessions_and_every_job_lands_once(dsn: str) -> None:
+    """Catches: a connection per busy call (the old behaviour opened hundreds), and lost or
+    doubled jobs under real racing threads."""
+    threads, each = 8, 25
+    start = threading.Barrier(threads)
+    peak = [0]
+
+    def enqueue(t: int) -> None:
+        start.wait()
+        for k in range(each):
+            producer.enqueue_and_kick({"n": t * each + k}, task="t", dsn=dsn, kicker=NoKicker())
+        peak[0] = max(peak[0], producer_sessions(dsn))
+
+    workers = [threading.Thread(target=enqueue, args=(t,)) for t in range(threads)]
+    for worker in workers:
+        worker.start()
+    for worker in workers:
+        worker.join(60)
+    assert [n for n, _, _ in rows(dsn)] == list(range(threads * each))
+    assert linger_pool.shared(dsn, 1.0).opened <= linger_pool.DEFAULT_SIZE
+    assert 1 <= peak[0] <= linger_pool.DEFAULT_SIZE
+
+
+def test_a_full_pool_makes_a_caller_wait_for_a_connection_given_back(dsn: str) -> None:
+    """Catches: a pool opening past its size (a session per busy call, as before) and a
+    caller served with a connection someone else still holds."""
+    pool = LingeringPool(dsn, 60, size=2, closer=False)
+    got: list[int] = []
+    with ExitStack() as held:
+        pids = []
+        for _ in range(2):
+            conn = held.enter_context(pool.connection())
+            pids.append(conn.execute("SELECT pg_backend_pid()").fetchone()[0])  # type: ignore[index]
+        waiter = threading.Thread(target=lambda: got.append(backend_pid(pool)))
+        waiter.start()
+        waiter.join(0.2)
+        assert waiter.is_alive() and not got  # no third connection: it waits
+    waiter.join(30)
+    assert got and got[0] in pids
+    assert pool.opened == 2 and producer_sessions(dsn) == 2
+    pool.close()
+
+
+def test_pool_connections_close_after_linger_and_the_closer_needs_no_help(dsn: str) -> None:
+    """Catches: pooled sessions staying open without work (a serverless database never
+    suspends)."""
+    ticks = Ticks()
+    pool = LingeringPool(dsn, 1.0, size=2, clock=ticks, closer=False)
+    with pool.connection(), pool.connection():
+        pass
+    assert producer_sessions(dsn) == 2
+    ticks.now += 0.9
+    first = backend_pid(pool)  # the newest is lent first; the other ages
+    ticks.now += 0.2
+    assert not pool.close_if_idle() and producer_sessions(dsn) == 1
+    assert backend_pid(pool) == first
+    ticks.now += 1.0
+    assert pool.close_if_idle() and producer_sessions(dsn) == 0
+    closing = LingeringPool(dsn, 0.05, size=2)
+    backend_pid(closing)
+    wait_until(lambda: producer_sessions(dsn) == 0, "the closer thread to close the session")
+
+
+def test_a_forked_child_opens_its_own_and_leaves_the_parents_session_alone(dsn: str) -> None:
+    """Catches: a child using or closing the parent's pooled session."""
+    pool = LingeringPool(dsn, 60, size=2, closer=False)
+    parent = backend_pid(pool)
+    child = os.fork()
+    if child == 0:  # pragma: no cover - the child reports through its exit code
+        try:
+            code = 0 if backend_pid(pool) != parent else 1
+            pool.close()
+        except BaseException:
+            code = 2
+        os._exit(code)
+    _, status = os.waitpid(child, 0)
+    assert os.waitstatus_to_exitcode(status) == 0
+    assert backend_pid(pool) == parent
+
+
+def test_a_group_whose_session_dies_fails_every_member_and_retries_none(dsn: str) -> None:
+    """Catches: retrying a group alone after an error whose outcome is unknown (the session
+    died around the COMMIT): a job could then exist twice. Here none committed, and none
+    may be inserted afterwards by a hidden retry."""
+
+    def terminate_producers(admin: psycopg.Connection[Any]) -> None:
+        admin.execute(
+            "SELECT pg_terminate_backend(pid, 5000) FROM pg_stat_activity"
+            " WHERE application_name = %s",
+            (APPLICATION_NAME,),
+        )
+
+    with psycopg.connect(dsn) as lock, psycopg.connect(dsn, autocommit=True) as admin:
+        lock.execute("LOCK TABLE pgkick.jobs IN SHARE MODE")
+        first = Caller(dsn, 0)
+        wait_until(lambda: insert_waiting_on_lock(dsn), "the first insert to wait")
+        queued = [Caller(dsn, n) for n in range(1, 3)]
+        assert the_group(dsn).wait_for_waiting(2, 20)
+        terminate_producers(admin)  # the lone leader fails; the two now wait as one group
+        assert first.result() is None
+        wait_until(lambda: insert_waiting_on_lock(dsn), "the group's insert to wait")
+        terminate_producers(admin)
+        for caller in queued:
+            caller.result()
+        lock.rollback()
+    assert all(isinstance(c.error, psycopg.OperationalError) for c in queued)
+    assert rows(dsn) == [] and the_group(dsn).groups == 0
