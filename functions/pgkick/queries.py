@@ -222,6 +222,15 @@ JOB_LEASE_LATEST_IN_QUEUE: Final = """\
 -- job_lease_latest_in_queue: The latest lease expiry among a queue's running jobs (a rescue that finds leases not yet expired comes back then).
 SELECT max(locked_until) FROM jobs WHERE queue = %(queue)s AND status = 'running';"""
 
+JOB_LIST_QUEUED: Final = """\
+-- job_list_queued: The queued jobs (optionally of one task and one queue), oldest first, with their payloads: what pgkick.testing's manual mode asserts on.
+SELECT id, queue, task, payload, run_at
+FROM jobs
+WHERE status = 'queued'
+  AND (%(task)s::text IS NULL OR task = %(task)s::text)
+  AND (%(queue)s::text IS NULL OR queue = %(queue)s::text)
+ORDER BY id;"""
+
 JOB_PURGE_FINISHED: Final = """\
 -- job_purge_finished: Deletes up to batch done or failed jobs that finished more than retention ago; never queued or running ones.
 DELETE FROM jobs

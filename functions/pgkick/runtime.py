@@ -131,3 +131,13 @@ class Runtime:
                 schema.check(store)
                 self._schema_checked = True
             yield store
+
+
+def set_default_kicker(kicker: Kicker | None) -> Kicker | None:
+    """Replace the process-wide kicker (pgkick.testing installs its own); returns the old one.
+
+    None forgets it, so the next `default_kicker()` reads PGKICK_KICKER again."""
+    global _default
+    with _default_lock:
+        previous, _default = _default, kicker
+    return previous
