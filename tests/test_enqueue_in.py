@@ -6,7 +6,15 @@ import psycopg
 import pytest
 
 import pgkick
+from pgkick.tasks import Registry
 from tests.test_producer import RecordingKicker, count_jobs
+
+tasks = Registry()
+
+
+@tasks.task("receipt")
+def receipt(payload: dict[str, int]) -> None:
+    pass
 
 
 def test_kick_refused_before_commit_then_sent_once_after(dsn: str) -> None:
@@ -17,7 +25,7 @@ def test_kick_refused_before_commit_then_sent_once_after(dsn: str) -> None:
         conn.execute("SELECT 1")
         pending = pgkick.enqueue_in(conn, kicker=kicker)
         first = pending.enqueue({"order": 1}, task="receipt", queue="mail")
-        second = pending.enqueue({"order": 2}, task="receipt", queue="mail")
+        (second,) = receipt.enqueue_many([{"order": 2}], into=pending, queue="mail")
         with pytest.raises(RuntimeError, match="still open"):
             pending.kick()
         assert kicker.kicks == []

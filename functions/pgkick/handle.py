@@ -121,14 +121,25 @@ class Task[P]:
         self,
         payloads: Iterable[P],
         *,
+        into: JobSink | None = None,
         dsn: str | None = None,
         kicker: Kicker | None = None,
         **options: Unpack[EnqueueOptions],
     ) -> list[int]:
-        """Many jobs of this task in one commit (`pgkick.enqueue_many`), same options each."""
+        """Many jobs of this task, same options each: in one commit of their own
+        (`pgkick.enqueue_many`), or `into` a transaction someone else commits."""
+        jobs = (_job(self.name, payload, options) for payload in payloads)
+        if into is not None:
+            many = getattr(into, "enqueue_many", None)
+            if not callable(many):
+                raise TypeError(
+                    f"{self.name}.enqueue_many: into must be where the jobs go "
+                    f"(pgkick.transaction(conn), pgkick.enqueue_in(conn), ...), got "
+                    f"{type(into).__name__}"
+                )
+            return list(many(jobs))
         from pgkick.producer import enqueue_many
 
-        jobs = (_job(self.name, payload, options) for payload in payloads)
         return enqueue_many(jobs, dsn=dsn, kicker=kicker)
 
 
