@@ -13,23 +13,30 @@ from pgkick.errors import (
     PgkickError,
     SchemaError,
 )
+from pgkick.handle import Task
+from pgkick.joined import PendingJobs, enqueue_in
 from pgkick.producer import enqueue_and_kick, enqueue_many, transaction
 from pgkick.recurring import periodic
 from pgkick.results import JobFailed, JobNotFinished, result, wait
+from pgkick.store import Connection
 from pgkick.tasks import JobContext, Snooze, task
 
 __all__ = [
     "BadEvent",
     "ConfigError",
+    "Connection",
     "DatabaseUnavailable",
     "JobContext",
     "JobFailed",
     "JobNotFinished",
+    "PendingJobs",
     "PermanentError",
     "PgkickError",
     "SchemaError",
     "Snooze",
+    "Task",
     "enqueue_and_kick",
+    "enqueue_in",
     "enqueue_many",
     "periodic",
     "result",

@@ -16,7 +16,7 @@ from pgkick import config
 from pgkick.errors import ConfigError
 from pgkick.kick import Kicker, LambdaKicker, NoKicker
 
-__all__ = ["default_kicker", "make_kicker", "reset_default_kicker"]
+__all__ = ["default_kicker", "make_kicker", "set_default_kicker"]
 
 
 def make_kicker(settings: config.Settings, env: Mapping[str, str] | None = None) -> Kicker:
@@ -65,8 +65,11 @@ def default_kicker() -> Kicker:
         return _default
 
 
-def reset_default_kicker() -> None:
-    """Forget the process-wide kicker (tests, or an app that changed its settings)."""
+def set_default_kicker(kicker: Kicker | None) -> Kicker | None:
+    """Replace the process-wide kicker (pgkick.testing installs its own); returns the old one.
+
+    None forgets it, so the next `default_kicker()` reads PGKICK_KICKER again."""
     global _default
     with _default_lock:
-        _default = None
+        previous, _default = _default, kicker
+    return previous

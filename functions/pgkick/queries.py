@@ -208,6 +208,15 @@ JOB_LEASE_LATEST_IN_QUEUE: Final = """\
 -- job_lease_latest_in_queue: The latest lease expiry among a queue's running jobs (a rescue that finds leases not yet expired comes back then).
 SELECT max(locked_until) FROM pgkick.jobs WHERE queue = %(queue)s AND status = 'running';"""
 
+JOB_LIST_QUEUED: Final = """\
+-- job_list_queued: The queued jobs (optionally of one task and one queue), oldest first, with their payloads: what pgkick.testing's manual mode asserts on.
+SELECT id, queue, task, payload, run_at
+FROM pgkick.jobs
+WHERE status = 'queued'
+  AND (%(task)s::text IS NULL OR task = %(task)s::text)
+  AND (%(queue)s::text IS NULL OR queue = %(queue)s::text)
+ORDER BY id;"""
+
 JOB_OUTCOME: Final = """\
 -- job_outcome: Reads one job's status, result and last error, for pgkick.result and pgkick.wait.
 SELECT status, result, last_error

@@ -13,9 +13,10 @@ import inspect
 import threading
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol, overload
 
 from pgkick.errors import PgkickError
+from pgkick.handle import Task, payload_loader
 from pgkick.validation import check_name
 
 MAX_SNOOZE_SECONDS = 30 * 24 * 3600  # a wake-up further out is more likely a unit mistake
@@ -83,20 +84,32 @@ def describe_error(exc: BaseException) -> str:
     return text.replace("\x00", "\\x00")
 
 
+class TaskDecorator(Protocol):
+    """What `task("name")` returns: the payload type of the handle is the function's."""
+
+    @overload
+    def __call__[P](self, fn: Callable[[P], Any], /) -> Task[P]: ...
+    @overload
+    def __call__[P](self, fn: Callable[[P, JobContext], Any], /) -> Task[P]: ...
+
+
 class Registry:
     def __init__(self) -> None:
-        self._tasks: dict[str, tuple[TaskFunction, bool]] = {}
+        self._tasks: dict[str, tuple[TaskFunction, bool, Callable[[Any], Any] | None]] = {}
 
-    def task(self, name: str) -> Callable[[TaskFunction], TaskFunction]:
-        """Decorator: `@registry.task("send_email")` on `fn(payload)` or `fn(payload, job)`."""
+    def task(self, name: str) -> TaskDecorator:
+        """Decorator: `@registry.task("send_email")` on `fn(payload)` or `fn(payload, job)`.
+
+        Returns a `pgkick.handle.Task` (callable as the function), typed by the payload."""
         check_name("task", name)
 
-        def register(fn: TaskFunction) -> TaskFunction:
+        def register(fn: TaskFunction) -> Task[Any]:
+            fn = fn.fn if isinstance(fn, Task) else fn
             if name in self._tasks and self._tasks[name][0] is not fn:
                 raise ValueError(f"task {name!r} is already registered")
             wants_job = len(inspect.signature(fn).parameters) >= 2
-            self._tasks[name] = (fn, wants_job)
-            return fn
+            self._tasks[name] = (fn, wants_job, payload_loader(fn))
+            return Task(name, fn)
 
         return register
 
@@ -107,7 +120,10 @@ class Registry:
         entry = self._tasks.get(name)
         if entry is None:
             return None
-        fn, wants_job = entry
+        fn, wants_job, load = entry
+        if load is not None:  # a dataclass or pydantic payload: rebuilt before the task runs
+            typed = fn
+            fn = lambda payload, *job: typed(load(payload), *job)  # noqa: E731
         return fn if wants_job else (lambda payload, _job: fn(payload))
 
     def load(self, modules: Iterable[str]) -> None:

@@ -1,0 +1,95 @@
+"""Enqueue on a SQLAlchemy session's connection; kick in its `after_commit`.
+
+    from pgkick.contrib import sqlalchemy as pgkick_sa
+
+    with Session(engine) as session, session.begin():
+        session.add(Order(id=42))
+        send_receipt.enqueue(pgkick_sa.jobs(session), {"order": 42})
+    # committed: kicked now; rolled back: nothing is kicked
+
+Why the session's own connection: the job commits or rolls back with the app's rows.
+Why `after_commit`: it fires only once the DBAPI transaction committed, before the
+connection goes back to the pool, so the committed jobs are re-read on it (a
+`begin_nested()` savepoint rolled back takes its jobs away) and only those kicked.
+`after_rollback` forgets them (not for a savepoint's). Needs the psycopg 3 driver (`postgresql+psycopg://`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from typing import Any, Unpack
+
+import psycopg
+from sqlalchemy import event
+from sqlalchemy.orm import Session
+
+from pgkick.db import no_transaction
+from pgkick.handle import EnqueueOptions
+from pgkick.joined import PendingJobs
+from pgkick.kick import Kicker
+from pgkick.kickers import default_kicker
+
+_PENDING = "pgkick.pending"  # session.info key: this transaction's PendingJobs
+_HOOKED = "pgkick.hooked"
+
+
+class SessionJobs:
+    """Where jobs go inside a session's current transaction."""
+
+    def __init__(self, session: Session, *, kicker: Kicker | None = None) -> None:
+        if not isinstance(session, Session):
+            raise TypeError(
+                f"pgkick.contrib.sqlalchemy: needs a sqlalchemy.orm.Session, got "
+                f"{type(session).__name__}"
+            )
+        self.session = session
+        self.kicker = kicker or default_kicker()  # a bad setting fails here, before any write
+
+    def enqueue(self, payload: Any, *, task: str, **options: Unpack[EnqueueOptions]) -> int:
+        """Insert one job in the session's transaction; kicked after the session commits."""
+        return self._pending().enqueue(payload, task=task, **options)
+
+    def enqueue_many(self, jobs: Iterable[Mapping[str, Any]]) -> list[int]:
+        return self._pending().enqueue_many(jobs)
+
+    def _pending(self) -> PendingJobs:
+        raw = self.session.connection().connection.driver_connection  # begins if needed
+        if not isinstance(raw, psycopg.Connection):
+            raise TypeError(
+                "pgkick.contrib.sqlalchemy: needs the psycopg 3 driver (postgresql+psycopg://), "
+                f"got a {type(raw).__module__}.{type(raw).__name__} connection"
+            )
+        info = self.session.info
+        if not info.get(_HOOKED):
+            event.listen(self.session, "after_commit", _kick)
+            event.listen(self.session, "after_rollback", _forget)
+            info[_HOOKED] = True
+        pending = info.get(_PENDING)
+        if not isinstance(pending, PendingJobs) or pending.conn is not raw:
+            pending = info[_PENDING] = PendingJobs(raw, kicker=self.kicker)
+        return pending
+
+
+def _kick(session: Session) -> None:
+    pending = session.info.pop(_PENDING, None)
+    if isinstance(pending, PendingJobs):
+        pending.kick()  # never raises after a commit (pgkick.joined)
+
+
+def _forget(session: Session) -> None:
+    """A rollback: forget the jobs, unless only a savepoint rolled back (the outer
+    transaction goes on; kick() re-reads which of its jobs survived)."""
+    pending = session.info.get(_PENDING)
+    if isinstance(pending, PendingJobs) and no_transaction(pending.conn):
+        del session.info[_PENDING]
+        pending.discard()
+
+
+def jobs(session: Session, *, kicker: Kicker | None = None) -> SessionJobs:
+    """The enqueue target for `task.enqueue(jobs(session), payload)`."""
+    return SessionJobs(session, kicker=kicker)
+
+
+def enqueue(session: Session, payload: Any, *, task: str, **options: Any) -> int:
+    """String-name form: `enqueue(session, {"order": 42}, task="send_receipt")`."""
+    return SessionJobs(session).enqueue(payload, task=task, **options)

@@ -1,0 +1,88 @@
+"""pgkick.contrib.django with real Django on the real PostgreSQL: kicked on commit only."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import django
+import pytest
+from django.conf import settings
+from django.db import connections, transaction
+from psycopg.conninfo import conninfo_to_dict
+
+from pgkick.contrib import django as pgkick_django
+from pgkick.tasks import Registry
+from tests.test_producer import RecordingKicker, count_jobs
+
+tasks = Registry()
+
+
+@tasks.task("django_receipt")
+def receipt(payload: dict[str, int]) -> None:
+    pass
+
+
+@pytest.fixture
+def django_db(dsn: str) -> Iterator[str]:
+    """Django configured in-process, its default database pointed at this test's."""
+    params = conninfo_to_dict(dsn)
+    database = {
+        "ENGINE": "django.db.backends.postgresql",
+        "NAME": params.get("dbname", ""),
+        "USER": params.get("user", ""),
+        "PASSWORD": params.get("password", ""),
+        "HOST": params.get("host", ""),
+        "PORT": params.get("port", ""),
+    }
+    if not settings.configured:
+        settings.configure(DATABASES={"default": database}, USE_TZ=True)
+        django.setup()
+    connection = connections["default"]
+    connection.close()
+    connection.settings_dict.update(database)
+    try:
+        yield dsn
+    finally:
+        connection.close()
+
+
+def _orders(cursor_sql: str = "CREATE TABLE orders (id int PRIMARY KEY)") -> None:
+    with connections["default"].cursor() as cursor:
+        cursor.execute(cursor_sql)
+
+
+def test_job_commits_with_the_atomic_block_and_is_kicked_on_commit(django_db: str) -> None:
+    """Catches: a kick sent inside the atomic block (before the commit), the job inserted
+    on another connection (committed even when the block rolls back), or a kick for a
+    rolled-back block."""
+    _orders()
+    kicker = RecordingKicker()
+    with transaction.atomic():
+        with connections["default"].cursor() as cursor:
+            cursor.execute("INSERT INTO orders VALUES (42)")
+        job_id = receipt.enqueue(pgkick_django.jobs(kicker=kicker), {"order": 42})
+        assert kicker.kicks == []  # not before the commit
+        assert count_jobs(django_db) == 0  # and not visible to anyone else yet
+    assert kicker.kicks == [("default", "enqueue")]
+    assert count_jobs(django_db) == 1
+
+    with pytest.raises(ZeroDivisionError):
+        with transaction.atomic():
+            receipt.enqueue(pgkick_django.jobs(kicker=kicker), {"order": 43})
+            raise ZeroDivisionError
+    assert kicker.kicks == [("default", "enqueue")]  # nothing for the rolled-back one
+    assert count_jobs(django_db) == 1
+    assert job_id > 0
+
+
+def test_outside_atomic_or_bad_payload_is_refused_before_writing(django_db: str) -> None:
+    """Catches: an enqueue outside atomic() committing alone with nobody to kick it, or a
+    bad payload reaching Django's connection."""
+    kicker = RecordingKicker()
+    with pytest.raises(RuntimeError, match=r"inside transaction.atomic\(\)"):
+        pgkick_django.jobs(kicker=kicker).enqueue({}, task="django_receipt")
+    with transaction.atomic():
+        with pytest.raises(ValueError, match="NaN"):
+            pgkick_django.jobs(kicker=kicker).enqueue({"x": float("nan")}, task="t")
+    assert count_jobs(django_db) == 0
+    assert kicker.kicks == []

@@ -1,0 +1,84 @@
+"""pgkick.contrib.sqlalchemy with real SQLAlchemy on the real PostgreSQL."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import psycopg
+import pytest
+from sqlalchemy import Engine, create_engine, text
+from sqlalchemy.orm import Session
+
+from pgkick.contrib import sqlalchemy as pgkick_sa
+from pgkick.tasks import Registry
+from tests.test_producer import RecordingKicker, count_jobs
+
+tasks = Registry()
+
+
+@tasks.task("sa_receipt")
+def receipt(payload: dict[str, int]) -> None:
+    pass
+
+
+@pytest.fixture
+def engine(dsn: str) -> Iterator[Engine]:
+    made = create_engine("postgresql+psycopg://", creator=lambda: psycopg.connect(dsn))
+    try:
+        yield made
+    finally:
+        made.dispose()
+
+
+def test_kicked_after_commit_and_not_after_rollback(engine: Engine, dsn: str) -> None:
+    """Catches: a kick before the session's commit, the job inserted outside the session's
+    transaction (it would survive the rollback), or a kick for a rolled-back session."""
+    kicker = RecordingKicker()
+    with Session(engine) as session:
+        with session.begin():
+            session.execute(text("CREATE TABLE orders (id int PRIMARY KEY)"))
+            receipt.enqueue(pgkick_sa.jobs(session, kicker=kicker), {"order": 1})
+            receipt.enqueue(pgkick_sa.jobs(session, kicker=kicker), {"order": 2})
+            assert kicker.kicks == []
+            assert count_jobs(dsn) == 0
+        assert kicker.kicks == [("default", "enqueue")]  # one kick for both
+        assert count_jobs(dsn) == 2
+
+        session.execute(text("INSERT INTO orders VALUES (3)"))
+        receipt.enqueue(pgkick_sa.jobs(session, kicker=kicker), {"order": 3})
+        session.rollback()
+        assert kicker.kicks == [("default", "enqueue")]
+        assert count_jobs(dsn) == 2
+
+        # the next transaction starts clean: the rolled-back job is not kicked with it
+        pgkick_sa.jobs(session, kicker=kicker).enqueue({"order": 4}, task="sa_receipt", queue="q")
+        session.commit()
+    assert kicker.kicks == [("default", "enqueue"), ("q", "enqueue")]
+    assert count_jobs(dsn) == 3
+
+
+def test_rolled_back_savepoint_takes_its_job_and_its_kick_away(engine: Engine, dsn: str) -> None:
+    """Catches: after_commit kicking every job it was given instead of the committed ones."""
+    kicker = RecordingKicker()
+    with Session(engine) as session, session.begin():
+        pgkick_sa.jobs(session, kicker=kicker).enqueue({}, task="sa_receipt", queue="kept")
+        nested = session.begin_nested()
+        pgkick_sa.jobs(session, kicker=kicker).enqueue({}, task="sa_receipt", queue="gone")
+        nested.rollback()
+    assert kicker.kicks == [("kept", "enqueue")]
+    assert count_jobs(dsn) == 1
+
+
+def test_not_a_session_or_bad_payload_is_refused(
+    engine: Engine, dsn: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Catches: a bad payload reaching the session's connection, or a wrong first argument
+    failing later with an unclear AttributeError."""
+    monkeypatch.setenv("PGKICK_KICKER", "none")  # a kicker is configured: the payload is at fault
+    monkeypatch.setattr("pgkick.kickers._default", None)
+    with pytest.raises(TypeError, match=r"needs a sqlalchemy\.orm\.Session"):
+        pgkick_sa.jobs(engine, kicker=RecordingKicker())  # type: ignore[arg-type]
+    with Session(engine) as session, session.begin():
+        with pytest.raises(ValueError, match="NaN"):
+            pgkick_sa.enqueue(session, {"x": float("nan")}, task="sa_receipt")
+    assert count_jobs(dsn) == 0

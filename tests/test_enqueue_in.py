@@ -1,0 +1,78 @@
+"""pgkick.enqueue_in: jobs join the app's open transaction; kick() after its commit."""
+
+from __future__ import annotations
+
+import psycopg
+import pytest
+
+import pgkick
+from pgkick.tasks import Registry
+from tests.test_producer import RecordingKicker, count_jobs
+
+tasks = Registry()
+
+
+@tasks.task("receipt")
+def receipt(payload: dict[str, int]) -> None:
+    pass
+
+
+def test_kick_refused_before_commit_then_sent_once_after(dsn: str) -> None:
+    """Catches: a kick sent while the app's transaction is still open (a worker would find
+    nothing), or a second kick() kicking the same jobs again."""
+    kicker = RecordingKicker()
+    with psycopg.connect(dsn) as conn:  # autocommit off: psycopg opens the transaction
+        conn.execute("SELECT 1")
+        pending = pgkick.enqueue_in(conn, kicker=kicker)
+        first = pending.enqueue({"order": 1}, task="receipt", queue="mail")
+        (second,) = receipt.enqueue_many([{"order": 2}], into=pending, queue="mail")
+        with pytest.raises(RuntimeError, match="still open"):
+            pending.kick()
+        assert kicker.kicks == []
+        conn.commit()
+        assert pending.kick() == [first, second]
+        assert pending.kick() == []
+    assert kicker.kicks == [("mail", "enqueue")]  # one kick for the queue, not one per job
+
+
+def test_rollback_and_rolled_back_savepoint_kick_nothing_for_their_jobs(dsn: str) -> None:
+    """Catches: kick() trusting its own list instead of re-reading which jobs committed
+    (job_committed_among): a rolled-back job announced to a worker."""
+    kicker = RecordingKicker()
+    with psycopg.connect(dsn) as conn:
+        pending = pgkick.enqueue_in(conn, kicker=kicker)
+        kept = pending.enqueue({}, task="t", queue="kept")
+        with pytest.raises(ZeroDivisionError):
+            with conn.transaction():  # a savepoint inside the app's transaction
+                pending.enqueue({}, task="t", queue="gone")
+                raise ZeroDivisionError
+        conn.commit()
+        assert pending.kick() == [kept]
+        assert kicker.kicks == [("kept", "enqueue")]
+
+        pending.enqueue({}, task="t", queue="rolled")
+        conn.rollback()
+        assert pending.kick() == []
+    assert kicker.kicks == [("kept", "enqueue")]
+    assert count_jobs(dsn) == 1
+
+
+def test_autocommit_or_failed_transaction_is_refused_before_writing(dsn: str) -> None:
+    """Catches: enqueue_in on a connection with no transaction open (each job would commit
+    alone, and kick() would be the caller's to forget), or on a failed transaction, or a
+    bad payload reaching the insert."""
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        pending = pgkick.enqueue_in(conn, kicker=RecordingKicker())
+        with pytest.raises(RuntimeError, match="autocommit with no transaction open"):
+            pending.enqueue({}, task="t")
+    with psycopg.connect(dsn) as conn:
+        pending = pgkick.enqueue_in(conn, kicker=RecordingKicker())
+        with pytest.raises(ValueError, match="NaN"):
+            pending.enqueue({"x": float("nan")}, task="t")
+        with pytest.raises(psycopg.errors.DivisionByZero):
+            conn.execute("SELECT 1/0")
+        with pytest.raises(RuntimeError, match="has failed; roll it back"):
+            pending.enqueue({}, task="t")
+    with pytest.raises(TypeError, match="psycopg 3 connection"):
+        pgkick.enqueue_in(dsn, kicker=RecordingKicker())  # type: ignore[arg-type]
+    assert count_jobs(dsn) == 0

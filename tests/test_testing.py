@@ -1,0 +1,104 @@
+"""pgkick.testing: inline and manual modes, through the real claim/complete path."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+import psycopg
+import pytest
+
+import pgkick
+from pgkick import testing
+from pgkick.tasks import Registry
+from tests import example_shop
+from tests.helpers import job_row
+
+
+@pytest.fixture
+def conn(dsn: str) -> Iterator[psycopg.Connection[Any]]:
+    with psycopg.connect(dsn) as opened:
+        opened.execute("CREATE TABLE orders (id int PRIMARY KEY)")
+        opened.commit()
+        example_shop.SENT.clear()
+        yield opened
+
+
+# -- the README's example: an app's own task, tested inline --------------------------
+def test_checkout_sends_a_receipt(dsn: str, conn: psycopg.Connection[Any]) -> None:
+    """Catches: inline mode not running the task right after the commit, or only the
+    first job of a queue (the second job's kick must reach a drain too)."""
+    with testing.inline(dsn) as jobs:
+        example_shop.checkout(conn, order=42, email="a@b.c")
+        assert example_shop.SENT == [{"order": 42, "email": "a@b.c"}]
+        example_shop.checkout(conn, order=43, email="b@b.c")
+    assert jobs.ran(task="example_send_receipt") == [
+        {"order": 42, "email": "a@b.c"},
+        {"order": 43, "email": "b@b.c"},
+    ]
+    assert jobs.enqueued() == []
+
+
+def test_inline_runs_nothing_for_a_rollback(dsn: str, conn: psycopg.Connection[Any]) -> None:
+    """Catches: inline mode running a job at enqueue time instead of after the commit."""
+    with testing.inline(dsn) as jobs:
+        example_shop.checkout(conn, order=1, email="a@b.c")
+        with pytest.raises(psycopg.errors.UniqueViolation):
+            example_shop.checkout(conn, order=1, email="again@b.c")  # duplicate order
+    assert jobs.ran() == [{"order": 1, "email": "a@b.c"}]
+
+
+def test_inline_fences_and_records_outcomes_as_a_worker_does(dsn: str) -> None:
+    """Catches: a mode that calls the function directly: the job row would stay `queued`,
+    a follow-up enqueued by a task in another queue would never run, and a job due later
+    would run at once."""
+    tasks = Registry()
+
+    @tasks.task("parent")
+    def parent(payload: dict[str, int]) -> None:
+        child.enqueue_and_kick({"n": payload["n"] + 1}, queue="children")
+
+    @tasks.task("child")
+    def child(payload: dict[str, int]) -> None:
+        pass
+
+    with testing.inline(dsn, tasks=tasks) as jobs:
+        first = parent.enqueue_and_kick({"n": 1})
+        later = child.enqueue_and_kick({"n": 9}, delay=3600)
+    assert jobs.ran() == [{"n": 1}, {"n": 2}]
+    assert (job_row(dsn, first)["status"], job_row(dsn, first)["attempts"]) == ("done", 1)
+    assert job_row(dsn, later)["status"] == "queued"
+    assert [queue for queue, _when in jobs.wakes] == ["default"]
+
+
+def test_manual_keeps_jobs_queued_until_drain(dsn: str, conn: psycopg.Connection[Any]) -> None:
+    """Catches: manual mode running jobs on kick, `enqueued` missing a job or its payload,
+    or drain() leaving ready jobs behind."""
+    with testing.manual(dsn) as jobs:
+        example_shop.checkout(conn, order=7, email="m@b.c")
+        pgkick.enqueue_and_kick({"other": True}, task="noop", queue="misc")
+        assert example_shop.SENT == []
+        assert jobs.enqueued(task="example_send_receipt") == [{"order": 7, "email": "m@b.c"}]
+        assert jobs.enqueued(queue="misc") == [{"other": True}]
+        assert jobs.drain() == 2
+        assert jobs.enqueued() == []
+    assert example_shop.SENT == [{"order": 7, "email": "m@b.c"}]
+
+
+def test_a_task_error_fails_the_test_after_the_worker_recorded_it(dsn: str) -> None:
+    """Catches: a task's exception swallowed (the worker turns it into a retry, so the test
+    would pass), or raised before the worker recorded the attempt (the row would differ
+    from production)."""
+    tasks = Registry()
+
+    @tasks.task("broken")
+    def broken(payload: dict[str, Any]) -> None:
+        raise KeyError("customer")
+
+    with pytest.raises(AssertionError, match="a pgkick task raised: KeyError"):
+        with testing.inline(dsn, tasks=tasks) as jobs:
+            job_id = broken.enqueue_and_kick({})
+    row = job_row(dsn, job_id)
+    assert (row["status"], row["attempts"]) == ("queued", 1)  # a retry booked, as in prod
+    assert "KeyError" in str(row["last_error"])
+    assert len(jobs.errors) == 1

@@ -1,0 +1,43 @@
+"""Checked by tests/test_typed_tasks.py with mypy: every call here must type-check."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TypedDict
+
+import pgkick
+from pgkick.tasks import JobContext
+
+
+class Receipt(TypedDict):
+    order: int
+    email: str
+
+
+@dataclass
+class Refund:
+    order: int
+    cents: int
+
+
+@pgkick.task("typing_send_receipt")
+def send_receipt(payload: Receipt) -> None:
+    pass
+
+
+@pgkick.task("typing_refund")
+def refund(payload: Refund, job: JobContext) -> None:
+    pass
+
+
+def producer(conn: pgkick.Connection) -> None:
+    send_receipt.enqueue_and_kick({"order": 42, "email": "a@b.c"}, queue="mail", delay=5)
+    refund.enqueue_and_kick(Refund(order=42, cents=500), max_attempts=3)
+    send_receipt.enqueue_many([{"order": 1, "email": "x@y.z"}], queue="mail")
+    with pgkick.transaction(conn) as jobs:
+        refund.enqueue(jobs, Refund(order=7, cents=1))
+    pending = pgkick.enqueue_in(conn)
+    send_receipt.enqueue(pending, {"order": 8, "email": "q@r.s"})
+    pending.kick()
+    send_receipt({"order": 9, "email": "direct@call.test"})  # still callable as the function
+    pgkick.enqueue_and_kick({"anything": True}, task="typing_send_receipt")  # string API
