@@ -204,14 +204,7 @@ async def _insert(conn: AsyncConnection, clock: Clock, spec: JobSpec) -> AsyncCu
         conn,
         clock,
         queries.JOB_INSERT,
-        queue=spec.queue,
-        task=spec.task,
-        payload=spec.payload_json,
-        run_at=spec.run_at,
-        delay=spec.delay,
-        max_attempts=spec.max_attempts,
-        priority=spec.priority,
-        group_key=spec.group,
+        **spec.insert_params(),
     )
 
 

@@ -11,7 +11,6 @@ import argparse
 import contextlib
 import json
 import os
-import re
 import sys
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import AbstractContextManager
@@ -20,8 +19,9 @@ from importlib.metadata import entry_points
 from typing import Any
 
 from pgkick import config, groups, producer, schema
+from pgkick.cli_types import extra_attempts, positive, schema_name, span, wait_seconds
 from pgkick.db import DatabaseError
-from pgkick.errors import ConfigError, PgkickError
+from pgkick.errors import PgkickError
 from pgkick.kickers import default_kicker
 from pgkick.reaper import reap
 from pgkick.redact import redact
@@ -30,10 +30,6 @@ from pgkick.store import JobStore
 from pgkick.validation import MAX_ATTEMPTS_LIMIT
 
 Handler = Callable[[argparse.Namespace], dict[str, Any]]
-SPAN = re.compile(r"^(\d+)([smhd])$")
-UNITS = {"s": "seconds", "m": "minutes", "h": "hours", "d": "days"}
-MAX_SPAN = timedelta(days=36_500)
-MAX_WAIT = 3600.0
 
 
 class UsageError(PgkickError, RuntimeError):
@@ -50,51 +46,6 @@ def _dsn(args: argparse.Namespace) -> str:
 def _store(args: argparse.Namespace) -> AbstractContextManager[JobStore]:
     """A store on a migrated database (a clear error if the schema is missing or newer)."""
     return schema.open_checked(_dsn(args), schema=args.schema, application_name="pgkick-cli")
-
-
-def schema_name(text: str) -> str:
-    """--schema: a name pgkick can own (the same rule as PGKICK_SCHEMA)."""
-    try:
-        return config.check_schema_name(text, "--schema")
-    except ConfigError as exc:
-        raise argparse.ArgumentTypeError(str(exc)) from None
-
-
-def span(text: str) -> timedelta:
-    """'30s', '15m', '12h', '7d' -> timedelta, at most MAX_SPAN (a purge's horizon)."""
-    match = SPAN.match(text)
-    if not match:
-        raise argparse.ArgumentTypeError(f"{text!r}: expected a number and s, m, h or d (7d)")
-    if len(match[1]) > 9 or timedelta(**{UNITS[match[2]]: int(match[1])}) > MAX_SPAN:
-        raise argparse.ArgumentTypeError(f"{text!r}: at most {MAX_SPAN.days}d")
-    return timedelta(**{UNITS[match[2]]: int(match[1])})
-
-
-def positive(text: str, most: int = 10**9) -> int:
-    """A whole number of at least 1 (and at most `most`)."""
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
-    if not 1 <= value <= most:
-        raise argparse.ArgumentTypeError(f"{value} must be at least 1 and at most {most}")
-    return value
-
-
-def extra_attempts(text: str) -> int:
-    """More attempts for a retry: max_attempts may not pass MAX_ATTEMPTS_LIMIT."""
-    return positive(text, MAX_ATTEMPTS_LIMIT - 1)
-
-
-def wait_seconds(text: str) -> float:
-    """Seconds to wait for the job, finite: 0 (don't) up to MAX_WAIT."""
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a number of seconds") from None
-    if not 0 <= value <= MAX_WAIT:  # NaN fails this too
-        raise argparse.ArgumentTypeError(f"{text!r}: expected 0..{MAX_WAIT:g} seconds")
-    return value
 
 
 def cmd_migrate(args: argparse.Namespace) -> dict[str, Any]:

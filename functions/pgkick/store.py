@@ -20,7 +20,6 @@ from pgkick.db import (
     Connection,
     DatabaseError,
     connect,
-    in_failed_transaction,
     server_clock,
 )
 from pgkick.errors import DatabaseUnavailable
@@ -109,7 +108,7 @@ class JobStore(MaintenanceStatements, OutcomeStatements):
                         queries.QUEUE_KICK_RESERVE, queues=[spec.queue], pending=pending
                     )
         except DatabaseError as exc:
-            row = _committed_row(inserted, commit) if reserve else None
+            row = committed_row(inserted, commit) if reserve else None
             if row is None:
                 raise  # the insert or its commit failed: nothing was committed
             # Committed, but who watches the queue is unknown (a role without the grant on
@@ -141,17 +140,7 @@ class JobStore(MaintenanceStatements, OutcomeStatements):
         return QueuedJob._make(row)
 
     def _insert(self, spec: JobSpec) -> Any:
-        return self.execute(
-            queries.JOB_INSERT,
-            queue=spec.queue,
-            task=spec.task,
-            payload=spec.payload_json,
-            run_at=spec.run_at,
-            delay=spec.delay,
-            max_attempts=spec.max_attempts,
-            priority=spec.priority,
-            group_key=spec.group,
-        )
+        return self.execute(queries.JOB_INSERT, **spec.insert_params())
 
     def insert_unique(self, spec: JobSpec) -> tuple[QueuedJob, bool]:
         """Insert a job with a unique key unless a live job holds the key (pgkick.unique)."""
@@ -309,7 +298,7 @@ class JobStore(MaintenanceStatements, OutcomeStatements):
         return {row[0]: row[1] for row in rows}
 
 
-def _committed_row(inserted: Any, commit: Any) -> tuple[Any, ...] | None:
+def committed_row(inserted: Any, commit: Any) -> tuple[Any, ...] | None:
     """The insert's row if it ran and its COMMIT succeeded before a later statement failed."""
     if commit.statusmessage != "COMMIT":
         return None
@@ -318,44 +307,3 @@ def _committed_row(inserted: Any, commit: Any) -> tuple[Any, ...] | None:
     except DatabaseError:
         return None
     return tuple(row) if row is not None else None
-
-
-class NothingCommitted(Exception):
-    """A group's transaction failed before its COMMIT and was rolled back: no job of it exists."""
-
-
-def insert_group_and_reserve(
-    store: JobStore, specs: Sequence[JobSpec], *, reserve: Sequence[str], pending: timedelta
-) -> tuple[list[QueuedJob], set[str]]:
-    """Insert several jobs and commit them together, then reserve the kicks of `reserve`
-    queues: one round trip, one commit (one wait for the disk) for all (pgkick.group_commit).
-
-    Raises NothingCommitted (the server refused a statement inside the transaction,
-    which it then rolled back), so each job may be inserted again alone without
-    ever existing twice. Any other error leaves the outcome unknown, as for one job."""
-    inserted: list[Any] = []
-    commit = reserved = None
-    try:
-        with store.pipeline():
-            store.execute(queries.TRANSACTION_BEGIN)
-            inserted = [store._insert(spec) for spec in specs]
-            commit = store.execute(queries.TRANSACTION_COMMIT)
-            if reserve:
-                reserved = store.execute(
-                    queries.QUEUE_KICK_RESERVE, queues=list(reserve), pending=pending
-                )
-    except DatabaseError as exc:
-        if in_failed_transaction(store.conn):
-            store.conn.rollback()  # the COMMIT never ran: the server skipped it after the error
-            raise NothingCommitted(f"the group's transaction was rolled back: {exc}") from exc
-        rows = [_committed_row(cursor, commit) for cursor in inserted] if commit else []
-        if not rows or len(rows) != len(specs) or None in rows:
-            raise
-        log.warning("jobs committed; kick check failed (%s), kicking", exc)
-        return [QueuedJob._make(row) for row in rows if row is not None], set(reserve)
-    jobs = []
-    for cursor in inserted:
-        row = cursor.fetchone()
-        assert row is not None
-        jobs.append(QueuedJob._make(row))
-    return jobs, {row[0] for row in reserved.fetchall()} if reserved is not None else set()

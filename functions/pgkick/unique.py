@@ -48,18 +48,7 @@ class UniqueKeyChurn(RuntimeError):
 def insert_one(db: Database, spec: JobSpec) -> tuple[Row, bool]:
     """The job inserted (True) or the job holding its key (False)."""
     for _ in range(MAX_ROUNDS):
-        row = db.execute(
-            queries.JOB_INSERT_UNIQUE,
-            queue=spec.queue,
-            task=spec.task,
-            payload=spec.payload_json,
-            run_at=spec.run_at,
-            delay=spec.delay,
-            max_attempts=spec.max_attempts,
-            priority=spec.priority,
-            group_key=spec.group,
-            unique_key=spec.unique_key,
-        ).fetchone()
+        row = db.execute(queries.JOB_INSERT_UNIQUE, **spec.insert_params()).fetchone()
         if row is not None:
             return (row[0], row[1], row[2]), True
         for held in db.rows(queries.JOB_GET_LATEST_BY_UNIQUE_KEYS, unique_keys=[spec.unique_key]):

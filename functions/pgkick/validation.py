@@ -14,7 +14,7 @@ import math
 import re
 from datetime import UTC, datetime, timedelta
 from decimal import Decimal
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 MAX_NAME_LENGTH = 128
 MAX_ATTEMPTS_LIMIT = 1_000
@@ -42,6 +42,20 @@ class JobSpec(NamedTuple):
     priority: int = 0
     group: str | None = None
     unique_key: str | None = None
+
+    def insert_params(self) -> dict[str, Any]:
+        """The insert statements' parameters (job_insert, job_insert_unique), in one place."""
+        return {
+            "queue": self.queue,
+            "task": self.task,
+            "payload": self.payload_json,
+            "run_at": self.run_at,
+            "delay": self.delay,
+            "max_attempts": self.max_attempts,
+            "priority": self.priority,
+            "group_key": self.group,
+            "unique_key": self.unique_key,
+        }
 
 
 def check_name(field: str, value: object) -> str:
