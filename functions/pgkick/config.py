@@ -19,6 +19,14 @@ from urllib.parse import quote
 from pgkick.errors import ConfigError
 
 KICKERS = ("lambda", "local", "none")
+# The worker loop's defaults, here once: Settings reads them from the environment,
+# pgkick.worker.WorkerOptions defaults to them.
+DEFAULT_BATCH = 10
+DEFAULT_LEASE_SECONDS = 300
+DEFAULT_MIN_REMAINING_MS = 2000
+DEFAULT_MAX_FANOUT = 1
+DEFAULT_WATCH_SECONDS = 5
+DEFAULT_MAX_HOPS = 12
 # Nothing configured: enqueueing refuses (pgkick.kickers.make_kicker says what to set),
 # rather than silently spawning workers inside a web server or leaving jobs unkicked.
 UNSET = "unset"
@@ -70,13 +78,17 @@ class Settings:
             worker_arn=arn,
             scheduler_role_arn=env.get("PGKICK_SCHEDULER_ROLE_ARN") or None,
             schedule_group=env.get("PGKICK_SCHEDULE_GROUP") or "default",
-            batch=_int(env, "PGKICK_BATCH", 10, 1, 1000),
-            lease=timedelta(seconds=_int(env, "PGKICK_LEASE_SECONDS", 300, 1, 86_400)),
+            batch=_int(env, "PGKICK_BATCH", DEFAULT_BATCH, 1, 1000),
+            lease=timedelta(
+                seconds=_int(env, "PGKICK_LEASE_SECONDS", DEFAULT_LEASE_SECONDS, 1, 86_400)
+            ),
             lease_margin=timedelta(seconds=_int(env, "PGKICK_LEASE_MARGIN_SECONDS", 30, 0, 3600)),
             min_remaining=timedelta(
-                milliseconds=_int(env, "PGKICK_MIN_REMAINING_MS", 2000, 0, 900_000)
+                milliseconds=_int(
+                    env, "PGKICK_MIN_REMAINING_MS", DEFAULT_MIN_REMAINING_MS, 0, 900_000
+                )
             ),
-            max_fanout=_int(env, "PGKICK_MAX_FANOUT", 1, 0, 100),
+            max_fanout=_int(env, "PGKICK_MAX_FANOUT", DEFAULT_MAX_FANOUT, 0, 100),
             fanout_after=timedelta(
                 milliseconds=_int(env, "PGKICK_FANOUT_AFTER_MS", 1000, 0, 900_000)
             ),
@@ -91,8 +103,10 @@ class Settings:
             worker_linger=timedelta(
                 milliseconds=_int(env, "PGKICK_WORKER_LINGER_MS", 1000, 0, 60_000)
             ),
-            watch_ttl=timedelta(seconds=_int(env, "PGKICK_WATCH_SECONDS", 5, 1, 3600)),
-            max_hops=_int(env, "PGKICK_MAX_HOPS", 12, 1, 15),
+            watch_ttl=timedelta(
+                seconds=_int(env, "PGKICK_WATCH_SECONDS", DEFAULT_WATCH_SECONDS, 1, 3600)
+            ),
+            max_hops=_int(env, "PGKICK_MAX_HOPS", DEFAULT_MAX_HOPS, 1, 15),
             aws_timeout=_int(env, "PGKICK_AWS_TIMEOUT_MS", 2000, 100, 60_000) / 1000,
             schema=schema_name(env),
         )

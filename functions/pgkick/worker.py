@@ -20,6 +20,7 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass, replace
 from datetime import UTC, datetime, timedelta
 
+from pgkick import config
 from pgkick.kick import Kicker
 from pgkick.lease import LeaseKeeper
 from pgkick.rescue import DeadMansSwitch
@@ -58,17 +59,21 @@ class Summary:
 
 @dataclass(frozen=True, slots=True)
 class WorkerOptions:
-    batch: int = 10
-    lease: timedelta = timedelta(minutes=5)
-    min_remaining: timedelta = timedelta(seconds=2)
-    max_fanout: int = 1
+    """The loop's knobs. Runtime builds them from config.Settings; the defaults are
+    config's, except that the bare loop (tests, embedding) neither lingers nor waits
+    before fanning out unless asked."""
+
+    batch: int = config.DEFAULT_BATCH
+    lease: timedelta = timedelta(seconds=config.DEFAULT_LEASE_SECONDS)
+    min_remaining: timedelta = timedelta(milliseconds=config.DEFAULT_MIN_REMAINING_MS)
+    max_fanout: int = config.DEFAULT_MAX_FANOUT
     fanout_after: timedelta = timedelta(0)  # full batches for this long before fanning out
     backoff: timedelta | None = None  # None: the SQL's 10 s x 2^attempts, capped at 1 hour
     backoff_cap: timedelta | None = None
     heartbeat: bool = True  # False: leases are extended only when a task asks (tests)
     linger: timedelta = timedelta(0)  # how long an empty queue is re-claimed before leaving
-    watch_ttl: timedelta = timedelta(seconds=5)  # an announcement's life (pgkick.watch)
-    max_hops: int = 12  # self-kicks per chain before handing over by a wake-up
+    watch_ttl: timedelta = timedelta(seconds=config.DEFAULT_WATCH_SECONDS)  # pgkick.watch
+    max_hops: int = config.DEFAULT_MAX_HOPS  # self-kicks per chain, then a wake-up
     backoff_jitter: float = 0.1  # a retry waits its backoff x (1 ± this), drawn at random
 
 
