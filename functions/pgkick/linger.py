@@ -149,9 +149,10 @@ def opened_total() -> int:
     """Connections the process's lingering producers have opened so far (the benchmark's)."""
     with _shared_lock:
         lone = sum(lingering.opened for lingering in _shared.values())
-    from pgkick import linger_pool  # the producer's pool, built on this module
+    return lone + sum(opened() for opened, _ in _sources)
 
-    return lone + linger_pool.opened_total()
+
+_sources: list[tuple[Callable[[], int], Callable[[], None]]] = []
 
 
 @atexit.register
@@ -162,6 +163,11 @@ def close_all() -> None:
             if lingering._pid == os.getpid():
                 lingering.close()
         _shared.clear()
-    from pgkick import linger_pool
+    for _, close in _sources:
+        close()
 
-    linger_pool.close_all()
+
+def register_source(opened: Callable[[], int], close: Callable[[], None]) -> None:
+    """Other lingering connections (pgkick.linger_pool's) report here, so that
+    opened_total and close_all cover them without this module importing theirs."""
+    _sources.append((opened, close))

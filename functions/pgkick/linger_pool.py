@@ -27,7 +27,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 
 from pgkick.db import Connection, connect, no_transaction
-from pgkick.linger import APPLICATION_NAME, DEFAULT_LINGER_SECONDS, server_spoke
+from pgkick.linger import APPLICATION_NAME, DEFAULT_LINGER_SECONDS, register_source, server_spoke
 
 DEFAULT_SIZE = 4  # measured: 8 and 16 threads gain nothing from more (their enqueues are grouped)
 
@@ -187,3 +187,4 @@ def _after_fork_in_child() -> None:
 
 
 os.register_at_fork(after_in_child=_after_fork_in_child)
+register_source(opened_total, close_all)  # linger.close_all and the counts see pools
