@@ -14,7 +14,7 @@ import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from datetime import datetime
-from typing import Any, LiteralString, Self
+from typing import Any, LiteralString, Self, TypeGuard
 
 import psycopg
 from psycopg.conninfo import conninfo_to_dict
@@ -169,3 +169,13 @@ def dsn_parts(dsn: str) -> dict[str, Any]:
 
 def _one_line(exc: BaseException) -> str:
     return " ".join(str(exc).split())
+
+
+def is_connection(obj: object) -> TypeGuard[Connection]:
+    """True for a psycopg 3 connection (the framework forms check their driver's with it)."""
+    return isinstance(obj, psycopg.Connection)
+
+
+def transaction_failed(conn: Connection) -> bool:
+    """True when the connection's transaction failed and must be rolled back."""
+    return conn.info.transaction_status == psycopg.pq.TransactionStatus.INERROR
