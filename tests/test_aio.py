@@ -222,3 +222,26 @@ def test_priorities_and_groups_reach_the_table_and_unique_keys_are_refused_befor
             return [tuple(row) for row in await cursor.fetchall()]
 
     assert asyncio.run(go()) == [(7, "g"), (-3, "h")]
+
+
+def test_the_async_forms_write_to_the_configured_schema(
+    dsn: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Catches the async forms sending pgkick's statements unrewritten (to schema pgkick)
+    when PGKICK_SCHEMA names another, as the synchronous forms never do."""
+    from pgkick import schema
+    from pgkick.store import JobStore
+
+    with JobStore.open(dsn, schema="app_queue") as store:
+        schema.migrate(store)
+    monkeypatch.setenv("PGKICK_SCHEMA", "app_queue")
+
+    async def go() -> int:
+        job = await aio.enqueue_and_kick({}, task="noop", dsn=dsn, kicker=NoKicker())
+        await aio_pool.close_all()
+        return job
+
+    job = asyncio.run(go())
+    with psycopg.connect(dsn) as conn:
+        assert conn.execute("SELECT id FROM app_queue.jobs").fetchall() == [(job,)]
+        assert conn.execute("SELECT count(*) FROM pgkick.jobs").fetchone() == (0,)

@@ -16,7 +16,7 @@ import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from datetime import datetime
-from typing import Any, LiteralString, Self
+from typing import Any, LiteralString, Self, TypeGuard
 
 import psycopg
 
@@ -199,8 +199,12 @@ async def connect_producer_async(dsn: str, application_name: str) -> AsyncConnec
 async def execute_async(
     conn: AsyncConnection, clock: Clock, query: LiteralString, **params: Any
 ) -> AsyncCursor:
-    """Database.execute for an AsyncConnection: the clock's now, never a prepared statement."""
-    values = {"now": clock(), **params} if "%(" in query else None
+    """Database.execute for an AsyncConnection: the clock's now, never a prepared statement,
+    the statement named for PGKICK_SCHEMA (pgkick.qualify) as the synchronous forms do."""
+    schema = config.schema_name()
+    if schema != config.DEFAULT_SCHEMA:
+        query = qualify(query, schema)
+    values = {"now": clock(), "schema": schema, **params} if "%(" in query else None
     return await conn.execute(query, values, prepare=False)
 
 
@@ -208,3 +212,13 @@ def async_state(conn: AsyncConnection) -> tuple[bool, bool, bool]:
     """(no transaction in progress, autocommit, broken) of an asyncio connection."""
     idle = conn.info.transaction_status == psycopg.pq.TransactionStatus.IDLE
     return idle, conn.autocommit, conn.broken
+
+
+def is_connection(obj: object) -> TypeGuard[Connection]:
+    """True for a psycopg 3 connection (the framework forms check their driver's with it)."""
+    return isinstance(obj, psycopg.Connection)
+
+
+def transaction_failed(conn: Connection) -> bool:
+    """True when the connection's transaction failed and must be rolled back."""
+    return conn.info.transaction_status == psycopg.pq.TransactionStatus.INERROR

@@ -29,9 +29,7 @@ from contextlib import contextmanager
 from datetime import UTC, datetime
 from typing import Any, Unpack
 
-import psycopg
-
-from pgkick.db import no_transaction
+from pgkick.db import is_connection, no_transaction, transaction_failed
 from pgkick.handle import EnqueueOptions
 from pgkick.kick import Kicker
 from pgkick.kickers import default_kicker
@@ -39,7 +37,6 @@ from pgkick.producer import Enqueuer, kick_committed
 from pgkick.store import Clock, Connection, JobStore, server_clock
 
 log = logging.getLogger("pgkick.joined")
-_STATUS = psycopg.pq.TransactionStatus
 
 
 class PendingJobs:
@@ -48,7 +45,7 @@ class PendingJobs:
     def __init__(
         self, conn: Connection, *, kicker: Kicker | None = None, clock: Clock = server_clock
     ) -> None:
-        if not isinstance(conn, psycopg.Connection):
+        if not is_connection(conn):
             raise TypeError(
                 f"pgkick.enqueue_in: needs a psycopg 3 connection, got {type(conn).__name__}"
             )
@@ -105,12 +102,11 @@ class PendingJobs:
             self._enqueuer.queued = []
 
     def _check_joinable(self) -> None:
-        status = self.conn.info.transaction_status
-        if status == _STATUS.INERROR:
+        if transaction_failed(self.conn):
             raise RuntimeError(
                 "pgkick: the connection's transaction has failed; roll it back first"
             )
-        if self.conn.autocommit and status == _STATUS.IDLE:
+        if self.conn.autocommit and no_transaction(self.conn):
             raise RuntimeError(
                 "pgkick.enqueue_in: the connection is in autocommit with no transaction open, "
                 "so each job would commit alone; open a transaction first (conn.transaction()), "

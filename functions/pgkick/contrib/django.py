@@ -20,9 +20,9 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import Any, Unpack
 
-import psycopg
 from django.db import connections, transaction
 
+from pgkick.db import is_connection
 from pgkick.handle import EnqueueOptions
 from pgkick.joined import PendingJobs
 from pgkick.kick import Kicker
@@ -59,7 +59,7 @@ class DjangoJobs:
             )
         connection.ensure_connection()
         raw = connection.connection
-        if not isinstance(raw, psycopg.Connection):
+        if not is_connection(raw):
             raise TypeError(
                 "pgkick.contrib.django: needs Django's psycopg 3 backend (pip install "
                 f"psycopg), got a {type(raw).__module__}.{type(raw).__name__} connection"

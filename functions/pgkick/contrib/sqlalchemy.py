@@ -19,11 +19,10 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import Any, Unpack
 
-import psycopg
 from sqlalchemy import event
 from sqlalchemy.orm import Session
 
-from pgkick.db import no_transaction
+from pgkick.db import is_connection, no_transaction
 from pgkick.handle import EnqueueOptions
 from pgkick.joined import PendingJobs
 from pgkick.kick import Kicker
@@ -54,7 +53,7 @@ class SessionJobs:
 
     def _pending(self) -> PendingJobs:
         raw = self.session.connection().connection.driver_connection  # begins if needed
-        if not isinstance(raw, psycopg.Connection):
+        if not is_connection(raw):
             raise TypeError(
                 "pgkick.contrib.sqlalchemy: needs the psycopg 3 driver (postgresql+psycopg://), "
                 f"got a {type(raw).__module__}.{type(raw).__name__} connection"
