@@ -499,6 +499,12 @@ REVOKE ALL ON pgkick.queue_limits FROM PUBLIC;
 GRANT SELECT ON pgkick.queue_limits TO pgkick_worker;
 GRANT INSERT, UPDATE, DELETE ON pgkick.queue_limits TO pgkick_maintainer;"""
 
+ROLE_SETUP_DONE: Final = """\
+-- role_setup_done: Whether pgkick's three roles exist here, set up by an earlier `pgkick migrate --roles` (a later migrate then grants them what its new migrations need).
+SELECT count(*) = 3
+FROM pg_catalog.pg_roles
+WHERE rolname IN ('pgkick_producer', 'pgkick_worker', 'pgkick_maintainer');"""
+
 SCHEMA_CREATE: Final = """\
 -- schema_create: Creates the schema that holds every pgkick object, if it is missing (the migrator owns it).
 CREATE SCHEMA IF NOT EXISTS pgkick;"""

@@ -67,6 +67,10 @@ def migrate(store: JobStore) -> MigrationReport:
             if version not in done:
                 store.apply_migration(version, name, script)
                 applied.append(version)
+        if applied and store.roles_set_up():
+            # New columns and tables need their grants: roles set up before this upgrade
+            # keep working without `migrate --roles` (which also creates missing roles).
+            store.setup_roles()
     return MigrationReport(applied=applied, version=LATEST_VERSION)
 
 

@@ -98,6 +98,10 @@ class MaintenanceStatements(Database):
     def setup_roles(self) -> None:
         self.execute(queries.ROLE_SETUP)
 
+    def roles_set_up(self) -> bool:
+        """pgkick's three roles exist (an earlier `migrate --roles` made them)."""
+        return bool(self.one(queries.ROLE_SETUP_DONE)[0])
+
     def apply_migration(self, version: int, name: str, script: LiteralString) -> None:
         self.execute(script)
         self.execute(queries.MIGRATION_RECORD, version=version, name=name)
