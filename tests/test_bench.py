@@ -44,7 +44,9 @@ def test_bench_quick_runs_every_item_and_reports_targets(
     threads = {row["threads"]: row for row in results["producer_threads"]}
     assert set(threads) == {1, 4, 8, 16} and all(r["exactly_once"] for r in threads.values())
     assert all(r["sessions_opened"] <= r["threads"] for r in threads.values()), threads
-    assert len(results["targets"]) == 18 and all(
+    labels = " | ".join(t["target"] for t in results["targets"])
+    assert "claim with priorities" in labels and "8 producer threads" in labels, labels
+    assert len(results["targets"]) == 19 and all(
         isinstance(t["met"], bool) for t in results["targets"]
     )
     report = (tmp_path / "bench.md").read_text()
