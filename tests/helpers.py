@@ -16,6 +16,16 @@ from pgkick.store import JobStore
 from pgkick.validation import JobSpec
 
 
+class Ticks:
+    """A monotonic clock the test moves by hand."""
+
+    def __init__(self) -> None:
+        self.now = 100.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
 class FakeClock:
     """The `now` the SQL sees, moved by the test instead of sleeping."""
 

@@ -21,6 +21,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
+import pytest
 from psycopg.conninfo import conninfo_to_dict, make_conninfo
 
 from pgkick_dev.embedded import free_port
@@ -33,6 +34,14 @@ def binary() -> str | None:
 
 def available() -> bool:
     return binary() is not None
+
+
+# Skipped only where pgbouncer is missing and nobody required it; .ci/run requires it
+# (PGKICK_REQUIRE_PGBOUNCER=1), so there a missing pgbouncer fails instead.
+requires_pgbouncer = pytest.mark.skipif(
+    not available() and not os.environ.get("PGKICK_REQUIRE_PGBOUNCER"),
+    reason="pgbouncer is not installed (apt-get install pgbouncer; .ci/run does)",
+)
 
 
 @contextmanager

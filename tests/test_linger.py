@@ -13,17 +13,7 @@ from pgkick import linger, linger_pool, producer
 from pgkick.errors import ConfigError
 from pgkick.kick import NoKicker
 from pgkick.linger import APPLICATION_NAME, LingeringConnection
-from tests.helpers import sessions_of
-
-
-class Ticks:
-    """A monotonic clock the test moves by hand."""
-
-    def __init__(self) -> None:
-        self.now = 100.0
-
-    def __call__(self) -> float:
-        return self.now
+from tests.helpers import Ticks, sessions_of
 
 
 @pytest.fixture(autouse=True)

@@ -2,24 +2,19 @@
 
 from __future__ import annotations
 
-import os
 import threading
 from collections.abc import Callable
 from typing import Any
 
 import psycopg
-import pytest
 from psycopg.conninfo import conninfo_to_dict, make_conninfo
 
 import pgkick
 from pgkick.kick import NoKicker
 from pgkick_dev.embedded import EmbeddedPostgres
-from tests.pgbouncer import available, pgbouncer
+from tests.pgbouncer import pgbouncer, requires_pgbouncer
 
-pytestmark = pytest.mark.skipif(
-    not available() and not os.environ.get("PGKICK_REQUIRE_PGBOUNCER"),
-    reason="pgbouncer is not installed (apt-get install pgbouncer; .ci/run does)",
-)
+pytestmark = requires_pgbouncer
 
 
 def _through_pgbouncer(

@@ -24,16 +24,8 @@ from pgkick.kick import NoKicker
 from pgkick.linger import APPLICATION_NAME
 from pgkick.linger_pool import LingeringPool
 from pgkick.store import server_clock
-from tests.helpers import sessions_of
+from tests.helpers import Ticks, sessions_of
 from tests.test_producer import RecordingKicker
-
-
-class Ticks:
-    def __init__(self) -> None:
-        self.now = 100.0
-
-    def __call__(self) -> float:
-        return self.now
 
 
 @pytest.fixture(autouse=True)

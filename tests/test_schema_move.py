@@ -4,7 +4,6 @@ a custom schema working through a transaction-mode PgBouncer."""
 from __future__ import annotations
 
 import json
-import os
 import uuid
 from datetime import timedelta
 from pathlib import Path
@@ -21,7 +20,7 @@ from pgkick.kick import NoKicker
 from pgkick.runtime import Runtime
 from pgkick.store import JobStore
 from pgkick_dev.embedded import EmbeddedPostgres
-from tests.pgbouncer import available, pgbouncer
+from tests.pgbouncer import pgbouncer, requires_pgbouncer
 
 # What pgkick before 0006 ran: its ledger, then 0001-0003, all in the role's default schema.
 LEGACY_LEDGER = """
@@ -129,10 +128,7 @@ def test_a_worker_on_an_unmigrated_old_install_says_to_migrate(empty_dsn: str) -
             schema.check(store)
 
 
-@pytest.mark.skipif(
-    not available() and not os.environ.get("PGKICK_REQUIRE_PGBOUNCER"),
-    reason="pgbouncer is not installed (apt-get install pgbouncer; .ci/run does)",
-)
+@requires_pgbouncer
 def test_a_custom_schema_through_pgbouncer_with_a_polluted_search_path(
     empty_dsn: str, embedded_pg: EmbeddedPostgres | None, monkeypatch: pytest.MonkeyPatch
 ) -> None:
