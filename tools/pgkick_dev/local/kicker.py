@@ -15,6 +15,10 @@ pass where a user's deploy fails. So, as Lambda's asynchronous queue does:
   sent from inside an invocation is one hop further than that invocation; a
   kick from the app or a wake-up timer starts a new chain.
 
+It also stands in for EventBridge Scheduler's recurring schedules: given the
+`@pgkick.periodic` declarations, a timer per declaration sends each tick's event
+into the same asynchronous queue, twice by default (pgkick_dev.local.ticks).
+
 Execution environments are processes (pgkick_dev.local.pool). A worker's own kicks
 and wake-ups come back over a pipe, so the cap, the queue and the timers live
 in one place.
@@ -27,14 +31,16 @@ import math
 import os
 import threading
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 from pgkick.kick import kick_event
+from pgkick.recurring import Periodic
 from pgkick_dev.local.pool import Environment, Pool
+from pgkick_dev.local.ticks import PeriodicTimers, StartTimer, thread_timer
 
 log = logging.getLogger("pgkick_dev.local.kicker")
 
@@ -80,9 +86,15 @@ class LocalKicker:
         max_event_age: float = MAX_EVENT_AGE,
         allow_loops: bool = False,
         output: Path | None = None,
+        periodic: Iterable[Periodic] = (),
+        tick_deliveries: int = 2,
+        tick_clock: Callable[[], datetime] = lambda: datetime.now(UTC),
+        tick_timer: StartTimer = thread_timer,
     ) -> None:
         """output: a file for the workers' logs and metrics (default: this process's stdout).
-        allow_loops: as `RecursiveLoop: Allow` on the function (the default terminates)."""
+        allow_loops: as `RecursiveLoop: Allow` on the function (the default terminates).
+        periodic: declarations whose ticks to fire, each delivered `tick_deliveries` times
+        (tick_clock and tick_timer: for tests, a clock and timers they move by hand)."""
         if concurrency < 1:
             raise ValueError(f"concurrency: {concurrency} must be at least 1")
         self.retry_delays = retry_delays
@@ -105,6 +117,13 @@ class LocalKicker:
         self._timers: dict[tuple[str, int], threading.Timer] = {}
         self._rescues: dict[str, threading.Timer] = {}  # dead-man's switches, by name
         self._closed = False
+        self._ticks = PeriodicTimers(
+            periodic,
+            self._fire_tick,
+            now=tick_clock,
+            start_timer=tick_timer,
+            deliveries=tick_deliveries,
+        )
 
     @property
     def output(self) -> Path | None:
@@ -150,6 +169,10 @@ class LocalKicker:
         if timer is not None:
             timer.cancel()
 
+    def ticks(self) -> dict[str, datetime]:
+        """Each periodic declaration's next tick, as its timer sleeps until it."""
+        return self._ticks.due()
+
     def rescues(self) -> list[str]:
         """The names of the rescues booked and neither fired nor cancelled."""
         with self._lock:
@@ -175,7 +198,8 @@ class LocalKicker:
             return [e.process.pid for e in self._pool.busy()]
 
     def close(self) -> None:
-        """Cancel wake-ups and retries, and let every environment exit (stdin closed)."""
+        """Cancel ticks, wake-ups and retries, and let every environment exit (stdin closed)."""
+        self._ticks.close()  # not under our lock: a firing tick holds its own, then takes ours
         with self._lock:
             self._closed = True
             for timer in [*self._timers.values(), *self._delayed, *self._rescues.values()]:
@@ -249,6 +273,10 @@ class LocalKicker:
         with self._lock:
             if self._rescues.pop(name, None) is not None:
                 self._accept(_Event(kick_event(queue, "rescue"), 0, time.monotonic()))
+
+    def _fire_tick(self, event: dict[str, Any]) -> None:
+        """A schedule's invocation, as the scheduler sends it: a new chain."""
+        self._accept(_Event(event, 0, time.monotonic()))
 
     def _fire_wake(self, queue: str, due: int) -> None:
         with self._lock:  # one step, so wait_idle never sees the wake gone but not yet kicked
