@@ -201,11 +201,9 @@ def test_a_delayed_job_books_a_wake_up_and_sends_no_kick(dsn: str) -> None:
     assert all(isinstance(when, datetime) for _, when in kicker.wakes)
 
 
-def test_priorities_and_groups_reach_the_table_and_unique_keys_are_refused_before_writing(
-    dsn: str,
-) -> None:
+def test_priorities_and_groups_reach_the_table(dsn: str) -> None:
     """Catches the async forms dropping a job's priority or group (the claim would order
-    it wrongly), and a unique key silently ignored (a duplicate job) instead of refused."""
+    it wrongly). Their unique keys: tests/test_unique.py."""
 
     async def go() -> list[tuple[int, str | None]]:
         kicker = NoKicker()
@@ -213,10 +211,6 @@ def test_priorities_and_groups_reach_the_table_and_unique_keys_are_refused_befor
         await aio.enqueue_many(
             [{"payload": {}, "task": "noop", "priority": -3, "group": "h"}], dsn=dsn, kicker=kicker
         )
-        with pytest.raises(ValueError, match=r"jobs\[0\]: unique_key: not supported"):
-            await aio.enqueue_many(
-                [{"payload": {}, "task": "noop", "unique_key": "k"}], dsn=dsn, kicker=kicker
-            )
         async with await psycopg.AsyncConnection.connect(dsn) as conn:
             cursor = await conn.execute("SELECT priority, group_key FROM pgkick.jobs ORDER BY id")
             return [tuple(row) for row in await cursor.fetchall()]

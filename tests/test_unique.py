@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+import asyncio
 import threading
 from datetime import timedelta
 
 import psycopg
 
-from pgkick import producer
+from pgkick import aio, producer
 from pgkick.kick import NoKicker
 from pgkick.store import JobStore
 from pgkick.validation import job_spec
@@ -137,3 +138,75 @@ def test_racing_batches_with_overlapping_keys_make_one_job_per_key(dsn: str) -> 
     with psycopg.connect(dsn) as conn:
         keys = conn.execute("SELECT unique_key FROM pgkick.jobs ORDER BY unique_key").fetchall()
     assert keys == [("w",), ("x",), ("y",), ("z",)]
+
+
+def test_the_async_forms_answer_the_live_job_write_nothing_and_skip_duplicates(
+    dsn: str,
+) -> None:
+    """pgkick.aio's three forms, as the synchronous ones. Catches unique_key refused or
+    ignored by an async form (a second job), a duplicate kicked again, a batch failing
+    or duplicating on a live key or on a key repeated inside it, and ids out of order."""
+    kicker, batch_kicker = RecordingKicker(), RecordingKicker()
+
+    async def go() -> tuple[int, int, int, list[int], list[object]]:
+        first = await aio.enqueue_and_kick({}, task="t", unique_key="a", dsn=dsn, kicker=NoKicker())
+        again = await aio.enqueue_and_kick({}, task="t", unique_key="a", dsn=dsn, kicker=kicker)
+        async with (
+            await psycopg.AsyncConnection.connect(dsn) as conn,
+            aio.transaction(conn, kicker=kicker) as jobs,
+        ):
+            inside = await jobs.enqueue({}, task="t", unique_key="a")
+            queued = list(jobs.queued)
+        ids = await aio.enqueue_many(
+            [
+                {"payload": {"i": 0}, "task": "t", "unique_key": "a"},  # live already
+                {"payload": {"i": 1}, "task": "t"},
+                {"payload": {"i": 2}, "task": "t", "unique_key": "b"},
+                {"payload": {"i": 3}, "task": "t", "unique_key": "b"},  # repeats b
+                {"payload": {"i": 4}, "task": "t"},
+            ],
+            dsn=dsn,
+            kicker=batch_kicker,
+        )
+        return first, again, inside, ids, queued
+
+    first, again, inside, ids, queued = asyncio.run(go())
+    assert again == first == inside == ids[0] and queued == []
+    assert ids[3] == ids[2] and len(set(ids)) == 4
+    with psycopg.connect(dsn) as conn:
+        payloads = conn.execute("SELECT id, payload FROM pgkick.jobs ORDER BY id").fetchall()
+    assert dict(payloads) == {first: {}, ids[1]: {"i": 1}, ids[2]: {"i": 2}, ids[4]: {"i": 4}}
+    assert kicker.kicks == []  # the duplicates kicked nothing (no kick was pending either)
+    assert batch_kicker.kicks == [("default", "enqueue")]
+
+
+def test_racing_async_producers_with_one_key_create_exactly_one_job(dsn: str) -> None:
+    """Real AsyncConnections: one holds key "race" in an uncommitted pgkick.aio.transaction;
+    an enqueue_and_kick and an enqueue_many with the key are seen waiting on the index
+    (pg_stat_activity), then the holder commits. Catches an async insert that does not
+    skip a key held by an uncommitted job (a unique violation, or three jobs) and a
+    read-back inside the insert's statement (its snapshot predates the holder's commit)."""
+
+    async def go() -> tuple[int, int, list[int]]:
+        async with await psycopg.AsyncConnection.connect(dsn) as holder:
+            async with aio.transaction(holder, kicker=NoKicker()) as jobs:
+                held = await jobs.enqueue({}, task="t", unique_key="race")
+                one = asyncio.create_task(
+                    aio.enqueue_and_kick(
+                        {}, task="t", unique_key="race", dsn=dsn, kicker=NoKicker()
+                    )
+                )
+                many = asyncio.create_task(
+                    aio.enqueue_many(
+                        [{"payload": {}, "task": "t", "unique_key": k} for k in ("race", "new")],
+                        dsn=dsn,
+                        kicker=NoKicker(),
+                    )
+                )
+                await asyncio.to_thread(wait_for_lock_waiters, dsn, count=2)
+            return held, await one, await many  # the holder committed as its block ended
+
+    held, one, many = asyncio.run(go())
+    assert one == held and many[0] == held and many[1] != held
+    assert rows_with_key(dsn, "race") == [(held, "queued")]
+    assert len(rows_with_key(dsn, "new")) == 1

@@ -18,6 +18,10 @@ and was logged: as in the synchronous form, a failed kick never raises).
         await conn.execute("INSERT INTO orders ...")
         await jobs.enqueue({"order": 42}, task="send_receipt")
     # committed here, then kicked; an exception inside rolls back and kicks nothing
+
+`unique_key=` works in every form as in the synchronous ones (pgkick.unique: the
+same statements): a live job holding the key is answered, nothing is written,
+and it is not kicked again; in `enqueue_many` a duplicate is skipped.
 """
 
 from __future__ import annotations
@@ -30,7 +34,7 @@ from contextlib import AbstractContextManager, asynccontextmanager, contextmanag
 from datetime import datetime, timedelta
 from typing import Any
 
-from pgkick import aio_pool, config, queries
+from pgkick import aio_pool, config, queries, unique
 from pgkick.db import AsyncConnection, AsyncCursor, DatabaseError, async_state, execute_async
 from pgkick.kick import Kicker, NoKicker
 from pgkick.kickers import default_kicker
@@ -39,9 +43,6 @@ from pgkick.store import Clock, JobStore, QueuedJob, server_clock
 from pgkick.validation import DEFAULT_MAX_PAYLOAD_BYTES, JobSpec, job_spec
 
 log = logging.getLogger("pgkick.aio")
-# Unique keys take the synchronous forms for now: the duplicate check is a second
-# statement (pgkick.unique) not yet written for an AsyncConnection.
-UNIQUE_NOT_YET = "not supported by pgkick.aio yet; use pgkick.enqueue_and_kick or enqueue_many"
 
 
 class AsyncEnqueuer:
@@ -64,6 +65,7 @@ class AsyncEnqueuer:
         max_attempts: int = 5,
         priority: int = 0,
         group: str | None = None,
+        unique_key: str | None = None,
     ) -> int:
         spec = job_spec(
             payload,
@@ -75,7 +77,13 @@ class AsyncEnqueuer:
             max_payload_bytes=self.max_payload_bytes,
             priority=priority,
             group=group,
+            unique_key=unique_key,
         )
+        if spec.unique_key is not None:  # the live holder is answered, and not kicked again
+            held, inserted = await unique.insert_one_async(self.conn, self.clock, spec)
+            if inserted:
+                self.queued.append(QueuedJob._make(held))
+            return held[0]
         row = await (await _insert(self.conn, self.clock, spec)).fetchone()
         assert row is not None
         self.queued.append(QueuedJob._make(row))
@@ -84,28 +92,23 @@ class AsyncEnqueuer:
     async def enqueue_many(self, jobs: Iterable[Mapping[str, Any]]) -> list[int]:
         """Each mapping holds enqueue's arguments; all validated before any is sent."""
         specs = [_spec(job, self.max_payload_bytes, index) for index, job in enumerate(jobs)]
-        for index, spec in enumerate(specs):
-            if spec.unique_key is not None:  # before anything is sent
-                raise ValueError(f"jobs[{index}]: unique_key: {UNIQUE_NOT_YET}")
-        ids: list[int] = []
+        batch = unique.UniqueBatch()  # keyed jobs wait, deduplicated, for the plain ones
+        every: dict[int, QueuedJob] = {}
         for chunk in itertools.batched(specs, INSERT_CHUNK):
-            cursor = await execute_async(
-                self.conn,
-                self.clock,
-                queries.JOB_INSERT_MANY,
-                queues=[s.queue for s in chunk],
-                tasks=[s.task for s in chunk],
-                payloads=[s.payload_json for s in chunk],
-                run_ats=[s.run_at for s in chunk],
-                delays=[s.delay.total_seconds() for s in chunk],
-                max_attempts=[s.max_attempts for s in chunk],
-                priorities=[s.priority for s in chunk],
-                groups=[s.group for s in chunk],
-            )
-            inserted = [QueuedJob._make(row) for row in await cursor.fetchall()]
-            self.queued.extend(inserted)
-            ids.extend(job.id for job in inserted)
-        return ids
+            plain = batch.split(chunk)
+            if not plain:
+                continue
+            params = unique.arrays(plain)
+            cursor = await execute_async(self.conn, self.clock, queries.JOB_INSERT_MANY, **params)
+            rows = await cursor.fetchall()
+            for (index, _), row in zip(plain, rows, strict=True):
+                every[index] = QueuedJob._make(row)
+                self.queued.append(every[index])
+        if batch.keyed:
+            keyed, inserted = await batch.insert_async(self.conn, self.clock)
+            every.update((index, QueuedJob._make(row)) for index, row in keyed.items())
+            self.queued.extend(QueuedJob._make(row) for row in inserted)  # skipped: no kick
+        return [every[index].id for index in range(len(specs))]
 
 
 async def enqueue_and_kick(
@@ -121,8 +124,10 @@ async def enqueue_and_kick(
     clock: Clock = server_clock,
     priority: int = 0,
     group: str | None = None,
+    unique_key: str | None = None,
 ) -> int:
-    """Insert and commit one job on one of this loop's lingering connections, then kick."""
+    """Insert and commit one job on one of this loop's lingering connections, then kick
+    (with `unique_key`: a live job holding it is answered, nothing written or kicked)."""
     spec = job_spec(
         payload,
         task=task,
@@ -132,9 +137,12 @@ async def enqueue_and_kick(
         max_attempts=max_attempts,
         priority=priority,
         group=group,
+        unique_key=unique_key,
     )  # bad input fails before anything connects
     kicker = kicker or default_kicker()  # and so does a bad kicker setting
     dsn = dsn or config.database_url()
+    if spec.unique_key is not None:
+        return await _enqueue_unique(spec, dsn, kicker, clock)
     ready = spec.run_at <= _now(clock) if spec.run_at else spec.delay <= timedelta(0)
     ready = ready and not isinstance(kicker, NoKicker)  # it would reserve a kick never sent
     async with _pool(dsn).connection() as conn:
@@ -146,6 +154,18 @@ async def enqueue_and_kick(
         {job.queue} if must_kick else set(),
         clock,
     )
+    return job.id
+
+
+async def _enqueue_unique(spec: JobSpec, dsn: str, kicker: Kicker, clock: Clock) -> int:
+    """enqueue_and_kick with a unique key: each statement its own transaction (pgkick.unique
+    says why the read-back must be a later one); a kick is reserved only for a new job."""
+    async with _pool(dsn).connection() as conn:
+        row, inserted = await unique.insert_one_async(conn, clock, spec)
+        job = QueuedJob._make(row)
+        reserved = await _reserve(conn, clock, [job], kicker) if inserted else set()
+    if inserted:
+        await _kick([job], kicker, lambda: _producer_store(dsn, clock), reserved, clock)
     return job.id
 
 

@@ -25,6 +25,9 @@ A key is global, not per queue or task: put the task or queue in the key when
 they should not collide. Once its job is done or failed, the key is free again.
 `pgkick retry` of a failed job whose key a newer live job holds is refused by the
 index (a unique violation), rather than making two.
+
+The asyncio forms (pgkick.aio) run the same statements in the same order: the
+`*_async` functions drive the same `UniqueBatch` rounds on an AsyncConnection.
 """
 
 from __future__ import annotations
@@ -34,7 +37,7 @@ from datetime import datetime
 from typing import Any
 
 from pgkick import queries
-from pgkick.db import Database
+from pgkick.db import AsyncConnection, Clock, Database, execute_async
 from pgkick.validation import JobSpec
 
 MAX_ROUNDS = 50
@@ -52,6 +55,21 @@ def insert_one(db: Database, spec: JobSpec) -> tuple[Row, bool]:
         if row is not None:
             return (row[0], row[1], row[2]), True
         for held in db.rows(queries.JOB_GET_LATEST_BY_UNIQUE_KEYS, unique_keys=[spec.unique_key]):
+            return (held[0], held[1], held[2]), False
+    raise UniqueKeyChurn(f"unique_key {spec.unique_key!r}: its job kept vanishing; try again")
+
+
+async def insert_one_async(conn: AsyncConnection, clock: Clock, spec: JobSpec) -> tuple[Row, bool]:
+    """insert_one on an AsyncConnection: the same two statements, the same rounds."""
+    for _ in range(MAX_ROUNDS):
+        cursor = await execute_async(conn, clock, queries.JOB_INSERT_UNIQUE, **spec.insert_params())
+        row = await cursor.fetchone()
+        if row is not None:
+            return (row[0], row[1], row[2]), True
+        cursor = await execute_async(
+            conn, clock, queries.JOB_GET_LATEST_BY_UNIQUE_KEYS, unique_keys=[spec.unique_key]
+        )
+        for held in await cursor.fetchall():
             return (held[0], held[1], held[2]), False
     raise UniqueKeyChurn(f"unique_key {spec.unique_key!r}: its job kept vanishing; try again")
 
@@ -85,27 +103,68 @@ class UniqueBatch:
 
     def insert(self, db: Database) -> tuple[dict[int, Row], list[Row]]:
         """Insert the keyed jobs; returns every keyed index's job and those inserted."""
-        held: dict[str, Row] = {}
-        inserted: list[Row] = []
-        pending = dict(self._first)
+        rounds = _Rounds(self._first)
         for _ in range(MAX_ROUNDS):
-            if not pending:
+            if not rounds.pending:
                 break
-            specs = list(pending.values())
-            for row in db.rows(queries.JOB_INSERT_MANY_UNIQUE, **arrays(specs, keys=True)):
-                held[row[3]] = (row[0], row[1], row[2])
-                inserted.append(held[row[3]])
-                del pending[row[3]]
-            if pending:
-                latest = db.rows(queries.JOB_GET_LATEST_BY_UNIQUE_KEYS, unique_keys=list(pending))
-                for row in latest:
-                    held[row[3]] = (row[0], row[1], row[2])
-                    del pending[row[3]]
-        if pending:
-            raise UniqueKeyChurn(f"unique keys {sorted(pending)[:5]}: their jobs kept vanishing")
-        jobs = {index: held[key] for key, (index, _) in self._first.items()}
-        jobs.update((index, held[key]) for index, key in self._repeats)
-        return jobs, inserted
+            rounds.took(db.rows(queries.JOB_INSERT_MANY_UNIQUE, **rounds.insert_params()))
+            if rounds.pending:
+                rounds.found(db.rows(queries.JOB_GET_LATEST_BY_UNIQUE_KEYS, **rounds.keys()))
+        return self._answer(rounds)
+
+    async def insert_async(
+        self, conn: AsyncConnection, clock: Clock
+    ) -> tuple[dict[int, Row], list[Row]]:
+        """insert on an AsyncConnection: the same statements, the same rounds."""
+        rounds = _Rounds(self._first)
+        for _ in range(MAX_ROUNDS):
+            if not rounds.pending:
+                break
+            params = rounds.insert_params()
+            cursor = await execute_async(conn, clock, queries.JOB_INSERT_MANY_UNIQUE, **params)
+            rounds.took(await cursor.fetchall())
+            if rounds.pending:
+                latest = queries.JOB_GET_LATEST_BY_UNIQUE_KEYS
+                cursor = await execute_async(conn, clock, latest, **rounds.keys())
+                rounds.found(await cursor.fetchall())
+        return self._answer(rounds)
+
+    def _answer(self, rounds: _Rounds) -> tuple[dict[int, Row], list[Row]]:
+        if rounds.pending:
+            raise UniqueKeyChurn(
+                f"unique keys {sorted(rounds.pending)[:5]}: their jobs kept vanishing"
+            )
+        jobs = {index: rounds.held[key] for key, (index, _) in self._first.items()}
+        jobs.update((index, rounds.held[key]) for index, key in self._repeats)
+        return jobs, rounds.inserted
+
+
+class _Rounds:
+    """One batch's keyed jobs through insert/read-back rounds (the I/O is the caller's)."""
+
+    def __init__(self, first: dict[str, tuple[int, JobSpec]]) -> None:
+        self.pending = dict(first)
+        self.held: dict[str, Row] = {}
+        self.inserted: list[Row] = []
+
+    def insert_params(self) -> dict[str, Any]:
+        return arrays(list(self.pending.values()), keys=True)
+
+    def keys(self) -> dict[str, Any]:
+        return {"unique_keys": list(self.pending)}
+
+    def took(self, rows: Iterable[tuple[Any, ...]]) -> None:
+        """The rows job_insert_many_unique returned: inserted, their keys now held."""
+        for row in rows:
+            self.held[row[3]] = (row[0], row[1], row[2])
+            self.inserted.append(self.held[row[3]])
+            del self.pending[row[3]]
+
+    def found(self, rows: Iterable[tuple[Any, ...]]) -> None:
+        """The holders job_get_latest_by_unique_keys read of keys the insert skipped."""
+        for row in rows:
+            self.held[row[3]] = (row[0], row[1], row[2])
+            del self.pending[row[3]]
 
 
 def insert_many(db: Database, chunks: Iterable[Sequence[JobSpec]]) -> tuple[list[Row], list[Row]]:
