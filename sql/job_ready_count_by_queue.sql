@@ -1,6 +1,40 @@
--- job_ready_count_by_queue: Counts the jobs ready to run now in each queue (which queues need a worker).
+-- job_ready_count_by_queue: Counts the jobs a claim could take now in each queue (which queues need a worker): ungrouped ready jobs, plus one for each group with no running job whose head is ready (a blocked group's jobs do not count).
+WITH RECURSIVE groups AS (  -- every (queue, group) with queued jobs, one index probe each
+  (SELECT queue, group_key FROM pgkick.jobs
+   WHERE group_key IS NOT NULL AND status = 'queued'
+   ORDER BY queue, group_key LIMIT 1)
+  UNION ALL
+  SELECT n.queue, n.group_key
+  FROM groups g,
+       LATERAL (SELECT j.queue, j.group_key FROM pgkick.jobs j
+                WHERE (j.queue, j.group_key) > (g.queue, g.group_key)
+                  AND j.group_key IS NOT NULL AND j.status = 'queued'
+                ORDER BY j.queue, j.group_key LIMIT 1) n
+),
+claimable AS (
+  SELECT queue, 1 AS ready FROM pgkick.jobs
+  WHERE status = 'queued' AND group_key IS NULL
+    AND run_at <= coalesce(%(now)s::timestamptz, now())
+  UNION ALL
+  SELECT g.queue, 1 FROM groups g
+  WHERE NOT EXISTS (SELECT 1 FROM pgkick.jobs r
+                    WHERE r.queue = g.queue AND r.group_key = g.group_key
+                      AND r.status = 'running')
+    AND CASE  -- job_claim's head: a job waiting for its retry, else the first in claim order
+          WHEN EXISTS (SELECT 1 FROM pgkick.jobs w
+                       WHERE w.queue = g.queue AND w.group_key = g.group_key
+                         AND w.status = 'queued' AND w.attempts > 0)
+          THEN EXISTS (SELECT 1 FROM pgkick.jobs w
+                       WHERE w.queue = g.queue AND w.group_key = g.group_key
+                         AND w.status = 'queued' AND w.attempts > 0
+                         AND w.run_at <= coalesce(%(now)s::timestamptz, now()))
+          ELSE (SELECT h.run_at FROM pgkick.jobs h
+                WHERE h.queue = g.queue AND h.group_key = g.group_key AND h.status = 'queued'
+                ORDER BY -h.priority, h.run_at, h.id LIMIT 1)
+               <= coalesce(%(now)s::timestamptz, now())
+        END
+)
 SELECT queue, count(*) AS ready
-FROM pgkick.jobs
-WHERE status = 'queued' AND run_at <= coalesce(%(now)s::timestamptz, now())
+FROM claimable
 GROUP BY queue
 ORDER BY queue;

@@ -36,9 +36,11 @@ neither and cannot slip past the lock.
 
 Cost: claims of a queue with groups or a limit wait for one another (each holds
 the lock for one short statement, never while a job runs); queues without either
-never take the lock and pay two index probes. Kicks and `ready` counts still count
-a blocked group's jobs as ready: a worker kicked for them claims nothing and leaves;
-the worker finishing the group's running job claims the next one.
+never take the lock and pay two index probes. The ready checks (`job_ready_exists`
+for a worker's hand-over, `job_ready_count_by_queue` for the reaper's kicks) apply
+the same head rule, so a blocked group's jobs kick nobody; the worker finishing the
+group's running job claims the next one. Those two statements repeat the head rule
+of `job_claim`: a change to one is a change to all three.
 """
 
 from __future__ import annotations

@@ -234,20 +234,91 @@ WHERE id IN (
 );"""
 
 JOB_READY_COUNT_BY_QUEUE: Final = """\
--- job_ready_count_by_queue: Counts the jobs ready to run now in each queue (which queues need a worker).
+-- job_ready_count_by_queue: Counts the jobs a claim could take now in each queue (which queues need a worker): ungrouped ready jobs, plus one for each group with no running job whose head is ready (a blocked group's jobs do not count).
+WITH RECURSIVE groups AS (  -- every (queue, group) with queued jobs, one index probe each
+  (SELECT queue, group_key FROM pgkick.jobs
+   WHERE group_key IS NOT NULL AND status = 'queued'
+   ORDER BY queue, group_key LIMIT 1)
+  UNION ALL
+  SELECT n.queue, n.group_key
+  FROM groups g,
+       LATERAL (SELECT j.queue, j.group_key FROM pgkick.jobs j
+                WHERE (j.queue, j.group_key) > (g.queue, g.group_key)
+                  AND j.group_key IS NOT NULL AND j.status = 'queued'
+                ORDER BY j.queue, j.group_key LIMIT 1) n
+),
+claimable AS (
+  SELECT queue, 1 AS ready FROM pgkick.jobs
+  WHERE status = 'queued' AND group_key IS NULL
+    AND run_at <= coalesce(%(now)s::timestamptz, now())
+  UNION ALL
+  SELECT g.queue, 1 FROM groups g
+  WHERE NOT EXISTS (SELECT 1 FROM pgkick.jobs r
+                    WHERE r.queue = g.queue AND r.group_key = g.group_key
+                      AND r.status = 'running')
+    AND CASE  -- job_claim's head: a job waiting for its retry, else the first in claim order
+          WHEN EXISTS (SELECT 1 FROM pgkick.jobs w
+                       WHERE w.queue = g.queue AND w.group_key = g.group_key
+                         AND w.status = 'queued' AND w.attempts > 0)
+          THEN EXISTS (SELECT 1 FROM pgkick.jobs w
+                       WHERE w.queue = g.queue AND w.group_key = g.group_key
+                         AND w.status = 'queued' AND w.attempts > 0
+                         AND w.run_at <= coalesce(%(now)s::timestamptz, now()))
+          ELSE (SELECT h.run_at FROM pgkick.jobs h
+                WHERE h.queue = g.queue AND h.group_key = g.group_key AND h.status = 'queued'
+                ORDER BY -h.priority, h.run_at, h.id LIMIT 1)
+               <= coalesce(%(now)s::timestamptz, now())
+        END
+)
 SELECT queue, count(*) AS ready
-FROM pgkick.jobs
-WHERE status = 'queued' AND run_at <= coalesce(%(now)s::timestamptz, now())
+FROM claimable
 GROUP BY queue
 ORDER BY queue;"""
 
 JOB_READY_EXISTS: Final = """\
--- job_ready_exists: Says whether a queue has a job ready to run now (a worker out of time decides whether to hand over).
+-- job_ready_exists: Says whether a queue has a job a claim could take now: an ungrouped ready job among the first hundred in claim order (the cheap common answer), a ready head of a group with no running job (a loose index scan over its groups), or an ungrouped ready job further on; a blocked group's jobs do not count, so a worker out of time hands over only for claimable work.
 SELECT EXISTS (
-  SELECT 1 FROM pgkick.jobs
-  WHERE queue = %(queue)s AND status = 'queued'
-    AND run_at <= coalesce(%(now)s::timestamptz, now())
-);"""
+         SELECT 1 FROM (SELECT group_key FROM pgkick.jobs
+                        WHERE queue = %(queue)s AND status = 'queued'
+                          AND run_at <= coalesce(%(now)s::timestamptz, now())
+                        ORDER BY priority DESC, run_at LIMIT 100) AS first
+         WHERE first.group_key IS NULL)
+    OR EXISTS (
+         WITH RECURSIVE groups AS (  -- the queue's groups with queued jobs, one index probe each
+           (SELECT group_key FROM pgkick.jobs
+            WHERE queue = %(queue)s AND group_key IS NOT NULL AND status = 'queued'
+            ORDER BY group_key LIMIT 1)
+           UNION ALL
+           SELECT (SELECT j.group_key FROM pgkick.jobs j
+                   WHERE j.queue = %(queue)s AND j.group_key > g.group_key
+                     AND j.group_key IS NOT NULL AND j.status = 'queued'
+                   ORDER BY j.group_key LIMIT 1)
+           FROM groups g WHERE g.group_key IS NOT NULL
+         )
+         SELECT 1 FROM groups g
+         WHERE g.group_key IS NOT NULL
+           AND NOT EXISTS (SELECT 1 FROM pgkick.jobs r
+                           WHERE r.queue = %(queue)s AND r.group_key = g.group_key
+                             AND r.status = 'running')
+           AND CASE  -- job_claim's head: a job waiting for its retry, else the first in claim order
+                 WHEN EXISTS (SELECT 1 FROM pgkick.jobs w
+                              WHERE w.queue = %(queue)s AND w.group_key = g.group_key
+                                AND w.status = 'queued' AND w.attempts > 0)
+                 THEN EXISTS (SELECT 1 FROM pgkick.jobs w
+                              WHERE w.queue = %(queue)s AND w.group_key = g.group_key
+                                AND w.status = 'queued' AND w.attempts > 0
+                                AND w.run_at <= coalesce(%(now)s::timestamptz, now()))
+                 ELSE (SELECT h.run_at FROM pgkick.jobs h
+                       WHERE h.queue = %(queue)s AND h.group_key = g.group_key
+                         AND h.status = 'queued'
+                       ORDER BY -h.priority, h.run_at, h.id LIMIT 1)
+                      <= coalesce(%(now)s::timestamptz, now())
+               END
+       )
+    OR EXISTS (
+         SELECT 1 FROM pgkick.jobs
+         WHERE queue = %(queue)s AND status = 'queued' AND group_key IS NULL
+           AND run_at <= coalesce(%(now)s::timestamptz, now()));"""
 
 JOB_REAP_EXPIRED: Final = """\
 -- job_reap_expired: Re-queues running jobs whose lease expired (all queues, or the one a rescue names), or fails them at max_attempts (or when an operator asked to cancel them) with a last_error saying so.
