@@ -21,10 +21,11 @@ from pgkick.cli import main
 from pgkick.kick import NoKicker
 from pgkick.lease import LeaseKeeper
 from pgkick.store import JobStore
-from pgkick.tasks import JobContext
+from pgkick.tasks import JobContext, Snooze
 from pgkick.worker import Summary, Worker, WorkerOptions
 from tests.helpers import FakeClock, job_row, seed
 from tests.spies import WAIT, CheckedRegistry, WatchedStore
+from tests.test_producer import RecordingKicker
 
 SHORT = timedelta(seconds=0.3)  # the heartbeat ticks every 0.1 s
 OPTIONS = WorkerOptions(batch=1, lease=SHORT, max_fanout=0, heartbeat=True)
@@ -169,3 +170,37 @@ def test_retrying_a_job_cancelled_while_running_clears_the_mark(
     assert main(["retry", str(job_id), "--dsn", dsn]) == 0
     (again,) = store.claim("default", batch=1, lease=SHORT)
     assert store.extend_many([again], SHORT) == {job_id: False}
+
+
+@pytest.mark.parametrize("ending", ["raise", "snooze"])
+def test_a_cancel_after_the_last_heartbeat_fails_a_raising_or_snoozing_job(
+    dsn: str, clock: FakeClock, ending: str
+) -> None:
+    """No heartbeat runs (the cancel lands after the last one): the operator cancels while
+    the task runs, then the task raises a retryable error or snoozes. Catches: job_fail
+    or job_snooze ignoring the mark, so a cancelled job is queued again (a retry or a
+    snooze) and runs once more, with a wake-up booked for it."""
+    tasks = CheckedRegistry()
+
+    @tasks.task("interrupted")
+    def interrupted(payload: Any, job: JobContext) -> None:
+        with JobStore.open(dsn, clock) as operator:
+            assert operator.cancel_running(ids=[job.id], queue=None, task=None)
+        assert not job.cancelled.is_set()  # no heartbeat told the task
+        if ending == "snooze":
+            raise Snooze(60)
+        raise RuntimeError("SMTP 451: try again later")
+
+    kicker = RecordingKicker()
+    with JobStore.open(dsn, clock) as store:
+        (job_id,) = seed(store, 1, task="interrupted")
+        options = WorkerOptions(batch=1, lease=timedelta(minutes=5), max_fanout=0, heartbeat=False)
+        summary = Worker(store, tasks, kicker, options).drain("default", forever)
+    assert (summary.failed, summary.retried, summary.snoozed) == (1, 0, 0)
+    row = job_row(dsn, job_id)
+    assert (row["status"], row["last_error"], row["attempts"]) == (
+        "failed",
+        "cancelled by operator",
+        1,
+    )
+    assert kicker.wakes == []

@@ -123,11 +123,13 @@ WHERE j.id = held.id AND j.status = 'running' AND j.attempts = held.attempts
 RETURNING j.id, j.cancel_requested_at IS NOT NULL;"""
 
 JOB_FAIL: Final = """\
--- job_fail: Records a failed attempt (fenced): queued again after backoff x 2^attempts (default 10 s, at most the cap, default 1 hour) times the caller's jitter factor, or failed at max_attempts or when permanent.
+-- job_fail: Records a failed attempt (fenced): queued again after backoff x 2^attempts (default 10 s, at most the cap, default 1 hour) times the caller's jitter factor, or failed at max_attempts, when permanent, or 'cancelled by operator' when a cancel was requested since the worker's last heartbeat.
 UPDATE pgkick.jobs
 SET status       = CASE WHEN %(permanent)s::boolean OR attempts >= max_attempts
+                             OR cancel_requested_at IS NOT NULL
                         THEN 'failed' ELSE 'queued' END,
-    run_at       = CASE WHEN %(permanent)s::boolean OR attempts >= max_attempts THEN run_at
+    run_at       = CASE WHEN %(permanent)s::boolean OR attempts >= max_attempts
+                             OR cancel_requested_at IS NOT NULL THEN run_at
                         ELSE coalesce(%(now)s::timestamptz, now())
                              + least(coalesce(%(backoff_cap)s::interval, interval '1 hour'),
                                      coalesce(%(backoff)s::interval, interval '10 seconds')
@@ -135,9 +137,11 @@ SET status       = CASE WHEN %(permanent)s::boolean OR attempts >= max_attempts
                                * coalesce(%(jitter)s::float8, 1.0)
                    END,
     finished_at  = CASE WHEN %(permanent)s::boolean OR attempts >= max_attempts
+                             OR cancel_requested_at IS NOT NULL
                         THEN coalesce(%(now)s::timestamptz, now()) END,
     locked_until = NULL,
-    last_error   = left(%(error)s, 2000)
+    last_error   = CASE WHEN cancel_requested_at IS NOT NULL THEN 'cancelled by operator'
+                        ELSE left(%(error)s, 2000) END
 WHERE id = %(id)s AND status = 'running' AND attempts = %(attempts)s
 RETURNING id, queue, status, run_at;"""
 
@@ -351,14 +355,20 @@ WHERE status = 'failed'
 RETURNING id, queue;"""
 
 JOB_SNOOZE: Final = """\
--- job_snooze: Puts a running job back in the queue at now + seconds without using an attempt (fenced: only while this attempt holds it); returns when it is due.
+-- job_snooze: Puts a running job back in the queue at now + seconds without using an attempt (fenced: only while this attempt holds it), or, when a cancel was requested since the worker's last heartbeat, fails it 'cancelled by operator'; returns its status and when it is due.
 UPDATE pgkick.jobs
-SET status       = 'queued',
-    attempts     = attempts - 1,
-    run_at       = coalesce(%(now)s::timestamptz, now()) + %(seconds)s * interval '1 second',
+SET status       = CASE WHEN cancel_requested_at IS NULL THEN 'queued' ELSE 'failed' END,
+    attempts     = CASE WHEN cancel_requested_at IS NULL THEN attempts - 1 ELSE attempts END,
+    run_at       = CASE WHEN cancel_requested_at IS NULL
+                        THEN coalesce(%(now)s::timestamptz, now()) + %(seconds)s * interval '1 second'
+                        ELSE run_at END,
+    finished_at  = CASE WHEN cancel_requested_at IS NULL THEN finished_at
+                        ELSE coalesce(%(now)s::timestamptz, now()) END,
+    last_error   = CASE WHEN cancel_requested_at IS NULL THEN last_error
+                        ELSE 'cancelled by operator' END,
     locked_until = NULL
 WHERE id = %(id)s AND status = 'running' AND attempts = %(attempts)s
-RETURNING run_at;"""
+RETURNING run_at, status;"""
 
 JOB_STATS_BY_QUEUE: Final = """\
 -- job_stats_by_queue: Per queue: jobs by status, the oldest ready job's age, the next lease to expire, failures in the last day, and ready jobs waiting past stranded_after with no worker watching.

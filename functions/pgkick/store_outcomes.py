@@ -22,6 +22,13 @@ class Outcome(NamedTuple):
     last_error: str | None
 
 
+class Snoozed(NamedTuple):
+    """A snooze written: due at `run_at`, or `cancelled` (failed, 'cancelled by operator')."""
+
+    run_at: datetime
+    cancelled: bool
+
+
 class OutcomeStatements(Database):
     """Cancel a running job, snooze one, read a job's outcome, enqueue a periodic tick."""
 
@@ -37,10 +44,11 @@ class OutcomeStatements(Database):
         rows = self.rows(queries.JOB_EXTEND, id=job_id, attempts=attempts, lease=lease)
         return (True, bool(rows[0][1])) if rows else (False, False)
 
-    def snooze(self, job_id: int, attempts: int, seconds: float) -> datetime | None:
-        """Back to queued at now + seconds, the attempt given back; None: lease lost."""
+    def snooze(self, job_id: int, attempts: int, seconds: float) -> Snoozed | None:
+        """Back to queued at now + seconds, the attempt given back, or failed if a cancel
+        came since the last heartbeat (`cancelled`); None: lease lost."""
         rows = self.rows(queries.JOB_SNOOZE, id=job_id, attempts=attempts, seconds=seconds)
-        return rows[0][0] if rows else None
+        return Snoozed(run_at=rows[0][0], cancelled=rows[0][1] == "failed") if rows else None
 
     def enqueue_tick(
         self, name: str, tick_at: datetime, *, queue: str, task: str, payload: str, attempts: int

@@ -272,12 +272,15 @@ class Worker:
     ) -> None:
         """Back to the queue with the attempt given back, and a wake-up booked for it."""
         keeper.forget(job.id)  # the next claim reuses this attempt number: never extend again
-        run_at = self.store.snooze(job.id, job.attempts, seconds)
-        if run_at is None:
+        snoozed = self.store.snooze(job.id, job.attempts, seconds)
+        if snoozed is None:
             summary.lost += 1
             return
+        if snoozed.cancelled:  # a cancel since the last heartbeat: the job failed instead
+            summary.failed += 1
+            return
         summary.snoozed += 1
-        summary.wake_failures += int(not self._wake(job, run_at))
+        summary.wake_failures += int(not self._wake(job, snoozed.run_at))
 
     def _wake(self, job: ClaimedJob, run_at: datetime) -> bool:
         try:
