@@ -7,8 +7,10 @@ import threading
 from datetime import timedelta
 
 import psycopg
+import pytest
 
 from pgkick import aio, producer
+from pgkick.cli import main
 from pgkick.kick import NoKicker
 from pgkick.store import JobStore
 from pgkick.validation import job_spec
@@ -210,3 +212,42 @@ def test_racing_async_producers_with_one_key_create_exactly_one_job(dsn: str) ->
     assert one == held and many[0] == held and many[1] != held
     assert rows_with_key(dsn, "race") == [(held, "queued")]
     assert len(rows_with_key(dsn, "new")) == 1
+
+
+def test_retry_of_a_failed_job_whose_key_a_live_job_holds_is_refused_naming_both(
+    dsn: str, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`pgkick retry` of a failed job whose key is taken again (a live job, or another
+    failed job of the same retry). Catches: the unique index's raw error (exit 2, no job
+    named) instead of a usage error naming the key and the job in the way, a retry that
+    writes some jobs before refusing, and a refusal of a retry that has no conflict."""
+    monkeypatch.setenv("PGKICK_KICKER", "none")
+    monkeypatch.setattr("pgkick.kickers._default", None)
+
+    def failed(key: str) -> int:
+        with JobStore.open(dsn) as store:
+            store.insert_unique(job_spec({}, task="t", queue="f", unique_key=key))
+            (job,) = store.claim("f", batch=1, lease=LEASE)
+            store.fail(job.id, job.attempts, "boom", permanent=True)
+            return job.id
+
+    def retry(*argv: str) -> tuple[int, str]:
+        code = main(["retry", *argv, "--dsn", dsn])
+        return code, capsys.readouterr().err
+
+    held_once = failed("k")
+    live = producer.enqueue_and_kick({}, task="t", unique_key="k", dsn=dsn, kicker=NoKicker())
+    plain = failed("other")
+    for argv in ([str(held_once)], ["--all"]):
+        code, err = retry(*argv)
+        assert code == 1, err
+        assert f"job {held_once}'s unique key 'k' is held by queued job {live}" in err
+    assert rows_with_key(dsn, "k") == [(held_once, "failed"), (live, "queued")]
+    assert rows_with_key(dsn, "other") == [(plain, "failed")]  # --all wrote nothing
+
+    twin = failed("twin")
+    again = failed("twin")
+    code, err = retry("--all")
+    assert code == 1 and f"jobs {twin} and {again} share unique key 'twin'" in err
+    assert retry(str(again), str(plain)) == (0, "")
+    assert rows_with_key(dsn, "twin") == [(twin, "failed"), (again, "queued")]

@@ -18,7 +18,7 @@ from datetime import timedelta
 from importlib.metadata import entry_points
 from typing import Any
 
-from pgkick import config, groups, producer, schema
+from pgkick import config, groups, producer, schema, unique
 from pgkick.cli_types import extra_attempts, positive, schema_name, span, wait_seconds
 from pgkick.db import DatabaseError
 from pgkick.errors import PgkickError
@@ -135,11 +135,12 @@ def _selection(args: argparse.Namespace, store: JobStore, status: str) -> list[i
 def cmd_retry(args: argparse.Namespace) -> dict[str, Any]:
     """Put failed jobs back in the queue, with --extra-attempts more tries, and kick."""
     with _store(args) as store:
+        ids = _selection(args, store, "failed")
+        conflicts = store.retry_conflicts(ids=ids, queue=args.queue, task=args.task)
+        if conflicts:  # the index would refuse it too, less clearly
+            raise UsageError(f"nothing changed: {unique.describe_conflicts(conflicts)}")
         retried = store.retry_failed(
-            ids=_selection(args, store, "failed"),
-            queue=args.queue,
-            task=args.task,
-            extra_attempts=args.extra_attempts,
+            ids=ids, queue=args.queue, task=args.task, extra_attempts=args.extra_attempts
         )
     for queue in sorted({queue for _, queue in retried}):
         default_kicker().kick(queue, "manual")

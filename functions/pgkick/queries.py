@@ -354,6 +354,27 @@ WHERE status = 'failed'
   AND (%(task)s::text IS NULL OR task = %(task)s)
 RETURNING id, queue;"""
 
+JOB_RETRY_UNIQUE_CONFLICTS: Final = """\
+-- job_retry_unique_conflicts: For the failed jobs a retry would select (by ids, or by queue and task), each whose unique key a queued or running job holds, or an earlier selected job shares: the job, its key, and the job in the way (a retry of it would break the one-live-job-per-key rule).
+WITH chosen AS (
+  SELECT id, unique_key FROM pgkick.jobs
+  WHERE status = 'failed'
+    AND attempts < 1000
+    AND unique_key IS NOT NULL
+    AND (%(ids)s::bigint[] IS NULL OR id = ANY(%(ids)s::bigint[]))
+    AND (%(queue)s::text IS NULL OR queue = %(queue)s)
+    AND (%(task)s::text IS NULL OR task = %(task)s)
+)
+SELECT c.id, c.unique_key, live.id AS holder, live.status
+FROM chosen c
+JOIN pgkick.jobs live
+  ON live.unique_key = c.unique_key AND live.status IN ('queued', 'running')
+UNION ALL
+SELECT c.id, c.unique_key, other.id, 'failed'
+FROM chosen c
+JOIN chosen other ON other.unique_key = c.unique_key AND other.id < c.id
+ORDER BY 1, 3;"""
+
 JOB_SNOOZE: Final = """\
 -- job_snooze: Puts a running job back in the queue at now + seconds without using an attempt (fenced: only while this attempt holds it), or, when a cancel was requested since the worker's last heartbeat, fails it 'cancelled by operator'; returns its status and when it is due.
 UPDATE pgkick.jobs

@@ -70,6 +70,14 @@ class MaintenanceStatements(Database):
         )
         return [(row[0], row[1]) for row in rows]
 
+    def retry_conflicts(
+        self, *, ids: list[int] | None, queue: str | None, task: str | None
+    ) -> list[tuple[int, str, int, str]]:
+        """(job, its unique key, the job in the way, that job's status) for each failed job
+        of the selection a retry would put next to another live job with its key."""
+        rows = self.rows(queries.JOB_RETRY_UNIQUE_CONFLICTS, ids=ids, queue=queue, task=task)
+        return [(row[0], row[1], row[2], row[3]) for row in rows]
+
     def cancel_queued(
         self, *, ids: list[int] | None, queue: str | None, task: str | None
     ) -> list[tuple[int, str]]:

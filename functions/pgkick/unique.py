@@ -23,8 +23,10 @@ the batch itself never fails for a duplicate (pgqueuer #678).
 
 A key is global, not per queue or task: put the task or queue in the key when
 they should not collide. Once its job is done or failed, the key is free again.
-`pgkick retry` of a failed job whose key a newer live job holds is refused by the
-index (a unique violation), rather than making two.
+`pgkick retry` of a failed job whose key a newer live job holds (or another failed
+job of the same retry shares) is refused before anything is written, naming the key
+and the job in the way (`job_retry_unique_conflicts`); should a producer take the key
+between that check and the retry, the index refuses the retry (nothing written).
 
 The asyncio forms (pgkick.aio) run the same statements in the same order: the
 `*_async` functions drive the same `UniqueBatch` rounds on an AsyncConnection.
@@ -72,6 +74,16 @@ async def insert_one_async(conn: AsyncConnection, clock: Clock, spec: JobSpec) -
         for held in await cursor.fetchall():
             return (held[0], held[1], held[2]), False
     raise UniqueKeyChurn(f"unique_key {spec.unique_key!r}: its job kept vanishing; try again")
+
+
+def describe_conflicts(conflicts: Iterable[tuple[int, str, int, str]]) -> str:
+    """Why a retry is refused: (job, key, the job in the way, its status) in words."""
+    return "; ".join(
+        f"jobs {holder} and {job} share unique key {key!r} (retry one of them)"
+        if status == "failed"
+        else f"job {job}'s unique key {key!r} is held by {status} job {holder}"
+        for job, key, holder, status in conflicts
+    )
 
 
 class UniqueBatch:
