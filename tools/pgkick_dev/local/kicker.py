@@ -180,7 +180,8 @@ class LocalKicker:
 
     # -- for the demo, the bench and the tests ------------------------------------
     def wait_idle(self, timeout: float, *, include_wakes: bool = False) -> bool:
-        """Block until nothing runs or waits (and, if asked, no wake-up is booked)."""
+        """Block until nothing runs or waits (and, if asked, no wake-up is booked; the
+        periodic timers never count: they are armed for as long as the kicker lives)."""
         with self._lock:
             return self._lock.wait_for(
                 lambda: (
