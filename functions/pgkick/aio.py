@@ -35,10 +35,11 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from pgkick import aio_pool, config, queries, unique
+from pgkick.after_commit import kick_committed
 from pgkick.db import AsyncConnection, AsyncCursor, DatabaseError, async_state, execute_async
 from pgkick.kick import Kicker, NoKicker
 from pgkick.kickers import default_kicker
-from pgkick.producer import INSERT_CHUNK, _now, _producer_store, _spec, kick_committed
+from pgkick.producer import INSERT_CHUNK, _now, _producer_store, _spec
 from pgkick.store import Clock, JobStore, QueuedJob, server_clock
 from pgkick.validation import DEFAULT_MAX_PAYLOAD_BYTES, JobSpec, job_spec
 

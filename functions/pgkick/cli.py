@@ -18,7 +18,7 @@ from datetime import timedelta
 from importlib.metadata import entry_points
 from typing import Any
 
-from pgkick import config, groups, producer, schema, unique
+from pgkick import after_commit, config, groups, producer, schema, unique
 from pgkick.cli_types import extra_attempts, positive, schema_name, span, wait_seconds
 from pgkick.db import DatabaseError
 from pgkick.errors import PgkickError
@@ -82,7 +82,7 @@ def cmd_enqueue(args: argparse.Namespace) -> dict[str, Any]:
             unique_key=args.unique_key,
         )
         # Committed: from here nothing may fail the command (a retry would enqueue twice).
-        producer.kick_committed(enqueuer.queued, kicker, lambda: contextlib.nullcontext(store))
+        after_commit.kick_committed(enqueuer.queued, kicker, lambda: contextlib.nullcontext(store))
         settle = getattr(kicker, "wait_idle", None)  # a kicker running workers here (local)
         if settle is not None and args.wait:  # lets the job run before we exit
             settle(args.wait)

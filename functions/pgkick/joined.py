@@ -29,11 +29,12 @@ from contextlib import contextmanager
 from datetime import UTC, datetime
 from typing import Any, Unpack
 
+from pgkick.after_commit import kick_committed
 from pgkick.db import is_connection, no_transaction, transaction_failed
 from pgkick.handle import EnqueueOptions
 from pgkick.kick import Kicker
 from pgkick.kickers import default_kicker
-from pgkick.producer import Enqueuer, kick_committed
+from pgkick.producer import Enqueuer
 from pgkick.store import Clock, Connection, JobStore, server_clock
 
 log = logging.getLogger("pgkick.joined")

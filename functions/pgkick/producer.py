@@ -17,16 +17,16 @@ Two forms:
 
 from __future__ import annotations
 
-import functools
 import itertools
 import logging
-from collections.abc import Callable, Iterable, Iterator, Mapping
-from contextlib import AbstractContextManager, contextmanager
-from dataclasses import dataclass
+from collections.abc import Iterable, Iterator, Mapping
+from contextlib import contextmanager
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from pgkick import config, group_commit, linger, linger_pool  # noqa: F401 (producer.linger)
+from pgkick.after_commit import kick_committed, one_line
+from pgkick.after_commit import stats as stats  # tests and operators read producer.stats
 from pgkick.db import idle_outside_transaction
 from pgkick.kick import Kicker, NoKicker
 from pgkick.kickers import default_kicker
@@ -35,17 +35,6 @@ from pgkick.validation import DEFAULT_MAX_PAYLOAD_BYTES, JobSpec, job_spec
 
 log = logging.getLogger("pgkick.producer")
 INSERT_CHUNK = 5_000  # measured: 100,000 jobs insert fastest in chunks of 5,000-10,000
-
-
-@dataclass
-class ProducerStats:
-    kicks: int = 0
-    kick_failures: int = 0  # kicks and wake-ups that raised
-    wake_failures: int = 0  # of which wake-ups
-    wakes: int = 0
-
-
-stats = ProducerStats()
 
 
 class Enqueuer:
@@ -140,81 +129,6 @@ def _spec(job: Mapping[str, Any], max_bytes: int, index: int) -> JobSpec:
         raise type(exc)(f"jobs[{index}]: {exc}") from None
 
 
-def kick_committed(
-    jobs: list[QueuedJob],
-    kicker: Kicker,
-    store_for: Callable[[], AbstractContextManager[JobStore]],
-    *,
-    reserved: set[str] | None = None,
-    now: datetime | None = None,
-) -> None:
-    """Kick the queues whose ready jobs nobody will see; book a wake-up for later ones.
-
-    `reserved`: the queues whose kick this caller already reserved (enqueue_and_kick
-    does it in its insert's round trip); None reserves them here, on a store from
-    `store_for` (pgkick.watch). Never raises: every job here is committed."""
-    now = now or datetime.now(UTC)
-    if isinstance(kicker, NoKicker):  # workers run by other means: reserve nothing
-        return
-    ready = sorted({job.queue for job in jobs if job.run_at <= now})
-    later = sorted({(job.queue, job.run_at) for job in jobs if job.run_at > now})
-    try:
-        if reserved is None and ready:
-            with store_for() as store:
-                reserved = store.reserve_kicks(ready, config.kick_pending())
-    except Exception as exc:  # cannot tell whether a worker watches: kick anyway
-        log.warning("could not check who watches %s (%s); kicking", ready, _one_line(exc))
-        reserved = set(ready)
-    for queue in sorted(reserved or ()):
-        if not _guard(functools.partial(kicker.kick, queue, "enqueue"), queue, jobs):
-            _after_failed_kick(queue, jobs, kicker, store_for, now)
-        stats.kicks += 1
-    for queue, when in later:
-        if not _guard(functools.partial(kicker.wake_at, queue, when), queue, jobs):
-            stats.wake_failures += 1  # `pgkick status` shows such jobs once they are stranded
-        stats.wakes += 1
-
-
-def _after_failed_kick(
-    queue: str,
-    jobs: list[QueuedJob],
-    kicker: Kicker,
-    store_for: Callable[[], AbstractContextManager[JobStore]],
-    now: datetime,
-) -> None:
-    """Forget the pending kick (so the next producer kicks) and book a wake-up a minute out."""
-    try:
-        with store_for() as store:
-            store.release_kick(queue)
-    except Exception as exc:
-        log.warning("could not release the pending kick of %s (%s)", queue, _one_line(exc))
-    if not _guard(lambda: kicker.wake_at(queue, now + config.failed_kick_wake()), queue, jobs):
-        stats.wake_failures += 1
-
-
-def _guard(call: Callable[[], None], queue: str, jobs: list[QueuedJob]) -> bool:
-    try:
-        call()
-    except Exception as exc:
-        stats.kick_failures += 1
-        ids = [job.id for job in jobs if job.queue == queue]
-        log.warning(
-            "kick for queue %s failed (%s: %s); jobs %s are committed and will run "
-            "at the next wake-up",
-            queue,
-            type(exc).__name__,
-            _one_line(exc),
-            ids[:20],
-            extra={"queue": queue, "job_ids": ids[:20]},
-        )
-        return False
-    return True
-
-
-def _one_line(exc: BaseException) -> str:
-    return " ".join(str(exc).split())[:500]
-
-
 @contextmanager
 def transaction(
     conn: Connection, *, kicker: Kicker | None = None, clock: Clock = server_clock
@@ -236,7 +150,7 @@ def transaction(
         with store.transaction():
             committed = store.committed_among([job.id for job in enqueuer.queued])
     except Exception as exc:
-        log.warning("could not re-read the jobs just committed (%s)", _one_line(exc))
+        log.warning("could not re-read the jobs just committed (%s)", one_line(exc))
         committed = enqueuer.queued
 
     @contextmanager
