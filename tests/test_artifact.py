@@ -131,6 +131,45 @@ def test_the_build_takes_the_templates_architecture(tmp_path: Path) -> None:
         build_artifact.template_architecture(unreadable)
 
 
+def test_a_cached_sam_build_runs_the_changed_build_script(
+    sam_bin: Path,  # noqa: F811
+    tmp_path: Path,
+) -> None:
+    """samconfig.toml turns SAM's build cache on, and that cache keys on the CodeUri
+    (functions/) only: infra/build_artifact.py is outside it. SAM CLI 1.170 never caches
+    a `BuildMethod: makefile` function (each is a build definition of its own, rebuilt
+    every time), so a changed build script reaches the next build. Catches a SAM CLI
+    upgrade that starts caching them: the second build would keep the first's artifact."""
+    project = tmp_path / "project"
+    project.mkdir()
+    for name in ("template.yaml", "samconfig.toml"):
+        shutil.copy2(ROOT / name, project / name)
+    ignore = shutil.ignore_patterns("__pycache__", "*.pyc")
+    for folder in ("functions", "infra"):
+        shutil.copytree(ROOT / folder, project / folder, ignore=ignore)
+    argv = [str(sam_bin / "sam"), "build", "--cached", "--cache-dir", str(tmp_path / "cache")]
+    env = {**os.environ, "SAM_CLI_TELEMETRY": "0", "AWS_DEFAULT_REGION": "us-east-1"}
+    env.pop("VIRTUAL_ENV", None)
+
+    def build() -> None:
+        done = subprocess.run(argv, cwd=project, env=env, capture_output=True, text=True)
+        assert done.returncode == 0, done.stdout + done.stderr
+
+    build()
+    script = project / "infra" / "build_artifact.py"
+    text = script.read_text()
+    assert "    precompile(args.artifacts)\n    return 0\n" in text
+    script.write_text(
+        text.replace(
+            "    precompile(args.artifacts)\n",
+            '    precompile(args.artifacts)\n    (args.artifacts / "changed").touch()\n',
+        )
+    )
+    build()
+    for function in FUNCTIONS:
+        assert (project / ".aws-sam" / "build" / function / "changed").exists(), function
+
+
 def test_pruning_fails_the_build_when_a_kept_module_imports_a_removed_one(
     build_dir: Path,  # noqa: F811
 ) -> None:
