@@ -147,7 +147,8 @@ def test_a_cached_sam_build_runs_the_changed_build_script(
     ignore = shutil.ignore_patterns("__pycache__", "*.pyc")
     for folder in ("functions", "infra"):
         shutil.copytree(ROOT / folder, project / folder, ignore=ignore)
-    argv = [str(sam_bin / "sam"), "build", "--cached", "--cache-dir", str(tmp_path / "cache")]
+    argv = [str(sam_bin / "sam"), "build", "WorkerFunction", "--cached"]  # one: half the time
+    argv += ["--cache-dir", str(tmp_path / "cache")]
     env = {**os.environ, "SAM_CLI_TELEMETRY": "0", "AWS_DEFAULT_REGION": "us-east-1"}
     env.pop("VIRTUAL_ENV", None)
 
@@ -166,8 +167,7 @@ def test_a_cached_sam_build_runs_the_changed_build_script(
         )
     )
     build()
-    for function in FUNCTIONS:
-        assert (project / ".aws-sam" / "build" / function / "changed").exists(), function
+    assert (project / ".aws-sam" / "build" / "WorkerFunction" / "changed").exists()
 
 
 def test_pruning_fails_the_build_when_a_kept_module_imports_a_removed_one(
