@@ -17,7 +17,12 @@ and precompiles everything:
   and be recompiled at every cold start. An unchecked-hash .pyc is used without
   looking at its source, which nothing can change in a deployed artifact.
 
-    python3.12 infra/build_artifact.py SOURCE ARTIFACTS_DIR [--architecture x86_64|arm64]
+The architecture is the template's (`Architectures:` in template.yaml, one value for
+both functions): SAM does not tell a Makefile the function's architecture, and a build
+for the other one than Lambda runs would not load psycopg's binary there. `--architecture`
+overrides it (the tests build x86_64, this machine's, whatever the template says).
+
+    python3.12 infra/build_artifact.py SOURCE ARTIFACTS_DIR [--template T] [--architecture A]
 """
 
 from __future__ import annotations
@@ -27,6 +32,7 @@ import ast
 import compileall
 import importlib.util
 import py_compile
+import re
 import shutil
 import subprocess
 import sys
@@ -74,7 +80,21 @@ ALLOWED_DANGLING = {
     # the artifact nor Lambda's runtime, so no such model exists there
     ("aws_lambda_powertools/shared/functions.py", "aws_lambda_powertools.event_handler"),
 }
+TEMPLATE = Path(__file__).resolve().parent.parent / "template.yaml"
+ARCHITECTURES = re.compile(r"^\s*Architectures:\s*\[\s*([\w-]+)\s*\]", re.MULTILINE)
 SKIPPED_SOURCES = ("__pycache__", "*.pyc", ".mypy_cache", ".pytest_cache", "Makefile")
+
+
+def template_architecture(template: Path) -> str:
+    """The one architecture the template gives its functions (`Architectures: [arm64]`,
+    a literal: a parameter could be overridden at deploy, after this build)."""
+    found = set(ARCHITECTURES.findall(template.read_text()))
+    if len(found) != 1 or not found <= set(MACHINES):
+        raise SystemExit(
+            f"{template}: expected one `Architectures: [x86_64]` or `[arm64]` for every "
+            f"function (a literal, not a parameter), found {sorted(found) or 'none'}"
+        )
+    return found.pop()
 
 
 def install_requirements(requirements: Path, target: Path, architecture: str) -> None:
@@ -206,8 +226,10 @@ def main(argv: list[str]) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("source", type=Path, help="the function's CodeUri (SAM's copy of it)")
     parser.add_argument("artifacts", type=Path, help="ARTIFACTS_DIR from sam build")
-    parser.add_argument("--architecture", choices=sorted(MACHINES), default="x86_64")
+    parser.add_argument("--template", type=Path, default=TEMPLATE)
+    parser.add_argument("--architecture", choices=sorted(MACHINES), help="default: the template's")
     args = parser.parse_args(argv)
+    architecture = args.architecture or template_architecture(args.template)
     if sys.version_info[:2] != RUNTIME_VERSION:
         found = f"{sys.version_info[0]}.{sys.version_info[1]}"
         raise SystemExit(
@@ -215,7 +237,7 @@ def main(argv: list[str]) -> int:
             "its bytecode would be ignored there. Put python3.12 on PATH (or make PYTHON=...)."
         )
     args.artifacts.mkdir(parents=True, exist_ok=True)
-    install_requirements(args.source / "requirements.txt", args.artifacts, args.architecture)
+    install_requirements(args.source / "requirements.txt", args.artifacts, architecture)
     copy_sources(args.source, args.artifacts)
     dangling = dangling_imports(args.artifacts, prune(args.artifacts))
     if dangling:

@@ -6,9 +6,10 @@ transformed CloudFormation they are plain properties it checks. The transform
 needs the ARNs of the AWS managed policies SAM attaches; they are fixed, so a
 table replaces the IAM lookup and no AWS account is needed. Then pgkick's own
 rules: E9001 Scheduler expressions, E9002 the worker's RecursiveLoop, and
-E9003-E9010 what an operator needs (infra/ops_checks.py).
+E9003-E9010 what an operator needs (infra/ops_checks.py). Last, checkov
+(infra/checkov_scan.py: its skips, each justified), alongside cfn-lint.
 
-    .venv-sam/bin/python infra/sam_checks.py [TEMPLATE] [--out transformed.json]
+    .venv-sam/bin/python infra/sam_checks.py [TEMPLATE] [--out transformed.json] [--no-checkov]
 """
 
 from __future__ import annotations
@@ -27,7 +28,8 @@ from samtranslator.translator.transform import transform
 from samtranslator.yaml_helper import yaml_parse
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from ops_checks import all_problems  # run as a script, from .venv-sam
+import checkov_scan  # run as a script, from .venv-sam
+from ops_checks import all_problems
 
 ROOT = Path(__file__).resolve().parent.parent
 MANAGED = {
@@ -106,10 +108,14 @@ def main(argv: list[str]) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("template", nargs="?", type=Path, default=ROOT / "template.yaml")
     parser.add_argument("--out", type=Path, default=ROOT / ".aws-sam" / "transformed.json")
+    parser.add_argument(
+        "--no-checkov", action="store_true", help="skip checkov (~10 s): pgkick's rules only"
+    )
     args = parser.parse_args(argv)
     args.out.parent.mkdir(parents=True, exist_ok=True)
     result = transformed(args.template)
     args.out.write_text(json.dumps(result, indent=1))
+    scanning = None if args.no_checkov else checkov_scan.start(args.out)
     problems = schedule_problems(result) + recursion_problems(result) + all_problems(result)
     print("".join(f"{problem}\n" for problem in problems), end="")
     # W2001 (unused parameter): the transform inlines the values of some parameters.
@@ -121,6 +127,10 @@ def main(argv: list[str]) -> int:
         check=False,
     )
     print(lint.stdout + lint.stderr, end="")
+    if not args.no_checkov:
+        scan = checkov_scan.finish(scanning)
+        problems += scan.problems
+        print("".join(f"{line}\n" for line in scan.notes + scan.problems), end="")
     print(f"transformed: {args.out}; cfn-lint exit {lint.returncode}")
     return lint.returncode or (1 if problems else 0)
 

@@ -1,4 +1,4 @@
-"""SAM CLI in its own virtual environment (it pins an older boto3 than pgkick)."""
+"""SAM CLI and checkov, each in its own virtual environment (each pins its own boto3)."""
 
 from __future__ import annotations
 
@@ -11,6 +11,8 @@ from pathlib import Path
 ROOT = Path(__file__).parent.parent
 VENV = ROOT / ".venv-sam"
 REQUIREMENTS = ROOT / "infra" / "sam-requirements.txt"
+CHECKOV_VENV = ROOT / ".venv-checkov"
+CHECKOV_REQUIREMENTS = ROOT / "infra" / "checkov-requirements.txt"
 
 
 def uv() -> list[str]:
@@ -21,13 +23,20 @@ def uv() -> list[str]:
     return [shutil.which("python3") or sys.executable, "-m", "uv"]
 
 
+def ensure_venv(venv: Path, requirements: Path) -> Path:
+    """Create or update a virtual environment from a requirements file; returns its bin."""
+    env = {**os.environ, "VIRTUAL_ENV": str(venv), "UV_PYTHON_DOWNLOADS": "never"}
+    if not (venv / "bin" / "python").exists():
+        subprocess.run([*uv(), "venv", "-q", "--python", "3.12", str(venv)], check=True, env=env)
+    subprocess.run([*uv(), "pip", "install", "-q", "-r", str(requirements)], check=True, env=env)
+    return venv / "bin"
+
+
 def ensure_sam_venv() -> Path:
-    """Create or update .venv-sam from infra/sam-requirements.txt; returns its bin folder."""
-    env = {**os.environ, "VIRTUAL_ENV": str(VENV), "UV_PYTHON_DOWNLOADS": "never"}
-    if not (VENV / "bin" / "python").exists():
-        subprocess.run([*uv(), "venv", "-q", "--python", "3.12", str(VENV)], check=True, env=env)
-    subprocess.run([*uv(), "pip", "install", "-q", "-r", str(REQUIREMENTS)], check=True, env=env)
-    return VENV / "bin"
+    """.venv-sam (SAM CLI, its translator, cfn-lint) and .venv-checkov, which
+    infra/sam_checks.py runs; returns .venv-sam's bin folder."""
+    ensure_venv(CHECKOV_VENV, CHECKOV_REQUIREMENTS)
+    return ensure_venv(VENV, REQUIREMENTS)
 
 
 def run(argv: list[str], **kwargs: object) -> subprocess.CompletedProcess[str]:

@@ -106,6 +106,70 @@ def test_artifact_is_within_15_mib(build_dir: Path, function: str) -> None:  # n
     assert not (build_dir / function / "aws_lambda_powertools" / "event_handler").exists()
 
 
+ELF_MACHINES = {"x86_64": 62, "arm64": 183}  # e_machine: EM_X86_64, EM_AARCH64
+
+
+def test_the_build_takes_the_templates_architecture(tmp_path: Path) -> None:
+    """The build reads the architecture from the template, with no second knob to match by
+    hand: a template set to arm64 builds aarch64 libraries, the repository's x86_64 ones.
+    Catches a build that ignores the template (an x86_64 psycopg on an arm64 Lambda: no
+    import works) and an `Architectures` the build cannot read (it must fail, not guess)."""
+    text = (ROOT / "template.yaml").read_text()
+    assert "    Architectures: [x86_64]\n" in text
+    for architecture in ("arm64", "x86_64"):
+        template = tmp_path / f"{architecture}.yaml"
+        template.write_text(text.replace("[x86_64]", f"[{architecture}]"))
+        out = tmp_path / architecture
+        argv = [sys.executable, "infra/build_artifact.py", "functions", str(out)]
+        subprocess.run([*argv, "--template", str(template)], cwd=ROOT, check=True)
+        (library,) = (out / "psycopg_binary").glob("_psycopg.*.so")
+        machine = int.from_bytes(library.read_bytes()[18:20], "little")
+        assert machine == ELF_MACHINES[architecture], (architecture, machine)
+    unreadable = tmp_path / "parameter.yaml"
+    unreadable.write_text(text.replace("[x86_64]", "[!Ref Architecture]"))
+    with pytest.raises(SystemExit, match="expected one `Architectures"):
+        build_artifact.template_architecture(unreadable)
+
+
+def test_a_cached_sam_build_runs_the_changed_build_script(
+    sam_bin: Path,  # noqa: F811
+    tmp_path: Path,
+) -> None:
+    """samconfig.toml turns SAM's build cache on, and that cache keys on the CodeUri
+    (functions/) only: infra/build_artifact.py is outside it. SAM CLI 1.170 never caches
+    a `BuildMethod: makefile` function (each is a build definition of its own, rebuilt
+    every time), so a changed build script reaches the next build. Catches a SAM CLI
+    upgrade that starts caching them: the second build would keep the first's artifact."""
+    project = tmp_path / "project"
+    project.mkdir()
+    for name in ("template.yaml", "samconfig.toml"):
+        shutil.copy2(ROOT / name, project / name)
+    ignore = shutil.ignore_patterns("__pycache__", "*.pyc")
+    for folder in ("functions", "infra"):
+        shutil.copytree(ROOT / folder, project / folder, ignore=ignore)
+    argv = [str(sam_bin / "sam"), "build", "WorkerFunction", "--cached"]  # one: half the time
+    argv += ["--cache-dir", str(tmp_path / "cache")]
+    env = {**os.environ, "SAM_CLI_TELEMETRY": "0", "AWS_DEFAULT_REGION": "us-east-1"}
+    env.pop("VIRTUAL_ENV", None)
+
+    def build() -> None:
+        done = subprocess.run(argv, cwd=project, env=env, capture_output=True, text=True)
+        assert done.returncode == 0, done.stdout + done.stderr
+
+    build()
+    script = project / "infra" / "build_artifact.py"
+    text = script.read_text()
+    assert "    precompile(args.artifacts)\n    return 0\n" in text
+    script.write_text(
+        text.replace(
+            "    precompile(args.artifacts)\n",
+            '    precompile(args.artifacts)\n    (args.artifacts / "changed").touch()\n',
+        )
+    )
+    build()
+    assert (project / ".aws-sam" / "build" / "WorkerFunction" / "changed").exists()
+
+
 def test_pruning_fails_the_build_when_a_kept_module_imports_a_removed_one(
     build_dir: Path,  # noqa: F811
 ) -> None:

@@ -46,7 +46,13 @@ def test_bench_quick_runs_every_item_and_reports_targets(
     assert all(r["sessions_opened"] <= r["threads"] for r in threads.values()), threads
     labels = " | ".join(t["target"] for t in results["targets"])
     assert "claim with priorities" in labels and "8 producer threads" in labels, labels
-    assert len(results["targets"]) == 19 and all(
+    # issue 14's costs of a cold start, from the artifact `sam build` makes (bench_artifact)
+    artifact = results["artifact"]
+    assert set(artifact["handlers"]) == {"WorkerFunction", "ReaperFunction"}, artifact
+    assert 5 < artifact["size_mib"] < 49 and artifact["imports"] == 3
+    assert all(row["import_ms"]["median"] > 0 for row in artifact["handlers"].values())
+    assert "artifact size <= 15 MiB" in labels and "cold import of each handler" in labels
+    assert len(results["targets"]) == 21 and all(
         isinstance(t["met"], bool) for t in results["targets"]
     )
     report = (tmp_path / "bench.md").read_text()
@@ -55,6 +61,7 @@ def test_bench_quick_runs_every_item_and_reports_targets(
         assert section in report
     assert "invocations and worker sessions per job" in report and "awake fraction" in report
     assert "priorities and groups" in report
+    assert "cold import of `worker.app`" in report and "cold import of `reaper.app`" in report
 
 
 def test_bench_quick_peers_drain_the_same_jobs_and_count_idle_statements(

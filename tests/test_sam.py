@@ -11,7 +11,7 @@ from typing import Any
 import psycopg
 import pytest
 
-from infra import rie_invoke
+from infra import checkov_scan, rie_invoke
 from pgkick.store import JobStore
 from tests.helpers import job_row, seed
 from tests.sam import ROOT, ensure_sam_venv, run, uv
@@ -23,11 +23,17 @@ def sam_bin() -> Path:
 
 
 @pytest.fixture(scope="session")
-def transformed(sam_bin: Path, tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
+def checked(sam_bin: Path, tmp_path_factory: pytest.TempPathFactory) -> tuple[str, Path]:
+    """infra/sam_checks.py on template.yaml, checkov included: its log and output."""
     out = tmp_path_factory.mktemp("sam") / "transformed.json"
     done = run([str(sam_bin / "python"), "infra/sam_checks.py", "--out", str(out)])
     assert done.returncode == 0, done.stdout + done.stderr
-    return dict(json.loads(out.read_text()))
+    return done.stdout, out
+
+
+@pytest.fixture(scope="session")
+def transformed(checked: tuple[str, Path]) -> dict[str, Any]:
+    return dict(json.loads(checked[1].read_text()))
 
 
 @pytest.fixture(scope="session")
@@ -134,9 +140,59 @@ def test_lint_after_transform_catches_bad_values(
             str(broken),
             "--out",
             str(tmp_path / "out.json"),
+            "--no-checkov",  # pgkick's rules: checkov's own test is below
         ]
     )
     assert done.returncode != 0 and rule in done.stdout, done.stdout + done.stderr
+
+
+def test_checkov_passes_with_each_skip_justified(checked: tuple[str, Path]) -> None:
+    """Catches sam_checks.py no longer running checkov, or a skip without its reason:
+    the template passes checkov 3.3.30 and every skipped check is listed with one."""
+    log = checked[0]
+    assert "checkov 3.3.30: " in log, log
+    for check_id, reason in checkov_scan.SKIPPED.items():
+        assert f"  {check_id}: {reason}" in log and len(reason) > 40
+
+
+@pytest.mark.parametrize(
+    ("original", "bad", "check"),
+    [
+        (  # the worker may pass any role to any service: privilege escalation
+            "                Resource: !GetAtt WakeRole.Arn\n"
+            "                Condition:\n                  StringEquals:\n"
+            "                    iam:PassedToService: scheduler.amazonaws.com\n",
+            '                Resource: "*"\n',
+            "CKV_AWS_109",
+        ),
+        (  # the worker may create and delete anyone's schedules, not only its group's
+            "Resource: !Sub arn:${AWS::Partition}:scheduler:${AWS::Region}:${AWS::AccountId}"
+            ":schedule/${WakeScheduleGroup}/*",
+            'Resource: "*"',
+            "CKV_AWS_111",
+        ),
+    ],
+)
+def test_checkov_fails_on_a_weakened_template(
+    sam_bin: Path, tmp_path: Path, original: str, bad: str, check: str
+) -> None:
+    """Catches checkov not running or its findings not failing sam_checks.py, and a skip
+    that hides more than its reason covers: a template weakened where checkov looks fails
+    with that check's id."""
+    text = (ROOT / "template.yaml").read_text()
+    assert original in text
+    weakened = tmp_path / "template.yaml"
+    weakened.write_text(text.replace(original, bad))
+    done = run(
+        [
+            str(sam_bin / "python"),
+            "infra/sam_checks.py",
+            str(weakened),
+            "--out",
+            str(tmp_path / "out.json"),
+        ]
+    )
+    assert done.returncode != 0 and check in done.stdout, done.stdout + done.stderr
 
 
 def statements(transformed: dict[str, Any], role: str) -> list[dict[str, Any]]:

@@ -27,7 +27,7 @@ from pgkick_dev.demo import scenario as demo
 
 ITEMS = (
     "article_table,sql_ceiling,drain,enqueue,kick_to_start,producer_threads,kicks,scale,"
-    "claim_order,awake,quiet_day"
+    "claim_order,awake,quiet_day,artifact"
 )
 Command = Callable[[str, Callable[[argparse.Namespace], dict[str, Any]]], argparse.ArgumentParser]
 

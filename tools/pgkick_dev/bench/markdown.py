@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from pgkick_dev.bench import artifact as bench_artifact
 from pgkick_dev.bench import figures as bench_figures
 from pgkick_dev.bench.report import ratio_text
 
@@ -187,6 +188,5 @@ def _cost(results: dict[str, Any]) -> list[list[Any]]:
         rows.append(["awake fraction", f"{modes}; the workload's minimum {minimum:.1f}%"])
     else:
         rows.append(["awake fraction", "not measured (item awake)"])
-    rows.append(["deployment artifact size", "not measured (no bench item yet)"])
-    rows.append(["worker cold import time", "not measured (no bench item yet)"])
+    rows += bench_artifact.cost_rows(results.get("artifact"))
     return rows

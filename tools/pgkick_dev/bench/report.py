@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from pgkick_dev.bench import artifact as bench_artifact
 from pgkick_dev.bench import figures as bench_figures
 
 
@@ -22,6 +23,7 @@ def targets(results: dict[str, Any]) -> list[dict[str, Any]]:
     rows = [
         *_kick_targets(kicks),
         *_quiet_day_targets(results.get("quiet_day", {})),
+        *bench_artifact.targets(results.get("artifact")),
         _threads_target(results.get("producer_threads", [])),
         *_versus_ceiling(results, ratios),
         *_versus_peers(ratios),

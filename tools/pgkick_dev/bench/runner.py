@@ -44,6 +44,7 @@ class Sizes:
     claim_backlog: tuple[int, int] = (100_000, 2_000)  # jobs, claim cycles (claim_order)
     kick_seconds: float = 20.0
     quiet_day_seconds: float = 48.0
+    cold_imports: int = 7  # of each handler, in new processes (bench_artifact)
     awake: Workload = field(
         default_factory=lambda: Workload(bursts=5, jobs_per_burst=200, gap=6.0, window=2.0)
     )
@@ -62,6 +63,7 @@ QUICK = Sizes(
     claim_backlog=(5_000, 200),
     kick_seconds=2.0,
     quiet_day_seconds=12.0,
+    cold_imports=3,
     awake=Workload(bursts=2, jobs_per_burst=20, gap=3.0, window=1.0),
 )
 
@@ -255,6 +257,12 @@ class Bench:
 
         day = bench_quiet_day.QuietDay(seconds=self.sizes.quiet_day_seconds)
         self.results["quiet_day"] = bench_quiet_day.run(self.dsn, day, self.log, self.say)
+
+    def artifact(self) -> None:
+        """The built artifact's size and each handler's cold import (bench_artifact)."""
+        from pgkick_dev.bench import artifact as bench_artifact
+
+        self.results["artifact"] = bench_artifact.run(self.sizes.cold_imports, self.say)
 
     def producer_threads(self) -> None:
         """Single enqueues from 1, 4, 8 and 16 threads of one process (bench_threads)."""
