@@ -240,8 +240,9 @@ def test_a_worker_on_the_plain_claim_honours_a_limit_set_since_against_a_racing_
 def test_workers_on_the_plain_claim_take_grouped_jobs_that_appear_mid_race_one_at_a_time(
     dsn: str,
 ) -> None:
-    """Six workers drain ungrouped jobs by the plain claim; a producer then commits grouped
-    jobs of 6 groups one at a time while they race. The database checks (a unique index on
+    """Six workers drain ungrouped jobs by the plain claim (three as the worker does, the
+    complete and the claim in one statement); a producer then commits grouped jobs of 6
+    groups one at a time while they race. The database checks (a unique index on
     running (queue, group_key)) that no two jobs of a group ever run at once. Catches a plain
     claim that takes a grouped job without the lock, one that misses the grouped jobs
     (they would be left queued: starved), and any job claimed twice."""
@@ -258,17 +259,26 @@ def test_workers_on_the_plain_claim_take_grouped_jobs_that_appear_mid_race_one_a
     produced = threading.Event()
     started = threading.Barrier(7)
 
-    def work() -> None:
+    def work(as_the_worker: bool) -> None:
+        """as_the_worker: each round trip completes the last batch and claims the next (the
+        worker's one statement on the plain path); else claim, then complete."""
         try:
             with JobStore.open(dsn) as mine:
                 done.extend(mine.complete_many(mine.claim("default", batch=3, lease=LEASE)))
                 plain.append(not mine.claims_serialised("default"))
                 started.wait()
+                finished: list[ClaimedJob] = []
                 while True:
-                    jobs = mine.claim("default", batch=3, lease=LEASE)
-                    if jobs:
+                    if as_the_worker:
+                        held, finished = mine.complete_many_and_claim(
+                            finished, "default", batch=3, lease=LEASE
+                        )
+                        done.extend(held)
+                        jobs = finished
+                    else:
+                        jobs = mine.claim("default", batch=3, lease=LEASE)
                         done.extend(mine.complete_many(jobs))
-                    elif produced.is_set():
+                    if not jobs and produced.is_set():
                         break
         except BaseException as exc:  # reported below
             errors.append(exc)
@@ -284,7 +294,7 @@ def test_workers_on_the_plain_claim_take_grouped_jobs_that_appear_mid_race_one_a
         finally:
             produced.set()
 
-    threads = [threading.Thread(target=work) for _ in range(6)]
+    threads = [threading.Thread(target=work, args=(n % 2 == 0,)) for n in range(6)]
     threads.append(threading.Thread(target=produce))
     for thread in threads:
         thread.start()

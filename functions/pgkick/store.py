@@ -243,7 +243,7 @@ class JobStore(MaintenanceStatements, OutcomeStatements):
             queries.JOB_COMPLETE_MANY,
             ids=[j.id for j in jobs],
             attempts=[j.attempts for j in jobs],
-            results=[j.result for j in jobs],
+            results=_results(jobs),
         )
         return {row[0] for row in rows}
 
@@ -257,18 +257,15 @@ class JobStore(MaintenanceStatements, OutcomeStatements):
         announce: Announcement | None = None,
     ) -> tuple[set[int], list[ClaimedJob]]:
         """Complete the last batch, (re)announce the worker, and claim the next batch, in one
-        round trip (a pipeline). The announcement commits with the claim (see pgkick.watch)."""
+        round trip (a pipeline). The announcement commits with the claim (see pgkick.watch).
+
+        On the plain path the complete and the claim are one statement (one plan, one
+        result: job_complete_and_claim_plain); if it finds that the queue needs the lock,
+        the completions are committed and the serialised claim follows in a second round
+        trip, as for any plain claim that finds it."""
         if not finished and announce is None:
             return set(), self.claim(queue, batch=batch, lease=lease)
         with self.pipeline():
-            completed = None
-            if finished:
-                completed = self.execute(
-                    queries.JOB_COMPLETE_MANY,
-                    ids=[j.id for j in finished],
-                    attempts=[j.attempts for j in finished],
-                    results=[j.result for j in finished],
-                )
             if announce is not None:
                 self.execute(
                     queries.QUEUE_WATCHER_ANNOUNCE,
@@ -276,9 +273,36 @@ class JobStore(MaintenanceStatements, OutcomeStatements):
                     watcher=announce.watcher,
                     ttl=announce.ttl,
                 )
-            sent = self._claim(queue, batch=batch, lease=lease)
-        held = {row[0] for row in completed.fetchall()} if completed is not None else set()
-        return held, self._claimed(sent, batch=batch, lease=lease)
+            if finished and queue not in self._serialised:
+                both = self.execute(
+                    queries.JOB_COMPLETE_AND_CLAIM_PLAIN,
+                    ids=[j.id for j in finished],
+                    attempts=[j.attempts for j in finished],
+                    results=_results(finished),
+                    queue=queue,
+                    batch=batch,
+                    lease=lease,
+                )
+            else:
+                both = None
+                completed = None
+                if finished:
+                    completed = self.execute(
+                        queries.JOB_COMPLETE_MANY,
+                        ids=[j.id for j in finished],
+                        attempts=[j.attempts for j in finished],
+                        results=_results(finished),
+                    )
+                sent = self._claim(queue, batch=batch, lease=lease)
+        if both is None:
+            held = {row[0] for row in completed.fetchall()} if completed is not None else set()
+            return held, self._claimed(sent, batch=batch, lease=lease)
+        rows = both.fetchall()  # at least one: it carries the held ids
+        held = set(rows[0][0])
+        if rows[0][1]:  # the queue needs the lock: the serialised claim, in a round trip more
+            self._serialised.add(queue)
+            return held, self.claim(queue, batch=batch, lease=lease)
+        return held, [ClaimedJob(*row[2:]) for row in rows if row[2] is not None]
 
     def withdraw_and_claim(
         self, queue: str, watcher: str, *, batch: int, lease: timedelta
@@ -343,6 +367,13 @@ class JobStore(MaintenanceStatements, OutcomeStatements):
             lease=lease,
         )
         return {row[0]: row[1] for row in rows}
+
+
+def _results(jobs: Sequence[ClaimedJob]) -> list[str | None] | None:
+    """The batch's results for job_complete_many, or NULL when no job returned one (most
+    batches): unnest pads a NULL array with NULLs, and one array less is dumped."""
+    results = [j.result for j in jobs]
+    return results if any(r is not None for r in results) else None
 
 
 def committed_row(inserted: Any, commit: Any) -> tuple[Any, ...] | None:
