@@ -139,19 +139,3 @@ def test_claim_takes_a_batch_under_a_lease_in_run_at_order(
     assert status == "running"
     assert timedelta(minutes=4) < lease <= LEASE
     assert store.claim("other", batch=batch, lease=LEASE) == []
-
-
-def _one_line(sql: str) -> str:
-    lines = [line for line in sql.splitlines() if not line.lstrip().startswith("--")]
-    return " ".join(" ".join(lines).split()).rstrip(";")
-
-
-def test_the_worker_round_trip_is_job_complete_many_then_job_claim_plain_verbatim() -> None:
-    """job_complete_and_claim_plain repeats two statements' text as its CTEs (one plan and one
-    result a round trip). Catches an edit to either that it missed: the worker would then
-    complete or claim by other rules than the statements tested (and benched) alone."""
-    complete = _one_line(queries.JOB_COMPLETE_MANY)
-    claim = _one_line(queries.JOB_CLAIM_PLAIN).removeprefix("WITH ")
-    ctes = claim.rsplit(" SELECT id, queue, task,", 1)[0]
-    combined = _one_line(queries.JOB_COMPLETE_AND_CLAIM_PLAIN)
-    assert combined.startswith(f"WITH completed AS ( {complete} ), {ctes}, got AS ("), combined

@@ -240,9 +240,9 @@ def test_a_worker_on_the_plain_claim_honours_a_limit_set_since_against_a_racing_
 def test_workers_on_the_plain_claim_take_grouped_jobs_that_appear_mid_race_one_at_a_time(
     dsn: str,
 ) -> None:
-    """Six workers drain ungrouped jobs by the plain claim (three as the worker does, the
-    complete and the claim in one statement); a producer then commits grouped jobs of 6
-    groups one at a time while they race. The database checks (a unique index on
+    """Six workers drain ungrouped jobs by the plain claim (three as the worker does, each
+    round trip completing the last batch and claiming the next); a producer then commits
+    grouped jobs of 6 groups one at a time while they race. The database checks (a unique index on
     running (queue, group_key)) that no two jobs of a group ever run at once. Catches a plain
     claim that takes a grouped job without the lock, one that misses the grouped jobs
     (they would be left queued: starved), and any job claimed twice."""
@@ -260,8 +260,8 @@ def test_workers_on_the_plain_claim_take_grouped_jobs_that_appear_mid_race_one_a
     started = threading.Barrier(7)
 
     def work(as_the_worker: bool) -> None:
-        """as_the_worker: each round trip completes the last batch and claims the next (the
-        worker's one statement on the plain path); else claim, then complete."""
+        """as_the_worker: each round trip completes the last batch and claims the next (one
+        pipeline, one commit); else claim, then complete."""
         try:
             with JobStore.open(dsn) as mine:
                 done.extend(mine.complete_many(mine.claim("default", batch=3, lease=LEASE)))

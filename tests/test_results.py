@@ -58,10 +58,6 @@ def tasks() -> Registry:
     return registry
 
 
-# the batch complete: alone, or with the next claim (the worker's plain path)
-COMPLETES = ("job_complete_many", "job_complete_and_claim_plain")
-
-
 @pytest.fixture
 def watched(dsn: str) -> Iterator[WatchedStore]:
     with WatchedStore.open(dsn) as opened:
@@ -80,7 +76,7 @@ def test_each_job_of_a_batch_gets_its_own_result_in_one_statement(
     summary = drain(watched, tasks)
     assert summary.done == 5
     assert [job_row(dsn, i)["result"] for i in ids] == gives
-    completes = [s for s in watched.statements if s.name in COMPLETES]
+    completes = [s for s in watched.statements if s.name == "job_complete_many"]
     assert len(completes) == 1 and sorted(completes[0].params["ids"]) == sorted(ids)
     assert [pgkick.result(i, dsn=dsn) for i in ids] == gives
 

@@ -257,15 +257,26 @@ class JobStore(MaintenanceStatements, OutcomeStatements):
         announce: Announcement | None = None,
     ) -> tuple[set[int], list[ClaimedJob]]:
         """Complete the last batch, (re)announce the worker, and claim the next batch, in one
-        round trip (a pipeline). The announcement commits with the claim (see pgkick.watch).
+        round trip (a pipeline) and one commit. The announcement commits with the claim (see
+        pgkick.watch).
 
-        On the plain path the complete and the claim are one statement (one plan, one
-        result: job_complete_and_claim_plain); if it finds that the queue needs the lock,
-        the completions are committed and the serialised claim follows in a second round
-        trip, as for any plain claim that finds it."""
+        Two statements, the complete first: a claim's FOR UPDATE may lock (and skip) a row
+        another worker is completing, and holds that lock until it commits; a transaction
+        whose claim could run before its own complete (one statement with both as CTEs:
+        the executor's order) could then wait for a worker that waits for it. Deadlocks
+        seen in the bench's 8-worker drain; with the complete first, only a transaction
+        still completing waits, and it waits for one that is claiming, which never waits."""
         if not finished and announce is None:
             return set(), self.claim(queue, batch=batch, lease=lease)
         with self.pipeline():
+            completed = None
+            if finished:
+                completed = self.execute(
+                    queries.JOB_COMPLETE_MANY,
+                    ids=[j.id for j in finished],
+                    attempts=[j.attempts for j in finished],
+                    results=_results(finished),
+                )
             if announce is not None:
                 self.execute(
                     queries.QUEUE_WATCHER_ANNOUNCE,
@@ -273,36 +284,9 @@ class JobStore(MaintenanceStatements, OutcomeStatements):
                     watcher=announce.watcher,
                     ttl=announce.ttl,
                 )
-            if finished and queue not in self._serialised:
-                both = self.execute(
-                    queries.JOB_COMPLETE_AND_CLAIM_PLAIN,
-                    ids=[j.id for j in finished],
-                    attempts=[j.attempts for j in finished],
-                    results=_results(finished),
-                    queue=queue,
-                    batch=batch,
-                    lease=lease,
-                )
-            else:
-                both = None
-                completed = None
-                if finished:
-                    completed = self.execute(
-                        queries.JOB_COMPLETE_MANY,
-                        ids=[j.id for j in finished],
-                        attempts=[j.attempts for j in finished],
-                        results=_results(finished),
-                    )
-                sent = self._claim(queue, batch=batch, lease=lease)
-        if both is None:
-            held = {row[0] for row in completed.fetchall()} if completed is not None else set()
-            return held, self._claimed(sent, batch=batch, lease=lease)
-        rows = both.fetchall()  # at least one: it carries the held ids
-        held = set(rows[0][0])
-        if rows[0][1]:  # the queue needs the lock: the serialised claim, in a round trip more
-            self._serialised.add(queue)
-            return held, self.claim(queue, batch=batch, lease=lease)
-        return held, [ClaimedJob(*row[2:]) for row in rows if row[2] is not None]
+            sent = self._claim(queue, batch=batch, lease=lease)
+        held = {row[0] for row in completed.fetchall()} if completed is not None else set()
+        return held, self._claimed(sent, batch=batch, lease=lease)
 
     def withdraw_and_claim(
         self, queue: str, watcher: str, *, batch: int, lease: timedelta

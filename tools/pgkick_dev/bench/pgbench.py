@@ -7,14 +7,14 @@ statements in `pgkick.queries`: named parameters become pgbench variables or
 literals, and a claimed batch's ids pass to the batch complete through \\gset.
 
 The ceiling does per round trip what a worker does: complete the batch claimed
-in the previous round trip and claim the next by the plain claim (a queue with no
-limit and no groups), one round trip and one commit, with the extended protocol
-and no prepared statement (`-M extended`: the worker never prepares, so that a
-transaction-mode pooler can lend it any server connection; every statement is
-planned on each run, on both sides). pgbench refuses \\gset in pipeline mode, so
-the two statements travel as one: the complete becomes a CTE of the claim. The
-claimed ids stay in the client's variables for the next transaction of the same
-client (pgbench keeps them across transactions).
+in the previous round trip (job_complete_many) and claim the next by the plain
+claim (job_claim_plain: a queue with no limit and no groups), one round trip and
+one commit. pgbench refuses \\gset in pipeline mode, so where the worker pipelines
+the two statements, the ceiling sends them as one: the complete becomes a CTE of
+the claim (pgbench keeps the claimed ids in the client's variables for its next
+transaction). With the extended protocol and no prepared statement (`-M
+extended`): the worker never prepares, so that a transaction-mode pooler can lend
+it any server connection; every statement is planned on each run, on both sides.
 """
 
 from __future__ import annotations
@@ -70,16 +70,17 @@ def claim_and_complete_batch(batch: int) -> str:
 
 def complete_then_claim(batch: int) -> str:
     """One round trip, one commit: complete the ids this client claimed in its previous
-    transaction (:ids, :attempts; empty arrays at first), claim the next batch, keep its
-    ids. For `-M extended` (variables become parameters, so no quotes around them)."""
+    transaction (:ids, :attempts; empty arrays at first; results NULL, as the worker sends
+    them when no job returned one), claim the next batch by the plain claim, keep its ids.
+    For `-M extended` (variables become parameters, so no quotes around them)."""
     complete = _one_line(
         _bind(
             queries.JOB_COMPLETE_MANY,
-            {"now": "NULL", "ids": ":ids", "attempts": ":attempts", "results": NO_RESULTS},
+            {"now": "NULL", "ids": ":ids", "attempts": ":attempts", "results": "NULL"},
         )
     )
     # A pgbench script made of queries.* only, never of input:
-    return f"WITH completed AS ({complete}), {_plain_claim_ctes(batch)} {GATHER} \\gset\n"  # noqa: S608
+    return f"WITH completed AS ({complete}), {_plain_claim_ctes(batch)} {GATHER} \\gset\n"
 
 
 def insert_one() -> str:
