@@ -31,9 +31,8 @@ reason left (`JobStore.claims_serialised`). So a grouped job or a limit that
 appears while a worker drains by the plain claim is seen by its next claim, and
 grouped jobs are never starved. Only a claim whose snapshot predates a new
 limit's commit can take past that limit, as before (a claim in flight when the
-limit is set). The worker sends the plain claim together with the completion of
-its last batch as one statement (`sql/job_complete_and_claim_plain.sql`, the two
-statements' text verbatim as CTEs).
+limit is set). The worker pipelines the plain claim after the completion of its
+last batch: one round trip, one commit.
 
 The serialisation point: `job_claim_serialise` runs first in the claim's
 transaction and, when the queue has a limit or live grouped jobs, takes a
