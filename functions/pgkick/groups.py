@@ -56,7 +56,7 @@ neither never take the lock and send one statement, the plain claim, whose check
 is three index probes. Measured by `pgkick bench --items claim_order` (claim of 10
 + complete at a 100,000-job backlog, ratio to the claim before 0004 within each
 round; the README's "Cost" bullet has the figures): the plain claim costs about
-1.2x, the serialised claim with priorities and groups about 1.7x. Most of either
+1.2-1.3x, the serialised claim with priorities and groups about 1.7x. Most of either
 is the server planning the statement on every run (pgkick never prepares, for
 transaction-mode poolers), on a table with more (partial) indexes than before 0004:
 on it, EXPLAIN ANALYZE gave the plain claim 0.25 ms of planning and 0.04 ms of

@@ -265,7 +265,8 @@ class JobStore(MaintenanceStatements, OutcomeStatements):
         whose claim could run before its own complete (one statement with both as CTEs:
         the executor's order) could then wait for a worker that waits for it. Deadlocks
         seen in the bench's 8-worker drain; with the complete first, only a transaction
-        still completing waits, and it waits for one that is claiming, which never waits."""
+        still completing waits for a row, and it waits for one that is claiming, which
+        never waits for a row (at most for the queue's claim lock, held by a claim)."""
         if not finished and announce is None:
             return set(), self.claim(queue, batch=batch, lease=lease)
         with self.pipeline():
