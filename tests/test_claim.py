@@ -15,6 +15,7 @@ from psycopg.conninfo import make_conninfo
 from pgkick import queries
 from pgkick.store import JobStore
 from tests.helpers import seed, wait_for_lock_waiters
+from tests.spies import WatchedStore
 
 NAIVE_CLAIM = (Path(__file__).parent.parent / "sql" / "bench" / "job_claim_naive.sql").read_text()
 LEASE = timedelta(minutes=5)
@@ -139,3 +140,18 @@ def test_claim_takes_a_batch_under_a_lease_in_run_at_order(
     assert status == "running"
     assert timedelta(minutes=4) < lease <= LEASE
     assert store.claim("other", batch=batch, lease=LEASE) == []
+
+
+def test_a_round_trip_sends_the_complete_before_the_claim(dsn: str) -> None:
+    """The worker's round trip: complete the last batch, then claim, two statements in one
+    pipeline. Catches a claim sent first or folded into one statement with the complete
+    (the executor may then claim first): a claim's FOR UPDATE keeps its lock on a row
+    another worker is completing, and two workers could each wait for the other (seen as
+    DeadlockDetected in the bench's 8-worker drain)."""
+    with WatchedStore.open(dsn) as store:
+        seed(store, 20)
+        jobs = store.claim("default", batch=10, lease=LEASE)
+        store.statements.clear()
+        held, more = store.complete_many_and_claim(jobs, "default", batch=10, lease=LEASE)
+        assert held == {job.id for job in jobs} and len(more) == 10
+        assert [s.name for s in store.statements] == ["job_complete_many", "job_claim_plain"]
