@@ -6,6 +6,7 @@ import threading
 import time
 from datetime import timedelta
 from pathlib import Path
+from typing import LiteralString
 
 import psycopg
 import pytest
@@ -14,6 +15,7 @@ from psycopg.conninfo import make_conninfo
 from pgkick import queries
 from pgkick.store import JobStore
 from tests.helpers import seed, wait_for_lock_waiters
+from tests.spies import WatchedStore
 
 NAIVE_CLAIM = (Path(__file__).parent.parent / "sql" / "bench" / "job_claim_naive.sql").read_text()
 LEASE = timedelta(minutes=5)
@@ -100,13 +102,17 @@ def test_second_claim_skips_a_locked_row_at_once(dsn: str, store: JobStore) -> N
     assert elapsed < 0.1, f"B waited {elapsed * 1000:.1f} ms"
 
 
-def test_claim_plan_is_limit_over_lockrows_over_the_partial_index(store: JobStore) -> None:
+@pytest.mark.parametrize("claim", [queries.JOB_CLAIM, queries.JOB_CLAIM_PLAIN])
+def test_claim_plan_is_limit_over_lockrows_over_the_partial_index(
+    store: JobStore, claim: LiteralString
+) -> None:
+    """Both claims (the serialised one and the plain one) scan the ready index in order."""
     seed(store, 3_000)
     store.conn.execute("ANALYZE pgkick.jobs")
     plan = "\n".join(
         row[0]
         for row in store.conn.execute(
-            "EXPLAIN (COSTS OFF) " + queries.JOB_CLAIM,
+            "EXPLAIN (COSTS OFF) " + claim,
             {"queue": "default", "batch": 10, "lease": LEASE, "now": None},
         )
     )
@@ -115,7 +121,9 @@ def test_claim_plan_is_limit_over_lockrows_over_the_partial_index(store: JobStor
     # the Limit's InitPlans (the queue's running limit, migration 0004) come first
     lock = next(i for i in range(limit + 1, len(lines)) if lines[i].startswith("->  LockRows"))
     assert all("LockRows" not in line for line in lines[limit + 1 : lock]), plan
-    assert "Index Scan using jobs_ready_idx on jobs" in lines[lock + 1], plan
+    # the plain claim's gate (a one-time filter: no scan at all when the queue needs the lock)
+    below = [x for x in lines[lock + 1 :] if not x.startswith(("->  Result", "One-Time Filter"))]
+    assert "Index Scan using jobs_ready_idx on jobs" in below[0], plan
 
 
 @pytest.mark.parametrize("batch", [1, 10, 50])
@@ -132,3 +140,18 @@ def test_claim_takes_a_batch_under_a_lease_in_run_at_order(
     assert status == "running"
     assert timedelta(minutes=4) < lease <= LEASE
     assert store.claim("other", batch=batch, lease=LEASE) == []
+
+
+def test_a_round_trip_sends_the_complete_before_the_claim(dsn: str) -> None:
+    """The worker's round trip: complete the last batch, then claim, two statements in one
+    pipeline. Catches a claim sent first or folded into one statement with the complete
+    (the executor may then claim first): a claim's FOR UPDATE keeps its lock on a row
+    another worker is completing, and two workers could each wait for the other (seen as
+    DeadlockDetected in the bench's 8-worker drain)."""
+    with WatchedStore.open(dsn) as store:
+        seed(store, 20)
+        jobs = store.claim("default", batch=10, lease=LEASE)
+        store.statements.clear()
+        held, more = store.complete_many_and_claim(jobs, "default", batch=10, lease=LEASE)
+        assert held == {job.id for job in jobs} and len(more) == 10
+        assert [s.name for s in store.statements] == ["job_complete_many", "job_claim_plain"]

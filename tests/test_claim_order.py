@@ -206,3 +206,100 @@ def test_inside_a_group_priority_comes_before_run_at(dsn: str, clock: FakeClock)
         assert claimed_ns(first) == [2]
         store.complete_many(first)
         assert claimed_ns(store.claim("default", batch=10, lease=LEASE)) == [1]
+
+
+def test_a_worker_on_the_plain_claim_honours_a_limit_set_since_against_a_racing_claim(
+    dsn: str,
+) -> None:
+    """A claimed by the plain claim (one statement, no lock) before the queue had a limit.
+    Then limit 2 is set, and B holds an uncommitted claim of 2 when A claims again. Catches
+    a plain claim that does not notice the limit (A would take 10 more: 12 running), or a
+    worker that keeps using it once the queue has one (A would not wait for B's lock)."""
+    with JobStore.open(dsn) as store, JobStore.open(dsn) as a, psycopg.connect(dsn) as b:
+        for n in range(12):
+            add(store, n)
+        a.complete_many(a.claim("default", batch=1, lease=LEASE))
+        assert not a.claims_serialised("default")
+        groups.set_queue_limit(store, "default", 2)
+        assert len(JobStore(b).claim("default", batch=10, lease=LEASE)) == 2
+        got: list[list[ClaimedJob]] = []
+        thread = threading.Thread(
+            target=lambda: got.append(a.claim("default", batch=10, lease=LEASE))
+        )
+        thread.start()
+        wait_for_lock_waiters(dsn, count=1)  # A waits for B's claim lock
+        b.commit()
+        thread.join(10)
+        assert got == [[]]
+        assert a.claims_serialised("default")
+        groups.set_queue_limit(store, "default", None)
+        assert len(a.claim("default", batch=10, lease=LEASE)) == 9  # the lock's check finds
+        assert not a.claims_serialised("default")  # no reason left: back to the plain claim
+
+
+def test_workers_on_the_plain_claim_take_grouped_jobs_that_appear_mid_race_one_at_a_time(
+    dsn: str,
+) -> None:
+    """Six workers drain ungrouped jobs by the plain claim (three as the worker does, each
+    round trip completing the last batch and claiming the next); a producer then commits
+    grouped jobs of 6 groups one at a time while they race. The database checks (a unique index on
+    running (queue, group_key)) that no two jobs of a group ever run at once. Catches a plain
+    claim that takes a grouped job without the lock, one that misses the grouped jobs
+    (they would be left queued: starved), and any job claimed twice."""
+    with JobStore.open(dsn) as store:
+        store.conn.execute(
+            "CREATE UNIQUE INDEX one_running_per_group ON pgkick.jobs (queue, group_key)"
+            " WHERE status = 'running'"
+        )
+        for n in range(300):
+            add(store, n)
+    errors: list[BaseException] = []
+    done: list[int] = []
+    plain: list[bool] = []
+    produced = threading.Event()
+    started = threading.Barrier(7)
+
+    def work(as_the_worker: bool) -> None:
+        """as_the_worker: each round trip completes the last batch and claims the next (one
+        pipeline, one commit); else claim, then complete."""
+        try:
+            with JobStore.open(dsn) as mine:
+                done.extend(mine.complete_many(mine.claim("default", batch=3, lease=LEASE)))
+                plain.append(not mine.claims_serialised("default"))
+                started.wait()
+                finished: list[ClaimedJob] = []
+                while True:
+                    if as_the_worker:
+                        held, finished = mine.complete_many_and_claim(
+                            finished, "default", batch=3, lease=LEASE
+                        )
+                        done.extend(held)
+                        jobs = finished
+                    else:
+                        jobs = mine.claim("default", batch=3, lease=LEASE)
+                        done.extend(mine.complete_many(jobs))
+                    if not jobs and produced.is_set():
+                        break
+        except BaseException as exc:  # reported below
+            errors.append(exc)
+
+    def produce() -> None:
+        try:
+            with JobStore.open(dsn) as producer:
+                started.wait()
+                for n in range(300, 420):
+                    add(producer, n, group=f"g{n % 6}")
+        except BaseException as exc:  # reported below
+            errors.append(exc)
+        finally:
+            produced.set()
+
+    threads = [threading.Thread(target=work, args=(n % 2 == 0,)) for n in range(6)]
+    threads.append(threading.Thread(target=produce))
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(120)
+    assert errors == []
+    assert plain == [True] * 6
+    assert len(done) == len(set(done)) == 420

@@ -80,6 +80,18 @@ class LeaseKeeper:
     def is_lost(self, job_id: int) -> bool:
         return self.lost_event(job_id).is_set()
 
+    def events(self, job_id: int) -> tuple[threading.Event, threading.Event]:
+        """(lost, cancelled) of a job, as lost_event and cancelled_event give them, under one
+        lock: what a task's context carries (one call a job, not two)."""
+        with self._lock:
+            lost = self._lost.get(job_id)
+            if lost is None:
+                lost = self._lost[job_id] = threading.Event()
+            cancelled = self._cancelled.get(job_id)
+            if cancelled is None:
+                cancelled = self._cancelled[job_id] = threading.Event()
+            return lost, cancelled
+
     def extend(self, job: ClaimedJob) -> bool:
         """Extend one job's lease now (what a task calls); False marks it lost."""
         if self.is_lost(job.id):

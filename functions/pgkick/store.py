@@ -85,6 +85,15 @@ class Announcement:
     ttl: timedelta
 
 
+class _SentClaim(NamedTuple):
+    """A claim sent in a pipeline: its queue, the claim's cursor, and (serialised claims)
+    the cursor of the check that took the queue's claim lock (a row: it did)."""
+
+    queue: str
+    claimed: Any
+    locked: Any
+
+
 class JobStore(MaintenanceStatements, OutcomeStatements):
     """The queue's statements: what the producer, the worker, the reaper and the CLI run."""
 
@@ -166,23 +175,61 @@ class JobStore(MaintenanceStatements, OutcomeStatements):
         return [QueuedJob._make(row) for row in every], [QueuedJob._make(r) for r in inserted]
 
     # -- worker -----------------------------------------------------------------
+    def __init__(
+        self, conn: Connection, clock: Clock = server_clock, *, schema: str | None = None
+    ) -> None:
+        super().__init__(conn, clock, schema=schema)
+        # Queues whose last claim found a limit or live grouped jobs: claimed by the
+        # serialised path at once, until its check finds neither (pgkick.groups).
+        self._serialised: set[str] = set()
+
     def claim(self, queue: str, *, batch: int, lease: timedelta) -> list[ClaimedJob]:
         with self.pipeline():
-            claimed = self._claim(queue, batch=batch, lease=lease)
-        return [ClaimedJob(*row) for row in claimed.fetchall()]
+            sent = self._claim(queue, batch=batch, lease=lease)
+        return self._claimed(sent, batch=batch, lease=lease)
 
-    def _claim(self, queue: str, *, batch: int, lease: timedelta) -> Any:
-        """The claim after the queue's claim lock, when the queue has groups or a limit
-        (pgkick.groups says why), in a transaction of its own on an autocommit connection,
-        or in the caller's transaction (held until the caller ends it)."""
+    def _claim(self, queue: str, *, batch: int, lease: timedelta) -> _SentClaim:
+        """Send a claim (inside the caller's pipeline, if any); `_claimed` reads it.
+
+        The plain claim is one statement (in autocommit, its own transaction): it claims
+        only while the queue has no limit and no live grouped jobs, seen in its own
+        snapshot, and else claims nothing and says so. Then, and for a queue whose last
+        claim was serialised, the serialised claim runs: the queue's claim lock, then
+        job_claim (pgkick.groups says why), in a transaction of its own on an
+        autocommit connection, or in the caller's transaction (held until it ends)."""
+        if queue in self._serialised:
+            return self._send_serialised(queue, batch=batch, lease=lease)
+        plain = self.execute(queries.JOB_CLAIM_PLAIN, queue=queue, batch=batch, lease=lease)
+        return _SentClaim(queue, plain, None)
+
+    def _send_serialised(self, queue: str, *, batch: int, lease: timedelta) -> _SentClaim:
         own = self.conn.autocommit
         if own:
             self.execute(queries.TRANSACTION_BEGIN)
-        self.execute(queries.JOB_CLAIM_SERIALISE, queue=queue)
+        locked = self.execute(queries.JOB_CLAIM_SERIALISE, queue=queue)
         claimed = self.execute(queries.JOB_CLAIM, queue=queue, batch=batch, lease=lease)
         if own:
             self.execute(queries.TRANSACTION_COMMIT)
-        return claimed
+        return _SentClaim(queue, claimed, locked)
+
+    def claims_serialised(self, queue: str) -> bool:
+        """True while this store claims `queue` by the serialised path (its last claim
+        found a limit or live grouped jobs)."""
+        return queue in self._serialised
+
+    def _claimed(self, sent: _SentClaim, *, batch: int, lease: timedelta) -> list[ClaimedJob]:
+        """The jobs a sent claim got, once its pipeline is read. A plain claim that found
+        the queue needs the lock costs one more round trip: the serialised claim."""
+        rows = sent.claimed.fetchall()
+        if sent.locked is not None:  # serialised: did its check still find a reason to lock?
+            if not sent.locked.fetchall():
+                self._serialised.discard(sent.queue)
+        elif rows and rows[0][0] is None:  # the plain claim's answer: serialise
+            self._serialised.add(sent.queue)
+            with self.pipeline():
+                again = self._send_serialised(sent.queue, batch=batch, lease=lease)
+            return self._claimed(again, batch=batch, lease=lease)
+        return [ClaimedJob(*row) for row in rows]
 
     def complete(self, job_id: int, attempts: int) -> bool:
         """True if this attempt still held the job and it is now done."""
@@ -196,7 +243,7 @@ class JobStore(MaintenanceStatements, OutcomeStatements):
             queries.JOB_COMPLETE_MANY,
             ids=[j.id for j in jobs],
             attempts=[j.attempts for j in jobs],
-            results=[j.result for j in jobs],
+            results=_results(jobs),
         )
         return {row[0] for row in rows}
 
@@ -210,7 +257,16 @@ class JobStore(MaintenanceStatements, OutcomeStatements):
         announce: Announcement | None = None,
     ) -> tuple[set[int], list[ClaimedJob]]:
         """Complete the last batch, (re)announce the worker, and claim the next batch, in one
-        round trip (a pipeline). The announcement commits with the claim (see pgkick.watch)."""
+        round trip (a pipeline) and one commit. The announcement commits with the claim (see
+        pgkick.watch).
+
+        Two statements, the complete first: a claim's FOR UPDATE may lock (and skip) a row
+        another worker is completing, and holds that lock until it commits; a transaction
+        whose claim could run before its own complete (one statement with both as CTEs:
+        the executor's order) could then wait for a worker that waits for it. Deadlocks
+        seen in the bench's 8-worker drain; with the complete first, only a transaction
+        still completing waits for a row, and it waits for one that is claiming, which
+        never waits for a row (at most for the queue's claim lock, held by a claim)."""
         if not finished and announce is None:
             return set(), self.claim(queue, batch=batch, lease=lease)
         with self.pipeline():
@@ -220,7 +276,7 @@ class JobStore(MaintenanceStatements, OutcomeStatements):
                     queries.JOB_COMPLETE_MANY,
                     ids=[j.id for j in finished],
                     attempts=[j.attempts for j in finished],
-                    results=[j.result for j in finished],
+                    results=_results(finished),
                 )
             if announce is not None:
                 self.execute(
@@ -229,9 +285,9 @@ class JobStore(MaintenanceStatements, OutcomeStatements):
                     watcher=announce.watcher,
                     ttl=announce.ttl,
                 )
-            claimed = self._claim(queue, batch=batch, lease=lease)
+            sent = self._claim(queue, batch=batch, lease=lease)
         held = {row[0] for row in completed.fetchall()} if completed is not None else set()
-        return held, [ClaimedJob(*r) for r in claimed.fetchall()]
+        return held, self._claimed(sent, batch=batch, lease=lease)
 
     def withdraw_and_claim(
         self, queue: str, watcher: str, *, batch: int, lease: timedelta
@@ -245,8 +301,8 @@ class JobStore(MaintenanceStatements, OutcomeStatements):
             self.execute(queries.TRANSACTION_BEGIN)
             self.execute(queries.QUEUE_WATCHER_WITHDRAW, queue=queue, watcher=watcher)
             self.execute(queries.TRANSACTION_COMMIT)
-            claimed = self._claim(queue, batch=batch, lease=lease)
-        return [ClaimedJob(*r) for r in claimed.fetchall()]
+            sent = self._claim(queue, batch=batch, lease=lease)
+        return self._claimed(sent, batch=batch, lease=lease)
 
     def withdraw(self, queue: str, watcher: str) -> None:
         self.execute(queries.QUEUE_WATCHER_WITHDRAW, queue=queue, watcher=watcher)
@@ -296,6 +352,13 @@ class JobStore(MaintenanceStatements, OutcomeStatements):
             lease=lease,
         )
         return {row[0]: row[1] for row in rows}
+
+
+def _results(jobs: Sequence[ClaimedJob]) -> list[str | None] | None:
+    """The batch's results for job_complete_many, or NULL when no job returned one (most
+    batches): unnest pads a NULL array with NULLs, and one array less is dumped."""
+    results = [j.result for j in jobs]
+    return results if any(r is not None for r in results) else None
 
 
 def committed_row(inserted: Any, commit: Any) -> tuple[Any, ...] | None:

@@ -36,14 +36,15 @@ def run_task(registry: Registry, job: ClaimedJob, keeper: LeaseKeeper) -> TaskOu
     if fn is None:
         known = ", ".join(registry.names()) or "none"
         return TaskOutcome(f"unknown task {job.task!r} (this worker knows: {known})", True)
+    lost, cancelled = keeper.events(job.id)
     context = JobContext(
         id=job.id,
         queue=job.queue,
         attempt=job.attempts,
         max_attempts=job.max_attempts,
-        lease_lost=keeper.lost_event(job.id),
+        lease_lost=lost,
         extend=lambda: keeper.extend(job),
-        cancelled=keeper.cancelled_event(job.id),
+        cancelled=cancelled,
     )
     try:
         value = fn(job.payload, context)

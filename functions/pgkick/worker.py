@@ -215,8 +215,10 @@ class Worker:
                 keeper.release(job.id)
             elif outcome.snooze is not None:
                 self._snooze(job, outcome.snooze, keeper, summary)
-            elif outcome.error is None:
-                finished.append(replace(job, result=outcome.result))
+            elif outcome.error is None:  # (dataclasses.replace costs: only for a result)
+                finished.append(
+                    job if outcome.result is None else replace(job, result=outcome.result)
+                )
             else:
                 self._record_failure(job, outcome.error, outcome.permanent, summary)
                 keeper.release(job.id)

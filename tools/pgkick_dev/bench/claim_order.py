@@ -5,14 +5,17 @@ Why a second schema: "today's claim" means today's statement on today's table an
 indexes (run_at order, one ready index, no group or running indexes to maintain).
 The bench builds that table in the schema pgkick_before_groups from migrations
 0001-0003 and runs the old statement there (a session search_path), then the current claim
-(job_claim_serialise + job_claim in one transaction, as the worker sends them) on
-the current table with the same backlog: plain, with priorities spread over
--5..5, and with priorities and half the jobs in interleaved groups (1,000 groups,
-so a batch of 10 finds 10 heads among its first candidates).
+(`JobStore.claim`, as the worker sends it: the plain claim, one statement, while the
+queue has no limit and no grouped jobs; the serialised claim, job_claim_serialise +
+job_claim in one transaction, once it has) on the current table with the same
+backlog: plain, with priorities spread over -5..5, and with priorities and half the
+jobs in interleaved groups (1,000 groups, so a batch of 10 finds 10 heads among its
+first candidates).
 
 Each figure is ms per claim-of-10 + complete, one connection, `cycles` cycles,
-so the backlog stays within 20% of its size throughout; the best of `rounds`
-interleaved rounds is kept (the machine is shared).
+so the backlog stays within 20% of its size throughout. `rounds` rounds run every
+variant in turn; a ratio is taken within a round (drift on the shared machine hits
+both sides alike) and reported as the median of the rounds and their spread.
 """
 
 from __future__ import annotations
@@ -25,6 +28,7 @@ from typing import Any
 from pgkick import queries
 from pgkick.store import ClaimedJob, JobStore
 from pgkick_dev import queries as dev_queries
+from pgkick_dev.bench.figures import spread
 
 LEASE = timedelta(minutes=5)
 BEFORE_VERSIONS = (1, 2, 3, 5)  # all but 0004 (priorities, groups) and 0006 (the move)
@@ -89,12 +93,13 @@ def run(
     *,
     backlog: int = 100_000,
     cycles: int = 2_000,
-    rounds: int = 3,
+    rounds: int = 5,
     say: Callable[[str], None] = print,
 ) -> dict[str, Any]:
-    """ms per claim + complete for each variant, and each variant's ratio to today's claim."""
+    """ms per claim + complete for each variant, and each variant's ratio to the claim before
+    0004: medians of the rounds, with every round's figures."""
     _before_schema(dsn)
-    best: dict[str, float] = {}
+    measured: dict[str, list[float]] = {}
     variants: dict[str, Callable[[], float]] = {
         "before_0004": lambda: _before(dsn, backlog, cycles),
         "plain": lambda: _current(dsn, backlog, cycles, False, 0),
@@ -104,17 +109,25 @@ def run(
     try:
         for _ in range(rounds):
             for name, measure in variants.items():
-                best[name] = min(best.get(name, float("inf")), measure())
+                measured.setdefault(name, []).append(round(measure(), 3))
     finally:
         with JobStore.open(dsn, application_name="pgkick-bench") as db:
             db.execute(dev_queries.BENCH_SCHEMA_DROP)
             db.execute(dev_queries.JOB_TRUNCATE_ALL)
-    base = best["before_0004"]
+    base = measured["before_0004"]
+    ratios = {
+        name: [round(v / b, 2) for v, b in zip(values, base, strict=True)]
+        for name, values in measured.items()
+        if name != "before_0004"
+    }
     result = {
         "backlog": backlog,
         "cycles": cycles,
-        "ms_per_claim_complete": {k: round(v, 3) for k, v in best.items()},
-        "ratio": {k: round(v / base, 2) for k, v in best.items() if k != "before_0004"},
+        "rounds": rounds,
+        "ms_per_claim_complete": {k: spread(v)["median"] for k, v in measured.items()},
+        "ratio": {k: spread(v)["median"] for k, v in ratios.items()},
+        "spread_ms": {k: spread(v) for k, v in measured.items()},
+        "spread_ratio": {k: spread(v) for k, v in ratios.items()},
     }
     say(f"claim_order: {result}")
     return result

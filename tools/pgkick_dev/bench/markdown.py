@@ -131,13 +131,20 @@ def _once(results: dict[str, Any]) -> list[list[Any]]:
     order = results.get("claim_order")
     if order:
         costs, ratio = order["ms_per_claim_complete"], order["ratio"]
+        spreads = order.get("spread_ratio", {})
+
+        def ratio_of(name: str) -> str:
+            low, high = spreads.get(name, {}).get("min"), spreads.get(name, {}).get("max")
+            return f"x{ratio[name]}" + (f", x{low}..x{high}" if low is not None else "")
+
         rows.append(
             [
-                f"claim + complete at a {order['backlog']:,}-job backlog: before 0004, "
-                "plain, priorities, priorities and groups",
-                f"{costs['before_0004']}, {costs['plain']} (x{ratio['plain']}), "
-                f"{costs['priorities']} (x{ratio['priorities']}), "
-                f"{costs['priorities_and_groups']} ms (x{ratio['priorities_and_groups']})",
+                f"claim + complete at a {order['backlog']:,}-job backlog (median of "
+                f"{order.get('rounds', 1)} rounds; ratio to before 0004 within each round): "
+                "before 0004, plain, priorities, priorities and groups",
+                f"{costs['before_0004']}, {costs['plain']} ({ratio_of('plain')}), "
+                f"{costs['priorities']} ({ratio_of('priorities')}), "
+                f"{costs['priorities_and_groups']} ms ({ratio_of('priorities_and_groups')})",
             ]
         )
     return rows

@@ -7,11 +7,14 @@ statements in `pgkick.queries`: named parameters become pgbench variables or
 literals, and a claimed batch's ids pass to the batch complete through \\gset.
 
 The ceiling does per round trip what a worker does: complete the batch claimed
-in the previous round trip and claim the next, one round trip and one commit,
-prepared statements (psycopg prepares a statement run 5 times). pgbench refuses
-\\gset in pipeline mode, so the two statements travel as one: the complete
-becomes a CTE of the claim. The claimed ids stay in the client's variables for
-the next transaction of the same client (pgbench keeps them across transactions).
+in the previous round trip (job_complete_many) and claim the next by the plain
+claim (job_claim_plain: a queue with no limit and no groups), one round trip and
+one commit. pgbench refuses \\gset in pipeline mode, so where the worker pipelines
+the two statements, the ceiling sends them as one: the complete becomes a CTE of
+the claim (pgbench keeps the claimed ids in the client's variables for its next
+transaction). With the extended protocol and no prepared statement (`-M
+extended`): the worker never prepares, so that a transaction-mode pooler can lend
+it any server connection; every statement is planned on each run, on both sides.
 """
 
 from __future__ import annotations
@@ -40,40 +43,44 @@ def _bind(sql: str, values: dict[str, str]) -> str:
     return text.replace("%%", "%").rstrip().rstrip(";")
 
 
+def _plain_claim_ctes(batch: int) -> str:
+    """The plain claim's CTEs (gate, next, claimed), on one line, for a script's WITH list;
+    its last SELECT (the claimed rows, or the row saying "serialise") left out."""
+    claim = _one_line(_bind(queries.JOB_CLAIM_PLAIN, {**FIXED, "batch": str(batch)}))
+    ctes, tail = claim.removeprefix("WITH ").rsplit(" SELECT id, queue, task,", 1)
+    assert tail.endswith("FROM gate WHERE serialise"), "job_claim_plain's shape changed"
+    return ctes
+
+
+GATHER = (
+    "SELECT coalesce(array_agg(id), '{}') AS ids,"
+    " coalesce(array_agg(attempts), '{}') AS attempts FROM claimed"
+)
+
+
 def claim_and_complete_batch(batch: int) -> str:
     """pgkick's claim of a batch, its ids gathered (one row even when nothing was claimed),
     then one fenced batch complete. With batch 1 it is the article's claim-then-done."""
-    claim = _bind(queries.JOB_CLAIM, {**FIXED, "batch": str(batch)})
-    head, update = claim.split("\nUPDATE pgkick.jobs j", 1)
-    # A pgbench script made of queries.* only, never of input:
-    gathered = f"{head}, claimed AS (UPDATE pgkick.jobs j{update}) " + (  # noqa: S608
-        "SELECT coalesce(array_agg(id), '{}') AS ids,"
-        " coalesce(array_agg(attempts), '{}') AS attempts FROM claimed"
-    )
     complete = _bind(
         queries.JOB_COMPLETE_MANY,
         {"now": "NULL", "ids": "':ids'", "attempts": "':attempts'", "results": NO_RESULTS},
     )
-    return f"{_one_line(gathered)} \\gset\n{_one_line(complete)};\n"
+    return f"WITH {_plain_claim_ctes(batch)} {GATHER} \\gset\n{_one_line(complete)};\n"
 
 
 def complete_then_claim(batch: int) -> str:
     """One round trip, one commit: complete the ids this client claimed in its previous
-    transaction (:ids, :attempts; empty arrays at first), claim the next batch, keep its
-    ids. For `-M prepared` (variables become parameters, so no quotes around them)."""
+    transaction (:ids, :attempts; empty arrays at first; results NULL, as the worker sends
+    them when no job returned one), claim the next batch by the plain claim, keep its ids.
+    For `-M extended` (variables become parameters, so no quotes around them)."""
     complete = _one_line(
         _bind(
             queries.JOB_COMPLETE_MANY,
-            {"now": "NULL", "ids": ":ids", "attempts": ":attempts", "results": NO_RESULTS},
+            {"now": "NULL", "ids": ":ids", "attempts": ":attempts", "results": "NULL"},
         )
     )
-    claim = _one_line(_bind(queries.JOB_CLAIM, {**FIXED, "batch": str(batch)}))
-    head, update = claim.removeprefix("WITH ").split(" UPDATE pgkick.jobs j", 1)
-    return (
-        f"WITH completed AS ({complete}), {head}, claimed AS (UPDATE pgkick.jobs j{update}) "  # noqa: S608
-        "SELECT coalesce(array_agg(id), '{}') AS ids,"
-        " coalesce(array_agg(attempts), '{}') AS attempts FROM claimed \\gset\n"
-    )
+    # A pgbench script made of queries.* only, never of input:
+    return f"WITH completed AS ({complete}), {_plain_claim_ctes(batch)} {GATHER} \\gset\n"
 
 
 def insert_one() -> str:

@@ -63,7 +63,7 @@ def ceiling(bench: Bench, index: int) -> None:
             bench_sql.complete_then_claim(batch),
             clients=clients,
             transactions=-(-jobs // batch) + 2,
-            mode="prepared",
+            mode="extended",  # as the worker: planned on every run
             define={"ids": "{}", "attempts": "{}"},
         )
         with bench.store() as db:
