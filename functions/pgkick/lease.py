@@ -62,20 +62,14 @@ class LeaseKeeper:
 
     def cancelled_event(self, job_id: int) -> threading.Event:
         with self._lock:
-            event = self._cancelled.get(job_id)
-            if event is None:  # not held (any more): a fresh flag, never set by us
-                event = self._cancelled[job_id] = threading.Event()
-            return event
+            return _flag(self._cancelled, job_id)
 
     def is_cancelled(self, job_id: int) -> bool:
         return self.cancelled_event(job_id).is_set()
 
     def lost_event(self, job_id: int) -> threading.Event:
         with self._lock:
-            event = self._lost.get(job_id)
-            if event is None:  # not held (any more): a fresh flag, never set by us
-                event = self._lost[job_id] = threading.Event()
-            return event
+            return _flag(self._lost, job_id)
 
     def is_lost(self, job_id: int) -> bool:
         return self.lost_event(job_id).is_set()
@@ -84,13 +78,7 @@ class LeaseKeeper:
         """(lost, cancelled) of a job, as lost_event and cancelled_event give them, under one
         lock: what a task's context carries (one call a job, not two)."""
         with self._lock:
-            lost = self._lost.get(job_id)
-            if lost is None:
-                lost = self._lost[job_id] = threading.Event()
-            cancelled = self._cancelled.get(job_id)
-            if cancelled is None:
-                cancelled = self._cancelled[job_id] = threading.Event()
-            return lost, cancelled
+            return _flag(self._lost, job_id), _flag(self._cancelled, job_id)
 
     def extend(self, job: ClaimedJob) -> bool:
         """Extend one job's lease now (what a task calls); False marks it lost."""
@@ -145,3 +133,12 @@ class LeaseKeeper:
                 self.tick()
             except Exception:  # the main loop meets the same fault on its next statement
                 log.exception("lease extension failed")
+
+
+def _flag(flags: dict[int, threading.Event], job_id: int) -> threading.Event:
+    """The job's flag (the caller holds the keeper's lock); a job not held (any more)
+    gets a fresh flag, never set by the keeper."""
+    event = flags.get(job_id)
+    if event is None:
+        event = flags[job_id] = threading.Event()
+    return event
