@@ -44,6 +44,10 @@ GRANT UPDATE (status, attempts, run_at, locked_until, last_error, finished_at, c
                result)
   ON pgkick.jobs TO pgkick_worker;
 
+-- The claim is a function (migration 0007), run with its caller's rights: only workers call it.
+REVOKE ALL ON FUNCTION pgkick.job_claim(text, int, interval, timestamptz) FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION pgkick.job_claim(text, int, interval, timestamptz) TO pgkick_worker;
+
 -- The reaper and operators: also retry (more attempts), purge and cancel.
 GRANT UPDATE (max_attempts, cancel_requested_at), DELETE ON pgkick.jobs TO pgkick_maintainer;
 

@@ -208,18 +208,17 @@ def test_inside_a_group_priority_comes_before_run_at(dsn: str, clock: FakeClock)
         assert claimed_ns(store.claim("default", batch=10, lease=LEASE)) == [1]
 
 
-def test_a_worker_on_the_plain_claim_honours_a_limit_set_since_against_a_racing_claim(
+def test_a_worker_honours_a_limit_set_since_its_last_claim_against_a_racing_claim(
     dsn: str,
 ) -> None:
-    """A claimed by the plain claim (one statement, no lock) before the queue had a limit.
+    """A claimed once (the claim's plain branch: no lock) before the queue had a limit.
     Then limit 2 is set, and B holds an uncommitted claim of 2 when A claims again. Catches
-    a plain claim that does not notice the limit (A would take 10 more: 12 running), or a
-    worker that keeps using it once the queue has one (A would not wait for B's lock)."""
+    a claim that does not notice the limit (A would take 10 more: 12 running), or one that
+    takes no lock for a limited queue (A would not wait for B's)."""
     with JobStore.open(dsn) as store, JobStore.open(dsn) as a, psycopg.connect(dsn) as b:
         for n in range(12):
             add(store, n)
         a.complete_many(a.claim("default", batch=1, lease=LEASE))
-        assert not a.claims_serialised("default")
         groups.set_queue_limit(store, "default", 2)
         assert len(JobStore(b).claim("default", batch=10, lease=LEASE)) == 2
         got: list[list[ClaimedJob]] = []
@@ -231,16 +230,14 @@ def test_a_worker_on_the_plain_claim_honours_a_limit_set_since_against_a_racing_
         b.commit()
         thread.join(10)
         assert got == [[]]
-        assert a.claims_serialised("default")
         groups.set_queue_limit(store, "default", None)
-        assert len(a.claim("default", batch=10, lease=LEASE)) == 9  # the lock's check finds
-        assert not a.claims_serialised("default")  # no reason left: back to the plain claim
+        assert len(a.claim("default", batch=10, lease=LEASE)) == 9  # no limit: the 9 left
 
 
-def test_workers_on_the_plain_claim_take_grouped_jobs_that_appear_mid_race_one_at_a_time(
+def test_workers_take_grouped_jobs_that_appear_mid_race_one_at_a_time(
     dsn: str,
 ) -> None:
-    """Six workers drain ungrouped jobs by the plain claim (three as the worker does, each
+    """Six workers drain ungrouped jobs by the claim's plain branch (three as the worker does, each
     round trip completing the last batch and claiming the next); a producer then commits
     grouped jobs of 6 groups one at a time while they race. The database checks (a unique index on
     running (queue, group_key)) that no two jobs of a group ever run at once. Catches a plain
@@ -255,7 +252,6 @@ def test_workers_on_the_plain_claim_take_grouped_jobs_that_appear_mid_race_one_a
             add(store, n)
     errors: list[BaseException] = []
     done: list[int] = []
-    plain: list[bool] = []
     produced = threading.Event()
     started = threading.Barrier(7)
 
@@ -265,7 +261,6 @@ def test_workers_on_the_plain_claim_take_grouped_jobs_that_appear_mid_race_one_a
         try:
             with JobStore.open(dsn) as mine:
                 done.extend(mine.complete_many(mine.claim("default", batch=3, lease=LEASE)))
-                plain.append(not mine.claims_serialised("default"))
                 started.wait()
                 finished: list[ClaimedJob] = []
                 while True:
@@ -301,5 +296,4 @@ def test_workers_on_the_plain_claim_take_grouped_jobs_that_appear_mid_race_one_a
     for thread in threads:
         thread.join(120)
     assert errors == []
-    assert plain == [True] * 6
     assert len(done) == len(set(done)) == 420

@@ -60,6 +60,7 @@ def test_each_role_can_do_its_part_and_no_more(dsn: str, login_as: dict[str, str
             "SELECT status FROM pgkick.jobs",
             "UPDATE pgkick.jobs SET status = 'done'",
             "DELETE FROM pgkick.jobs",
+            "SELECT * FROM pgkick.job_claim('default', 10, '5 minutes', NULL)",
         ):
             with pytest.raises(psycopg.errors.InsufficientPrivilege):
                 app.execute(forbidden)

@@ -1,6 +1,6 @@
 """Ordered groups and per-queue running limits: how the claim keeps them under SKIP LOCKED.
 
-The rules (all in `sql/job_claim.sql`):
+The rules (all in the claim, `job_claim`, a server-side function: migration 0007):
 - A job enqueued with `group=` runs only when no other job of its group (same queue)
   is running, and only if it is the group's head: its first queued job in the
   claim's own order (priority DESC, run_at, id), so with equal priorities a group
@@ -20,53 +20,42 @@ job 1 of g may commit after job 2 (ids and commits out of order); B claims job 2
 (its snapshot lacks job 1), and A, whose snapshot has job 1 but not B's
 uncommitted claim, takes job 1 as the idle group's head. Both run.
 
-The plain claim (`sql/job_claim_plain.sql`, what a worker sends first): one
-statement, in autocommit its own transaction, as the claim was before groups. In
-its own snapshot it checks whether the queue has a limit or live (queued or
-running) grouped jobs; if it has neither, it claims ungrouped jobs only (a grouped
-job is never claimed without the lock, whatever the snapshot missed); if it has
-either, it claims nothing and says so, and the store takes the serialised claim
-below, and keeps taking it for that queue until the serialise check finds no
-reason left (`JobStore.claims_serialised`). So a grouped job or a limit that
-appears while a worker drains by the plain claim is seen by its next claim, and
-grouped jobs are never starved. Only a claim whose snapshot predates a new
-limit's commit can take past that limit, as before (a claim in flight when the
-limit is set). The worker pipelines the plain claim after the completion of its
-last batch: one round trip, one commit.
-
-The serialisation point: `job_claim_serialise` runs first in the claim's
-transaction and, when the queue has a limit or live grouped jobs, takes a
-transaction-scoped advisory lock on the queue (pg_advisory_xact_lock). It is held
-until the claim commits. Under READ COMMITTED each statement takes a fresh
-snapshot, and the claim statement starts only after the lock is granted, so its
-snapshot contains every claim committed before it, and no other serialised claim of
-the queue is in progress (a plain claim in progress takes no grouped job, and sees
-no limit: see above): "running" is exact. Jobs leave `running` (complete, fail,
-reaper) without the lock; that only frees room, and the claim that missed it
-errs on the side of claiming less. The serialise statement marks its transaction
-(`set_config('pgkick.claim_serialised', 'on', true)`); the claim claims grouped
-jobs, and jobs of a limited queue, only when that mark is set, so a claim whose
-serialise check ran before the queue's first grouped job or limit committed takes
-neither and cannot slip past the lock.
+So the claim has two branches, chosen by a check in its own snapshot:
+- The queue has no limit and no live (queued or running) grouped job: claim
+  ungrouped jobs only, no lock (as the claim was before groups). A grouped job or
+  a limit committed after the check is seen by the next claim; a grouped job is
+  never claimed on this branch, whatever the check missed. Only a claim whose
+  check predates a new limit's commit can take past that limit (a claim in flight
+  when the limit is set).
+- Else: take a transaction-scoped advisory lock on the queue
+  (pg_advisory_xact_lock, held until the claim's transaction ends: in autocommit,
+  the one statement), then claim with the group and limit rules. The function is
+  VOLATILE: under READ COMMITTED each statement in it takes a fresh snapshot, and
+  the claiming statement starts only after the lock is granted, so it sees every
+  claim committed before it, and no other locked claim of the queue is in
+  progress (a claim on the first branch takes no grouped job and sees no limit):
+  "running" is exact. Jobs leave `running` (complete, fail, reaper) without the
+  lock; that only frees room, and a claim that missed it errs on the side of
+  claiming less.
 
 Cost: claims of a queue with groups or a limit wait for one another (each holds
-the lock for one short statement, never while a job runs), and send four
-statements (BEGIN, the check, the claim, COMMIT) in one round trip; queues with
-neither never take the lock and send one statement, the plain claim, whose check
-is three index probes. Measured by `pgkick bench --items claim_order` (claim of 10
-+ complete at a 100,000-job backlog, ratio to the claim before 0004 within each
-round; the README's "Cost" bullet has the figures): the plain claim costs about
-1.2-1.3x, the serialised claim with priorities and groups about 1.7x. Most of either
-is the server planning the statement on every run (pgkick never prepares, for
-transaction-mode poolers), on a table with more (partial) indexes than before 0004:
-on it, EXPLAIN ANALYZE gave the plain claim 0.25 ms of planning and 0.04 ms of
-execution; the serialised claim 0.5 ms and 0.35 ms, its check 0.1 ms and 0.02 ms.
+the lock for one short statement, never while a job runs). Either branch is one
+statement from the client, and the server plans its inner statements once per
+session (PL/pgSQL's plan cache, forced generic; no statement names cross the wire,
+so transaction-mode poolers are fine): before 0007 the claim was planned at every
+call (pgkick prepares nothing, for poolers), and with groups it was four statements
+(BEGIN, the lock, the claim, COMMIT), 1.7x the claim before 0004; now about 1.0x
+without groups, 1.1x with priorities and groups (`pgkick bench --items
+claim_order`, the README's "Cost" bullet has the figures). Generic plans know no
+parameter values, hence the claim's shape: the update finds its rows by
+`id = ANY (ARRAY (...))` (a join would be planned for a tenth of the table);
+tests/test_claim.py checks both branches' plans.
+
 The ready checks (`job_ready_exists` for a worker's hand-over,
 `job_ready_count_by_queue` for the reaper's kicks) apply the same head rule, so a
 blocked group's jobs kick nobody; the worker finishing the group's running job
-claims the next one. Those two statements repeat the head rule of `job_claim`
-(and `job_claim_plain` never claims a grouped job): a change to one is a change
-to all.
+claims the next one. Those two statements repeat the head rule of `job_claim`:
+a change to one is a change to all (the claim's, in a new migration).
 """
 
 from __future__ import annotations

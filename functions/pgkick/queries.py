@@ -29,95 +29,9 @@ WHERE status = 'running'
 RETURNING id, queue;"""
 
 JOB_CLAIM: Final = """\
--- job_claim: Claims up to batch ready jobs of a queue, highest priority first then run_at, under a lease, skipping rows other workers hold (FOR UPDATE SKIP LOCKED), grouped jobs (one running per group: its head in claim order, or its job waiting for a retry) and limited queues (at most the limit's room of the batch) only after job_claim_serialise locked the queue.
-WITH next AS (
-  SELECT id, priority, run_at FROM pgkick.jobs j
-  WHERE queue = %(queue)s AND status = 'queued'
-    AND run_at <= coalesce(%(now)s::timestamptz, now())
-    AND (group_key IS NULL
-         OR (current_setting('pgkick.claim_serialised', true) = 'on'
-             AND NOT EXISTS (SELECT 1 FROM pgkick.jobs g
-                             WHERE g.queue = j.queue AND g.group_key = j.group_key
-                               AND g.group_key IS NOT NULL AND g.status = 'running')
-             AND (j.attempts > 0
-                  OR (NOT EXISTS (SELECT 1 FROM pgkick.jobs g
-                                  WHERE g.queue = j.queue AND g.group_key = j.group_key
-                                    AND g.group_key IS NOT NULL AND g.status = 'queued'
-                                    AND g.attempts > 0)
-                      AND NOT EXISTS (SELECT 1 FROM pgkick.jobs g
-                                      WHERE g.queue = j.queue AND g.group_key = j.group_key
-                                        AND g.group_key IS NOT NULL AND g.status = 'queued'
-                                        AND (-g.priority, g.run_at, g.id)
-                                            < (-j.priority, j.run_at, j.id))))))
-  ORDER BY priority DESC, run_at
-  LIMIT %(batch)s
-  FOR UPDATE SKIP LOCKED
-),
-room AS (
-  SELECT CASE
-           WHEN l.max_running IS NULL THEN %(batch)s
-           WHEN current_setting('pgkick.claim_serialised', true) = 'on'
-             THEN l.max_running - (SELECT count(*) FROM pgkick.jobs r
-                                   WHERE r.queue = %(queue)s AND r.status = 'running')
-           ELSE 0
-         END AS free
-  FROM (SELECT 1) AS one LEFT JOIN pgkick.queue_limits l ON l.queue = %(queue)s
-),
-ranked AS (
-  SELECT id, row_number() OVER (ORDER BY priority DESC, run_at, id) AS n FROM next
-)
-UPDATE pgkick.jobs j
-SET status       = 'running',
-    attempts     = j.attempts + 1,
-    locked_until = coalesce(%(now)s::timestamptz, now()) + %(lease)s::interval,
-    claimed_at   = coalesce(%(now)s::timestamptz, clock_timestamp())
-FROM ranked
-WHERE j.id = ranked.id AND ranked.n <= (SELECT free FROM room)
-RETURNING j.id, j.queue, j.task, j.payload, j.attempts, j.max_attempts;"""
-
-JOB_CLAIM_PLAIN: Final = """\
--- job_claim_plain: Claims up to batch ready jobs of a queue (highest priority first then run_at, FOR UPDATE SKIP LOCKED) in one statement, when the queue has no running limit and no live grouped jobs; when it has either, claims nothing and returns one row of NULLs: the caller then takes the serialised claim (job_claim_serialise + job_claim).
-WITH gate AS (
-  SELECT EXISTS (SELECT 1 FROM pgkick.queue_limits WHERE queue = %(queue)s)
-      OR EXISTS (SELECT 1 FROM pgkick.jobs
-                 WHERE queue = %(queue)s AND group_key IS NOT NULL AND status = 'queued')
-      OR EXISTS (SELECT 1 FROM pgkick.jobs
-                 WHERE queue = %(queue)s AND group_key IS NOT NULL AND status = 'running')
-         AS serialise
-),
-next AS (
-  SELECT id FROM pgkick.jobs
-  WHERE queue = %(queue)s AND status = 'queued'
-    AND run_at <= coalesce(%(now)s::timestamptz, now())
-    AND group_key IS NULL
-    AND NOT (SELECT serialise FROM gate)
-  ORDER BY priority DESC, run_at
-  LIMIT %(batch)s
-  FOR UPDATE SKIP LOCKED
-),
-claimed AS (
-  UPDATE pgkick.jobs j
-  SET status       = 'running',
-      attempts     = j.attempts + 1,
-      locked_until = coalesce(%(now)s::timestamptz, now()) + %(lease)s::interval,
-      claimed_at   = coalesce(%(now)s::timestamptz, clock_timestamp())
-  FROM next
-  WHERE j.id = next.id
-  RETURNING j.id, j.queue, j.task, j.payload, j.attempts, j.max_attempts
-)
-SELECT id, queue, task, payload, attempts, max_attempts FROM claimed
-UNION ALL
-SELECT NULL, NULL, NULL, NULL, NULL, NULL FROM gate WHERE serialise;"""
-
-JOB_CLAIM_SERIALISE: Final = """\
--- job_claim_serialise: Before a claim, in its transaction: if the queue has a running limit or live grouped jobs, waits for the queue's claim lock and marks the transaction serialised (job_claim reads the mark).
-SELECT pg_advisory_xact_lock(hashtext('pgkick.claim'), hashtext(%(queue)s)),
-       set_config('pgkick.claim_serialised', 'on', true)
-WHERE EXISTS (SELECT 1 FROM pgkick.queue_limits WHERE queue = %(queue)s)
-   OR EXISTS (SELECT 1 FROM pgkick.jobs
-              WHERE queue = %(queue)s AND group_key IS NOT NULL AND status = 'queued')
-   OR EXISTS (SELECT 1 FROM pgkick.jobs
-              WHERE queue = %(queue)s AND group_key IS NOT NULL AND status = 'running');"""
+-- job_claim: Claims up to batch ready jobs of a queue, highest priority first then run_at, under a lease, skipping rows other workers hold (FOR UPDATE SKIP LOCKED); grouped jobs (one running per group: its head in claim order, or its job waiting for a retry) and limited queues (at most the limit's room) under the queue's claim lock: one statement, the server-side function of migration 0007 (pgkick.groups).
+SELECT id, queue, task, payload, attempts, max_attempts
+FROM pgkick.job_claim(%(queue)s::text, %(batch)s::int, %(lease)s::interval, %(now)s::timestamptz);"""
 
 JOB_COMMITTED_AMONG: Final = """\
 -- job_committed_among: Which of the given job ids exist (committed, not rolled back with a savepoint), with their queue and due time.
@@ -616,6 +530,10 @@ GRANT UPDATE (status, attempts, run_at, locked_until, last_error, finished_at, c
                result)
   ON pgkick.jobs TO pgkick_worker;
 
+-- The claim is a function (migration 0007), run with its caller's rights: only workers call it.
+REVOKE ALL ON FUNCTION pgkick.job_claim(text, int, interval, timestamptz) FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION pgkick.job_claim(text, int, interval, timestamptz) TO pgkick_worker;
+
 -- The reaper and operators: also retry (more attempts), purge and cancel.
 GRANT UPDATE (max_attempts, cancel_requested_at), DELETE ON pgkick.jobs TO pgkick_maintainer;
 
@@ -775,4 +693,110 @@ BEGIN
   END LOOP;
 END
 $move$;"""),
+    (7, 'job_claim_function', """\
+-- 0007_job_claim_function: the claim as one server-side function, job_claim(queue, batch, lease, now): one statement for every queue, groups and limits included, whose plans the server keeps per session (issue 16's claim cost).
+-- Why a function (pgkick.groups has the rules): the claim used to be the plain statement,
+-- or, for a queue with a running limit or live grouped jobs, four (BEGIN, the lock, the
+-- claim, COMMIT), each planned by the server at every call: pgkick never prepares a
+-- statement, so that transaction-mode poolers work. PL/pgSQL keeps the plans of the
+-- statements inside a function in the session's cache, which a pooler cannot break (no
+-- statement names cross the wire), and a VOLATILE function takes a fresh snapshot for
+-- each statement under READ COMMITTED: the claim that follows the lock sees every claim
+-- committed before the lock was granted, as the serialised claim's own statement did.
+-- The search_path is the one this migration ran with (pgkick's schema), whatever the
+-- caller's.
+CREATE FUNCTION job_claim(claim_queue text, claim_batch int, claim_lease interval,
+                          claim_now timestamptz)
+RETURNS TABLE (id bigint, queue text, task text, payload jsonb, attempts int, max_attempts int)
+LANGUAGE plpgsql VOLATILE
+SET search_path FROM CURRENT
+SET plan_cache_mode = force_generic_plan
+AS $claim$
+#variable_conflict use_column
+DECLARE
+  at timestamptz := coalesce(claim_now, now());
+BEGIN
+  IF NOT EXISTS (SELECT 1 FROM queue_limits l WHERE l.queue = claim_queue)
+     AND NOT EXISTS (SELECT 1 FROM jobs g
+                     WHERE g.queue = claim_queue AND g.group_key IS NOT NULL
+                       AND g.status = 'queued')
+     AND NOT EXISTS (SELECT 1 FROM jobs g
+                     WHERE g.queue = claim_queue AND g.group_key IS NOT NULL
+                       AND g.status = 'running')
+  THEN
+    -- No limit, no live group: the plain claim, no lock. A grouped job committed since
+    -- the check above is left to the next claim, which will see it and lock.
+    RETURN QUERY
+    WITH next AS (
+      SELECT j.id FROM jobs j
+      WHERE j.queue = claim_queue AND j.status = 'queued' AND j.run_at <= at
+        AND j.group_key IS NULL
+      ORDER BY j.priority DESC, j.run_at
+      LIMIT claim_batch
+      FOR UPDATE SKIP LOCKED
+    ),
+    claimed AS (
+      UPDATE jobs j
+      SET status       = 'running',
+          attempts     = j.attempts + 1,
+          locked_until = at + claim_lease,
+          claimed_at   = coalesce(claim_now, clock_timestamp())
+      WHERE j.id = ANY (ARRAY (SELECT next.id FROM next))
+      RETURNING j.id, j.queue, j.task, j.payload, j.attempts, j.max_attempts, j.priority, j.run_at
+    )
+    SELECT c.id, c.queue, c.task, c.payload, c.attempts, c.max_attempts FROM claimed c
+    ORDER BY c.priority DESC, c.run_at, c.id;  -- claim order (the update's is the index's)
+    RETURN;
+  END IF;
+
+  -- Held until the caller's transaction ends; the statement below starts after it is
+  -- granted, so its snapshot has every claim of this queue committed before.
+  PERFORM pg_advisory_xact_lock(hashtext('pgkick.claim'), hashtext(claim_queue));
+  RETURN QUERY
+  WITH next AS (
+    SELECT j.id, j.priority, j.run_at FROM jobs j
+    WHERE j.queue = claim_queue AND j.status = 'queued' AND j.run_at <= at
+      AND (j.group_key IS NULL
+           OR (NOT EXISTS (SELECT 1 FROM jobs g
+                           WHERE g.queue = j.queue AND g.group_key = j.group_key
+                             AND g.group_key IS NOT NULL AND g.status = 'running')
+               AND (j.attempts > 0
+                    OR (NOT EXISTS (SELECT 1 FROM jobs g
+                                    WHERE g.queue = j.queue AND g.group_key = j.group_key
+                                      AND g.group_key IS NOT NULL AND g.status = 'queued'
+                                      AND g.attempts > 0)
+                        AND NOT EXISTS (SELECT 1 FROM jobs g
+                                        WHERE g.queue = j.queue AND g.group_key = j.group_key
+                                          AND g.group_key IS NOT NULL AND g.status = 'queued'
+                                          AND (-g.priority, g.run_at, g.id)
+                                              < (-j.priority, j.run_at, j.id))))))
+    ORDER BY j.priority DESC, j.run_at
+    LIMIT claim_batch
+    FOR UPDATE SKIP LOCKED
+  ),
+  room AS (
+    SELECT CASE WHEN l.max_running IS NULL THEN claim_batch
+                ELSE l.max_running - (SELECT count(*) FROM jobs r
+                                      WHERE r.queue = claim_queue AND r.status = 'running')
+           END AS free
+    FROM (SELECT 1) AS one LEFT JOIN queue_limits l ON l.queue = claim_queue
+  ),
+  ranked AS (
+    SELECT next.id, row_number() OVER (ORDER BY next.priority DESC, next.run_at, next.id) AS n
+    FROM next
+  ),
+  claimed AS (
+    UPDATE jobs j
+    SET status       = 'running',
+        attempts     = j.attempts + 1,
+        locked_until = at + claim_lease,
+        claimed_at   = coalesce(claim_now, clock_timestamp())
+    WHERE j.id = ANY (ARRAY (SELECT ranked.id FROM ranked
+                             WHERE ranked.n <= (SELECT free FROM room)))
+    RETURNING j.id, j.queue, j.task, j.payload, j.attempts, j.max_attempts, j.priority, j.run_at
+  )
+  SELECT c.id, c.queue, c.task, c.payload, c.attempts, c.max_attempts FROM claimed c
+  ORDER BY c.priority DESC, c.run_at, c.id;
+END
+$claim$;"""),
 )

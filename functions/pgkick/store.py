@@ -85,15 +85,6 @@ class Announcement:
     ttl: timedelta
 
 
-class _SentClaim(NamedTuple):
-    """A claim sent in a pipeline: its queue, the claim's cursor, and (serialised claims)
-    the cursor of the check that took the queue's claim lock (a row: it did)."""
-
-    queue: str
-    claimed: Any
-    locked: Any
-
-
 class JobStore(MaintenanceStatements, OutcomeStatements):
     """The queue's statements: what the producer, the worker, the reaper and the CLI run."""
 
@@ -175,61 +166,16 @@ class JobStore(MaintenanceStatements, OutcomeStatements):
         return [QueuedJob._make(row) for row in every], [QueuedJob._make(r) for r in inserted]
 
     # -- worker -----------------------------------------------------------------
-    def __init__(
-        self, conn: Connection, clock: Clock = server_clock, *, schema: str | None = None
-    ) -> None:
-        super().__init__(conn, clock, schema=schema)
-        # Queues whose last claim found a limit or live grouped jobs: claimed by the
-        # serialised path at once, until its check finds neither (pgkick.groups).
-        self._serialised: set[str] = set()
-
     def claim(self, queue: str, *, batch: int, lease: timedelta) -> list[ClaimedJob]:
-        with self.pipeline():
-            sent = self._claim(queue, batch=batch, lease=lease)
-        return self._claimed(sent, batch=batch, lease=lease)
+        """Claim up to `batch` ready jobs of `queue` under a lease: one statement, the
+        server-side job_claim (migration 0007; pgkick.groups has its rules), in autocommit
+        its own transaction, else the caller's (a group's or limit's claim lock is then
+        held until that transaction ends)."""
+        return _claimed(self._claim(queue, batch=batch, lease=lease))
 
-    def _claim(self, queue: str, *, batch: int, lease: timedelta) -> _SentClaim:
-        """Send a claim (inside the caller's pipeline, if any); `_claimed` reads it.
-
-        The plain claim is one statement (in autocommit, its own transaction): it claims
-        only while the queue has no limit and no live grouped jobs, seen in its own
-        snapshot, and else claims nothing and says so. Then, and for a queue whose last
-        claim was serialised, the serialised claim runs: the queue's claim lock, then
-        job_claim (pgkick.groups says why), in a transaction of its own on an
-        autocommit connection, or in the caller's transaction (held until it ends)."""
-        if queue in self._serialised:
-            return self._send_serialised(queue, batch=batch, lease=lease)
-        plain = self.execute(queries.JOB_CLAIM_PLAIN, queue=queue, batch=batch, lease=lease)
-        return _SentClaim(queue, plain, None)
-
-    def _send_serialised(self, queue: str, *, batch: int, lease: timedelta) -> _SentClaim:
-        own = self.conn.autocommit
-        if own:
-            self.execute(queries.TRANSACTION_BEGIN)
-        locked = self.execute(queries.JOB_CLAIM_SERIALISE, queue=queue)
-        claimed = self.execute(queries.JOB_CLAIM, queue=queue, batch=batch, lease=lease)
-        if own:
-            self.execute(queries.TRANSACTION_COMMIT)
-        return _SentClaim(queue, claimed, locked)
-
-    def claims_serialised(self, queue: str) -> bool:
-        """True while this store claims `queue` by the serialised path (its last claim
-        found a limit or live grouped jobs)."""
-        return queue in self._serialised
-
-    def _claimed(self, sent: _SentClaim, *, batch: int, lease: timedelta) -> list[ClaimedJob]:
-        """The jobs a sent claim got, once its pipeline is read. A plain claim that found
-        the queue needs the lock costs one more round trip: the serialised claim."""
-        rows = sent.claimed.fetchall()
-        if sent.locked is not None:  # serialised: did its check still find a reason to lock?
-            if not sent.locked.fetchall():
-                self._serialised.discard(sent.queue)
-        elif rows and rows[0][0] is None:  # the plain claim's answer: serialise
-            self._serialised.add(sent.queue)
-            with self.pipeline():
-                again = self._send_serialised(sent.queue, batch=batch, lease=lease)
-            return self._claimed(again, batch=batch, lease=lease)
-        return [ClaimedJob(*row) for row in rows]
+    def _claim(self, queue: str, *, batch: int, lease: timedelta) -> Any:
+        """Send a claim (inside the caller's pipeline, if any); `_claimed` reads its cursor."""
+        return self.execute(queries.JOB_CLAIM, queue=queue, batch=batch, lease=lease)
 
     def complete(self, job_id: int, attempts: int) -> bool:
         """True if this attempt still held the job and it is now done."""
@@ -287,7 +233,7 @@ class JobStore(MaintenanceStatements, OutcomeStatements):
                 )
             sent = self._claim(queue, batch=batch, lease=lease)
         held = {row[0] for row in completed.fetchall()} if completed is not None else set()
-        return held, self._claimed(sent, batch=batch, lease=lease)
+        return held, _claimed(sent)
 
     def withdraw_and_claim(
         self, queue: str, watcher: str, *, batch: int, lease: timedelta
@@ -302,7 +248,7 @@ class JobStore(MaintenanceStatements, OutcomeStatements):
             self.execute(queries.QUEUE_WATCHER_WITHDRAW, queue=queue, watcher=watcher)
             self.execute(queries.TRANSACTION_COMMIT)
             sent = self._claim(queue, batch=batch, lease=lease)
-        return self._claimed(sent, batch=batch, lease=lease)
+        return _claimed(sent)
 
     def withdraw(self, queue: str, watcher: str) -> None:
         self.execute(queries.QUEUE_WATCHER_WITHDRAW, queue=queue, watcher=watcher)
@@ -352,6 +298,11 @@ class JobStore(MaintenanceStatements, OutcomeStatements):
             lease=lease,
         )
         return {row[0]: row[1] for row in rows}
+
+
+def _claimed(cursor: Any) -> list[ClaimedJob]:
+    """The jobs a claim's cursor returned (once its pipeline, if any, is read)."""
+    return [ClaimedJob(*row) for row in cursor.fetchall()]
 
 
 def _results(jobs: Sequence[ClaimedJob]) -> list[str | None] | None:

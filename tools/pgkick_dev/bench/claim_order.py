@@ -5,12 +5,11 @@ Why a second schema: "today's claim" means today's statement on today's table an
 indexes (run_at order, one ready index, no group or running indexes to maintain).
 The bench builds that table in the schema pgkick_before_groups from migrations
 0001-0003 and runs the old statement there (a session search_path), then the current claim
-(`JobStore.claim`, as the worker sends it: the plain claim, one statement, while the
-queue has no limit and no grouped jobs; the serialised claim, job_claim_serialise +
-job_claim in one transaction, once it has) on the current table with the same
-backlog: plain, with priorities spread over -5..5, and with priorities and half the
-jobs in interleaved groups (1,000 groups, so a batch of 10 finds 10 heads among its
-first candidates).
+(`JobStore.claim`, as the worker sends it: one call of the server-side job_claim,
+migration 0007, which takes the queue's claim lock only for a queue with a limit or
+grouped jobs) on the current table with the same backlog: plain, with priorities
+spread over -5..5, and with priorities and half the jobs in interleaved groups
+(1,000 groups, so a batch of 10 finds 10 heads among its first candidates).
 
 Each figure is ms per claim-of-10 + complete, one connection, `cycles` cycles,
 so the backlog stays within 20% of its size throughout. `rounds` rounds run every

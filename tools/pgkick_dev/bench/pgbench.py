@@ -6,15 +6,16 @@ ceiling the Python drain is held against. The scripts are made from pgkick's own
 statements in `pgkick.queries`: named parameters become pgbench variables or
 literals, and a claimed batch's ids pass to the batch complete through \\gset.
 
-The ceiling does per round trip what a worker does: complete the batch claimed
-in the previous round trip (job_complete_many) and claim the next by the plain
-claim (job_claim_plain: a queue with no limit and no groups), one round trip and
-one commit. pgbench refuses \\gset in pipeline mode, so where the worker pipelines
-the two statements, the ceiling sends them as one: the complete becomes a CTE of
-the claim (pgbench keeps the claimed ids in the client's variables for its next
-transaction). With the extended protocol and no prepared statement (`-M
-extended`): the worker never prepares, so that a transaction-mode pooler can lend
-it any server connection; every statement is planned on each run, on both sides.
+The ceiling does per round trip what a worker does: complete the batch claimed in
+the previous round trip (job_complete_many) and claim the next (job_claim, the
+server-side claim function whose inner plans each session keeps, as the worker's
+does), one round trip and one commit. pgbench refuses \\gset in pipeline mode, so
+where the worker pipelines the two statements, the ceiling sends them as one: the
+complete becomes a CTE of the claim (pgbench keeps the claimed ids in the client's
+variables for its next transaction). With the extended protocol and no prepared
+statement (`-M extended`): the worker never prepares, so that a transaction-mode
+pooler can lend it any server connection; every statement sent is planned on each
+run, on both sides.
 """
 
 from __future__ import annotations
@@ -43,13 +44,10 @@ def _bind(sql: str, values: dict[str, str]) -> str:
     return text.replace("%%", "%").rstrip().rstrip(";")
 
 
-def _plain_claim_ctes(batch: int) -> str:
-    """The plain claim's CTEs (gate, next, claimed), on one line, for a script's WITH list;
-    its last SELECT (the claimed rows, or the row saying "serialise") left out."""
-    claim = _one_line(_bind(queries.JOB_CLAIM_PLAIN, {**FIXED, "batch": str(batch)}))
-    ctes, tail = claim.removeprefix("WITH ").rsplit(" SELECT id, queue, task,", 1)
-    assert tail.endswith("FROM gate WHERE serialise"), "job_claim_plain's shape changed"
-    return ctes
+def _claim_cte(batch: int) -> str:
+    """The worker's claim (job_claim: one call of the server-side claim, migration 0007) as
+    the CTE `claimed`, on one line, for a script's WITH list."""
+    return f"claimed AS ({_one_line(_bind(queries.JOB_CLAIM, {**FIXED, 'batch': str(batch)}))})"
 
 
 GATHER = (
@@ -65,13 +63,13 @@ def claim_and_complete_batch(batch: int) -> str:
         queries.JOB_COMPLETE_MANY,
         {"now": "NULL", "ids": "':ids'", "attempts": "':attempts'", "results": NO_RESULTS},
     )
-    return f"WITH {_plain_claim_ctes(batch)} {GATHER} \\gset\n{_one_line(complete)};\n"
+    return f"WITH {_claim_cte(batch)} {GATHER} \\gset\n{_one_line(complete)};\n"
 
 
 def complete_then_claim(batch: int) -> str:
     """One round trip, one commit: complete the ids this client claimed in its previous
     transaction (:ids, :attempts; empty arrays at first; results NULL, as the worker sends
-    them when no job returned one), claim the next batch by the plain claim, keep its ids.
+    them when no job returned one), claim the next batch, keep its ids.
     For `-M extended` (variables become parameters, so no quotes around them)."""
     complete = _one_line(
         _bind(
@@ -80,7 +78,7 @@ def complete_then_claim(batch: int) -> str:
         )
     )
     # A pgbench script made of queries.* only, never of input:
-    return f"WITH completed AS ({complete}), {_plain_claim_ctes(batch)} {GATHER} \\gset\n"
+    return f"WITH completed AS ({complete}), {_claim_cte(batch)} {GATHER} \\gset\n"
 
 
 def insert_one() -> str:
