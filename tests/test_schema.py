@@ -94,7 +94,7 @@ def test_bundle_check_catches_drift(tmp_path: Path) -> None:
     copy = tmp_path / "sql"
     shutil.copytree(ROOT / "sql", copy)
     claim = copy / "job_claim.sql"
-    claim.write_text(claim.read_text().replace("SKIP LOCKED", "NOWAIT"))
+    claim.write_text(claim.read_text().replace("job_claim(", "job_claim_renamed("))
     assert bundle_sql.render(copy) != (ROOT / "functions/pgkick/queries.py").read_text()
 
 
