@@ -20,13 +20,16 @@ AS $claim$
 DECLARE
   at timestamptz := coalesce(claim_now, now());
 BEGIN
+  -- min() rather than EXISTS: its plan is one probe of the groups' partial index even
+  -- where the statistics expect many grouped rows (another queue's), when EXISTS may be
+  -- planned as a scan of the table that stops at the first match: none in this queue.
   IF NOT EXISTS (SELECT 1 FROM queue_limits l WHERE l.queue = claim_queue)
-     AND NOT EXISTS (SELECT 1 FROM jobs g
-                     WHERE g.queue = claim_queue AND g.group_key IS NOT NULL
-                       AND g.status = 'queued')
-     AND NOT EXISTS (SELECT 1 FROM jobs g
-                     WHERE g.queue = claim_queue AND g.group_key IS NOT NULL
-                       AND g.status = 'running')
+     AND (SELECT min(g.group_key) FROM jobs g
+          WHERE g.queue = claim_queue AND g.group_key IS NOT NULL AND g.status = 'queued')
+         IS NULL
+     AND (SELECT min(g.group_key) FROM jobs g
+          WHERE g.queue = claim_queue AND g.group_key IS NOT NULL AND g.status = 'running')
+         IS NULL
   THEN
     -- No limit, no live group: the plain claim, no lock. A grouped job committed since
     -- the check above is left to the next claim, which will see it and lock.
