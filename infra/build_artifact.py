@@ -47,14 +47,14 @@ RUNTIME_VERSION = (3, 12)
 MACHINES = {"x86_64": "x86_64", "arm64": "aarch64"}
 GLIBC_MINORS = range(17, 35)
 # Never imported in Lambda: type stubs and typing markers (read by type checkers only),
-# the scripts wheels install (jmespath's jp.py), and the parts of Powertools pgkick does
-# not use (Logger, Metrics and the LambdaContext type are: logging, metrics, shared,
-# tracing, utilities.typing, .jmespath_utils and .parameters (the database secret) stay).
-# dangling_imports() fails the build if anything left imports what went.
+# and the trees below, each with why. dangling_imports() fails the build if anything left
+# imports what went (lazy imports inside functions included).
 UNUSED_AT_RUN_TIME = ("*.pyi", "py.typed")
 UNUSED_TREES = (
-    "bin",
-    "aws_lambda_powertools/event_handler",
+    "bin",  # scripts wheels install (jmespath's jp.py): nothing runs them
+    # Powertools: pgkick uses Logger, Metrics (EMF), the LambdaContext type and, for the
+    # database secret, utilities.parameters (whose __init__ imports every provider: kept)
+    "aws_lambda_powertools/event_handler",  # API Gateway/AppSync routing
     *(
         f"aws_lambda_powertools/utilities/{name}"
         for name in (
@@ -73,12 +73,36 @@ UNUSED_TREES = (
             "validation",
         )
     ),
+    "aws_lambda_powertools/metrics/provider/datadog",  # Datadog metrics: pgkick's go by EMF
+    "aws_lambda_powertools/logging/formatters",  # the Datadog log formatter, chosen by a user
+    "aws_lambda_powertools/middleware_factory",  # decorators for a user's handler
+    "aws_lambda_powertools/shared/headers_serializer.py",  # event_handler's (removed)
+    "aws_lambda_powertools/shared/cookies.py",  # event_handler's (removed)
+    "aws_lambda_powertools/shared/dynamodb_deserializer.py",  # data_classes', idempotency's
+    # psycopg: the binary implementation (psycopg_binary) is the one loaded
+    "psycopg/pq/pq_ctypes.py",  # ctypes libpq wrapper: needs a system libpq, not in Lambda
+    "psycopg/pq/_pq_ctypes.py",  # imported by pq_ctypes only
+    "psycopg/pq/_debug.py",  # libpq call tracing, imported by hand when debugging
+    "psycopg/_py_transformer.py",  # pure-Python adaptation, used without psycopg_binary only
+    "psycopg/crdb",  # CockroachDB connections, imported by an application only
+    "psycopg/_dns.py",  # SRV/async DNS resolution: needs dnspython, not in the artifact
+    "psycopg/types/hstore.py",  # registered by an application only; pgkick uses jsonb
+    "psycopg/types/shapely.py",  # PostGIS adaptation: needs shapely, not in the artifact
+    # pgkick: the app side, never reached by a handler
+    "pgkick/cli.py",  # the operator's `pgkick` command
+    "pgkick/cli_types.py",  # cli.py's argument types
+    "pgkick/testing.py",  # in-process runs for an application's tests
+    "pgkick/contrib",  # Django and SQLAlchemy producers: need those, not in the artifact
 )
 # Imports of a removed module that cannot run in Lambda, each with why.
 ALLOWED_DANGLING = {
     # in pydantic_to_dict(), called only for a pydantic model: pydantic is in neither
     # the artifact nor Lambda's runtime, so no such model exists there
     ("aws_lambda_powertools/shared/functions.py", "aws_lambda_powertools.event_handler"),
+    # psycopg's fallbacks, tried only when psycopg_binary (in the artifact) does not
+    # load: they need a system libpq, which Lambda's runtime lacks, so they fail there too
+    ("psycopg/pq/__init__.py", "psycopg.pq.pq_ctypes"),
+    ("psycopg/_transformer.py", "psycopg._py_transformer"),
 }
 TEMPLATE = Path(__file__).resolve().parent.parent / "template.yaml"
 ARCHITECTURES = re.compile(r"^\s*Architectures:\s*\[\s*([\w-]+)\s*\]", re.MULTILINE)
