@@ -133,6 +133,35 @@ def test_a_tick_marks_a_taken_over_job_lost_and_keeps_the_others(
         assert locked_until(dsn, [b]) == {b: clock.now + LEASE}
 
 
+def test_flags_asked_for_after_the_marks_are_already_set_and_a_job_held_again_starts_clean(
+    dsn: str, clock: FakeClock, store: JobStore
+) -> None:
+    """The keeper makes a job's events only when asked. Catches: an event made after the
+    tick that marked its job lost (or cancelled) coming back unset (a task that asks late
+    would never be told); and `hold` keeping an old mark when the same job is held again
+    (a snoozed job claimed anew would be abandoned as lost at once)."""
+    with JobStore.open(dsn, clock) as worker, JobStore.open(dsn, clock) as other:
+        (a,) = seed(worker, 1)
+        held = worker.claim("default", batch=1, lease=LEASE)  # A: lease ends at +60 s
+        clock.advance(30)
+        (b,) = seed(worker, 1)
+        held += worker.claim("default", batch=1, lease=LEASE)  # B: lease ends at +90 s
+        keeper = LeaseKeeper(worker, LEASE, interval=None)
+        keeper.hold(held)
+        store.cancel_running(ids=[b], queue=None, task=None)
+        clock.advance(31)
+        assert [job.id for job in other.reap_expired()] == [a]
+        keeper.tick()  # A: no row updated, lost; B: still ours, cancel requested
+
+        assert keeper.is_lost(a) and keeper.lost_event(a).is_set()
+        assert not keeper.cancelled_event(a).is_set()
+        assert keeper.is_cancelled(b) and keeper.cancelled_event(b).is_set()
+        assert not keeper.is_lost(b) and not keeper.lost_event(b).is_set()
+
+        keeper.hold([held[0]])  # the same id held again (as after a snooze and a new claim)
+        assert not keeper.is_lost(a) and not keeper.lost_event(a).is_set()
+
+
 def test_a_task_that_extends_after_a_takeover_learns_it_lost_and_nothing_is_written(
     dsn: str, clock: FakeClock, watched: WatchedStore, checked_tasks: CheckedRegistry
 ) -> None:
