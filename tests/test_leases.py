@@ -5,6 +5,7 @@ worker turns an exception inside a task into a job failure."""
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Iterator
 from datetime import datetime, timedelta
 from typing import Any
@@ -15,8 +16,9 @@ import pytest
 from pgkick.kick import NoKicker
 from pgkick.lease import LeaseKeeper
 from pgkick.reaper import reap
-from pgkick.store import JobStore
-from pgkick.tasks import JobContext
+from pgkick.store import ClaimedJob, JobStore
+from pgkick.task_run import TaskOutcome, run_task
+from pgkick.tasks import JobContext, Registry
 from pgkick.worker import Worker, WorkerOptions
 from tests.helpers import FakeClock, job_row, seed
 from tests.spies import WAIT, CheckedRegistry, WatchedStore
@@ -246,3 +248,41 @@ def test_checked_tasks_raise_a_tasks_failed_assertion_after_the_drain(
     with pytest.raises(AssertionError, match="payload n is not 2"):
         tasks.reraise()
     tasks.reraise()  # raised once
+
+
+class CountingKeeper(LeaseKeeper):
+    """Counts the jobs whose flags were asked for (what a task's context costs)."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.asked: list[int] = []
+
+    def events(self, job_id: int) -> tuple[threading.Event, threading.Event]:
+        self.asked.append(job_id)
+        return super().events(job_id)
+
+
+def test_only_a_task_that_takes_the_job_gets_its_context_and_flags(store: JobStore) -> None:
+    """Catches: a task declaring `job` handed the blank context (`Registry.takes_job`
+    wrong: its lease_lost and cancelled would never be set, its id would be 0); and a
+    payload-only task's context still built, with its two events, for every job."""
+    tasks = Registry()
+    seen: list[tuple[int, bool]] = []
+
+    @tasks.task("plain")
+    def plain(payload: Any) -> None:
+        seen.append((payload["n"], False))
+
+    @tasks.task("aware")
+    def aware(payload: Any, job: JobContext) -> None:
+        seen.append((job.id, job.lease_lost is keeper.lost_event(job.id)))
+
+    keeper = CountingKeeper(store, LEASE, interval=None)
+    jobs = [
+        ClaimedJob(7, "default", "plain", {"n": 1}, 1, 5),
+        ClaimedJob(8, "default", "aware", {}, 1, 5),
+    ]
+    keeper.hold(jobs)
+    assert [run_task(tasks, job, keeper) for job in jobs] == [TaskOutcome(), TaskOutcome()]
+    assert seen == [(1, False), (8, True)]
+    assert keeper.asked[0] == 8  # the first ask: aware's context; plain asked for none
