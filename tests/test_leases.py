@@ -5,6 +5,7 @@ worker turns an exception inside a task into a job failure."""
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Iterator
 from datetime import datetime, timedelta
 from typing import Any
@@ -15,8 +16,9 @@ import pytest
 from pgkick.kick import NoKicker
 from pgkick.lease import LeaseKeeper
 from pgkick.reaper import reap
-from pgkick.store import JobStore
-from pgkick.tasks import JobContext
+from pgkick.store import ClaimedJob, JobStore
+from pgkick.task_run import TaskOutcome, run_task
+from pgkick.tasks import JobContext, Registry
 from pgkick.worker import Worker, WorkerOptions
 from tests.helpers import FakeClock, job_row, seed
 from tests.spies import WAIT, CheckedRegistry, WatchedStore
@@ -133,6 +135,35 @@ def test_a_tick_marks_a_taken_over_job_lost_and_keeps_the_others(
         assert locked_until(dsn, [b]) == {b: clock.now + LEASE}
 
 
+def test_flags_asked_for_after_the_marks_are_already_set_and_a_job_held_again_starts_clean(
+    dsn: str, clock: FakeClock, store: JobStore
+) -> None:
+    """The keeper makes a job's events only when asked. Catches: an event made after the
+    tick that marked its job lost (or cancelled) coming back unset (a task that asks late
+    would never be told); and `hold` keeping an old mark when the same job is held again
+    (a snoozed job claimed anew would be abandoned as lost at once)."""
+    with JobStore.open(dsn, clock) as worker, JobStore.open(dsn, clock) as other:
+        (a,) = seed(worker, 1)
+        held = worker.claim("default", batch=1, lease=LEASE)  # A: lease ends at +60 s
+        clock.advance(30)
+        (b,) = seed(worker, 1)
+        held += worker.claim("default", batch=1, lease=LEASE)  # B: lease ends at +90 s
+        keeper = LeaseKeeper(worker, LEASE, interval=None)
+        keeper.hold(held)
+        store.cancel_running(ids=[b], queue=None, task=None)
+        clock.advance(31)
+        assert [job.id for job in other.reap_expired()] == [a]
+        keeper.tick()  # A: no row updated, lost; B: still ours, cancel requested
+
+        assert keeper.is_lost(a) and keeper.lost_event(a).is_set()
+        assert not keeper.cancelled_event(a).is_set()
+        assert keeper.is_cancelled(b) and keeper.cancelled_event(b).is_set()
+        assert not keeper.is_lost(b) and not keeper.lost_event(b).is_set()
+
+        keeper.hold([held[0]])  # the same id held again (as after a snooze and a new claim)
+        assert not keeper.is_lost(a) and not keeper.lost_event(a).is_set()
+
+
 def test_a_task_that_extends_after_a_takeover_learns_it_lost_and_nothing_is_written(
     dsn: str, clock: FakeClock, watched: WatchedStore, checked_tasks: CheckedRegistry
 ) -> None:
@@ -217,3 +248,41 @@ def test_checked_tasks_raise_a_tasks_failed_assertion_after_the_drain(
     with pytest.raises(AssertionError, match="payload n is not 2"):
         tasks.reraise()
     tasks.reraise()  # raised once
+
+
+class CountingKeeper(LeaseKeeper):
+    """Counts the jobs whose flags were asked for (what a task's context costs)."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.asked: list[int] = []
+
+    def events(self, job_id: int) -> tuple[threading.Event, threading.Event]:
+        self.asked.append(job_id)
+        return super().events(job_id)
+
+
+def test_only_a_task_that_takes_the_job_gets_its_context_and_flags(store: JobStore) -> None:
+    """Catches: a task declaring `job` handed the blank context (`Registry.takes_job`
+    wrong: its lease_lost and cancelled would never be set, its id would be 0); and a
+    payload-only task's context still built, with its two events, for every job."""
+    tasks = Registry()
+    seen: list[tuple[int, bool]] = []
+
+    @tasks.task("plain")
+    def plain(payload: Any) -> None:
+        seen.append((payload["n"], False))
+
+    @tasks.task("aware")
+    def aware(payload: Any, job: JobContext) -> None:
+        seen.append((job.id, job.lease_lost is keeper.lost_event(job.id)))
+
+    keeper = CountingKeeper(store, LEASE, interval=None)
+    jobs = [
+        ClaimedJob(7, "default", "plain", {"n": 1}, 1, 5),
+        ClaimedJob(8, "default", "aware", {}, 1, 5),
+    ]
+    keeper.hold(jobs)
+    assert [run_task(tasks, job, keeper) for job in jobs] == [TaskOutcome(), TaskOutcome()]
+    assert seen == [(1, False), (8, True)]
+    assert keeper.asked[0] == 8  # the first ask: aware's context; plain asked for none

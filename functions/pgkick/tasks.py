@@ -95,7 +95,8 @@ class TaskDecorator(Protocol):
 
 class Registry:
     def __init__(self) -> None:
-        self._tasks: dict[str, tuple[TaskFunction, bool, Callable[[Any], Any] | None]] = {}
+        # name: (the function, how the worker calls it, whether it takes the JobContext)
+        self._tasks: dict[str, tuple[TaskFunction, Callable[[Any, JobContext], Any], bool]] = {}
 
     def task(self, name: str) -> TaskDecorator:
         """Decorator: `@registry.task("send_email")` on `fn(payload)` or `fn(payload, job)`.
@@ -108,7 +109,7 @@ class Registry:
             if name in self._tasks and self._tasks[name][0] is not fn:
                 raise ValueError(f"task {name!r} is already registered")
             wants_job = len(inspect.signature(fn).parameters) >= 2
-            self._tasks[name] = (fn, wants_job, payload_loader(fn))
+            self._tasks[name] = (fn, _call(fn, wants_job, payload_loader(fn)), wants_job)
             return Task(name, fn)
 
         return register
@@ -117,20 +118,33 @@ class Registry:
         return sorted(self._tasks)
 
     def get(self, name: str) -> Callable[[Any, JobContext], Any] | None:
+        """How the worker calls the task: `(payload, context)`, whatever `fn` declared."""
         entry = self._tasks.get(name)
-        if entry is None:
-            return None
-        fn, wants_job, load = entry
-        if load is not None:  # a dataclass or pydantic payload: rebuilt before the task runs
-            typed = fn
-            fn = lambda payload, *job: typed(load(payload), *job)  # noqa: E731
-        return fn if wants_job else (lambda payload, _job: fn(payload))
+        return None if entry is None else entry[1]
+
+    def takes_job(self, name: str) -> bool:
+        """True when the task declared the JobContext parameter. Why ask: the worker builds
+        a job's context (and its lease flags) only for a task that will read it."""
+        entry = self._tasks.get(name)
+        return entry is not None and entry[2]
 
     def load(self, modules: Iterable[str]) -> None:
         """Import the modules that register tasks (PGKICK_TASKS, comma-separated)."""
         for module in modules:
             if module.strip():
                 importlib.import_module(module.strip())
+
+
+def _call(
+    fn: TaskFunction, wants_job: bool, load: Callable[[Any], Any] | None
+) -> Callable[[Any, JobContext], Any]:
+    """`fn` as the worker calls it, made once at registration (not per job): a dataclass or
+    pydantic payload rebuilt first, the context dropped for a function taking the payload only."""
+    if load is not None:
+        if wants_job:
+            return lambda payload, job: fn(load(payload), job)
+        return lambda payload, _job: fn(load(payload))
+    return fn if wants_job else (lambda payload, _job: fn(payload))
 
 
 registry = Registry()

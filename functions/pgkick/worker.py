@@ -237,8 +237,7 @@ class Worker:
         """Count what a batch complete did: done if still held, lost if taken over."""
         summary.done += len(held)
         summary.lost += len(finished) - len(held)
-        for job in finished:
-            keeper.release(job.id)
+        keeper.release_many([job.id for job in finished])
 
     def _record_failure(
         self, job: ClaimedJob, error: str, permanent: bool, summary: Summary
