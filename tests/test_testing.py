@@ -102,3 +102,21 @@ def test_a_task_error_fails_the_test_after_the_worker_recorded_it(dsn: str) -> N
     assert (row["status"], row["attempts"]) == ("queued", 1)  # a retry booked, as in prod
     assert "KeyError" in str(row["last_error"])
     assert len(jobs.errors) == 1
+
+
+def test_a_task_taking_the_job_gets_its_real_context_under_testing(dsn: str) -> None:
+    """Catches pgkick.testing's recording registry answering "takes no job" for every task
+    (it finds tasks in the app's registry, not its own): the worker then handed tasks a
+    blank context (id 0, attempt 0, the same idempotency key for every job)."""
+    tasks = Registry()
+    seen: list[tuple[int, int, str]] = []
+
+    @tasks.task("with_job")
+    def with_job(payload: dict[str, Any], job: pgkick.JobContext) -> None:
+        seen.append((job.id, job.attempt, job.idempotency_key))
+
+    with testing.inline(dsn, tasks=tasks):
+        first = with_job.enqueue_and_kick({})
+        second = with_job.enqueue_and_kick({})
+    assert [(i, a) for i, a, _ in seen] == [(first, 1), (second, 1)]
+    assert len({key for _, _, key in seen}) == 2

@@ -123,10 +123,12 @@ class Registry:
         return None if entry is None else entry[1]
 
     def takes_job(self, name: str) -> bool:
-        """True when the task declared the JobContext parameter. Why ask: the worker builds
-        a job's context (and its lease flags) only for a task that will read it."""
+        """True when the task declared the JobContext parameter, or when this registry does
+        not know the task (a subclass that finds tasks elsewhere, as pgkick.testing's does:
+        a real context then, never a blank one). Why ask: the worker builds a job's context
+        (and its lease flags) only for a task that will read it."""
         entry = self._tasks.get(name)
-        return entry is not None and entry[2]
+        return entry is None or entry[2]
 
     def load(self, modules: Iterable[str]) -> None:
         """Import the modules that register tasks (PGKICK_TASKS, comma-separated)."""

@@ -53,6 +53,9 @@ class _Recording(Registry):
     def names(self) -> list[str]:
         return self.tasks.names()
 
+    def takes_job(self, name: str) -> bool:
+        return self.tasks.takes_job(name)
+
     def get(self, name: str) -> Callable[[Any, JobContext], Any] | None:
         fn = self.tasks.get(name)
         if fn is None:
