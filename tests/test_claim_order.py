@@ -8,6 +8,8 @@ from datetime import timedelta
 from typing import Any
 
 import psycopg
+import pytest
+from psycopg.conninfo import make_conninfo
 
 from pgkick import cli, groups
 from pgkick.store import ClaimedJob, JobStore
@@ -297,3 +299,16 @@ def test_workers_take_grouped_jobs_that_appear_mid_race_one_at_a_time(
         thread.join(120)
     assert errors == []
     assert len(done) == len(set(done)) == 420
+
+
+def test_a_locked_claim_outside_read_committed_is_refused_naming_the_isolation(dsn: str) -> None:
+    """Catches a claim of a limited queue run under REPEATABLE READ (a database or role
+    default): its snapshot would predate the queue's lock, the running count would miss
+    claims committed meanwhile, and the limit would be passed without a word."""
+    with JobStore.open(dsn) as store:
+        add(store, 1)
+        groups.set_queue_limit(store, "default", 1)
+    isolated = make_conninfo(dsn, options="-c default_transaction_isolation=repeatable\\ read")
+    with JobStore.open(isolated) as worker:
+        with pytest.raises(psycopg.errors.RaiseException, match="READ COMMITTED only, not"):
+            worker.claim("default", batch=10, lease=LEASE)

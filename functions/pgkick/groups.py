@@ -36,7 +36,9 @@ So the claim has two branches, chosen by a check in its own snapshot:
   progress (a claim on the first branch takes no grouped job and sees no limit):
   "running" is exact. Jobs leave `running` (complete, fail, reaper) without the
   lock; that only frees room, and a claim that missed it errs on the side of
-  claiming less.
+  claiming less. Under another isolation level the claiming statement would keep
+  the transaction's first snapshot, taken before the lock: the locked branch
+  refuses to run there (an error naming the level).
 
 Cost: claims of a queue with groups or a limit wait for one another (each holds
 the lock for one short statement, never while a job runs). Either branch is one

@@ -753,7 +753,14 @@ BEGIN
   END IF;
 
   -- Held until the caller's transaction ends; the statement below starts after it is
-  -- granted, so its snapshot has every claim of this queue committed before.
+  -- granted, so its snapshot has every claim of this queue committed before: true under
+  -- READ COMMITTED only (a REPEATABLE READ transaction keeps its first snapshot, and a
+  -- limit would be passed silently), so anything else is refused.
+  IF current_setting('transaction_isolation') <> 'read committed' THEN
+    RAISE EXCEPTION 'pgkick: a queue with a limit or groups is claimed under READ COMMITTED only, not %',
+      current_setting('transaction_isolation')
+      USING HINT = 'default_transaction_isolation is set for this database or role: reset it for pgkick''s worker role';
+  END IF;
   PERFORM pg_advisory_xact_lock(hashtext('pgkick.claim'), hashtext(claim_queue));
   RETURN QUERY
   WITH next AS (
