@@ -106,6 +106,21 @@ def test_a_job_longer_than_its_lease_keeps_it_while_the_heartbeat_runs(
     assert (row["status"], row["attempts"]) == ("done", 1)
 
 
+def two_held_jobs(
+    worker: JobStore, clock: FakeClock
+) -> tuple[int, int, list[ClaimedJob], LeaseKeeper]:
+    """Jobs A and B claimed 30 s apart (leases end at +60 s and +90 s), held by a keeper
+    that ticks only when told."""
+    (a,) = seed(worker, 1)
+    held = worker.claim("default", batch=1, lease=LEASE)
+    clock.advance(30)
+    (b,) = seed(worker, 1)
+    held += worker.claim("default", batch=1, lease=LEASE)
+    keeper = LeaseKeeper(worker, LEASE, interval=None)
+    keeper.hold(held)
+    return a, b, held, keeper
+
+
 def test_a_tick_marks_a_taken_over_job_lost_and_keeps_the_others(
     dsn: str, clock: FakeClock
 ) -> None:
@@ -114,13 +129,7 @@ def test_a_tick_marks_a_taken_over_job_lost_and_keeps_the_others(
     event (the one the task holds) never set, when an extension updates no row; and a
     keeper whose extension touches the new owner's row."""
     with JobStore.open(dsn, clock) as worker, JobStore.open(dsn, clock) as other:
-        (a,) = seed(worker, 1)
-        held = worker.claim("default", batch=1, lease=LEASE)  # A: lease ends at +60 s
-        clock.advance(30)
-        (b,) = seed(worker, 1)
-        held += worker.claim("default", batch=1, lease=LEASE)  # B: lease ends at +90 s
-        keeper = LeaseKeeper(worker, LEASE, interval=None)
-        keeper.hold(held)
+        a, b, _held, keeper = two_held_jobs(worker, clock)
         a_lost, b_lost = keeper.lost_event(a), keeper.lost_event(b)  # what the tasks hold
 
         clock.advance(31)  # +61 s: A expired, B did not
@@ -143,13 +152,7 @@ def test_flags_asked_for_after_the_marks_are_already_set_and_a_job_held_again_st
     would never be told); and `hold` keeping an old mark when the same job is held again
     (a snoozed job claimed anew would be abandoned as lost at once)."""
     with JobStore.open(dsn, clock) as worker, JobStore.open(dsn, clock) as other:
-        (a,) = seed(worker, 1)
-        held = worker.claim("default", batch=1, lease=LEASE)  # A: lease ends at +60 s
-        clock.advance(30)
-        (b,) = seed(worker, 1)
-        held += worker.claim("default", batch=1, lease=LEASE)  # B: lease ends at +90 s
-        keeper = LeaseKeeper(worker, LEASE, interval=None)
-        keeper.hold(held)
+        a, b, held, keeper = two_held_jobs(worker, clock)
         store.cancel_running(ids=[b], queue=None, task=None)
         clock.advance(31)
         assert [job.id for job in other.reap_expired()] == [a]
