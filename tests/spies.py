@@ -29,7 +29,7 @@ from pgkick.tasks import JobContext, Registry
 
 WAIT = 10.0  # seconds: only a broken guarantee ever waits this long
 
-WRITES = frozenset({"job_complete", "job_complete_many", "job_fail"})
+WRITES = frozenset({"job_complete", "job_complete_many", "job_complete_and_claim", "job_fail"})
 
 
 class CheckedRegistry(Registry):

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import threading
 import time
+from dataclasses import replace
 from datetime import timedelta
 from pathlib import Path
 
@@ -11,7 +12,7 @@ import psycopg
 import pytest
 from psycopg.conninfo import make_conninfo
 
-from pgkick.store import JobStore
+from pgkick.store import ClaimedJob, JobStore
 from tests.helpers import seed, wait_for_lock_waiters
 from tests.spies import WatchedStore
 
@@ -168,16 +169,41 @@ def test_claim_takes_a_batch_under_a_lease_in_run_at_order(
     assert store.claim("other", batch=batch, lease=LEASE) == []
 
 
-def test_a_round_trip_sends_the_complete_before_the_claim(dsn: str) -> None:
-    """The worker's round trip: complete the last batch, then claim, two statements in one
-    pipeline. Catches a claim sent first or folded into one statement with the complete
-    (the executor may then claim first): a claim's FOR UPDATE keeps its lock on a row
-    another worker is completing, and two workers could each wait for the other (seen as
-    DeadlockDetected in the bench's 8-worker drain)."""
-    with WatchedStore.open(dsn) as store:
-        seed(store, 20)
+def test_a_round_trip_completes_before_it_claims(dsn: str) -> None:
+    """The worker's round trip is one statement (job_complete_and_claim, migration 0008)
+    whose complete runs, and waits for its rows, before its claim locks any. A row of the
+    finished batch is held by another transaction; while the round trip waits for it, a
+    third session must be able to claim every queued job: a claim run first (or folded
+    with the complete into one statement, the executor's order) would hold the next batch
+    locked while waiting, and two workers could each wait for the other (seen as
+    DeadlockDetected in the bench's 8-worker drain). Also catches a second statement sent
+    for the round trip, and held ids or claimed jobs mixed up in the answer."""
+    with WatchedStore.open(dsn) as store, JobStore.open(dsn) as other:
+        ids = seed(store, 30)
         jobs = store.claim("default", batch=10, lease=LEASE)
-        store.statements.clear()
-        held, more = store.complete_many_and_claim(jobs, "default", batch=10, lease=LEASE)
-        assert held == {job.id for job in jobs} and len(more) == 10
-        assert [s.name for s in store.statements] == ["job_complete_many", "job_claim"]
+        with psycopg.connect(dsn) as blocker:
+            blocker.execute("SELECT 1 FROM pgkick.jobs WHERE id = %s FOR UPDATE", (ids[0],))
+            store.statements.clear()
+            answer: list[tuple[set[int], list[ClaimedJob]]] = []
+            thread = threading.Thread(
+                target=lambda: answer.append(
+                    store.complete_many_and_claim(jobs, "default", batch=10, lease=LEASE)
+                )
+            )
+            thread.start()
+            wait_for_lock_waiters(dsn, [store.conn.info.backend_pid])
+            taken = other.claim("default", batch=20, lease=LEASE)
+            blocker.rollback()
+            thread.join(10)
+        assert [job.id for job in taken] == ids[10:30]  # nothing was locked by the waiter
+        assert [s.name for s in store.statements] == ["job_complete_and_claim"]
+        held, more = answer[0]
+        assert held == set(ids[:10]) and more == []
+        fresh = seed(store, 3)
+        lost = replace(jobs[0], attempts=jobs[0].attempts + 1)  # as if reclaimed meanwhile
+        held, more = store.complete_many_and_claim(
+            [lost, *taken[:2]], "default", batch=2, lease=LEASE
+        )
+        assert held == {taken[0].id, taken[1].id}
+        assert [job.id for job in more] == fresh[:2]
+        assert all(job.task is not None and job.attempts == 1 for job in more)

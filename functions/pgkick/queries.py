@@ -44,6 +44,13 @@ SET status = 'done', locked_until = NULL,
     finished_at = coalesce(%(now)s::timestamptz, now())
 WHERE id = %(id)s AND status = 'running' AND attempts = %(attempts)s;"""
 
+JOB_COMPLETE_AND_CLAIM: Final = """\
+-- job_complete_and_claim: Completes a worker's last batch (fenced, each job by its attempt, with its result) and then claims the next: one statement, the server-side function of migration 0008; rows with a NULL task are the completed ids still held, then the claimed jobs.
+SELECT id, queue, task, payload, attempts, max_attempts
+FROM pgkick.job_complete_and_claim(%(ids)s::bigint[], %(attempts)s::int[], %(results)s::text[],
+                                   %(queue)s::text, %(batch)s::int, %(lease)s::interval,
+                                   %(now)s::timestamptz);"""
+
 JOB_COMPLETE_MANY: Final = """\
 -- job_complete_many: Marks a batch of running jobs done in one statement, each fenced by its own attempt, storing each one's result (JSON text or NULL); returns the ids still held.
 UPDATE pgkick.jobs j
@@ -530,9 +537,14 @@ GRANT UPDATE (status, attempts, run_at, locked_until, last_error, finished_at, c
                result)
   ON pgkick.jobs TO pgkick_worker;
 
--- The claim is a function (migration 0007), run with its caller's rights: only workers call it.
+-- The claim and the round trip are functions (migrations 0007, 0008), run with their caller's
+-- rights: only workers call them.
 REVOKE ALL ON FUNCTION pgkick.job_claim(text, int, interval, timestamptz) FROM PUBLIC;
 GRANT EXECUTE ON FUNCTION pgkick.job_claim(text, int, interval, timestamptz) TO pgkick_worker;
+REVOKE ALL ON FUNCTION pgkick.job_complete_and_claim(bigint[], int[], text[], text, int, interval,
+                                                    timestamptz) FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION pgkick.job_complete_and_claim(bigint[], int[], text[], text, int, interval,
+                                                        timestamptz) TO pgkick_worker;
 
 -- The reaper and operators: also retry (more attempts), purge and cancel.
 GRANT UPDATE (max_attempts, cancel_requested_at), DELETE ON pgkick.jobs TO pgkick_maintainer;
@@ -809,4 +821,41 @@ BEGIN
   ORDER BY c.priority DESC, c.run_at, c.id;
 END
 $claim$;"""),
+    (8, 'job_complete_and_claim_function', """\
+-- 0008_job_complete_and_claim_function: a worker's round trip as one server-side call, job_complete_and_claim(ids, attempts, results, queue, batch, lease, now): the last batch's fenced complete, then the claim of the next (issue 18's drain).
+-- Why (pgkick.store, complete_many_and_claim): the worker completed a batch and claimed the
+-- next as two statements in one pipeline, and on a 2-core machine the client's cost of a
+-- statement (its parameters, its cursor, its results) was most of the worker's CPU a job.
+-- One call is one statement a round trip, and its complete is planned once a session, as
+-- the claim's statements are (0007), where it was planned at every call before.
+-- The order is the deadlock rule: the complete runs, and takes its row locks, before the
+-- claim, as two statements in order do; one statement with both as CTEs would leave the
+-- order to the executor (pgkick.store says what deadlocked). The rows returned: first each
+-- completed job still held by this attempt, as its id with every other column NULL (a
+-- claimed job always has a task), then the claimed jobs in claim order.
+CREATE FUNCTION job_complete_and_claim(done_ids bigint[], done_attempts int[],
+                                       done_results text[], claim_queue text,
+                                       claim_batch int, claim_lease interval,
+                                       claim_now timestamptz)
+RETURNS TABLE (id bigint, queue text, task text, payload jsonb, attempts int, max_attempts int)
+LANGUAGE plpgsql VOLATILE
+SET search_path FROM CURRENT
+SET plan_cache_mode = force_generic_plan
+AS $round$
+#variable_conflict use_column
+BEGIN
+  RETURN QUERY
+  WITH done AS (
+    UPDATE jobs j
+    SET status = 'done', locked_until = NULL,
+        finished_at = coalesce(claim_now, now()),
+        result = held.result::jsonb
+    FROM unnest(done_ids, done_attempts, done_results) AS held(id, attempts, result)
+    WHERE j.id = held.id AND j.status = 'running' AND j.attempts = held.attempts
+    RETURNING j.id
+  )
+  SELECT done.id, NULL::text, NULL::text, NULL::jsonb, NULL::int, NULL::int FROM done;
+  RETURN QUERY SELECT * FROM job_claim(claim_queue, claim_batch, claim_lease, claim_now);
+END
+$round$;"""),
 )

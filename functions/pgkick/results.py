@@ -1,10 +1,10 @@
 """A task's return value, stored with its job, and how an app reads it back.
 
 Why stored in the job row: the result is written by the same fenced statement
-that marks the job done (job_complete_many), so a job is never done without
-its result, and a worker that lost its lease stores nothing. Why capped: the
-whole batch's results travel in that one statement; a result of megabytes
-belongs in object storage, with its key here.
+that marks the job done (job_complete_and_claim's or job_complete_many's), so a
+job is never done without its result, and a worker that lost its lease stores
+nothing. Why capped: the whole batch's results travel in that one statement; a
+result of megabytes belongs in object storage, with its key here.
 
 Reading: `result(job_id)` looks once; `wait(job_id, timeout=...)` looks again
 with a growing pause (no LISTEN: a listening session would keep a scale-to-zero

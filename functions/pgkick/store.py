@@ -202,38 +202,50 @@ class JobStore(MaintenanceStatements, OutcomeStatements):
         lease: timedelta,
         announce: Announcement | None = None,
     ) -> tuple[set[int], list[ClaimedJob]]:
-        """Complete the last batch, (re)announce the worker, and claim the next batch, in one
-        round trip (a pipeline) and one commit. The announcement commits with the claim (see
+        """Complete the last batch, claim the next and (re)announce the worker, in one round
+        trip (a pipeline) and one commit. The announcement commits with the claim (see
         pgkick.watch).
 
-        Two statements, the complete first: a claim's FOR UPDATE may lock (and skip) a row
-        another worker is completing, and holds that lock until it commits; a transaction
-        whose claim could run before its own complete (one statement with both as CTEs:
-        the executor's order) could then wait for a worker that waits for it. Deadlocks
-        seen in the bench's 8-worker drain; with the complete first, only a transaction
-        still completing waits for a row, and it waits for one that is claiming, which
-        never waits for a row (at most for the queue's claim lock, held by a claim)."""
-        if not finished and announce is None:
-            return set(), self.claim(queue, batch=batch, lease=lease)
-        with self.pipeline():
-            completed = None
-            if finished:
-                completed = self.execute(
-                    queries.JOB_COMPLETE_MANY,
-                    ids=[j.id for j in finished],
-                    attempts=[j.attempts for j in finished],
-                    results=_results(finished),
-                )
-            if announce is not None:
-                self.execute(
-                    queries.QUEUE_WATCHER_ANNOUNCE,
-                    queue=queue,
-                    watcher=announce.watcher,
-                    ttl=announce.ttl,
-                )
-            sent = self._claim(queue, batch=batch, lease=lease)
-        held = {row[0] for row in completed.fetchall()} if completed is not None else set()
-        return held, _claimed(sent)
+        The complete and the claim are one statement, the server-side job_complete_and_claim
+        (migration 0008): the client's cost of a statement was most of the worker's CPU a
+        job. Inside it the complete runs first: a claim's FOR UPDATE may lock (and skip) a
+        row another worker is completing, and holds that lock until it commits; a
+        transaction whose claim could run before its own complete (one statement with both
+        as CTEs: the executor's order) could then wait for a worker that waits for it.
+        Deadlocks seen in the bench's 8-worker drain; with the complete first, only a
+        transaction still completing waits for a row, and it waits for one that is
+        claiming, which never waits for a row (at most for the queue's claim lock, held by
+        a claim). The announcement comes last: whoever holds a watcher row then only
+        commits, so no one waits for a job row while holding one."""
+        if not finished:
+            if announce is None:
+                return set(), self.claim(queue, batch=batch, lease=lease)
+            with self.pipeline():
+                sent = self._claim(queue, batch=batch, lease=lease)
+                self._announce(queue, announce)
+            return set(), _claimed(sent)
+        params = {
+            "ids": [j.id for j in finished],
+            "attempts": [j.attempts for j in finished],
+            "results": _results(finished),
+            "queue": queue,
+            "batch": batch,
+            "lease": lease,
+        }
+        if announce is None:
+            rows = self.rows(queries.JOB_COMPLETE_AND_CLAIM, **params)
+        else:
+            with self.pipeline():
+                sent = self.execute(queries.JOB_COMPLETE_AND_CLAIM, **params)
+                self._announce(queue, announce)
+            rows = sent.fetchall()
+        held = {row[0] for row in rows if row[2] is None}
+        return held, [ClaimedJob(*row) for row in rows if row[2] is not None]
+
+    def _announce(self, queue: str, announce: Announcement) -> None:
+        self.execute(
+            queries.QUEUE_WATCHER_ANNOUNCE, queue=queue, watcher=announce.watcher, ttl=announce.ttl
+        )
 
     def withdraw_and_claim(
         self, queue: str, watcher: str, *, batch: int, lease: timedelta

@@ -7,12 +7,10 @@ statements in `pgkick.queries`: named parameters become pgbench variables or
 literals, and a claimed batch's ids pass to the batch complete through \\gset.
 
 The ceiling does per round trip what a worker does: complete the batch claimed in
-the previous round trip (job_complete_many) and claim the next (job_claim, the
-server-side claim function whose inner plans each session keeps, as the worker's
-does), one round trip and one commit. pgbench refuses \\gset in pipeline mode, so
-where the worker pipelines the two statements, the ceiling sends them as one: the
-complete becomes a CTE of the claim (pgbench keeps the claimed ids in the client's
-variables for its next transaction). With the extended protocol and no prepared
+the previous round trip and claim the next, one statement (job_complete_and_claim, the
+server-side function whose inner plans each session keeps, as the worker's does), one
+round trip and one commit; pgbench keeps the claimed ids in the client's variables
+for its next transaction. With the extended protocol and no prepared
 statement (`-M extended`): the worker never prepares, so that a transaction-mode
 pooler can lend it any server connection; every statement sent is planned on each
 run, on both sides.
@@ -50,9 +48,12 @@ def _claim_cte(batch: int) -> str:
     return f"claimed AS ({_one_line(_bind(queries.JOB_CLAIM, {**FIXED, 'batch': str(batch)}))})"
 
 
+# The claimed jobs' ids and attempts, one row even when nothing was claimed; a round trip's
+# completed ids (a NULL task, job_complete_and_claim) are not kept.
 GATHER = (
-    "SELECT coalesce(array_agg(id), '{}') AS ids,"
-    " coalesce(array_agg(attempts), '{}') AS attempts FROM claimed"
+    "SELECT coalesce(array_agg(id) FILTER (WHERE task IS NOT NULL), '{}') AS ids,"
+    " coalesce(array_agg(attempts) FILTER (WHERE task IS NOT NULL), '{}') AS attempts"
+    " FROM claimed"
 )
 
 
@@ -67,18 +68,15 @@ def claim_and_complete_batch(batch: int) -> str:
 
 
 def complete_then_claim(batch: int) -> str:
-    """One round trip, one commit: complete the ids this client claimed in its previous
-    transaction (:ids, :attempts; empty arrays at first; results NULL, as the worker sends
-    them when no job returned one), claim the next batch, keep its ids.
+    """One round trip, one commit, one statement, as the worker's: job_complete_and_claim
+    (migration 0008) completes the ids this client claimed in its previous transaction
+    (:ids, :attempts; empty arrays at first; results NULL, as the worker sends them when
+    no job returned one) and claims the next batch, whose ids are kept.
     For `-M extended` (variables become parameters, so no quotes around them)."""
-    complete = _one_line(
-        _bind(
-            queries.JOB_COMPLETE_MANY,
-            {"now": "NULL", "ids": ":ids", "attempts": ":attempts", "results": "NULL"},
-        )
-    )
+    values = {**FIXED, "batch": str(batch), "ids": ":ids", "attempts": ":attempts"}
     # A pgbench script made of queries.* only, never of input:
-    return f"WITH completed AS ({complete}), {_claim_cte(batch)} {GATHER} \\gset\n"
+    round_trip = _one_line(_bind(queries.JOB_COMPLETE_AND_CLAIM, {**values, "results": "NULL"}))
+    return f"WITH claimed AS ({round_trip}) {GATHER} \\gset\n"
 
 
 def insert_one() -> str:
