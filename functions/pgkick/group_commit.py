@@ -34,7 +34,8 @@ from typing import Any
 from pgkick import queries
 from pgkick.db import DatabaseError, in_failed_transaction
 from pgkick.linger_pool import LingeringPool
-from pgkick.store import Clock, JobStore, QueuedJob, committed_row
+from pgkick.store import Clock, JobStore, QueuedJob
+from pgkick.store_producer import committed_row
 from pgkick.validation import JobSpec
 
 log = logging.getLogger("pgkick.group_commit")

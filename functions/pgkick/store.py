@@ -1,4 +1,5 @@
-"""The queue's statements as Python: insert, claim, complete, fail, extend, reap, purge.
+"""The queue's statements as Python: claim, complete, fail, extend (the worker's), and
+one `JobStore` with the producer's, the reaper's and the CLI's.
 
 Why one class: the worker loop, the producer, the reaper and the CLI are plain
 Python over a `JobStore`, so the rules (fencing, batching, the injected clock)
@@ -8,26 +9,17 @@ live in one place, and the SQL itself lives in `sql/` (bundled as
 
 from __future__ import annotations
 
-import logging
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
-from typing import Any, NamedTuple
+from typing import Any
 
-from pgkick import queries, unique
-from pgkick.db import (
-    Clock,
-    Connection,
-    DatabaseError,
-    connect,
-    server_clock,
-)
+from pgkick import queries
+from pgkick.db import Clock, Connection, connect, server_clock
 from pgkick.errors import DatabaseUnavailable
 from pgkick.store_maintenance import MaintenanceStatements, ReapedJob
 from pgkick.store_outcomes import OutcomeStatements
-from pgkick.validation import JobSpec
-
-log = logging.getLogger("pgkick.store")
+from pgkick.store_producer import ProducerStatements, QueuedJob
 
 __all__ = [
     "Announcement",
@@ -57,16 +49,6 @@ class ClaimedJob:
     result: str | None = None  # set when the task returned: its JSON, stored on completion
 
 
-class QueuedJob(NamedTuple):
-    """A job just inserted: its id and when it is due (for the kick or the wake-up).
-
-    A tuple, not a dataclass: enqueue_many makes 100,000 of them at a time."""
-
-    id: int
-    queue: str
-    run_at: datetime
-
-
 @dataclass(frozen=True, slots=True)
 class FailOutcome:
     """What a fail did: nothing (lease lost), a retry at run_at, or a final failure."""
@@ -85,85 +67,9 @@ class Announcement:
     ttl: timedelta
 
 
-class JobStore(MaintenanceStatements, OutcomeStatements):
-    """The queue's statements: what the producer, the worker, the reaper and the CLI run."""
-
-    # -- producer ---------------------------------------------------------------
-    def insert_and_reserve(
-        self, spec: JobSpec, *, reserve: bool, pending: timedelta
-    ) -> tuple[QueuedJob, bool]:
-        """Insert and commit one job, then (if `reserve`) reserve its queue's kick: one round
-        trip. Returns the job and whether this caller must kick (pgkick.watch).
-
-        The reservation runs after the COMMIT, in its own transaction: a check made
-        before the commit could miss a worker's withdrawal and strand the job."""
-        reserved = None
-        try:
-            with self.pipeline():
-                self.execute(queries.TRANSACTION_BEGIN)
-                inserted = self._insert(spec)
-                commit = self.execute(queries.TRANSACTION_COMMIT)
-                if reserve:
-                    reserved = self.execute(
-                        queries.QUEUE_KICK_RESERVE, queues=[spec.queue], pending=pending
-                    )
-        except DatabaseError as exc:
-            row = committed_row(inserted, commit) if reserve else None
-            if row is None:
-                raise  # the insert or its commit failed: nothing was committed
-            # Committed, but who watches the queue is unknown (a role without the grant on
-            # queue_watchers, a dropped connection): never raise now; kick, as if nobody did.
-            log.warning("job %s committed; kick check failed (%s), kicking", row[0], exc)
-            return QueuedJob._make(row), True
-        row = inserted.fetchone()
-        assert row is not None
-        return QueuedJob._make(row), bool(reserved is not None and reserved.fetchall())
-
-    def reserve_kicks(self, queues: Sequence[str], pending: timedelta) -> set[str]:
-        """The queues nobody watches, each now marked with this caller's pending kick."""
-        return {
-            row[0]
-            for row in self.rows(queries.QUEUE_KICK_RESERVE, queues=list(queues), pending=pending)
-        }
-
-    def release_kick(self, queue: str) -> None:
-        """Forget a pending kick that could not be sent (the next producer kicks instead)."""
-        self.execute(queries.QUEUE_KICK_RELEASE, queue=queue)
-
-    def committed_among(self, ids: list[int]) -> list[QueuedJob]:
-        """The jobs among `ids` that exist: a savepoint rolled back may have removed some."""
-        return [QueuedJob._make(row) for row in self.rows(queries.JOB_COMMITTED_AMONG, ids=ids)]
-
-    def insert(self, spec: JobSpec) -> QueuedJob:
-        row = self._insert(spec).fetchone()
-        assert row is not None
-        return QueuedJob._make(row)
-
-    def _insert(self, spec: JobSpec) -> Any:
-        return self.execute(queries.JOB_INSERT, **spec.insert_params())
-
-    def insert_unique(self, spec: JobSpec) -> tuple[QueuedJob, bool]:
-        """Insert a job with a unique key unless a live job holds the key (pgkick.unique)."""
-        row, inserted = unique.insert_one(self, spec)
-        return QueuedJob._make(row), inserted
-
-    def insert_many(self, chunks: Iterable[Sequence[JobSpec]]) -> list[QueuedJob]:
-        """Insert chunk after chunk in one transaction and one pipeline; jobs in input order.
-
-        Why chunks in a pipeline: the server inserts one chunk while the caller
-        validates the next (two cores at work, not one after the other). An
-        exception from the chunks' iterator rolls everything back.
-        """
-        return self.insert_many_unique(chunks)[0]
-
-    def insert_many_unique(
-        self, chunks: Iterable[Sequence[JobSpec]]
-    ) -> tuple[list[QueuedJob], list[QueuedJob]]:
-        """insert_many, where jobs with a unique key a live job (or an earlier job of the
-        batch) holds are skipped: returns every job in input order (a skipped one as the
-        job holding its key) and the jobs actually inserted (pgkick.unique)."""
-        every, inserted = unique.insert_many(self, chunks)
-        return [QueuedJob._make(row) for row in every], [QueuedJob._make(r) for r in inserted]
+class JobStore(ProducerStatements, MaintenanceStatements, OutcomeStatements):
+    """The queue's statements: what the producer, the worker, the reaper and the CLI run
+    (the producer's in pgkick.store_producer)."""
 
     # -- worker -----------------------------------------------------------------
     def claim(self, queue: str, *, batch: int, lease: timedelta) -> list[ClaimedJob]:
@@ -322,14 +228,3 @@ def _results(jobs: Sequence[ClaimedJob]) -> list[str | None] | None:
     batches): unnest pads a NULL array with NULLs, and one array less is dumped."""
     results = [j.result for j in jobs]
     return results if any(r is not None for r in results) else None
-
-
-def committed_row(inserted: Any, commit: Any) -> tuple[Any, ...] | None:
-    """The insert's row if it ran and its COMMIT succeeded before a later statement failed."""
-    if commit.statusmessage != "COMMIT":
-        return None
-    try:
-        row = inserted.fetchone()
-    except DatabaseError:
-        return None
-    return tuple(row) if row is not None else None
