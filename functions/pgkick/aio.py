@@ -26,21 +26,20 @@ and it is not kicked again; in `enqueue_many` a duplicate is skipped.
 
 from __future__ import annotations
 
-import asyncio
 import itertools
 import logging
-from collections.abc import AsyncIterator, Callable, Iterable, Iterator, Mapping
-from contextlib import AbstractContextManager, asynccontextmanager, contextmanager
+from collections.abc import AsyncIterator, Iterable, Mapping
+from contextlib import asynccontextmanager
 from datetime import datetime, timedelta
 from typing import Any
 
 from pgkick import aio_pool, config, queries, unique
-from pgkick.after_commit import kick_committed
-from pgkick.db import AsyncConnection, AsyncCursor, DatabaseError, async_state, execute_async
+from pgkick.aio_after_commit import insert, insert_and_reserve, kick, no_sync_store, reserve
+from pgkick.db import AsyncConnection, DatabaseError, async_state, execute_async
 from pgkick.kick import Kicker, NoKicker
 from pgkick.kickers import default_kicker
 from pgkick.producer import INSERT_CHUNK, _now, _producer_store, _spec
-from pgkick.store import Clock, JobStore, QueuedJob, server_clock
+from pgkick.store import Clock, QueuedJob, server_clock
 from pgkick.validation import DEFAULT_MAX_PAYLOAD_BYTES, JobSpec, job_spec
 
 log = logging.getLogger("pgkick.aio")
@@ -85,7 +84,7 @@ class AsyncEnqueuer:
             if inserted:
                 self.queued.append(QueuedJob._make(held))
             return held[0]
-        row = await (await _insert(self.conn, self.clock, spec)).fetchone()
+        row = await (await insert(self.conn, self.clock, spec)).fetchone()
         assert row is not None
         self.queued.append(QueuedJob._make(row))
         return self.queued[-1].id
@@ -147,8 +146,8 @@ async def enqueue_and_kick(
     ready = spec.run_at <= _now(clock) if spec.run_at else spec.delay <= timedelta(0)
     ready = ready and not isinstance(kicker, NoKicker)  # it would reserve a kick never sent
     async with _pool(dsn).connection() as conn:
-        job, must_kick = await _insert_and_reserve(conn, clock, spec, reserve=ready)
-    await _kick(
+        job, must_kick = await insert_and_reserve(conn, clock, spec, reserve=ready)
+    await kick(
         [job],
         kicker,
         lambda: _producer_store(dsn, clock),
@@ -164,9 +163,9 @@ async def _enqueue_unique(spec: JobSpec, dsn: str, kicker: Kicker, clock: Clock)
     async with _pool(dsn).connection() as conn:
         row, inserted = await unique.insert_one_async(conn, clock, spec)
         job = QueuedJob._make(row)
-        reserved = await _reserve(conn, clock, [job], kicker) if inserted else set()
+        reserved = await reserve(conn, clock, [job], kicker) if inserted else set()
     if inserted:
-        await _kick([job], kicker, lambda: _producer_store(dsn, clock), reserved, clock)
+        await kick([job], kicker, lambda: _producer_store(dsn, clock), reserved, clock)
     return job.id
 
 
@@ -184,8 +183,8 @@ async def enqueue_many(
         enqueuer = AsyncEnqueuer(conn, clock, DEFAULT_MAX_PAYLOAD_BYTES)
         async with conn.transaction():
             ids = await enqueuer.enqueue_many(jobs)
-        reserved = await _reserve(conn, clock, enqueuer.queued, kicker)
-    await _kick(enqueuer.queued, kicker, lambda: _producer_store(dsn, clock), reserved, clock)
+        reserved = await reserve(conn, clock, enqueuer.queued, kicker)
+    await kick(enqueuer.queued, kicker, lambda: _producer_store(dsn, clock), reserved, clock)
     return ids
 
 
@@ -216,105 +215,8 @@ async def transaction(
     except DatabaseError as exc:
         log.warning("could not re-read the jobs just committed (%s)", exc)
     async with conn.transaction():  # its own short transaction, as the producer's
-        reserved = await _reserve(conn, clock, committed, kicker)
-    await _kick(committed, kicker, _no_sync_store, reserved, clock)
-
-
-async def _insert(conn: AsyncConnection, clock: Clock, spec: JobSpec) -> AsyncCursor:
-    return await execute_async(
-        conn,
-        clock,
-        queries.JOB_INSERT,
-        **spec.insert_params(),
-    )
-
-
-async def _insert_and_reserve(
-    conn: AsyncConnection, clock: Clock, spec: JobSpec, *, reserve: bool
-) -> tuple[QueuedJob, bool]:
-    """JobStore.insert_and_reserve on an AsyncConnection: BEGIN; INSERT; COMMIT; reserve,
-    one round trip; the reservation after the COMMIT (see there why)."""
-    inserted = commit = reserved = None
-    try:
-        async with conn.pipeline():
-            await execute_async(conn, clock, queries.TRANSACTION_BEGIN)
-            inserted = await _insert(conn, clock, spec)
-            commit = await execute_async(conn, clock, queries.TRANSACTION_COMMIT)
-            if reserve:
-                reserved = await execute_async(
-                    conn,
-                    clock,
-                    queries.QUEUE_KICK_RESERVE,
-                    queues=[spec.queue],
-                    pending=config.kick_pending(),
-                )
-    except DatabaseError as exc:
-        row = await _committed_row(inserted, commit) if reserve else None
-        if row is None:
-            raise  # the insert or its commit failed: nothing was committed
-        log.warning("job %s committed; kick check failed (%s), kicking", row[0], exc)
-        return QueuedJob._make(row), True
-    assert inserted is not None
-    row = await inserted.fetchone()
-    assert row is not None
-    return QueuedJob._make(row), bool(reserved is not None and await reserved.fetchall())
-
-
-async def _committed_row(
-    inserted: AsyncCursor | None, commit: AsyncCursor | None
-) -> tuple[Any, ...] | None:
-    """The insert's row if it ran and its COMMIT succeeded before a later statement failed."""
-    if inserted is None or commit is None or commit.statusmessage != "COMMIT":
-        return None
-    try:
-        row = await inserted.fetchone()
-    except DatabaseError:
-        return None
-    return tuple(row) if row is not None else None
-
-
-async def _reserve(
-    conn: AsyncConnection, clock: Clock, jobs: list[QueuedJob], kicker: Kicker
-) -> set[str]:
-    """The ready queues whose kick this caller must send; all of them if that is unknown."""
-    if isinstance(kicker, NoKicker):
-        return set()
-    ready = sorted({job.queue for job in jobs if job.run_at <= _now(clock)})
-    if not ready:
-        return set()
-    try:
-        cursor = await execute_async(
-            conn, clock, queries.QUEUE_KICK_RESERVE, queues=ready, pending=config.kick_pending()
-        )
-        return {row[0] for row in await cursor.fetchall()}
-    except DatabaseError as exc:  # who watches is unknown: kick, as if nobody did
-        log.warning("could not check who watches %s (%s); kicking", ready, exc)
-        return set(ready)
-
-
-async def _kick(
-    jobs: list[QueuedJob],
-    kicker: Kicker,
-    store_for: Callable[[], AbstractContextManager[JobStore]],
-    reserved: set[str],
-    clock: Clock,
-) -> None:
-    """kick_committed in the loop's executor: a blocking kicker never stalls the loop."""
-    if isinstance(kicker, NoKicker) or (
-        not reserved and all(j.run_at <= _now(clock) for j in jobs)
-    ):
-        return  # nothing to send: no thread hop
-    await asyncio.to_thread(
-        kick_committed, jobs, kicker, store_for, reserved=reserved, now=_now(clock)
-    )
-
-
-@contextmanager
-def _no_sync_store() -> Iterator[JobStore]:
-    """The app's AsyncConnection cannot serve the kick thread: a failed kick's reservation
-    then lapses by itself (PGKICK_KICK_PENDING_MS) instead of being released at once."""
-    raise RuntimeError("no synchronous connection for the app's AsyncConnection")
-    yield
+        reserved = await reserve(conn, clock, committed, kicker)
+    await kick(committed, kicker, no_sync_store, reserved, clock)
 
 
 def _pool(dsn: str) -> aio_pool.AsyncLingeringPool:
