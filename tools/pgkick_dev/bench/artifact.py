@@ -171,7 +171,8 @@ def targets(artifact: dict[str, Any] | None) -> list[tuple[str, Any, bool]]:
         return [(size_label, why, False), (import_label, why, False)]
     handlers = artifact["handlers"]
     sizes = artifact.get("sizes_mib", {artifact["architecture"]: artifact["size_mib"]})
-    import_label += f" ({artifact.get('imported_on', artifact['architecture'])})"
+    on = artifact.get("imported_on", artifact["architecture"])
+    import_label = import_label.replace("(median;", f"(median, {on};")
     measured = ", ".join(
         f"{name} {row['import_ms']['median']:.0f} ms "
         f"({row['import_ms']['min']:.0f}..{row['import_ms']['max']:.0f})"
