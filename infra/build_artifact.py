@@ -15,12 +15,22 @@ and precompiles everything:
   mtime it was compiled against, and `sam package` zips every file with the zip
   format's default date (1980), so on Lambda each timestamp .pyc would look stale
   and be recompiled at every cold start. An unchecked-hash .pyc is used without
-  looking at its source, which nothing can change in a deployed artifact.
+  looking at its source, which nothing can change in a deployed artifact;
+- the dependencies (the wheels: psycopg, Powertools, jmespath, typing_extensions) as
+  sourceless bytecode: module.pyc where module.py was (`compileall -b`), the .py
+  deleted, which Python imports as it is. That keeps the arm64 artifact within 15 MiB
+  (psycopg-binary's aarch64 libraries carry 3.4 MiB of 64 KiB segment padding that
+  only a rewrite of their segment layout would remove). The cost: a traceback through
+  a dependency's frame names the file and the line but cannot show the line's text
+  (look it up in the same version's source); compiled without column ranges
+  (PYTHONNODEBUGRANGES), which would only place carets under that missing text.
+  pgkick's own code and the user's modules keep their source and full tracebacks.
 
 The architecture is the template's (`Architectures:` in template.yaml, one value for
 both functions): SAM does not tell a Makefile the function's architecture, and a build
 for the other one than Lambda runs would not load psycopg's binary there. `--architecture`
-overrides it (the tests build x86_64, this machine's, whatever the template says).
+overrides it (the bench builds this machine's, x86_64, to import it; the tests' `sam build`
+gets x86_64 from a copy of the template: tests/sam.py, project_copy()).
 
     python3.12 infra/build_artifact.py SOURCE ARTIFACTS_DIR [--template T] [--architecture A]
 """
@@ -31,6 +41,7 @@ import argparse
 import ast
 import compileall
 import importlib.util
+import os
 import py_compile
 import re
 import shutil
@@ -49,7 +60,11 @@ GLIBC_MINORS = range(17, 35)
 # Never imported in Lambda: type stubs and typing markers (read by type checkers only),
 # and the trees below, each with why. dangling_imports() fails the build if anything left
 # imports what went (lazy imports inside functions included).
-UNUSED_AT_RUN_TIME = ("*.pyi", "py.typed")
+# pip's manifest of what a wheel installed (files and hashes), read by `pip uninstall`
+# and importlib.metadata.files() only, and stale once the trees below are pruned; the
+# rest of each .dist-info stays (licences; METADATA and entry points, which
+# importlib.metadata reads: pgkick looks kickers up by entry point).
+UNUSED_AT_RUN_TIME = ("*.pyi", "py.typed", "*.dist-info/RECORD")
 UNUSED_TREES = (
     "bin",  # scripts wheels install (jmespath's jp.py): nothing runs them
     # Powertools: pgkick uses Logger, Metrics (EMF), the LambdaContext type and, for the
@@ -159,6 +174,18 @@ def python_with_pip() -> str | None:
     return None
 
 
+def installed_packages(target: Path, source: Path) -> list[str]:
+    """The top-level modules and packages the wheels installed into `target` (not their
+    metadata, scripts or bundled libraries), less any name the function's own sources
+    also have (a source copied over a wheel's module keeps its source)."""
+    return sorted(
+        entry.name
+        for entry in target.iterdir()
+        if (entry.suffix == ".py" or (entry.is_dir() and any(entry.rglob("*.py"))))
+        and not (source / entry.name).exists()
+    )
+
+
 def copy_sources(source: Path, target: Path) -> None:
     """Everything in the function's CodeUri (pgkick, the handlers, the user's task modules),
     as SAM's builder copied it, without bytecode left by local runs."""
@@ -231,9 +258,33 @@ def dangling_imports(target: Path, removed: list[str]) -> list[str]:
     return found
 
 
+def compile_sourceless(target: Path, packages: list[str]) -> None:
+    """The installed `packages` as sourceless unchecked-hash bytecode: x.pyc beside where
+    x.py was (which Python imports without a source), then each .py deleted. Compiled in
+    a Python with no_debug_ranges set (PYTHONNODEBUGRANGES): the column ranges it leaves out only
+    place a traceback's carets under a source line, which a sourceless module has none of."""
+    if not packages:
+        return
+    argv = [sys.executable, "-m", "compileall", "-q", "-b", "-j", "0"]
+    argv += ["-s", str(target), "-p", "/var/task", "--invalidation-mode", "unchecked-hash"]
+    argv += [str(target / name) for name in packages]
+    # the variable, not `-X no_debug_ranges`: compileall's worker processes do not get -X
+    env = {**os.environ, "PYTHONNODEBUGRANGES": "1"}
+    done = subprocess.run(argv, env=env, check=False)
+    if done.returncode != 0:
+        raise SystemExit(f"compileall failed for {', '.join(packages)} in {target}")
+    for name in packages:
+        path = target / name
+        for source in path.rglob("*.py") if path.is_dir() else [path]:
+            if not source.with_suffix(".pyc").is_file():
+                raise SystemExit(f"{source}: no sourceless bytecode beside it")
+            source.unlink()
+
+
 def precompile(target: Path) -> None:
-    """Unchecked-hash bytecode for every module, named as Lambda's interpreter looks for it
-    (__pycache__/x.cpython-312.pyc), with /var/task paths in tracebacks."""
+    """Unchecked-hash bytecode for every module left with its source, named as Lambda's
+    interpreter looks for it (__pycache__/x.cpython-312.pyc), with /var/task paths in
+    tracebacks."""
     ok = compileall.compile_dir(
         target,
         quiet=1,
@@ -244,6 +295,22 @@ def precompile(target: Path) -> None:
     )
     if not ok:
         raise SystemExit(f"compileall failed in {target}")
+
+
+def assemble(source: Path, target: Path, architecture: str) -> list[str]:
+    """The wheels and the sources in `target`, pruned, every import checked, nothing
+    compiled yet; returns the wheels' top-level packages (installed_packages())."""
+    install_requirements(source / "requirements.txt", target, architecture)
+    packages = installed_packages(target, source)
+    copy_sources(source, target)
+    dangling = dangling_imports(target, prune(target))
+    if dangling:
+        raise SystemExit(
+            "build_artifact.py removed modules that the artifact still imports (keep them: "
+            "UNUSED_TREES, or allow one that cannot run in Lambda: ALLOWED_DANGLING):\n  "
+            + "\n  ".join(dangling)
+        )
+    return [name for name in packages if (target / name).exists()]  # some prune() removed
 
 
 def main(argv: list[str]) -> int:
@@ -261,15 +328,8 @@ def main(argv: list[str]) -> int:
             "its bytecode would be ignored there. Put python3.12 on PATH (or make PYTHON=...)."
         )
     args.artifacts.mkdir(parents=True, exist_ok=True)
-    install_requirements(args.source / "requirements.txt", args.artifacts, architecture)
-    copy_sources(args.source, args.artifacts)
-    dangling = dangling_imports(args.artifacts, prune(args.artifacts))
-    if dangling:
-        raise SystemExit(
-            "build_artifact.py removed modules that the artifact still imports (keep them: "
-            "UNUSED_TREES, or allow one that cannot run in Lambda: ALLOWED_DANGLING):\n  "
-            + "\n  ".join(dangling)
-        )
+    packages = assemble(args.source, args.artifacts, architecture)
+    compile_sourceless(args.artifacts, packages)  # after dangling_imports() read the .py
     precompile(args.artifacts)
     return 0
 

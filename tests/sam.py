@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import platform
 import shutil
 import subprocess
 import sys
@@ -42,6 +43,37 @@ def ensure_sam_venv() -> Path:
 def run(argv: list[str], **kwargs: object) -> subprocess.CompletedProcess[str]:
     env = {**os.environ, "SAM_CLI_TELEMETRY": "0", "AWS_DEFAULT_REGION": "us-east-1"}
     env.pop("VIRTUAL_ENV", None)
-    return subprocess.run(
-        argv, capture_output=True, text=True, cwd=ROOT, env=env, check=False, **kwargs
-    )  # type: ignore[call-overload]
+    kwargs.setdefault("cwd", ROOT)
+    return subprocess.run(argv, capture_output=True, text=True, env=env, check=False, **kwargs)  # type: ignore[call-overload]
+
+
+# Lambda's name for each machine this can run on (platform.machine()).
+LAMBDA_ARCHITECTURES = {"x86_64": "x86_64", "amd64": "x86_64", "aarch64": "arm64", "arm64": "arm64"}
+TEMPLATE_ARCHITECTURE = "    Architectures: [{}]\n"
+
+
+def machine_architecture() -> str:
+    """This machine's Lambda architecture: what a built artifact must be to run here."""
+    return LAMBDA_ARCHITECTURES[platform.machine().lower()]
+
+
+def project_copy(dest: Path, architecture: str | None = None) -> Path:
+    """What `sam build` reads (template, samconfig.toml, functions/, infra/) copied to
+    `dest`, the template's architecture set to `architecture` if given: the template
+    deploys arm64, and a build the tests run here (x86_64) must be this machine's."""
+    dest.mkdir(parents=True, exist_ok=True)
+    for name in ("template.yaml", "samconfig.toml"):
+        shutil.copy2(ROOT / name, dest / name)
+    ignore = shutil.ignore_patterns("__pycache__", "*.pyc")
+    for folder in ("functions", "infra"):
+        shutil.copytree(ROOT / folder, dest / folder, ignore=ignore)
+    if architecture is not None:
+        set_architecture(dest / "template.yaml", architecture)
+    return dest
+
+
+def set_architecture(template: Path, architecture: str) -> None:
+    """Rewrite the template's one `Architectures:` line (Globals) to `architecture`."""
+    text = template.read_text()
+    (line,) = [x + "\n" for x in text.splitlines() if x.startswith("    Architectures: [")]
+    template.write_text(text.replace(line, TEMPLATE_ARCHITECTURE.format(architecture)))

@@ -14,7 +14,7 @@ import pytest
 
 from infra import rie_invoke
 from pgkick.store import JobStore
-from tests.sam import ROOT, ensure_sam_venv, run, uv
+from tests.sam import ROOT, ensure_sam_venv, machine_architecture, run, set_architecture, uv
 
 EXAMPLE = ROOT / "examples" / "orders"
 
@@ -31,6 +31,9 @@ def example_build(tmp_path_factory: pytest.TempPathFactory) -> Path:
     sam = ensure_sam_venv() / "sam"
     app = tmp_path_factory.mktemp("example") / "orders"
     shutil.copytree(EXAMPLE, app, ignore=shutil.ignore_patterns("vendor", ".aws-sam"))
+    # The template deploys arm64 (SAM's builder resolves psycopg-binary's aarch64 wheel for
+    # it: README, Deploy); the emulator here runs this machine's architecture only.
+    set_architecture(app / "template.yaml", machine_architecture())
     wheel = subprocess.run(
         [*uv(), "build", "-q", "--wheel", "--out-dir", str(app / "app" / "vendor"), str(ROOT)],
         capture_output=True,

@@ -14,7 +14,7 @@ import pytest
 from infra import checkov_scan, rie_invoke
 from pgkick.store import JobStore
 from tests.helpers import job_row, seed
-from tests.sam import ROOT, ensure_sam_venv, run, uv
+from tests.sam import ROOT, ensure_sam_venv, machine_architecture, project_copy, run, uv
 
 
 @pytest.fixture(scope="session")
@@ -38,8 +38,12 @@ def transformed(checked: tuple[str, Path]) -> dict[str, Any]:
 
 @pytest.fixture(scope="session")
 def build_dir(sam_bin: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """`sam build` of the application for this machine's architecture (the template's is
+    arm64), so the emulator here can run what it built."""
+    project = project_copy(tmp_path_factory.mktemp("sam-project"), machine_architecture())
     out = tmp_path_factory.mktemp("sam-build")
-    done = run([str(sam_bin / "sam"), "build", "--build-dir", str(out)], timeout=600)
+    argv = [str(sam_bin / "sam"), "build", "--build-dir", str(out)]
+    done = run(argv, timeout=600, cwd=project)
     assert done.returncode == 0, done.stdout + done.stderr
     return out
 

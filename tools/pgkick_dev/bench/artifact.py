@@ -16,8 +16,11 @@ Each import runs in a new `python -S` (no site-packages: only the artifact and t
 standard library, as /var/task under Lambda's runtime) with bytecode writes off
 (/var/task is read-only), timed inside the process around the import alone: wall and
 CPU, median of several cold processes, with the spread. The artifact is built for this
-machine's architecture so it can be imported here; its size is the template's
-architecture's (built apart when the two differ).
+machine's architecture so it can be imported here; the size reported first is the
+template's architecture's (arm64, built apart when this machine is not one), with this
+machine's beside it. Only this machine's architecture can be imported here: on an x86_64
+machine the arm64 artifact's import is not timed (the Python parts, bytecode and all,
+are the same files; only psycopg's compiled libraries differ).
 """
 
 from __future__ import annotations
@@ -76,10 +79,12 @@ def run(imports: int, say: Callable[[str], None]) -> dict[str, Any]:
     with tempfile.TemporaryDirectory(prefix="pgkick-artifact-") as scratch:
         built = build(root, Path(scratch) / here, here)
         sized = built if deployed == here else build(root, Path(scratch) / deployed, deployed)
-        size = sum(p.stat().st_size for p in sized.rglob("*") if p.is_file())
+        sizes = {deployed: size_mib(sized), here: size_mib(built)}
         result: dict[str, Any] = {
             "architecture": deployed,
-            "size_mib": round(size / 2**20, 2),
+            "size_mib": sizes[deployed],
+            "sizes_mib": sizes,
+            "imported_on": here,
             "imports": imports,
             "handlers": {},
         }
@@ -95,8 +100,24 @@ def run(imports: int, say: Callable[[str], None]) -> dict[str, Any]:
         row["import_ms"] = spread([round(s["wall_ms"], 1) for s in samples])
         row["import_cpu_ms"] = spread([round(s["cpu_ms"], 1) for s in samples])
         median = row["import_ms"]["median"]
-        say(f"artifact: {function} {result['size_mib']} MiB, import median {median} ms")
+        say(
+            f"artifact: {function} {sizes_text(result)}, import median {median} ms "
+            f"({result['imported_on']})"
+        )
     return result
+
+
+def size_mib(artifact: Path) -> float:
+    """The artifact's size as Lambda counts it: the sum of its files' bytes, unzipped."""
+    return round(sum(p.stat().st_size for p in artifact.rglob("*") if p.is_file()) / 2**20, 2)
+
+
+def sizes_text(artifact: dict[str, Any]) -> str:
+    """`14.91 MiB (arm64; x86_64 12.35 MiB)`: the deployed architecture's first."""
+    deployed = artifact["architecture"]
+    sizes = artifact.get("sizes_mib", {deployed: artifact["size_mib"]})
+    others = "".join(f"; {arch} {size} MiB" for arch, size in sizes.items() if arch != deployed)
+    return f"{sizes[deployed]} MiB ({deployed}{others})"
 
 
 def template_architecture(root: Path) -> str:
@@ -149,7 +170,9 @@ def targets(artifact: dict[str, Any] | None) -> list[tuple[str, Any, bool]]:
         why = f"not measured ({artifact['skipped']})" if artifact else "not measured (artifact)"
         return [(size_label, why, False), (import_label, why, False)]
     handlers = artifact["handlers"]
-    size = artifact["size_mib"]
+    sizes = artifact.get("sizes_mib", {artifact["architecture"]: artifact["size_mib"]})
+    on = artifact.get("imported_on", artifact["architecture"])
+    import_label = import_label.replace("(median;", f"(median, {on};")
     measured = ", ".join(
         f"{name} {row['import_ms']['median']:.0f} ms "
         f"({row['import_ms']['min']:.0f}..{row['import_ms']['max']:.0f})"
@@ -157,7 +180,7 @@ def targets(artifact: dict[str, Any] | None) -> list[tuple[str, Any, bool]]:
     )
     fast = all(row["import_ms"]["median"] <= TARGET["import_ms"] for row in handlers.values())
     return [
-        (f"{size_label}", f"{size} MiB ({artifact['architecture']})", size <= TARGET["size_mib"]),
+        (size_label, sizes_text(artifact), max(sizes.values()) <= TARGET["size_mib"]),
         (import_label, measured, fast),
     ]
 
@@ -169,16 +192,17 @@ def cost_rows(artifact: dict[str, Any] | None) -> list[list[Any]]:
         return [["deployment artifact size", why], ["handler cold import time", why]]
     rows = [
         [
-            f"deployment artifact, unzipped, each function ({artifact['architecture']}; "
-            f"was {BASELINE['size_mb']} MB, target <= {TARGET['size_mib']} MiB)",
-            f"{artifact['size_mib']} MiB",
+            f"deployment artifact, unzipped, each function (was {BASELINE['size_mb']} MB, "
+            f"target <= {TARGET['size_mib']} MiB)",
+            sizes_text(artifact),
         ]
     ]
     for name, row in artifact["handlers"].items():
         wall, cpu = row["import_ms"], row["import_cpu_ms"]
         rows.append(
             [
-                f"cold import of `{row['module']}` ({name}), artifact only, median of "
+                f"cold import of `{row['module']}` ({name}), artifact only "
+                f"({artifact.get('imported_on', artifact['architecture'])}), median of "
                 f"{artifact['imports']} (was {BASELINE['import_ms']} ms, target <= "
                 f"{TARGET['import_ms']} ms)",
                 f"{wall['median']:.0f} ms ({wall['min']:.0f}..{wall['max']:.0f}); "
