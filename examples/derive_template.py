@@ -26,8 +26,6 @@ CHANGES = (
         "    CodeUri: functions/\n",
         "    CodeUri: app/  # the app's tasks + requirements.txt naming pgkick\n",
     ),
-    ("      Handler: worker.app.handler\n", "      Handler: pgkick.aws.worker.handler\n"),
-    ("      Handler: reaper.app.handler\n", "      Handler: pgkick.aws.reaper.handler\n"),
     (
         '    Default: ""\n    Description: Comma-separated modules (inside functions/)',
         '    Default: "orders_app.tasks"\n    Description: Comma-separated modules (inside app/)',

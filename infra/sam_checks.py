@@ -96,12 +96,12 @@ def recursion_problems(template: dict[str, Any]) -> list[str]:
     for name, resource in template.get("Resources", {}).items():
         properties = resource.get("Properties", {})
         if resource.get("Type") == "AWS::Lambda::Function" and (
-            properties.get("Handler") == "worker.app.handler"
+            properties.get("Handler") == "pgkick.aws.worker.handler"
         ):
             if properties.get("RecursiveLoop") != "Allow":
                 return [f"E9002 {name}: the worker invokes itself; set RecursiveLoop: Allow"]
             return []
-    return ["E9002 no worker function (Handler worker.app.handler) in the template"]
+    return ["E9002 no worker function (Handler pgkick.aws.worker.handler) in the template"]
 
 
 def main(argv: list[str]) -> int:

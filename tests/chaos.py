@@ -17,11 +17,11 @@ from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
-from pgkick import producer
 from pgkick.errors import DatabaseUnavailable
-from pgkick.kick import Kicker
-from pgkick.reaper import reap
-from pgkick.store import JobStore
+from pgkick.kick.kickers import Kicker
+from pgkick.producer import enqueue as producer
+from pgkick.store.worker import JobStore
+from pgkick.worker.reaper import reap
 from pgkick_dev.demo.traces import overlapping_runs, read_traces
 from pgkick_dev.local.kicker import LocalKicker
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 import os
 from typing import Any
 
-from pgkick.kickers import default_kicker
+from pgkick.kick.default import default_kicker
 
 
 def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:

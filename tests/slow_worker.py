@@ -12,10 +12,10 @@ import json
 import sys
 from datetime import timedelta
 
-from pgkick.kick import NoKicker
-from pgkick.store import JobStore
-from pgkick.tasks import registry
-from pgkick.worker import Worker, WorkerOptions
+from pgkick.kick.kickers import NoKicker
+from pgkick.store.worker import JobStore
+from pgkick.tasks.registry import registry
+from pgkick.worker.loop import Worker, WorkerOptions
 from pgkick_dev.demo import tasks  # noqa: F401  (registers the traced "demo" task)
 
 

@@ -24,8 +24,8 @@ from typing import Any, LiteralString
 
 import psycopg
 
-from pgkick.store import ClaimedJob, JobStore
-from pgkick.tasks import JobContext, Registry
+from pgkick.store.worker import ClaimedJob, JobStore
+from pgkick.tasks.registry import JobContext, Registry
 
 WAIT = 10.0  # seconds: only a broken guarantee ever waits this long
 

@@ -11,13 +11,15 @@ from typing import Any
 import psycopg
 import pytest
 
-from pgkick import config, kickers, producer
+from pgkick import config
 from pgkick.errors import ConfigError
-from pgkick.kick import NoKicker
-from pgkick.runtime import Runtime
-from pgkick.store import JobStore
-from pgkick.tasks import Registry
-from pgkick.worker import Worker, WorkerOptions
+from pgkick.kick import default as kickers
+from pgkick.kick.kickers import NoKicker
+from pgkick.producer import enqueue as producer
+from pgkick.store.worker import JobStore
+from pgkick.tasks.registry import Registry
+from pgkick.worker.loop import Worker, WorkerOptions
+from pgkick.worker.runtime import Runtime
 from tests.helpers import sessions_of
 
 

@@ -11,10 +11,11 @@ from typing import Any
 import psycopg
 import pytest
 
-from pgkick import aio, aio_pool
-from pgkick.kick import NoKicker
-from pgkick.linger import APPLICATION_NAME
-from pgkick.linger_pool import DEFAULT_SIZE
+from pgkick import aio
+from pgkick.connections import aio_pool
+from pgkick.connections.linger import APPLICATION_NAME
+from pgkick.connections.pool import DEFAULT_SIZE
+from pgkick.kick.kickers import NoKicker
 from tests.helpers import sessions_of
 from tests.test_producer import RecordingKicker, count_jobs
 
@@ -223,8 +224,8 @@ def test_the_async_forms_write_to_the_configured_schema(
 ) -> None:
     """Catches the async forms sending pgkick's statements unrewritten (to schema pgkick)
     when PGKICK_SCHEMA names another, as the synchronous forms never do."""
-    from pgkick import schema
-    from pgkick.store import JobStore
+    from pgkick.store import migrations as schema
+    from pgkick.store.worker import JobStore
 
     with JobStore.open(dsn, schema="app_queue") as store:
         schema.migrate(store)

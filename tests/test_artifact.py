@@ -19,7 +19,7 @@ from infra import build_artifact, local_invoke
 from tests.sam import ROOT, project_copy, set_architecture
 from tests.test_sam import build_dir, ric_dir, sam_bin  # noqa: F401  (shared fixtures)
 
-FUNCTIONS = {"WorkerFunction": "worker.app", "ReaperFunction": "reaper.app"}
+FUNCTIONS = {"WorkerFunction": "pgkick.aws.worker", "ReaperFunction": "pgkick.aws.reaper"}
 MAX_BYTES = 15 * 1024 * 1024  # the target: 15 MB, read as MiB (du -sh's unit)
 
 

@@ -13,14 +13,16 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from pgkick import groups, producer, schema
 from pgkick.config import Settings
 from pgkick.errors import PermanentError
-from pgkick.kick import NoKicker
-from pgkick.producer import Enqueuer
-from pgkick.runtime import Runtime
-from pgkick.store import JobStore
-from pgkick.tasks import Registry
+from pgkick.kick.kickers import NoKicker
+from pgkick.producer import enqueue as producer
+from pgkick.producer.enqueue import Enqueuer
+from pgkick.store import groups
+from pgkick.store import migrations as schema
+from pgkick.store.worker import JobStore
+from pgkick.tasks.registry import Registry
+from pgkick.worker.runtime import Runtime
 from pgkick_dev.local.context import FakeLambdaContext
 from tests.chaos import Chaos
 from tests.helpers import FakeClock, job_row, load_handler, seed
@@ -210,7 +212,7 @@ def test_tasks_that_reject_or_return_odd_things(dsn: str) -> None:
     def picky(payload: Any) -> None:
         raise ValueError(f"cannot parse {payload['date']!r}")
 
-    # Its return value is stored as the job's result (pgkick.results): one that is not JSON
+    # Its return value is stored as the job's result (pgkick.tasks.results): one that is not JSON
     # fails the job for good, naming the problem, rather than crashing the batch's completion.
     tasks.task("odd")(lambda payload: (object(), iter([1])))
     with JobStore.open(dsn) as store:

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from pgkick import cli
+from pgkick.cli import main as cli
 
 
 def test_bench_quick_runs_every_item_and_reports_targets(
@@ -61,7 +61,10 @@ def test_bench_quick_runs_every_item_and_reports_targets(
         assert section in report
     assert "invocations and worker sessions per job" in report and "awake fraction" in report
     assert "priorities and groups" in report
-    assert "cold import of `worker.app`" in report and "cold import of `reaper.app`" in report
+    assert (
+        "cold import of `pgkick.aws.worker`" in report
+        and "cold import of `pgkick.aws.reaper`" in report
+    )
 
 
 def test_bench_quick_peers_drain_the_same_jobs_and_count_idle_statements(

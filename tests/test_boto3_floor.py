@@ -35,9 +35,10 @@ import boto3, botocore
 from moto import mock_aws
 
 with mock_aws(config={"lambda": {"use_docker": False}}):
-    from pgkick import config, schedules
-    from pgkick.kick import LambdaKicker, aws_client
-    from pgkick.recurring import Periodic
+    from pgkick import config
+    from pgkick.aws import schedules
+    from pgkick.kick.lambda_kicker import LambdaKicker, aws_client
+    from pgkick.tasks.recurring import Periodic
 
     assert "site-packages" in boto3.__file__ and "site-packages" in config.__file__
     trust = {"Statement": [{"Effect": "Allow", "Action": "sts:AssumeRole",

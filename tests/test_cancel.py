@@ -17,12 +17,12 @@ from typing import Any
 
 import pytest
 
-from pgkick.cli import main
-from pgkick.kick import NoKicker
-from pgkick.lease import LeaseKeeper
-from pgkick.store import JobStore
-from pgkick.tasks import JobContext, Snooze
-from pgkick.worker import Summary, Worker, WorkerOptions
+from pgkick.cli.main import main
+from pgkick.kick.kickers import NoKicker
+from pgkick.store.worker import JobStore
+from pgkick.tasks.registry import JobContext, Snooze
+from pgkick.worker.lease import LeaseKeeper
+from pgkick.worker.loop import Summary, Worker, WorkerOptions
 from tests.helpers import FakeClock, job_row, seed
 from tests.spies import WAIT, CheckedRegistry, WatchedStore
 from tests.test_producer import RecordingKicker
@@ -34,7 +34,7 @@ OPTIONS = WorkerOptions(batch=1, lease=SHORT, max_fanout=0, heartbeat=True)
 @pytest.fixture(autouse=True)
 def no_kicks(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("PGKICK_KICKER", "none")
-    monkeypatch.setattr("pgkick.kickers._default", None)
+    monkeypatch.setattr("pgkick.kick.default._default", None)
 
 
 def forever() -> int:

@@ -19,9 +19,9 @@ from pathlib import Path
 import psycopg
 import pytest
 
-from pgkick import schema
-from pgkick.store import JobStore
-from pgkick.watch import FIRST_PAUSE
+from pgkick.kick.watch import FIRST_PAUSE
+from pgkick.store import migrations as schema
+from pgkick.store.worker import JobStore
 from pgkick_dev.awake.monitor import AwakeMonitor
 from pgkick_dev.embedded import EmbeddedPostgres
 from tests.chaos import ROOT, Chaos

@@ -12,11 +12,11 @@ import psycopg
 import pytest
 from psycopg.conninfo import make_conninfo
 
-from pgkick.store import ClaimedJob, JobStore
+from pgkick.store.worker import ClaimedJob, JobStore
 from tests.helpers import seed, wait_for_lock_waiters
 from tests.spies import WatchedStore
 
-NAIVE_CLAIM = (Path(__file__).parent.parent / "sql" / "bench" / "job_claim_naive.sql").read_text()
+NAIVE_CLAIM = (Path(__file__).parent.parent / "tools" / "sql" / "job_claim_naive.sql").read_text()
 LEASE = timedelta(minutes=5)
 
 

@@ -11,9 +11,10 @@ import psycopg
 import pytest
 from psycopg.conninfo import make_conninfo
 
-from pgkick import cli, groups
-from pgkick.store import ClaimedJob, JobStore
-from pgkick.validation import job_spec
+from pgkick.cli import main as cli
+from pgkick.producer.validation import job_spec
+from pgkick.store import groups
+from pgkick.store.worker import ClaimedJob, JobStore
 from tests.helpers import FakeClock, wait_for_lock_waiters
 
 LEASE = timedelta(minutes=5)

@@ -12,8 +12,8 @@ from typing import Any
 import psycopg
 import pytest
 
-from pgkick import cli
-from pgkick.store import JobStore
+from pgkick.cli import main as cli
+from pgkick.store.worker import JobStore
 from tests.helpers import job_row, seed
 
 
@@ -28,7 +28,7 @@ def run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, Any, str]:
 def no_kicks(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("PGKICK_KICKER", "none")
     monkeypatch.delenv("DATABASE_URL", raising=False)
-    monkeypatch.setattr("pgkick.kickers._default", None)
+    monkeypatch.setattr("pgkick.kick.default._default", None)
 
 
 def test_enqueue_status_cancel_retry_purge_reap(
@@ -188,7 +188,7 @@ def test_enqueue_json_prints_one_document_while_local_workers_run(dsn: str) -> N
     stdout next to its --json result: stdout must be exactly one JSON document."""
     env = {**os.environ, "PGKICK_KICKER": "local", "PGKICK_TASKS": "", "DATABASE_URL": dsn}
     done = subprocess.run(
-        [sys.executable, "-m", "pgkick.cli", "enqueue", "noop", "--dsn", dsn, "--json"],
+        [sys.executable, "-m", "pgkick.cli.main", "enqueue", "noop", "--dsn", dsn, "--json"],
         env=env,
         capture_output=True,
         text=True,

@@ -11,7 +11,7 @@ from django.db import connections, transaction
 from psycopg.conninfo import conninfo_to_dict
 
 from pgkick.contrib import django as pgkick_django
-from pgkick.tasks import Registry
+from pgkick.tasks.registry import Registry
 from tests.test_producer import RecordingKicker, count_jobs
 
 tasks = Registry()

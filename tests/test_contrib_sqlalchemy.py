@@ -10,7 +10,7 @@ from sqlalchemy import Engine, create_engine, text
 from sqlalchemy.orm import Session
 
 from pgkick.contrib import sqlalchemy as pgkick_sa
-from pgkick.tasks import Registry
+from pgkick.tasks.registry import Registry
 from tests.test_producer import RecordingKicker, count_jobs
 
 tasks = Registry()
@@ -75,7 +75,7 @@ def test_not_a_session_or_bad_payload_is_refused(
     """Catches: a bad payload reaching the session's connection, or a wrong first argument
     failing later with an unclear AttributeError."""
     monkeypatch.setenv("PGKICK_KICKER", "none")  # a kicker is configured: the payload is at fault
-    monkeypatch.setattr("pgkick.kickers._default", None)
+    monkeypatch.setattr("pgkick.kick.default._default", None)
     with pytest.raises(TypeError, match=r"needs a sqlalchemy\.orm\.Session"):
         pgkick_sa.jobs(engine, kicker=RecordingKicker())  # type: ignore[arg-type]
     with Session(engine) as session, session.begin():

@@ -19,8 +19,8 @@ from pathlib import Path
 
 import psycopg
 
-from pgkick.reaper import reap
-from pgkick.store import JobStore
+from pgkick.store.worker import JobStore
+from pgkick.worker.reaper import reap
 from pgkick_dev.local.kicker import LocalKicker
 
 ROOT = Path(__file__).parent.parent
@@ -108,7 +108,7 @@ def test_producers_kills_and_a_reaper_every_committed_job_done_none_twice_at_onc
 
         # The reaper re-queues what the kills left leased and kicks for it. It kicks for
         # ready jobs only if Lambda dropped an event (three deaths in a row): that is the
-        # one case the protocol leaves to a backstop (pgkick.watch). Any other job the
+        # one case the protocol leaves to a backstop (pgkick.kick.watch). Any other job the
         # protocol stranded stays queued and fails the test.
         deadline = time.monotonic() + 90
         with JobStore.open(dsn) as store:

@@ -6,7 +6,7 @@ import psycopg
 import pytest
 
 import pgkick
-from pgkick.tasks import Registry
+from pgkick.tasks.registry import Registry
 from tests.test_producer import RecordingKicker, count_jobs
 
 tasks = Registry()

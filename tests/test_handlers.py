@@ -12,9 +12,9 @@ import boto3
 import psycopg
 import pytest
 
-from pgkick import producer
-from pgkick.kick import LambdaKicker
-from pgkick.store import JobStore
+from pgkick.kick.lambda_kicker import LambdaKicker
+from pgkick.producer import enqueue as producer
+from pgkick.store.worker import JobStore
 from pgkick_dev.local.context import FakeLambdaContext
 from tests.aws import WORKER, CallLog, create_worker_function
 from tests.helpers import event, job_row, load_handler, seed, sessions_of
@@ -106,7 +106,7 @@ def test_retry_books_a_wake_up_schedule_for_the_right_minute(
     run_at = job_row(worker_env, job_id)["run_at"]
     assert isinstance(run_at, datetime)
 
-    # its rescue schedule (pgkick.rescue) was made and deleted; the retry's wake-up stays
+    # its rescue schedule (pgkick.worker.rescue) was made and deleted; the retry's wake-up stays
     (schedule,) = [s for s in log.named("CreateSchedule") if "rescue" not in s["Name"]]
     assert AT.match(schedule["ScheduleExpression"]), schedule["ScheduleExpression"]
     fires = datetime.strptime(schedule["ScheduleExpression"], "at(%Y-%m-%dT%H:%M:%S)")
@@ -205,7 +205,7 @@ def test_a_cold_worker_imports_boto3_only_when_it_kicks_through_lambda(dsn: str)
     from pathlib import Path
 
     functions = Path(__file__).resolve().parent.parent / "functions"
-    probe = "import sys, worker.app; print('boto3' in sys.modules)"
+    probe = "import sys, pgkick.aws.worker; print('boto3' in sys.modules)"
     for kicker, function in (("none", ""), ("lambda", "pgkick-worker")):
         env = {"PATH": "/usr/bin:/bin", "DATABASE_URL": dsn, "PGKICK_KICKER": kicker}
         env |= {"PGKICK_WORKER_FUNCTION": function} if function else {}

@@ -7,10 +7,10 @@ import random
 from datetime import timedelta
 from typing import Any
 
-from pgkick.kick import NoKicker
-from pgkick.store import JobStore
-from pgkick.tasks import Registry
-from pgkick.worker import Worker, WorkerOptions, backoff_jitter
+from pgkick.kick.kickers import NoKicker
+from pgkick.store.worker import JobStore
+from pgkick.tasks.registry import Registry
+from pgkick.worker.loop import Worker, WorkerOptions, backoff_jitter
 from tests.helpers import FakeClock, seed
 
 OPTIONS = WorkerOptions(batch=50, heartbeat=False, max_fanout=0)

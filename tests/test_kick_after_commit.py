@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import psycopg
 
-from pgkick import producer
+from pgkick.producer import enqueue as producer
 from tests.commit_witness import Call, CommitWitness
 
 HOUR = 3600  # a delay far enough ahead to be booked as a wake-up, not kicked now

@@ -15,9 +15,10 @@ from typing import Any
 import psycopg
 import pytest
 
-from pgkick import producer
-from pgkick.kick import LambdaKicker, NoKicker
-from pgkick.store import JobStore
+from pgkick.kick.kickers import NoKicker
+from pgkick.kick.lambda_kicker import LambdaKicker
+from pgkick.producer import enqueue as producer
+from pgkick.store.worker import JobStore
 from pgkick_dev.local.context import FakeLambdaContext
 from pgkick_dev.local.kicker import LOOP_LIMIT, LocalKicker
 from tests.helpers import load_handler, seed

@@ -13,8 +13,9 @@ import psycopg
 import pytest
 
 import pgkick
-from pgkick import config, producer
-from pgkick.kickers import make_kicker
+from pgkick import config
+from pgkick.kick.default import make_kicker
+from pgkick.producer import enqueue as producer
 
 ROOT = Path(__file__).resolve().parent.parent
 RUNTIME = ROOT / "functions" / "pgkick"
@@ -59,8 +60,13 @@ def test_import_pgkick_loads_the_producer_only() -> None:
     )
     light, handlers = json.loads(done.stdout)
     loaded = {name for name in light if name.startswith("pgkick")}
-    assert not loaded & {"pgkick.worker", "pgkick.lease", "pgkick.reaper", "pgkick.schema"}
-    assert "pgkick.producer" in loaded
+    assert not loaded & {
+        "pgkick.worker.loop",
+        "pgkick.worker.lease",
+        "pgkick.worker.reaper",
+        "pgkick.store.migrations",
+    }
+    assert "pgkick.producer.enqueue" in loaded
     assert not [name for name in handlers if name.split(".")[0] in TOOLING]
 
 
@@ -68,7 +74,7 @@ def test_production_registry_knows_noop_only() -> None:
     """Catches demo or test tasks (`crash` kills its worker) registered in production: a
     fresh worker process with no PGKICK_TASKS, after building the CLI parser too."""
     code = (
-        "from pgkick.tasks import registry; from pgkick.cli import build_parser;"
+        "from pgkick.tasks.registry import registry; from pgkick.cli.main import build_parser;"
         "build_parser(); print(','.join(registry.names()))"
     )
     done = subprocess.run(
@@ -84,7 +90,7 @@ def test_nothing_configured_refuses_before_writing(
     forgot PGKICK_WORKER_FUNCTION) and an error raised only after the job was committed."""
     for name in ("PGKICK_KICKER", "PGKICK_WORKER_FUNCTION"):
         monkeypatch.delenv(name, raising=False)
-    monkeypatch.setattr("pgkick.kickers._default", None)
+    monkeypatch.setattr("pgkick.kick.default._default", None)
     with pytest.raises(pgkick.ConfigError, match=r"PGKICK_WORKER_FUNCTION.*PGKICK_KICKER=local"):
         pgkick.enqueue_and_kick({}, task="noop", dsn=dsn)
     with psycopg.connect(dsn) as conn:
@@ -108,7 +114,7 @@ def test_an_unknown_kicker_names_what_to_install() -> None:
 
 def test_every_error_has_one_root() -> None:
     """Catches an error class pgkick raises on purpose that `except PgkickError` misses."""
-    from pgkick.cli import UsageError
+    from pgkick.cli.main import UsageError
     from pgkick_dev.embedded import EmbeddedPostgresError
     from pgkick_dev.scratch import NotScratch
 

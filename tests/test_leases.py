@@ -13,13 +13,13 @@ from typing import Any
 import psycopg
 import pytest
 
-from pgkick.kick import NoKicker
-from pgkick.lease import LeaseKeeper
-from pgkick.reaper import reap
-from pgkick.store import ClaimedJob, JobStore
-from pgkick.task_run import TaskOutcome, run_task
-from pgkick.tasks import JobContext, Registry
-from pgkick.worker import Worker, WorkerOptions
+from pgkick.kick.kickers import NoKicker
+from pgkick.store.worker import ClaimedJob, JobStore
+from pgkick.tasks.registry import JobContext, Registry
+from pgkick.worker.lease import LeaseKeeper
+from pgkick.worker.loop import Worker, WorkerOptions
+from pgkick.worker.reaper import reap
+from pgkick.worker.task_run import TaskOutcome, run_task
 from tests.helpers import FakeClock, job_row, seed
 from tests.spies import WAIT, CheckedRegistry, WatchedStore
 

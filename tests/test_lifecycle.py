@@ -7,7 +7,7 @@ from datetime import timedelta
 
 import pytest
 
-from pgkick.store import ClaimedJob, JobStore
+from pgkick.store.worker import ClaimedJob, JobStore
 from tests.helpers import FakeClock, job_row, seed
 
 LEASE = timedelta(minutes=5)

@@ -9,10 +9,12 @@ from collections.abc import Iterator
 import psycopg
 import pytest
 
-from pgkick import linger, linger_pool, producer
+from pgkick.connections import linger
+from pgkick.connections import pool as linger_pool
+from pgkick.connections.linger import APPLICATION_NAME, LingeringConnection
 from pgkick.errors import ConfigError
-from pgkick.kick import NoKicker
-from pgkick.linger import APPLICATION_NAME, LingeringConnection
+from pgkick.kick.kickers import NoKicker
+from pgkick.producer import enqueue as producer
 from tests.helpers import Ticks, sessions_of
 
 

@@ -10,7 +10,7 @@ from pathlib import Path
 import psycopg
 import pytest
 
-from pgkick import producer
+from pgkick.producer import enqueue as producer
 from pgkick_dev.local.kicker import LocalKicker
 from tests.helpers import sessions_of, statement_calls
 from tests.record_tasks import executions

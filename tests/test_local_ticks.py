@@ -16,7 +16,7 @@ import psycopg
 import pytest
 
 from pgkick.config import Settings
-from pgkick.recurring import Periodic, PeriodicRegistry, declare, periodic_registry
+from pgkick.tasks.recurring import Periodic, PeriodicRegistry, declare, periodic_registry
 from pgkick_dev.local import make_kicker
 from pgkick_dev.local.cron import next_tick
 from pgkick_dev.local.kicker import LocalKicker

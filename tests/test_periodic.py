@@ -17,14 +17,14 @@ from typing import Any
 import boto3
 import pytest
 
-from pgkick import cli
+from pgkick.aws.schedules import sync
+from pgkick.cli import main as cli
 from pgkick.config import Settings
-from pgkick.kick import NoKicker
-from pgkick.recurring import SCHEDULED_TIME, PeriodicRegistry, declare, periodic_registry
-from pgkick.runtime import Runtime
-from pgkick.schedules import sync
-from pgkick.store import JobStore
-from pgkick.tasks import Registry
+from pgkick.kick.kickers import NoKicker
+from pgkick.store.worker import JobStore
+from pgkick.tasks.recurring import SCHEDULED_TIME, PeriodicRegistry, declare, periodic_registry
+from pgkick.tasks.registry import Registry
+from pgkick.worker.runtime import Runtime
 from pgkick_dev.local.context import FakeLambdaContext
 from tests.helpers import job_row, load_handler, sessions_of, wait_for_lock_waiters
 from tests.spies import WAIT
@@ -272,7 +272,7 @@ def test_the_reaper_forgets_ticks_older_than_the_retention(dsn: str, clock: Any)
     drops recent ticks (a redelivery inside the retention would then run twice)."""
     from datetime import timedelta
 
-    from pgkick.reaper import reap
+    from pgkick.worker.reaper import reap
 
     with JobStore.open(dsn, clock) as store:
         old, recent = clock.now - timedelta(days=8), clock.now - timedelta(days=6)

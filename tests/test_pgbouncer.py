@@ -10,7 +10,7 @@ import psycopg
 from psycopg.conninfo import conninfo_to_dict, make_conninfo
 
 import pgkick
-from pgkick.kick import NoKicker
+from pgkick.kick.kickers import NoKicker
 from pgkick_dev.embedded import EmbeddedPostgres
 from tests.pgbouncer import pgbouncer, requires_pgbouncer
 

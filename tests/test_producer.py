@@ -9,10 +9,10 @@ import boto3
 import psycopg
 import pytest
 
-from pgkick import producer
-from pgkick.kick import LambdaKicker
-from pgkick.store import JobStore
-from pgkick.validation import DEFAULT_MAX_PAYLOAD_BYTES
+from pgkick.kick.lambda_kicker import LambdaKicker
+from pgkick.producer import enqueue as producer
+from pgkick.producer.validation import DEFAULT_MAX_PAYLOAD_BYTES
+from pgkick.store.worker import JobStore
 from tests.aws import WORKER, CallLog, create_worker_function
 from tests.helpers import job_row
 
@@ -89,7 +89,7 @@ def test_transaction_refuses_a_connection_already_in_a_transaction(dsn: str) -> 
 
 
 def test_failed_kick_does_not_raise_and_the_reapers_kick_runs_the_job(dsn: str) -> None:
-    from pgkick.reaper import reap
+    from pgkick.worker.reaper import reap
 
     before = producer.stats.kick_failures
     job_id = producer.enqueue_and_kick({}, task="noop", dsn=dsn, kicker=RecordingKicker(fail=True))

@@ -1,4 +1,4 @@
-"""The dead-man's switch (pgkick.rescue): a worker that dies holding jobs is rescued by its
+"""The dead-man's switch (pgkick.worker.rescue): a worker that dies holding jobs is rescued by its
 own wake-up at its leases' expiry, with no periodic reaper; one that finishes cleanly
 leaves no wake-up behind."""
 
@@ -16,11 +16,13 @@ import boto3
 import psycopg
 import pytest
 
-from pgkick import db, producer
-from pgkick.kick import LambdaKicker, NoKicker
-from pgkick.store import Announcement, JobStore
-from pgkick.tasks import Registry
-from pgkick.worker import Worker, WorkerOptions
+from pgkick.connections import db
+from pgkick.kick.kickers import NoKicker
+from pgkick.kick.lambda_kicker import LambdaKicker
+from pgkick.producer import enqueue as producer
+from pgkick.store.worker import Announcement, JobStore
+from pgkick.tasks.registry import Registry
+from pgkick.worker.loop import Worker, WorkerOptions
 from pgkick_dev.local.context import FakeLambdaContext
 from pgkick_dev.local.kicker import LocalKicker
 from tests.aws import CallLog, create_worker_function
@@ -150,7 +152,7 @@ def test_status_names_queues_whose_ready_jobs_wait_with_no_worker(
 ) -> None:
     """A lost kick and a wake-up that could not be booked leave a ready job nobody will see
     before the (daily) reaper: `pgkick status` shows it once it waited past a threshold."""
-    from pgkick import cli
+    from pgkick.cli import main as cli
 
     past = datetime.now(UTC) - timedelta(minutes=5)
     producer.enqueue_and_kick(

@@ -14,12 +14,12 @@ import pytest
 
 import pgkick
 from pgkick.errors import PermanentError
-from pgkick.kick import NoKicker
-from pgkick.results import MAX_RESULT_BYTES, JobFailed, JobNotFinished
-from pgkick.store import JobStore
-from pgkick.tasks import Registry
-from pgkick.validation import job_spec
-from pgkick.worker import Worker, WorkerOptions
+from pgkick.kick.kickers import NoKicker
+from pgkick.producer.validation import job_spec
+from pgkick.store.worker import JobStore
+from pgkick.tasks.registry import Registry
+from pgkick.tasks.results import MAX_RESULT_BYTES, JobFailed, JobNotFinished
+from pgkick.worker.loop import Worker, WorkerOptions
 from tests.helpers import FakeClock, job_row, seed, statement_calls
 from tests.spies import WatchedStore
 
@@ -100,7 +100,7 @@ def test_a_result_past_the_cap_or_not_json_fails_the_job_for_good_naming_the_cap
     assert f"{MAX_RESULT_BYTES + 2} bytes as JSON, larger than the limit of" in str(
         row["last_error"]
     )
-    assert "pgkick.results.MAX_RESULT_BYTES" in str(row["last_error"])
+    assert "pgkick.tasks.results.MAX_RESULT_BYTES" in str(row["last_error"])
     assert job_row(dsn, fits)["status"] == "done"
     odd_row = job_row(dsn, odd)
     assert odd_row["status"] == "failed" and "result: Object of type set" in str(

@@ -15,8 +15,8 @@ import psycopg
 import pytest
 from psycopg.conninfo import make_conninfo
 
-from pgkick import schema
-from pgkick.store import JobStore
+from pgkick.store import migrations as schema
+from pgkick.store.worker import JobStore
 
 ROLES = ("pgkick_maintainer", "pgkick_worker", "pgkick_producer")
 

@@ -12,7 +12,7 @@ import psycopg
 import pytest
 
 from infra import checkov_scan, rie_invoke
-from pgkick.store import JobStore
+from pgkick.store.worker import JobStore
 from tests.helpers import job_row, seed
 from tests.sam import ROOT, ensure_sam_venv, machine_architecture, project_copy, run, uv
 
@@ -286,7 +286,7 @@ def test_worker_and_reaper_settings(transformed: dict[str, Any]) -> None:
     invoke = resources["WorkerFunctionEventInvokeConfig"]["Properties"]
     assert invoke["MaximumRetryAttempts"] <= 2 and "OnFailure" in invoke["DestinationConfig"]
     worker = resources["WorkerFunction"]["Properties"]
-    assert worker["Runtime"] == "python3.12" and worker["Handler"] == "worker.app.handler"
+    assert worker["Runtime"] == "python3.12" and worker["Handler"] == "pgkick.aws.worker.handler"
     assert worker["ReservedConcurrentExecutions"]["Fn::If"][0] == "ReserveConcurrency"
     schedule = resources["ReaperFunctionEvery"]["Properties"]
     assert "Name" not in schedule  # OmitName: CloudFormation names it
@@ -380,7 +380,7 @@ def test_built_reaper_answers_through_lambdas_marshaller(
     with psycopg.connect(dsn, autocommit=True) as conn:
         conn.execute("VACUUM pgkick.jobs")
     with emulator(build_dir, ric_dir, env_file(tmp_path, dsn), "ReaperFunction") as reaper:
-        answer = reaper.invoke({"source": "pgkick.reaper-schedule"})
+        answer = reaper.invoke({"source": "pgkick.worker.reaper-schedule"})
     assert answer.error_type is None, answer.payload
     assert answer.payload["requeued"] == 1
     (queue,) = answer.payload["queues"]

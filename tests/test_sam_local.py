@@ -20,7 +20,7 @@ import psycopg
 import pytest
 
 from infra import docker_bridge
-from pgkick.store import JobStore
+from pgkick.store.worker import JobStore
 from tests.helpers import seed
 from tests.sam import ROOT, run
 from tests.test_sam import build_dir, sam_bin  # noqa: F401  (shared fixtures)

@@ -10,11 +10,12 @@ from pathlib import Path
 import psycopg
 import pytest
 
-from infra import bundle_sql
-from pgkick import queries, schema
-from pgkick.store import JobStore
+from pgkick.store import migrations as schema
+from pgkick.store import queries
+from pgkick.store.worker import JobStore
 from pgkick_dev import queries as dev_queries
 from tests.helpers import wait_for_lock_waiters
+from tools import bundle_sql
 
 ROOT = Path(__file__).parent.parent
 
@@ -95,13 +96,13 @@ def test_bundle_check_catches_drift(tmp_path: Path) -> None:
     shutil.copytree(ROOT / "sql", copy)
     claim = copy / "job_claim.sql"
     claim.write_text(claim.read_text().replace("job_claim(", "job_claim_renamed("))
-    assert bundle_sql.render(copy) != (ROOT / "functions/pgkick/queries.py").read_text()
+    assert bundle_sql.render(copy) != (ROOT / "functions/pgkick/store/queries.py").read_text()
 
 
 def test_every_runtime_statement_is_named_and_described() -> None:
-    """Each sql/ file is one constant of the runtime's queries (sql/bench/ of the tooling's,
+    """Each sql/ file is one constant of the runtime's queries (tools/sql/ of the tooling's,
     never the runtime's), and its first line says what it does."""
-    for folder, module in (("sql", queries), ("sql/bench", dev_queries)):
+    for folder, module in (("sql", queries), ("tools/sql", dev_queries)):
         files = sorted(p.stem for p in (ROOT / folder).glob("*.sql"))
         constants = sorted(n.lower() for n in vars(module) if n.isupper() and n != "MIGRATIONS")
         assert files == constants, folder
@@ -113,7 +114,7 @@ def test_every_runtime_statement_is_named_and_described() -> None:
 def test_cli_migrate_reports_json_and_errors_in_one_line(
     empty_dsn: str, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    from pgkick import cli
+    from pgkick.cli import main as cli
 
     assert cli.main(["migrate", "--dsn", empty_dsn, "--json"]) == 0
     versions = [version for version, _, _ in queries.MIGRATIONS]

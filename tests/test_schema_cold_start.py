@@ -15,8 +15,8 @@ from typing import Any
 import psycopg
 import pytest
 
-from pgkick import schema
-from pgkick.store import JobStore
+from pgkick.store import migrations as schema
+from pgkick.store.worker import JobStore
 from pgkick_dev.local.context import FakeLambdaContext
 from tests.helpers import event, load_handler, seed, sessions_of
 

@@ -14,11 +14,13 @@ import pytest
 from psycopg.conninfo import conninfo_to_dict, make_conninfo
 
 import pgkick
-from pgkick import cli, queries, schema
+from pgkick.cli import main as cli
 from pgkick.config import Settings
-from pgkick.kick import NoKicker
-from pgkick.runtime import Runtime
-from pgkick.store import JobStore
+from pgkick.kick.kickers import NoKicker
+from pgkick.store import migrations as schema
+from pgkick.store import queries
+from pgkick.store.worker import JobStore
+from pgkick.worker.runtime import Runtime
 from pgkick_dev.embedded import EmbeddedPostgres
 from tests.pgbouncer import pgbouncer, requires_pgbouncer
 

@@ -8,9 +8,9 @@ from pathlib import Path
 import psycopg
 import pytest
 
-from pgkick import cli
-from pgkick.db import Database
-from pgkick.store import JobStore
+from pgkick.cli import main as cli
+from pgkick.connections.db import Database
+from pgkick.store.worker import JobStore
 from pgkick_dev import queries as dev_queries
 from pgkick_dev.awake.compare import OWN_SESSIONS
 from pgkick_dev.awake.monitor import AwakeMonitor

@@ -13,9 +13,11 @@ import boto3
 import pytest
 from psycopg.conninfo import conninfo_to_dict
 
-from pgkick import cli, config, producer
-from pgkick.db import connect
-from pgkick.kick import NoKicker
+from pgkick import config
+from pgkick.cli import main as cli
+from pgkick.connections.db import connect
+from pgkick.kick.kickers import NoKicker
+from pgkick.producer import enqueue as producer
 from pgkick_dev.local.context import FakeLambdaContext
 from tests.helpers import event, load_handler
 
@@ -67,7 +69,7 @@ def test_a_malformed_dsns_password_appears_in_no_error_output_or_log(
     carried the password into exceptions (and their chained causes), CLI errors, handler
     failures and logs. Every path, every shape: the password's text appears nowhere."""
     monkeypatch.setenv("PGKICK_KICKER", "none")
-    monkeypatch.setattr("pgkick.kickers._default", None)
+    monkeypatch.setattr("pgkick.kick.default._default", None)
     for bad in malformed(dsn, token := uuid.uuid4().hex):
         monkeypatch.setenv("DATABASE_URL", bad)
         calls: list[Callable[[], Any]] = [

@@ -14,13 +14,15 @@ import psycopg
 import pytest
 from psycopg.conninfo import conninfo_to_dict, make_conninfo
 
-from pgkick import cli, producer, schema
+from pgkick.cli import main as cli
 from pgkick.config import Settings
 from pgkick.errors import DatabaseUnavailable
-from pgkick.kick import NoKicker
-from pgkick.reaper import reap
-from pgkick.runtime import Runtime
-from pgkick.store import JobStore
+from pgkick.kick.kickers import NoKicker
+from pgkick.producer import enqueue as producer
+from pgkick.store import migrations as schema
+from pgkick.store.worker import JobStore
+from pgkick.worker.reaper import reap
+from pgkick.worker.runtime import Runtime
 
 ROOT = Path(__file__).parent.parent
 
@@ -95,7 +97,7 @@ def test_no_password_in_any_log_line_error_or_summary(
     secret_dsn = make_conninfo(dsn, user=user, password=password)
     caplog.set_level(logging.DEBUG)
     monkeypatch.setenv("PGKICK_KICKER", "none")
-    monkeypatch.setattr("pgkick.kickers._default", None)
+    monkeypatch.setattr("pgkick.kick.default._default", None)
     texts: list[str] = []
     try:
         seed_ids = producer.enqueue_many(
@@ -172,7 +174,7 @@ def test_only_db_py_imports_psycopg() -> None:
             )
             if any(name.split(".")[0] == "psycopg" for name in names):
                 importers.append(path.relative_to(ROOT).as_posix())
-    assert sorted(set(importers)) == ["functions/pgkick/db.py"]
+    assert sorted(set(importers)) == ["functions/pgkick/connections/db.py"]
 
 
 def test_cli_enqueue_as_pgkick_producer_exits_0_after_its_commit(
@@ -185,7 +187,7 @@ def test_cli_enqueue_as_pgkick_producer_exits_0_after_its_commit(
     read: it committed the job, then exited 2 on `permission denied`, inviting a retry
     that enqueues it twice. It must answer from what the insert returned."""
     monkeypatch.setenv("PGKICK_KICKER", "none")
-    monkeypatch.setattr("pgkick.kickers._default", None)
+    monkeypatch.setattr("pgkick.kick.default._default", None)
     code = cli.main(["enqueue", "noop", "--queue", "mail", "--dsn", login_as["producer"], "--json"])
     captured = capsys.readouterr()
     assert code == 0, captured.err

@@ -12,11 +12,11 @@ from typing import Any
 import pytest
 
 from pgkick import Snooze
-from pgkick.kick import NoKicker
-from pgkick.lease import LeaseKeeper
-from pgkick.store import JobStore
-from pgkick.tasks import MAX_SNOOZE_SECONDS, JobContext, Registry
-from pgkick.worker import Worker, WorkerOptions
+from pgkick.kick.kickers import NoKicker
+from pgkick.store.worker import JobStore
+from pgkick.tasks.registry import MAX_SNOOZE_SECONDS, JobContext, Registry
+from pgkick.worker.lease import LeaseKeeper
+from pgkick.worker.loop import Worker, WorkerOptions
 from tests.helpers import FakeClock, job_row, seed
 from tests.spies import WAIT, CheckedRegistry, WatchedStore
 from tests.test_producer import RecordingKicker

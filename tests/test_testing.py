@@ -10,7 +10,7 @@ import pytest
 
 import pgkick
 from pgkick import testing
-from pgkick.tasks import Registry
+from pgkick.tasks.registry import Registry
 from tests import example_shop
 from tests.helpers import job_row
 

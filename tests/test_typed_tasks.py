@@ -11,11 +11,11 @@ import pydantic
 import pytest
 from mypy import api as mypy_api
 
-from pgkick import producer
-from pgkick.handle import Task
-from pgkick.store import JobStore
-from pgkick.tasks import JobContext, Registry
-from pgkick.worker import Worker, WorkerOptions
+from pgkick.producer import enqueue as producer
+from pgkick.store.worker import JobStore
+from pgkick.tasks.handle import Task
+from pgkick.tasks.registry import JobContext, Registry
+from pgkick.worker.loop import Worker, WorkerOptions
 from tests.helpers import job_row
 from tests.test_producer import RecordingKicker, count_jobs
 

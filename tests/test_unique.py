@@ -9,11 +9,12 @@ from datetime import timedelta
 import psycopg
 import pytest
 
-from pgkick import aio, producer
-from pgkick.cli import main
-from pgkick.kick import NoKicker
-from pgkick.store import JobStore
-from pgkick.validation import job_spec
+from pgkick import aio
+from pgkick.cli.main import main
+from pgkick.kick.kickers import NoKicker
+from pgkick.producer import enqueue as producer
+from pgkick.producer.validation import job_spec
+from pgkick.store.worker import JobStore
 from tests.helpers import wait_for_lock_waiters
 from tests.test_producer import RecordingKicker
 
@@ -222,7 +223,7 @@ def test_retry_of_a_failed_job_whose_key_a_live_job_holds_is_refused_naming_both
     named) instead of a usage error naming the key and the job in the way, a retry that
     writes some jobs before refusing, and a refusal of a retry that has no conflict."""
     monkeypatch.setenv("PGKICK_KICKER", "none")
-    monkeypatch.setattr("pgkick.kickers._default", None)
+    monkeypatch.setattr("pgkick.kick.default._default", None)
 
     def failed(key: str) -> int:
         with JobStore.open(dsn) as store:

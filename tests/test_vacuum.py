@@ -7,7 +7,7 @@ from datetime import timedelta
 
 import psycopg
 
-from pgkick.store import JobStore
+from pgkick.store.worker import JobStore
 from tests.helpers import seed
 
 LEASE = timedelta(minutes=5)

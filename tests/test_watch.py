@@ -1,4 +1,4 @@
-"""The kick protocol (pgkick.watch): a producer kicks only when no worker will see its job,
+"""The kick protocol (pgkick.kick.watch): a producer kicks only when no worker will see its job,
 and no job is ever stranded, whatever the interleaving of a producer's commit-and-check
 with a worker's withdraw-and-last-claim. Two real connections; the order of statements is
 forced by the test (each step commits before the next starts), no sleeps."""
@@ -13,13 +13,14 @@ from typing import Any
 import psycopg
 import pytest
 
-from pgkick import producer, queries
-from pgkick.kick import NoKicker
-from pgkick.store import Announcement, JobStore
-from pgkick.tasks import Registry
-from pgkick.validation import job_spec
-from pgkick.watch import claims_while_lingering
-from pgkick.worker import Worker, WorkerOptions
+from pgkick.kick.kickers import NoKicker
+from pgkick.kick.watch import claims_while_lingering
+from pgkick.producer import enqueue as producer
+from pgkick.producer.validation import job_spec
+from pgkick.store import queries
+from pgkick.store.worker import Announcement, JobStore
+from pgkick.tasks.registry import Registry
+from pgkick.worker.loop import Worker, WorkerOptions
 from pgkick_dev import queries as dev_queries
 from tests.helpers import FakeClock
 

@@ -11,10 +11,10 @@ import psycopg
 import pytest
 
 from pgkick.config import Settings
-from pgkick.runtime import Runtime
-from pgkick.store import JobStore
-from pgkick.tasks import JobContext, Registry
-from pgkick.worker import Worker, WorkerOptions
+from pgkick.store.worker import JobStore
+from pgkick.tasks.registry import JobContext, Registry
+from pgkick.worker.loop import Worker, WorkerOptions
+from pgkick.worker.runtime import Runtime
 from tests.helpers import FakeClock, job_row, seed
 from tests.test_producer import RecordingKicker
 

@@ -13,13 +13,13 @@ from pgkick.errors import (
     PgkickError,
     SchemaError,
 )
-from pgkick.handle import Task
-from pgkick.joined import PendingJobs, enqueue_in
-from pgkick.producer import enqueue_and_kick, enqueue_many, transaction
-from pgkick.recurring import periodic
-from pgkick.results import JobFailed, JobNotFinished, result, wait
-from pgkick.store import Connection
-from pgkick.tasks import JobContext, Snooze, task
+from pgkick.producer.enqueue import enqueue_and_kick, enqueue_many, transaction
+from pgkick.producer.joined import PendingJobs, enqueue_in
+from pgkick.store.worker import Connection
+from pgkick.tasks.handle import Task
+from pgkick.tasks.recurring import periodic
+from pgkick.tasks.registry import JobContext, Snooze, task
+from pgkick.tasks.results import JobFailed, JobNotFinished, result, wait
 
 __all__ = [
     "BadEvent",

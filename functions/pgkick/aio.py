@@ -1,7 +1,7 @@
 """pgkick for asyncio apps (FastAPI, Starlette, aiohttp, Django's async views).
 
-The same promises as the synchronous producer (`pgkick.producer`), on psycopg's
-AsyncConnection: input is checked by the same `pgkick.validation` before
+The same promises as the synchronous producer (`pgkick.producer.enqueue`), on psycopg's
+AsyncConnection: input is checked by the same `pgkick.producer.validation` before
 anything is sent; a kick goes out only after the job's transaction committed,
 and nothing after a rollback; the queue's kick is reserved after the commit
 (`queue_kick_reserve`), so a worker already draining it is not kicked again.
@@ -19,7 +19,7 @@ and was logged: as in the synchronous form, a failed kick never raises).
         await jobs.enqueue({"order": 42}, task="send_receipt")
     # committed here, then kicked; an exception inside rolls back and kicks nothing
 
-`unique_key=` works in every form as in the synchronous ones (pgkick.unique: the
+`unique_key=` works in every form as in the synchronous ones (pgkick.store.unique: the
 same statements): a live job holding the key is answered, nothing is written,
 and it is not kicked again; in `enqueue_many` a duplicate is skipped.
 """
@@ -33,14 +33,22 @@ from contextlib import asynccontextmanager
 from datetime import datetime, timedelta
 from typing import Any
 
-from pgkick import aio_pool, config, queries, unique
-from pgkick.aio_after_commit import insert, insert_and_reserve, kick, no_sync_store, reserve
-from pgkick.db import AsyncConnection, DatabaseError, async_state, execute_async
-from pgkick.kick import Kicker, NoKicker
-from pgkick.kickers import default_kicker
-from pgkick.producer import INSERT_CHUNK, _now, _producer_store, _spec
-from pgkick.store import Clock, QueuedJob, server_clock
-from pgkick.validation import DEFAULT_MAX_PAYLOAD_BYTES, JobSpec, job_spec
+from pgkick import config
+from pgkick.connections import aio_pool
+from pgkick.connections.db import AsyncConnection, DatabaseError, async_state, execute_async
+from pgkick.kick.default import default_kicker
+from pgkick.kick.kickers import Kicker, NoKicker
+from pgkick.producer.aio_after_commit import (
+    insert,
+    insert_and_reserve,
+    kick,
+    no_sync_store,
+    reserve,
+)
+from pgkick.producer.enqueue import INSERT_CHUNK, _now, _producer_store, _spec
+from pgkick.producer.validation import DEFAULT_MAX_PAYLOAD_BYTES, JobSpec, job_spec
+from pgkick.store import queries, unique
+from pgkick.store.worker import Clock, QueuedJob, server_clock
 
 log = logging.getLogger("pgkick.aio")
 
@@ -158,7 +166,7 @@ async def enqueue_and_kick(
 
 
 async def _enqueue_unique(spec: JobSpec, dsn: str, kicker: Kicker, clock: Clock) -> int:
-    """enqueue_and_kick with a unique key: each statement its own transaction (pgkick.unique
+    """enqueue_and_kick with a unique key: each statement its own transaction (pgkick.store.unique
     says why the read-back must be a later one); a kick is reserved only for a new job."""
     async with _pool(dsn).connection() as conn:
         row, inserted = await unique.insert_one_async(conn, clock, spec)

@@ -20,14 +20,14 @@ from pgkick.errors import ConfigError
 
 KICKERS = ("lambda", "local", "none")
 # The worker loop's defaults, here once: Settings reads them from the environment,
-# pgkick.worker.WorkerOptions defaults to them.
+# pgkick.worker.loop.WorkerOptions defaults to them.
 DEFAULT_BATCH = 10
 DEFAULT_LEASE_SECONDS = 300
 DEFAULT_MIN_REMAINING_MS = 2000
 DEFAULT_MAX_FANOUT = 1
 DEFAULT_WATCH_SECONDS = 5
 DEFAULT_MAX_HOPS = 12
-# Nothing configured: enqueueing refuses (pgkick.kickers.make_kicker says what to set),
+# Nothing configured: enqueueing refuses (pgkick.kick.default.make_kicker says what to set),
 # rather than silently spawning workers inside a web server or leaving jobs unkicked.
 UNSET = "unset"
 DEFAULT_SCHEMA = "pgkick"
@@ -55,7 +55,7 @@ class Settings:
     local_concurrency: int
     connect_retries: int  # a resuming serverless compute can refuse the first connections
     worker_linger: timedelta  # an emptied queue is re-claimed this long before leaving
-    watch_ttl: timedelta  # a worker's announcement on its queue lives this long (pgkick.watch)
+    watch_ttl: timedelta  # a worker's announcement on its queue lives this long (pgkick.kick.watch)
     max_hops: int  # a worker chain invokes itself this many times, then hands over by a wake
     aws_timeout: float  # seconds to connect and to read, per AWS call attempt
     schema: str = DEFAULT_SCHEMA  # where pgkick's tables live (PGKICK_SCHEMA)
@@ -159,7 +159,7 @@ def failed_kick_wake(env: Mapping[str, str] | None = None) -> timedelta:
 
 
 def kick_pending(env: Mapping[str, str] | None = None) -> timedelta:
-    """How long a kick sent counts as a worker on its way (pgkick.watch)."""
+    """How long a kick sent counts as a worker on its way (pgkick.kick.watch)."""
     env = os.environ if env is None else env
     return timedelta(milliseconds=_int(env, "PGKICK_KICK_PENDING_MS", 10_000, 100, 3_600_000))
 

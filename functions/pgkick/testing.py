@@ -30,11 +30,13 @@ from contextlib import AbstractContextManager, contextmanager
 from datetime import datetime, timedelta
 from typing import Any
 
-from pgkick import config, linger, queries
-from pgkick.kickers import set_default_kicker
-from pgkick.store import JobStore
-from pgkick.tasks import JobContext, Registry, registry
-from pgkick.worker import Worker, WorkerOptions
+from pgkick import config
+from pgkick.connections import linger
+from pgkick.kick.default import set_default_kicker
+from pgkick.store import queries
+from pgkick.store.worker import JobStore
+from pgkick.tasks.registry import JobContext, Registry, registry
+from pgkick.worker.loop import Worker, WorkerOptions
 
 OPTIONS = WorkerOptions(
     batch=10, lease=timedelta(minutes=5), min_remaining=timedelta(0), max_fanout=0, heartbeat=False

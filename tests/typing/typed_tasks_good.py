@@ -6,7 +6,7 @@ from dataclasses import dataclass
 from typing import TypedDict
 
 import pgkick
-from pgkick.tasks import JobContext
+from pgkick.tasks.registry import JobContext
 
 
 class Receipt(TypedDict):

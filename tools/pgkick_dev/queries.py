@@ -1,5 +1,5 @@
 """The statements only the benchmark, the demo and the awake comparison run:
-generated from sql/bench/ by infra/bundle_sql.py. Never shipped to Lambda.
+generated from tools/sql/ by tools/bundle_sql.py. Never shipped to Lambda.
 """
 
 from typing import Final

@@ -12,9 +12,9 @@ accepted one is migrated and marked.
 
 from __future__ import annotations
 
-from pgkick import schema
 from pgkick.errors import PgkickError
-from pgkick.store import JobStore
+from pgkick.store import migrations as schema
+from pgkick.store.worker import JobStore
 from pgkick_dev import queries as dev_queries
 
 

@@ -1,6 +1,6 @@
 """Tasks for the demo, the benchmark and the tests: never registered in production.
 
-Why here and not in pgkick.tasks: `crash` kills its worker and `fail` fails every
+Why here and not in pgkick.tasks.registry: `crash` kills its worker and `fail` fails every
 job; a production worker must not know them by name. They register where they
 run: PGKICK_TASKS=pgkick_dev.tasks (the demo's and the tests' workers).
 """
@@ -13,7 +13,7 @@ import time
 from typing import Any
 
 from pgkick.errors import PermanentError
-from pgkick.tasks import JobContext, task
+from pgkick.tasks.registry import JobContext, task
 
 
 @task("sleep")

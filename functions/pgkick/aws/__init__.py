@@ -2,7 +2,7 @@
 
 A team deploys them from its own project: `Handler: pgkick.aws.worker.handler`
 and `Handler: pgkick.aws.reaper.handler`, with its task modules in PGKICK_TASKS.
-Each handler parses, calls pgkick.runtime, and returns a typed, JSON-plain answer;
+Each handler parses, calls pgkick.worker.runtime, and returns a typed, JSON-plain answer;
 importing one is the cold start (settings, tasks, kicker; no database yet).
 They need Powertools: the `pgkick[lambda]` extra.
 """

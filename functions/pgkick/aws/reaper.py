@@ -1,5 +1,5 @@
 """Reaper Lambda, on a schedule slower than the database's suspend window: re-queue expired
-leases, kick ready queues, purge, report. The logic lives in pgkick.reaper."""
+leases, kick ready queues, purge, report. The logic lives in pgkick.worker.reaper."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ from aws_lambda_powertools.metrics import MetricUnit
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
 from pgkick.aws.results import ReaperResult
-from pgkick.runtime import Runtime
+from pgkick.worker.runtime import Runtime
 
 logger = Logger(service=os.environ.get("POWERTOOLS_SERVICE_NAME") or "pgkick-reaper")
 copy_config_to_registered_loggers(source_logger=logger, include={"pgkick"})

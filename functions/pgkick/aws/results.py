@@ -6,7 +6,7 @@ from typing import Any, TypedDict
 
 
 class WorkerResult(TypedDict):
-    """One invocation's drain (pgkick.worker.Summary as Lambda returns it)."""
+    """One invocation's drain (pgkick.worker.loop.Summary as Lambda returns it)."""
 
     queue: str
     claimed: int
@@ -39,7 +39,7 @@ class Rejected(TypedDict):
 
 
 class ReaperResult(TypedDict):
-    """One reaper run (pgkick.reaper.reap's report)."""
+    """One reaper run (pgkick.worker.reaper.reap's report)."""
 
     requeued: int
     failed: int

@@ -1,4 +1,6 @@
-"""Worker Lambda: parse the kick, drain the queue, report. The logic lives in pgkick.runtime."""
+"""Worker Lambda: parse the kick, drain the queue, report.
+
+The logic lives in pgkick.worker.runtime."""
 
 from __future__ import annotations
 
@@ -12,8 +14,8 @@ from aws_lambda_powertools.utilities.typing import LambdaContext
 
 from pgkick.aws.results import Rejected, TickResult, WorkerResult
 from pgkick.errors import BadEvent
-from pgkick.kick import parse_kick_event
-from pgkick.runtime import Runtime
+from pgkick.kick.kickers import parse_kick_event
+from pgkick.worker.runtime import Runtime
 
 logger = Logger(service=os.environ.get("POWERTOOLS_SERVICE_NAME") or "pgkick-worker")
 copy_config_to_registered_loggers(source_logger=logger, include={"pgkick"})

@@ -22,11 +22,11 @@ from typing import Any, Unpack
 
 from django.db import connections, transaction
 
-from pgkick.db import is_connection
-from pgkick.handle import EnqueueOptions
-from pgkick.joined import PendingJobs
-from pgkick.kick import Kicker
-from pgkick.kickers import default_kicker
+from pgkick.connections.db import is_connection
+from pgkick.kick.default import default_kicker
+from pgkick.kick.kickers import Kicker
+from pgkick.producer.joined import PendingJobs
+from pgkick.tasks.handle import EnqueueOptions
 
 
 class DjangoJobs:

@@ -22,11 +22,11 @@ from typing import Any, Unpack
 from sqlalchemy import event
 from sqlalchemy.orm import Session
 
-from pgkick.db import is_connection, no_transaction
-from pgkick.handle import EnqueueOptions
-from pgkick.joined import PendingJobs
-from pgkick.kick import Kicker
-from pgkick.kickers import default_kicker
+from pgkick.connections.db import is_connection, no_transaction
+from pgkick.kick.default import default_kicker
+from pgkick.kick.kickers import Kicker
+from pgkick.producer.joined import PendingJobs
+from pgkick.tasks.handle import EnqueueOptions
 
 _PENDING = "pgkick.pending"  # session.info key: this transaction's PendingJobs
 _HOOKED = "pgkick.hooked"
@@ -72,7 +72,7 @@ class SessionJobs:
 def _kick(session: Session) -> None:
     pending = session.info.pop(_PENDING, None)
     if isinstance(pending, PendingJobs):
-        pending.kick()  # never raises after a commit (pgkick.joined)
+        pending.kick()  # never raises after a commit (pgkick.producer.joined)
 
 
 def _forget(session: Session) -> None:

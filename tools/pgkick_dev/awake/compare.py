@@ -24,11 +24,11 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
-from pgkick.db import Database
+from pgkick.connections.db import Database
 from pgkick.errors import DatabaseUnavailable
-from pgkick.kick import Kicker, NoKicker
-from pgkick.producer import transaction
-from pgkick.store import JobStore
+from pgkick.kick.kickers import Kicker, NoKicker
+from pgkick.producer.enqueue import transaction
+from pgkick.store.worker import JobStore
 from pgkick_dev import queries as dev_queries
 from pgkick_dev.awake.chart import Lane, render
 from pgkick_dev.awake.monitor import AwakeMonitor, AwakeReport

@@ -28,7 +28,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-from pgkick.db import Database, DatabaseError
+from pgkick.connections.db import Database, DatabaseError
 from pgkick.errors import DatabaseUnavailable
 from pgkick_dev import queries as dev_queries
 

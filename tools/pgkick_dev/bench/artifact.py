@@ -37,7 +37,7 @@ from typing import Any
 
 from pgkick_dev.bench.figures import spread
 
-HANDLERS = {"WorkerFunction": "worker.app", "ReaperFunction": "reaper.app"}
+HANDLERS = {"WorkerFunction": "pgkick.aws.worker", "ReaperFunction": "pgkick.aws.reaper"}
 BASELINE = {"size_mb": 49, "import_ms": 626}  # issue 14, as SAM's builder made it
 TARGET = {"size_mib": 15, "import_ms": 300}
 MACHINES = {"x86_64": "x86_64", "amd64": "x86_64", "aarch64": "arm64", "arm64": "arm64"}

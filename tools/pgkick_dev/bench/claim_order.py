@@ -24,8 +24,8 @@ from collections.abc import Callable
 from datetime import timedelta
 from typing import Any
 
-from pgkick import queries
-from pgkick.store import ClaimedJob, JobStore
+from pgkick.store import queries
+from pgkick.store.worker import ClaimedJob, JobStore
 from pgkick_dev import queries as dev_queries
 from pgkick_dev.bench.figures import spread
 
@@ -72,7 +72,7 @@ def _current(dsn: str, backlog: int, cycles: int, priorities: bool, groups: int)
 
 
 def _before(dsn: str, backlog: int, cycles: int) -> float:
-    # Every statement, the completions too, rewritten for that schema (pgkick.qualify).
+    # Every statement, the completions too, rewritten for that schema (pgkick.store.qualify).
     with JobStore.open(dsn, schema=BEFORE, application_name="pgkick-bench") as store:
         store.execute(dev_queries.JOB_TRUNCATE_ALL)
         store.execute(dev_queries.JOB_BACKLOG_FILL_BEFORE_GROUPS, count=backlog)

@@ -17,8 +17,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from pgkick import linger, producer
-from pgkick.store import JobStore
+from pgkick.connections import linger
+from pgkick.producer import enqueue as producer
+from pgkick.store.worker import JobStore
 from pgkick_dev import queries as dev_queries
 from pgkick_dev.bench.figures import percentile
 from pgkick_dev.local.kicker import LocalKicker

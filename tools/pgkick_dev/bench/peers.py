@@ -31,7 +31,7 @@ from typing import Any
 
 import psycopg
 
-from pgkick.db import Database
+from pgkick.connections.db import Database
 from pgkick_dev import queries as dev_queries
 from pgkick_dev.bench.figures import percentile
 

@@ -3,7 +3,7 @@
 Why pgbench: it measures the statements with no Python at all, so it gives the
 article's table (the naive claim's double claims against SKIP LOCKED) and the
 ceiling the Python drain is held against. The scripts are made from pgkick's own
-statements in `pgkick.queries`: named parameters become pgbench variables or
+statements in `pgkick.store.queries`: named parameters become pgbench variables or
 literals, and a claimed batch's ids pass to the batch complete through \\gset.
 
 The ceiling does per round trip what a worker does: complete the batch claimed in
@@ -29,7 +29,7 @@ from typing import Any
 
 from psycopg.conninfo import conninfo_to_dict
 
-from pgkick import queries
+from pgkick.store import queries
 from pgkick_dev import queries as dev_queries
 
 FIXED = {"now": "NULL", "queue": "'default'", "lease": "'5 minutes'"}

@@ -3,7 +3,7 @@
 Why: the reaper used to run hourly because it was the only rescue for a crashed
 worker and a lost kick, and each run keeps a serverless database awake for a
 whole suspend window (1/6 of a quiet day). Rescues now come from the workers'
-own wake-ups (pgkick.rescue) and from the failed kick's wake-up, so the reaper
+own wake-ups (pgkick.worker.rescue) and from the failed kick's wake-up, so the reaper
 can run daily. This plays a day compressed to `seconds` (the suspend window,
 the linger, retries and the failed kick's wake-up scaled alike; leases and cold
 starts stay real) three times: no jobs with an hourly reaper, no jobs with a
@@ -24,9 +24,9 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
-from pgkick import producer
-from pgkick.reaper import reap
-from pgkick.store import JobStore
+from pgkick.producer import enqueue as producer
+from pgkick.store.worker import JobStore
+from pgkick.worker.reaper import reap
 from pgkick_dev import queries as dev_queries
 from pgkick_dev.awake.monitor import AwakeMonitor
 from pgkick_dev.local.kicker import LocalKicker

@@ -17,10 +17,10 @@ from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
-from pgkick import producer
-from pgkick.db import Database
-from pgkick.kick import NoKicker
-from pgkick.store import JobStore
+from pgkick.connections.db import Database
+from pgkick.kick.kickers import NoKicker
+from pgkick.producer import enqueue as producer
+from pgkick.store.worker import JobStore
 from pgkick_dev import queries as dev_queries
 from pgkick_dev.awake.compare import Workload, compare
 from pgkick_dev.bench import claim_order as bench_claim_order

@@ -17,9 +17,10 @@ from typing import Any
 
 from psycopg.conninfo import conninfo_to_dict, make_conninfo
 
-from pgkick import linger, producer
-from pgkick.kick import NoKicker
-from pgkick.store import JobStore
+from pgkick.connections import linger
+from pgkick.kick.kickers import NoKicker
+from pgkick.producer import enqueue as producer
+from pgkick.store.worker import JobStore
 from pgkick_dev import queries as dev_queries
 
 THREADS = (1, 4, 8, 16)

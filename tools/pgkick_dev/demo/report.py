@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections import Counter
 from typing import Any
 
-from pgkick.store import JobStore
+from pgkick.store.worker import JobStore
 from pgkick_dev.bench.figures import percentile
 from pgkick_dev.demo.scenario import DemoRun
 from pgkick_dev.demo.traces import overlapping_runs, read_traces

@@ -23,10 +23,11 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
-from pgkick import producer, schema
-from pgkick.db import Database
-from pgkick.reaper import reap
-from pgkick.store import JobStore
+from pgkick.connections.db import Database
+from pgkick.producer import enqueue as producer
+from pgkick.store import migrations as schema
+from pgkick.store.worker import JobStore
+from pgkick.worker.reaper import reap
 from pgkick_dev.awake.monitor import AwakeMonitor
 from pgkick_dev.demo.traces import read_traces
 from pgkick_dev.local.kicker import LocalKicker

@@ -1,6 +1,6 @@
 """The local kicker: Lambda's asynchronous invoke stood in by processes, for development.
 
-`PGKICK_KICKER=local` finds `make_kicker` here through the `pgkick.kickers` entry
+`PGKICK_KICKER=local` finds `make_kicker` here through the `pgkick.kick.default` entry
 point. Inside one of its environments (PGKICK_LOCAL_PIPE_FD set) the worker's own
 kicks go back to the parent kicker through a pipe. Outside, it also fires the
 `@pgkick.periodic` declarations of PGKICK_TASKS' modules with timers.
@@ -12,7 +12,7 @@ from collections.abc import Mapping
 from pathlib import Path
 
 from pgkick import config
-from pgkick.kick import Kicker
+from pgkick.kick.kickers import Kicker
 
 
 def make_kicker(settings: config.Settings, env: Mapping[str, str]) -> Kicker:
@@ -20,8 +20,8 @@ def make_kicker(settings: config.Settings, env: Mapping[str, str]) -> Kicker:
         from pgkick_dev.local.env import PipeKicker
 
         return PipeKicker(int(env["PGKICK_LOCAL_PIPE_FD"]))
-    from pgkick.recurring import periodic_registry
-    from pgkick.tasks import registry
+    from pgkick.tasks.recurring import periodic_registry
+    from pgkick.tasks.registry import registry
     from pgkick_dev.local.kicker import LocalKicker
 
     # The scheduler's stand-in fires what PGKICK_TASKS' modules declare (importing them

@@ -2,7 +2,7 @@
 
 Why: the local kicker stands in for the scheduler (pgkick_dev.local.ticks), so it must
 fire at the times the scheduler would, from the same `cron(...)`/`rate(...)` and time
-zone that pgkick.recurring already validated. The scheduler's documented rules:
+zone that pgkick.tasks.recurring already validated. The scheduler's documented rules:
 
 - cron's six fields (minutes hours day-of-month month day-of-week year) are read in
   the schedule's time zone; day-of-week 1-7 is SUN-SAT; `L`, `W`, `#` as in Quartz.
@@ -23,7 +23,7 @@ from collections.abc import Callable
 from datetime import UTC, date, datetime, timedelta
 from zoneinfo import ZoneInfo
 
-from pgkick.recurring import check_expression
+from pgkick.tasks.recurring import check_expression
 
 _RATE = re.compile(r"^rate\((\d+) (minute|hour|day)s?\)$")
 _UNIT = {"minute": 60, "hour": 3600, "day": 86400}

@@ -20,8 +20,8 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from pgkick.db import opened
-from pgkick.kick import kick_event
+from pgkick.connections.db import opened
+from pgkick.kick.kickers import kick_event
 from pgkick_dev.local.context import FakeLambdaContext
 
 DEFAULT_HANDLER = "pgkick.aws.worker:handler"  # from the installed package, as an app deploys it

@@ -3,7 +3,7 @@
 Why it must be faithful, not kind: a stand-in nicer than Lambda lets our tests
 pass where a user's deploy fails. So, as Lambda's asynchronous queue does:
 - every event is kept and run once (never merged with another: whatever
-  merging pgkick needs is pgkick's own, see pgkick.watch);
+  merging pgkick needs is pgkick's own, see pgkick.kick.watch);
 - an event that finds every execution environment busy waits (a throttle,
   counted), and is dropped once older than its maximum age;
 - an invocation that errors, crashes or times out is retried twice, after
@@ -37,8 +37,8 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from pgkick.kick import kick_event
-from pgkick.recurring import Periodic
+from pgkick.kick.kickers import kick_event
+from pgkick.tasks.recurring import Periodic
 from pgkick_dev.local.pool import Environment, Pool
 from pgkick_dev.local.ticks import PeriodicTimers, StartTimer, thread_timer
 

@@ -23,7 +23,7 @@ from collections.abc import Callable, Iterable
 from datetime import UTC, datetime
 from typing import Any, Protocol
 
-from pgkick.recurring import SCHEDULED_TIME, Periodic
+from pgkick.tasks.recurring import SCHEDULED_TIME, Periodic
 from pgkick_dev.local.cron import next_tick
 
 

@@ -1,0 +1,123 @@
+"""`pgkick schedules sync`: make the scheduler's recurring schedules match the declarations.
+
+Why a sync and not one schedule per deploy step: declarations live in code and
+change with it; a sync run after each deploy creates what is new, updates what
+changed and deletes what was removed, and running it twice changes nothing.
+It owns only schedules named `pgkick.periodic.*` in its group: the worker's
+one-time wake-ups and rescues (`pgkick-...`) and anyone else's are never touched.
+Every declaration is validated before the first call (pgkick.tasks.recurring).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable
+from typing import Any
+
+from pgkick.tasks.recurring import SCHEDULE_PREFIX, Periodic
+
+
+def desired(periodic: Periodic, target_arn: str, role_arn: str) -> dict[str, Any]:
+    """The schedule's fields as create_schedule/update_schedule take them."""
+    return {
+        "Name": periodic.schedule_name,
+        "ScheduleExpression": periodic.expression,
+        "ScheduleExpressionTimezone": periodic.timezone,
+        "FlexibleTimeWindow": {"Mode": "OFF"},
+        "State": "ENABLED",
+        "Target": {
+            "Arn": target_arn,
+            "RoleArn": role_arn,
+            "Input": json.dumps(periodic.event(), sort_keys=True),
+        },
+    }
+
+
+def _current(client: Any, group: str) -> dict[str, dict[str, Any]]:
+    """The schedules this sync owns, with the fields it compares."""
+    owned: dict[str, dict[str, Any]] = {}
+    kwargs: dict[str, Any] = {"GroupName": group, "NamePrefix": SCHEDULE_PREFIX}
+    while True:
+        page = client.list_schedules(**kwargs)
+        for summary in page.get("Schedules", []):
+            name = summary["Name"]
+            if name.startswith(SCHEDULE_PREFIX):  # NamePrefix is a filter; trust only this
+                owned[name] = client.get_schedule(Name=name, GroupName=group)
+        if not page.get("NextToken"):
+            return owned
+        kwargs["NextToken"] = page["NextToken"]
+
+
+def _same(want: dict[str, Any], have: dict[str, Any]) -> bool:
+    target = have.get("Target", {})
+    return bool(
+        have.get("ScheduleExpression") == want["ScheduleExpression"]
+        and have.get("ScheduleExpressionTimezone") == want["ScheduleExpressionTimezone"]
+        and have.get("State", "ENABLED") == want["State"]
+        and target.get("Arn") == want["Target"]["Arn"]
+        and target.get("RoleArn") == want["Target"]["RoleArn"]
+        and target.get("Input") == want["Target"]["Input"]
+    )
+
+
+def sync(
+    client: Any,
+    declarations: Iterable[Periodic],
+    *,
+    target_arn: str,
+    role_arn: str,
+    group: str = "default",
+    dry_run: bool = False,
+) -> dict[str, list[str]]:
+    """Create, update and delete owned schedules; returns the names in each list."""
+    if not target_arn or not role_arn:
+        raise ValueError(
+            "schedules sync needs the worker's ARN and the scheduler's role ARN "
+            "(PGKICK_WORKER_ARN, PGKICK_SCHEDULER_ROLE_ARN)"
+        )
+    wanted = {p.schedule_name: desired(p, target_arn, role_arn) for p in declarations}
+    have = _current(client, group)
+    plan: dict[str, list[str]] = {"created": [], "updated": [], "deleted": [], "unchanged": []}
+    for name, want in sorted(wanted.items()):
+        if name not in have:
+            plan["created"].append(name)
+            if not dry_run:
+                client.create_schedule(GroupName=group, **want)
+        elif not _same(want, have[name]):
+            plan["updated"].append(name)
+            if not dry_run:
+                client.update_schedule(GroupName=group, **want)
+        else:
+            plan["unchanged"].append(name)
+    for name in sorted(set(have) - set(wanted)):
+        plan["deleted"].append(name)
+        if not dry_run:
+            client.delete_schedule(Name=name, GroupName=group)
+    return plan
+
+
+def cmd_schedules(args: Any) -> dict[str, Any]:
+    """Make the scheduler's recurring schedules match the @pgkick.periodic declarations in
+    PGKICK_TASKS' modules: create, update, delete (only `pgkick.periodic.*`); idempotent."""
+    from pgkick import config
+    from pgkick.kick.lambda_kicker import aws_client
+    from pgkick.tasks.recurring import periodic_registry
+    from pgkick.tasks.registry import registry
+
+    settings = config.Settings.from_env()
+    registry.load(settings.task_modules)  # their @periodic declarations run (and are checked)
+    return sync(
+        aws_client("scheduler", 5.0),
+        periodic_registry.declared.values(),
+        target_arn=settings.worker_arn or "",
+        role_arn=settings.scheduler_role_arn or "",
+        group=settings.schedule_group,
+        dry_run=args.dry_run,
+    )
+
+
+def add_schedule_commands(command: Any) -> None:
+    """`pgkick schedules sync [--dry-run]` (registered by pgkick.cli.main)."""
+    sub = command("schedules", cmd_schedules)
+    sub.add_argument("action", choices=["sync"])
+    sub.add_argument("--dry-run", action="store_true", help="say what would change, change nothing")

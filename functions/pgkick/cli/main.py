@@ -1,0 +1,311 @@
+"""The `pgkick` command: operations from a shell, each with --help, --json and --dsn.
+
+Why thin: each command is a library call an app or a Lambda also makes, so what
+an operator runs is what production runs. Every failure is one clear line on
+stderr and a non-zero exit, never a traceback, and bad input writes nothing.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import os
+import sys
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import AbstractContextManager
+from datetime import timedelta
+from importlib.metadata import entry_points
+from typing import Any
+
+from pgkick import config
+from pgkick.aws.schedules import add_schedule_commands
+from pgkick.cli.types import extra_attempts, positive, schema_name, span, wait_seconds
+from pgkick.connections.db import DatabaseError
+from pgkick.connections.redact import redact
+from pgkick.errors import PgkickError
+from pgkick.kick.default import default_kicker
+from pgkick.producer import after_commit
+from pgkick.producer import enqueue as producer
+from pgkick.producer.validation import MAX_ATTEMPTS_LIMIT
+from pgkick.store import groups, unique
+from pgkick.store import migrations as schema
+from pgkick.store.worker import JobStore
+from pgkick.worker.reaper import reap
+
+Handler = Callable[[argparse.Namespace], dict[str, Any]]
+
+
+class UsageError(PgkickError, RuntimeError):
+    """A problem with what the operator asked for, said in one line."""
+
+
+def _dsn(args: argparse.Namespace) -> str:
+    dsn = args.dsn or os.environ.get("DATABASE_URL")
+    if not dsn:
+        raise UsageError("no database: pass --dsn or set DATABASE_URL")
+    return str(dsn)
+
+
+def _store(args: argparse.Namespace) -> AbstractContextManager[JobStore]:
+    """A store on a migrated database (a clear error if the schema is missing or newer)."""
+    return schema.open_checked(_dsn(args), schema=args.schema, application_name="pgkick-cli")
+
+
+def cmd_migrate(args: argparse.Namespace) -> dict[str, Any]:
+    """Apply pgkick's schema migrations (idempotent, safe to run concurrently)."""
+    with JobStore.open(_dsn(args), schema=args.schema, application_name="pgkick-cli") as store:
+        report = schema.migrate(store)
+        roles = schema.create_roles(store) if args.roles else []
+    result: dict[str, Any] = {
+        "applied": report.applied,
+        "version": report.version,
+        "schema": store.schema,
+    }
+    return result | ({"roles": roles} if roles else {})
+
+
+def cmd_enqueue(args: argparse.Namespace) -> dict[str, Any]:
+    """Enqueue one job and kick a worker (PGKICK_KICKER decides how)."""
+    try:
+        payload = json.loads(args.payload)
+    except (ValueError, RecursionError) as exc:
+        reason = exc if isinstance(exc, ValueError) else "nested too deeply"
+        raise UsageError(f"--payload is not JSON: {reason}") from None
+    kicker = default_kicker()
+    with _store(args) as store:  # one connection: schema checked, insert (autocommitted)
+        enqueuer = producer.Enqueuer(store)
+        job_id = enqueuer.enqueue(
+            payload,
+            task=args.task,
+            queue=args.queue,
+            delay=args.delay,
+            max_attempts=args.max_attempts,
+            priority=args.priority,
+            group=args.group,
+            unique_key=args.unique_key,
+        )
+        # Committed: from here nothing may fail the command (a retry would enqueue twice).
+        after_commit.kick_committed(enqueuer.queued, kicker, lambda: contextlib.nullcontext(store))
+        settle = getattr(kicker, "wait_idle", None)  # a kicker running workers here (local)
+        if settle is not None and args.wait:  # lets the job run before we exit
+            settle(args.wait)
+            kicker.close()  # type: ignore[attr-defined]
+        if not enqueuer.queued:  # a live job holds its unique key: nothing was written
+            return {"id": job_id, "duplicate": True}
+        (job,) = enqueuer.queued  # what the insert returned: pgkick_producer may read only this
+        result = {"id": job_id, "queue": job.queue, "run_at": job.run_at.isoformat()}
+        try:
+            (row,) = store.get_many([job_id])
+            result["status"] = row["status"]
+        except DatabaseError:  # a producer role may not read status: leave it out
+            pass
+    return result
+
+
+def cmd_status(args: argparse.Namespace) -> dict[str, Any]:
+    """Per queue: jobs by status, oldest ready age, next lease expiry; the table's health;
+    `stranded`: queues with jobs ready for longer than --stranded-after and no worker."""
+    with _store(args) as store:
+        queues = store.stats_by_queue(args.stranded_after)
+        stranded = {q["queue"]: q["stranded"] for q in queues if q["stranded"]}
+        return {"queues": queues, "stranded": stranded, "table": store.table_health()}
+
+
+def _selection(args: argparse.Namespace, store: JobStore, status: str) -> list[int] | None:
+    """The ids asked for (all in `status`, "a|b" for either), or None for a queue/task filter."""
+    if not (args.ids or args.queue or args.task or args.all):
+        raise UsageError("name job ids, or --queue/--task, or --all")
+    if not args.ids:
+        return None
+    jobs = {job["id"]: job for job in store.get_many(args.ids)}
+    found = {i: job["status"] for i, job in jobs.items()}
+    problems = [
+        f"job {i} does not exist" if i not in found else f"job {i} is {found[i]}"
+        for i in args.ids
+        if found.get(i) not in status.split("|")
+    ]
+    if status == "failed":  # a retry: attempts count up, and may not pass the limit
+        problems += [
+            f"job {i} has used all {MAX_ATTEMPTS_LIMIT} attempts"
+            for i, job in jobs.items()
+            if job["attempts"] >= MAX_ATTEMPTS_LIMIT
+        ]
+    if problems:
+        raise UsageError(f"nothing changed: {'; '.join(problems)} (expected {status})")
+    return list(args.ids)
+
+
+def cmd_retry(args: argparse.Namespace) -> dict[str, Any]:
+    """Put failed jobs back in the queue, with --extra-attempts more tries, and kick."""
+    with _store(args) as store:
+        ids = _selection(args, store, "failed")
+        conflicts = store.retry_conflicts(ids=ids, queue=args.queue, task=args.task)
+        if conflicts:  # the index would refuse it too, less clearly
+            raise UsageError(f"nothing changed: {unique.describe_conflicts(conflicts)}")
+        retried = store.retry_failed(
+            ids=ids, queue=args.queue, task=args.task, extra_attempts=args.extra_attempts
+        )
+    for queue in sorted({queue for _, queue in retried}):
+        default_kicker().kick(queue, "manual")
+    return {"retried": [job_id for job_id, _ in retried]}
+
+
+def cmd_cancel(args: argparse.Namespace) -> dict[str, Any]:
+    """Cancel jobs: queued ones fail at once; running ones are marked, and fail when they stop."""
+    with _store(args) as store:  # queued first: one claimed meanwhile is marked by the second
+        ids = _selection(args, store, "queued|running")
+        cancelled = store.cancel_queued(ids=ids, queue=args.queue, task=args.task)
+        marked = store.cancel_running(ids=ids, queue=args.queue, task=args.task)
+    return {"cancelled": [i for i, _ in cancelled], "cancelling": [i for i, _ in marked]}
+
+
+def cmd_purge(args: argparse.Namespace) -> dict[str, Any]:
+    """Delete done and failed jobs finished longer ago than --older-than, in batches."""
+    with _store(args) as store:
+        return {"purged": store.purge_finished(args.older_than, batch=args.batch)}
+
+
+def cmd_reap(args: argparse.Namespace) -> dict[str, Any]:
+    """Run the reaper once: re-queue expired leases, kick ready queues, purge, report."""
+    settings = config.Settings.from_env()
+    with _store(args) as store:
+        return reap(store, default_kicker(), retention=settings.retention)
+
+
+def cmd_limit(args: argparse.Namespace) -> dict[str, Any]:
+    """Set (QUEUE N), remove (QUEUE --clear) or list the most jobs of a queue running at once."""
+    with _store(args) as store:
+        if args.queue is not None:
+            if (args.max_running is None) == (not args.clear):
+                raise UsageError("give QUEUE and N, or QUEUE --clear, or nothing to list")
+            groups.set_queue_limit(store, args.queue, args.max_running)
+        limits = groups.queue_limits(store)
+    return {"limits": [{"queue": q, "max_running": m, "running": r} for q, m, r in limits]}
+
+
+def _print(result: dict[str, Any], as_json: bool) -> None:
+    if as_json:
+        print(json.dumps(result, default=str))
+        return
+    for key, value in result.items():
+        if isinstance(value, list) and value and isinstance(value[0], dict):
+            print(f"{key}:")
+            for row in value:
+                print("  " + "  ".join(f"{k}={v}" for k, v in row.items()))
+        else:
+            print(f"{key}: {value}")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="pgkick", description=__doc__.splitlines()[0])
+    commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    def command(name: str, handler: Handler) -> argparse.ArgumentParser:
+        sub = commands.add_parser(
+            name, help=(handler.__doc__ or "").splitlines()[0], description=handler.__doc__
+        )
+        sub.add_argument("--dsn", help="PostgreSQL connection string (default: $DATABASE_URL)")
+        sub.add_argument("--json", action="store_true", help="print the result as JSON")
+        sub.set_defaults(handler=handler)
+        return sub
+
+    def selection(sub: argparse.ArgumentParser) -> None:
+        sub.add_argument("ids", nargs="*", type=int, help="job ids")
+        sub.add_argument("--queue", help="every job of this queue")
+        sub.add_argument("--task", help="every job of this task")
+        sub.add_argument("--all", action="store_true", help="every job in that state")
+
+    migrate = command("migrate", cmd_migrate)
+    migrate.add_argument(
+        "--roles",
+        action="store_true",
+        help="also create and grant pgkick_producer, pgkick_worker, pgkick_maintainer",
+    )
+    enqueue = command("enqueue", cmd_enqueue)
+    enqueue.add_argument("task")
+    enqueue.add_argument("--payload", default="{}", help="the job's JSON payload")
+    enqueue.add_argument("--queue", default="default")
+    enqueue.add_argument("--delay", type=float, help="seconds before the job is due")
+    enqueue.add_argument("--max-attempts", type=int, default=5)  # validated by the producer
+    enqueue.add_argument("--priority", type=int, default=0, help="-100..100, higher first")
+    enqueue.add_argument("--group", help="jobs of one group run one at a time")
+    enqueue.add_argument("--unique-key", help="skip if a queued or running job has this key")
+    enqueue.add_argument(
+        "--wait",
+        type=wait_seconds,
+        default=60.0,
+        help="with the local kicker, seconds to wait for the job (0: don't)",
+    )
+    status = command("status", cmd_status)
+    status.add_argument(
+        "--stranded-after",
+        type=span,
+        default=timedelta(minutes=1),
+        help="a ready job waiting this long with no worker is reported stranded (1m)",
+    )
+    retry = command("retry", cmd_retry)
+    selection(retry)
+    retry.add_argument("--extra-attempts", type=extra_attempts, default=1)
+    selection(command("cancel", cmd_cancel))
+    purge = command("purge", cmd_purge)
+    purge.add_argument("--older-than", type=span, required=True, help="e.g. 7d, 12h, 30m")
+    purge.add_argument("--batch", type=positive, default=10_000)
+    reap_command = command("reap", cmd_reap)
+    limit = command("limit", cmd_limit)
+    limit.add_argument("queue", nargs="?")
+    limit.add_argument("max_running", nargs="?", type=int)
+    limit.add_argument("--clear", action="store_true", help="remove the queue's limit")
+    operations = (migrate, enqueue, status, retry, purge, reap_command, limit)
+    for sub in (*operations, commands.choices["cancel"]):
+        sub.add_argument(
+            "--schema",
+            type=schema_name,
+            help=f"schema of pgkick's tables (default: $PGKICK_SCHEMA, {config.DEFAULT_SCHEMA})",
+        )
+    add_schedule_commands(command)
+    for plugin in entry_points(group="pgkick.commands"):  # demo, bench, awake: pgkick-dev
+        plugin.load()(command)
+    return parser
+
+
+@contextlib.contextmanager
+def _schema_for_workers(name: str | None) -> Iterator[None]:
+    """--schema also reaches the workers this command starts (the local kicker's processes
+    read PGKICK_SCHEMA), for the command's duration only."""
+    if name is None:
+        yield
+        return
+    before = os.environ.get("PGKICK_SCHEMA")
+    os.environ["PGKICK_SCHEMA"] = name
+    try:
+        yield
+    finally:
+        if before is None:
+            os.environ.pop("PGKICK_SCHEMA", None)
+        else:
+            os.environ["PGKICK_SCHEMA"] = before
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        with _schema_for_workers(getattr(args, "schema", None)):
+            result = args.handler(args)
+    except (
+        PgkickError,
+        TimeoutError,
+        ValueError,
+        TypeError,
+        DatabaseError,
+    ) as exc:
+        message = redact(" ".join(str(exc).split()), [args.dsn, os.environ.get("DATABASE_URL")])
+        print(f"pgkick {args.command}: {message}", file=sys.stderr)
+        return 1 if isinstance(exc, UsageError) else 2
+    if args.json or args.command not in ("demo", "bench"):  # these print their own report
+        _print(result, args.json)
+    return 1 if result.get("ok") is False else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,66 @@
+"""What an operator may type: argparse types that refuse a bad value in one line.
+
+Apart from pgkick.cli.main so the commands read as what they do; each type here bounds
+its value (a span of at most a century, a wait of at most an hour...) so that no
+command reaches the database with a value it would choke on.
+"""
+
+from __future__ import annotations
+
+import argparse
+import re
+from datetime import timedelta
+
+from pgkick import config
+from pgkick.errors import ConfigError
+from pgkick.producer.validation import MAX_ATTEMPTS_LIMIT
+
+SPAN = re.compile(r"^(\d+)([smhd])$")
+UNITS = {"s": "seconds", "m": "minutes", "h": "hours", "d": "days"}
+MAX_SPAN = timedelta(days=36_500)
+MAX_WAIT = 3600.0
+
+
+def schema_name(text: str) -> str:
+    """--schema: a name pgkick can own (the same rule as PGKICK_SCHEMA)."""
+    try:
+        return config.check_schema_name(text, "--schema")
+    except ConfigError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+
+
+def span(text: str) -> timedelta:
+    """'30s', '15m', '12h', '7d' -> timedelta, at most MAX_SPAN (a purge's horizon)."""
+    match = SPAN.match(text)
+    if not match:
+        raise argparse.ArgumentTypeError(f"{text!r}: expected a number and s, m, h or d (7d)")
+    if len(match[1]) > 9 or timedelta(**{UNITS[match[2]]: int(match[1])}) > MAX_SPAN:
+        raise argparse.ArgumentTypeError(f"{text!r}: at most {MAX_SPAN.days}d")
+    return timedelta(**{UNITS[match[2]]: int(match[1])})
+
+
+def positive(text: str, most: int = 10**9) -> int:
+    """A whole number of at least 1 (and at most `most`)."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
+    if not 1 <= value <= most:
+        raise argparse.ArgumentTypeError(f"{value} must be at least 1 and at most {most}")
+    return value
+
+
+def extra_attempts(text: str) -> int:
+    """More attempts for a retry: max_attempts may not pass MAX_ATTEMPTS_LIMIT."""
+    return positive(text, MAX_ATTEMPTS_LIMIT - 1)
+
+
+def wait_seconds(text: str) -> float:
+    """Seconds to wait for the job, finite: 0 (don't) up to MAX_WAIT."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number of seconds") from None
+    if not 0 <= value <= MAX_WAIT:  # NaN fails this too
+        raise argparse.ArgumentTypeError(f"{text!r}: expected 0..{MAX_WAIT:g} seconds")
+    return value

@@ -1,0 +1,1 @@
+"""Connections to PostgreSQL: the one psycopg module, lingering connections, pools."""

@@ -1,0 +1,137 @@
+"""The asyncio producer's connections: a few per event loop, closed soon after their last use.
+
+Why its own pool: an AsyncConnection belongs to the event loop that made it, so
+the threads' pool (`pgkick.connections.pool`) cannot lend one. The rules are the
+same: concurrent tasks borrow an idle connection, open one only while fewer
+than `size` exist, otherwise wait (without blocking the loop) for one given
+back; each connection is closed PGKICK_PRODUCER_LINGER_MS after its last use,
+by a timer on the loop, so no session stays open without work.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import weakref
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+
+from pgkick.connections.db import AsyncConnection, async_state, connect_producer_async
+from pgkick.connections.linger import APPLICATION_NAME
+from pgkick.connections.pool import DEFAULT_SIZE
+
+
+class AsyncLingeringPool:
+    """Up to `size` asyncio connections to one DSN, on the loop running when it was made."""
+
+    def __init__(self, dsn: str, linger: float, size: int = DEFAULT_SIZE) -> None:
+        self.dsn = dsn
+        self.linger = linger
+        self.size = size
+        self.opened = 0
+        self._loop = asyncio.get_running_loop()
+        self._idle: list[tuple[AsyncConnection, float]] = []  # newest last
+        self._lent = 0
+        self._cond = asyncio.Condition()
+        self._timer: asyncio.TimerHandle | None = None
+        self._closing: set[asyncio.Task[None]] = set()
+
+    @asynccontextmanager
+    async def connection(self) -> AsyncIterator[AsyncConnection]:
+        """An autocommit connection for one call; given back for the next one if clean."""
+        if self.linger <= 0:
+            self.opened += 1
+            conn = await connect_producer_async(self.dsn, APPLICATION_NAME)
+            try:
+                yield conn
+            finally:
+                await conn.close()
+            return
+        conn = await self._take()
+        keep = True
+        try:
+            yield conn
+        except BaseException:
+            idle, _, broken = async_state(conn)
+            if broken or not idle:
+                keep = False
+                await conn.close()
+            raise
+        finally:
+            await self._give_back(conn if keep else None)
+
+    async def close_idle(self, older_than: float = 0.0) -> None:
+        """Close the idle connections unused for `older_than` seconds or more."""
+        async with self._cond:
+            now = self._loop.time()
+            old = [c for c, used in self._idle if now - used >= older_than]
+            self._idle = [(c, used) for c, used in self._idle if now - used < older_than]
+        for conn in old:
+            await conn.close()
+        if self._idle:
+            self._arm()
+
+    async def _take(self) -> AsyncConnection:
+        async with self._cond:
+            while True:
+                while self._idle:
+                    conn, _ = self._idle.pop()
+                    if not conn.closed and not async_state(conn)[2]:
+                        self._lent += 1
+                        return conn
+                if self._lent < self.size:
+                    self._lent += 1
+                    self.opened += 1
+                    break
+                await self._cond.wait()
+        try:
+            return await connect_producer_async(self.dsn, APPLICATION_NAME)
+        except BaseException:
+            await self._give_back(None)
+            raise
+
+    async def _give_back(self, conn: AsyncConnection | None) -> None:
+        async with self._cond:
+            self._lent -= 1
+            if conn is not None and not conn.closed:
+                self._idle.append((conn, self._loop.time()))
+            self._cond.notify()
+        self._arm()
+
+    def _arm(self) -> None:
+        """One timer per pool: at the oldest idle connection's deadline, close what is due."""
+        if self._timer is not None or not self._idle:
+            return
+        due = min(used for _, used in self._idle) + self.linger
+        self._timer = self._loop.call_at(due, self._fire)
+
+    def _fire(self) -> None:
+        self._timer = None
+        task = self._loop.create_task(self.close_idle(self.linger))
+        self._closing.add(task)  # a reference, so the task is not collected midway
+        task.add_done_callback(self._closing.discard)
+
+
+_pools: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, dict[str, AsyncLingeringPool]] = (
+    weakref.WeakKeyDictionary()
+)
+_pid = os.getpid()
+
+
+def shared(dsn: str, linger: float) -> AsyncLingeringPool:
+    """The running loop's producer pool for this DSN (made on first use)."""
+    global _pid
+    if _pid != os.getpid():  # a forked child: the parent's connections are not ours
+        _pools.clear()
+        _pid = os.getpid()
+    pools = _pools.setdefault(asyncio.get_running_loop(), {})
+    pool = pools.get(dsn)
+    if pool is None or pool.linger != linger:
+        pool = pools[dsn] = AsyncLingeringPool(dsn, linger)
+    return pool
+
+
+async def close_all() -> None:
+    """Close the running loop's idle producer connections now (an app's shutdown hook)."""
+    for pool in list(_pools.get(asyncio.get_running_loop(), {}).values()):
+        await pool.close_idle()

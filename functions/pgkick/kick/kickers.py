@@ -1,0 +1,122 @@
+"""Kickers: how "there is work in queue Q" reaches a worker, and how a wake-up is booked.
+
+Why a kick carries only the queue and a reason: the database is the source of
+truth, so a kick is a hint ("go and look"), tiny, safe to lose or duplicate. A
+lost kick delays a job until the next wake-up or the reaper; a duplicate kick
+finds nothing and exits.
+
+Wake-ups replace polling for jobs that are not ready yet (delays, retries):
+one EventBridge Scheduler one-time schedule per queue per minute, idempotent by
+name, deleted by the scheduler after it fires.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from typing import Any, Protocol
+
+from pgkick.errors import BadEvent
+from pgkick.producer.validation import check_name
+
+log = logging.getLogger("pgkick.kick")
+
+REASONS = frozenset({"enqueue", "wake", "rescue", "rekick", "fanout", "reaper", "manual"})
+
+
+class Kicker(Protocol):
+    def kick(self, queue: str, reason: str, *, hop: int = 0) -> None:
+        """Ask for a worker on `queue` now. May raise; callers never let that lose a job.
+
+        hop: the invocations of this worker chain before the one asked for (0 from
+        an app, the reaper or a wake-up; a worker's own kicks carry its hop + 1)."""
+
+    def wake_at(self, queue: str, when: datetime) -> None:
+        """Ask for a worker on `queue` at `when` (a job's future run_at)."""
+
+    def book_rescue(self, queue: str, when: datetime, name: str) -> None:
+        """A worker's dead-man's switch: a `rescue` kick on `queue` at `when` (its leases'
+        expiry), under a name of its own, unless `cancel_rescue(name)` comes first."""
+
+    def cancel_rescue(self, name: str) -> None:
+        """The worker finished cleanly: its rescue is not needed."""
+
+
+class NoKicker:
+    """The app drives its workers itself (or the reaper does): kicks go nowhere."""
+
+    def kick(self, queue: str, reason: str, *, hop: int = 0) -> None:
+        return None
+
+    def wake_at(self, queue: str, when: datetime) -> None:
+        return None
+
+    def book_rescue(self, queue: str, when: datetime, name: str) -> None:
+        return None
+
+    def cancel_rescue(self, name: str) -> None:
+        return None
+
+
+def kick_event(queue: str, reason: str, hop: int = 0) -> dict[str, Any]:
+    """The whole of a kick's payload: never the job itself. Hop 0 is left out."""
+    event: dict[str, Any] = {"queue": queue, "reason": reason}
+    if hop:
+        event["hop"] = hop
+    return event
+
+
+@dataclass(frozen=True, slots=True)
+class KickEvent:
+    queue: str
+    reason: str
+    hop: int
+
+
+MAX_HOP = 1_000_000  # far beyond any chain; a bigger number is a malformed event
+SHOWN = 100  # characters of a rejected value quoted back (the event may be huge)
+
+
+def parse_kick_event(event: object) -> KickEvent:
+    """The queue, reason and hop a kick asks for; a clear BadEvent for anything else."""
+    if not isinstance(event, Mapping):
+        raise BadEvent(f"kick event must be a JSON object, got {type(event).__name__}")
+    unknown = sorted(str(key)[:SHOWN] for key in set(event) - {"queue", "reason", "hop"})
+    if unknown:
+        raise BadEvent(f"kick event has unknown fields {unknown}; expected queue, reason, hop")
+    if "queue" not in event:
+        raise BadEvent("kick event lacks 'queue'")
+    reason = event.get("reason", "manual")
+    if not isinstance(reason, str) or reason not in REASONS:
+        raise BadEvent(f"kick event reason {_shown(reason)} is not one of {sorted(REASONS)}")
+    hop = event.get("hop", 0)
+    if type(hop) is not int or not 0 <= hop <= MAX_HOP:
+        raise BadEvent(f"kick event hop {_shown(hop)} is not a whole number 0..{MAX_HOP}")
+    try:
+        queue = check_name("queue", event["queue"])
+    except (TypeError, ValueError) as exc:
+        raise BadEvent(f"kick event {str(exc)[:SHOWN]}") from None
+    return KickEvent(queue=queue, reason=reason, hop=hop)
+
+
+def _shown(value: object) -> str:
+    text = repr(value)
+    return text if len(text) <= SHOWN else f"{text[:SHOWN]}... ({len(text)} characters)"
+
+
+def wake_minute(when: datetime) -> datetime:
+    """`when` rounded up to the whole minute, in UTC: a wake never fires before run_at."""
+    utc = when.astimezone(UTC)
+    floor = utc.replace(second=0, microsecond=0)
+    return floor if floor == utc else floor + timedelta(minutes=1)
+
+
+def schedule_name(queue: str, minute: datetime) -> str:
+    """Unique per queue and minute, within the scheduler's 64 characters of [A-Za-z0-9_.-]."""
+    slug = re.sub(r"[^A-Za-z0-9_-]", "", queue)[:24]
+    digest = hashlib.sha256(queue.encode()).hexdigest()[:8]
+    return f"pgkick-{slug}-{digest}-{minute:%Y%m%dT%H%M}"

@@ -1,0 +1,121 @@
+"""Kick only when no worker will see the job: the protocol between producers and workers.
+
+Why: Lambda's asynchronous queue keeps every event and runs each one, so a
+kick per enqueue costs an invocation and a database session per job. Producers
+are many processes, so whether a worker is already on a queue must be known
+through the database, not in memory. The table `queue_watchers` holds, per
+queue, who will look at it soon:
+
+- a worker draining the queue (`watcher` = its id), announced with its first
+  claim and renewed with later claims, `until` a few seconds ahead
+  (PGKICK_WATCH_SECONDS): the latest moment it promises to claim again;
+- a kick on its way (`watcher` = 'kick'), written by the producer that sends
+  it, `until` PGKICK_KICK_PENDING_MS ahead; the worker it starts takes it up
+  (deletes it) in the same statement that announces itself.
+
+The producer, after its commit, reserves the kick (`queue_kick_reserve`): one
+statement that returns the queue only if nobody watches it, and then marks the
+pending kick, so of many racing producers exactly one kicks. For
+`enqueue_and_kick` it rides in the same round trip as the insert, after an
+explicit COMMIT in the pipeline.
+
+A worker whose claim comes back empty lingers (PGKICK_WORKER_LINGER_MS,
+re-claiming at growing intervals, still announced), then withdraws, commits,
+and claims once more (`withdraw_and_claim`, one round trip) before it exits.
+
+Why no wake-up is lost. Take a job J committed at time c, by a producer whose
+reservation statement runs after c (its snapshot S is taken after c).
+- If S sees nobody watching, the producer kicks (or, if the kick fails,
+  releases the reservation and books a wake-up).
+- If S sees a worker W, W's withdrawal committed after S. W's last act is a
+  claim whose snapshot is taken after that withdrawal committed, hence after S
+  and after c: it sees J (unless J is locked by another worker, who has it, or
+  the claim came back full, in which case W re-announces and goes on). A W out
+  of time withdraws, then asks whether a job is ready and hands over if so:
+  the same order, the same argument.
+- If S sees a pending kick K, the worker K starts deletes K when it announces,
+  after S; from then on it is the worker of the case above.
+- A worker that crashes (or whose invocation fails with an error) leaves its
+  row until `until` (seconds); jobs committed meanwhile get no kick. After
+  `until` the next producer kicks again, and for the jobs committed before: a
+  worker that had
+  claimed anything booked a rescue (pgkick.worker.rescue) that fires after its lease
+  and its announcement have both lapsed, and drains the queue; one that had
+  claimed nothing is retried by Lambda (after about a minute, past `until`),
+  and the retry drains the queue.
+- A pending kick that never becomes a worker (dropped by Lambda after its
+  maximum age, or cut by loop detection) expires after its window; jobs
+  committed meanwhile are run by the next producer's kick, a wake-up, or the
+  reaper. That is the one case that waits for a backstop.
+Jobs not ready yet (`run_at` in the future) never rely on this: each books a
+wake-up at its `run_at`.
+"""
+
+from __future__ import annotations
+
+import time
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import timedelta
+
+from pgkick.store.worker import Announcement
+
+FIRST_PAUSE = 0.005  # seconds; a lingering worker's pauses double up to MAX_PAUSE
+MAX_PAUSE = 0.1
+
+
+@dataclass
+class WorkerWatch:
+    """One worker's announcement on one queue: when to renew it, and its lingering."""
+
+    ttl: timedelta
+    linger: timedelta
+    clock: Callable[[], float] = time.monotonic
+    watcher: str = field(default_factory=lambda: f"worker-{uuid.uuid4().hex[:16]}")
+    _renewed_at: float | None = None
+    _idle_since: float | None = None
+    _pause: float = FIRST_PAUSE
+
+    def announcement(self) -> Announcement | None:
+        """The announcement to send with the next claim, or None while a recent one holds.
+
+        Renewed once a third of its lifetime has passed, so it never lapses between
+        two claims of a busy worker; a batch that runs longer lets it lapse, and
+        producers then kick another worker (the backlog gets more hands)."""
+        now = self.clock()
+        if self._renewed_at is not None and now - self._renewed_at < self.ttl.total_seconds() / 3:
+            return None
+        self._renewed_at = now
+        return Announcement(self.watcher, self.ttl)
+
+    def withdrawn(self) -> None:
+        """The row is gone: the next claim must announce again."""
+        self._renewed_at = None
+
+    def busy(self) -> None:
+        """A claim found work: lingering starts over at the shortest pause."""
+        self._idle_since, self._pause = None, FIRST_PAUSE
+
+    def next_pause(self) -> float | None:
+        """Seconds to wait before re-claiming an empty queue; None once the window is spent."""
+        now = self.clock()
+        if self._idle_since is None:
+            self._idle_since = now
+        left = self._idle_since + self.linger.total_seconds() - now
+        if left <= 0:
+            return None
+        pause = min(self._pause, left)
+        self._pause = min(self._pause * 2, MAX_PAUSE)
+        return pause
+
+
+def claims_while_lingering(linger: timedelta) -> int:
+    """The most claims a worker makes while it lingers on an empty queue (and so the most
+    an idle window costs the database): pauses of 5, 10, 20, 40, 80, then 100 ms."""
+    left, pause, claims = linger.total_seconds(), FIRST_PAUSE, 0
+    while left > 0:
+        claims += 1
+        left -= pause
+        pause = min(pause * 2, MAX_PAUSE)
+    return claims

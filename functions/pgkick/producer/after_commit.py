@@ -1,0 +1,110 @@
+"""After a commit: kick the queues whose jobs just became visible, book wake-ups for
+later ones, and never raise.
+
+Why never raise: every job handed here is committed, so it is safe; the next
+wake-up (a later kick, a scheduled wake, the reaper) runs it. Raising would invite
+the caller to enqueue it again. Both producers (`pgkick.producer.enqueue`, `pgkick.aio`)
+and `pgkick.producer.joined` end their commits here; `stats` counts what happened, for
+tests and operators.
+"""
+
+from __future__ import annotations
+
+import functools
+import logging
+from collections.abc import Callable
+from contextlib import AbstractContextManager
+from dataclasses import dataclass
+from datetime import UTC, datetime
+
+from pgkick import config
+from pgkick.kick.kickers import Kicker, NoKicker
+from pgkick.store.worker import JobStore, QueuedJob
+
+log = logging.getLogger("pgkick.producer")
+
+
+@dataclass
+class ProducerStats:
+    kicks: int = 0
+    kick_failures: int = 0  # kicks and wake-ups that raised
+    wake_failures: int = 0  # of which wake-ups
+    wakes: int = 0
+
+
+stats = ProducerStats()
+
+
+def kick_committed(
+    jobs: list[QueuedJob],
+    kicker: Kicker,
+    store_for: Callable[[], AbstractContextManager[JobStore]],
+    *,
+    reserved: set[str] | None = None,
+    now: datetime | None = None,
+) -> None:
+    """Kick the queues whose ready jobs nobody will see; book a wake-up for later ones.
+
+    `reserved`: the queues whose kick this caller already reserved (enqueue_and_kick
+    does it in its insert's round trip); None reserves them here, on a store from
+    `store_for` (pgkick.kick.watch). Never raises: every job here is committed."""
+    now = now or datetime.now(UTC)
+    if isinstance(kicker, NoKicker):  # workers run by other means: reserve nothing
+        return
+    ready = sorted({job.queue for job in jobs if job.run_at <= now})
+    later = sorted({(job.queue, job.run_at) for job in jobs if job.run_at > now})
+    try:
+        if reserved is None and ready:
+            with store_for() as store:
+                reserved = store.reserve_kicks(ready, config.kick_pending())
+    except Exception as exc:  # cannot tell whether a worker watches: kick anyway
+        log.warning("could not check who watches %s (%s); kicking", ready, one_line(exc))
+        reserved = set(ready)
+    for queue in sorted(reserved or ()):
+        if not _guard(functools.partial(kicker.kick, queue, "enqueue"), queue, jobs):
+            _after_failed_kick(queue, jobs, kicker, store_for, now)
+        stats.kicks += 1
+    for queue, when in later:
+        if not _guard(functools.partial(kicker.wake_at, queue, when), queue, jobs):
+            stats.wake_failures += 1  # `pgkick status` shows such jobs once they are stranded
+        stats.wakes += 1
+
+
+def _after_failed_kick(
+    queue: str,
+    jobs: list[QueuedJob],
+    kicker: Kicker,
+    store_for: Callable[[], AbstractContextManager[JobStore]],
+    now: datetime,
+) -> None:
+    """Forget the pending kick (so the next producer kicks) and book a wake-up a minute out."""
+    try:
+        with store_for() as store:
+            store.release_kick(queue)
+    except Exception as exc:
+        log.warning("could not release the pending kick of %s (%s)", queue, one_line(exc))
+    if not _guard(lambda: kicker.wake_at(queue, now + config.failed_kick_wake()), queue, jobs):
+        stats.wake_failures += 1
+
+
+def _guard(call: Callable[[], None], queue: str, jobs: list[QueuedJob]) -> bool:
+    try:
+        call()
+    except Exception as exc:
+        stats.kick_failures += 1
+        ids = [job.id for job in jobs if job.queue == queue]
+        log.warning(
+            "kick for queue %s failed (%s: %s); jobs %s are committed and will run "
+            "at the next wake-up",
+            queue,
+            type(exc).__name__,
+            one_line(exc),
+            ids[:20],
+            extra={"queue": queue, "job_ids": ids[:20]},
+        )
+        return False
+    return True
+
+
+def one_line(exc: BaseException) -> str:
+    return " ".join(str(exc).split())[:500]

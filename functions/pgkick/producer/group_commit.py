@@ -1,0 +1,208 @@
+"""Group commit: concurrent single enqueues of one process share one transaction and one commit.
+
+Why: with durable commits each COMMIT waits for the disk (a WAL flush), and
+that wait, not the insert, is what one enqueue costs. Threads that enqueue at
+the same moment can share it. The first caller leads: it sends its own job at
+once (a lone caller never waits for company). Callers arriving while a leader's
+transaction is in flight queue up; when it ends, the first of them leads the
+next group, `BEGIN; INSERT x N; COMMIT;` plus the kick reservations, in one
+round trip on one pooled connection. Each caller returns only after its own
+job is committed (durably, if the server's commits are), with its own id.
+
+Errors stay each caller's own. Input is validated before a caller joins, so a
+bad payload fails in its caller's hands alone. If the server refuses one row
+inside the group's transaction, the transaction is rolled back (nothing of it
+exists) and every member inserts its job again alone, on its own thread: the
+bad row fails its caller only, and no job can be inserted twice. If the outcome
+is unknown (the connection broke around the COMMIT) every member gets the
+error, as a lone caller would.
+
+Kicks: the group reserves each ready queue once; the first member with a ready
+job in that queue kicks it, the others know a kick is on its way.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import threading
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from datetime import timedelta
+from typing import Any
+
+from pgkick.connections.db import DatabaseError, in_failed_transaction
+from pgkick.connections.pool import LingeringPool
+from pgkick.producer.validation import JobSpec
+from pgkick.store import queries
+from pgkick.store.producer import committed_row
+from pgkick.store.worker import Clock, JobStore, QueuedJob
+
+log = logging.getLogger("pgkick.group_commit")
+
+
+@dataclass(eq=False)
+class _Member:
+    spec: JobSpec
+    reserve: bool
+    turn: threading.Event = field(default_factory=threading.Event)  # done, or now leading
+    job: QueuedJob | None = None
+    must_kick: bool = False
+    error: BaseException | None = None
+    alone: bool = False  # the group was rolled back: insert again by itself
+
+
+class GroupCommit:
+    """The group of one pool and one clock (jobs of one group share their `now`)."""
+
+    def __init__(self, pool: LingeringPool, clock: Clock) -> None:
+        self.pool = pool
+        self.clock = clock
+        self.groups = 0  # transactions of two jobs or more, for tests and the benchmark
+        self._lock = threading.Condition()
+        self._waiting: list[_Member] = []
+        self._leading = False
+
+    def insert_and_reserve(
+        self, spec: JobSpec, *, reserve: bool, pending: timedelta
+    ) -> tuple[QueuedJob, bool]:
+        """Insert and commit one validated job, alone or with concurrent ones; then, if
+        `reserve`, its queue's kick. Returns the job and whether this caller must kick."""
+        me = _Member(spec, reserve)
+        with self._lock:
+            self._waiting.append(me)
+            lead, self._leading = not self._leading, True
+            self._lock.notify_all()
+        if not lead:
+            me.turn.wait()
+        if me.job is None and me.error is None and not me.alone:
+            self._lead(pending)  # first, or handed the lead: this member is in the group sent
+        if me.alone:
+            return self._alone(spec, reserve=reserve, pending=pending)
+        if me.error is not None:
+            raise me.error
+        assert me.job is not None
+        return me.job, me.must_kick
+
+    def wait_for_waiting(self, count: int, timeout: float) -> bool:
+        """For tests: block until `count` callers queue behind the leader."""
+        with self._lock:
+            return self._lock.wait_for(lambda: len(self._waiting) >= count, timeout)
+
+    def _lead(self, pending: timedelta) -> None:
+        with self._lock:
+            group, self._waiting = self._waiting, []
+        try:
+            self._send(group, pending)
+        finally:
+            with self._lock:
+                if self._waiting:
+                    self._waiting[0].turn.set()  # it leads the next group
+                else:
+                    self._leading = False
+            for member in group:
+                member.turn.set()
+
+    def _send(self, group: list[_Member], pending: timedelta) -> None:
+        if len(group) == 1:  # a lone caller: the plain single insert
+            member = group[0]
+            try:
+                member.job, member.must_kick = self._alone(
+                    member.spec, reserve=member.reserve, pending=pending
+                )
+            except BaseException as exc:
+                member.error = exc
+            return
+        ready = sorted({m.spec.queue for m in group if m.reserve})
+        try:
+            with self.pool.connection() as conn:
+                jobs, reserved = insert_group_and_reserve(
+                    JobStore(conn, self.clock),
+                    [m.spec for m in group],
+                    reserve=ready,
+                    pending=pending,
+                )
+        except NothingCommitted:
+            for member in group:
+                member.alone = True
+            return
+        except BaseException as exc:
+            for member in group:
+                member.error = exc
+            return
+        self.groups += 1
+        for member, job in zip(group, jobs, strict=True):
+            member.job = job
+            if member.reserve and job.queue in reserved:
+                member.must_kick = True
+                reserved.discard(job.queue)  # one kick a queue for the whole group
+
+    def _alone(self, spec: JobSpec, *, reserve: bool, pending: timedelta) -> tuple[QueuedJob, bool]:
+        with self.pool.connection() as conn:
+            return JobStore(conn, self.clock).insert_and_reserve(
+                spec, reserve=reserve, pending=pending
+            )
+
+
+_groups: dict[tuple[LingeringPool, Clock], GroupCommit] = {}
+_groups_lock = threading.Lock()
+
+
+def group_for(pool: LingeringPool, clock: Clock) -> GroupCommit:
+    """The process's group for this pool and clock (made on first use)."""
+    with _groups_lock:
+        group = _groups.get((pool, clock))
+        if group is None:
+            group = _groups[(pool, clock)] = GroupCommit(pool, clock)
+        return group
+
+
+def _after_fork_in_child() -> None:
+    """A leader of the parent's does not exist in the child: start with no group."""
+    global _groups_lock
+    _groups_lock = threading.Lock()
+    _groups.clear()
+
+
+os.register_at_fork(after_in_child=_after_fork_in_child)
+
+
+class NothingCommitted(Exception):
+    """A group's transaction failed before its COMMIT and was rolled back: no job of it exists."""
+
+
+def insert_group_and_reserve(
+    store: JobStore, specs: Sequence[JobSpec], *, reserve: Sequence[str], pending: timedelta
+) -> tuple[list[QueuedJob], set[str]]:
+    """Insert several jobs and commit them together, then reserve the kicks of `reserve`
+    queues: one round trip, one commit (one wait for the disk) for all (this module's point).
+
+    Raises NothingCommitted (the server refused a statement inside the transaction,
+    which it then rolled back), so each job may be inserted again alone without
+    ever existing twice. Any other error leaves the outcome unknown, as for one job."""
+    inserted: list[Any] = []
+    commit = reserved = None
+    try:
+        with store.pipeline():
+            store.execute(queries.TRANSACTION_BEGIN)
+            inserted = [store._insert(spec) for spec in specs]
+            commit = store.execute(queries.TRANSACTION_COMMIT)
+            if reserve:
+                reserved = store.execute(
+                    queries.QUEUE_KICK_RESERVE, queues=list(reserve), pending=pending
+                )
+    except DatabaseError as exc:
+        if in_failed_transaction(store.conn):
+            store.conn.rollback()  # the COMMIT never ran: the server skipped it after the error
+            raise NothingCommitted(f"the group's transaction was rolled back: {exc}") from exc
+        rows = [committed_row(cursor, commit) for cursor in inserted] if commit else []
+        if not rows or len(rows) != len(specs) or None in rows:
+            raise
+        log.warning("jobs committed; kick check failed (%s), kicking", exc)
+        return [QueuedJob._make(row) for row in rows if row is not None], set(reserve)
+    jobs = []
+    for cursor in inserted:
+        row = cursor.fetchone()
+        assert row is not None
+        jobs.append(QueuedJob._make(row))
+    return jobs, {row[0] for row in reserved.fetchall()} if reserved is not None else set()

@@ -1,0 +1,132 @@
+"""Enqueue inside a transaction the app owns and commits itself; kick after that commit.
+
+Why: the most common place a job is born is inside the app's open transaction
+(Django's `atomic()`, a SQLAlchemy session, a psycopg connection mid-transaction).
+`pgkick.transaction(conn)` must own the transaction, so it cannot join one. Here
+the jobs are inserted on the app's connection, inside its transaction, and
+nothing is kicked until `kick()` is called after the app committed:
+
+    pending = pgkick.enqueue_in(conn)          # conn: already in a transaction
+    conn.execute("INSERT INTO orders ...")
+    send_receipt.enqueue(pending, {"order": 42})
+    conn.commit()
+    pending.kick()                              # kicks the jobs that committed
+
+Why it is hard to misuse: `kick()` refuses while the transaction is still open
+(a kick before the commit announces rows no worker can see yet), and after the
+commit it re-reads which of its jobs exist (job_committed_among): a rollback, or a
+savepoint rolled back, kicks nothing for the jobs it took away. A second `kick()`
+does nothing. Like every producer form, `kick()` never raises once the jobs are
+committed (a failed kick is logged; the next wake-up runs them).
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Iterable, Iterator, Mapping
+from contextlib import contextmanager
+from datetime import UTC, datetime
+from typing import Any, Unpack
+
+from pgkick.connections.db import is_connection, no_transaction, transaction_failed
+from pgkick.kick.default import default_kicker
+from pgkick.kick.kickers import Kicker
+from pgkick.producer.after_commit import kick_committed
+from pgkick.producer.enqueue import Enqueuer
+from pgkick.store.worker import Clock, Connection, JobStore, server_clock
+from pgkick.tasks.handle import EnqueueOptions
+
+log = logging.getLogger("pgkick.joined")
+
+
+class PendingJobs:
+    """Jobs enqueued in the app's transaction, waiting for `kick()` after its commit."""
+
+    def __init__(
+        self, conn: Connection, *, kicker: Kicker | None = None, clock: Clock = server_clock
+    ) -> None:
+        if not is_connection(conn):
+            raise TypeError(
+                f"pgkick.enqueue_in: needs a psycopg 3 connection, got {type(conn).__name__}"
+            )
+        self.conn = conn
+        self.kicker = kicker or default_kicker()  # a bad setting fails here, before any write
+        self.clock = clock
+        self._enqueuer = Enqueuer(JobStore(conn, clock))
+        self._lock = threading.Lock()
+
+    @property
+    def ids(self) -> list[int]:
+        """The ids enqueued so far (not yet kicked)."""
+        return [job.id for job in self._enqueuer.queued]
+
+    def enqueue(self, payload: Any, *, task: str, **options: Unpack[EnqueueOptions]) -> int:
+        """Insert one job in the connection's open transaction (same checks as everywhere)."""
+        self._check_joinable()
+        return self._enqueuer.enqueue(payload, task=task, **options)
+
+    def enqueue_many(self, jobs: Iterable[Mapping[str, Any]]) -> list[int]:
+        """Insert many jobs in the connection's open transaction."""
+        self._check_joinable()
+        return self._enqueuer.enqueue_many(jobs)
+
+    def kick(self, via: Connection | None = None) -> list[int]:
+        """After the app's commit: kick the queues of the jobs that committed; their ids.
+
+        `via`: the connection to re-read on, when the app's own one is no longer usable
+        (returned to a pool). Raises only while the app's transaction is still open."""
+        conn = via or self.conn
+        if not no_transaction(conn):
+            raise RuntimeError(
+                "pgkick: kick() called while the transaction is still open; commit it first "
+                "(a kick before the commit announces jobs no worker can see yet)"
+            )
+        with self._lock:
+            jobs, self._enqueuer.queued = self._enqueuer.queued, []
+        if not jobs:
+            return []
+        store = JobStore(conn, self.clock)
+        try:
+            with store.transaction():
+                committed = store.committed_among([job.id for job in jobs])
+        except Exception as exc:  # cannot tell which committed: kick them all (a spare kick)
+            log.warning("could not re-read the jobs just committed (%s); kicking", exc)
+            committed = jobs
+        if committed:
+            kick_committed(committed, self.kicker, lambda: _on(store), now=self._now())
+        return sorted(job.id for job in committed)
+
+    def discard(self) -> None:
+        """Forget the jobs (the app rolled back): nothing will be kicked for them."""
+        with self._lock:
+            self._enqueuer.queued = []
+
+    def _check_joinable(self) -> None:
+        if transaction_failed(self.conn):
+            raise RuntimeError(
+                "pgkick: the connection's transaction has failed; roll it back first"
+            )
+        if self.conn.autocommit and no_transaction(self.conn):
+            raise RuntimeError(
+                "pgkick.enqueue_in: the connection is in autocommit with no transaction open, "
+                "so each job would commit alone; open a transaction first (conn.transaction()), "
+                "or use pgkick.enqueue_and_kick"
+            )
+
+    def _now(self) -> datetime:
+        return self.clock() or datetime.now(UTC)
+
+
+@contextmanager
+def _on(store: JobStore) -> Iterator[JobStore]:
+    """The store, inside a short transaction of its own (reservations are written)."""
+    with store.transaction():
+        yield store
+
+
+def enqueue_in(
+    conn: Connection, *, kicker: Kicker | None = None, clock: Clock = server_clock
+) -> PendingJobs:
+    """Join the app's open transaction on `conn`; call `.kick()` after it commits."""
+    return PendingJobs(conn, kicker=kicker, clock=clock)

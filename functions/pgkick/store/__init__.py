@@ -1,0 +1,1 @@
+"""The statements, one layer per role (producer, worker, maintenance), and migrations."""

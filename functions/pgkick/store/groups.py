@@ -1,0 +1,88 @@
+"""Ordered groups and per-queue running limits: how the claim keeps them under SKIP LOCKED.
+
+The rules (all in the claim, `job_claim`, a server-side function: migration 0007):
+- A job enqueued with `group=` runs only when no other job of its group (same queue)
+  is running, and only if it is the group's head: its first queued job in the
+  claim's own order (priority DESC, run_at, id), so with equal priorities a group
+  runs in run_at order; the same order as the claim's scan means the first job of
+  a group the scan meets is its head, and the claim stays cheap. A job waiting
+  for its retry (queued with attempts > 0) is the head whatever its order, so a
+  failure holds its group until it is retried or fails for good. Other groups
+  and ungrouped jobs are claimed around it: a blocked group blocks nobody else.
+- A queue with a row in `queue_limits` never has more than `max_running` jobs
+  running: a claim takes at most max_running - running.
+
+Why SKIP LOCKED alone cannot enforce either: every claimer reads the queue in its
+own statement snapshot and skips rows others hold. Two claimers whose snapshots
+both predate the other's commit each see "no job of g running" and "2 running of
+a limit of 3", and both claim. The head rule narrows this but does not close it:
+job 1 of g may commit after job 2 (ids and commits out of order); B claims job 2
+(its snapshot lacks job 1), and A, whose snapshot has job 1 but not B's
+uncommitted claim, takes job 1 as the idle group's head. Both run.
+
+So the claim has two branches, chosen by a check in its own snapshot:
+- The queue has no limit and no live (queued or running) grouped job: claim
+  ungrouped jobs only, no lock (as the claim was before groups). A grouped job or
+  a limit committed after the check is seen by the next claim; a grouped job is
+  never claimed on this branch, whatever the check missed. Only a claim whose
+  check predates a new limit's commit can take past that limit (a claim in flight
+  when the limit is set).
+- Else: take a transaction-scoped advisory lock on the queue
+  (pg_advisory_xact_lock, held until the claim's transaction ends: in autocommit,
+  the one statement), then claim with the group and limit rules. The function is
+  VOLATILE: under READ COMMITTED each statement in it takes a fresh snapshot, and
+  the claiming statement starts only after the lock is granted, so it sees every
+  claim committed before it, and no other locked claim of the queue is in
+  progress (a claim on the first branch takes no grouped job and sees no limit):
+  "running" is exact. Jobs leave `running` (complete, fail, reaper) without the
+  lock; that only frees room, and a claim that missed it errs on the side of
+  claiming less. Under another isolation level the claiming statement would keep
+  the transaction's first snapshot, taken before the lock: the locked branch
+  refuses to run there (an error naming the level).
+
+Cost: claims of a queue with groups or a limit wait for one another (each holds
+the lock for one short statement, never while a job runs). Either branch is one
+statement from the client, and the server plans its inner statements once per
+session (PL/pgSQL's plan cache, forced generic; no statement names cross the wire,
+so transaction-mode poolers are fine): before 0007 the claim was planned at every
+call (pgkick prepares nothing, for poolers), and with groups it was four statements
+(BEGIN, the lock, the claim, COMMIT), 1.7x the claim before 0004; now about 1.0x
+without groups, 1.1x with priorities and groups (`pgkick bench --items
+claim_order`, the README's "Cost" bullet has the figures). Generic plans know no
+parameter values, hence the claim's shape: the update finds its rows by
+`id = ANY (ARRAY (...))` (a join would be planned for a tenth of the table);
+tests/test_claim.py checks both branches' plans.
+
+The ready checks (`job_ready_exists` for a worker's hand-over,
+`job_ready_count_by_queue` for the reaper's kicks) apply the same head rule, so a
+blocked group's jobs kick nobody; the worker finishing the group's running job
+claims the next one. Those two statements repeat the head rule of `job_claim`:
+a change to one is a change to all (the claim's, in a new migration).
+"""
+
+from __future__ import annotations
+
+from pgkick.connections.db import Database
+from pgkick.producer.validation import check_name
+from pgkick.store import queries
+
+MAX_LIMIT = 2**31 - 1
+
+
+def set_queue_limit(db: Database, queue: str, max_running: int | None) -> None:
+    """At most `max_running` jobs of `queue` run at once; None removes the limit.
+    Bad input raises (ValueError/TypeError) before anything is written."""
+    check_name("queue", queue)
+    if max_running is None:
+        db.execute(queries.QUEUE_LIMIT_CLEAR, queue=queue)
+        return
+    if isinstance(max_running, bool) or not isinstance(max_running, int):
+        raise TypeError(f"max_running: must be an integer, got {type(max_running).__name__}")
+    if not 1 <= max_running <= MAX_LIMIT:
+        raise ValueError(f"max_running: {max_running} is outside 1..{MAX_LIMIT} (None: no limit)")
+    db.execute(queries.QUEUE_LIMIT_SET, queue=queue, max_running=max_running)
+
+
+def queue_limits(db: Database) -> list[tuple[str, int, int]]:
+    """(queue, max_running, running now) for every limited queue."""
+    return [(row[0], row[1], row[2]) for row in db.rows(queries.QUEUE_LIMIT_LIST)]

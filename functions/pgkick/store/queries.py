@@ -1,0 +1,861 @@
+"""Every SQL statement pgkick runs: generated from sql/ by tools/bundle_sql.py.
+
+Do not edit: change sql/ and regenerate. Each constant is the named file's text,
+whose first line says what it does.
+"""
+
+from typing import Final, LiteralString
+
+JOB_CANCEL_QUEUED: Final = """\
+-- job_cancel_queued: Fails queued jobs (by ids, or by queue and task) with last_error 'cancelled by operator'; running jobs are left to finish.
+UPDATE pgkick.jobs
+SET status      = 'failed',
+    finished_at = coalesce(%(now)s::timestamptz, now()),
+    last_error  = 'cancelled by operator'
+WHERE status = 'queued'
+  AND (%(ids)s::bigint[] IS NULL OR id = ANY(%(ids)s::bigint[]))
+  AND (%(queue)s::text IS NULL OR queue = %(queue)s)
+  AND (%(task)s::text IS NULL OR task = %(task)s)
+RETURNING id, queue;"""
+
+JOB_CANCEL_RUNNING: Final = """\
+-- job_cancel_running: Marks running jobs (by ids, or by queue and task) for cancellation; the worker's heartbeat reads the mark, and the job ends failed 'cancelled by operator' when its task stops.
+UPDATE pgkick.jobs
+SET cancel_requested_at = coalesce(cancel_requested_at, coalesce(%(now)s::timestamptz, now()))
+WHERE status = 'running'
+  AND (%(ids)s::bigint[] IS NULL OR id = ANY(%(ids)s::bigint[]))
+  AND (%(queue)s::text IS NULL OR queue = %(queue)s)
+  AND (%(task)s::text IS NULL OR task = %(task)s)
+RETURNING id, queue;"""
+
+JOB_CLAIM: Final = """\
+-- job_claim: Claims up to batch ready jobs of a queue, highest priority first then run_at, under a lease, skipping rows other workers hold (FOR UPDATE SKIP LOCKED); grouped jobs (one running per group: its head in claim order, or its job waiting for a retry) and limited queues (at most the limit's room) under the queue's claim lock: one statement, the server-side function of migration 0007 (pgkick.groups).
+SELECT id, queue, task, payload, attempts, max_attempts
+FROM pgkick.job_claim(%(queue)s::text, %(batch)s::int, %(lease)s::interval, %(now)s::timestamptz);"""
+
+JOB_COMMITTED_AMONG: Final = """\
+-- job_committed_among: Which of the given job ids exist (committed, not rolled back with a savepoint), with their queue and due time.
+SELECT id, queue, run_at FROM pgkick.jobs WHERE id = ANY(%(ids)s::bigint[]);"""
+
+JOB_COMPLETE: Final = """\
+-- job_complete: Marks one running job done, only while this attempt still holds it (fenced; 0 rows = lease lost).
+UPDATE pgkick.jobs
+SET status = 'done', locked_until = NULL,
+    finished_at = coalesce(%(now)s::timestamptz, now())
+WHERE id = %(id)s AND status = 'running' AND attempts = %(attempts)s;"""
+
+JOB_COMPLETE_AND_CLAIM: Final = """\
+-- job_complete_and_claim: Completes a worker's last batch (fenced, each job by its attempt, with its result) and then claims the next: one statement, the server-side function of migration 0008; rows with a NULL task are the completed ids still held, then the claimed jobs.
+SELECT id, queue, task, payload, attempts, max_attempts
+FROM pgkick.job_complete_and_claim(%(ids)s::bigint[], %(attempts)s::int[], %(results)s::text[],
+                                   %(queue)s::text, %(batch)s::int, %(lease)s::interval,
+                                   %(now)s::timestamptz);"""
+
+JOB_COMPLETE_MANY: Final = """\
+-- job_complete_many: Marks a batch of running jobs done in one statement, each fenced by its own attempt, storing each one's result (JSON text or NULL); returns the ids still held.
+UPDATE pgkick.jobs j
+SET status = 'done', locked_until = NULL,
+    finished_at = coalesce(%(now)s::timestamptz, now()),
+    result = held.result::jsonb
+FROM unnest(%(ids)s::bigint[], %(attempts)s::int[], %(results)s::text[])
+     AS held(id, attempts, result)
+WHERE j.id = held.id AND j.status = 'running' AND j.attempts = held.attempts
+RETURNING j.id;"""
+
+JOB_EXTEND: Final = """\
+-- job_extend: Pushes a running job's lease forward, only while this attempt still holds it (fenced; 0 rows = stop working); also says whether an operator asked to cancel it.
+UPDATE pgkick.jobs
+SET locked_until = coalesce(%(now)s::timestamptz, now()) + %(lease)s::interval
+WHERE id = %(id)s AND status = 'running' AND attempts = %(attempts)s
+RETURNING locked_until, cancel_requested_at IS NOT NULL;"""
+
+JOB_EXTEND_MANY: Final = """\
+-- job_extend_many: Pushes the leases of a batch forward in one statement, each fenced by its own attempt; returns the ids still held, each with whether an operator asked to cancel it.
+UPDATE pgkick.jobs j
+SET locked_until = coalesce(%(now)s::timestamptz, now()) + %(lease)s::interval
+FROM unnest(%(ids)s::bigint[], %(attempts)s::int[]) AS held(id, attempts)
+WHERE j.id = held.id AND j.status = 'running' AND j.attempts = held.attempts
+RETURNING j.id, j.cancel_requested_at IS NOT NULL;"""
+
+JOB_FAIL: Final = """\
+-- job_fail: Records a failed attempt (fenced): queued again after backoff x 2^attempts (default 10 s, at most the cap, default 1 hour) times the caller's jitter factor, or failed at max_attempts, when permanent, or 'cancelled by operator' when a cancel was requested since the worker's last heartbeat.
+UPDATE pgkick.jobs
+SET status       = CASE WHEN %(permanent)s::boolean OR attempts >= max_attempts
+                             OR cancel_requested_at IS NOT NULL
+                        THEN 'failed' ELSE 'queued' END,
+    run_at       = CASE WHEN %(permanent)s::boolean OR attempts >= max_attempts
+                             OR cancel_requested_at IS NOT NULL THEN run_at
+                        ELSE coalesce(%(now)s::timestamptz, now())
+                             + least(coalesce(%(backoff_cap)s::interval, interval '1 hour'),
+                                     coalesce(%(backoff)s::interval, interval '10 seconds')
+                                     * 2 ^ least(attempts, 20))
+                               * coalesce(%(jitter)s::float8, 1.0)
+                   END,
+    finished_at  = CASE WHEN %(permanent)s::boolean OR attempts >= max_attempts
+                             OR cancel_requested_at IS NOT NULL
+                        THEN coalesce(%(now)s::timestamptz, now()) END,
+    locked_until = NULL,
+    last_error   = CASE WHEN cancel_requested_at IS NOT NULL THEN 'cancelled by operator'
+                        ELSE left(%(error)s, 2000) END
+WHERE id = %(id)s AND status = 'running' AND attempts = %(attempts)s
+RETURNING id, queue, status, run_at;"""
+
+JOB_GET_LATEST_BY_UNIQUE_KEYS: Final = """\
+-- job_get_latest_by_unique_keys: For each unique key, its newest job (the one holding the key, if any does: a job with the key is only inserted while none is live).
+SELECT DISTINCT ON (unique_key) id, queue, run_at, unique_key
+FROM pgkick.jobs
+WHERE unique_key = ANY(%(unique_keys)s::text[])
+ORDER BY unique_key, id DESC;"""
+
+JOB_GET_MANY: Final = """\
+-- job_get_many: Reads jobs by id, for the CLI and the demo's report.
+SELECT id, queue, task, status, attempts, max_attempts, run_at, locked_until, last_error,
+       created_at, claimed_at, finished_at
+FROM pgkick.jobs
+WHERE id = ANY(%(ids)s::bigint[])
+ORDER BY id;"""
+
+JOB_INSERT: Final = """\
+-- job_insert: Inserts one queued job, due at run_at or after delay, and returns its id, queue and due time.
+INSERT INTO pgkick.jobs (queue, task, payload, run_at, max_attempts, priority, group_key)
+VALUES (%(queue)s, %(task)s, %(payload)s::jsonb,
+        coalesce(%(run_at)s::timestamptz,
+                 coalesce(%(now)s::timestamptz, now()) + %(delay)s::interval),
+        %(max_attempts)s, %(priority)s, %(group_key)s)
+RETURNING id, queue, run_at;"""
+
+JOB_INSERT_MANY: Final = """\
+-- job_insert_many: Inserts many queued jobs in one round trip from parallel arrays (binary; delays in seconds), returning ids in input order.
+INSERT INTO pgkick.jobs (queue, task, payload, run_at, max_attempts, priority, group_key)
+SELECT q, t, p::jsonb,
+       coalesce(r, coalesce(%(now)s::timestamptz, now()) + make_interval(secs => d)),
+       m, pr, g
+FROM unnest(%(queues)b::text[], %(tasks)b::text[], %(payloads)b::text[],
+            %(run_ats)b::timestamptz[], %(delays)b::float8[], %(max_attempts)b::int[],
+            %(priorities)b::int[], %(groups)b::text[])
+     WITH ORDINALITY AS x(q, t, p, r, d, m, pr, g, n)
+ORDER BY n
+RETURNING id, queue, run_at;"""
+
+JOB_INSERT_MANY_UNIQUE: Final = """\
+-- job_insert_many_unique: Inserts many jobs with distinct unique keys from parallel arrays, skipping each key a queued or running job holds; returns the inserted jobs with their keys.
+INSERT INTO pgkick.jobs (queue, task, payload, run_at, max_attempts, priority, group_key, unique_key)
+SELECT q, t, p::jsonb,
+       coalesce(r, coalesce(%(now)s::timestamptz, now()) + make_interval(secs => d)),
+       m, pr, g, u
+FROM unnest(%(queues)b::text[], %(tasks)b::text[], %(payloads)b::text[],
+            %(run_ats)b::timestamptz[], %(delays)b::float8[], %(max_attempts)b::int[],
+            %(priorities)b::int[], %(groups)b::text[], %(unique_keys)b::text[])
+     WITH ORDINALITY AS x(q, t, p, r, d, m, pr, g, u, n)
+ORDER BY n
+ON CONFLICT (unique_key) WHERE unique_key IS NOT NULL AND status IN ('queued', 'running')
+DO NOTHING
+RETURNING id, queue, run_at, unique_key;"""
+
+JOB_INSERT_UNIQUE: Final = """\
+-- job_insert_unique: Inserts one job unless a queued or running job holds its unique key; returns its id, queue and due time, or no row when the key is held (then job_get_latest_by_unique_keys, in a later statement, sees the holder).
+INSERT INTO pgkick.jobs (queue, task, payload, run_at, max_attempts, priority, group_key, unique_key)
+VALUES (%(queue)s, %(task)s, %(payload)s::jsonb,
+        coalesce(%(run_at)s::timestamptz,
+                 coalesce(%(now)s::timestamptz, now()) + %(delay)s::interval),
+        %(max_attempts)s, %(priority)s, %(group_key)s, %(unique_key)s)
+ON CONFLICT (unique_key) WHERE unique_key IS NOT NULL AND status IN ('queued', 'running')
+DO NOTHING
+RETURNING id, queue, run_at;"""
+
+JOB_LEASE_LATEST_IN_QUEUE: Final = """\
+-- job_lease_latest_in_queue: The latest lease expiry among a queue's running jobs (a rescue that finds leases not yet expired comes back then).
+SELECT max(locked_until) FROM pgkick.jobs WHERE queue = %(queue)s AND status = 'running';"""
+
+JOB_LIST_QUEUED: Final = """\
+-- job_list_queued: The queued jobs (optionally of one task and one queue), oldest first, with their payloads: what pgkick.testing's manual mode asserts on.
+SELECT id, queue, task, payload, run_at
+FROM pgkick.jobs
+WHERE status = 'queued'
+  AND (%(task)s::text IS NULL OR task = %(task)s::text)
+  AND (%(queue)s::text IS NULL OR queue = %(queue)s::text)
+ORDER BY id;"""
+
+JOB_OUTCOME: Final = """\
+-- job_outcome: Reads one job's status, result and last error, for pgkick.result and pgkick.wait.
+SELECT status, result, last_error
+FROM pgkick.jobs
+WHERE id = %(id)s;"""
+
+JOB_PURGE_FINISHED: Final = """\
+-- job_purge_finished: Deletes up to batch done or failed jobs that finished more than retention ago; never queued or running ones.
+DELETE FROM pgkick.jobs
+WHERE id IN (
+  SELECT id FROM pgkick.jobs
+  WHERE status IN ('done', 'failed')
+    AND finished_at < coalesce(%(now)s::timestamptz, now()) - %(retention)s::interval
+  LIMIT %(batch)s
+);"""
+
+JOB_READY_COUNT_BY_QUEUE: Final = """\
+-- job_ready_count_by_queue: Counts the jobs a claim could take now in each queue (which queues need a worker): ungrouped ready jobs, plus one for each group with no running job whose head is ready (a blocked group's jobs do not count).
+WITH RECURSIVE groups AS (  -- every (queue, group) with queued jobs, one index probe each
+  (SELECT queue, group_key FROM pgkick.jobs
+   WHERE group_key IS NOT NULL AND status = 'queued'
+   ORDER BY queue, group_key LIMIT 1)
+  UNION ALL
+  SELECT n.queue, n.group_key
+  FROM groups g,
+       LATERAL (SELECT j.queue, j.group_key FROM pgkick.jobs j
+                WHERE (j.queue, j.group_key) > (g.queue, g.group_key)
+                  AND j.group_key IS NOT NULL AND j.status = 'queued'
+                ORDER BY j.queue, j.group_key LIMIT 1) n
+),
+claimable AS (
+  SELECT queue, 1 AS ready FROM pgkick.jobs
+  WHERE status = 'queued' AND group_key IS NULL
+    AND run_at <= coalesce(%(now)s::timestamptz, now())
+  UNION ALL
+  SELECT g.queue, 1 FROM groups g
+  WHERE NOT EXISTS (SELECT 1 FROM pgkick.jobs r
+                    WHERE r.queue = g.queue AND r.group_key = g.group_key
+                      AND r.status = 'running')
+    AND CASE  -- job_claim's head: a job waiting for its retry, else the first in claim order
+          WHEN EXISTS (SELECT 1 FROM pgkick.jobs w
+                       WHERE w.queue = g.queue AND w.group_key = g.group_key
+                         AND w.status = 'queued' AND w.attempts > 0)
+          THEN EXISTS (SELECT 1 FROM pgkick.jobs w
+                       WHERE w.queue = g.queue AND w.group_key = g.group_key
+                         AND w.status = 'queued' AND w.attempts > 0
+                         AND w.run_at <= coalesce(%(now)s::timestamptz, now()))
+          ELSE (SELECT h.run_at FROM pgkick.jobs h
+                WHERE h.queue = g.queue AND h.group_key = g.group_key AND h.status = 'queued'
+                ORDER BY -h.priority, h.run_at, h.id LIMIT 1)
+               <= coalesce(%(now)s::timestamptz, now())
+        END
+)
+SELECT queue, count(*) AS ready
+FROM claimable
+GROUP BY queue
+ORDER BY queue;"""
+
+JOB_READY_EXISTS: Final = """\
+-- job_ready_exists: Says whether a queue has a job a claim could take now: an ungrouped ready job among the first hundred in claim order (the cheap common answer), a ready head of a group with no running job (a loose index scan over its groups), or an ungrouped ready job further on; a blocked group's jobs do not count, so a worker out of time hands over only for claimable work.
+SELECT EXISTS (
+         SELECT 1 FROM (SELECT group_key FROM pgkick.jobs
+                        WHERE queue = %(queue)s AND status = 'queued'
+                          AND run_at <= coalesce(%(now)s::timestamptz, now())
+                        ORDER BY priority DESC, run_at LIMIT 100) AS first
+         WHERE first.group_key IS NULL)
+    OR EXISTS (
+         WITH RECURSIVE groups AS (  -- the queue's groups with queued jobs, one index probe each
+           (SELECT group_key FROM pgkick.jobs
+            WHERE queue = %(queue)s AND group_key IS NOT NULL AND status = 'queued'
+            ORDER BY group_key LIMIT 1)
+           UNION ALL
+           SELECT (SELECT j.group_key FROM pgkick.jobs j
+                   WHERE j.queue = %(queue)s AND j.group_key > g.group_key
+                     AND j.group_key IS NOT NULL AND j.status = 'queued'
+                   ORDER BY j.group_key LIMIT 1)
+           FROM groups g WHERE g.group_key IS NOT NULL
+         )
+         SELECT 1 FROM groups g
+         WHERE g.group_key IS NOT NULL
+           AND NOT EXISTS (SELECT 1 FROM pgkick.jobs r
+                           WHERE r.queue = %(queue)s AND r.group_key = g.group_key
+                             AND r.status = 'running')
+           AND CASE  -- job_claim's head: a job waiting for its retry, else the first in claim order
+                 WHEN EXISTS (SELECT 1 FROM pgkick.jobs w
+                              WHERE w.queue = %(queue)s AND w.group_key = g.group_key
+                                AND w.status = 'queued' AND w.attempts > 0)
+                 THEN EXISTS (SELECT 1 FROM pgkick.jobs w
+                              WHERE w.queue = %(queue)s AND w.group_key = g.group_key
+                                AND w.status = 'queued' AND w.attempts > 0
+                                AND w.run_at <= coalesce(%(now)s::timestamptz, now()))
+                 ELSE (SELECT h.run_at FROM pgkick.jobs h
+                       WHERE h.queue = %(queue)s AND h.group_key = g.group_key
+                         AND h.status = 'queued'
+                       ORDER BY -h.priority, h.run_at, h.id LIMIT 1)
+                      <= coalesce(%(now)s::timestamptz, now())
+               END
+       )
+    OR EXISTS (
+         SELECT 1 FROM pgkick.jobs
+         WHERE queue = %(queue)s AND status = 'queued' AND group_key IS NULL
+           AND run_at <= coalesce(%(now)s::timestamptz, now()));"""
+
+JOB_REAP_EXPIRED: Final = """\
+-- job_reap_expired: Re-queues running jobs whose lease expired (all queues, or the one a rescue names), or fails them at max_attempts (or when an operator asked to cancel them) with a last_error saying so.
+UPDATE pgkick.jobs
+SET status       = CASE WHEN attempts >= max_attempts OR cancel_requested_at IS NOT NULL
+                        THEN 'failed' ELSE 'queued' END,
+    finished_at  = CASE WHEN attempts >= max_attempts OR cancel_requested_at IS NOT NULL
+                        THEN coalesce(%(now)s::timestamptz, now()) END,
+    locked_until = NULL,
+    last_error   = CASE WHEN cancel_requested_at IS NOT NULL THEN 'cancelled by operator'
+                        ELSE format('lease expired (attempt %%s of %%s)', attempts, max_attempts)
+                   END
+WHERE status = 'running' AND locked_until < coalesce(%(now)s::timestamptz, now())
+  AND (%(queue)s::text IS NULL OR queue = %(queue)s)
+RETURNING id, queue, status, attempts;"""
+
+JOB_RETRY_FAILED: Final = """\
+-- job_retry_failed: Puts failed jobs (by ids, or by queue and task) back in the queue with more attempts, never more than 1000 in all (a job that used 1000 stays failed); attempts keep counting up, so fencing stays sound; a cancel mark is cleared.
+UPDATE pgkick.jobs
+SET status       = 'queued',
+    run_at       = coalesce(%(now)s::timestamptz, now()),
+    finished_at  = NULL,
+    max_attempts = least(attempts + %(extra_attempts)s::int, 1000),
+    cancel_requested_at = NULL  -- a job cancelled while running may be retried: a fresh start
+WHERE status = 'failed'
+  AND attempts < 1000
+  AND (%(ids)s::bigint[] IS NULL OR id = ANY(%(ids)s::bigint[]))
+  AND (%(queue)s::text IS NULL OR queue = %(queue)s)
+  AND (%(task)s::text IS NULL OR task = %(task)s)
+RETURNING id, queue;"""
+
+JOB_RETRY_UNIQUE_CONFLICTS: Final = """\
+-- job_retry_unique_conflicts: For the failed jobs a retry would select (by ids, or by queue and task), each whose unique key a queued or running job holds, or an earlier selected job shares: the job, its key, and the job in the way (a retry of it would break the one-live-job-per-key rule).
+WITH chosen AS (
+  SELECT id, unique_key FROM pgkick.jobs
+  WHERE status = 'failed'
+    AND attempts < 1000
+    AND unique_key IS NOT NULL
+    AND (%(ids)s::bigint[] IS NULL OR id = ANY(%(ids)s::bigint[]))
+    AND (%(queue)s::text IS NULL OR queue = %(queue)s)
+    AND (%(task)s::text IS NULL OR task = %(task)s)
+)
+SELECT c.id, c.unique_key, live.id AS holder, live.status
+FROM chosen c
+JOIN pgkick.jobs live
+  ON live.unique_key = c.unique_key AND live.status IN ('queued', 'running')
+UNION ALL
+SELECT c.id, c.unique_key, other.id, 'failed'
+FROM chosen c
+JOIN chosen other ON other.unique_key = c.unique_key AND other.id < c.id
+ORDER BY 1, 3;"""
+
+JOB_SNOOZE: Final = """\
+-- job_snooze: Puts a running job back in the queue at now + seconds without using an attempt (fenced: only while this attempt holds it), or, when a cancel was requested since the worker's last heartbeat, fails it 'cancelled by operator'; returns its status and when it is due.
+UPDATE pgkick.jobs
+SET status       = CASE WHEN cancel_requested_at IS NULL THEN 'queued' ELSE 'failed' END,
+    attempts     = CASE WHEN cancel_requested_at IS NULL THEN attempts - 1 ELSE attempts END,
+    run_at       = CASE WHEN cancel_requested_at IS NULL
+                        THEN coalesce(%(now)s::timestamptz, now()) + %(seconds)s * interval '1 second'
+                        ELSE run_at END,
+    finished_at  = CASE WHEN cancel_requested_at IS NULL THEN finished_at
+                        ELSE coalesce(%(now)s::timestamptz, now()) END,
+    last_error   = CASE WHEN cancel_requested_at IS NULL THEN last_error
+                        ELSE 'cancelled by operator' END,
+    locked_until = NULL
+WHERE id = %(id)s AND status = 'running' AND attempts = %(attempts)s
+RETURNING run_at, status;"""
+
+JOB_STATS_BY_QUEUE: Final = """\
+-- job_stats_by_queue: Per queue: jobs by status, the oldest ready job's age, the next lease to expire, failures in the last day, and ready jobs waiting past stranded_after with no worker watching.
+SELECT queue,
+       count(*) FILTER (WHERE status = 'queued')  AS queued,
+       count(*) FILTER (WHERE status = 'queued'
+                          AND run_at <= coalesce(%(now)s::timestamptz, now())) AS ready,
+       count(*) FILTER (WHERE status = 'running') AS running,
+       count(*) FILTER (WHERE status = 'done')    AS done,
+       count(*) FILTER (WHERE status = 'failed')  AS failed,
+       count(*) FILTER (WHERE status = 'failed'
+                          AND finished_at > coalesce(%(now)s::timestamptz, now()) - interval '1 day')
+                                                  AS failed_last_day,
+       extract(epoch FROM coalesce(%(now)s::timestamptz, now())
+               - min(run_at) FILTER (WHERE status = 'queued'
+                                       AND run_at <= coalesce(%(now)s::timestamptz, now())))
+                                                  AS oldest_ready_seconds,
+       min(locked_until) FILTER (WHERE status = 'running') AS next_lease_expiry,
+       count(*) FILTER (WHERE status = 'queued'
+                          AND run_at <= coalesce(%(now)s::timestamptz, now())
+                                        - %(stranded_after)s::interval
+                          AND NOT EXISTS (
+                            SELECT 1 FROM pgkick.queue_watchers w
+                            WHERE w.queue = jobs.queue
+                              AND w.until > coalesce(%(now)s::timestamptz, now())))
+                                                  AS stranded
+FROM pgkick.jobs
+GROUP BY queue
+ORDER BY queue;"""
+
+JOB_TABLE_HEALTH: Final = """\
+-- job_table_health: The jobs table's dead tuples and last (auto)vacuum, which the article says to watch.
+SELECT n_live_tup, n_dead_tup, last_vacuum, last_autovacuum
+FROM pg_stat_user_tables
+WHERE relid = to_regclass(quote_ident(%(schema)s) || '.jobs');"""
+
+MIGRATION_LIST_APPLIED: Final = """\
+-- migration_list_applied: Lists the schema versions already applied, oldest first.
+SELECT version FROM pgkick.pgkick_migrations ORDER BY version;"""
+
+MIGRATION_LOCK: Final = """\
+-- migration_lock: Serialises concurrent migrators until the end of the current transaction.
+SELECT pg_advisory_xact_lock(hashtext('pgkick.migrate'));"""
+
+MIGRATION_RECORD: Final = """\
+-- migration_record: Records one applied schema version.
+INSERT INTO pgkick.pgkick_migrations (version, name) VALUES (%(version)s, %(name)s);"""
+
+MIGRATION_SEARCH_PATH_SET: Final = """\
+-- migration_search_path_set: Points unqualified names at pgkick's schema (then any schemas listed after it) until the end of the migration's transaction: pooler-safe, nothing outlives the COMMIT.
+SELECT set_config('search_path', %(path)s, true);"""
+
+MIGRATION_TABLE_CREATE: Final = """\
+-- migration_table_create: Creates the table that records which schema versions are applied.
+CREATE TABLE IF NOT EXISTS pgkick.pgkick_migrations (
+  version    int         PRIMARY KEY,
+  name       text        NOT NULL,
+  applied_at timestamptz NOT NULL DEFAULT now()
+);"""
+
+MIGRATION_TABLE_EXISTS: Final = """\
+-- migration_table_exists: Says whether pgkick's migrations table exists here, without creating anything.
+SELECT to_regclass(quote_ident(%(schema)s) || '.pgkick_migrations') IS NOT NULL AS exists;"""
+
+MIGRATION_TABLE_LEGACY: Final = """\
+-- migration_table_legacy: The schema of a pgkick_migrations table the session's own search_path finds outside pgkick's schema, while pgkick's schema has none: an install from before 0006 (its tables in the role's default schema, usually public), to move.
+SELECT n.nspname AS legacy_schema
+FROM pg_catalog.pg_class AS c
+JOIN pg_catalog.pg_namespace AS n ON n.oid = c.relnamespace
+WHERE c.oid = to_regclass('pgkick_migrations')
+  AND n.nspname <> %(schema)s
+  AND to_regclass(quote_ident(%(schema)s) || '.pgkick_migrations') IS NULL;"""
+
+PERIODIC_TICK_ENQUEUE: Final = """\
+-- periodic_tick_enqueue: Records one periodic task's scheduled tick and inserts its job, in one statement; a tick already recorded (the scheduler delivered it again) inserts nothing.
+WITH tick AS (
+  INSERT INTO pgkick.periodic_ticks (name, tick_at)
+  VALUES (%(name)s, %(tick_at)s)
+  ON CONFLICT DO NOTHING
+  RETURNING name
+)
+INSERT INTO pgkick.jobs (queue, task, payload, max_attempts)
+SELECT %(queue)s, %(task)s, %(payload)s::jsonb, %(max_attempts)s
+FROM tick
+RETURNING id, queue, run_at;"""
+
+PERIODIC_TICK_PURGE: Final = """\
+-- periodic_tick_purge: Deletes periodic ticks older than the retention (the scheduler redelivers within minutes, never days later).
+DELETE FROM pgkick.periodic_ticks
+WHERE tick_at < coalesce(%(now)s::timestamptz, now()) - %(retention)s::interval;"""
+
+QUEUE_KICK_RELEASE: Final = """\
+-- queue_kick_release: Removes a pending kick that could not be sent, so the next producer kicks instead of trusting it.
+DELETE FROM pgkick.queue_watchers WHERE queue = %(queue)s AND watcher = 'kick';"""
+
+QUEUE_KICK_RESERVE: Final = """\
+-- queue_kick_reserve: Of the queues given, returns those that nobody watches, marking each with a pending kick; the caller kicks exactly those.
+WITH relaxed AS (
+  -- A reservation lost in a crash costs one spare kick: its commit need not wait for the disk.
+  SELECT set_config('synchronous_commit', 'off', true)
+), wanted AS (
+  SELECT DISTINCT q AS queue FROM unnest(%(queues)s::text[]) AS q, relaxed
+  WHERE NOT EXISTS (
+    SELECT 1 FROM pgkick.queue_watchers l
+    WHERE l.queue = q AND l.until > coalesce(%(now)s::timestamptz, now())
+  )
+)
+INSERT INTO pgkick.queue_watchers AS w (queue, watcher, until)
+SELECT queue, 'kick', coalesce(%(now)s::timestamptz, now()) + %(pending)s::interval FROM wanted
+ON CONFLICT (queue, watcher) DO UPDATE SET until = excluded.until
+  WHERE w.until <= coalesce(%(now)s::timestamptz, now())
+RETURNING w.queue;"""
+
+QUEUE_LIMIT_CLEAR: Final = """\
+-- queue_limit_clear: Removes a queue's running limit.
+DELETE FROM pgkick.queue_limits WHERE queue = %(queue)s;"""
+
+QUEUE_LIMIT_LIST: Final = """\
+-- queue_limit_list: Every queue's running limit, with how many of its jobs run now.
+SELECT l.queue, l.max_running,
+       (SELECT count(*) FROM pgkick.jobs r WHERE r.queue = l.queue AND r.status = 'running') AS running
+FROM pgkick.queue_limits l
+ORDER BY l.queue;"""
+
+QUEUE_LIMIT_SET: Final = """\
+-- queue_limit_set: Sets the most jobs of a queue that may run at once (the claim enforces it).
+INSERT INTO pgkick.queue_limits (queue, max_running) VALUES (%(queue)s, %(max_running)s)
+ON CONFLICT (queue) DO UPDATE SET max_running = excluded.max_running;"""
+
+QUEUE_WATCHER_ANNOUNCE: Final = """\
+-- queue_watcher_announce: A worker says it is draining a queue until the given instant; it takes up the pending kick and clears expired watchers.
+WITH cleared AS (
+  DELETE FROM pgkick.queue_watchers
+  WHERE queue = %(queue)s
+    AND (watcher = 'kick' OR until <= coalesce(%(now)s::timestamptz, now()))
+    AND watcher <> %(watcher)s
+)
+INSERT INTO pgkick.queue_watchers AS w (queue, watcher, until)
+VALUES (%(queue)s, %(watcher)s, coalesce(%(now)s::timestamptz, now()) + %(ttl)s::interval)
+ON CONFLICT (queue, watcher) DO UPDATE SET until = excluded.until;"""
+
+QUEUE_WATCHER_WITHDRAW: Final = """\
+-- queue_watcher_withdraw: A worker leaving a queue removes its announcement (it then claims once more before it exits).
+DELETE FROM pgkick.queue_watchers WHERE queue = %(queue)s AND watcher = %(watcher)s;"""
+
+ROLE_SETUP: Final = """\
+-- role_setup: Creates the NOLOGIN roles pgkick_producer, pgkick_worker and pgkick_maintainer if missing, and grants each only what its part needs (grant them to your login roles).
+-- Roles are cluster-wide and the migration lock is per database: a set-up running at once in
+-- another database may create a role between our look and our CREATE, so a duplicate is
+-- caught (in its own subtransaction) and taken as done.
+DO $roles$
+DECLARE
+  role_name text;
+BEGIN
+  FOREACH role_name IN ARRAY ARRAY['pgkick_producer', 'pgkick_worker', 'pgkick_maintainer'] LOOP
+    IF NOT EXISTS (SELECT FROM pg_roles WHERE rolname = role_name) THEN
+      BEGIN
+        EXECUTE format('CREATE ROLE %I NOLOGIN', role_name);
+      EXCEPTION WHEN duplicate_object OR unique_violation THEN
+        NULL;  -- created meanwhile by a set-up in another database
+      END;
+    END IF;
+  END LOOP;
+  IF NOT pg_has_role('pgkick_maintainer', 'pgkick_worker', 'MEMBER') THEN
+    BEGIN
+      GRANT pgkick_worker TO pgkick_maintainer;
+    EXCEPTION WHEN duplicate_object OR unique_violation THEN
+      NULL;
+    END;
+  END IF;
+END
+$roles$;
+
+-- Every role reaches pgkick's tables through its schema (pgkick_maintainer by pgkick_worker).
+GRANT USAGE ON SCHEMA pgkick TO pgkick_producer, pgkick_worker;
+
+REVOKE ALL ON pgkick.jobs, pgkick.pgkick_migrations FROM PUBLIC;
+GRANT SELECT ON pgkick.pgkick_migrations TO pgkick_producer, pgkick_worker;
+
+-- The app: insert jobs, and read back only what the insert returns (never payloads or status).
+GRANT INSERT (queue, task, payload, run_at, max_attempts, priority, group_key, unique_key)
+  ON pgkick.jobs TO pgkick_producer;
+GRANT SELECT (id, queue, run_at) ON pgkick.jobs TO pgkick_producer;
+-- Unique keys: a skipped duplicate reads back the newest job with its key.
+GRANT SELECT (unique_key) ON pgkick.jobs TO pgkick_producer;
+
+-- Workers: claim, complete, fail, extend.
+GRANT SELECT ON pgkick.jobs TO pgkick_worker;
+GRANT UPDATE (status, attempts, run_at, locked_until, last_error, finished_at, claimed_at,
+               result)
+  ON pgkick.jobs TO pgkick_worker;
+
+-- The claim and the round trip are functions (migrations 0007, 0008), run with their caller's
+-- rights: only workers call them.
+REVOKE ALL ON FUNCTION pgkick.job_claim(text, int, interval, timestamptz) FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION pgkick.job_claim(text, int, interval, timestamptz) TO pgkick_worker;
+REVOKE ALL ON FUNCTION pgkick.job_complete_and_claim(bigint[], int[], text[], text, int, interval,
+                                                    timestamptz) FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION pgkick.job_complete_and_claim(bigint[], int[], text[], text, int, interval,
+                                                        timestamptz) TO pgkick_worker;
+
+-- The reaper and operators: also retry (more attempts), purge and cancel.
+GRANT UPDATE (max_attempts, cancel_requested_at), DELETE ON pgkick.jobs TO pgkick_maintainer;
+
+-- Periodic tasks: a scheduled tick inserts its job from the worker (pgkick.periodic); the
+-- reaper purges old ticks.
+REVOKE ALL ON pgkick.periodic_ticks FROM PUBLIC;
+GRANT SELECT, INSERT ON pgkick.periodic_ticks TO pgkick_worker;
+GRANT INSERT (queue, task, payload, max_attempts) ON pgkick.jobs TO pgkick_worker;
+GRANT DELETE ON pgkick.periodic_ticks TO pgkick_maintainer;
+
+-- Who watches which queue: producers reserve kicks, workers announce and withdraw.
+REVOKE ALL ON pgkick.queue_watchers FROM PUBLIC;
+GRANT SELECT, INSERT, UPDATE, DELETE ON pgkick.queue_watchers TO pgkick_producer, pgkick_worker;
+
+-- Per-queue running limits: workers read them in every claim; operators set them.
+REVOKE ALL ON pgkick.queue_limits FROM PUBLIC;
+GRANT SELECT ON pgkick.queue_limits TO pgkick_worker;
+GRANT INSERT, UPDATE, DELETE ON pgkick.queue_limits TO pgkick_maintainer;"""
+
+ROLE_SETUP_DONE: Final = """\
+-- role_setup_done: Whether pgkick's three roles exist here, set up by an earlier `pgkick migrate --roles` (a later migrate then grants them what its new migrations need).
+SELECT count(*) = 3
+FROM pg_catalog.pg_roles
+WHERE rolname IN ('pgkick_producer', 'pgkick_worker', 'pgkick_maintainer');"""
+
+SCHEMA_CREATE: Final = """\
+-- schema_create: Creates the schema that holds every pgkick object, if it is missing (the migrator owns it).
+CREATE SCHEMA IF NOT EXISTS pgkick;"""
+
+TRANSACTION_BEGIN: Final = """\
+-- transaction_begin: Opens an explicit transaction inside a pipeline, so a COMMIT can end it before the statements that must see it committed.
+BEGIN;"""
+
+TRANSACTION_COMMIT: Final = """\
+-- transaction_commit: Commits the transaction transaction_begin opened; statements after it in the pipeline run in a new one.
+COMMIT;"""
+
+# (version, name, script) in the order they apply.
+MIGRATIONS: Final[tuple[tuple[int, str, LiteralString], ...]] = (
+    (1, 'jobs', """\
+-- 0001_jobs: the article's jobs table (plus task and finished_at), its state-machine constraints and the partial ready index.
+CREATE TABLE jobs (
+  id           bigint      GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+  queue        text        NOT NULL DEFAULT 'default',
+  task         text        NOT NULL,
+  payload      jsonb       NOT NULL,
+  status       text        NOT NULL DEFAULT 'queued'
+               CHECK (status IN ('queued', 'running', 'done', 'failed')),
+  run_at       timestamptz NOT NULL DEFAULT now(),
+  attempts     int         NOT NULL DEFAULT 0,
+  max_attempts int         NOT NULL DEFAULT 5,
+  locked_until timestamptz,
+  last_error   text,
+  created_at   timestamptz NOT NULL DEFAULT now(),
+  finished_at  timestamptz,
+  CONSTRAINT jobs_max_attempts_positive CHECK (max_attempts >= 1),
+  CONSTRAINT jobs_attempts_within_max CHECK (attempts BETWEEN 0 AND max_attempts),
+  CONSTRAINT jobs_lease_iff_running CHECK ((status = 'running') = (locked_until IS NOT NULL)),
+  CONSTRAINT jobs_finished_iff_final CHECK ((status IN ('done', 'failed')) = (finished_at IS NOT NULL)),
+  CONSTRAINT jobs_queue_named CHECK (queue <> ''),
+  CONSTRAINT jobs_task_named CHECK (task <> '')
+);
+
+-- Only the rows workers look for: stays small however long the finished history grows.
+CREATE INDEX jobs_ready_idx ON jobs (queue, run_at) WHERE status = 'queued';"""),
+    (2, 'claimed_at', """\
+-- 0002_claimed_at: when the current attempt was claimed, for kick-to-start latency and "running since".
+ALTER TABLE jobs ADD COLUMN claimed_at timestamptz;"""),
+    (3, 'queue_watchers', """\
+-- 0003_queue_watchers: who will look at a queue soon (a draining worker, or a kick on its way), so producers kick only when nobody will.
+CREATE TABLE queue_watchers (
+  queue    text        NOT NULL,
+  watcher  text        NOT NULL,  -- a worker's id, or 'kick' for a kick sent and not yet taken up
+  until    timestamptz NOT NULL,  -- past this instant the watcher no longer counts
+  PRIMARY KEY (queue, watcher)
+);"""),
+    (4, 'job_unique_priority_group', """\
+-- 0004_job_unique_priority_group: unique keys, priorities, ordered groups and per-queue running limits (issue 16).
+ALTER TABLE jobs
+  ADD COLUMN priority   smallint NOT NULL DEFAULT 0,
+  ADD COLUMN unique_key text,
+  ADD COLUMN group_key  text,
+  ADD CONSTRAINT jobs_priority_range CHECK (priority BETWEEN -100 AND 100),
+  ADD CONSTRAINT jobs_unique_key_named CHECK (unique_key <> ''),
+  ADD CONSTRAINT jobs_group_named CHECK (group_key <> '');
+
+-- Highest priority first, then run_at: the claim reads the queue in this order.
+DROP INDEX jobs_ready_idx;
+CREATE INDEX jobs_ready_idx ON jobs (queue, priority DESC, run_at) WHERE status = 'queued';
+
+-- At most one live (queued or running) job per unique key: the insert's ON CONFLICT target.
+CREATE UNIQUE INDEX jobs_unique_live_idx ON jobs (unique_key)
+  WHERE unique_key IS NOT NULL AND status IN ('queued', 'running');
+-- A skipped duplicate's answer: the newest job with its key (needs no status, which a
+-- producer may not read).
+CREATE INDEX jobs_unique_key_idx ON jobs (unique_key, id) WHERE unique_key IS NOT NULL;
+
+-- A group's head (its first queued job in claim order: priority, run_at, id), whether one
+-- of its jobs runs, and whether one waits for a retry (it holds the group): each a probe
+-- of a small partial index. (-priority): one ascending row comparison finds the head.
+CREATE INDEX jobs_group_queued_idx ON jobs (queue, group_key, (-priority), run_at, id)
+  WHERE group_key IS NOT NULL AND status = 'queued';
+CREATE INDEX jobs_group_running_idx ON jobs (queue, group_key)
+  WHERE group_key IS NOT NULL AND status = 'running';
+CREATE INDEX jobs_group_retrying_idx ON jobs (queue, group_key)
+  WHERE group_key IS NOT NULL AND status = 'queued' AND attempts > 0;
+
+-- Running jobs of a queue, counted against its limit.
+CREATE INDEX jobs_running_idx ON jobs (queue) WHERE status = 'running';
+
+-- The most jobs of a queue running at once; no row: no limit.
+CREATE TABLE queue_limits (
+  queue       text PRIMARY KEY CHECK (queue <> ''),
+  max_running int  NOT NULL CHECK (max_running >= 1)
+);"""),
+    (5, 'job_result_cancel', """\
+-- 0005_job_result_cancel: a task's result stored with its job, an operator's request to cancel a running job, and the periodic ticks already enqueued.
+ALTER TABLE jobs ADD COLUMN result jsonb;
+-- Set by `pgkick cancel` on a running job; the worker's heartbeat reads it back.
+ALTER TABLE jobs ADD COLUMN cancel_requested_at timestamptz;
+
+-- One row per periodic task per scheduled instant: the scheduler delivers at least once,
+-- the job is inserted at most once (the tick's INSERT ... ON CONFLICT DO NOTHING and the
+-- job's INSERT are one statement: periodic_tick_enqueue).
+CREATE TABLE periodic_ticks (
+  name     text        NOT NULL,
+  tick_at  timestamptz NOT NULL,
+  PRIMARY KEY (name, tick_at)
+);"""),
+    (6, 'own_schema', """\
+-- 0006_own_schema: moves the tables of an install from before this version (with their rows, indexes, constraints, identity sequence and grants) from the role's default schema into pgkick's own, where 0001-0003 now create them; lets the pgkick roles that exist use that schema.
+-- pgkick.schema.migrate runs this first of all on such an install, with search_path set to
+-- pgkick's schema then the old one: a table found outside current_schema() is an old one.
+-- On a fresh install everything is already in current_schema(): nothing moves (and no
+-- table is locked for a no-op SET SCHEMA).
+DO $move$
+DECLARE
+  table_name text;
+  role_name text;
+  found regclass;
+BEGIN
+  FOREACH table_name IN ARRAY ARRAY['pgkick_migrations', 'jobs', 'queue_watchers'] LOOP
+    found := to_regclass(quote_ident(table_name));
+    IF found IS NOT NULL AND (
+      SELECT n.nspname FROM pg_catalog.pg_class AS c
+      JOIN pg_catalog.pg_namespace AS n ON n.oid = c.relnamespace
+      WHERE c.oid = found
+    ) <> current_schema() THEN
+      EXECUTE format('ALTER TABLE %s SET SCHEMA %I', found, current_schema());
+    END IF;
+  END LOOP;
+  -- Roles set up before this version keep working without `pgkick migrate --roles` again.
+  FOREACH role_name IN ARRAY ARRAY['pgkick_producer', 'pgkick_worker'] LOOP
+    IF EXISTS (SELECT FROM pg_catalog.pg_roles WHERE rolname = role_name) THEN
+      EXECUTE format('GRANT USAGE ON SCHEMA %I TO %I', current_schema(), role_name);
+    END IF;
+  END LOOP;
+END
+$move$;"""),
+    (7, 'job_claim_function', """\
+-- 0007_job_claim_function: the claim as one server-side function, job_claim(queue, batch, lease, now): one statement for every queue, groups and limits included, whose plans the server keeps per session (issue 16's claim cost).
+-- Why a function (pgkick.groups has the rules): the claim used to be the plain statement,
+-- or, for a queue with a running limit or live grouped jobs, four (BEGIN, the lock, the
+-- claim, COMMIT), each planned by the server at every call: pgkick never prepares a
+-- statement, so that transaction-mode poolers work. PL/pgSQL keeps the plans of the
+-- statements inside a function in the session's cache, which a pooler cannot break (no
+-- statement names cross the wire), and a VOLATILE function takes a fresh snapshot for
+-- each statement under READ COMMITTED: the claim that follows the lock sees every claim
+-- committed before the lock was granted, as the serialised claim's own statement did.
+-- The search_path is the one this migration ran with (pgkick's schema), whatever the
+-- caller's.
+CREATE FUNCTION job_claim(claim_queue text, claim_batch int, claim_lease interval,
+                          claim_now timestamptz)
+RETURNS TABLE (id bigint, queue text, task text, payload jsonb, attempts int, max_attempts int)
+LANGUAGE plpgsql VOLATILE
+SET search_path FROM CURRENT
+SET plan_cache_mode = force_generic_plan
+AS $claim$
+#variable_conflict use_column
+DECLARE
+  at timestamptz := coalesce(claim_now, now());
+BEGIN
+  -- min() rather than EXISTS: its plan is one probe of the groups' partial index even
+  -- where the statistics expect many grouped rows (another queue's), when EXISTS may be
+  -- planned as a scan of the table that stops at the first match: none in this queue.
+  IF NOT EXISTS (SELECT 1 FROM queue_limits l WHERE l.queue = claim_queue)
+     AND (SELECT min(g.group_key) FROM jobs g
+          WHERE g.queue = claim_queue AND g.group_key IS NOT NULL AND g.status = 'queued')
+         IS NULL
+     AND (SELECT min(g.group_key) FROM jobs g
+          WHERE g.queue = claim_queue AND g.group_key IS NOT NULL AND g.status = 'running')
+         IS NULL
+  THEN
+    -- No limit, no live group: the plain claim, no lock. A grouped job committed since
+    -- the check above is left to the next claim, which will see it and lock.
+    RETURN QUERY
+    WITH next AS (
+      SELECT j.id FROM jobs j
+      WHERE j.queue = claim_queue AND j.status = 'queued' AND j.run_at <= at
+        AND j.group_key IS NULL
+      ORDER BY j.priority DESC, j.run_at
+      LIMIT claim_batch
+      FOR UPDATE SKIP LOCKED
+    ),
+    claimed AS (
+      UPDATE jobs j
+      SET status       = 'running',
+          attempts     = j.attempts + 1,
+          locked_until = at + claim_lease,
+          claimed_at   = coalesce(claim_now, clock_timestamp())
+      WHERE j.id = ANY (ARRAY (SELECT next.id FROM next))
+      RETURNING j.id, j.queue, j.task, j.payload, j.attempts, j.max_attempts, j.priority, j.run_at
+    )
+    SELECT c.id, c.queue, c.task, c.payload, c.attempts, c.max_attempts FROM claimed c
+    ORDER BY c.priority DESC, c.run_at, c.id;  -- claim order (the update's is the index's)
+    RETURN;
+  END IF;
+
+  -- Held until the caller's transaction ends; the statement below starts after it is
+  -- granted, so its snapshot has every claim of this queue committed before: true under
+  -- READ COMMITTED only (a REPEATABLE READ transaction keeps its first snapshot, and a
+  -- limit would be passed silently), so anything else is refused.
+  IF current_setting('transaction_isolation') <> 'read committed' THEN
+    RAISE EXCEPTION 'pgkick: a queue with a limit or groups is claimed under READ COMMITTED only, not %',
+      current_setting('transaction_isolation')
+      USING HINT = 'default_transaction_isolation is set for this database or role: reset it for pgkick''s worker role';
+  END IF;
+  PERFORM pg_advisory_xact_lock(hashtext('pgkick.claim'), hashtext(claim_queue));
+  RETURN QUERY
+  WITH next AS (
+    SELECT j.id, j.priority, j.run_at FROM jobs j
+    WHERE j.queue = claim_queue AND j.status = 'queued' AND j.run_at <= at
+      AND (j.group_key IS NULL
+           OR (NOT EXISTS (SELECT 1 FROM jobs g
+                           WHERE g.queue = j.queue AND g.group_key = j.group_key
+                             AND g.group_key IS NOT NULL AND g.status = 'running')
+               AND (j.attempts > 0
+                    OR (NOT EXISTS (SELECT 1 FROM jobs g
+                                    WHERE g.queue = j.queue AND g.group_key = j.group_key
+                                      AND g.group_key IS NOT NULL AND g.status = 'queued'
+                                      AND g.attempts > 0)
+                        AND NOT EXISTS (SELECT 1 FROM jobs g
+                                        WHERE g.queue = j.queue AND g.group_key = j.group_key
+                                          AND g.group_key IS NOT NULL AND g.status = 'queued'
+                                          AND (-g.priority, g.run_at, g.id)
+                                              < (-j.priority, j.run_at, j.id))))))
+    ORDER BY j.priority DESC, j.run_at
+    LIMIT claim_batch
+    FOR UPDATE SKIP LOCKED
+  ),
+  room AS (
+    SELECT CASE WHEN l.max_running IS NULL THEN claim_batch
+                ELSE l.max_running - (SELECT count(*) FROM jobs r
+                                      WHERE r.queue = claim_queue AND r.status = 'running')
+           END AS free
+    FROM (SELECT 1) AS one LEFT JOIN queue_limits l ON l.queue = claim_queue
+  ),
+  ranked AS (
+    SELECT next.id, row_number() OVER (ORDER BY next.priority DESC, next.run_at, next.id) AS n
+    FROM next
+  ),
+  claimed AS (
+    UPDATE jobs j
+    SET status       = 'running',
+        attempts     = j.attempts + 1,
+        locked_until = at + claim_lease,
+        claimed_at   = coalesce(claim_now, clock_timestamp())
+    WHERE j.id = ANY (ARRAY (SELECT ranked.id FROM ranked
+                             WHERE ranked.n <= (SELECT free FROM room)))
+    RETURNING j.id, j.queue, j.task, j.payload, j.attempts, j.max_attempts, j.priority, j.run_at
+  )
+  SELECT c.id, c.queue, c.task, c.payload, c.attempts, c.max_attempts FROM claimed c
+  ORDER BY c.priority DESC, c.run_at, c.id;
+END
+$claim$;"""),
+    (8, 'job_complete_and_claim_function', """\
+-- 0008_job_complete_and_claim_function: a worker's round trip as one server-side call, job_complete_and_claim(ids, attempts, results, queue, batch, lease, now): the last batch's fenced complete, then the claim of the next (issue 18's drain).
+-- Why (pgkick.store, complete_many_and_claim): the worker completed a batch and claimed the
+-- next as two statements in one pipeline, and on a 2-core machine the client's cost of a
+-- statement (its parameters, its cursor, its results) was most of the worker's CPU a job.
+-- One call is one statement a round trip, and its complete is planned once a session, as
+-- the claim's statements are (0007), where it was planned at every call before.
+-- The order is the deadlock rule: the complete runs, and takes its row locks, before the
+-- claim, as two statements in order do; one statement with both as CTEs would leave the
+-- order to the executor (pgkick.store says what deadlocked). The rows returned: first each
+-- completed job still held by this attempt, as its id with every other column NULL (a
+-- claimed job always has a task), then the claimed jobs in claim order.
+CREATE FUNCTION job_complete_and_claim(done_ids bigint[], done_attempts int[],
+                                       done_results text[], claim_queue text,
+                                       claim_batch int, claim_lease interval,
+                                       claim_now timestamptz)
+RETURNS TABLE (id bigint, queue text, task text, payload jsonb, attempts int, max_attempts int)
+LANGUAGE plpgsql VOLATILE
+SET search_path FROM CURRENT
+SET plan_cache_mode = force_generic_plan
+AS $round$
+#variable_conflict use_column
+BEGIN
+  RETURN QUERY
+  WITH done AS (
+    UPDATE jobs j
+    SET status = 'done', locked_until = NULL,
+        finished_at = coalesce(claim_now, now()),
+        result = held.result::jsonb
+    FROM unnest(done_ids, done_attempts, done_results) AS held(id, attempts, result)
+    WHERE j.id = held.id AND j.status = 'running' AND j.attempts = held.attempts
+    RETURNING j.id
+  )
+  SELECT done.id, NULL::text, NULL::text, NULL::jsonb, NULL::int, NULL::int FROM done;
+  RETURN QUERY SELECT * FROM job_claim(claim_queue, claim_batch, claim_lease, claim_now);
+END
+$round$;"""),
+)

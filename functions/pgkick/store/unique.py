@@ -1,0 +1,221 @@
+"""Unique jobs: while a job with a unique key is queued or running, enqueueing the key
+again returns that job's id and writes nothing.
+
+Why a partial unique index and ON CONFLICT DO NOTHING (not a look-up first): a
+look-up then an insert lets two producers both see no job and both insert. The
+index (`jobs_unique_live_idx`, on unique_key WHERE status IN queued/running) is
+checked against every live row, committed or not: a second producer's insert
+waits for the first's transaction, then skips.
+
+What it skipped for is read by a *second* statement: the first statement's
+snapshot may predate the holder's commit (the waiting case above), so reading it
+back in the same statement would find nothing. A later statement (READ COMMITTED)
+sees it. It reads the newest job with the key, not "the live one": a job with the
+key is only ever inserted while none is live, so the newest is the holder, and
+the read needs no `status` (which the producer role may not read). The holder may
+have finished between the two statements: it is still the answer (it held the key
+when this enqueue was made); nothing is written either way. Only if the holder
+vanished meanwhile (purged) is the insert run again, at most MAX_ROUNDS times.
+
+In `enqueue_many`, a key given twice in the batch is one job (the first
+occurrence's); a key a live job holds is skipped and answered with that job's id;
+the batch itself never fails for a duplicate (pgqueuer #678).
+
+A key is global, not per queue or task: put the task or queue in the key when
+they should not collide. Once its job is done or failed, the key is free again.
+`pgkick retry` of a failed job whose key a newer live job holds (or another failed
+job of the same retry shares) is refused before anything is written, naming the key
+and the job in the way (`job_retry_unique_conflicts`); should a producer take the key
+between that check and the retry, the index refuses the retry (nothing written).
+
+The asyncio forms (pgkick.aio) run the same statements in the same order: the
+`*_async` functions drive the same `UniqueBatch` rounds on an AsyncConnection.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from datetime import datetime
+from typing import Any
+
+from pgkick.connections.db import AsyncConnection, Clock, Database, execute_async
+from pgkick.producer.validation import JobSpec
+from pgkick.store import queries
+
+MAX_ROUNDS = 50
+Row = tuple[int, str, datetime]  # id, queue, run_at: what a QueuedJob is made of
+
+
+class UniqueKeyChurn(RuntimeError):
+    """The key's holder kept vanishing between insert and read-back (nothing written)."""
+
+
+def insert_one(db: Database, spec: JobSpec) -> tuple[Row, bool]:
+    """The job inserted (True) or the job holding its key (False)."""
+    for _ in range(MAX_ROUNDS):
+        row = db.execute(queries.JOB_INSERT_UNIQUE, **spec.insert_params()).fetchone()
+        if row is not None:
+            return (row[0], row[1], row[2]), True
+        for held in db.rows(queries.JOB_GET_LATEST_BY_UNIQUE_KEYS, unique_keys=[spec.unique_key]):
+            return (held[0], held[1], held[2]), False
+    raise UniqueKeyChurn(f"unique_key {spec.unique_key!r}: its job kept vanishing; try again")
+
+
+async def insert_one_async(conn: AsyncConnection, clock: Clock, spec: JobSpec) -> tuple[Row, bool]:
+    """insert_one on an AsyncConnection: the same two statements, the same rounds."""
+    for _ in range(MAX_ROUNDS):
+        cursor = await execute_async(conn, clock, queries.JOB_INSERT_UNIQUE, **spec.insert_params())
+        row = await cursor.fetchone()
+        if row is not None:
+            return (row[0], row[1], row[2]), True
+        cursor = await execute_async(
+            conn, clock, queries.JOB_GET_LATEST_BY_UNIQUE_KEYS, unique_keys=[spec.unique_key]
+        )
+        for held in await cursor.fetchall():
+            return (held[0], held[1], held[2]), False
+    raise UniqueKeyChurn(f"unique_key {spec.unique_key!r}: its job kept vanishing; try again")
+
+
+def describe_conflicts(conflicts: Iterable[tuple[int, str, int, str]]) -> str:
+    """Why a retry is refused: (job, key, the job in the way, its status) in words."""
+    return "; ".join(
+        f"jobs {holder} and {job} share unique key {key!r} (retry one of them)"
+        if status == "failed"
+        else f"job {job}'s unique key {key!r} is held by {status} job {holder}"
+        for job, key, holder, status in conflicts
+    )
+
+
+class UniqueBatch:
+    """Sorts a batch's jobs: plain ones go to job_insert_many at once, keyed ones wait
+    (deduplicated) for `insert`, which runs after them in the same transaction."""
+
+    def __init__(self) -> None:
+        self._next = 0
+        self._first: dict[str, tuple[int, JobSpec]] = {}  # key -> its first job in the batch
+        self._repeats: list[tuple[int, str]] = []  # later jobs of the batch with a seen key
+
+    @property
+    def keyed(self) -> bool:
+        return bool(self._first)
+
+    def split(self, specs: Sequence[JobSpec]) -> list[tuple[int, JobSpec]]:
+        """The chunk's jobs without a key, with their index in the whole batch."""
+        plain = []
+        for spec in specs:
+            index, self._next = self._next, self._next + 1
+            key = spec.unique_key
+            if key is None:
+                plain.append((index, spec))
+            elif key in self._first:
+                self._repeats.append((index, key))
+            else:
+                self._first[key] = (index, spec)
+        return plain
+
+    def insert(self, db: Database) -> tuple[dict[int, Row], list[Row]]:
+        """Insert the keyed jobs; returns every keyed index's job and those inserted."""
+        rounds = _Rounds(self._first)
+        for _ in range(MAX_ROUNDS):
+            if not rounds.pending:
+                break
+            rounds.took(db.rows(queries.JOB_INSERT_MANY_UNIQUE, **rounds.insert_params()))
+            if rounds.pending:
+                rounds.found(db.rows(queries.JOB_GET_LATEST_BY_UNIQUE_KEYS, **rounds.keys()))
+        return self._answer(rounds)
+
+    async def insert_async(
+        self, conn: AsyncConnection, clock: Clock
+    ) -> tuple[dict[int, Row], list[Row]]:
+        """insert on an AsyncConnection: the same statements, the same rounds."""
+        rounds = _Rounds(self._first)
+        for _ in range(MAX_ROUNDS):
+            if not rounds.pending:
+                break
+            params = rounds.insert_params()
+            cursor = await execute_async(conn, clock, queries.JOB_INSERT_MANY_UNIQUE, **params)
+            rounds.took(await cursor.fetchall())
+            if rounds.pending:
+                latest = queries.JOB_GET_LATEST_BY_UNIQUE_KEYS
+                cursor = await execute_async(conn, clock, latest, **rounds.keys())
+                rounds.found(await cursor.fetchall())
+        return self._answer(rounds)
+
+    def _answer(self, rounds: _Rounds) -> tuple[dict[int, Row], list[Row]]:
+        if rounds.pending:
+            raise UniqueKeyChurn(
+                f"unique keys {sorted(rounds.pending)[:5]}: their jobs kept vanishing"
+            )
+        jobs = {index: rounds.held[key] for key, (index, _) in self._first.items()}
+        jobs.update((index, rounds.held[key]) for index, key in self._repeats)
+        return jobs, rounds.inserted
+
+
+class _Rounds:
+    """One batch's keyed jobs through insert/read-back rounds (the I/O is the caller's)."""
+
+    def __init__(self, first: dict[str, tuple[int, JobSpec]]) -> None:
+        self.pending = dict(first)
+        self.held: dict[str, Row] = {}
+        self.inserted: list[Row] = []
+
+    def insert_params(self) -> dict[str, Any]:
+        return arrays(list(self.pending.values()), keys=True)
+
+    def keys(self) -> dict[str, Any]:
+        return {"unique_keys": list(self.pending)}
+
+    def took(self, rows: Iterable[tuple[Any, ...]]) -> None:
+        """The rows job_insert_many_unique returned: inserted, their keys now held."""
+        for row in rows:
+            self.held[row[3]] = (row[0], row[1], row[2])
+            self.inserted.append(self.held[row[3]])
+            del self.pending[row[3]]
+
+    def found(self, rows: Iterable[tuple[Any, ...]]) -> None:
+        """The holders job_get_latest_by_unique_keys read of keys the insert skipped."""
+        for row in rows:
+            self.held[row[3]] = (row[0], row[1], row[2])
+            del self.pending[row[3]]
+
+
+def insert_many(db: Database, chunks: Iterable[Sequence[JobSpec]]) -> tuple[list[Row], list[Row]]:
+    """Chunks of jobs in one transaction: the plain ones pipelined chunk by chunk (the
+    server inserts one while the caller validates the next), then the keyed ones. Returns
+    every job in input order (a skipped one as its key's holder) and those inserted."""
+    sent = []
+    batch = UniqueBatch()
+    with db.transaction():
+        with db.pipeline():
+            for specs in chunks:
+                plain = batch.split(specs)
+                if plain:
+                    sent.append((plain, db.execute(queries.JOB_INSERT_MANY, **arrays(plain))))
+        if not batch.keyed:  # the common case: every row, in input order, as it came
+            rows: list[Row] = [row for _, cursor in sent for row in cursor.fetchall()]
+            return rows, rows
+        plain_rows: list[tuple[int, Row]] = [
+            (index, row)
+            for plain, cursor in sent
+            for (index, _), row in zip(plain, cursor.fetchall(), strict=True)
+        ]
+        keyed, inserted = batch.insert(db)
+    every = dict(plain_rows) | keyed
+    return [every[index] for index in range(len(every))], [r for _, r in plain_rows] + inserted
+
+
+def arrays(specs: Sequence[tuple[int, JobSpec]], *, keys: bool = False) -> dict[str, Any]:
+    """job_insert_many's parallel arrays (with keys: job_insert_many_unique's)."""
+    columns = {
+        "queues": [s.queue for _, s in specs],
+        "tasks": [s.task for _, s in specs],
+        "payloads": [s.payload_json for _, s in specs],
+        "run_ats": [s.run_at for _, s in specs],
+        "delays": [s.delay.total_seconds() for _, s in specs],  # float8: cheap
+        "max_attempts": [s.max_attempts for _, s in specs],
+        "priorities": [s.priority for _, s in specs],
+        "groups": [s.group for _, s in specs],
+    }
+    if keys:
+        columns["unique_keys"] = [s.unique_key for _, s in specs]
+    return columns

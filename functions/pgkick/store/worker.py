@@ -1,0 +1,230 @@
+"""The queue's statements as Python: claim, complete, fail, extend (the worker's), and
+one `JobStore` with the producer's, the reaper's and the CLI's.
+
+Why one class: the worker loop, the producer, the reaper and the CLI are plain
+Python over a `JobStore`, so the rules (fencing, batching, the injected clock)
+live in one place, and the SQL itself lives in `sql/` (bundled as
+`pgkick.store.queries`). Connections and execution are `pgkick.connections.db`'s.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from typing import Any
+
+from pgkick.connections.db import Clock, Connection, connect, server_clock
+from pgkick.errors import DatabaseUnavailable
+from pgkick.store import queries
+from pgkick.store.maintenance import MaintenanceStatements, ReapedJob
+from pgkick.store.outcomes import OutcomeStatements
+from pgkick.store.producer import ProducerStatements, QueuedJob
+
+__all__ = [
+    "Announcement",
+    "ClaimedJob",
+    "Clock",
+    "Connection",
+    "DatabaseUnavailable",
+    "FailOutcome",
+    "JobStore",
+    "QueuedJob",
+    "ReapedJob",
+    "connect",
+    "server_clock",
+]
+
+
+@dataclass(frozen=True, slots=True)
+class ClaimedJob:
+    """A job this worker holds under a lease; `attempts` is the fencing token."""
+
+    id: int
+    queue: str
+    task: str
+    payload: Any
+    attempts: int
+    max_attempts: int
+    result: str | None = None  # set when the task returned: its JSON, stored on completion
+
+
+@dataclass(frozen=True, slots=True)
+class FailOutcome:
+    """What a fail did: nothing (lease lost), a retry at run_at, or a final failure."""
+
+    owned: bool
+    queue: str | None = None
+    status: str | None = None
+    run_at: datetime | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Announcement:
+    """A worker's claim to be draining a queue until `ttl` from now (pgkick.kick.watch)."""
+
+    watcher: str
+    ttl: timedelta
+
+
+class JobStore(ProducerStatements, MaintenanceStatements, OutcomeStatements):
+    """The queue's statements: what the producer, the worker, the reaper and the CLI run
+    (the producer's in pgkick.store.producer)."""
+
+    # -- worker -----------------------------------------------------------------
+    def claim(self, queue: str, *, batch: int, lease: timedelta) -> list[ClaimedJob]:
+        """Claim up to `batch` ready jobs of `queue` under a lease: one statement, the
+        server-side job_claim (migration 0007; pgkick.store.groups has its rules), in autocommit
+        its own transaction, else the caller's (a group's or limit's claim lock is then
+        held until that transaction ends)."""
+        return _claimed(self._claim(queue, batch=batch, lease=lease))
+
+    def _claim(self, queue: str, *, batch: int, lease: timedelta) -> Any:
+        """Send a claim (inside the caller's pipeline, if any); `_claimed` reads its cursor."""
+        return self.execute(queries.JOB_CLAIM, queue=queue, batch=batch, lease=lease)
+
+    def complete(self, job_id: int, attempts: int) -> bool:
+        """True if this attempt still held the job and it is now done."""
+        return self.count(queries.JOB_COMPLETE, id=job_id, attempts=attempts) == 1
+
+    def complete_many(self, jobs: Sequence[ClaimedJob]) -> set[int]:
+        """Complete a batch in one statement; returns the ids this worker still held."""
+        if not jobs:
+            return set()
+        rows = self.rows(
+            queries.JOB_COMPLETE_MANY,
+            ids=[j.id for j in jobs],
+            attempts=[j.attempts for j in jobs],
+            results=_results(jobs),
+        )
+        return {row[0] for row in rows}
+
+    def complete_many_and_claim(
+        self,
+        finished: Sequence[ClaimedJob],
+        queue: str,
+        *,
+        batch: int,
+        lease: timedelta,
+        announce: Announcement | None = None,
+    ) -> tuple[set[int], list[ClaimedJob]]:
+        """Complete the last batch, claim the next and (re)announce the worker, in one round
+        trip (a pipeline) and one commit. The announcement commits with the claim (see
+        pgkick.kick.watch).
+
+        The complete and the claim are one statement, the server-side job_complete_and_claim
+        (migration 0008): the client's cost of a statement was most of the worker's CPU a
+        job. Inside it the complete runs first: a claim's FOR UPDATE may lock (and skip) a
+        row another worker is completing, and holds that lock until it commits; a
+        transaction whose claim could run before its own complete (one statement with both
+        as CTEs: the executor's order) could then wait for a worker that waits for it.
+        Deadlocks seen in the bench's 8-worker drain; with the complete first, only a
+        transaction still completing waits for a row, and it waits for one that is
+        claiming, which never waits for a row (at most for the queue's claim lock, held by
+        a claim). The announcement comes last: whoever holds a watcher row then only
+        commits, so no one waits for a job row while holding one."""
+        if not finished:
+            if announce is None:
+                return set(), self.claim(queue, batch=batch, lease=lease)
+            with self.pipeline():
+                sent = self._claim(queue, batch=batch, lease=lease)
+                self._announce(queue, announce)
+            return set(), _claimed(sent)
+        params = {
+            "ids": [j.id for j in finished],
+            "attempts": [j.attempts for j in finished],
+            "results": _results(finished),
+            "queue": queue,
+            "batch": batch,
+            "lease": lease,
+        }
+        if announce is None:
+            rows = self.rows(queries.JOB_COMPLETE_AND_CLAIM, **params)
+        else:
+            with self.pipeline():
+                sent = self.execute(queries.JOB_COMPLETE_AND_CLAIM, **params)
+                self._announce(queue, announce)
+            rows = sent.fetchall()
+        held = {row[0] for row in rows if row[2] is None}
+        return held, [ClaimedJob(*row) for row in rows if row[2] is not None]
+
+    def _announce(self, queue: str, announce: Announcement) -> None:
+        self.execute(
+            queries.QUEUE_WATCHER_ANNOUNCE, queue=queue, watcher=announce.watcher, ttl=announce.ttl
+        )
+
+    def withdraw_and_claim(
+        self, queue: str, watcher: str, *, batch: int, lease: timedelta
+    ) -> list[ClaimedJob]:
+        """Withdraw the worker's announcement, commit, then claim once more: one round trip.
+
+        The order is the protocol (pgkick.kick.watch): the claim's snapshot is taken after
+        the withdrawal committed, so it sees every job a producer committed while it
+        still counted on this worker."""
+        with self.pipeline():
+            self.execute(queries.TRANSACTION_BEGIN)
+            self.execute(queries.QUEUE_WATCHER_WITHDRAW, queue=queue, watcher=watcher)
+            self.execute(queries.TRANSACTION_COMMIT)
+            sent = self._claim(queue, batch=batch, lease=lease)
+        return _claimed(sent)
+
+    def withdraw(self, queue: str, watcher: str) -> None:
+        self.execute(queries.QUEUE_WATCHER_WITHDRAW, queue=queue, watcher=watcher)
+
+    def ready_exists(self, queue: str) -> bool:
+        return bool(self.one(queries.JOB_READY_EXISTS, queue=queue)[0])
+
+    def fail(
+        self,
+        job_id: int,
+        attempts: int,
+        error: str,
+        *,
+        permanent: bool = False,
+        backoff: timedelta | None = None,
+        backoff_cap: timedelta | None = None,
+        jitter: float | None = None,
+    ) -> FailOutcome:
+        """Record a failure; a retry waits backoff x 2^attempts (10 s), at most the cap (1 h),
+        times `jitter` (the worker's 0.9..1.1, so a storm of retries does not return at once)."""
+        rows = self.rows(
+            queries.JOB_FAIL,
+            id=job_id,
+            attempts=attempts,
+            error=error,
+            permanent=permanent,
+            backoff=backoff,
+            backoff_cap=backoff_cap,
+            jitter=jitter,
+        )
+        if not rows:
+            return FailOutcome(owned=False)
+        _, queue, status, run_at = rows[0]
+        return FailOutcome(owned=True, queue=queue, status=status, run_at=run_at)
+
+    def extend(self, job_id: int, attempts: int, lease: timedelta) -> bool:
+        """True if the lease was pushed forward; False means stop: the job is someone else's."""
+        return bool(self.rows(queries.JOB_EXTEND, id=job_id, attempts=attempts, lease=lease))
+
+    def extend_many(self, jobs: Sequence[ClaimedJob], lease: timedelta) -> dict[int, bool]:
+        """Extend a batch's leases in one statement; returns the ids this worker still holds,
+        each with whether an operator asked to cancel it (`pgkick cancel`)."""
+        rows = self.rows(
+            queries.JOB_EXTEND_MANY,
+            ids=[j.id for j in jobs],
+            attempts=[j.attempts for j in jobs],
+            lease=lease,
+        )
+        return {row[0]: row[1] for row in rows}
+
+
+def _claimed(cursor: Any) -> list[ClaimedJob]:
+    """The jobs a claim's cursor returned (once its pipeline, if any, is read)."""
+    return [ClaimedJob(*row) for row in cursor.fetchall()]
+
+
+def _results(jobs: Sequence[ClaimedJob]) -> list[str | None] | None:
+    """The batch's results for job_complete_many, or NULL when no job returned one (most
+    batches): unnest pads a NULL array with NULLs, and one array less is dumped."""
+    results = [j.result for j in jobs]
+    return results if any(r is not None for r in results) else None

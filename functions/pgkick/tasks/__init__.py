@@ -1,0 +1,1 @@
+"""Task code: the registry, typed handles, results, periodic declarations."""

@@ -1,0 +1,150 @@
+"""Typed task handles: what `@pgkick.task("name")` returns.
+
+Why a handle: with a string name and an untyped payload, nothing checks that a
+caller's payload matches the task; a typo or a missing field becomes a job that
+fails in a worker minutes later. The handle carries the task's name and its
+payload type `P` (read from the function's first parameter), so
+`send_receipt.enqueue_and_kick({"order": 42})` is checked by mypy or pyright
+against the TypedDict, dataclass or pydantic model the task declares.
+
+Dataclass and pydantic payloads are turned into plain JSON values before the
+usual validation (the row holds JSON), and turned back into the declared type
+before the task runs (a flat dataclass from its fields; pydantic validates).
+The handle stays callable as the function it wraps, and the string-name API
+(`pgkick.enqueue_and_kick(payload, task="name")`) keeps working beside it.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import inspect
+import typing
+from collections.abc import Callable, Iterable, Mapping
+from datetime import datetime, timedelta
+from typing import TYPE_CHECKING, Any, Protocol, TypedDict, Unpack
+
+if TYPE_CHECKING:
+    from pgkick.kick.kickers import Kicker
+    from pgkick.store.worker import Clock
+
+
+class EnqueueOptions(TypedDict, total=False):
+    """Per-job options, as `pgkick.enqueue_and_kick` takes them."""
+
+    queue: str
+    run_at: datetime | None
+    delay: float | timedelta | None
+    max_attempts: int
+    priority: int
+    group: str | None
+    unique_key: str | None
+
+
+class ProducerOptions(EnqueueOptions, total=False):
+    """Per-job options plus where to commit and how to kick."""
+
+    dsn: str | None
+    kicker: Kicker | None
+    clock: Clock
+
+
+class JobSink(Protocol):
+    """Anything jobs can be enqueued into: `pgkick.transaction(conn)`'s enqueuer, the
+    pending jobs of `pgkick.enqueue_in(conn)`, the Django and SQLAlchemy forms."""
+
+    def enqueue(self, payload: Any, *, task: str, **options: Unpack[EnqueueOptions]) -> int: ...
+
+
+def to_json_value(payload: object) -> object:
+    """A dataclass or pydantic model as plain JSON values; anything else unchanged."""
+    if dataclasses.is_dataclass(payload) and not isinstance(payload, type):
+        return dataclasses.asdict(payload)
+    dump = getattr(payload, "model_dump", None)  # pydantic v2, without importing it
+    if callable(dump) and not isinstance(payload, type):
+        return dump(mode="json")
+    return payload
+
+
+def payload_loader(fn: Callable[..., Any]) -> Callable[[Any], Any] | None:
+    """How to turn a stored payload back into the type `fn`'s first parameter declares.
+
+    None when it declares a plain type (dict, TypedDict, Any): the JSON value is it."""
+    params = list(inspect.signature(fn).parameters.values())
+    if not params:
+        return None
+    try:
+        hints = typing.get_type_hints(fn)
+    except Exception:  # a forward reference that cannot be resolved: no conversion
+        return None
+    declared = hints.get(params[0].name)
+    if isinstance(declared, type) and dataclasses.is_dataclass(declared):
+        cls = declared
+        return lambda value: value if isinstance(value, cls) else cls(**value)
+    validate = getattr(declared, "model_validate", None)
+    if isinstance(declared, type) and callable(validate):
+        return validate  # type: ignore[no-any-return]
+    return None
+
+
+class Task[P]:
+    """A registered task: its name, its function, and typed ways to enqueue it."""
+
+    def __init__(self, name: str, fn: Callable[..., Any]) -> None:
+        self.name = name
+        self.fn = fn
+        self.__doc__ = fn.__doc__
+        self.__wrapped__ = fn
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        """Call the task's function directly (a unit test of the task's own logic)."""
+        return self.fn(*args, **kwargs)
+
+    def __repr__(self) -> str:
+        return f"<pgkick task {self.name!r}>"
+
+    def enqueue_and_kick(self, payload: P, **options: Unpack[ProducerOptions]) -> int:
+        """Commit one job on pgkick's own connection, then kick (`pgkick.enqueue_and_kick`)."""
+        from pgkick.producer.enqueue import enqueue_and_kick
+
+        return enqueue_and_kick(to_json_value(payload), task=self.name, **options)
+
+    def enqueue(self, into: JobSink, payload: P, **options: Unpack[EnqueueOptions]) -> int:
+        """Enqueue into a transaction someone else commits: `pgkick.transaction(conn)`,
+        `pgkick.enqueue_in(conn)`, `pgkick.contrib.django.jobs()`,
+        `pgkick.contrib.sqlalchemy.jobs(session)`. Kicked after that commit, never before."""
+        if not callable(getattr(into, "enqueue", None)):
+            raise TypeError(
+                f"{self.name}.enqueue: the first argument must be where the job goes "
+                f"(pgkick.transaction(conn), pgkick.enqueue_in(conn), ...), got "
+                f"{type(into).__name__}"
+            )
+        return into.enqueue(to_json_value(payload), task=self.name, **options)
+
+    def enqueue_many(
+        self,
+        payloads: Iterable[P],
+        *,
+        into: JobSink | None = None,
+        dsn: str | None = None,
+        kicker: Kicker | None = None,
+        **options: Unpack[EnqueueOptions],
+    ) -> list[int]:
+        """Many jobs of this task, same options each: in one commit of their own
+        (`pgkick.enqueue_many`), or `into` a transaction someone else commits."""
+        jobs = (_job(self.name, payload, options) for payload in payloads)
+        if into is not None:
+            many = getattr(into, "enqueue_many", None)
+            if not callable(many):
+                raise TypeError(
+                    f"{self.name}.enqueue_many: into must be where the jobs go "
+                    f"(pgkick.transaction(conn), pgkick.enqueue_in(conn), ...), got "
+                    f"{type(into).__name__}"
+                )
+            return list(many(jobs))
+        from pgkick.producer.enqueue import enqueue_many
+
+        return enqueue_many(jobs, dsn=dsn, kicker=kicker)
+
+
+def _job(name: str, payload: object, options: Mapping[str, Any]) -> dict[str, Any]:
+    return {"payload": to_json_value(payload), "task": name, **options}

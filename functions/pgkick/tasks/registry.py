@@ -1,0 +1,158 @@
+"""The task registry: names in the jobs table mapped to Python functions.
+
+Why a registry, not import paths in rows: a row names a task; only code the
+deployer registered can run, and an unknown name is a permanent failure that
+says which names exist. The worker imports the modules named in PGKICK_TASKS
+so that their `@task` decorators run.
+"""
+
+from __future__ import annotations
+
+import importlib
+import inspect
+import threading
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from typing import Any, Protocol, overload
+
+from pgkick.errors import PgkickError
+from pgkick.producer.validation import check_name
+from pgkick.tasks.handle import Task, payload_loader
+
+MAX_SNOOZE_SECONDS = 30 * 24 * 3600  # a wake-up further out is more likely a unit mistake
+
+
+class Snooze(PgkickError):
+    """Raise from a task to put its job back in the queue for `seconds`, using no attempt.
+
+    Why an exception: the task's code stops there, like a failure, but the worker
+    re-queues the job at now + seconds (attempts given back) and books a wake-up.
+    Bad seconds raise ValueError here, in the task, which the worker records as an
+    ordinary failure naming the problem."""
+
+    def __init__(self, seconds: float) -> None:
+        if isinstance(seconds, bool) or not isinstance(seconds, int | float):
+            raise TypeError(f"Snooze: seconds must be a number, got {type(seconds).__name__}")
+        if not 0 < seconds <= MAX_SNOOZE_SECONDS:  # NaN fails this too
+            raise ValueError(
+                f"Snooze: seconds must be above 0 and at most {MAX_SNOOZE_SECONDS}, got {seconds}"
+            )
+        super().__init__(f"snoozed for {seconds} s")
+        self.seconds = float(seconds)
+
+
+@dataclass(frozen=True, slots=True)
+class JobContext:
+    """What a task may want beyond its payload: ids for idempotency keys, and a stop signal."""
+
+    id: int
+    queue: str
+    attempt: int
+    max_attempts: int
+    lease_lost: threading.Event = field(default_factory=threading.Event)
+    extend: Callable[[], bool] = lambda: True
+    # Set when an operator ran `pgkick cancel` on this running job (seen by the heartbeat):
+    # stop soon; whatever the task then returns or raises, the job ends failed.
+    cancelled: threading.Event = field(default_factory=threading.Event)
+
+    def extend_lease(self) -> bool:
+        """Push this job's lease forward now; False means stop: the job is someone else's."""
+        return self.extend()
+
+    @property
+    def idempotency_key(self) -> str:
+        return f"pgkick-{self.id}"
+
+
+TaskFunction = Callable[..., Any]
+ERROR_CHARS = 2_000  # last_error keeps at most this much
+
+
+def describe_error(exc: BaseException) -> str:
+    """`Type: message`, safe to store whatever the exception holds.
+
+    Why: the text goes into a PostgreSQL text column, which refuses NUL bytes and
+    strings that are not valid UTF-8 (a lone surrogate), and `str(exc)` can itself
+    raise. Any of these once crashed the worker mid-batch: the job ended as a lease
+    expiry and its batch-mates ran again."""
+    try:
+        message = str(exc)
+    except Exception as failure:
+        message = f"<str() of the exception raised {type(failure).__name__}>"
+    text = f"{type(exc).__name__}: {message}"[:ERROR_CHARS]
+    text = text.encode("utf-8", "backslashreplace").decode("utf-8")
+    return text.replace("\x00", "\\x00")
+
+
+class TaskDecorator(Protocol):
+    """What `task("name")` returns: the payload type of the handle is the function's."""
+
+    @overload
+    def __call__[P](self, fn: Callable[[P], Any], /) -> Task[P]: ...
+    @overload
+    def __call__[P](self, fn: Callable[[P, JobContext], Any], /) -> Task[P]: ...
+
+
+class Registry:
+    def __init__(self) -> None:
+        # name: (the function, how the worker calls it, whether it takes the JobContext)
+        self._tasks: dict[str, tuple[TaskFunction, Callable[[Any, JobContext], Any], bool]] = {}
+
+    def task(self, name: str) -> TaskDecorator:
+        """Decorator: `@registry.task("send_email")` on `fn(payload)` or `fn(payload, job)`.
+
+        Returns a `pgkick.tasks.handle.Task` (callable as the function), typed by the payload."""
+        check_name("task", name)
+
+        def register(fn: TaskFunction) -> Task[Any]:
+            fn = fn.fn if isinstance(fn, Task) else fn
+            if name in self._tasks and self._tasks[name][0] is not fn:
+                raise ValueError(f"task {name!r} is already registered")
+            wants_job = len(inspect.signature(fn).parameters) >= 2
+            self._tasks[name] = (fn, _call(fn, wants_job, payload_loader(fn)), wants_job)
+            return Task(name, fn)
+
+        return register
+
+    def names(self) -> list[str]:
+        return sorted(self._tasks)
+
+    def get(self, name: str) -> Callable[[Any, JobContext], Any] | None:
+        """How the worker calls the task: `(payload, context)`, whatever `fn` declared."""
+        entry = self._tasks.get(name)
+        return None if entry is None else entry[1]
+
+    def takes_job(self, name: str) -> bool:
+        """True when the task declared the JobContext parameter, or when this registry does
+        not know the task (a subclass that finds tasks elsewhere, as pgkick.testing's does:
+        a real context then, never a blank one). Why ask: the worker builds a job's context
+        (and its lease flags) only for a task that will read it."""
+        entry = self._tasks.get(name)
+        return entry is None or entry[2]
+
+    def load(self, modules: Iterable[str]) -> None:
+        """Import the modules that register tasks (PGKICK_TASKS, comma-separated)."""
+        for module in modules:
+            if module.strip():
+                importlib.import_module(module.strip())
+
+
+def _call(
+    fn: TaskFunction, wants_job: bool, load: Callable[[Any], Any] | None
+) -> Callable[[Any, JobContext], Any]:
+    """`fn` as the worker calls it, made once at registration (not per job): a dataclass or
+    pydantic payload rebuilt first, the context dropped for a function taking the payload only."""
+    if load is not None:
+        if wants_job:
+            return lambda payload, job: fn(load(payload), job)
+        return lambda payload, _job: fn(load(payload))
+    return fn if wants_job else (lambda payload, _job: fn(payload))
+
+
+registry = Registry()
+task = registry.task
+
+
+@task("noop")
+def noop(payload: Any) -> None:
+    """Does nothing: for benchmarks and smoke tests."""

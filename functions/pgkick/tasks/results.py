@@ -1,0 +1,124 @@
+"""A task's return value, stored with its job, and how an app reads it back.
+
+Why stored in the job row: the result is written by the same fenced statement
+that marks the job done (job_complete_and_claim's or job_complete_many's), so a
+job is never done without its result, and a worker that lost its lease stores
+nothing. Why capped: the whole batch's results travel in that one statement; a
+result of megabytes belongs in object storage, with its key here.
+
+Reading: `result(job_id)` looks once; `wait(job_id, timeout=...)` looks again
+with a growing pause (no LISTEN: a listening session would keep a scale-to-zero
+database awake), only while the caller waits, on the producer's lingering
+connection (pgkick.connections.linger), which closes soon after the last look.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from typing import Any
+
+from pgkick import config
+from pgkick.connections import linger
+from pgkick.errors import PgkickError
+from pgkick.producer.validation import payload_json
+from pgkick.store.worker import JobStore
+
+MAX_RESULT_BYTES = 64 * 1024
+FIRST_PAUSE = 0.05  # seconds between the first looks; doubles up to MAX_PAUSE
+MAX_PAUSE = 1.0  # inside the producer connection's linger, so waiting reuses one session
+MAX_WAIT = 15 * 60.0  # a longer wait is a job for a callback, not a loop
+
+
+class JobFailed(PgkickError, RuntimeError):
+    """The job ended failed: `error` is its last error (e.g. 'cancelled by operator')."""
+
+    def __init__(self, job_id: int, error: str | None) -> None:
+        super().__init__(f"job {job_id} failed: {error}")
+        self.job_id = job_id
+        self.error = error
+
+
+class JobNotFinished(PgkickError, RuntimeError):
+    """The job is still queued or running: no result yet."""
+
+    def __init__(self, job_id: int, status: str) -> None:
+        super().__init__(f"job {job_id} is {status}: no result yet")
+        self.job_id = job_id
+        self.status = status
+
+
+def encode_result(value: Any) -> str | None:
+    """A task's return value as JSON text jsonb will store unchanged; None stores nothing.
+
+    Raises TypeError/ValueError naming the problem (the worker fails the job for
+    good with it: the same value would fail every retry)."""
+    if value is None:
+        return None
+    try:
+        return payload_json(value, MAX_RESULT_BYTES)
+    except (TypeError, ValueError) as exc:
+        message = str(exc).removeprefix("payload: ")
+        raise type(exc)(
+            f"result: {message} (results are JSON of at most {MAX_RESULT_BYTES} bytes,"
+            " pgkick.tasks.results.MAX_RESULT_BYTES)"
+        ) from None
+
+
+def result(job_id: int, *, dsn: str | None = None) -> Any:
+    """The job's stored result (None if its task returned nothing).
+
+    Raises JobFailed (its final error), JobNotFinished, or LookupError (no such job)."""
+    _check_id(job_id)
+    return _settled(job_id, _look(job_id, dsn))
+
+
+def wait(
+    job_id: int,
+    *,
+    timeout: float,
+    dsn: str | None = None,
+    sleep: Callable[[float], None] = time.sleep,
+    monotonic: Callable[[], float] = time.monotonic,
+) -> Any:
+    """Look at the job until it is done (its result) or failed (JobFailed), for at most
+    `timeout` seconds (then TimeoutError). Pauses grow from 50 ms to 1 s between looks."""
+    _check_id(job_id)
+    if isinstance(timeout, bool) or not isinstance(timeout, int | float):
+        raise TypeError(f"timeout: must be a number of seconds, got {type(timeout).__name__}")
+    if not 0 <= timeout <= MAX_WAIT:
+        raise ValueError(f"timeout: {timeout} s, must be between 0 and {MAX_WAIT:.0f}")
+    deadline = monotonic() + timeout
+    pause = FIRST_PAUSE
+    while True:
+        found = _look(job_id, dsn)
+        if found[0] in ("done", "failed"):
+            return _settled(job_id, found)
+        left = deadline - monotonic()
+        if left <= 0:
+            raise TimeoutError(f"job {job_id} still {found[0]} after {timeout} s")
+        sleep(min(pause, left))
+        pause = min(pause * 2, MAX_PAUSE)
+
+
+def _look(job_id: int, dsn: str | None) -> tuple[str, Any, str | None]:
+    lingering = linger.shared(dsn or config.database_url(), config.producer_linger())
+    with lingering.connection() as conn:
+        outcome = JobStore(conn).outcome(job_id)
+    if outcome is None:
+        raise LookupError(f"job {job_id} does not exist (or was purged)")
+    return outcome.status, outcome.result, outcome.last_error
+
+
+def _settled(job_id: int, found: tuple[str, Any, str | None]) -> Any:
+    status, value, error = found
+    if status == "failed":
+        raise JobFailed(job_id, error)
+    if status != "done":
+        raise JobNotFinished(job_id, status)
+    return value
+
+
+def _check_id(job_id: object) -> None:
+    if isinstance(job_id, bool) or not isinstance(job_id, int):
+        raise TypeError(f"job_id: must be an int, got {type(job_id).__name__}")

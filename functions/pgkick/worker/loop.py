@@ -1,0 +1,313 @@
+"""The worker's loop: claim a batch, run it with no transaction open, record outcomes, repeat.
+
+Why it stops by itself: a serverless worker must end while there is time left
+and must leave nothing open, so a scale-to-zero database can sleep. It drains
+until a claim comes back empty, or until the remaining time is too short for
+another batch (then it re-kicks itself). A full batch fans out one more kick,
+so a backlog spreads over as many workers as the concurrency cap allows.
+
+Outcomes are fenced: a job whose lease was lost is abandoned without a write.
+Successes are completed together in one statement per batch (flushed early
+when jobs are slow, so a crash re-runs little).
+"""
+
+from __future__ import annotations
+
+import logging
+import random
+import time
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, replace
+from datetime import UTC, datetime, timedelta
+
+from pgkick import config
+from pgkick.kick.kickers import Kicker
+from pgkick.kick.watch import WorkerWatch
+from pgkick.store.worker import ClaimedJob, JobStore
+from pgkick.tasks.registry import Registry
+from pgkick.worker.lease import LeaseKeeper
+from pgkick.worker.rescue import DeadMansSwitch
+from pgkick.worker.task_run import CANCELLED, run_task
+
+log = logging.getLogger("pgkick.worker")
+
+FLUSH_AFTER_SECONDS = 0.5  # complete finished jobs at once when a batch runs longer
+
+
+@dataclass
+class Summary:
+    """What one invocation did: returned by the handler, turned into metrics."""
+
+    queue: str
+    claimed: int = 0
+    done: int = 0
+    failed: int = 0
+    retried: int = 0
+    lost: int = 0
+    rescued: int = 0  # expired leases a rescue re-queued before draining
+    wake_failures: int = 0  # retries (and snoozes) whose wake-up could not be booked
+    snoozed: int = 0  # back in the queue by pgkick.Snooze, no attempt used
+    batches: int = 0
+    rekicked: bool = False
+    fanouts: int = 0
+    stopped_because: str = ""
+    duration_ms: int = 0
+
+    def as_dict(self) -> dict[str, object]:
+        return asdict(self)
+
+
+@dataclass(frozen=True, slots=True)
+class WorkerOptions:
+    """The loop's knobs. Runtime builds them from config.Settings; the defaults are
+    config's, except that the bare loop (tests, embedding) neither lingers nor waits
+    before fanning out unless asked."""
+
+    batch: int = config.DEFAULT_BATCH
+    lease: timedelta = timedelta(seconds=config.DEFAULT_LEASE_SECONDS)
+    min_remaining: timedelta = timedelta(milliseconds=config.DEFAULT_MIN_REMAINING_MS)
+    max_fanout: int = config.DEFAULT_MAX_FANOUT
+    fanout_after: timedelta = timedelta(0)  # full batches for this long before fanning out
+    backoff: timedelta | None = None  # None: the SQL's 10 s x 2^attempts, capped at 1 hour
+    backoff_cap: timedelta | None = None
+    heartbeat: bool = True  # False: leases are extended only when a task asks (tests)
+    linger: timedelta = timedelta(0)  # how long an empty queue is re-claimed before leaving
+    watch_ttl: timedelta = timedelta(seconds=config.DEFAULT_WATCH_SECONDS)  # pgkick.kick.watch
+    max_hops: int = config.DEFAULT_MAX_HOPS  # self-kicks per chain, then a wake-up
+    backoff_jitter: float = 0.1  # a retry waits its backoff x (1 ± this), drawn at random
+
+
+def backoff_jitter(source: random.Random, spread: float = 0.1) -> Callable[[], float]:
+    """Factors drawn uniformly from 1 - spread .. 1 + spread, from `source`."""
+    return lambda: source.uniform(1 - spread, 1 + spread)
+
+
+class Worker:
+    def __init__(
+        self, store: JobStore, registry: Registry, kicker: Kicker, options: WorkerOptions
+    ) -> None:
+        self.store = store
+        self.registry = registry
+        self.kicker = kicker
+        self.options = options
+        # How a lingering worker waits and tells time; tests pass their own.
+        self.sleep: Callable[[float], None] = time.sleep
+        self.monotonic: Callable[[], float] = time.monotonic
+        # A retry's backoff factor, 0.9..1.1 (River's ±10%): retries of a failed burst
+        # spread out instead of returning in lockstep. Tests pass a seeded source.
+        self.jitter: Callable[[], float] = backoff_jitter(random.Random(), options.backoff_jitter)
+        self._hop = 0
+
+    def drain(self, queue: str, remaining_ms: Callable[[], int], *, hop: int = 0) -> Summary:
+        """Work `queue` until it is empty or time runs short; never raises for a job's error.
+
+        `hop`: how many invocations of this worker chain came before this one (the
+        kick event's); its own kicks carry hop + 1 (see `_kick`)."""
+        started = time.monotonic()
+        summary = Summary(queue=queue)
+        interval = self.options.lease.total_seconds() / 3 if self.options.heartbeat else None
+        keeper = LeaseKeeper(self.store, self.options.lease, interval=interval)
+        watch = WorkerWatch(
+            ttl=self.options.watch_ttl, linger=self.options.linger, clock=self.monotonic
+        )
+        self._hop = hop
+        # after its announcement too has lapsed (pgkick.worker.rescue says why)
+        after = self.options.lease + self.options.watch_ttl
+        rescue = DeadMansSwitch(self.kicker, queue, watch.watcher, after=after)
+        longest_batch_ms = 0  # measured on the invocation's own clock
+        last_batch_full = False
+        full_since: float | None = None  # when this run of full batches began
+        finished: list[ClaimedJob] = []  # run, not yet recorded: they ride with the next claim
+        try:
+            while True:
+                before = remaining_ms()
+                reserve = self.options.min_remaining.total_seconds() * 1000 + longest_batch_ms
+                if before < reserve:  # another batch might not finish in time
+                    self._complete(finished, keeper, summary)
+                    self._hand_over(queue, watch, last_batch_full, summary)
+                    break
+                held, jobs = self.store.complete_many_and_claim(
+                    finished,
+                    queue,
+                    batch=self.options.batch,
+                    lease=self.options.lease,
+                    announce=watch.announcement(),
+                )
+                self._account(finished, held, keeper, summary)
+                finished = []
+                if not jobs:
+                    last = self._linger_or_leave(queue, watch, remaining_ms, reserve)
+                    if last is None:
+                        continue  # lingered: claim again
+                    if not last:
+                        summary.stopped_because = "empty"
+                        break
+                    jobs = last
+                watch.busy()
+                rescue.arm()
+                summary.batches += 1
+                summary.claimed += len(jobs)
+                last_batch_full = len(jobs) == self.options.batch
+                full_since = (full_since or self.monotonic()) if last_batch_full else None
+                if self._fan_out_now(full_since, summary):
+                    summary.fanouts += int(self._kick(queue, "fanout"))
+                finished = self._run_batch(jobs, keeper, summary)
+                longest_batch_ms = max(longest_batch_ms, before - remaining_ms())
+            rescue.disarm()  # only on a clean finish: after a crash it must fire
+        finally:
+            keeper.close()
+            summary.duration_ms = int((time.monotonic() - started) * 1000)
+        return summary
+
+    def _fan_out_now(self, full_since: float | None, summary: Summary) -> bool:
+        """Ask for one more worker once full batches have kept coming for `fanout_after`.
+
+        Why wait: a new worker needs a cold start (hundreds of ms); a backlog this
+        worker clears sooner than that would only wake a second invocation, and a
+        database session, to find nothing."""
+        return (
+            full_since is not None
+            and summary.fanouts < self.options.max_fanout
+            and self.monotonic() - full_since >= self.options.fanout_after.total_seconds()
+        )
+
+    def _linger_or_leave(
+        self, queue: str, watch: WorkerWatch, remaining_ms: Callable[[], int], reserve: float
+    ) -> list[ClaimedJob] | None:
+        """The queue is empty: pause and return None (claim again), or withdraw and claim
+        once more (the protocol of pgkick.kick.watch), returning what that last claim got."""
+        pause = watch.next_pause()
+        if pause is not None and remaining_ms() - pause * 1000 > reserve:
+            self.sleep(pause)
+            return None
+        jobs = self.store.withdraw_and_claim(
+            queue, watch.watcher, batch=self.options.batch, lease=self.options.lease
+        )
+        watch.withdrawn()  # if it got jobs, the next claim announces this worker again
+        return jobs
+
+    def _hand_over(
+        self, queue: str, watch: WorkerWatch, last_batch_full: bool, summary: Summary
+    ) -> None:
+        """Out of time: withdraw, then hand the queue to a fresh invocation if work is left.
+
+        The ready check runs after the withdrawal, so a job a producer left to this
+        worker is seen by it (and kicked for) or by the producer's own check."""
+        summary.stopped_because = "time"
+        self.store.withdraw(queue, watch.watcher)
+        if last_batch_full or self.store.ready_exists(queue):
+            summary.rekicked = self._kick(queue, "rekick")
+
+    def _run_batch(
+        self, jobs: list[ClaimedJob], keeper: LeaseKeeper, summary: Summary
+    ) -> list[ClaimedJob]:
+        """Run a batch; failures are recorded at once, successes returned to be completed."""
+        keeper.hold(jobs)
+        finished: list[ClaimedJob] = []
+        last_flush = time.monotonic()
+        for job in jobs:
+            outcome = run_task(self.registry, job, keeper)
+            if keeper.is_lost(job.id):
+                summary.lost += 1  # someone else's now: no write at all
+                keeper.release(job.id)
+            elif keeper.is_cancelled(job.id):  # whatever the task did: the operator's word
+                self._record_failure(job, CANCELLED, True, summary)
+                keeper.release(job.id)
+            elif outcome.snooze is not None:
+                self._snooze(job, outcome.snooze, keeper, summary)
+            elif outcome.error is None:  # (dataclasses.replace costs: only for a result)
+                finished.append(
+                    job if outcome.result is None else replace(job, result=outcome.result)
+                )
+            else:
+                self._record_failure(job, outcome.error, outcome.permanent, summary)
+                keeper.release(job.id)
+            if finished and time.monotonic() - last_flush > FLUSH_AFTER_SECONDS:
+                self._complete(finished, keeper, summary)
+                finished, last_flush = [], time.monotonic()
+        return finished
+
+    def _complete(self, finished: list[ClaimedJob], keeper: LeaseKeeper, summary: Summary) -> None:
+        if finished:
+            self._account(finished, self.store.complete_many(finished), keeper, summary)
+
+    def _account(
+        self, finished: list[ClaimedJob], held: set[int], keeper: LeaseKeeper, summary: Summary
+    ) -> None:
+        """Count what a batch complete did: done if still held, lost if taken over."""
+        summary.done += len(held)
+        summary.lost += len(finished) - len(held)
+        keeper.release_many([job.id for job in finished])
+
+    def _record_failure(
+        self, job: ClaimedJob, error: str, permanent: bool, summary: Summary
+    ) -> None:
+        outcome = self.store.fail(
+            job.id,
+            job.attempts,
+            error,
+            permanent=permanent,
+            backoff=self.options.backoff,
+            backoff_cap=self.options.backoff_cap,
+            jitter=self.jitter(),
+        )
+        extra = {"job_id": job.id, "queue": job.queue, "attempt": job.attempts}
+        if not outcome.owned:
+            summary.lost += 1
+        elif outcome.status == "queued" and outcome.run_at is not None:
+            summary.retried += 1
+            log.warning(
+                "job %s failed, retry at %s: %s",
+                job.id,
+                outcome.run_at.isoformat(),
+                error,
+                extra=extra,
+            )
+            summary.wake_failures += int(not self._wake(job, outcome.run_at))
+        else:
+            summary.failed += 1
+            log.error("job %s failed for good: %s", job.id, error, extra=extra)
+
+    def _snooze(
+        self, job: ClaimedJob, seconds: float, keeper: LeaseKeeper, summary: Summary
+    ) -> None:
+        """Back to the queue with the attempt given back, and a wake-up booked for it."""
+        keeper.forget(job.id)  # the next claim reuses this attempt number: never extend again
+        snoozed = self.store.snooze(job.id, job.attempts, seconds)
+        if snoozed is None:
+            summary.lost += 1
+            return
+        if snoozed.cancelled:  # a cancel since the last heartbeat: the job failed instead
+            summary.failed += 1
+            return
+        summary.snoozed += 1
+        summary.wake_failures += int(not self._wake(job, snoozed.run_at))
+
+    def _wake(self, job: ClaimedJob, run_at: datetime) -> bool:
+        try:
+            self.kicker.wake_at(job.queue, run_at)
+        except Exception:
+            extra = {"job_id": job.id, "queue": job.queue}
+            log.exception(
+                "no wake-up for job %s: a kick or the reaper runs it", job.id, extra=extra
+            )
+            return False
+        return True
+
+    def _kick(self, queue: str, reason: str) -> bool:
+        """Kick this worker's own function, one hop further down the chain.
+
+        Past `max_hops` a self-invocation could be cut by Lambda's recursive-loop
+        detection (about 16 invocations of one chain): book a wake-up instead, which
+        the scheduler delivers as a fresh chain."""
+        hop = self._hop + 1
+        try:
+            if hop > self.options.max_hops:
+                log.info("chain of %s hops on queue %s: handing over by a wake-up", hop, queue)
+                self.kicker.wake_at(queue, datetime.now(UTC))
+            else:
+                self.kicker.kick(queue, reason, hop=hop)
+        except Exception:
+            log.exception("could not kick queue %s (%s); the reaper will", queue, reason)
+            return False
+        return True

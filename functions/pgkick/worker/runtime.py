@@ -1,0 +1,121 @@
+"""What a worker or reaper invocation needs, assembled once per execution environment.
+
+Why a composition root: the handlers stay three lines (parse, call, return),
+the loop and the reaper stay testable with any store and kicker, and the slow
+parts (settings, task imports, AWS clients) happen at cold start, while the
+database is touched only inside an invocation, on a connection closed before it
+returns (an open idle connection keeps a serverless database awake).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import contextmanager
+from datetime import timedelta
+from typing import Any
+
+from pgkick import config
+from pgkick.connections import linger
+from pgkick.errors import BadEvent
+from pgkick.kick.default import default_kicker, make_kicker
+from pgkick.kick.kickers import Kicker, KickEvent, parse_kick_event
+from pgkick.store import migrations as schema
+from pgkick.store.worker import JobStore
+from pgkick.tasks.recurring import parse_tick, periodic_registry
+from pgkick.tasks.registry import Registry, registry
+from pgkick.worker.loop import Summary, Worker, WorkerOptions
+from pgkick.worker.reaper import reap
+from pgkick.worker.rescue import rescue_queue
+
+__all__ = ["BadEvent", "KickEvent", "Runtime", "default_kicker", "make_kicker", "parse_kick_event"]
+
+
+class Runtime:
+    def __init__(
+        self,
+        settings: config.Settings,
+        kicker: Kicker,
+        *,
+        dsn: Callable[[], str] = config.database_url,
+        tasks: Registry = registry,
+    ) -> None:
+        self.settings = settings
+        self.kicker = kicker
+        self.dsn = dsn
+        self.tasks = tasks
+        self.tasks.load(settings.task_modules)
+        self._schema_checked = False
+
+    @classmethod
+    def from_env(cls) -> Runtime:
+        settings = config.Settings.from_env()
+        return cls(settings, make_kicker(settings))
+
+    def drain(
+        self, queue: str, remaining_ms: Callable[[], int], *, hop: int = 0, reason: str = "manual"
+    ) -> Summary:
+        """Drain one queue. The lease outlasts this invocation (remaining time + a margin),
+        so the reaper can never hand a job to a second worker while this one still lives.
+
+        Whatever the tasks opened (a follow-up enqueue's lingering producer connection)
+        is closed before returning: Lambda freezes the environment after the answer,
+        and a frozen open session would keep a serverless database awake.
+
+        A `rescue` (a dead worker's switch, pgkick.worker.rescue) first re-queues the queue's
+        expired leases."""
+        margin = self.settings.lease_margin
+        lease = max(self.settings.lease, timedelta(milliseconds=remaining_ms()) + margin)
+        options = WorkerOptions(
+            batch=self.settings.batch,
+            lease=lease,
+            min_remaining=self.settings.min_remaining,
+            max_fanout=self.settings.max_fanout,
+            fanout_after=self.settings.fanout_after,
+            backoff=self.settings.backoff,
+            backoff_cap=self.settings.backoff_cap,
+            linger=self.settings.worker_linger,
+            watch_ttl=self.settings.watch_ttl,
+            max_hops=self.settings.max_hops,
+        )
+        try:
+            with self._store() as store:
+                rescued = rescue_queue(store, self.kicker, queue) if reason == "rescue" else []
+                worker = Worker(store, self.tasks, self.kicker, options)
+                summary = worker.drain(queue, remaining_ms, hop=hop)
+                summary.rescued = len(rescued)
+                return summary
+        finally:
+            linger.close_all()
+
+    def tick(self, event: Mapping[str, Any], remaining_ms: Callable[[], int]) -> dict[str, Any]:
+        """A periodic schedule fired: insert its tick's job (once per tick), drain its queue."""
+        name, tick_at = parse_tick(event)
+        declared = periodic_registry.get(name)
+        if declared is None:  # removed from code, schedule not yet synced: nothing to run
+            return {"rejected": f"periodic {name!r} is not declared in PGKICK_TASKS' modules"}
+        with self._store() as store:
+            job_id = store.enqueue_tick(
+                name,
+                tick_at,
+                queue=declared.queue,
+                task=declared.task,
+                payload=declared.payload_json,
+                attempts=declared.max_attempts,
+            )
+        summary = self.drain(declared.queue, remaining_ms)
+        return {"periodic": name, "tick": tick_at.isoformat(), "job": job_id, **summary.as_dict()}
+
+    def reap(self) -> dict[str, Any]:
+        with self._store() as store:
+            return reap(store, self.kicker, retention=self.settings.retention)
+
+    @contextmanager
+    def _store(self) -> Iterator[JobStore]:
+        """A connection for one invocation, closed before it returns; schema checked once."""
+        with JobStore.open(
+            self.dsn(), schema=self.settings.schema, retries=self.settings.connect_retries
+        ) as store:
+            if not self._schema_checked:
+                schema.check(store)
+                self._schema_checked = True
+            yield store

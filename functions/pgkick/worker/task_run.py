@@ -1,0 +1,69 @@
+"""Running one task's code and turning what it did into an outcome the worker records.
+
+Why apart from the worker's loop: a task can end in five ways (returned a
+result, returned something that cannot be stored, raised, raised
+PermanentError, raised Snooze), and each maps to one write. Keeping that
+mapping here leaves pgkick.worker.loop about batches, leases and kicks.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from pgkick.errors import PermanentError
+from pgkick.store.worker import ClaimedJob
+from pgkick.tasks.registry import JobContext, Registry, Snooze, describe_error
+from pgkick.tasks.results import encode_result
+from pgkick.worker.lease import LeaseKeeper
+
+CANCELLED = "cancelled by operator"  # last_error of a job cancelled while queued or running
+
+# What a task that takes only its payload is handed (the registry's adapter drops it): its
+# job's context and lease flags are never built (about 10 us a job: two threading.Events,
+# a frozen dataclass, a closure). Its flags are never set.
+UNREAD = JobContext(id=0, queue="", attempt=0, max_attempts=0)
+
+
+@dataclass(frozen=True, slots=True)
+class TaskOutcome:
+    """What the worker records: done with `result` (JSON text or None), a failure
+    (`error`, retried unless `permanent`), or a snooze of `snooze` seconds."""
+
+    error: str | None = None
+    permanent: bool = False
+    result: str | None = None
+    snooze: float | None = None
+
+
+def run_task(registry: Registry, job: ClaimedJob, keeper: LeaseKeeper) -> TaskOutcome:
+    """Run the task's code (no transaction is open); never raises for the task's errors."""
+    fn = registry.get(job.task)
+    if fn is None:
+        known = ", ".join(registry.names()) or "none"
+        return TaskOutcome(f"unknown task {job.task!r} (this worker knows: {known})", True)
+    context = _context(job, keeper) if registry.takes_job(job.task) else UNREAD
+    try:
+        value = fn(job.payload, context)
+    except Snooze as snooze:
+        return TaskOutcome(snooze=snooze.seconds)
+    except PermanentError as exc:
+        return TaskOutcome(describe_error(exc), True)
+    except Exception as exc:
+        return TaskOutcome(describe_error(exc), False)
+    try:
+        return TaskOutcome(result=encode_result(value))
+    except (TypeError, ValueError) as exc:  # the same result would fail every retry
+        return TaskOutcome(describe_error(exc), True)
+
+
+def _context(job: ClaimedJob, keeper: LeaseKeeper) -> JobContext:
+    lost, cancelled = keeper.events(job.id)
+    return JobContext(
+        id=job.id,
+        queue=job.queue,
+        attempt=job.attempts,
+        max_attempts=job.max_attempts,
+        lease_lost=lost,
+        extend=lambda: keeper.extend(job),
+        cancelled=cancelled,
+    )
