@@ -18,9 +18,10 @@ from typing import Any
 import pytest
 
 from pgkick.cli.main import main
+from pgkick.errors import Snooze
 from pgkick.kick.kickers import NoKicker
 from pgkick.store.worker import JobStore
-from pgkick.tasks.registry import JobContext, Snooze
+from pgkick.tasks.registry import JobContext
 from pgkick.worker.lease import LeaseKeeper
 from pgkick.worker.loop import Summary, Worker, WorkerOptions
 from tests.helpers import FakeClock, job_row, seed

@@ -12,9 +12,10 @@ from typing import Any
 import pytest
 
 from pgkick import Snooze
+from pgkick.errors import MAX_SNOOZE_SECONDS
 from pgkick.kick.kickers import NoKicker
 from pgkick.store.worker import JobStore
-from pgkick.tasks.registry import MAX_SNOOZE_SECONDS, JobContext, Registry
+from pgkick.tasks.registry import JobContext, Registry
 from pgkick.worker.lease import LeaseKeeper
 from pgkick.worker.loop import Worker, WorkerOptions
 from tests.helpers import FakeClock, job_row, seed
@@ -160,4 +161,4 @@ def test_a_bad_snooze_is_an_ordinary_failure_naming_the_problem(dsn: str, timed:
     (job_id,) = seed(timed, 1, task="bad")
     summary = Worker(timed, tasks, NoKicker(), OPTIONS).drain("default", forever)
     assert summary.retried == 1
-    assert "ValueError: Snooze: seconds must be above 0" in str(job_row(dsn, job_id)["last_error"])
+    assert "InvalidArgument: Snooze: seconds must be above 0" in str(job_row(dsn, job_id)["last_error"])

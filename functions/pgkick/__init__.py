@@ -9,17 +9,21 @@ from pgkick.errors import (
     BadEvent,
     ConfigError,
     DatabaseUnavailable,
+    JobFailed,
+    JobNotFinished,
+    JobNotFound,
     PermanentError,
     PgkickError,
     SchemaError,
+    Snooze,
 )
 from pgkick.producer.enqueue import enqueue_and_kick, enqueue_many, transaction
 from pgkick.producer.joined import PendingJobs, enqueue_in
 from pgkick.store.worker import Connection
 from pgkick.tasks.handle import Task
 from pgkick.tasks.recurring import periodic
-from pgkick.tasks.registry import JobContext, Snooze, task
-from pgkick.tasks.results import JobFailed, JobNotFinished, result, wait
+from pgkick.tasks.registry import JobContext, task
+from pgkick.tasks.results import result, wait
 
 __all__ = [
     "BadEvent",
@@ -29,6 +33,7 @@ __all__ = [
     "JobContext",
     "JobFailed",
     "JobNotFinished",
+    "JobNotFound",
     "PendingJobs",
     "PermanentError",
     "PgkickError",

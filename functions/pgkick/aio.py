@@ -36,6 +36,7 @@ from typing import Any
 from pgkick import config
 from pgkick.connections import aio_pool
 from pgkick.connections.db import AsyncConnection, DatabaseError, async_state, execute_async
+from pgkick.errors import MisuseError
 from pgkick.kick.default import default_kicker
 from pgkick.kick.kickers import Kicker, NoKicker
 from pgkick.producer.aio_after_commit import (
@@ -203,7 +204,7 @@ async def transaction(
     """Enqueue inside the app's own transaction; kick once it has committed, never before."""
     idle, autocommit, _ = async_state(conn)
     if not idle or autocommit:
-        raise RuntimeError(
+        raise MisuseError(
             "pgkick.aio.transaction() must own the transaction: pass an AsyncConnection with "
             "autocommit off and no transaction in progress (commit or roll back first)"
         )

@@ -32,3 +32,90 @@ class BadEvent(PgkickError, ValueError):
 
 class PermanentError(PgkickError):
     """Raised by a task: fail the job now, do not retry it."""
+
+
+# -- bad input, refused before anything is written ---------------------------------
+
+
+class InvalidArgument(PgkickError, ValueError):
+    """A value handed to pgkick is malformed or out of range; nothing was written."""
+
+
+class InvalidArgumentType(PgkickError, TypeError):
+    """A value handed to pgkick is of the wrong type; nothing was written."""
+
+
+class MisuseError(PgkickError, RuntimeError):
+    """pgkick was called where it cannot act (outside the transaction it needs, on a
+    connection in the wrong state); the message says what to do instead."""
+
+
+class UsageError(PgkickError, RuntimeError):
+    """A problem with what the operator asked for on the command line, said in one line."""
+
+
+# -- the database and AWS ------------------------------------------------------------
+
+
+class StatementError(PgkickError, RuntimeError):
+    """A statement answered what it never answers (a row missing): a schema or role problem."""
+
+
+class KickRefused(PgkickError, RuntimeError):
+    """Lambda did not accept a kick (an answer other than 202); the job stays committed."""
+
+
+class UniqueKeyChurn(PgkickError, RuntimeError):
+    """The key's holder kept vanishing between insert and read-back (nothing written)."""
+
+
+class NothingCommitted(PgkickError):
+    """A group's transaction failed before its COMMIT and was rolled back: no job of it exists."""
+
+
+# -- jobs, tasks and results ---------------------------------------------------------
+
+MAX_SNOOZE_SECONDS = 30 * 24 * 3600  # a wake-up further out is more likely a unit mistake
+
+
+class Snooze(PgkickError):
+    """Raise from a task to put its job back in the queue for `seconds`, using no attempt.
+
+    Why an exception: the task's code stops there, like a failure, but the worker
+    re-queues the job at now + seconds (attempts given back) and books a wake-up.
+    Bad seconds raise InvalidArgument (a ValueError) here, in the task, which the worker
+    records as an ordinary failure naming the problem."""
+
+    def __init__(self, seconds: float) -> None:
+        if isinstance(seconds, bool) or not isinstance(seconds, int | float):
+            raise InvalidArgumentType(
+                f"Snooze: seconds must be a number, got {type(seconds).__name__}"
+            )
+        if not 0 < seconds <= MAX_SNOOZE_SECONDS:  # NaN fails this too
+            raise InvalidArgument(
+                f"Snooze: seconds must be above 0 and at most {MAX_SNOOZE_SECONDS}, got {seconds}"
+            )
+        super().__init__(f"snoozed for {seconds} s")
+        self.seconds = float(seconds)
+
+
+class JobFailed(PgkickError, RuntimeError):
+    """The job ended failed: `error` is its last error (e.g. 'cancelled by operator')."""
+
+    def __init__(self, job_id: int, error: str | None) -> None:
+        super().__init__(f"job {job_id} failed: {error}")
+        self.job_id = job_id
+        self.error = error
+
+
+class JobNotFound(PgkickError, LookupError):
+    """No job has that id (never enqueued, or purged after its retention)."""
+
+
+class JobNotFinished(PgkickError, RuntimeError):
+    """The job is still queued or running: no result yet."""
+
+    def __init__(self, job_id: int, status: str) -> None:
+        super().__init__(f"job {job_id} is {status}: no result yet")
+        self.job_id = job_id
+        self.status = status

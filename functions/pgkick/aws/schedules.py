@@ -14,6 +14,7 @@ import json
 from collections.abc import Iterable
 from typing import Any
 
+from pgkick.errors import ConfigError
 from pgkick.tasks.recurring import SCHEDULE_PREFIX, Periodic
 
 
@@ -71,7 +72,7 @@ def sync(
 ) -> dict[str, list[str]]:
     """Create, update and delete owned schedules; returns the names in each list."""
     if not target_arn or not role_arn:
-        raise ValueError(
+        raise ConfigError(
             "schedules sync needs the worker's ARN and the scheduler's role ARN "
             "(PGKICK_WORKER_ARN, PGKICK_SCHEDULER_ROLE_ARN)"
         )

@@ -23,7 +23,7 @@ from pgkick.aws.schedules import add_schedule_commands
 from pgkick.cli.types import extra_attempts, positive, schema_name, span, wait_seconds
 from pgkick.connections.db import DatabaseError
 from pgkick.connections.redact import redact
-from pgkick.errors import PgkickError
+from pgkick.errors import PgkickError, UsageError
 from pgkick.kick.default import default_kicker
 from pgkick.producer import after_commit
 from pgkick.producer import enqueue as producer
@@ -34,10 +34,6 @@ from pgkick.store.worker import JobStore
 from pgkick.worker.reaper import reap
 
 Handler = Callable[[argparse.Namespace], dict[str, Any]]
-
-
-class UsageError(PgkickError, RuntimeError):
-    """A problem with what the operator asked for, said in one line."""
 
 
 def _dsn(args: argparse.Namespace) -> str:

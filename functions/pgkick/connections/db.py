@@ -28,7 +28,7 @@ from psycopg.types.numeric import Int2, Int4, Int8, IntNumeric
 
 from pgkick import config
 from pgkick.connections.redact import redact
-from pgkick.errors import DatabaseUnavailable
+from pgkick.errors import DatabaseUnavailable, StatementError
 from pgkick.store.qualify import qualify
 
 # Returns the instant the SQL should treat as now, or None for the server's now().
@@ -223,7 +223,7 @@ class Database:
     def one(self, query: LiteralString, **params: Any) -> tuple[Any, ...]:
         row = self.execute(query, **params).fetchone()
         if row is None:
-            raise RuntimeError(f"expected a row from: {query.splitlines()[0]}")
+            raise StatementError(f"expected a row from: {query.splitlines()[0]}")
         return row
 
     def count(self, query: LiteralString, **params: Any) -> int:

@@ -33,6 +33,7 @@ from pgkick.connections.linger import (
     register_source,
     server_spoke,
 )
+from pgkick.errors import InvalidArgument
 
 DEFAULT_SIZE = 4  # measured: 8 and 16 threads gain nothing from more (their enqueues are grouped)
 
@@ -50,7 +51,7 @@ class LingeringPool:
         closer: bool = True,
     ) -> None:
         if size < 1:
-            raise ValueError(f"size: a pool needs at least one connection, got {size}")
+            raise InvalidArgument(f"size: a pool needs at least one connection, got {size}")
         self.dsn = dsn
         self.linger = linger
         self.size = size

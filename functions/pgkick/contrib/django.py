@@ -23,6 +23,7 @@ from typing import Any, Unpack
 from django.db import connections, transaction
 
 from pgkick.connections.db import is_connection
+from pgkick.errors import InvalidArgumentType, MisuseError
 from pgkick.kick.default import default_kicker
 from pgkick.kick.kickers import Kicker
 from pgkick.producer.joined import PendingJobs
@@ -53,14 +54,14 @@ class DjangoJobs:
     def _pending(self) -> PendingJobs:
         connection = connections[self.using]
         if not connection.in_atomic_block:
-            raise RuntimeError(
+            raise MisuseError(
                 "pgkick.contrib.django: enqueue inside transaction.atomic() (the job then "
                 "commits with the app's rows); outside one, use pgkick.enqueue_and_kick"
             )
         connection.ensure_connection()
         raw = connection.connection
         if not is_connection(raw):
-            raise TypeError(
+            raise InvalidArgumentType(
                 "pgkick.contrib.django: needs Django's psycopg 3 backend (pip install "
                 f"psycopg), got a {type(raw).__module__}.{type(raw).__name__} connection"
             )

@@ -23,6 +23,7 @@ from sqlalchemy import event
 from sqlalchemy.orm import Session
 
 from pgkick.connections.db import is_connection, no_transaction
+from pgkick.errors import InvalidArgumentType
 from pgkick.kick.default import default_kicker
 from pgkick.kick.kickers import Kicker
 from pgkick.producer.joined import PendingJobs
@@ -37,7 +38,7 @@ class SessionJobs:
 
     def __init__(self, session: Session, *, kicker: Kicker | None = None) -> None:
         if not isinstance(session, Session):
-            raise TypeError(
+            raise InvalidArgumentType(
                 f"pgkick.contrib.sqlalchemy: needs a sqlalchemy.orm.Session, got "
                 f"{type(session).__name__}"
             )
@@ -54,7 +55,7 @@ class SessionJobs:
     def _pending(self) -> PendingJobs:
         raw = self.session.connection().connection.driver_connection  # begins if needed
         if not is_connection(raw):
-            raise TypeError(
+            raise InvalidArgumentType(
                 "pgkick.contrib.sqlalchemy: needs the psycopg 3 driver (postgresql+psycopg://), "
                 f"got a {type(raw).__module__}.{type(raw).__name__} connection"
             )

@@ -13,6 +13,7 @@ import threading
 from datetime import UTC, datetime
 from typing import Any
 
+from pgkick.errors import KickRefused
 from pgkick.kick.kickers import kick_event, schedule_name, wake_minute
 
 log = logging.getLogger("pgkick.kick")
@@ -51,7 +52,7 @@ class LambdaKicker:
         )
         status = response.get("StatusCode")
         if status != 202:
-            raise RuntimeError(f"Lambda invoke of {self.function} answered {status}, not 202")
+            raise KickRefused(f"Lambda invoke of {self.function} answered {status}, not 202")
 
     def wake_at(self, queue: str, when: datetime) -> None:
         if not (self.function_arn and self.scheduler_role_arn):

@@ -17,6 +17,7 @@ from typing import Any
 
 from pgkick import config
 from pgkick.connections.db import AsyncConnection, AsyncCursor, DatabaseError, execute_async
+from pgkick.errors import MisuseError
 from pgkick.kick.kickers import Kicker, NoKicker
 from pgkick.producer.after_commit import kick_committed
 from pgkick.producer.enqueue import _now
@@ -120,5 +121,5 @@ async def kick(
 def no_sync_store() -> Iterator[JobStore]:
     """The app's AsyncConnection cannot serve the kick thread: a failed kick's reservation
     then lapses by itself (PGKICK_KICK_PENDING_MS) instead of being released at once."""
-    raise RuntimeError("no synchronous connection for the app's AsyncConnection")
+    raise MisuseError("no synchronous connection for the app's AsyncConnection")
     yield

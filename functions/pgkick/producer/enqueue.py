@@ -28,6 +28,7 @@ from pgkick import config
 from pgkick.connections import linger  # noqa: F401 (tests close producer.linger)
 from pgkick.connections import pool as linger_pool
 from pgkick.connections.db import idle_outside_transaction
+from pgkick.errors import InvalidArgumentType, MisuseError
 from pgkick.kick.default import default_kicker
 from pgkick.kick.kickers import Kicker, NoKicker
 from pgkick.producer import group_commit
@@ -111,11 +112,13 @@ _FIELDS = frozenset(
 def _spec(job: Mapping[str, Any], max_bytes: int, index: int) -> JobSpec:
     try:
         if not isinstance(job, Mapping):
-            raise TypeError(f"must be a mapping of enqueue's arguments, got {type(job).__name__}")
+            raise InvalidArgumentType(
+                f"must be a mapping of enqueue's arguments, got {type(job).__name__}"
+            )
         if not job.keys() <= _FIELDS:
-            raise TypeError(f"unknown fields {sorted(set(job) - _FIELDS)}")
+            raise InvalidArgumentType(f"unknown fields {sorted(set(job) - _FIELDS)}")
         if "payload" not in job or "task" not in job:
-            raise TypeError("needs payload and task")
+            raise InvalidArgumentType("needs payload and task")
         return job_spec(
             job["payload"],
             task=job["task"],
@@ -138,7 +141,7 @@ def transaction(
 ) -> Iterator[Enqueuer]:
     """Enqueue inside the app's own transaction; kick once it has committed, never before."""
     if not idle_outside_transaction(conn):
-        raise RuntimeError(
+        raise MisuseError(
             "pgkick.transaction() must own the transaction: pass a connection with "
             "autocommit off and no transaction in progress (commit or roll back first)"
         )

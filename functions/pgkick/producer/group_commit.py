@@ -33,6 +33,7 @@ from typing import Any
 
 from pgkick.connections.db import DatabaseError, in_failed_transaction
 from pgkick.connections.pool import LingeringPool
+from pgkick.errors import NothingCommitted
 from pgkick.producer.validation import JobSpec
 from pgkick.store import queries
 from pgkick.store.producer import committed_row
@@ -165,10 +166,6 @@ def _after_fork_in_child() -> None:
 
 
 os.register_at_fork(after_in_child=_after_fork_in_child)
-
-
-class NothingCommitted(Exception):
-    """A group's transaction failed before its COMMIT and was rolled back: no job of it exists."""
 
 
 def insert_group_and_reserve(

@@ -30,6 +30,7 @@ from datetime import UTC, datetime
 from typing import Any, Unpack
 
 from pgkick.connections.db import is_connection, no_transaction, transaction_failed
+from pgkick.errors import InvalidArgumentType, MisuseError
 from pgkick.kick.default import default_kicker
 from pgkick.kick.kickers import Kicker
 from pgkick.producer.after_commit import kick_committed
@@ -47,7 +48,7 @@ class PendingJobs:
         self, conn: Connection, *, kicker: Kicker | None = None, clock: Clock = server_clock
     ) -> None:
         if not is_connection(conn):
-            raise TypeError(
+            raise InvalidArgumentType(
                 f"pgkick.enqueue_in: needs a psycopg 3 connection, got {type(conn).__name__}"
             )
         self.conn = conn
@@ -78,7 +79,7 @@ class PendingJobs:
         (returned to a pool). Raises only while the app's transaction is still open."""
         conn = via or self.conn
         if not no_transaction(conn):
-            raise RuntimeError(
+            raise MisuseError(
                 "pgkick: kick() called while the transaction is still open; commit it first "
                 "(a kick before the commit announces jobs no worker can see yet)"
             )
@@ -104,11 +105,9 @@ class PendingJobs:
 
     def _check_joinable(self) -> None:
         if transaction_failed(self.conn):
-            raise RuntimeError(
-                "pgkick: the connection's transaction has failed; roll it back first"
-            )
+            raise MisuseError("pgkick: the connection's transaction has failed; roll it back first")
         if self.conn.autocommit and no_transaction(self.conn):
-            raise RuntimeError(
+            raise MisuseError(
                 "pgkick.enqueue_in: the connection is in autocommit with no transaction open, "
                 "so each job would commit alone; open a transaction first (conn.transaction()), "
                 "or use pgkick.enqueue_and_kick"

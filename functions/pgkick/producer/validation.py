@@ -16,6 +16,8 @@ from datetime import UTC, datetime, timedelta
 from decimal import Decimal
 from typing import Any, NamedTuple
 
+from pgkick.errors import InvalidArgument, InvalidArgumentType
+
 MAX_NAME_LENGTH = 128
 MAX_ATTEMPTS_LIMIT = 1_000
 # Priorities: higher runs first; 0 by default. A small range (a smallint column checked
@@ -62,13 +64,15 @@ def check_name(field: str, value: object) -> str:
     if type(value) is str and value in _GOOD_NAMES:
         return value
     if not isinstance(value, str):
-        raise TypeError(f"{field}: must be a string, got {type(value).__name__}")
+        raise InvalidArgumentType(f"{field}: must be a string, got {type(value).__name__}")
     if not value:
-        raise ValueError(f"{field}: must not be empty")
+        raise InvalidArgument(f"{field}: must not be empty")
     if len(value) > MAX_NAME_LENGTH:
-        raise ValueError(f"{field}: {len(value)} characters, at most {MAX_NAME_LENGTH} allowed")
+        raise InvalidArgument(
+            f"{field}: {len(value)} characters, at most {MAX_NAME_LENGTH} allowed"
+        )
     if not value.isprintable() or value != value.strip():
-        raise ValueError(
+        raise InvalidArgument(
             f"{field}: {value!r} has control characters or surrounding spaces; use printable text"
         )
     if type(value) is str and len(_GOOD_NAMES) < 10_000:
@@ -82,30 +86,36 @@ def payload_json(payload: object, max_bytes: int = DEFAULT_MAX_PAYLOAD_BYTES) ->
     try:
         text = _ENCODER.encode(payload)
     except ValueError:  # Python will not write an int of more than 4,300 digits as text
-        raise ValueError("payload: an integer has more than 4,300 digits") from None
+        raise InvalidArgument("payload: an integer has more than 4,300 digits") from None
     except TypeError as exc:
-        raise TypeError(f"payload: {exc}") from None
+        raise InvalidArgumentType(f"payload: {exc}") from None
     except RecursionError:
-        raise ValueError("payload: nested too deeply to be JSON") from None
+        raise InvalidArgument("payload: nested too deeply to be JSON") from None
     try:
         size = len(text) if text.isascii() else len(text.encode("utf-8"))
     except UnicodeEncodeError:
-        raise ValueError("payload: contains a lone surrogate, which is not valid text") from None
+        raise InvalidArgument(
+            "payload: contains a lone surrogate, which is not valid text"
+        ) from None
     if "\\u0000" in text and _NUL.search(text):
-        raise ValueError("payload: contains a NUL character (\\u0000), which jsonb cannot store")
+        raise InvalidArgument(
+            "payload: contains a NUL character (\\u0000), which jsonb cannot store"
+        )
     if size > max_bytes:
-        raise ValueError(f"payload: {size} bytes as JSON, larger than the limit of {max_bytes}")
+        raise InvalidArgument(
+            f"payload: {size} bytes as JSON, larger than the limit of {max_bytes}"
+        )
     return text
 
 
 def _check_keys(value: object, depth: int = 0) -> None:
     """Non-string keys would come back as strings: refuse rather than change the data."""
     if depth > 500:
-        raise ValueError("payload: nested too deeply to be JSON")
+        raise InvalidArgument("payload: nested too deeply to be JSON")
     if isinstance(value, dict):
         for key, item in value.items():
             if not isinstance(key, str):
-                raise TypeError(f"payload: object keys must be strings, got {key!r}")
+                raise InvalidArgumentType(f"payload: object keys must be strings, got {key!r}")
             if type(item) not in _LEAVES:  # plain strings, ints, bools, None need no look
                 _check_keys(item, depth + 1)
     elif isinstance(value, list | tuple):
@@ -114,11 +124,11 @@ def _check_keys(value: object, depth: int = 0) -> None:
                 _check_keys(item, depth + 1)
     elif isinstance(value, float):
         if not math.isfinite(value):
-            raise ValueError("payload: NaN and Infinity are not JSON")
+            raise InvalidArgument("payload: NaN and Infinity are not JSON")
         if abs(value) >= _EXACT_FLOATS and Decimal(repr(value)) != Decimal(value):
             # jsonb keeps the decimal text (1e23 -> 100000000000000000000000), which reads
             # back as an int that differs from the float: refuse rather than change it.
-            raise ValueError(
+            raise InvalidArgument(
                 f"payload: the float {value!r} would read back as the integer "
                 f"{Decimal(repr(value)):f}; pass an int or a string"
             )
@@ -130,17 +140,17 @@ _EXACT_FLOATS = 2.0**53  # below this, a whole float's shortest repr is its exac
 
 def check_max_attempts(value: object) -> int:
     if isinstance(value, bool) or not isinstance(value, int):
-        raise TypeError(f"max_attempts: must be an integer, got {type(value).__name__}")
+        raise InvalidArgumentType(f"max_attempts: must be an integer, got {type(value).__name__}")
     if not 1 <= value <= MAX_ATTEMPTS_LIMIT:
-        raise ValueError(f"max_attempts: {value} is outside 1..{MAX_ATTEMPTS_LIMIT}")
+        raise InvalidArgument(f"max_attempts: {value} is outside 1..{MAX_ATTEMPTS_LIMIT}")
     return value
 
 
 def check_priority(value: object) -> int:
     if isinstance(value, bool) or not isinstance(value, int):
-        raise TypeError(f"priority: must be an integer, got {type(value).__name__}")
+        raise InvalidArgumentType(f"priority: must be an integer, got {type(value).__name__}")
     if not MIN_PRIORITY <= value <= MAX_PRIORITY:
-        raise ValueError(
+        raise InvalidArgument(
             f"priority: {value} is outside {MIN_PRIORITY}..{MAX_PRIORITY} (higher runs first)"
         )
     return value
@@ -156,19 +166,23 @@ def check_unique_key(value: object) -> str | None:
     if value is None:
         return None
     if not isinstance(value, str):
-        raise TypeError(f"unique_key: must be a string, got {type(value).__name__}")
+        raise InvalidArgumentType(f"unique_key: must be a string, got {type(value).__name__}")
     if not value:
-        raise ValueError("unique_key: must not be empty (pass None for no key)")
+        raise InvalidArgument("unique_key: must not be empty (pass None for no key)")
     if len(value) > MAX_UNIQUE_KEY_LENGTH:
-        raise ValueError(
+        raise InvalidArgument(
             f"unique_key: {len(value)} characters, at most {MAX_UNIQUE_KEY_LENGTH} allowed"
         )
     if not value.isprintable():
-        raise ValueError(f"unique_key: {value[:80]!r} has control characters; use printable text")
+        raise InvalidArgument(
+            f"unique_key: {value[:80]!r} has control characters; use printable text"
+        )
     try:
         value.encode("utf-8")
     except UnicodeEncodeError:
-        raise ValueError("unique_key: contains a lone surrogate, which is not valid text") from None
+        raise InvalidArgument(
+            "unique_key: contains a lone surrogate, which is not valid text"
+        ) from None
     return value
 
 
@@ -186,29 +200,31 @@ def check_schedule(
     if run_at is None and delay is None:
         return None, _NO_DELAY
     if run_at is not None and delay is not None:
-        raise ValueError("run_at and delay: give one or the other, not both")
+        raise InvalidArgument("run_at and delay: give one or the other, not both")
     if run_at is not None:
         return _check_run_at(run_at), _NO_DELAY
     if isinstance(delay, bool) or not isinstance(delay, int | float | timedelta):
-        raise TypeError(f"delay: must be seconds or a timedelta, got {type(delay).__name__}")
+        raise InvalidArgumentType(
+            f"delay: must be seconds or a timedelta, got {type(delay).__name__}"
+        )
     now = now or datetime.now(UTC)
     room = LATEST_RUN_AT - now
     if isinstance(delay, timedelta):
         span = delay
     elif isinstance(delay, float) and not math.isfinite(delay):
-        raise ValueError(f"delay: {delay} is not a number of seconds")
+        raise InvalidArgument(f"delay: {delay} is not a number of seconds")
     elif delay < 0:
-        raise ValueError(f"delay: {_seconds(delay)} seconds is negative")
+        raise InvalidArgument(f"delay: {_seconds(delay)} seconds is negative")
     elif delay > room.total_seconds():
-        raise ValueError(
+        raise InvalidArgument(
             f"delay: {_seconds(delay)} seconds would be due after {LATEST_RUN_AT:%Y-%m-%d}"
         )
     else:
         span = timedelta(seconds=delay)
     if span < timedelta(0):
-        raise ValueError(f"delay: {span} is negative")
+        raise InvalidArgument(f"delay: {span} is negative")
     if span > room:
-        raise ValueError(f"delay: {span} would be due after {LATEST_RUN_AT:%Y-%m-%d}")
+        raise InvalidArgument(f"delay: {span} would be due after {LATEST_RUN_AT:%Y-%m-%d}")
     return None, span
 
 
@@ -221,9 +237,9 @@ def _seconds(delay: float) -> str:
 
 def _check_run_at(run_at: object) -> datetime:
     if not isinstance(run_at, datetime):
-        raise TypeError(f"run_at: must be a datetime, got {type(run_at).__name__}")
+        raise InvalidArgumentType(f"run_at: must be a datetime, got {type(run_at).__name__}")
     if run_at.tzinfo is None or run_at.utcoffset() is None:
-        raise ValueError(
+        raise InvalidArgument(
             f"run_at: {run_at.isoformat()} is naive; pass a timezone-aware datetime "
             "(e.g. datetime.now(UTC) + timedelta(minutes=5))"
         )
@@ -232,7 +248,7 @@ def _check_run_at(run_at: object) -> datetime:
     except OverflowError:
         utc = None
     if utc is None or not EARLIEST_RUN_AT <= utc <= LATEST_RUN_AT:
-        raise ValueError(
+        raise InvalidArgument(
             f"run_at: {run_at.isoformat()} is outside {EARLIEST_RUN_AT.date().isoformat()}.."
             f"{LATEST_RUN_AT.date().isoformat()} (UTC), which PostgreSQL and Python both hold"
         )

@@ -63,6 +63,7 @@ a change to one is a change to all (the claim's, in a new migration).
 from __future__ import annotations
 
 from pgkick.connections.db import Database
+from pgkick.errors import InvalidArgument, InvalidArgumentType
 from pgkick.producer.validation import check_name
 from pgkick.store import queries
 
@@ -77,9 +78,13 @@ def set_queue_limit(db: Database, queue: str, max_running: int | None) -> None:
         db.execute(queries.QUEUE_LIMIT_CLEAR, queue=queue)
         return
     if isinstance(max_running, bool) or not isinstance(max_running, int):
-        raise TypeError(f"max_running: must be an integer, got {type(max_running).__name__}")
+        raise InvalidArgumentType(
+            f"max_running: must be an integer, got {type(max_running).__name__}"
+        )
     if not 1 <= max_running <= MAX_LIMIT:
-        raise ValueError(f"max_running: {max_running} is outside 1..{MAX_LIMIT} (None: no limit)")
+        raise InvalidArgument(
+            f"max_running: {max_running} is outside 1..{MAX_LIMIT} (None: no limit)"
+        )
     db.execute(queries.QUEUE_LIMIT_SET, queue=queue, max_running=max_running)
 
 

@@ -12,6 +12,7 @@ from datetime import datetime, timedelta
 from typing import Any, LiteralString
 
 from pgkick.connections.db import Database
+from pgkick.errors import InvalidArgument
 from pgkick.store import queries
 
 
@@ -42,7 +43,7 @@ class MaintenanceStatements(Database):
     def purge_finished(self, retention: timedelta, *, batch: int = 10_000) -> int:
         """Delete finished jobs older than retention, one short statement per batch."""
         if batch < 1:
-            raise ValueError(f"batch: {batch} must be at least 1")
+            raise InvalidArgument(f"batch: {batch} must be at least 1")
         total = 0
         while True:
             deleted = self.count(queries.JOB_PURGE_FINISHED, retention=retention, batch=batch)

@@ -39,15 +39,12 @@ from datetime import datetime
 from typing import Any
 
 from pgkick.connections.db import AsyncConnection, Clock, Database, execute_async
+from pgkick.errors import UniqueKeyChurn
 from pgkick.producer.validation import JobSpec
 from pgkick.store import queries
 
 MAX_ROUNDS = 50
 Row = tuple[int, str, datetime]  # id, queue, run_at: what a QueuedJob is made of
-
-
-class UniqueKeyChurn(RuntimeError):
-    """The key's holder kept vanishing between insert and read-back (nothing written)."""
 
 
 def insert_one(db: Database, spec: JobSpec) -> tuple[Row, bool]:

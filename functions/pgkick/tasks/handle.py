@@ -23,6 +23,8 @@ from collections.abc import Callable, Iterable, Mapping
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any, Protocol, TypedDict, Unpack
 
+from pgkick.errors import InvalidArgumentType
+
 if TYPE_CHECKING:
     from pgkick.kick.kickers import Kicker
     from pgkick.store.worker import Clock
@@ -113,7 +115,7 @@ class Task[P]:
         `pgkick.enqueue_in(conn)`, `pgkick.contrib.django.jobs()`,
         `pgkick.contrib.sqlalchemy.jobs(session)`. Kicked after that commit, never before."""
         if not callable(getattr(into, "enqueue", None)):
-            raise TypeError(
+            raise InvalidArgumentType(
                 f"{self.name}.enqueue: the first argument must be where the job goes "
                 f"(pgkick.transaction(conn), pgkick.enqueue_in(conn), ...), got "
                 f"{type(into).__name__}"
@@ -135,7 +137,7 @@ class Task[P]:
         if into is not None:
             many = getattr(into, "enqueue_many", None)
             if not callable(many):
-                raise TypeError(
+                raise InvalidArgumentType(
                     f"{self.name}.enqueue_many: into must be where the jobs go "
                     f"(pgkick.transaction(conn), pgkick.enqueue_in(conn), ...), got "
                     f"{type(into).__name__}"

@@ -24,6 +24,7 @@ from datetime import UTC, datetime
 from typing import Any
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
+from pgkick.errors import InvalidArgument, InvalidArgumentType
 from pgkick.producer.validation import check_max_attempts, check_name, payload_json
 from pgkick.tasks.registry import TaskFunction, registry
 
@@ -73,7 +74,7 @@ class PeriodicRegistry:
     def add(self, periodic: Periodic) -> Periodic:
         known = self.declared.get(periodic.name)
         if known is not None and known != periodic:
-            raise ValueError(f"periodic {periodic.name!r} is already declared differently")
+            raise InvalidArgument(f"periodic {periodic.name!r} is already declared differently")
         self.declared[periodic.name] = periodic
         return periodic
 
@@ -87,33 +88,33 @@ periodic_registry = PeriodicRegistry()
 def check_expression(expression: object) -> str:
     """A `cron(...)` or `rate(...)` EventBridge Scheduler accepts; ValueError naming why not."""
     if not isinstance(expression, str):
-        raise TypeError(f"schedule: must be a string, got {type(expression).__name__}")
+        raise InvalidArgumentType(f"schedule: must be a string, got {type(expression).__name__}")
     rate = _RATE.match(expression)
     if rate:
         value, unit = int(rate.group(1)), rate.group(2)
         single = unit.rstrip("s")
         if value < 1 or (value == 1) != (unit == single):
-            raise ValueError(
+            raise InvalidArgument(
                 f"schedule: {expression!r}: use rate(1 {single}) or rate(N {single}s), N > 1"
             )
         return expression
     cron = _CRON.match(expression)
     if not cron:
-        raise ValueError(
+        raise InvalidArgument(
             f"schedule: {expression!r} is neither cron(min hour day-of-month month "
             "day-of-week year) nor rate(N minutes|hours|days)"
         )
     fields = cron.group(1).split()
     if len(fields) != len(_CRON_FIELDS):
-        raise ValueError(
+        raise InvalidArgument(
             f"schedule: {expression!r} has {len(fields)} fields; EventBridge cron has 6: "
             + " ".join(name for name, _ in _CRON_FIELDS)
         )
     for value, (name, allowed) in zip(fields, _CRON_FIELDS, strict=True):
         if not re.fullmatch(allowed, value):
-            raise ValueError(f"schedule: {expression!r}: {name} field {value!r} is not valid")
+            raise InvalidArgument(f"schedule: {expression!r}: {name} field {value!r} is not valid")
     if (fields[2] == "?") == (fields[4] == "?"):
-        raise ValueError(
+        raise InvalidArgument(
             f"schedule: {expression!r}: exactly one of day-of-month and day-of-week must be '?'"
         )
     return expression
@@ -121,11 +122,11 @@ def check_expression(expression: object) -> str:
 
 def check_timezone(timezone: object) -> str:
     if not isinstance(timezone, str):
-        raise TypeError(f"timezone: must be a string, got {type(timezone).__name__}")
+        raise InvalidArgumentType(f"timezone: must be a string, got {type(timezone).__name__}")
     try:
         ZoneInfo(timezone)
     except (ZoneInfoNotFoundError, ValueError):
-        raise ValueError(f"timezone: {timezone!r} is not an IANA time zone name") from None
+        raise InvalidArgument(f"timezone: {timezone!r} is not an IANA time zone name") from None
     return timezone
 
 
@@ -143,7 +144,7 @@ def declare(
     """Validate and record one periodic task; raises before anything is declared."""
     name = task if name is None else name
     if not isinstance(name, str) or not _NAME.match(name):
-        raise ValueError(f"periodic name: {name!r} must be 1-48 of A-Z a-z 0-9 _ -")
+        raise InvalidArgument(f"periodic name: {name!r} must be 1-48 of A-Z a-z 0-9 _ -")
     return into.add(
         Periodic(
             name=name,
@@ -173,11 +174,11 @@ def parse_tick(event: Mapping[str, Any]) -> tuple[str, datetime]:
     """The periodic name and scheduled time a tick event carries; ValueError otherwise."""
     name, tick = event.get("periodic"), event.get("tick")
     if not isinstance(name, str) or not _NAME.match(name):
-        raise ValueError(f"tick event: periodic {str(name)[:100]!r} is not a periodic name")
+        raise InvalidArgument(f"tick event: periodic {str(name)[:100]!r} is not a periodic name")
     try:
         when = datetime.fromisoformat(str(tick).replace("Z", "+00:00"))
     except ValueError:
-        raise ValueError(f"tick event: tick {str(tick)[:100]!r} is not an ISO time") from None
+        raise InvalidArgument(f"tick event: tick {str(tick)[:100]!r} is not an ISO time") from None
     if when.tzinfo is None:
-        raise ValueError(f"tick event: tick {tick!r} has no time zone")
+        raise InvalidArgument(f"tick event: tick {tick!r} has no time zone")
     return name, when.astimezone(UTC)

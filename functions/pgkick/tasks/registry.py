@@ -15,30 +15,9 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any, Protocol, overload
 
-from pgkick.errors import PgkickError
+from pgkick.errors import InvalidArgument
 from pgkick.producer.validation import check_name
 from pgkick.tasks.handle import Task, payload_loader
-
-MAX_SNOOZE_SECONDS = 30 * 24 * 3600  # a wake-up further out is more likely a unit mistake
-
-
-class Snooze(PgkickError):
-    """Raise from a task to put its job back in the queue for `seconds`, using no attempt.
-
-    Why an exception: the task's code stops there, like a failure, but the worker
-    re-queues the job at now + seconds (attempts given back) and books a wake-up.
-    Bad seconds raise ValueError here, in the task, which the worker records as an
-    ordinary failure naming the problem."""
-
-    def __init__(self, seconds: float) -> None:
-        if isinstance(seconds, bool) or not isinstance(seconds, int | float):
-            raise TypeError(f"Snooze: seconds must be a number, got {type(seconds).__name__}")
-        if not 0 < seconds <= MAX_SNOOZE_SECONDS:  # NaN fails this too
-            raise ValueError(
-                f"Snooze: seconds must be above 0 and at most {MAX_SNOOZE_SECONDS}, got {seconds}"
-            )
-        super().__init__(f"snoozed for {seconds} s")
-        self.seconds = float(seconds)
 
 
 @dataclass(frozen=True, slots=True)
@@ -107,7 +86,7 @@ class Registry:
         def register(fn: TaskFunction) -> Task[Any]:
             fn = fn.fn if isinstance(fn, Task) else fn
             if name in self._tasks and self._tasks[name][0] is not fn:
-                raise ValueError(f"task {name!r} is already registered")
+                raise InvalidArgument(f"task {name!r} is already registered")
             wants_job = len(inspect.signature(fn).parameters) >= 2
             self._tasks[name] = (fn, _call(fn, wants_job, payload_loader(fn)), wants_job)
             return Task(name, fn)

@@ -20,7 +20,13 @@ from typing import Any
 
 from pgkick import config
 from pgkick.connections import linger
-from pgkick.errors import PgkickError
+from pgkick.errors import (
+    InvalidArgument,
+    InvalidArgumentType,
+    JobFailed,
+    JobNotFinished,
+    JobNotFound,
+)
 from pgkick.producer.validation import payload_json
 from pgkick.store.worker import JobStore
 
@@ -28,24 +34,6 @@ MAX_RESULT_BYTES = 64 * 1024
 FIRST_PAUSE = 0.05  # seconds between the first looks; doubles up to MAX_PAUSE
 MAX_PAUSE = 1.0  # inside the producer connection's linger, so waiting reuses one session
 MAX_WAIT = 15 * 60.0  # a longer wait is a job for a callback, not a loop
-
-
-class JobFailed(PgkickError, RuntimeError):
-    """The job ended failed: `error` is its last error (e.g. 'cancelled by operator')."""
-
-    def __init__(self, job_id: int, error: str | None) -> None:
-        super().__init__(f"job {job_id} failed: {error}")
-        self.job_id = job_id
-        self.error = error
-
-
-class JobNotFinished(PgkickError, RuntimeError):
-    """The job is still queued or running: no result yet."""
-
-    def __init__(self, job_id: int, status: str) -> None:
-        super().__init__(f"job {job_id} is {status}: no result yet")
-        self.job_id = job_id
-        self.status = status
 
 
 def encode_result(value: Any) -> str | None:
@@ -68,7 +56,8 @@ def encode_result(value: Any) -> str | None:
 def result(job_id: int, *, dsn: str | None = None) -> Any:
     """The job's stored result (None if its task returned nothing).
 
-    Raises JobFailed (its final error), JobNotFinished, or LookupError (no such job)."""
+    Raises JobFailed (its final error), JobNotFinished, or JobNotFound (no such job: a
+    LookupError)."""
     _check_id(job_id)
     return _settled(job_id, _look(job_id, dsn))
 
@@ -85,9 +74,11 @@ def wait(
     `timeout` seconds (then TimeoutError). Pauses grow from 50 ms to 1 s between looks."""
     _check_id(job_id)
     if isinstance(timeout, bool) or not isinstance(timeout, int | float):
-        raise TypeError(f"timeout: must be a number of seconds, got {type(timeout).__name__}")
+        raise InvalidArgumentType(
+            f"timeout: must be a number of seconds, got {type(timeout).__name__}"
+        )
     if not 0 <= timeout <= MAX_WAIT:
-        raise ValueError(f"timeout: {timeout} s, must be between 0 and {MAX_WAIT:.0f}")
+        raise InvalidArgument(f"timeout: {timeout} s, must be between 0 and {MAX_WAIT:.0f}")
     deadline = monotonic() + timeout
     pause = FIRST_PAUSE
     while True:
@@ -106,7 +97,7 @@ def _look(job_id: int, dsn: str | None) -> tuple[str, Any, str | None]:
     with lingering.connection() as conn:
         outcome = JobStore(conn).outcome(job_id)
     if outcome is None:
-        raise LookupError(f"job {job_id} does not exist (or was purged)")
+        raise JobNotFound(f"job {job_id} does not exist (or was purged)")
     return outcome.status, outcome.result, outcome.last_error
 
 
@@ -121,4 +112,4 @@ def _settled(job_id: int, found: tuple[str, Any, str | None]) -> Any:
 
 def _check_id(job_id: object) -> None:
     if isinstance(job_id, bool) or not isinstance(job_id, int):
-        raise TypeError(f"job_id: must be an int, got {type(job_id).__name__}")
+        raise InvalidArgumentType(f"job_id: must be an int, got {type(job_id).__name__}")

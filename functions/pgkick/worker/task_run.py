@@ -10,9 +10,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from pgkick.errors import PermanentError
+from pgkick.errors import PermanentError, Snooze
 from pgkick.store.worker import ClaimedJob
-from pgkick.tasks.registry import JobContext, Registry, Snooze, describe_error
+from pgkick.tasks.registry import JobContext, Registry, describe_error
 from pgkick.tasks.results import encode_result
 from pgkick.worker.lease import LeaseKeeper
 
