@@ -68,19 +68,19 @@ VARIABLES: tuple[Variable, ...] = (
              "The PostgreSQL DSN (app, worker, reaper; the CLI's `--dsn` default). "
              "Empty in Lambda, where the secret below is read instead."),
     Variable("PGKICK_DATABASE_SECRET_ARN", None,
-             "Secrets Manager secret holding the DSN, read when DATABASE_URL is empty: a "
-             "postgresql:// URL, `{\"url\": ...}` or the RDS shape. Cached 5 minutes, never "
+             "Secrets Manager secret holding the DSN, read when `DATABASE_URL` is empty: a "
+             "`postgresql://` URL, `{\"url\": ...}` or the RDS shape. Cached 5 minutes, never "
              "logged."),
     Variable("PGKICK_KICKER", None,
-             "How a kick is delivered. Default `lambda` when PGKICK_WORKER_FUNCTION is set; "
-             "unset, enqueueing raises ConfigError before writing. `local` needs pgkick-dev.",
+             "How a kick is delivered. Default `lambda` when `PGKICK_WORKER_FUNCTION` is set; "
+             "unset, enqueueing raises `ConfigError` before writing. `local` needs pgkick-dev.",
              choices=KICKERS),
     Variable("PGKICK_WORKER_FUNCTION", None,
              "The worker Lambda's name or ARN, which the `lambda` kicker invokes (the stack "
              "names it `<stack>-worker`)."),
     Variable("PGKICK_WORKER_ARN", None,
              "The worker's ARN, target of wake-ups, rescues and periodic schedules. Default: "
-             "PGKICK_WORKER_FUNCTION when that is an ARN."),
+             "`PGKICK_WORKER_FUNCTION` when that is an ARN."),
     Variable("PGKICK_SCHEDULER_ROLE_ARN", None,
              "The role EventBridge Scheduler assumes to invoke the worker. Without it (or a "
              "worker ARN) no wake-up is booked and the reaper is the fallback."),
@@ -91,13 +91,13 @@ VARIABLES: tuple[Variable, ...] = (
              "`orders_app.tasks,orders_app.reports` (blanks around names ignored). Empty: "
              "the built-in `noop` only."),
     Variable("PGKICK_SCHEMA", DEFAULT_SCHEMA,
-             "The schema of pgkick's tables: a lowercase identifier (a-z, 0-9, _; at most 63 "
-             "characters; not pg_*). Set it everywhere: app, worker, reaper, CLI."),
+             "The schema of pgkick's tables: a lowercase identifier (`a-z`, `0-9`, `_`; at most "
+             "63 characters; not `pg_*`). Set it everywhere: app, worker, reaper, CLI."),
     _n("PGKICK_BATCH", DEFAULT_BATCH, 1, 1000, "jobs",
        "Jobs a worker claims at once."),
     _n("PGKICK_LEASE_SECONDS", DEFAULT_LEASE_SECONDS, 1, 86_400, "s",
        "A claimed job's lease: the longer of this and the invocation's remaining time plus "
-       "PGKICK_LEASE_MARGIN_SECONDS."),
+       "`PGKICK_LEASE_MARGIN_SECONDS`."),
     _n("PGKICK_LEASE_MARGIN_SECONDS", 30, 0, 3600, "s",
        "How long a lease outlasts the invocation, so a rescue never overlaps a live worker "
        "(the template sets 60)."),
@@ -110,14 +110,14 @@ VARIABLES: tuple[Variable, ...] = (
        "How long full batches must keep coming before a worker fans out (about a cold "
        "start)."),
     _n("PGKICK_BACKOFF_MS", 10_000, 1, 3_600_000, "ms",
-       "A retry waits this x 2^attempts, at most PGKICK_BACKOFF_CAP_SECONDS, times a jitter "
+       "A retry waits this x 2^attempts, at most `PGKICK_BACKOFF_CAP_SECONDS`, times a jitter "
        "of 0.9..1.1."),
     _n("PGKICK_BACKOFF_CAP_SECONDS", 3600, 1, 86_400, "s",
        "The longest retry backoff."),
     _n("PGKICK_RETENTION_DAYS", 7, 0, 36_500, "days",
        "The reaper purges done and failed jobs (and periodic ticks) older than this."),
     _n("PGKICK_LOCAL_CONCURRENCY", 4, 1, 256, "environments",
-       "The local kicker's execution environments at once (PGKICK_KICKER=local); more "
+       "The local kicker's execution environments at once (`PGKICK_KICKER=local`); more "
        "events wait, as throttles."),
     _n("PGKICK_CONNECT_RETRIES", 3, 0, 10, "retries",
        "Connection attempts retried with backoff (a resuming serverless compute can refuse "
