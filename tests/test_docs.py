@@ -1,0 +1,182 @@
+"""The documentation cannot drift from the code: the configuration table lists every
+variable the runtime reads (and nothing else), the code takes its defaults and bounds
+from that table, the generated reference pages cover every variable, command and
+option, and the README stays a short front page whose commands CI runs."""
+
+from __future__ import annotations
+
+import importlib.util
+import re
+from collections.abc import Callable, Iterator, Mapping
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+import pytest
+import yaml
+
+from pgkick import config
+from pgkick.cli import build_parser
+from pgkick.errors import ConfigError
+
+ROOT = Path(__file__).resolve().parent.parent
+RUNTIME = ROOT / "functions"
+NAMED = re.compile(r"\bPGKICK_[A-Z0-9_]+")
+# os.environ.get("X"), env.get("X"), os.environ["X"], env["X"]: any variable read by name.
+READ = re.compile(r"""\b(?:environ|env)(?:\.get\(|\[)\s*["']([A-Z][A-Z0-9_]*)["']""")
+TABLE = {variable.name: variable for variable in config.VARIABLES}
+BOUNDED = [v for v in config.VARIABLES if v.low is not None]
+
+
+def _hook() -> ModuleType:
+    path = ROOT / "docs" / "hooks" / "reference.py"
+    spec = importlib.util.spec_from_file_location("docs_reference", path)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def _runtime_sources() -> Iterator[str]:
+    paths = sorted(RUNTIME.rglob("*.py"))
+    assert len(paths) > 20  # the walk saw the runtime, wherever its modules moved to
+    for path in paths:
+        if path.name != "queries.py":  # generated from sql/, holds no variable
+            yield path.read_text()
+
+
+class Recorder(Mapping[str, str]):
+    """An environment that remembers every name looked up in it."""
+
+    def __init__(self, values: Mapping[str, str]) -> None:
+        self.values, self.seen = dict(values), set[str]()
+
+    def __getitem__(self, name: str) -> str:
+        self.seen.add(name)
+        return self.values[name]
+
+    def get(self, name: str, default: Any = None) -> Any:
+        self.seen.add(name)
+        return self.values.get(name, default)
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self.values)
+
+    def __len__(self) -> int:
+        return len(self.values)
+
+
+READERS: list[Callable[[Mapping[str, str]], object]] = [
+    config.Settings.from_env,
+    config.producer_linger,
+    config.failed_kick_wake,
+    config.kick_pending,
+    config.schema_name,
+]
+
+
+def _read_all(env: Mapping[str, str]) -> list[object]:
+    """What every reader of pgkick.config makes of `env` (a ConfigError as its message)."""
+    answers: list[object] = []
+    for reader in (*READERS, config.database_url):
+        try:
+            answers.append(reader(env))
+        except ConfigError as exc:
+            answers.append(("ConfigError", str(exc)))
+    return answers
+
+
+def test_every_variable_the_runtime_names_is_in_the_table() -> None:
+    """Catches a PGKICK_ variable (or any variable read by name) added to the runtime
+    without its row in config.VARIABLES: the configuration page would not list it."""
+    named: set[str] = set()
+    for text in _runtime_sources():
+        named |= set(NAMED.findall(text)) | set(READ.findall(text))
+    assert sorted(named - TABLE.keys()) == []
+    assert sorted(n for n in TABLE if n.startswith("PGKICK_") and n not in named) == []
+
+
+def test_every_variable_in_the_table_is_read() -> None:
+    """Catches a row for a variable nothing reads (a page promising a setting that does
+    nothing) and a reader looking up a name the table lacks: pgkick.config's readers
+    are run against an environment that records each lookup; the handlers' Powertools
+    names are read by name in pgkick.aws."""
+    env = Recorder({})
+    _read_all(env)  # database_url ends in a ConfigError: neither variable is set
+    by_name = {name for text in _runtime_sources() for name in READ.findall(text)}
+    assert sorted(env.seen - TABLE.keys()) == []
+    assert sorted(TABLE.keys() - env.seen - by_name) == []
+
+
+@pytest.mark.parametrize("variable", BOUNDED, ids=lambda v: v.name)
+def test_defaults_and_bounds_come_from_the_table(variable: config.Variable) -> None:
+    """Catches a reader whose default or bounds differ from the table's (a hard-coded
+    number beside the row): unset and set to the table's default read the same, the
+    table's bounds are accepted, one past each is refused with the usual message."""
+    assert variable.low is not None and variable.high is not None
+    assert _read_all({}) == _read_all({variable.name: str(variable.default)})
+    for inside in (variable.low, variable.high):
+        assert not any(
+            isinstance(a, tuple) and variable.name in a[1]
+            for a in _read_all({variable.name: str(inside)})
+        )
+    for outside in (variable.low - 1, variable.high + 1):
+        message = f"{variable.name}={outside}: expected {variable.low}..{variable.high}"
+        assert ("ConfigError", message) in _read_all({variable.name: str(outside)})
+
+
+def test_configuration_page_has_a_row_per_variable() -> None:
+    """Catches the rendered configuration reference leaving a variable out."""
+    page = _hook().render_configuration()
+    rows = [line for line in page.splitlines() if line.startswith("| `")]
+    assert [row.split("`")[1] for row in rows] == [v.name for v in config.VARIABLES]
+    assert "| `PGKICK_FAILED_KICK_WAKE_MS` | `60,000` | 0..3,600,000 ms |" in page
+
+
+def test_cli_page_has_every_command_and_option() -> None:
+    """Catches the rendered CLI reference missing a command (the tooling's included) or
+    any option or argument of one, each looked for in its own command's section."""
+    hook = _hook()
+    page = hook.render_cli(build_parser())
+    sections = dict(re.findall(r"^## `([^`]+)`[^\n]*\n(.*?)(?=^## |\Z)", page, re.M | re.S))
+    commands = {line: sub for line, _, sub in hook._commands(build_parser(), "pgkick")}
+    assert {"pgkick migrate", "pgkick demo", "pgkick bench", "pgkick awake"} <= commands.keys()
+    for line, sub in commands.items():
+        assert line in sections, line
+        for action in sub._actions:
+            names = action.option_strings or [action.metavar or action.dest]
+            for name in names:
+                if name not in ("-h", "--help"):
+                    assert f"`{name}" in sections[line], (line, name)
+
+
+def test_nav_pages_exist() -> None:
+    """Catches a nav entry whose page is neither in docs/ nor generated by the hook."""
+    site = yaml.safe_load((ROOT / "mkdocs.yml").read_text())
+
+    def pages(entries: list[Any]) -> Iterator[str]:
+        for entry in entries:
+            for value in entry.values() if isinstance(entry, dict) else [entry]:
+                yield from pages(value) if isinstance(value, list) else [value]
+
+    listed = list(pages(site["nav"]))
+    missing = [p for p in listed if not (ROOT / "docs" / p).exists() and p not in _hook().PAGES]
+    assert missing == []
+    assert len(listed) > 25
+    nav = listed
+    assert nav.index("develop/local.md") < nav.index("deploy/sam.md")
+
+
+def test_readme_is_a_front_page_whose_commands_ci_runs() -> None:
+    """Catches the README growing back into a manual, losing its quickstart, linking
+    to a file that does not exist, or CI no longer running the commands it shows."""
+    readme = (ROOT / "README.md").read_text()
+    assert len(readme.splitlines()) < 200
+    quickstart = ["uv run pgkick demo", "uv run pytest"]
+    shown = [line.split("#")[0].strip() for line in readme.splitlines()]
+    assert all(command in shown for command in quickstart)
+    ci = [line.strip() for line in (ROOT / ".ci/run").read_text().splitlines()]
+    assert [line for line in ci if line in quickstart] == quickstart
+    links = re.findall(r"\]\((?!https?://|#)([^)#]+)", readme)
+    assert links and [link for link in links if not (ROOT / link).exists()] == []
+    assert "shared/seed" not in readme
