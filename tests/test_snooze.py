@@ -161,4 +161,6 @@ def test_a_bad_snooze_is_an_ordinary_failure_naming_the_problem(dsn: str, timed:
     (job_id,) = seed(timed, 1, task="bad")
     summary = Worker(timed, tasks, NoKicker(), OPTIONS).drain("default", forever)
     assert summary.retried == 1
-    assert "InvalidArgument: Snooze: seconds must be above 0" in str(job_row(dsn, job_id)["last_error"])
+    assert "InvalidArgument: Snooze: seconds must be above 0" in str(
+        job_row(dsn, job_id)["last_error"]
+    )
