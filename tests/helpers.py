@@ -12,8 +12,8 @@ from typing import Any
 
 import psycopg
 
-from pgkick.producer.validation import JobSpec
 from pgkick.store.worker import JobStore
+from pgkick.validation import JobSpec
 
 
 class Ticks:

@@ -12,9 +12,9 @@ import pytest
 from psycopg.conninfo import make_conninfo
 
 from pgkick import cli
-from pgkick.producer.validation import job_spec
 from pgkick.store import groups
 from pgkick.store.worker import ClaimedJob, JobStore
+from pgkick.validation import job_spec
 from tests.helpers import FakeClock, wait_for_lock_waiters
 
 LEASE = timedelta(minutes=5)

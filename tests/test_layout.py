@@ -45,6 +45,60 @@ def test_runtime_modules_never_import_the_tooling() -> None:
     assert len(offenders) > 20  # the walk saw the package, not an empty folder
 
 
+# The runtime's units from the bottom up: a unit imports only units below it (or itself).
+# The public faces (pgkick, aio, testing) and the adapters (aws, cli, contrib) sit on top.
+LAYERS: tuple[tuple[str, ...], ...] = (
+    ("errors",),
+    ("config",),
+    ("validation",),
+    ("connections",),
+    ("store",),
+    ("kick",),
+    ("producer",),
+    ("tasks",),
+    ("worker",),
+    ("aws", "aio", "contrib"),
+    ("cli", "testing", "pgkick"),
+)
+
+
+def _unit(path: Path) -> str:
+    parts = path.relative_to(RUNTIME).with_suffix("").parts
+    return "pgkick" if parts == ("__init__",) else parts[0]
+
+
+def _units_imported(path: Path) -> set[str]:
+    """The runtime units a module imports, at the top or inside a function alike."""
+    units = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.ImportFrom) and node.module and not node.level:
+            names = [node.module]
+            if node.module == "pgkick":
+                names = [f"pgkick.{alias.name}" for alias in node.names]
+        elif isinstance(node, ast.Import):
+            names = [alias.name for alias in node.names]
+        else:
+            continue
+        units |= {n.split(".")[1] for n in names if n.startswith("pgkick.")}
+        units |= {"pgkick" for n in names if n == "pgkick"}
+    return units
+
+
+def test_subpackages_import_only_downwards() -> None:
+    """Catches an import running back up the layers (the store importing the producer, the
+    worker importing the CLI or the AWS adapters, anything importing the contrib): the
+    architecture the folders show would then be a lie, and a cycle one edit away."""
+    level = {unit: i for i, units in enumerate(LAYERS) for unit in units}
+    upward = []
+    for path in sorted(RUNTIME.rglob("*.py")):
+        me = _unit(path)
+        for other in _units_imported(path) - {me}:
+            if level[other] >= level[me]:
+                upward.append(f"{path.relative_to(RUNTIME)} ({me}) imports {other}")
+    assert upward == []
+    assert set(level) == {_unit(p) for p in RUNTIME.rglob("*.py")}  # every unit placed
+
+
 def test_import_pgkick_loads_the_producer_only() -> None:
     """Catches `import pgkick` pulling in the worker loop, leases, reaper, schema or the
     tooling (an app's web process pays for each at start-up), and the handlers loading the

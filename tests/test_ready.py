@@ -9,9 +9,9 @@ from datetime import timedelta
 from typing import Any
 
 from pgkick.config import Settings
-from pgkick.producer.validation import job_spec
 from pgkick.store.worker import JobStore
 from pgkick.tasks.registry import Registry
+from pgkick.validation import job_spec
 from pgkick.worker.reaper import reap
 from pgkick.worker.runtime import Runtime
 from tests.helpers import FakeClock

@@ -8,8 +8,8 @@ import re
 import pytest
 
 from pgkick import cli, config
+from pgkick.connections.qualify import qualify
 from pgkick.store import queries
-from pgkick.store.qualify import qualify
 
 CREATED = re.compile(r"CREATE TABLE (?:IF NOT EXISTS )?(\w+)", re.IGNORECASE)
 # A table name where a table is read or written, not preceded by a schema and a dot.

@@ -13,8 +13,8 @@ from pgkick import aio
 from pgkick.cli.main import main
 from pgkick.kick.kickers import NoKicker
 from pgkick.producer import enqueue as producer
-from pgkick.producer.validation import job_spec
 from pgkick.store.worker import JobStore
+from pgkick.validation import job_spec
 from tests.helpers import wait_for_lock_waiters
 from tests.test_producer import RecordingKicker
 

@@ -16,10 +16,10 @@ import pytest
 from pgkick.kick.kickers import NoKicker
 from pgkick.kick.watch import claims_while_lingering
 from pgkick.producer import enqueue as producer
-from pgkick.producer.validation import job_spec
 from pgkick.store import queries
 from pgkick.store.worker import Announcement, JobStore
 from pgkick.tasks.registry import Registry
+from pgkick.validation import job_spec
 from pgkick.worker.loop import Worker, WorkerOptions
 from pgkick_dev import queries as dev_queries
 from tests.helpers import FakeClock

@@ -1,7 +1,7 @@
 """pgkick for asyncio apps (FastAPI, Starlette, aiohttp, Django's async views).
 
 The same promises as the synchronous producer (`pgkick.producer.enqueue`), on psycopg's
-AsyncConnection: input is checked by the same `pgkick.producer.validation` before
+AsyncConnection: input is checked by the same `pgkick.validation` before
 anything is sent; a kick goes out only after the job's transaction committed,
 and nothing after a rollback; the queue's kick is reserved after the commit
 (`queue_kick_reserve`), so a worker already draining it is not kicked again.
@@ -47,9 +47,9 @@ from pgkick.producer.aio_after_commit import (
     reserve,
 )
 from pgkick.producer.enqueue import INSERT_CHUNK, _now, _producer_store, _spec
-from pgkick.producer.validation import DEFAULT_MAX_PAYLOAD_BYTES, JobSpec, job_spec
 from pgkick.store import queries, unique
 from pgkick.store.worker import Clock, QueuedJob, server_clock
+from pgkick.validation import DEFAULT_MAX_PAYLOAD_BYTES, JobSpec, job_spec
 
 log = logging.getLogger("pgkick.aio")
 

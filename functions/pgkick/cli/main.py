@@ -27,10 +27,10 @@ from pgkick.errors import PgkickError, UsageError
 from pgkick.kick.default import default_kicker
 from pgkick.producer import after_commit
 from pgkick.producer import enqueue as producer
-from pgkick.producer.validation import MAX_ATTEMPTS_LIMIT
 from pgkick.store import groups, unique
 from pgkick.store import migrations as schema
 from pgkick.store.worker import JobStore
+from pgkick.validation import MAX_ATTEMPTS_LIMIT
 from pgkick.worker.reaper import reap
 
 Handler = Callable[[argparse.Namespace], dict[str, Any]]

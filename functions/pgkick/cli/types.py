@@ -13,7 +13,7 @@ from datetime import timedelta
 
 from pgkick import config
 from pgkick.errors import ConfigError
-from pgkick.producer.validation import MAX_ATTEMPTS_LIMIT
+from pgkick.validation import MAX_ATTEMPTS_LIMIT
 
 SPAN = re.compile(r"^(\d+)([smhd])$")
 UNITS = {"s": "seconds", "m": "minutes", "h": "hours", "d": "days"}

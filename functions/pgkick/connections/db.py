@@ -6,7 +6,7 @@ made for transaction-mode poolers (PgBouncer, Neon's pooler, RDS Proxy) with no
 prepared statements and no session state, and autocommit, so each statement is
 its own short transaction and nothing stays open while a job's code runs.
 Each `Database` names the schema of pgkick's tables (PGKICK_SCHEMA, `pgkick` by
-default) and runs every statement rewritten for it (`pgkick.store.qualify`).
+default) and runs every statement rewritten for it (`pgkick.connections.qualify`).
 """
 
 from __future__ import annotations
@@ -27,9 +27,9 @@ from psycopg.types.array import BaseListDumper, ListDumper
 from psycopg.types.numeric import Int2, Int4, Int8, IntNumeric
 
 from pgkick import config
+from pgkick.connections.qualify import qualify
 from pgkick.connections.redact import redact
 from pgkick.errors import DatabaseUnavailable, StatementError
-from pgkick.store.qualify import qualify
 
 # Returns the instant the SQL should treat as now, or None for the server's now().
 Clock = Callable[[], datetime | None]
@@ -275,7 +275,8 @@ async def execute_async(
     conn: AsyncConnection, clock: Clock, query: LiteralString, **params: Any
 ) -> AsyncCursor:
     """Database.execute for an AsyncConnection: the clock's now, never a prepared statement,
-    the statement named for PGKICK_SCHEMA (pgkick.store.qualify) as the synchronous forms do."""
+    the statement named for PGKICK_SCHEMA (pgkick.connections.qualify) as the synchronous
+    forms do."""
     schema = config.schema_name()
     if schema != config.DEFAULT_SCHEMA:
         query = qualify(query, schema)

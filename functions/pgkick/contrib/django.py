@@ -27,7 +27,7 @@ from pgkick.errors import InvalidArgumentType, MisuseError
 from pgkick.kick.default import default_kicker
 from pgkick.kick.kickers import Kicker
 from pgkick.producer.joined import PendingJobs
-from pgkick.tasks.handle import EnqueueOptions
+from pgkick.validation import EnqueueOptions
 
 
 class DjangoJobs:

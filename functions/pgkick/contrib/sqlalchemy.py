@@ -27,7 +27,7 @@ from pgkick.errors import InvalidArgumentType
 from pgkick.kick.default import default_kicker
 from pgkick.kick.kickers import Kicker
 from pgkick.producer.joined import PendingJobs
-from pgkick.tasks.handle import EnqueueOptions
+from pgkick.validation import EnqueueOptions
 
 _PENDING = "pgkick.pending"  # session.info key: this transaction's PendingJobs
 _HOOKED = "pgkick.hooked"

@@ -21,7 +21,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any, Protocol
 
 from pgkick.errors import BadEvent
-from pgkick.producer.validation import check_name
+from pgkick.validation import check_name
 
 log = logging.getLogger("pgkick.kick")
 

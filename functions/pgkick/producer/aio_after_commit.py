@@ -21,9 +21,9 @@ from pgkick.errors import MisuseError
 from pgkick.kick.kickers import Kicker, NoKicker
 from pgkick.producer.after_commit import kick_committed
 from pgkick.producer.enqueue import _now
-from pgkick.producer.validation import JobSpec
 from pgkick.store import queries
 from pgkick.store.worker import Clock, JobStore, QueuedJob
+from pgkick.validation import JobSpec
 
 log = logging.getLogger("pgkick.aio")
 

@@ -34,8 +34,8 @@ from pgkick.kick.kickers import Kicker, NoKicker
 from pgkick.producer import group_commit
 from pgkick.producer.after_commit import kick_committed, one_line
 from pgkick.producer.after_commit import stats as stats  # tests and operators read producer.stats
-from pgkick.producer.validation import DEFAULT_MAX_PAYLOAD_BYTES, JobSpec, job_spec
 from pgkick.store.worker import Clock, Connection, JobStore, QueuedJob, server_clock
+from pgkick.validation import DEFAULT_MAX_PAYLOAD_BYTES, JobSpec, job_spec
 
 log = logging.getLogger("pgkick.producer")
 INSERT_CHUNK = 5_000  # measured: 100,000 jobs insert fastest in chunks of 5,000-10,000

@@ -34,10 +34,10 @@ from typing import Any
 from pgkick.connections.db import DatabaseError, in_failed_transaction
 from pgkick.connections.pool import LingeringPool
 from pgkick.errors import NothingCommitted
-from pgkick.producer.validation import JobSpec
 from pgkick.store import queries
 from pgkick.store.producer import committed_row
 from pgkick.store.worker import Clock, JobStore, QueuedJob
+from pgkick.validation import JobSpec
 
 log = logging.getLogger("pgkick.group_commit")
 

@@ -36,7 +36,7 @@ from pgkick.kick.kickers import Kicker
 from pgkick.producer.after_commit import kick_committed
 from pgkick.producer.enqueue import Enqueuer
 from pgkick.store.worker import Clock, Connection, JobStore, server_clock
-from pgkick.tasks.handle import EnqueueOptions
+from pgkick.validation import EnqueueOptions
 
 log = logging.getLogger("pgkick.joined")
 

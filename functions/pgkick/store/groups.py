@@ -64,8 +64,8 @@ from __future__ import annotations
 
 from pgkick.connections.db import Database
 from pgkick.errors import InvalidArgument, InvalidArgumentType
-from pgkick.producer.validation import check_name
 from pgkick.store import queries
+from pgkick.validation import check_name
 
 MAX_LIMIT = 2**31 - 1
 

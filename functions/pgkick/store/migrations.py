@@ -32,9 +32,9 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any, LiteralString
 
+from pgkick.connections.qualify import quote
 from pgkick.errors import SchemaError
 from pgkick.store import queries
-from pgkick.store.qualify import quote
 from pgkick.store.worker import JobStore
 
 LATEST_VERSION = queries.MIGRATIONS[-1][0]

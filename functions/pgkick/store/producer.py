@@ -14,8 +14,8 @@ from datetime import datetime, timedelta
 from typing import Any, NamedTuple
 
 from pgkick.connections.db import Database, DatabaseError
-from pgkick.producer.validation import JobSpec
 from pgkick.store import queries, unique
+from pgkick.validation import JobSpec
 
 log = logging.getLogger("pgkick.store")
 

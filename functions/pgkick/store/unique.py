@@ -40,8 +40,8 @@ from typing import Any
 
 from pgkick.connections.db import AsyncConnection, Clock, Database, execute_async
 from pgkick.errors import UniqueKeyChurn
-from pgkick.producer.validation import JobSpec
 from pgkick.store import queries
+from pgkick.validation import JobSpec
 
 MAX_ROUNDS = 50
 Row = tuple[int, str, datetime]  # id, queue, run_at: what a QueuedJob is made of

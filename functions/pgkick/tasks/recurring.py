@@ -25,8 +25,8 @@ from typing import Any
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from pgkick.errors import InvalidArgument, InvalidArgumentType
-from pgkick.producer.validation import check_max_attempts, check_name, payload_json
 from pgkick.tasks.registry import TaskFunction, registry
+from pgkick.validation import check_max_attempts, check_name, payload_json
 
 SCHEDULE_PREFIX = "pgkick.periodic."  # what sync owns: no kick or rescue name has a dot
 SCHEDULED_TIME = "<aws.scheduler.scheduled-time>"  # the scheduler fills it in, per tick

@@ -16,8 +16,8 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol, overload
 
 from pgkick.errors import InvalidArgument
-from pgkick.producer.validation import check_name
 from pgkick.tasks.handle import Task, payload_loader
+from pgkick.validation import check_name
 
 
 @dataclass(frozen=True, slots=True)

@@ -27,8 +27,8 @@ from pgkick.errors import (
     JobNotFinished,
     JobNotFound,
 )
-from pgkick.producer.validation import payload_json
 from pgkick.store.worker import JobStore
+from pgkick.validation import payload_json
 
 MAX_RESULT_BYTES = 64 * 1024
 FIRST_PAUSE = 0.05  # seconds between the first looks; doubles up to MAX_PAUSE

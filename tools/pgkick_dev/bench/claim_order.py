@@ -72,7 +72,7 @@ def _current(dsn: str, backlog: int, cycles: int, priorities: bool, groups: int)
 
 
 def _before(dsn: str, backlog: int, cycles: int) -> float:
-    # Every statement, the completions too, rewritten for that schema (pgkick.store.qualify).
+    # Every statement, the completions too, rewritten for that schema (pgkick.connections.qualify).
     with JobStore.open(dsn, schema=BEFORE, application_name="pgkick-bench") as store:
         store.execute(dev_queries.JOB_TRUNCATE_ALL)
         store.execute(dev_queries.JOB_BACKLOG_FILL_BEFORE_GROUPS, count=backlog)

@@ -14,7 +14,7 @@ import math
 import re
 from datetime import UTC, datetime, timedelta
 from decimal import Decimal
-from typing import Any, NamedTuple
+from typing import Any, NamedTuple, TypedDict
 
 from pgkick.errors import InvalidArgument, InvalidArgumentType
 
@@ -30,6 +30,18 @@ _NO_DELAY = timedelta(0)
 _ENCODER = json.JSONEncoder(allow_nan=False, ensure_ascii=False, separators=(",", ":"))
 # Names already checked: enqueue_many repeats a few queue and task names 100,000 times.
 _GOOD_NAMES: set[str] = set()
+
+
+class EnqueueOptions(TypedDict, total=False):
+    """Per-job options, as every enqueue form takes them (checked by `job_spec`)."""
+
+    queue: str
+    run_at: datetime | None
+    delay: float | timedelta | None
+    max_attempts: int
+    priority: int
+    group: str | None
+    unique_key: str | None
 
 
 class JobSpec(NamedTuple):
