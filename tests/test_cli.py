@@ -132,7 +132,10 @@ def test_missing_schema_and_wrong_server_are_named(
     code, _, err = run(capsys, command, *extra, "--dsn", "postgresql://x:y@127.0.0.1:1/none")
     assert code == 2 and "cannot connect to PostgreSQL" in err and err.count("\n") == 1
     code, _, err = run(capsys, command, *extra)
-    assert code == 1 and "no database: pass --dsn or set DATABASE_URL" in err
+    assert (
+        code == 1
+        and "no database: pass --dsn, or set DATABASE_URL or PGKICK_DATABASE_SECRET_ARN" in err
+    )
 
 
 @pytest.mark.parametrize(

@@ -12,6 +12,7 @@ import boto3
 import psycopg
 import pytest
 
+from pgkick import cli
 from pgkick.kick.lambda_kicker import LambdaKicker
 from pgkick.producer import enqueue as producer
 from pgkick.store.worker import JobStore
@@ -192,6 +193,10 @@ def test_dsn_from_a_secrets_manager_secret_is_used_and_never_logged(
     logged = [json.dumps(record.__dict__, default=str) for record in caplog.records]
     assert any("drained" in line for line in logged)  # the handler did log, with its extras
     assert password not in output.out + output.err + "".join(logged)
+    # the operator's command reads the same secret when DATABASE_URL is unset
+    assert cli.main(["status", "--json"]) == 0
+    output = capsys.readouterr()
+    assert json.loads(output.out)["queues"] is not None and password not in output.out + output.err
     with psycopg.connect(dsn, autocommit=True) as admin:
         admin.execute(f"DROP OWNED BY {role}")
         admin.execute(f"DROP ROLE {role}")

@@ -49,6 +49,7 @@ def test_runtime_modules_never_import_the_tooling() -> None:
 # The public faces (pgkick, aio, testing) and the adapters (aws, cli, contrib) sit on top.
 LAYERS: tuple[tuple[str, ...], ...] = (
     ("errors",),
+    ("variables",),
     ("config",),
     ("validation",),
     ("connections",),

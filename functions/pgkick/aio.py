@@ -149,7 +149,7 @@ async def enqueue_and_kick(
         unique_key=unique_key,
     )  # bad input fails before anything connects
     kicker = kicker or default_kicker()  # and so does a bad kicker setting
-    dsn = dsn or config.database_url()
+    dsn = dsn or config.app_settings().dsn()
     if spec.unique_key is not None:
         return await _enqueue_unique(spec, dsn, kicker, clock)
     ready = spec.run_at <= _now(clock) if spec.run_at else spec.delay <= timedelta(0)
@@ -187,7 +187,7 @@ async def enqueue_many(
 ) -> list[int]:
     """Insert many jobs in one commit, then kick once per queue; a bad job sends nothing."""
     kicker = kicker or default_kicker()  # a bad setting fails here, before anything is written
-    dsn = dsn or config.database_url()
+    dsn = dsn or config.app_settings().dsn()
     async with _pool(dsn).connection() as conn:
         enqueuer = AsyncEnqueuer(conn, clock, DEFAULT_MAX_PAYLOAD_BYTES)
         async with conn.transaction():
@@ -229,7 +229,7 @@ async def transaction(
 
 
 def _pool(dsn: str) -> aio_pool.AsyncLingeringPool:
-    return aio_pool.shared(dsn, config.producer_linger())
+    return aio_pool.shared(dsn, config.app_settings().producer_linger)
 
 
 __all__ = ["AsyncEnqueuer", "enqueue_and_kick", "enqueue_many", "transaction"]

@@ -5,11 +5,13 @@ sets them), and an app or a shell can do the same without code. The database
 DSN comes from DATABASE_URL or, in Lambda, from a Secrets Manager secret read
 through Powertools Parameters (cached across invocations, never logged).
 
-Why a table: `VARIABLES` lists every variable pgkick reads, with its default, its
-bounds and one line on what it does. `Settings.from_env` and the helpers below take
-defaults and bounds from it, and the documentation's configuration reference is
-rendered from it at build time (docs/hooks/reference.py), so the page and the code
-cannot drift; tests/test_docs.py checks that every name the runtime mentions is here.
+Why one object read once: `Settings` (the worker's, built once per execution
+environment by pgkick.worker.runtime and passed down) and `AppSettings` (the app
+side's: the database, the schema, the producer's linger and kick timings, read once
+per process environment by `app_settings()`) are the only readers of the environment;
+nothing below them reads a variable. `overriding()` changes them for a block (the
+CLI's --schema, the test kit's database) without writing os.environ. Defaults and
+bounds come from `pgkick.variables.VARIABLES`, the table the docs are rendered from.
 """
 
 from __future__ import annotations
@@ -17,138 +19,54 @@ from __future__ import annotations
 import json
 import os
 import re
-from collections.abc import Mapping
-from dataclasses import dataclass
+import threading
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
+from dataclasses import dataclass, replace
 from datetime import timedelta
 from urllib.parse import quote
 
 from pgkick.errors import ConfigError
 
-KICKERS = ("lambda", "local", "none")
-# The worker loop's defaults, here once: Settings reads them from the environment,
-# pgkick.worker.loop.WorkerOptions defaults to them.
-DEFAULT_BATCH = 10
-DEFAULT_LEASE_SECONDS = 300
-DEFAULT_MIN_REMAINING_MS = 2000
-DEFAULT_MAX_FANOUT = 1
-DEFAULT_WATCH_SECONDS = 5
-DEFAULT_MAX_HOPS = 12
+# Re-exported: the table and its defaults, read through pgkick.config by the layers above.
+from pgkick.variables import (
+    DEFAULT_BATCH as DEFAULT_BATCH,
+)
+from pgkick.variables import (
+    DEFAULT_LEASE_SECONDS as DEFAULT_LEASE_SECONDS,
+)
+from pgkick.variables import (
+    DEFAULT_MAX_FANOUT as DEFAULT_MAX_FANOUT,
+)
+from pgkick.variables import (
+    DEFAULT_MAX_HOPS as DEFAULT_MAX_HOPS,
+)
+from pgkick.variables import (
+    DEFAULT_MIN_REMAINING_MS as DEFAULT_MIN_REMAINING_MS,
+)
+from pgkick.variables import (
+    DEFAULT_SCHEMA as DEFAULT_SCHEMA,
+)
+from pgkick.variables import (
+    DEFAULT_WATCH_SECONDS as DEFAULT_WATCH_SECONDS,
+)
+from pgkick.variables import (
+    KICKERS as KICKERS,
+)
+from pgkick.variables import (
+    VARIABLES as VARIABLES,
+)
+from pgkick.variables import (
+    Variable as Variable,
+)
+
 # Nothing configured: enqueueing refuses (pgkick.kick.default.make_kicker says what to set),
 # rather than silently spawning workers inside a web server or leaving jobs unkicked.
 UNSET = "unset"
-DEFAULT_SCHEMA = "pgkick"
 # Lowercase, as PostgreSQL folds unquoted names: the schema reads the same in psql.
 _SCHEMA_NAME = re.compile(r"^[a-z_][a-z0-9_]{0,62}$")
 
 
-@dataclass(frozen=True, slots=True)
-class Variable:
-    """One environment variable pgkick reads. An empty value counts as unset.
-
-    `default` is the value when unset (None: no default); a variable with bounds is a
-    whole number in `low..high`, in `unit` ("" for a count)."""
-
-    name: str
-    default: int | str | None
-    description: str
-    low: int | None = None
-    high: int | None = None
-    unit: str = ""
-    choices: tuple[str, ...] = ()
-
-
-def _n(name: str, default: int, low: int, high: int, unit: str, description: str) -> Variable:
-    return Variable(name, default, description, low, high, unit)
-
-
-# One entry a variable: name, default (bounds, unit), then what it does. Laid out by hand.
-# fmt: off
-VARIABLES: tuple[Variable, ...] = (
-    Variable("DATABASE_URL", None,
-             "The PostgreSQL DSN (app, worker, reaper; the CLI's `--dsn` default). "
-             "Empty in Lambda, where the secret below is read instead."),
-    Variable("PGKICK_DATABASE_SECRET_ARN", None,
-             "Secrets Manager secret holding the DSN, read when `DATABASE_URL` is empty: a "
-             "`postgresql://` URL, `{\"url\": ...}` or the RDS shape. Cached 5 minutes, never "
-             "logged."),
-    Variable("PGKICK_KICKER", None,
-             "How a kick is delivered. Default `lambda` when `PGKICK_WORKER_FUNCTION` is set; "
-             "unset, enqueueing raises `ConfigError` before writing. `local` needs pgkick-dev.",
-             choices=KICKERS),
-    Variable("PGKICK_WORKER_FUNCTION", None,
-             "The worker Lambda's name or ARN, which the `lambda` kicker invokes (the stack "
-             "names it `<stack>-worker`)."),
-    Variable("PGKICK_WORKER_ARN", None,
-             "The worker's ARN, target of wake-ups, rescues and periodic schedules. Default: "
-             "`PGKICK_WORKER_FUNCTION` when that is an ARN."),
-    Variable("PGKICK_SCHEDULER_ROLE_ARN", None,
-             "The role EventBridge Scheduler assumes to invoke the worker. Without it (or a "
-             "worker ARN) no wake-up is booked and the reaper is the fallback."),
-    Variable("PGKICK_SCHEDULE_GROUP", "default",
-             "The Scheduler group of wake-ups, rescues and periodic schedules."),
-    Variable("PGKICK_TASKS", "",
-             "Comma-separated modules the worker imports to register its tasks, e.g. "
-             "`orders_app.tasks,orders_app.reports` (blanks around names ignored). Empty: "
-             "the built-in `noop` only."),
-    Variable("PGKICK_SCHEMA", DEFAULT_SCHEMA,
-             "The schema of pgkick's tables: a lowercase identifier (`a-z`, `0-9`, `_`; at most "
-             "63 characters; not `pg_*`). Set it everywhere: app, worker, reaper, CLI."),
-    _n("PGKICK_BATCH", DEFAULT_BATCH, 1, 1000, "jobs",
-       "Jobs a worker claims at once."),
-    _n("PGKICK_LEASE_SECONDS", DEFAULT_LEASE_SECONDS, 1, 86_400, "s",
-       "A claimed job's lease: the longer of this and the invocation's remaining time plus "
-       "`PGKICK_LEASE_MARGIN_SECONDS`."),
-    _n("PGKICK_LEASE_MARGIN_SECONDS", 30, 0, 3600, "s",
-       "How long a lease outlasts the invocation, so a rescue never overlaps a live worker "
-       "(the template sets 60)."),
-    _n("PGKICK_MIN_REMAINING_MS", DEFAULT_MIN_REMAINING_MS, 0, 900_000, "ms",
-       "A worker stops claiming when the Lambda time left is below its longest batch plus "
-       "this, then hands over."),
-    _n("PGKICK_MAX_FANOUT", DEFAULT_MAX_FANOUT, 0, 100, "kicks",
-       "Extra workers a worker kicks once full batches kept coming (0: it never fans out)."),
-    _n("PGKICK_FANOUT_AFTER_MS", 1000, 0, 900_000, "ms",
-       "How long full batches must keep coming before a worker fans out (about a cold "
-       "start)."),
-    _n("PGKICK_BACKOFF_MS", 10_000, 1, 3_600_000, "ms",
-       "A retry waits this x 2^attempts, at most `PGKICK_BACKOFF_CAP_SECONDS`, times a jitter "
-       "of 0.9..1.1."),
-    _n("PGKICK_BACKOFF_CAP_SECONDS", 3600, 1, 86_400, "s",
-       "The longest retry backoff."),
-    _n("PGKICK_RETENTION_DAYS", 7, 0, 36_500, "days",
-       "The reaper purges done and failed jobs (and periodic ticks) older than this."),
-    _n("PGKICK_LOCAL_CONCURRENCY", 4, 1, 256, "environments",
-       "The local kicker's execution environments at once (`PGKICK_KICKER=local`); more "
-       "events wait, as throttles."),
-    _n("PGKICK_CONNECT_RETRIES", 3, 0, 10, "retries",
-       "Connection attempts retried with backoff (a resuming serverless compute can refuse "
-       "the first ones)."),
-    _n("PGKICK_WORKER_LINGER_MS", 1000, 0, 60_000, "ms",
-       "How long a worker whose claim came back empty keeps re-claiming before it withdraws "
-       "(0: it leaves at once)."),
-    _n("PGKICK_WATCH_SECONDS", DEFAULT_WATCH_SECONDS, 1, 3600, "s",
-       "How long a worker's announcement on its queue is valid: the latest it promises to "
-       "claim again."),
-    _n("PGKICK_MAX_HOPS", DEFAULT_MAX_HOPS, 1, 15, "hops",
-       "Self-invocations in a worker chain before it hands over by a wake-up (Lambda stops "
-       "loops after about 16)."),
-    _n("PGKICK_AWS_TIMEOUT_MS", 2000, 100, 60_000, "ms",
-       "Connect and read timeout of each AWS call attempt (2 attempts), so an endpoint that "
-       "never answers holds no caller."),
-    _n("PGKICK_PRODUCER_LINGER_MS", 1000, 0, 60_000, "ms",
-       "How long a producer's connection stays open after its last enqueue, for the next "
-       "call (0: a connection per call)."),
-    _n("PGKICK_FAILED_KICK_WAKE_MS", 60_000, 0, 3_600_000, "ms",
-       "After a failed kick, its wake-up is booked this far out (the scheduler's minute)."),
-    _n("PGKICK_KICK_PENDING_MS", 10_000, 100, 3_600_000, "ms",
-       "How long a reserved kick counts as a worker on its way, so racing producers send "
-       "one kick."),
-    Variable("POWERTOOLS_SERVICE_NAME", "pgkick-worker, pgkick-reaper",
-             "The Lambda handlers' logger service (the template sets `<stack>-worker`, "
-             "`<stack>-reaper`)."),
-    Variable("POWERTOOLS_METRICS_NAMESPACE", "pgkick",
-             "The Lambda handlers' metrics namespace."),
-)
-# fmt: on
 _VARIABLE = {variable.name: variable for variable in VARIABLES}
 
 
@@ -217,6 +135,86 @@ class Settings:
             aws_timeout=_setting(env, "PGKICK_AWS_TIMEOUT_MS") / 1000,
             schema=schema_name(env),
         )
+
+
+@dataclass(frozen=True, slots=True)
+class AppSettings:
+    """What the app side reads (producer, results, the CLI, the test kit): read once per
+    process environment by `app_settings()`, then passed to the layers below."""
+
+    database_url: str | None  # DATABASE_URL, else None (then the secret, if named)
+    database_secret_arn: str | None
+    schema: str
+    producer_linger: float  # seconds a producer's connection outlives its last use
+    kick_pending: timedelta  # how long a kick sent counts as a worker on its way
+    failed_kick_wake: timedelta  # how long after a failed kick its wake-up is booked
+
+    @classmethod
+    def from_env(cls, env: Mapping[str, str]) -> AppSettings:
+        return cls(
+            database_url=env.get("DATABASE_URL") or None,
+            database_secret_arn=env.get("PGKICK_DATABASE_SECRET_ARN") or None,
+            schema=schema_name(env),
+            producer_linger=producer_linger(env),
+            kick_pending=kick_pending(env),
+            failed_kick_wake=failed_kick_wake(env),
+        )
+
+    def dsn(self) -> str:
+        """The database's DSN: DATABASE_URL, else the secret's (cached 5 minutes)."""
+        if self.database_url:
+            return self.database_url
+        if not self.database_secret_arn:
+            raise ConfigError("no database: set DATABASE_URL or PGKICK_DATABASE_SECRET_ARN")
+        from aws_lambda_powertools.utilities import parameters  # only where a secret is used
+
+        secret = parameters.get_secret(self.database_secret_arn, max_age=300)
+        text = secret.decode() if isinstance(secret, bytes) else str(secret)
+        return dsn_from_secret(text)
+
+
+_APP_NAMES = (  # what AppSettings reads: the cache's key is their values
+    "DATABASE_URL",
+    "PGKICK_DATABASE_SECRET_ARN",
+    "PGKICK_SCHEMA",
+    "PGKICK_PRODUCER_LINGER_MS",
+    "PGKICK_KICK_PENDING_MS",
+    "PGKICK_FAILED_KICK_WAKE_MS",
+)
+_app_lock = threading.Lock()
+_app: tuple[tuple[str | None, ...], AppSettings] | None = None
+_overrides: dict[str, object] = {}
+
+
+def app_settings() -> AppSettings:
+    """The app side's settings, parsed once for the environment as it is (a process whose
+    environment changes, a test's, gets them parsed again), with `overriding()` applied."""
+    global _app
+    seen = tuple(os.environ.get(name) for name in _APP_NAMES)
+    cached = _app
+    if cached is None or cached[0] != seen:
+        cached = (seen, AppSettings.from_env(os.environ))
+        with _app_lock:
+            _app = cached
+    return replace(cached[1], **_overrides) if _overrides else cached[1]  # type: ignore[arg-type]
+
+
+@contextmanager
+def overriding(*, schema: str | None = None, database_url: str | None = None) -> Iterator[None]:
+    """Use this schema or database for the block, process-wide (the CLI's --schema, the
+    test kit's database), instead of writing os.environ."""
+    changes: dict[str, object] = {}
+    if schema is not None:
+        changes["schema"] = check_schema_name(schema)
+    if database_url is not None:
+        changes["database_url"] = database_url
+    before = dict(_overrides)
+    _overrides.update(changes)
+    try:
+        yield
+    finally:
+        _overrides.clear()
+        _overrides.update(before)
 
 
 def _setting(env: Mapping[str, str], name: str) -> int:
@@ -288,17 +286,7 @@ def kick_pending(env: Mapping[str, str] | None = None) -> timedelta:
 
 def database_url(env: Mapping[str, str] | None = None) -> str:
     """DATABASE_URL, else the DSN in the secret PGKICK_DATABASE_SECRET_ARN names."""
-    env = os.environ if env is None else env
-    if env.get("DATABASE_URL"):
-        return env["DATABASE_URL"]
-    arn = env.get("PGKICK_DATABASE_SECRET_ARN")
-    if not arn:
-        raise ConfigError("no database: set DATABASE_URL or PGKICK_DATABASE_SECRET_ARN")
-    from aws_lambda_powertools.utilities import parameters  # only where a secret is used
-
-    secret = parameters.get_secret(arn, max_age=300)
-    text = secret.decode() if isinstance(secret, bytes) else str(secret)
-    return dsn_from_secret(text)
+    return (app_settings() if env is None else AppSettings.from_env(env)).dsn()
 
 
 def dsn_from_secret(text: str) -> str:

@@ -23,7 +23,6 @@ fails the test that ran it; `raise_errors=False` leaves them in `.errors`.
 
 from __future__ import annotations
 
-import os
 import threading
 from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager, contextmanager
@@ -156,19 +155,14 @@ class TestQueue:
 def _installed(
     dsn: str | None, tasks: Registry, *, inline: bool, raise_errors: bool
 ) -> Iterator[TestQueue]:
-    dsn = dsn or config.database_url()
+    dsn = dsn or config.app_settings().dsn()
     mode = TestQueue(dsn, tasks, inline=inline)
     previous_kicker = set_default_kicker(mode)
-    previous_url = os.environ.get("DATABASE_URL")
-    os.environ["DATABASE_URL"] = dsn  # the app's enqueue_and_kick(...) commits here
     try:
-        yield mode
+        with config.overriding(database_url=dsn):  # the app's enqueue_and_kick(...) commits here
+            yield mode
     finally:
         set_default_kicker(previous_kicker)
-        if previous_url is None:
-            os.environ.pop("DATABASE_URL", None)
-        else:
-            os.environ["DATABASE_URL"] = previous_url
         linger.close_all()
     if raise_errors and mode.errors:
         first = mode.errors[0]

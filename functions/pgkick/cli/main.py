@@ -10,9 +10,8 @@ from __future__ import annotations
 import argparse
 import contextlib
 import json
-import os
 import sys
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Sequence
 from contextlib import AbstractContextManager
 from datetime import timedelta
 from importlib.metadata import entry_points
@@ -23,7 +22,7 @@ from pgkick.aws.schedules import add_schedule_commands
 from pgkick.cli.types import extra_attempts, positive, schema_name, span, wait_seconds
 from pgkick.connections.db import DatabaseError
 from pgkick.connections.redact import redact
-from pgkick.errors import PgkickError, UsageError
+from pgkick.errors import ConfigError, PgkickError, UsageError
 from pgkick.kick.default import default_kicker
 from pgkick.producer import after_commit
 from pgkick.producer import enqueue as producer
@@ -37,10 +36,15 @@ Handler = Callable[[argparse.Namespace], dict[str, Any]]
 
 
 def _dsn(args: argparse.Namespace) -> str:
-    dsn = args.dsn or os.environ.get("DATABASE_URL")
-    if not dsn:
-        raise UsageError("no database: pass --dsn or set DATABASE_URL")
-    return str(dsn)
+    """--dsn, else what the handlers read: DATABASE_URL, else PGKICK_DATABASE_SECRET_ARN's."""
+    if args.dsn:
+        return str(args.dsn)
+    try:
+        return config.app_settings().dsn()
+    except ConfigError:
+        raise UsageError(
+            "no database: pass --dsn, or set DATABASE_URL or PGKICK_DATABASE_SECRET_ARN"
+        ) from None
 
 
 def _store(args: argparse.Namespace) -> AbstractContextManager[JobStore]:
@@ -265,28 +269,12 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-@contextlib.contextmanager
-def _schema_for_workers(name: str | None) -> Iterator[None]:
-    """--schema also reaches the workers this command starts (the local kicker's processes
-    read PGKICK_SCHEMA), for the command's duration only."""
-    if name is None:
-        yield
-        return
-    before = os.environ.get("PGKICK_SCHEMA")
-    os.environ["PGKICK_SCHEMA"] = name
-    try:
-        yield
-    finally:
-        if before is None:
-            os.environ.pop("PGKICK_SCHEMA", None)
-        else:
-            os.environ["PGKICK_SCHEMA"] = before
-
-
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     try:
-        with _schema_for_workers(getattr(args, "schema", None)):
+        # --schema reaches every layer, and the workers a local kicker starts, for the
+        # command's duration (pgkick.config.overriding: os.environ is never written)
+        with config.overriding(schema=getattr(args, "schema", None)):
             result = args.handler(args)
     except (
         PgkickError,
@@ -295,7 +283,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         TypeError,
         DatabaseError,
     ) as exc:
-        message = redact(" ".join(str(exc).split()), [args.dsn, os.environ.get("DATABASE_URL")])
+        message = redact(" ".join(str(exc).split()), [args.dsn, config.app_settings().database_url])
         print(f"pgkick {args.command}: {message}", file=sys.stderr)
         return 1 if isinstance(exc, UsageError) else 2
     if args.json or args.command not in ("demo", "bench"):  # these print their own report

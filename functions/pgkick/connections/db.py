@@ -167,7 +167,9 @@ class Database:
         self.clock = clock
         # Where pgkick's tables are: given, else PGKICK_SCHEMA, else `pgkick`. Checked here,
         # so a bad name fails before any statement is sent.
-        self.schema = config.schema_name() if schema is None else config.check_schema_name(schema)
+        self.schema = (
+            config.app_settings().schema if schema is None else config.check_schema_name(schema)
+        )
         self._default_schema = self.schema == config.DEFAULT_SCHEMA
         # One statement (or one pipeline) at a time on this connection: the lease keeper's
         # thread shares it, and must not slip a statement into a pipeline.
@@ -277,7 +279,7 @@ async def execute_async(
     """Database.execute for an AsyncConnection: the clock's now, never a prepared statement,
     the statement named for PGKICK_SCHEMA (pgkick.connections.qualify) as the synchronous
     forms do."""
-    schema = config.schema_name()
+    schema = config.app_settings().schema
     if schema != config.DEFAULT_SCHEMA:
         query = qualify(query, schema)
     values = {"now": clock(), "schema": schema, **params} if "%(" in query else None

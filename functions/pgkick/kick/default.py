@@ -7,7 +7,6 @@ modules), and the choice is in one place with its one error for "nothing set".
 
 from __future__ import annotations
 
-import os
 import threading
 from collections.abc import Callable, Mapping
 from importlib.metadata import entry_points
@@ -24,8 +23,8 @@ def make_kicker(settings: config.Settings, env: Mapping[str, str] | None = None)
     """The kicker the settings name; a ConfigError, before anything is written, if none is.
 
     `local` lives in the development tooling (pgkick-dev), found by its entry point
-    `pgkick.kick.default:local`, so the runtime never imports the tooling."""
-    env = os.environ if env is None else env
+    `pgkick.kickers:local`, so the runtime never imports the tooling. `env` is handed to
+    such a plugin as given (None: the plugin reads the process's own)."""
     if settings.kicker == "none":
         return NoKicker()
     if settings.kicker == "lambda":
@@ -49,7 +48,9 @@ def make_kicker(settings: config.Settings, env: Mapping[str, str] | None = None)
             f"PGKICK_KICKER={settings.kicker}: no such kicker installed "
             "(the local kicker comes with the development tooling: pip install pgkick-dev)"
         )
-    factory: Callable[[config.Settings, Mapping[str, str]], Kicker] = next(iter(found)).load()
+    factory: Callable[[config.Settings, Mapping[str, str] | None], Kicker] = next(
+        iter(found)
+    ).load()
     return factory(settings, env)
 
 

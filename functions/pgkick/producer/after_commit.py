@@ -56,7 +56,7 @@ def kick_committed(
     try:
         if reserved is None and ready:
             with store_for() as store:
-                reserved = store.reserve_kicks(ready, config.kick_pending())
+                reserved = store.reserve_kicks(ready, config.app_settings().kick_pending)
     except Exception as exc:  # cannot tell whether a worker watches: kick anyway
         log.warning("could not check who watches %s (%s); kicking", ready, one_line(exc))
         reserved = set(ready)
@@ -83,7 +83,9 @@ def _after_failed_kick(
             store.release_kick(queue)
     except Exception as exc:
         log.warning("could not release the pending kick of %s (%s)", queue, one_line(exc))
-    if not _guard(lambda: kicker.wake_at(queue, now + config.failed_kick_wake()), queue, jobs):
+    if not _guard(
+        lambda: kicker.wake_at(queue, now + config.app_settings().failed_kick_wake), queue, jobs
+    ):
         stats.wake_failures += 1
 
 

@@ -54,7 +54,7 @@ async def insert_and_reserve(
                     clock,
                     queries.QUEUE_KICK_RESERVE,
                     queues=[spec.queue],
-                    pending=config.kick_pending(),
+                    pending=config.app_settings().kick_pending,
                 )
     except DatabaseError as exc:
         row = await _committed_row(inserted, commit) if reserve else None
@@ -92,7 +92,11 @@ async def reserve(
         return set()
     try:
         cursor = await execute_async(
-            conn, clock, queries.QUEUE_KICK_RESERVE, queues=ready, pending=config.kick_pending()
+            conn,
+            clock,
+            queries.QUEUE_KICK_RESERVE,
+            queues=ready,
+            pending=config.app_settings().kick_pending,
         )
         return {row[0] for row in await cursor.fetchall()}
     except DatabaseError as exc:  # who watches is unknown: kick, as if nobody did

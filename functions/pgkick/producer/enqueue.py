@@ -209,7 +209,7 @@ def enqueue_and_kick(
     ready = ready and not isinstance(kicker, NoKicker)  # it would reserve a kick never sent
     committer = group_commit.group_for(_producer_pool(dsn), clock)  # threads share commits
     job, must_kick = committer.insert_and_reserve(
-        spec, reserve=ready, pending=config.kick_pending()
+        spec, reserve=ready, pending=config.app_settings().kick_pending
     )
     reserved = {job.queue} if must_kick else set()
     # "now" read after the commit, so a job due at once is never taken for a later one
@@ -252,7 +252,8 @@ def _now(clock: Clock) -> datetime:
 
 
 def _producer_pool(dsn: str | None) -> linger_pool.LingeringPool:
-    return linger_pool.shared(dsn or config.database_url(), config.producer_linger())
+    settings = config.app_settings()
+    return linger_pool.shared(dsn or settings.dsn(), settings.producer_linger)
 
 
 @contextmanager

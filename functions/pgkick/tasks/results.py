@@ -93,7 +93,8 @@ def wait(
 
 
 def _look(job_id: int, dsn: str | None) -> tuple[str, Any, str | None]:
-    lingering = linger.shared(dsn or config.database_url(), config.producer_linger())
+    settings = config.app_settings()
+    lingering = linger.shared(dsn or settings.dsn(), settings.producer_linger)
     with lingering.connection() as conn:
         outcome = JobStore(conn).outcome(job_id)
     if outcome is None:

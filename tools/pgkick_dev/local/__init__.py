@@ -8,6 +8,7 @@ kicks go back to the parent kicker through a pipe. Outside, it also fires the
 
 from __future__ import annotations
 
+import os
 from collections.abc import Mapping
 from pathlib import Path
 
@@ -15,7 +16,8 @@ from pgkick import config
 from pgkick.kick.kickers import Kicker
 
 
-def make_kicker(settings: config.Settings, env: Mapping[str, str]) -> Kicker:
+def make_kicker(settings: config.Settings, env: Mapping[str, str] | None = None) -> Kicker:
+    env = os.environ if env is None else env
     if env.get("PGKICK_LOCAL_PIPE_FD"):  # inside a local environment: report to the parent
         from pgkick_dev.local.env import PipeKicker
 

@@ -22,6 +22,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any
 
+from pgkick import config
+
 
 @dataclass
 class Environment:
@@ -110,7 +112,12 @@ class Pool:
 
     def _start(self) -> Environment:
         read_fd, write_fd = os.pipe()
-        env = {**self.env, "PGKICK_KICKER": "local", "PGKICK_LOCAL_PIPE_FD": str(write_fd)}
+        env = {
+            **self.env,
+            "PGKICK_SCHEMA": config.app_settings().schema,  # the CLI's --schema included
+            "PGKICK_KICKER": "local",
+            "PGKICK_LOCAL_PIPE_FD": str(write_fd),
+        }
         with contextlib.ExitStack() as files:
             out = files.enter_context(self.output.open("ab")) if self.output else None
             process = subprocess.Popen(

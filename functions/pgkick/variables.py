@@ -1,0 +1,132 @@
+"""Every environment variable pgkick reads: its name, default, bounds and what it does.
+
+Why a table apart from pgkick.config: the settings read their defaults and bounds
+from it, and the documentation's configuration reference is rendered from it at
+build time (docs/hooks/reference.py), so the page and the code cannot drift;
+tests/test_docs.py checks that every name the runtime mentions is here.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+KICKERS = ("lambda", "local", "none")
+# The worker loop's defaults, here once: pgkick.config.Settings reads them from the
+# environment, pgkick.worker.loop.WorkerOptions defaults to them.
+DEFAULT_BATCH = 10
+DEFAULT_LEASE_SECONDS = 300
+DEFAULT_MIN_REMAINING_MS = 2000
+DEFAULT_MAX_FANOUT = 1
+DEFAULT_WATCH_SECONDS = 5
+DEFAULT_MAX_HOPS = 12
+DEFAULT_SCHEMA = "pgkick"
+
+
+@dataclass(frozen=True, slots=True)
+class Variable:
+    """One environment variable pgkick reads. An empty value counts as unset.
+
+    `default` is the value when unset (None: no default); a variable with bounds is a
+    whole number in `low..high`, in `unit` ("" for a count)."""
+
+    name: str
+    default: int | str | None
+    description: str
+    low: int | None = None
+    high: int | None = None
+    unit: str = ""
+    choices: tuple[str, ...] = ()
+
+
+def _n(name: str, default: int, low: int, high: int, unit: str, description: str) -> Variable:
+    return Variable(name, default, description, low, high, unit)
+
+
+# One entry a variable: name, default (bounds, unit), then what it does. Laid out by hand.
+# fmt: off
+VARIABLES: tuple[Variable, ...] = (
+    Variable("DATABASE_URL", None,
+             "The PostgreSQL DSN (app, worker, reaper; the CLI's `--dsn` default). "
+             "Empty in Lambda, where the secret below is read instead."),
+    Variable("PGKICK_DATABASE_SECRET_ARN", None,
+             "Secrets Manager secret holding the DSN, read when `DATABASE_URL` is empty: a "
+             "`postgresql://` URL, `{\"url\": ...}` or the RDS shape. Cached 5 minutes, never "
+             "logged."),
+    Variable("PGKICK_KICKER", None,
+             "How a kick is delivered. Default `lambda` when `PGKICK_WORKER_FUNCTION` is set; "
+             "unset, enqueueing raises `ConfigError` before writing. `local` needs pgkick-dev.",
+             choices=KICKERS),
+    Variable("PGKICK_WORKER_FUNCTION", None,
+             "The worker Lambda's name or ARN, which the `lambda` kicker invokes (the stack "
+             "names it `<stack>-worker`)."),
+    Variable("PGKICK_WORKER_ARN", None,
+             "The worker's ARN, target of wake-ups, rescues and periodic schedules. Default: "
+             "`PGKICK_WORKER_FUNCTION` when that is an ARN."),
+    Variable("PGKICK_SCHEDULER_ROLE_ARN", None,
+             "The role EventBridge Scheduler assumes to invoke the worker. Without it (or a "
+             "worker ARN) no wake-up is booked and the reaper is the fallback."),
+    Variable("PGKICK_SCHEDULE_GROUP", "default",
+             "The Scheduler group of wake-ups, rescues and periodic schedules."),
+    Variable("PGKICK_TASKS", "",
+             "Comma-separated modules the worker imports to register its tasks, e.g. "
+             "`orders_app.tasks,orders_app.reports` (blanks around names ignored). Empty: "
+             "the built-in `noop` only."),
+    Variable("PGKICK_SCHEMA", DEFAULT_SCHEMA,
+             "The schema of pgkick's tables: a lowercase identifier (`a-z`, `0-9`, `_`; at most "
+             "63 characters; not `pg_*`). Set it everywhere: app, worker, reaper, CLI."),
+    _n("PGKICK_BATCH", DEFAULT_BATCH, 1, 1000, "jobs",
+       "Jobs a worker claims at once."),
+    _n("PGKICK_LEASE_SECONDS", DEFAULT_LEASE_SECONDS, 1, 86_400, "s",
+       "A claimed job's lease: the longer of this and the invocation's remaining time plus "
+       "`PGKICK_LEASE_MARGIN_SECONDS`."),
+    _n("PGKICK_LEASE_MARGIN_SECONDS", 30, 0, 3600, "s",
+       "How long a lease outlasts the invocation, so a rescue never overlaps a live worker "
+       "(the template sets 60)."),
+    _n("PGKICK_MIN_REMAINING_MS", DEFAULT_MIN_REMAINING_MS, 0, 900_000, "ms",
+       "A worker stops claiming when the Lambda time left is below its longest batch plus "
+       "this, then hands over."),
+    _n("PGKICK_MAX_FANOUT", DEFAULT_MAX_FANOUT, 0, 100, "kicks",
+       "Extra workers a worker kicks once full batches kept coming (0: it never fans out)."),
+    _n("PGKICK_FANOUT_AFTER_MS", 1000, 0, 900_000, "ms",
+       "How long full batches must keep coming before a worker fans out (about a cold "
+       "start)."),
+    _n("PGKICK_BACKOFF_MS", 10_000, 1, 3_600_000, "ms",
+       "A retry waits this x 2^attempts, at most `PGKICK_BACKOFF_CAP_SECONDS`, times a jitter "
+       "of 0.9..1.1."),
+    _n("PGKICK_BACKOFF_CAP_SECONDS", 3600, 1, 86_400, "s",
+       "The longest retry backoff."),
+    _n("PGKICK_RETENTION_DAYS", 7, 0, 36_500, "days",
+       "The reaper purges done and failed jobs (and periodic ticks) older than this."),
+    _n("PGKICK_LOCAL_CONCURRENCY", 4, 1, 256, "environments",
+       "The local kicker's execution environments at once (`PGKICK_KICKER=local`); more "
+       "events wait, as throttles."),
+    _n("PGKICK_CONNECT_RETRIES", 3, 0, 10, "retries",
+       "Connection attempts retried with backoff (a resuming serverless compute can refuse "
+       "the first ones)."),
+    _n("PGKICK_WORKER_LINGER_MS", 1000, 0, 60_000, "ms",
+       "How long a worker whose claim came back empty keeps re-claiming before it withdraws "
+       "(0: it leaves at once)."),
+    _n("PGKICK_WATCH_SECONDS", DEFAULT_WATCH_SECONDS, 1, 3600, "s",
+       "How long a worker's announcement on its queue is valid: the latest it promises to "
+       "claim again."),
+    _n("PGKICK_MAX_HOPS", DEFAULT_MAX_HOPS, 1, 15, "hops",
+       "Self-invocations in a worker chain before it hands over by a wake-up (Lambda stops "
+       "loops after about 16)."),
+    _n("PGKICK_AWS_TIMEOUT_MS", 2000, 100, 60_000, "ms",
+       "Connect and read timeout of each AWS call attempt (2 attempts), so an endpoint that "
+       "never answers holds no caller."),
+    _n("PGKICK_PRODUCER_LINGER_MS", 1000, 0, 60_000, "ms",
+       "How long a producer's connection stays open after its last enqueue, for the next "
+       "call (0: a connection per call)."),
+    _n("PGKICK_FAILED_KICK_WAKE_MS", 60_000, 0, 3_600_000, "ms",
+       "After a failed kick, its wake-up is booked this far out (the scheduler's minute)."),
+    _n("PGKICK_KICK_PENDING_MS", 10_000, 100, 3_600_000, "ms",
+       "How long a reserved kick counts as a worker on its way, so racing producers send "
+       "one kick."),
+    Variable("POWERTOOLS_SERVICE_NAME", "pgkick-worker, pgkick-reaper",
+             "The Lambda handlers' logger service (the template sets `<stack>-worker`, "
+             "`<stack>-reaper`)."),
+    Variable("POWERTOOLS_METRICS_NAMESPACE", "pgkick",
+             "The Lambda handlers' metrics namespace."),
+)
+# fmt: on
