@@ -20,6 +20,7 @@ from typing import Any
 
 from pgkick import config
 from pgkick.aws.schedules import add_schedule_commands
+from pgkick.cli.inspect import add_inspect_commands
 from pgkick.cli.types import extra_attempts, positive, schema_name, span, wait_seconds
 from pgkick.connections.db import DatabaseError
 from pgkick.connections.redact import redact
@@ -34,10 +35,15 @@ from pgkick.store.worker import JobStore
 from pgkick.worker.reaper import reap
 
 Handler = Callable[[argparse.Namespace], dict[str, Any]]
+PRINT_THEIR_OWN = ("demo", "bench", "jobs", "job")  # a report or a table, unless --json
 
 
 class UsageError(PgkickError, RuntimeError):
     """A problem with what the operator asked for, said in one line."""
+
+
+class JobFailed(PgkickError, RuntimeError):
+    """`pgkick enqueue` waited for its job, and the job failed."""
 
 
 def _dsn(args: argparse.Namespace) -> str:
@@ -99,7 +105,12 @@ def cmd_enqueue(args: argparse.Namespace) -> dict[str, Any]:
             (row,) = store.get_many([job_id])
             result["status"] = row["status"]
         except DatabaseError:  # a producer role may not read status: leave it out
-            pass
+            return result
+    if row["status"] == "failed":  # it ran while we waited, and failed: say why, exit non-zero
+        raise JobFailed(
+            f"job {job_id} failed after {row['attempts']} of {row['max_attempts']} attempts: "
+            f"{row['last_error'] or 'no error recorded'} (see `pgkick job {job_id}`)"
+        )
     return result
 
 
@@ -256,7 +267,8 @@ def build_parser() -> argparse.ArgumentParser:
     limit.add_argument("queue", nargs="?")
     limit.add_argument("max_running", nargs="?", type=int)
     limit.add_argument("--clear", action="store_true", help="remove the queue's limit")
-    operations = (migrate, enqueue, status, retry, purge, reap_command, limit)
+    inspect = add_inspect_commands(command)
+    operations = (migrate, enqueue, status, retry, purge, reap_command, limit, *inspect)
     for sub in (*operations, commands.choices["cancel"]):
         sub.add_argument(
             "--schema",
@@ -301,8 +313,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     ) as exc:
         message = redact(" ".join(str(exc).split()), [args.dsn, os.environ.get("DATABASE_URL")])
         print(f"pgkick {args.command}: {message}", file=sys.stderr)
-        return 1 if isinstance(exc, UsageError) else 2
-    if args.json or args.command not in ("demo", "bench"):  # these print their own report
+        return 1 if isinstance(exc, UsageError | JobFailed) else 2
+    if args.json or args.command not in PRINT_THEIR_OWN:
         _print(result, args.json)
     return 1 if result.get("ok") is False else 0
 
