@@ -20,7 +20,9 @@ from typing import Any
 
 from pgkick import config
 from pgkick.aws.schedules import add_schedule_commands
+from pgkick.cli import operations
 from pgkick.cli.inspect import add_inspect_commands
+from pgkick.cli.operations import UsageError
 from pgkick.cli.types import extra_attempts, positive, schema_name, span, wait_seconds
 from pgkick.connections.db import DatabaseError
 from pgkick.connections.redact import redact
@@ -28,18 +30,13 @@ from pgkick.errors import PgkickError
 from pgkick.kick.default import default_kicker
 from pgkick.producer import after_commit
 from pgkick.producer import enqueue as producer
-from pgkick.producer.validation import MAX_ATTEMPTS_LIMIT
-from pgkick.store import groups, unique
+from pgkick.store import groups
 from pgkick.store import migrations as schema
 from pgkick.store.worker import JobStore
 from pgkick.worker.reaper import reap
 
 Handler = Callable[[argparse.Namespace], dict[str, Any]]
 PRINT_THEIR_OWN = ("demo", "bench", "jobs", "job")  # a report or a table, unless --json
-
-
-class UsageError(PgkickError, RuntimeError):
-    """A problem with what the operator asked for, said in one line."""
 
 
 class JobFailed(PgkickError, RuntimeError):
@@ -129,21 +126,7 @@ def _selection(args: argparse.Namespace, store: JobStore, status: str) -> list[i
         raise UsageError("name job ids, or --queue/--task, or --all")
     if not args.ids:
         return None
-    jobs = {job["id"]: job for job in store.get_many(args.ids)}
-    found = {i: job["status"] for i, job in jobs.items()}
-    problems = [
-        f"job {i} does not exist" if i not in found else f"job {i} is {found[i]}"
-        for i in args.ids
-        if found.get(i) not in status.split("|")
-    ]
-    if status == "failed":  # a retry: attempts count up, and may not pass the limit
-        problems += [
-            f"job {i} has used all {MAX_ATTEMPTS_LIMIT} attempts"
-            for i, job in jobs.items()
-            if job["attempts"] >= MAX_ATTEMPTS_LIMIT
-        ]
-    if problems:
-        raise UsageError(f"nothing changed: {'; '.join(problems)} (expected {status})")
+    operations.check_ids(store, list(args.ids), status)
     return list(args.ids)
 
 
@@ -151,24 +134,19 @@ def cmd_retry(args: argparse.Namespace) -> dict[str, Any]:
     """Put failed jobs back in the queue, with --extra-attempts more tries, and kick."""
     with _store(args) as store:
         ids = _selection(args, store, "failed")
-        conflicts = store.retry_conflicts(ids=ids, queue=args.queue, task=args.task)
-        if conflicts:  # the index would refuse it too, less clearly
-            raise UsageError(f"nothing changed: {unique.describe_conflicts(conflicts)}")
-        retried = store.retry_failed(
-            ids=ids, queue=args.queue, task=args.task, extra_attempts=args.extra_attempts
+        retried = operations.retry(
+            store, ids=ids, queue=args.queue, task=args.task, extra_attempts=args.extra_attempts
         )
-    for queue in sorted({queue for _, queue in retried}):
-        default_kicker().kick(queue, "manual")
+    operations.kick_queues(retried, default_kicker())
     return {"retried": [job_id for job_id, _ in retried]}
 
 
 def cmd_cancel(args: argparse.Namespace) -> dict[str, Any]:
     """Cancel jobs: queued ones fail at once; running ones are marked, and fail when they stop."""
-    with _store(args) as store:  # queued first: one claimed meanwhile is marked by the second
+    with _store(args) as store:
         ids = _selection(args, store, "queued|running")
-        cancelled = store.cancel_queued(ids=ids, queue=args.queue, task=args.task)
-        marked = store.cancel_running(ids=ids, queue=args.queue, task=args.task)
-    return {"cancelled": [i for i, _ in cancelled], "cancelling": [i for i, _ in marked]}
+        cancelled, marked = operations.cancel(store, ids=ids, queue=args.queue, task=args.task)
+    return {"cancelled": cancelled, "cancelling": marked}
 
 
 def cmd_purge(args: argparse.Namespace) -> dict[str, Any]:
