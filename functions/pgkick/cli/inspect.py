@@ -83,7 +83,7 @@ def render_jobs(jobs: list[dict[str, Any]], next_after: int | None, looked: int 
         )
     widths = [max(len(row[i]) for row in lines) for i in range(len(header) - 1)]
     text = [
-        "  ".join(cell.ljust(width) for cell, width in zip(row, widths, strict=False)) + row[-1]
+        "  ".join([*(cell.ljust(width) for cell, width in zip(row, widths, strict=False)), row[-1]])
         for row in lines
     ]
     if not jobs:
