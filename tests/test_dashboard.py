@@ -240,3 +240,15 @@ def test_timeline_and_a_jobs_wake_ups_from_the_local_stack(dsn: str, ids: list[i
     wakeups = ui.get(f"/jobs/{ids[2]}").text  # the queued job of queue money
     table = wakeups[wakeups.index('id="wakeups"') :]
     assert "kick" in table and "pgkick-money-x" in table and "drop" not in table
+
+
+def test_pgkick_ui_needs_a_database_named(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`pgkick ui` never opens a database nobody named: no --dsn, no DATABASE_URL, no server."""
+    from pgkick.cli.main import main
+
+    monkeypatch.delenv("DATABASE_URL", raising=False)
+    monkeypatch.setattr("uvicorn.run", lambda *a, **k: pytest.fail("served without a database"))
+    assert main(["ui"]) == 2
+    assert capsys.readouterr().err == "pgkick ui: no database: pass --dsn or set DATABASE_URL\n"
