@@ -54,6 +54,10 @@ class UsageError(PgkickError, RuntimeError):
     """A problem with what the operator asked for on the command line, said in one line."""
 
 
+class JobMissing(UsageError):
+    """An operator (the CLI, the dashboard) named a job id that no job has; nothing changed."""
+
+
 # -- the database and AWS ------------------------------------------------------------
 
 

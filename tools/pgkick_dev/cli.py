@@ -1,4 +1,4 @@
-"""The heavier `pgkick` commands: `demo` and `awake` (they start servers and processes).
+"""The heavier `pgkick` commands: demo, bench, awake, ui (they start servers and processes).
 
 Why apart from cli.py: the operations commands stay a screen long, and these
 pull in the embedded server, the local kicker and the picture writer only when
@@ -18,6 +18,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from pgkick.cli.types import schema_name
 from pgkick_dev import scratch
 from pgkick_dev.awake.chart import Lane, render
 from pgkick_dev.awake.compare import Workload, compare
@@ -179,6 +180,31 @@ def cmd_bench(args: argparse.Namespace) -> dict[str, Any]:
         demo.cleanup(folder)
 
 
+def cmd_ui(args: argparse.Namespace) -> dict[str, Any]:
+    """Serve the web dashboard for one database (read-only unless --allow-actions)."""
+    import uvicorn
+
+    from pgkick_dev.ui.app import make_app  # starlette and uvicorn: only when asked for
+    from pgkick_dev.ui.guard import LOCALHOST
+
+    dsn = args.dsn or os.environ.get("DATABASE_URL")
+    if not dsn:  # never a database nobody named
+        raise ValueError("no database: pass --dsn or set DATABASE_URL")
+    local = args.host is None
+    host = "127.0.0.1" if local else args.host
+    app = make_app(
+        dsn,
+        allow_actions=args.allow_actions,
+        allowed_hosts=LOCALHOST if local else None,
+        schema=args.schema,
+    )
+    mode = "actions allowed" if args.allow_actions else "read-only"
+    reach = "this machine only" if local else f"anyone who can reach {host}"
+    print(f"pgkick ui: http://{host}:{args.port}/ ({mode}, {reach})", file=sys.stderr)
+    uvicorn.run(app, host=host, port=args.port, log_level="warning")
+    return {}
+
+
 def add_tool_commands(command: Command) -> None:
     bench_cmd = command("bench", cmd_bench)
     bench_cmd.add_argument("--quick", action="store_true", help="tiny sizes: under a minute")
@@ -243,3 +269,18 @@ def add_tool_commands(command: Command) -> None:
         "--ignore", action="append", default=[], help="application_name to leave out (repeatable)"
     )
     awake.add_argument("--png", help="write a timeline picture here")
+    ui = command("ui", cmd_ui)
+    ui.add_argument("--port", type=int, default=3002, help="port to serve on (3002)")
+    ui.add_argument(
+        "--host",
+        help="address to serve on, and answer clients other than this machine "
+        "(default: 127.0.0.1, this machine only)",
+    )
+    ui.add_argument(
+        "--allow-actions", action="store_true", help="show and accept retry and cancel buttons"
+    )
+    ui.add_argument(
+        "--schema",
+        type=schema_name,
+        help="schema of pgkick's tables (default: $PGKICK_SCHEMA, pgkick)",
+    )

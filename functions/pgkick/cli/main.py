@@ -19,20 +19,22 @@ from typing import Any
 
 from pgkick import config
 from pgkick.aws.schedules import add_schedule_commands
+from pgkick.cli import operations
+from pgkick.cli.inspect import add_inspect_commands
 from pgkick.cli.types import extra_attempts, positive, schema_name, span, wait_seconds
 from pgkick.connections.db import DatabaseError
 from pgkick.connections.redact import redact
-from pgkick.errors import ConfigError, PgkickError, UsageError
+from pgkick.errors import ConfigError, JobFailed, PgkickError, UsageError
 from pgkick.kick.default import default_kicker
 from pgkick.producer import after_commit
 from pgkick.producer import enqueue as producer
-from pgkick.store import groups, unique
+from pgkick.store import groups
 from pgkick.store import migrations as schema
 from pgkick.store.worker import JobStore
-from pgkick.validation import MAX_ATTEMPTS_LIMIT
 from pgkick.worker.reaper import reap
 
 Handler = Callable[[argparse.Namespace], dict[str, Any]]
+PRINT_THEIR_OWN = ("demo", "bench", "jobs", "job")  # a report or a table, unless --json
 
 
 def _dsn(args: argparse.Namespace) -> str:
@@ -99,7 +101,13 @@ def cmd_enqueue(args: argparse.Namespace) -> dict[str, Any]:
             (row,) = store.get_many([job_id])
             result["status"] = row["status"]
         except DatabaseError:  # a producer role may not read status: leave it out
-            pass
+            return result
+    if row["status"] == "failed":  # it ran while we waited, and failed: say why, exit non-zero
+        raise JobFailed(
+            job_id,
+            f"{row['last_error'] or 'no error recorded'} (after {row['attempts']} of "
+            f"{row['max_attempts']} attempts; see `pgkick job {job_id}`)",
+        )
     return result
 
 
@@ -118,21 +126,7 @@ def _selection(args: argparse.Namespace, store: JobStore, status: str) -> list[i
         raise UsageError("name job ids, or --queue/--task, or --all")
     if not args.ids:
         return None
-    jobs = {job["id"]: job for job in store.get_many(args.ids)}
-    found = {i: job["status"] for i, job in jobs.items()}
-    problems = [
-        f"job {i} does not exist" if i not in found else f"job {i} is {found[i]}"
-        for i in args.ids
-        if found.get(i) not in status.split("|")
-    ]
-    if status == "failed":  # a retry: attempts count up, and may not pass the limit
-        problems += [
-            f"job {i} has used all {MAX_ATTEMPTS_LIMIT} attempts"
-            for i, job in jobs.items()
-            if job["attempts"] >= MAX_ATTEMPTS_LIMIT
-        ]
-    if problems:
-        raise UsageError(f"nothing changed: {'; '.join(problems)} (expected {status})")
+    operations.check_ids(store, list(args.ids), status)
     return list(args.ids)
 
 
@@ -140,24 +134,19 @@ def cmd_retry(args: argparse.Namespace) -> dict[str, Any]:
     """Put failed jobs back in the queue, with --extra-attempts more tries, and kick."""
     with _store(args) as store:
         ids = _selection(args, store, "failed")
-        conflicts = store.retry_conflicts(ids=ids, queue=args.queue, task=args.task)
-        if conflicts:  # the index would refuse it too, less clearly
-            raise UsageError(f"nothing changed: {unique.describe_conflicts(conflicts)}")
-        retried = store.retry_failed(
-            ids=ids, queue=args.queue, task=args.task, extra_attempts=args.extra_attempts
+        retried = operations.retry(
+            store, ids=ids, queue=args.queue, task=args.task, extra_attempts=args.extra_attempts
         )
-    for queue in sorted({queue for _, queue in retried}):
-        default_kicker().kick(queue, "manual")
+    operations.kick_queues(retried, default_kicker())
     return {"retried": [job_id for job_id, _ in retried]}
 
 
 def cmd_cancel(args: argparse.Namespace) -> dict[str, Any]:
     """Cancel jobs: queued ones fail at once; running ones are marked, and fail when they stop."""
-    with _store(args) as store:  # queued first: one claimed meanwhile is marked by the second
+    with _store(args) as store:
         ids = _selection(args, store, "queued|running")
-        cancelled = store.cancel_queued(ids=ids, queue=args.queue, task=args.task)
-        marked = store.cancel_running(ids=ids, queue=args.queue, task=args.task)
-    return {"cancelled": [i for i, _ in cancelled], "cancelling": [i for i, _ in marked]}
+        cancelled, marked = operations.cancel(store, ids=ids, queue=args.queue, task=args.task)
+    return {"cancelled": cancelled, "cancelling": marked}
 
 
 def cmd_purge(args: argparse.Namespace) -> dict[str, Any]:
@@ -256,7 +245,8 @@ def build_parser() -> argparse.ArgumentParser:
     limit.add_argument("queue", nargs="?")
     limit.add_argument("max_running", nargs="?", type=int)
     limit.add_argument("--clear", action="store_true", help="remove the queue's limit")
-    operations = (migrate, enqueue, status, retry, purge, reap_command, limit)
+    inspect = add_inspect_commands(command)
+    operations = (migrate, enqueue, status, retry, purge, reap_command, limit, *inspect)
     for sub in (*operations, commands.choices["cancel"]):
         sub.add_argument(
             "--schema",
@@ -285,8 +275,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     ) as exc:
         message = redact(" ".join(str(exc).split()), [args.dsn, config.app_settings().database_url])
         print(f"pgkick {args.command}: {message}", file=sys.stderr)
-        return 1 if isinstance(exc, UsageError) else 2
-    if args.json or args.command not in ("demo", "bench"):  # these print their own report
+        return 1 if isinstance(exc, UsageError | JobFailed) else 2
+    if args.json or args.command not in PRINT_THEIR_OWN:
         _print(result, args.json)
     return 1 if result.get("ok") is False else 0
 

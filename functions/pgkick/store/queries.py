@@ -100,6 +100,14 @@ SET status       = CASE WHEN %(permanent)s::boolean OR attempts >= max_attempts
 WHERE id = %(id)s AND status = 'running' AND attempts = %(attempts)s
 RETURNING id, queue, status, run_at;"""
 
+JOB_GET: Final = """\
+-- job_get: Reads one job whole (payload, result, attempts, last error, timestamps, lease, cancel mark) with the instant it was read, for `pgkick job` and the dashboard's job page.
+SELECT id, queue, task, status, payload, result, attempts, max_attempts, priority,
+       unique_key, group_key, last_error, created_at, run_at, claimed_at, finished_at,
+       locked_until, cancel_requested_at, coalesce(%(now)s::timestamptz, now()) AS read_at
+FROM pgkick.jobs
+WHERE id = %(id)s::bigint;"""
+
 JOB_GET_LATEST_BY_UNIQUE_KEYS: Final = """\
 -- job_get_latest_by_unique_keys: For each unique key, its newest job (the one holding the key, if any does: a job with the key is only inserted while none is live).
 SELECT DISTINCT ON (unique_key) id, queue, run_at, unique_key
@@ -114,6 +122,10 @@ SELECT id, queue, task, status, attempts, max_attempts, run_at, locked_until, la
 FROM pgkick.jobs
 WHERE id = ANY(%(ids)s::bigint[])
 ORDER BY id;"""
+
+JOB_ID_RANGE: Final = """\
+-- job_id_range: The lowest and highest job ids (two probes of the primary key), where a bounded page of `pgkick jobs` starts and whether older ids remain.
+SELECT (SELECT min(id) FROM pgkick.jobs) AS low, (SELECT max(id) FROM pgkick.jobs) AS high;"""
 
 JOB_INSERT: Final = """\
 -- job_insert: Inserts one queued job, due at run_at or after delay, and returns its id, queue and due time.
@@ -166,6 +178,21 @@ RETURNING id, queue, run_at;"""
 JOB_LEASE_LATEST_IN_QUEUE: Final = """\
 -- job_lease_latest_in_queue: The latest lease expiry among a queue's running jobs (a rescue that finds leases not yet expired comes back then).
 SELECT max(locked_until) FROM pgkick.jobs WHERE queue = %(queue)s AND status = 'running';"""
+
+JOB_LIST_PAGE: Final = """\
+-- job_list_page: One page of jobs, newest first: ids below the cursor (after) and at or above the floor (a bound on how many ids a page may look at), filtered by status, task, queue, unique key and group; for `pgkick jobs` and the dashboard (keyset paging on the primary key or a partial index, never a count).
+SELECT id, queue, task, status, attempts, max_attempts, priority, unique_key, group_key,
+       run_at, created_at, claimed_at, finished_at, locked_until, last_error
+FROM pgkick.jobs
+WHERE (%(after)s::bigint IS NULL OR id < %(after)s::bigint)
+  AND (%(floor)s::bigint IS NULL OR id >= %(floor)s::bigint)
+  AND (%(status)s::text IS NULL OR status = %(status)s::text)
+  AND (%(task)s::text IS NULL OR task = %(task)s::text)
+  AND (%(queue)s::text IS NULL OR queue = %(queue)s::text)
+  AND (%(unique_key)s::text IS NULL OR unique_key = %(unique_key)s::text)
+  AND (%(group_key)s::text IS NULL OR group_key = %(group_key)s::text)
+ORDER BY id DESC
+LIMIT %(limit)s::int;"""
 
 JOB_LIST_QUEUED: Final = """\
 -- job_list_queued: The queued jobs (optionally of one task and one queue), oldest first, with their payloads: what pgkick.testing's manual mode asserts on.
@@ -431,6 +458,13 @@ SELECT %(queue)s, %(task)s, %(payload)s::jsonb, %(max_attempts)s
 FROM tick
 RETURNING id, queue, run_at;"""
 
+PERIODIC_TICK_LATEST: Final = """\
+-- periodic_tick_latest: Each periodic declaration's latest tick enqueued (the ticks table is purged after days: small), for the dashboard's recurring schedules.
+SELECT name, max(tick_at) AS last_tick
+FROM pgkick.periodic_ticks
+GROUP BY name
+ORDER BY name;"""
+
 PERIODIC_TICK_PURGE: Final = """\
 -- periodic_tick_purge: Deletes periodic ticks older than the retention (the scheduler redelivers within minutes, never days later).
 DELETE FROM pgkick.periodic_ticks
@@ -473,6 +507,41 @@ QUEUE_LIMIT_SET: Final = """\
 -- queue_limit_set: Sets the most jobs of a queue that may run at once (the claim enforces it).
 INSERT INTO pgkick.queue_limits (queue, max_running) VALUES (%(queue)s, %(max_running)s)
 ON CONFLICT (queue) DO UPDATE SET max_running = excluded.max_running;"""
+
+QUEUE_OVERVIEW: Final = """\
+-- queue_overview: Per queue with queued, running or failed jobs or a running limit: jobs ready now, jobs queued for later, running and failed jobs, the oldest ready job's age and the limit; read from the partial indexes of queued, running and failed jobs, never the finished history (the dashboard's queues).
+WITH queued AS (
+  SELECT queue,
+         count(*) FILTER (WHERE run_at <= coalesce(%(now)s::timestamptz, now())) AS ready,
+         count(*) FILTER (WHERE run_at > coalesce(%(now)s::timestamptz, now())) AS later,
+         min(run_at) FILTER (WHERE run_at <= coalesce(%(now)s::timestamptz, now()))
+           AS oldest_ready
+  FROM pgkick.jobs WHERE status = 'queued' GROUP BY queue
+),
+running AS (
+  SELECT queue, count(*) AS running FROM pgkick.jobs WHERE status = 'running' GROUP BY queue
+),
+failed AS (
+  SELECT queue, count(*) AS failed FROM pgkick.jobs WHERE status = 'failed' GROUP BY queue
+),
+names AS (
+  SELECT queue FROM queued UNION SELECT queue FROM running
+  UNION SELECT queue FROM failed UNION SELECT queue FROM pgkick.queue_limits
+)
+SELECT n.queue,
+       coalesce(q.ready, 0) AS ready,
+       coalesce(q.later, 0) AS later,
+       coalesce(r.running, 0) AS running,
+       coalesce(f.failed, 0) AS failed,
+       extract(epoch FROM coalesce(%(now)s::timestamptz, now()) - q.oldest_ready)
+         AS oldest_ready_seconds,
+       l.max_running
+FROM names n
+LEFT JOIN queued q ON q.queue = n.queue
+LEFT JOIN running r ON r.queue = n.queue
+LEFT JOIN failed f ON f.queue = n.queue
+LEFT JOIN pgkick.queue_limits l ON l.queue = n.queue
+ORDER BY n.queue;"""
 
 QUEUE_WATCHER_ANNOUNCE: Final = """\
 -- queue_watcher_announce: A worker says it is draining a queue until the given instant; it takes up the pending kick and clears expired watchers.
@@ -858,4 +927,10 @@ BEGIN
   RETURN QUERY SELECT * FROM job_claim(claim_queue, claim_batch, claim_lease, claim_now);
 END
 $round$;"""),
+    (9, 'job_failed_index', """\
+-- 0009_job_failed_index: the failed jobs, newest first, for `pgkick jobs --status failed` and the dashboard (a page of them, and each queue's count, without reading the finished history).
+-- Partial: a row enters it only when its job ends failed (or is cancelled), so the
+-- claim, the complete and the insert (the hot path) never write to it. Its queue is
+-- included so that counting a queue's failures reads this index alone.
+CREATE INDEX jobs_failed_idx ON jobs (id) INCLUDE (queue) WHERE status = 'failed';"""),
 )

@@ -1,0 +1,137 @@
+"""`pgkick jobs` and `pgkick job ID`: what the queue holds, read-only.
+
+Why here and not in main.py: main.py keeps the commands that change things; these
+two only read, through the same `JobReader` the dashboard uses (pgkick.store.inspect),
+so what an operator sees in a shell is what the dashboard shows.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from collections.abc import Callable
+from datetime import datetime
+from typing import Any
+
+from pgkick.errors import JobNotFound
+from pgkick.store import migrations as schema
+from pgkick.store.inspect import JobFilter, JobReader, parse_id
+
+Command = Callable[[str, Callable[[argparse.Namespace], dict[str, Any]]], argparse.ArgumentParser]
+
+ERRORS_KEPT = "only the last error is stored (last_error); earlier attempts' errors are not kept"
+
+
+def _reader(args: argparse.Namespace) -> Any:
+    from pgkick.cli.main import _dsn  # the one rule for --dsn / DATABASE_URL
+
+    return schema.open_checked(_dsn(args), schema=args.schema, application_name="pgkick-cli")
+
+
+def cmd_jobs(args: argparse.Namespace) -> dict[str, Any]:
+    """List jobs, newest first, with filters; page on with the printed `--after N`."""
+    filters = JobFilter.of(
+        status=args.status,
+        task=args.task,
+        queue=args.queue,
+        unique_key=args.unique_key,
+        group=args.group,
+    )
+    after = None if args.after is None else parse_id(args.after)
+    with _reader(args) as store:
+        page = JobReader(store.conn, schema=store.schema).page(
+            filters, after=after, limit=args.limit
+        )
+    result = {"jobs": page.jobs, "next_after": page.next_after}
+    if not args.json:
+        print(render_jobs(page.jobs, page.next_after, page.looked_down_to))
+    return result
+
+
+def cmd_job(args: argparse.Namespace) -> dict[str, Any]:
+    """Show one job: payload, attempts, its error, result, timestamps and lease."""
+    job_id = parse_id(args.id)
+    with _reader(args) as store:
+        job = JobReader(store.conn, schema=store.schema).job(job_id)
+    if job is None:
+        raise JobNotFound(f"job {job_id} does not exist: list jobs with `pgkick jobs`")
+    job["errors"] = [job["last_error"]] if job["last_error"] else []
+    job["errors_kept"] = ERRORS_KEPT
+    if not args.json:
+        print(render_job(job))
+    return job
+
+
+def _when(value: datetime | None) -> str:
+    return "-" if value is None else value.isoformat(sep=" ", timespec="seconds")
+
+
+def render_jobs(jobs: list[dict[str, Any]], next_after: int | None, looked: int | None) -> str:
+    header = ("id", "status", "task", "queue", "attempts", "created", "last error")
+    lines = [header]
+    for job in jobs:
+        error = (job["last_error"] or "").splitlines()[0:1]
+        lines.append(
+            (
+                str(job["id"]),
+                job["status"],
+                job["task"],
+                job["queue"],
+                f"{job['attempts']}/{job['max_attempts']}",
+                _when(job["created_at"]),
+                (error[0][:60] if error else ""),
+            )
+        )
+    widths = [max(len(row[i]) for row in lines) for i in range(len(header) - 1)]
+    text = [
+        "  ".join([*(cell.ljust(width) for cell, width in zip(row, widths, strict=False)), row[-1]])
+        for row in lines
+    ]
+    if not jobs:
+        text = ["no jobs" + (f" among ids {looked} and above" if looked else "")]
+    if next_after is not None:
+        text.append(f"next: --after {next_after}")
+    return "\n".join(line.rstrip() for line in text)
+
+
+def render_job(job: dict[str, Any]) -> str:
+    lines = [
+        f"job {job['id']}: {job['status']}",
+        f"task: {job['task']}",
+        f"queue: {job['queue']}",
+        f"attempts: {job['attempts']}/{job['max_attempts']}",
+        f"priority: {job['priority']}",
+    ]
+    for key, label in (("unique_key", "unique key"), ("group_key", "group")):
+        if job[key] is not None:
+            lines.append(f"{label}: {job[key]}")
+    lines.append(f"payload: {json.dumps(job['payload'], sort_keys=True)}")
+    lines.append("result: " + ("-" if job["result"] is None else json.dumps(job["result"])))
+    lines.append(f"errors ({ERRORS_KEPT}):")
+    lines += [f"  {line}" for e in job["errors"] for line in e.splitlines()] or ["  none"]
+    for key, label in (
+        ("created_at", "created"),
+        ("run_at", "run_at"),
+        ("claimed_at", "started"),
+        ("finished_at", "finished"),
+    ):
+        lines.append(f"{label}: {_when(job[key])}")
+    lease = job["locked_until"]
+    lines.append("lease: " + ("none" if lease is None else f"until {_when(lease)}"))
+    if job["cancel_requested_at"] is not None:
+        lines.append(f"cancel requested: {_when(job['cancel_requested_at'])}")
+    return "\n".join(lines)
+
+
+def add_inspect_commands(command: Command) -> list[argparse.ArgumentParser]:
+    jobs = command("jobs", cmd_jobs)
+    jobs.add_argument("--status", help="queued, running, done or failed")
+    jobs.add_argument("--task")
+    jobs.add_argument("--queue")
+    jobs.add_argument("--unique-key")
+    jobs.add_argument("--group")
+    jobs.add_argument("--after", metavar="ID", help="the jobs older than this id (paging)")
+    jobs.add_argument("--limit", type=int, default=50, help="jobs a page (1..500, 50)")
+    job = command("job", cmd_job)
+    job.add_argument("id", metavar="ID")
+    return [jobs, job]

@@ -1,0 +1,69 @@
+"""The operator's actions on jobs, as library calls: `pgkick retry`, `pgkick cancel` and the
+dashboard's buttons run these same functions.
+
+Why apart from the commands: a button and a command must refuse the same things
+(a job that does not exist, or is not in a state the action applies to) and change
+the same rows, so the checks and the statements are called from one place.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+from pgkick.errors import JobMissing, UsageError
+from pgkick.kick.kickers import Kicker
+from pgkick.store import unique
+from pgkick.store.worker import JobStore
+from pgkick.validation import MAX_ATTEMPTS_LIMIT
+
+
+def check_ids(store: JobStore, ids: list[int], status: str) -> None:
+    """Refuse (changing nothing) unless every job named exists and is in `status` ("a|b")."""
+    jobs = {job["id"]: job for job in store.get_many(ids)}
+    missing = [i for i in ids if i not in jobs]
+    problems = [
+        f"job {i} does not exist" if i not in jobs else f"job {i} is {jobs[i]['status']}"
+        for i in ids
+        if i not in jobs or jobs[i]["status"] not in status.split("|")
+    ]
+    if status == "failed":  # a retry: attempts count up, and may not pass the limit
+        problems += [
+            f"job {i} has used all {MAX_ATTEMPTS_LIMIT} attempts"
+            for i, job in jobs.items()
+            if job["attempts"] >= MAX_ATTEMPTS_LIMIT
+        ]
+    if problems:
+        error = JobMissing if missing else UsageError
+        raise error(f"nothing changed: {'; '.join(problems)} (expected {status})")
+
+
+def retry(
+    store: JobStore,
+    *,
+    ids: list[int] | None,
+    queue: str | None = None,
+    task: str | None = None,
+    extra_attempts: int = 1,
+) -> list[tuple[int, str]]:
+    """Put failed jobs back in the queue with more attempts; (id, queue) of each. Kick their
+    queues after this connection's work (`kick_queues`)."""
+    conflicts = store.retry_conflicts(ids=ids, queue=queue, task=task)
+    if conflicts:  # the index would refuse it too, less clearly
+        raise UsageError(f"nothing changed: {unique.describe_conflicts(conflicts)}")
+    return store.retry_failed(ids=ids, queue=queue, task=task, extra_attempts=extra_attempts)
+
+
+def cancel(
+    store: JobStore, *, ids: list[int] | None, queue: str | None = None, task: str | None = None
+) -> tuple[list[int], list[int]]:
+    """Queued jobs fail at once, running ones are marked (they fail when they stop): queued
+    first, so one claimed meanwhile is marked by the second statement."""
+    cancelled = store.cancel_queued(ids=ids, queue=queue, task=task)
+    marked = store.cancel_running(ids=ids, queue=queue, task=task)
+    return [i for i, _ in cancelled], [i for i, _ in marked]
+
+
+def kick_queues(jobs: Iterable[tuple[int, str]], kicker: Kicker) -> None:
+    """One kick per queue that got jobs back."""
+    for queue in sorted({queue for _, queue in jobs}):
+        kicker.kick(queue, "manual")

@@ -1,0 +1,134 @@
+"""Reading jobs for people: the statements behind `pgkick jobs`, `pgkick job` and the dashboard.
+
+Why a class of its own: it only reads (every statement here is a SELECT), so the
+dashboard can run read-only against any database with it, and the CLI and the
+dashboard show the same rows from the same statements.
+
+Why pages are bounded: a page is keyset-paged on the primary key (newest first,
+`id < after`), never counted. A filter with an index of its own (failed and running
+jobs: partial indexes; a unique key: its index) reads only matching rows. Any other
+filter (a task, a queue, a group, queued or done) is checked row by row along the
+primary key, so a page looks at no more than `SCAN_WINDOW` ids: when fewer rows match
+there, the page says where the next look starts (`next_after`), and costs the same at
+a million jobs as at a thousand.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+from typing import Any
+
+from pgkick.connections.db import Database
+from pgkick.errors import InvalidArgument
+from pgkick.store import queries
+
+STATUSES = ("queued", "running", "done", "failed")
+SCAN_WINDOW = 20_000  # ids a filtered page may look at, at most (a few ms at 1M jobs)
+MAX_LIMIT = 500
+# Filters that read an index of their own (migration 0009, 0004): no window needed.
+_INDEXED_STATUSES = ("failed", "running")
+
+
+@dataclass(frozen=True, slots=True)
+class JobFilter:
+    """Which jobs to list; None everywhere: all of them."""
+
+    status: str | None = None
+    task: str | None = None
+    queue: str | None = None
+    unique_key: str | None = None
+    group: str | None = None
+
+    def __post_init__(self) -> None:
+        if self.status is not None and self.status not in STATUSES:
+            raise InvalidArgument(
+                f"unknown status {self.status!r}: use one of {', '.join(STATUSES)}"
+            )
+
+    @classmethod
+    def of(cls, **values: str | None) -> JobFilter:
+        """A filter from form or command-line values (an empty string is no filter)."""
+        return cls(**{name: value or None for name, value in values.items()})
+
+    @property
+    def indexed(self) -> bool:
+        """True when an index finds the matching rows, newest first, without a window."""
+        if self.unique_key is not None or self.status in _INDEXED_STATUSES:
+            return True
+        return self == JobFilter()  # no filter: every id along the primary key matches
+
+    def as_params(self) -> dict[str, str | None]:
+        values = asdict(self)
+        values["group_key"] = values.pop("group")
+        return values
+
+    def as_query(self) -> dict[str, str]:
+        """The filters that are set, by name (for links)."""
+        return {name: value for name, value in asdict(self).items() if value is not None}
+
+
+@dataclass(frozen=True, slots=True)
+class JobPage:
+    """Up to `limit` jobs, newest first; `next_after`: the cursor of the next page, if any;
+    `looked_down_to`: the lowest id a bounded page looked at (None: it was not bounded)."""
+
+    jobs: list[dict[str, Any]]
+    next_after: int | None
+    looked_down_to: int | None
+
+
+def parse_id(text: str) -> int:
+    """A job id from what a person typed."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise InvalidArgument(f"job id must be a whole number, not {text!r}") from None
+    if value < 1:
+        raise InvalidArgument(f"job id must be 1 or more, not {value}")
+    return value
+
+
+class JobReader(Database):
+    """Read-only statements over one connection: pages of jobs, one job, the queues."""
+
+    def page(self, filters: JobFilter, *, after: int | None = None, limit: int = 50) -> JobPage:
+        params = self.page_params(filters, after=after, limit=limit)
+        if params is None:  # no jobs at all
+            return JobPage([], None, None)
+        low = params.pop("_low")
+        floor = params["floor"]
+        rows = self.dicts(queries.JOB_LIST_PAGE, **params)
+        if len(rows) > limit:
+            return JobPage(rows[:limit], rows[limit - 1]["id"], floor)
+        if floor is not None and floor > low:
+            return JobPage(rows, floor, floor)  # older ids remain below this window
+        return JobPage(rows, None, floor)
+
+    def page_params(
+        self, filters: JobFilter, *, after: int | None, limit: int
+    ) -> dict[str, Any] | None:
+        """job_list_page's parameters for this page (one more row than `limit`: whether
+        another page follows); None when there are no jobs. `_low` is not one of them."""
+        if not 1 <= limit <= MAX_LIMIT:
+            raise InvalidArgument(f"limit must be between 1 and {MAX_LIMIT}, not {limit}")
+        floor = low = None
+        if not filters.indexed:
+            low, high = self.one(queries.JOB_ID_RANGE)
+            if low is None:
+                return None
+            top = high + 1 if after is None else min(after, high + 1)
+            floor = max(top - SCAN_WINDOW, low)
+        params = {"after": after, "floor": floor, "limit": limit + 1, **filters.as_params()}
+        return params | {"_low": low}
+
+    def job(self, job_id: int) -> dict[str, Any] | None:
+        rows = self.dicts(queries.JOB_GET, id=job_id)
+        return rows[0] if rows else None
+
+    def queues(self) -> list[dict[str, Any]]:
+        """Every queue with live or failed jobs or a limit (see sql/queue_overview.sql)."""
+        return self.dicts(queries.QUEUE_OVERVIEW)
+
+    def latest_ticks(self) -> dict[str, Any]:
+        """Each periodic declaration's latest tick enqueued, by name."""
+        return {name: tick for name, tick in self.rows(queries.PERIODIC_TICK_LATEST)}

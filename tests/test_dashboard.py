@@ -1,0 +1,254 @@
+"""The dashboard over HTTP (Starlette's TestClient, a real PostgreSQL): its pages and
+filters, its refusals (unknown ids, read-only, not POST, not same-origin, not this
+machine), and that a page leaves no session open."""
+
+from __future__ import annotations
+
+import re
+import time
+from collections.abc import Iterator
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import psycopg
+import pytest
+from starlette.testclient import TestClient
+
+from pgkick.tasks import recurring
+from pgkick.tasks.recurring import Periodic, PeriodicRegistry
+from pgkick_dev.ui.app import make_app
+from tests.helpers import job_row, sessions_of
+from tests.test_jobs_cli import FIXTURE
+
+LOCAL = "http://127.0.0.1:3002"
+
+
+class FakeTimeline:
+    """The Timeline protocol over a list (what `pgkick dev` records)."""
+
+    def __init__(self, events: list[dict[str, Any]]) -> None:
+        self._events = events
+
+    def events(self, since: float | None = None, limit: int = 500) -> list[dict[str, Any]]:
+        return [e for e in self._events if since is None or e["at"] >= since][-limit:]
+
+
+class Kicks:
+    def __init__(self) -> None:
+        self.queues: list[str] = []
+
+    def kick(self, queue: str, reason: str, *, hop: int = 0) -> None:
+        self.queues.append(queue)
+
+    def wake_at(self, queue: str, when: datetime) -> None: ...
+    def book_rescue(self, queue: str, when: datetime, name: str) -> None: ...
+    def cancel_rescue(self, name: str) -> None: ...
+
+
+@pytest.fixture
+def ids(dsn: str) -> list[int]:
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        return [row[0] for row in conn.execute(FIXTURE).fetchall()]
+
+
+def client(app: Any, address: str = "127.0.0.1") -> TestClient:
+    return TestClient(app, base_url=LOCAL, client=(address, 50000), follow_redirects=False)
+
+
+@pytest.fixture
+def ui(dsn: str) -> Iterator[TestClient]:
+    with client(make_app(dsn)) as opened:
+        yield opened
+
+
+@pytest.fixture
+def acting(dsn: str) -> tuple[TestClient, Kicks]:
+    kicks = Kicks()
+    return client(make_app(dsn, allow_actions=True, kicker=kicks)), kicks
+
+
+def listed(page: str) -> list[int]:
+    return [int(i) for i in re.findall(r'<td class="num"><a href="/jobs/(\d+)">', page)]
+
+
+def test_overview_shows_queues_limits_and_schedules(
+    dsn: str, ids: list[int], ui: TestClient, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    declared = PeriodicRegistry()
+    declared.add(Periodic("nightly", "cron(0 3 * * ? *)", "UTC", "mail", "default"))
+    monkeypatch.setattr(recurring, "periodic_registry", declared)
+    monkeypatch.setattr("pgkick_dev.ui.pages.periodic_registry", declared)
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        conn.execute("INSERT INTO pgkick.queue_limits VALUES ('money', 3)")
+        conn.execute("INSERT INTO pgkick.periodic_ticks VALUES ('nightly', '2026-01-02 03:00Z')")
+    page = ui.get("/").text
+    rows = re.findall(r"<tr>\s*<td><a href=\"/jobs\?queue=(\w+)\">.*?</tr>", page, re.S)
+    assert rows == ["default", "money"]
+    money = page[page.index("/jobs?queue=money") :]
+    cells = re.findall(r'<td class="num">(?:<a [^>]*>)?(\d+)', money)[:4]
+    assert cells == ["1", "0", "1", "1"]  # ready, later, running, failed
+    assert "1 of 3 running" in money
+    now = datetime.now(UTC)
+    tomorrow = now.replace(hour=3, minute=0, second=0, microsecond=0)
+    tomorrow += timedelta(days=1) if tomorrow <= now else timedelta(0)
+    assert "2026-01-02 03:00:00 UTC" in page  # the last tick enqueued
+    assert tomorrow.strftime("%Y-%m-%d %H:%M:%S UTC") in page  # the next one
+    assert "does not keep a scale-to-zero database awake" in page
+    assert 'id="refresh" >' in page  # auto-refresh off unless asked for
+    assert 'document.visibilityState === "visible"' in page
+
+
+def test_jobs_filters_and_paging(ids: list[int], ui: TestClient) -> None:
+    done, failed, queued, running, boom = ids
+    assert listed(ui.get("/jobs").text) == [boom, running, queued, failed, done]
+    assert listed(ui.get("/jobs?status=failed").text) == [boom, failed]
+    assert listed(ui.get("/jobs?task=mail&queue=money").text) == [boom]
+    assert listed(ui.get("/jobs?unique_key=inv-2").text) == [running]
+    assert listed(ui.get("/jobs?group=acct-7&status=queued").text) == [queued]
+    assert listed(ui.get("/jobs?status=&task=").text) == [boom, running, queued, failed, done]
+    seen, url = [], "/jobs?limit=2"
+    while url:
+        page = ui.get(url).text
+        seen += listed(page)
+        older = re.search(r'id="older" href="([^"]+)"', page)
+        url = older[1].replace("&amp;", "&") if older else ""
+    assert seen == [boom, running, queued, failed, done]
+
+
+def test_a_job_page_shows_everything_and_bad_ids_are_refused(
+    ids: list[int], ui: TestClient
+) -> None:
+    _, failed, _, running, _ = ids
+    page = ui.get(f"/jobs/{failed}").text
+    assert '<span class="status failed" id="status">failed</span>' in page
+    assert "SMTPError: 550 mailbox unavailable" in page and "5 of 5" in page
+    assert "&#34;to&#34;: &#34;b&#34;" in page and "only the last error" in page
+    assert 'id="retry"' not in page and "Read-only" in page
+    assert "until " in ui.get(f"/jobs/{running}").text  # its lease
+    missing = ui.get("/jobs/987654")
+    assert missing.status_code == 404 and "job 987654 does not exist" in missing.text
+    assert ui.get("/jobs/abc").status_code == 400
+    bad = ui.get("/jobs?status=finished")
+    assert bad.status_code == 400 and "unknown status" in bad.text
+    assert ui.get("/timeline").status_code == 404  # not in dev mode
+
+
+def test_actions_are_refused_when_read_only(dsn: str, ids: list[int], ui: TestClient) -> None:
+    failed = ids[1]
+    answer = ui.post(f"/jobs/{failed}/retry", headers={"origin": LOCAL})
+    assert answer.status_code == 403 and "--allow-actions" in answer.text
+    assert job_row(dsn, failed)["status"] == "failed"
+
+
+def test_actions_need_a_post_from_our_own_page(
+    dsn: str, ids: list[int], acting: tuple[TestClient, Kicks]
+) -> None:
+    ui, kicks = acting
+    done, failed, queued, running, _ = ids
+    assert ui.get(f"/jobs/{failed}/retry").status_code == 405
+    for headers in (
+        {},
+        {"origin": "http://evil.example"},
+        {"referer": "http://evil.example/page"},
+        {"origin": LOCAL, "sec-fetch-site": "cross-site"},
+    ):
+        answer = ui.post(f"/jobs/{failed}/retry", headers=headers)
+        assert answer.status_code == 403 and "refused" in answer.text, headers
+    assert job_row(dsn, failed)["status"] == "failed" and kicks.queues == []
+    assert ui.post("/jobs/987654/retry", headers={"origin": LOCAL}).status_code == 404
+    wrong = ui.post(f"/jobs/{done}/retry", headers={"origin": LOCAL})
+    assert wrong.status_code == 409 and f"job {done} is done" in wrong.text
+
+    answer = ui.post(f"/jobs/{failed}/retry", headers={"referer": f"{LOCAL}/jobs/{failed}"})
+    assert answer.status_code == 303 and answer.headers["location"].startswith(f"/jobs/{failed}")
+    row = job_row(dsn, failed)
+    assert (row["status"], row["max_attempts"]) == ("queued", 6) and kicks.queues == ["default"]
+    assert "retried" in ui.get(answer.headers["location"]).text
+
+    assert ui.post(f"/jobs/{queued}/cancel", headers={"origin": LOCAL}).status_code == 303
+    assert job_row(dsn, queued)["last_error"] == "cancelled by operator"
+    assert ui.post(f"/jobs/{running}/cancel", headers={"origin": LOCAL}).status_code == 303
+    assert job_row(dsn, running)["cancel_requested_at"] is not None
+    assert ui.post(f"/jobs/{done}/cancel", headers={"origin": LOCAL}).status_code == 409
+
+
+def test_only_this_machine_unless_a_host_was_given(dsn: str, ids: list[int]) -> None:
+    app = make_app(dsn)
+    away = client(app, "10.1.2.3").get("/jobs")
+    assert away.status_code == 403 and "10.1.2.3" in away.text
+    rebound = client(app).get("/jobs", headers={"host": "evil.example:3002"})
+    assert rebound.status_code == 403 and "evil.example" in rebound.text
+    assert client(app, "::1").get("/jobs").status_code == 200
+    served = make_app(dsn, allowed_hosts=None)  # `pgkick ui --host 0.0.0.0`
+    assert client(served, "10.1.2.3").get("/jobs").status_code == 200
+
+
+def test_no_session_stays_open_after_a_page(dsn: str, ids: list[int], ui: TestClient) -> None:
+    for url in ("/", "/jobs", "/jobs?task=mail", f"/jobs/{ids[0]}", "/jobs/987654"):
+        ui.get(url)
+        assert sessions_of(dsn, "pgkick-ui") == 0, url
+    acting = client(make_app(dsn, allow_actions=True, kicker=Kicks()))
+    acting.post(f"/jobs/{ids[1]}/retry", headers={"origin": LOCAL})
+    assert sessions_of(dsn, "pgkick-ui") == 0
+
+
+def test_timeline_and_a_jobs_wake_ups_from_the_local_stack(dsn: str, ids: list[int]) -> None:
+    now = time.time()
+    events = [
+        {"at": now - 30, "kind": "kick", "queue": "money", "function": "worker"},
+        {
+            "at": now - 29.9,
+            "kind": "invoke_start",
+            "function": "worker",
+            "request_id": "r1",
+            "queue": "money",
+            "hop": 0,
+        },
+        {"at": now - 29.0, "kind": "throttle", "function": "worker", "queue": "money"},
+        {
+            "at": now - 28.8,
+            "kind": "invoke_end",
+            "function": "worker",
+            "request_id": "r1",
+            "duration_ms": 1100.0,
+        },
+        {"at": now - 20, "kind": "schedule_create", "queue": "money", "detail": "pgkick-money-x"},
+        {
+            "at": now - 10,
+            "kind": "invoke_start",
+            "function": "worker",
+            "request_id": "r2",
+            "queue": "money",
+            "hop": 1,
+        },
+        {"at": now - 5, "kind": "drop", "function": "worker", "queue": "other"},
+    ]
+    with psycopg.connect(dsn, autocommit=True) as conn:  # the queued job: born a minute ago
+        conn.execute(
+            "UPDATE pgkick.jobs SET created_at = now() - interval '1 minute' WHERE id = %s",
+            (ids[2],),
+        )
+    ui = client(make_app(dsn, timeline=FakeTimeline(events), awake_window=5.0))
+    page = ui.get("/timeline").text
+    invocations = page[page.index('id="invocations"') : page.index('id="awake"')]
+    assert "1100 ms" in invocations and "running" in invocations
+    assert invocations.count("<tr><td>") == 2
+    awake = page[page.index('id="awake"') : page.index('id="events"')]
+    total = re.search(r'<th colspan="2">total</th><th class="num">([\d.]+)', awake)
+    assert total and 15.5 < float(total[1]) < 17.0  # 29.9 -> 23.8, then 10 s ago -> now
+    assert page.count("<rect ") >= 5 and "drop" in page and "throttle" in page
+    wakeups = ui.get(f"/jobs/{ids[2]}").text  # the queued job of queue money
+    table = wakeups[wakeups.index('id="wakeups"') :]
+    assert "kick" in table and "pgkick-money-x" in table and "drop" not in table
+
+
+def test_pgkick_ui_needs_a_database_named(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`pgkick ui` never opens a database nobody named: no --dsn, no DATABASE_URL, no server."""
+    from pgkick.cli.main import main
+
+    monkeypatch.delenv("DATABASE_URL", raising=False)
+    monkeypatch.setattr("uvicorn.run", lambda *a, **k: pytest.fail("served without a database"))
+    assert main(["ui"]) == 2
+    assert capsys.readouterr().err == "pgkick ui: no database: pass --dsn or set DATABASE_URL\n"

@@ -1,0 +1,253 @@
+"""`pgkick jobs`, `pgkick job ID` and `pgkick enqueue --wait` on a failing job: what an
+operator reads, its paging, its one-line errors, and its plans at a million jobs."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import sys
+import time
+from typing import Any
+
+import psycopg
+import pytest
+
+from pgkick.cli.main import main
+from pgkick.store import inspect, queries
+from pgkick.store.inspect import JobFilter, JobReader
+
+# Jobs in every state, with the columns the filters read (status, task, queue, key, group).
+FIXTURE = """
+INSERT INTO pgkick.jobs (task, queue, payload, status, attempts, max_attempts, unique_key,
+                         group_key, locked_until, claimed_at, finished_at, last_error, result)
+VALUES
+  ('mail', 'default', '{"to": "a"}', 'done', 1, 5, NULL, NULL, NULL, now(), now(), NULL,
+   '{"sent": 1}'),
+  ('mail', 'default', '{"to": "b"}', 'failed', 5, 5, NULL, NULL, NULL, now(), now(),
+   'SMTPError: 550 mailbox unavailable', NULL),
+  ('bill', 'money', '{"n": 1}', 'queued', 0, 5, 'inv-1', 'acct-7', NULL, NULL, NULL, NULL,
+   NULL),
+  ('bill', 'money', '{"n": 2}', 'running', 1, 3, 'inv-2', 'acct-7',
+   now() + interval '5 minutes', now(), NULL, NULL, NULL),
+  ('mail', 'money', '{"to": "c"}', 'failed', 1, 1, NULL, NULL, NULL, now(), now(), 'boom', NULL)
+RETURNING id
+"""
+
+
+def run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, Any, str]:
+    code = main(list(argv))
+    captured = capsys.readouterr()
+    out = json.loads(captured.out) if captured.out.strip().startswith("{") else captured.out
+    return code, out, captured.err
+
+
+@pytest.fixture(autouse=True)
+def no_kicks(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("PGKICK_KICKER", "none")
+    monkeypatch.delenv("DATABASE_URL", raising=False)
+    monkeypatch.setattr("pgkick.kick.default._default", None)
+
+
+@pytest.fixture
+def ids(dsn: str) -> list[int]:
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        return [row[0] for row in conn.execute(FIXTURE).fetchall()]
+
+
+def listed(capsys: pytest.CaptureFixture[str], dsn: str, *argv: str) -> list[int]:
+    code, out, err = run(capsys, "jobs", "--dsn", dsn, "--json", *argv)
+    assert code == 0, err
+    return [job["id"] for job in out["jobs"]]
+
+
+def test_jobs_filters_newest_first(
+    dsn: str, ids: list[int], capsys: pytest.CaptureFixture[str]
+) -> None:
+    done, failed, queued, running, boom = ids
+    assert listed(capsys, dsn) == [boom, running, queued, failed, done]
+    assert listed(capsys, dsn, "--status", "failed") == [boom, failed]
+    assert listed(capsys, dsn, "--status", "running") == [running]
+    assert listed(capsys, dsn, "--status", "queued") == [queued]
+    assert listed(capsys, dsn, "--task", "mail") == [boom, failed, done]
+    assert listed(capsys, dsn, "--queue", "money") == [boom, running, queued]
+    assert listed(capsys, dsn, "--queue", "money", "--task", "bill") == [running, queued]
+    assert listed(capsys, dsn, "--unique-key", "inv-1") == [queued]
+    assert listed(capsys, dsn, "--group", "acct-7") == [running, queued]
+    assert listed(capsys, dsn, "--task", "nothing") == []
+
+
+def test_jobs_table_and_paging_with_the_printed_cursor(
+    dsn: str, ids: list[int], capsys: pytest.CaptureFixture[str]
+) -> None:
+    seen: list[int] = []
+    argv = ["jobs", "--dsn", dsn, "--limit", "2"]
+    for _ in range(5):
+        code, out, err = run(capsys, *argv)
+        assert code == 0, err
+        lines = out.splitlines()
+        assert lines[0].split() == [
+            "id",
+            "status",
+            "task",
+            "queue",
+            "attempts",
+            "created",
+            "last",
+            "error",
+        ]
+        seen += [int(line.split()[0]) for line in lines[1:] if line[0].isdigit()]
+        if not lines[-1].startswith("next: --after "):
+            break
+        argv = ["jobs", "--dsn", dsn, "--limit", "2", *lines[-1].removeprefix("next: ").split()]
+    assert seen == sorted(ids, reverse=True)  # every job once, newest first, over three pages
+    table = run(capsys, "jobs", "--dsn", dsn)[1]
+    assert re.search(r"\d\d  SMTPError: 550 mailbox unavailable\n", table)  # its own column
+
+
+def test_a_bounded_page_hands_over_to_the_next_window(
+    dsn: str, ids: list[int], monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A filter without an index of its own looks at SCAN_WINDOW ids a page: the pages
+    still find every match, in order, by following next_after."""
+    monkeypatch.setattr(inspect, "SCAN_WINDOW", 2)
+    done, failed, _, _, boom = ids
+    pages = []
+    after: list[str] = []
+    while True:
+        _, out, _ = run(capsys, "jobs", "--dsn", dsn, "--json", "--task", "mail", *after)
+        pages.append([job["id"] for job in out["jobs"]])
+        if out["next_after"] is None:
+            break
+        after = ["--after", str(out["next_after"])]
+    assert pages == [[boom], [failed], [done]]  # one window of 2 ids each, none skipped
+
+
+def test_job_shows_payload_attempts_error_result_times_and_lease(
+    dsn: str, ids: list[int], capsys: pytest.CaptureFixture[str]
+) -> None:
+    done, failed, _, running, _ = ids
+    code, out, _ = run(capsys, "job", str(failed), "--dsn", dsn)
+    assert code == 0
+    assert f"job {failed}: failed" in out and "attempts: 5/5" in out
+    assert 'payload: {"to": "b"}' in out and "result: -" in out
+    assert "SMTPError: 550 mailbox unavailable" in out
+    assert "only the last error is stored" in out
+    for label in ("created: 2", "run_at: 2", "started: 2", "finished: 2", "lease: none"):
+        assert label in out
+    out = run(capsys, "job", str(running), "--dsn", dsn)[1]
+    assert "lease: until 2" in out and "finished: -" in out and "group: acct-7" in out
+    code, out, _ = run(capsys, "job", str(done), "--dsn", dsn, "--json")
+    assert out["result"] == {"sent": 1} and out["errors"] == [] and out["payload"] == {"to": "a"}
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (
+            ["jobs", "--status", "finished"],
+            "unknown status 'finished': use one of queued, running, done, failed",
+        ),
+        (["jobs", "--after", "ten"], "job id must be a whole number, not 'ten'"),
+        (["jobs", "--limit", "0"], "limit must be between 1 and 500, not 0"),
+        (["job", "abc"], "job id must be a whole number, not 'abc'"),
+        (["job", "987654"], "job 987654 does not exist: list jobs with `pgkick jobs`"),
+    ],
+)
+def test_bad_input_is_one_line_and_exit_2(
+    dsn: str, capsys: pytest.CaptureFixture[str], argv: list[str], message: str
+) -> None:
+    code, out, err = run(capsys, *argv, "--dsn", dsn)
+    assert code == 2 and out == ""
+    assert err == f"pgkick {argv[0]}: {message}\n"
+
+
+def test_enqueue_wait_fails_with_the_jobs_error(dsn: str) -> None:
+    """`pgkick enqueue send_reciept` (a typo): the local worker fails the job; the command
+    says why and exits 1, where it printed `status: failed` and exited 0."""
+    env = {**os.environ, "PGKICK_KICKER": "local", "PGKICK_TASKS": "", "DATABASE_URL": dsn}
+    done = subprocess.run(
+        [sys.executable, "-m", "pgkick.cli.main", "enqueue", "send_reciept"],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert done.returncode == 1, (done.stdout, done.stderr)
+    last = done.stderr.strip().splitlines()[-1]
+    assert last.startswith("pgkick enqueue: job ") and "(after 1 of 5 attempts; see `pgkick job " in last
+    assert "unknown task 'send_reciept'" in last and "see `pgkick job " in last
+
+
+MILLION = """
+INSERT INTO pgkick.jobs (task, queue, payload, status, attempts, unique_key, group_key,
+                         locked_until, finished_at, last_error)
+SELECT 'task_' || (g % 20), 'q' || (g % 5), '{}',
+       CASE WHEN g % 1000 = 0 THEN 'failed' WHEN g % 997 = 0 THEN 'queued'
+            WHEN g % 9973 = 0 THEN 'running' ELSE 'done' END,
+       1,
+       CASE WHEN g % 11 = 0 THEN 'k' || g END,
+       CASE WHEN g % 7 = 0 THEN 'grp' || (g % 50) END,
+       CASE WHEN g % 1000 <> 0 AND g % 997 <> 0 AND g % 9973 = 0 THEN now() + interval '1 hour' END,
+       CASE WHEN g % 1000 = 0 OR (g % 997 <> 0 AND g % 9973 <> 0) THEN now() END,
+       CASE WHEN g % 1000 = 0 THEN 'boom' END
+FROM generate_series(1, 1000000) AS g
+"""
+# The pages an operator asks for, at the top and deep in the table.
+FILTERS = [
+    JobFilter(),
+    JobFilter(status="failed"),
+    JobFilter(status="running"),
+    JobFilter(status="queued"),
+    JobFilter(status="done"),
+    JobFilter(task="task_3"),
+    JobFilter(queue="q1", status="failed"),
+    JobFilter(unique_key="k990000"),
+    JobFilter(group="grp7"),
+    JobFilter(task="no such task"),  # nothing matches: the worst case of a scan
+]
+
+
+def nodes(plan: dict[str, Any]) -> list[dict[str, Any]]:
+    return [plan, *(n for child in plan.get("Plans", []) for n in nodes(child))]
+
+
+def test_pages_read_an_index_and_a_bounded_number_of_rows_at_a_million_jobs(dsn: str) -> None:
+    """The page query at 1,000,000 jobs: no Seq Scan on jobs, an index scan, and at most
+    SCAN_WINDOW + the page's rows looked at, for every filter, first page and deep."""
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        conn.execute(MILLION)
+        conn.execute("ANALYZE pgkick.jobs")
+    report = []
+    with JobReader.open(dsn) as reader:
+        for filters in FILTERS:
+            for after in (None, 400_000):
+                params = reader.page_params(filters, after=after, limit=50)
+                assert params is not None
+                params.pop("_low")
+                started = time.perf_counter()
+                explain = "EXPLAIN (ANALYZE, BUFFERS, FORMAT JSON) " + queries.JOB_LIST_PAGE
+                plan = reader.rows(explain, **params)[0][0][0]
+                elapsed = (time.perf_counter() - started) * 1000
+                scans = [n for n in nodes(plan["Plan"]) if n.get("Relation Name") == "jobs"]
+                kinds = {n["Node Type"] for n in scans}
+                looked = sum(n["Actual Rows"] + n.get("Rows Removed by Filter", 0) for n in scans)
+                report.append(
+                    f"{filters.as_query() or 'no filter'} after={after}: "
+                    f"{sorted(kinds)} {[n.get('Index Name') for n in scans]} "
+                    f"looked at {looked} rows, {plan['Execution Time']:.1f} ms "
+                    f"(round trip {elapsed:.1f} ms)"
+                )
+                assert "Seq Scan" not in kinds and kinds & {
+                    "Index Scan",
+                    "Index Only Scan",
+                    "Bitmap Heap Scan",
+                }, report[-1]
+                assert looked <= inspect.SCAN_WINDOW + 51, report[-1]
+        plan = reader.rows("EXPLAIN (FORMAT JSON) " + queries.QUEUE_OVERVIEW)[0][0][0]
+        kinds = {n["Node Type"] for n in nodes(plan["Plan"]) if n.get("Relation Name") == "jobs"}
+        report.append(f"queue_overview: {sorted(kinds)}")
+        assert "Seq Scan" not in kinds, report[-1]
+    print("\n".join(report))

@@ -1,0 +1,121 @@
+"""The web dashboard: `make_app(dsn, ...)` -> a Starlette app (`pgkick ui`, and `pgkick dev` at /).
+
+Why it cannot keep a database awake: every page opens one connection when it is
+requested and closes it before the answer is sent (no pool, no background task, no
+polling); a page refreshes itself only if asked to, and only while its tab is
+visible. The timeline (dev mode) is read from the local stack's memory, not the
+database.
+
+Why read-only by default: pointed at any database (`pgkick ui --dsn ...`), it shows
+and changes nothing until `--allow-actions`; then its retry and cancel buttons run
+pgkick.cli.operations, the same calls as `pgkick retry` and `pgkick cancel`.
+"""
+
+from __future__ import annotations
+
+import importlib
+import os
+from collections.abc import Collection
+from pathlib import Path
+
+import jinja2
+from starlette.applications import Starlette
+from starlette.exceptions import HTTPException
+from starlette.middleware import Middleware
+from starlette.requests import Request
+from starlette.responses import Response
+from starlette.routing import Route
+from starlette.templating import Jinja2Templates
+
+from pgkick.connections.db import DatabaseError
+from pgkick.errors import InvalidArgument, PgkickError
+from pgkick.kick.kickers import Kicker
+from pgkick_dev.ui import actions, pages
+from pgkick_dev.ui.context import Settings, render
+from pgkick_dev.ui.guard import LOCALHOST, LocalOnly
+from pgkick_dev.ui.timeline import Timeline
+
+TEMPLATES = Path(__file__).parent / "templates"
+
+
+def _load_tasks() -> tuple[tuple[str, ...], str | None]:
+    """Import PGKICK_TASKS (their periodic declarations are the recurring schedules)."""
+    modules = tuple(m.strip() for m in os.environ.get("PGKICK_TASKS", "").split(",") if m.strip())
+    try:
+        for module in modules:
+            importlib.import_module(module)
+    except Exception as exc:  # shown on the page: the dashboard still serves the rest
+        return modules, f"could not import PGKICK_TASKS ({type(exc).__name__}: {exc})"
+    return modules, None
+
+
+def make_app(
+    dsn: str,
+    *,
+    timeline: Timeline | None = None,
+    allow_actions: bool = False,
+    allowed_hosts: Collection[str] | None = LOCALHOST,
+    kicker: Kicker | None = None,
+    schema: str | None = None,
+    awake_window: float = 300.0,
+) -> Starlette:
+    """The dashboard for the database at `dsn`.
+
+    timeline: the local stack's recorder (dev mode: the invocation and awake timelines).
+    allow_actions: show and accept retry and cancel.
+    allowed_hosts: client addresses served besides loopback ones; None: everyone (then the
+    Host header is not checked either).
+    kicker: what a retry kicks (default: PGKICK_KICKER's, as `pgkick retry`).
+    awake_window: seconds a serverless database stays awake after its last invocation."""
+    modules, problem = _load_tasks()
+    settings = Settings(
+        dsn, timeline, allow_actions, kicker, schema, awake_window, modules, problem
+    )
+    environment = jinja2.Environment(
+        loader=jinja2.FileSystemLoader(TEMPLATES), autoescape=True, undefined=jinja2.StrictUndefined
+    )
+    templates = Jinja2Templates(env=environment)
+    app = Starlette(
+        routes=[
+            Route("/", pages.overview, name="overview"),
+            Route("/jobs", pages.jobs, name="jobs"),
+            Route("/jobs/{job_id}", pages.job, name="job"),
+            Route("/jobs/{job_id}/retry", actions.retry, methods=["POST"], name="retry"),
+            Route("/jobs/{job_id}/cancel", actions.cancel, methods=["POST"], name="cancel"),
+            Route("/timeline", pages.timeline, name="timeline"),
+        ],
+        middleware=[Middleware(LocalOnly, allowed=allowed_hosts)],
+        exception_handlers={
+            HTTPException: _http_error,
+            InvalidArgument: _bad_request,
+            DatabaseError: _database_error,
+            PgkickError: _database_error,
+        },
+    )
+    app.state.settings = settings
+    app.state.templates = templates
+    return app
+
+
+def _error(request: Request, status: int, title: str, message: str) -> Response:
+    return render(request, "error.html", status, title=title, message=message)
+
+
+async def _http_error(request: Request, exc: Exception) -> Response:
+    assert isinstance(exc, HTTPException)
+    titles = {404: "Not found", 405: "Method not allowed", 403: "Refused", 409: "Nothing changed"}
+    response = _error(request, exc.status_code, titles.get(exc.status_code, "Error"), exc.detail)
+    if exc.headers:
+        response.headers.update(exc.headers)
+    return response
+
+
+async def _bad_request(request: Request, exc: Exception) -> Response:
+    return _error(request, 400, "Bad request", str(exc))
+
+
+async def _database_error(request: Request, exc: Exception) -> Response:
+    message = " ".join(str(exc).split())
+    if "does not exist" in message and "relation" in message:
+        message += " (is pgkick's schema migrated here? run `pgkick migrate`)"
+    return _error(request, 503, "Database unavailable", message)

@@ -1,0 +1,66 @@
+"""What every page and action shares: the dashboard's settings and how a page is rendered.
+
+Why a module of its own: the app builds them, the pages and actions use them, and
+neither should import the app.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from typing import Any
+
+from starlette.requests import Request
+from starlette.responses import Response
+from starlette.templating import Jinja2Templates
+
+from pgkick.kick.kickers import Kicker
+from pgkick.store.inspect import JobReader
+from pgkick.store.worker import JobStore
+from pgkick_dev.ui.timeline import Timeline
+
+APPLICATION_NAME = "pgkick-ui"  # how its sessions show in pg_stat_activity
+
+
+@dataclass(frozen=True)
+class Settings:
+    dsn: str
+    timeline: Timeline | None
+    allow_actions: bool
+    kicker: Kicker | None  # None: the default kicker (PGKICK_KICKER), asked per action
+    schema: str | None
+    awake_window: float
+    task_modules: tuple[str, ...] = field(default=())
+    task_problem: str | None = None
+
+    @contextmanager
+    def reader(self) -> Iterator[JobReader]:
+        """One connection for one page, closed before the page is sent."""
+        with JobReader.open(
+            self.dsn, schema=self.schema, application_name=APPLICATION_NAME
+        ) as reader:
+            yield reader
+
+    @contextmanager
+    def store(self) -> Iterator[JobStore]:
+        """One connection for one action (the CLI's store), closed after it."""
+        with JobStore.open(self.dsn, schema=self.schema, application_name=APPLICATION_NAME) as s:
+            yield s
+
+
+def settings_of(request: Request) -> Settings:
+    settings: Settings = request.app.state.settings
+    return settings
+
+
+def render(request: Request, name: str, status: int = 200, **context: Any) -> Response:
+    settings: Settings = request.app.state.settings
+    templates: Jinja2Templates = request.app.state.templates
+    context |= {
+        "root": request.scope.get("root_path", ""),
+        "allow_actions": settings.allow_actions,
+        "dev": settings.timeline is not None,
+        "refresh": request.query_params.get("refresh") == "1",
+    }
+    return templates.TemplateResponse(request, name, context, status_code=status)

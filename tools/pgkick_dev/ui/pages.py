@@ -1,0 +1,177 @@
+"""The dashboard's pages: queues and schedules, jobs, one job, the timeline (dev mode).
+
+Each page reads what it shows in one short connection (Settings.reader), through the
+same JobReader as `pgkick jobs` and `pgkick job`.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from datetime import UTC, datetime, timedelta
+from typing import Any
+from urllib.parse import urlencode
+
+from starlette.exceptions import HTTPException
+from starlette.requests import Request
+from starlette.responses import Response
+
+from pgkick.errors import InvalidArgument
+from pgkick.kick.kickers import schedule_name, wake_minute
+from pgkick.store.inspect import STATUSES, JobFilter, parse_id
+from pgkick.tasks.recurring import periodic_registry
+from pgkick_dev.local.cron import next_tick
+from pgkick_dev.ui import timeline as tl
+from pgkick_dev.ui.context import Settings, render, settings_of
+
+PAGE_SIZES = (25, 50, 100, 200)
+WAKE_KINDS = ("kick", "schedule_create", "schedule_fire", "schedule_delete", "drop", "retry")
+
+
+def age(seconds: float | None) -> str:
+    if seconds is None:
+        return "-"
+    seconds = float(seconds)
+    for unit, size in (("d", 86400), ("h", 3600), ("m", 60)):
+        if seconds >= size:
+            return f"{seconds / size:.1f} {unit}"
+    return f"{seconds:.1f} s"
+
+
+def overview(request: Request) -> Response:
+    settings = settings_of(request)
+    with settings.reader() as reader:
+        queues = reader.queues()
+        ticks = reader.latest_ticks()
+    now = datetime.now(UTC)
+    schedules = []
+    for periodic in sorted(periodic_registry.declared.values(), key=lambda p: p.name):
+        try:
+            upcoming = next_tick(periodic.expression, periodic.timezone, now)
+        except ValueError as exc:
+            upcoming = None
+            periodic_problem = str(exc)
+        else:
+            periodic_problem = ""
+        schedules.append(
+            {
+                "periodic": periodic,
+                "last": ticks.get(periodic.name),
+                "next": upcoming,
+                "problem": periodic_problem,
+            }
+        )
+    for queue in queues:
+        queue["oldest_ready"] = age(queue["oldest_ready_seconds"])
+    return render(
+        request,
+        "overview.html",
+        queues=queues,
+        schedules=schedules,
+        task_modules=settings.task_modules,
+        task_problem=settings.task_problem,
+        now=now,
+    )
+
+
+def jobs(request: Request) -> Response:
+    query = request.query_params
+    filters = JobFilter.of(
+        status=query.get("status"),
+        task=query.get("task"),
+        queue=query.get("queue"),
+        unique_key=query.get("unique_key"),
+        group=query.get("group"),
+    )
+    after = parse_id(query["after"]) if query.get("after") else None
+    try:
+        limit = int(query.get("limit") or 50)
+    except ValueError:
+        raise InvalidArgument(f"limit must be a whole number, not {query['limit']!r}") from None
+    with settings_of(request).reader() as reader:
+        page = reader.page(filters, after=after, limit=limit)
+    link = filters.as_query() | ({"limit": str(limit)} if limit != 50 else {})
+    older = None if page.next_after is None else link | {"after": str(page.next_after)}
+    return render(
+        request,
+        "jobs.html",
+        page=page,
+        filters=filters,
+        first_link=urlencode(link),
+        next_link=None if older is None else urlencode(older),
+        statuses=STATUSES,
+        after=after,
+        limit=limit,
+        sizes=PAGE_SIZES,
+    )
+
+
+def job(request: Request) -> Response:
+    settings = settings_of(request)
+    job_id = parse_id(request.path_params["job_id"])
+    with settings.reader() as reader:
+        found = reader.job(job_id)
+    if found is None:
+        raise HTTPException(404, f"job {job_id} does not exist")
+    read_at: datetime = found["read_at"]
+    wake = None
+    if found["status"] == "queued" and found["run_at"] > read_at:
+        minute = wake_minute(found["run_at"])
+        wake = {"at": minute, "name": schedule_name(found["queue"], minute)}
+    return render(
+        request,
+        "job.html",
+        job=found,
+        payload=json.dumps(found["payload"], indent=2, sort_keys=True),
+        result=None if found["result"] is None else json.dumps(found["result"], indent=2),
+        wake=wake,
+        wakeups=_wakeups(settings, found, read_at),
+        message=request.query_params.get("message"),
+    )
+
+
+def _wakeups(settings: Settings, job: dict[str, Any], read_at: datetime) -> list[dict[str, Any]]:
+    """The local stack's kicks and scheduled wake-ups of the job's queue during its life."""
+    if settings.timeline is None:
+        return []
+    start = (job["created_at"] - timedelta(seconds=1)).timestamp()
+    end = (job["finished_at"] or read_at).timestamp() + 1
+    events = settings.timeline.events(since=start, limit=500)
+    return [
+        _shown(e)
+        for e in events
+        if e["kind"] in WAKE_KINDS and e.get("queue") in (None, job["queue"]) and e["at"] <= end
+    ]
+
+
+def _shown(event: dict[str, Any]) -> dict[str, Any]:
+    """An event with every optional field present (None when absent) and its time shown."""
+    optional = dict.fromkeys(("function", "request_id", "queue", "hop", "duration_ms", "detail"))
+    return optional | event | {"when": tl.when(float(event["at"]))}
+
+
+def timeline(request: Request) -> Response:
+    settings = settings_of(request)
+    if settings.timeline is None:
+        raise HTTPException(404, "the timeline is shown by `pgkick dev` only")
+    try:
+        minutes = float(request.query_params.get("minutes") or 15)
+    except ValueError:
+        raise InvalidArgument("minutes must be a number") from None
+    now = time.time()
+    events = settings.timeline.events(since=now - minutes * 60, limit=2000)
+    runs = tl.invocations(events)
+    awake = tl.awake_spans(runs, settings.awake_window, now)
+    return render(
+        request,
+        "timeline.html",
+        events=[_shown(e) for e in reversed(events)][:300],
+        runs=runs,
+        awake=[(tl.when(a), tl.when(b), b - a) for a, b in awake],
+        awake_total=sum(b - a for a, b in awake),
+        drawing=tl.drawing(events, settings.awake_window, now),
+        minutes=minutes,
+        window=settings.awake_window,
+        colours=tl.MARKS,
+        when=tl.when,
+    )
