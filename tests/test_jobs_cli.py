@@ -177,7 +177,7 @@ def test_enqueue_wait_fails_with_the_jobs_error(dsn: str) -> None:
     )
     assert done.returncode == 1, (done.stdout, done.stderr)
     last = done.stderr.strip().splitlines()[-1]
-    assert last.startswith("pgkick enqueue: job ") and "(after 1 of 5 attempts; see `pgkick job " in last
+    assert last.startswith("pgkick enqueue: job ") and "(after 1 of 5 attempts; see" in last
     assert "unknown task 'send_reciept'" in last and "see `pgkick job " in last
 
 
