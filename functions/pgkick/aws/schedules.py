@@ -5,7 +5,8 @@ change with it; a sync run after each deploy creates what is new, updates what
 changed and deletes what was removed, and running it twice changes nothing.
 It owns only schedules named `pgkick.periodic.*` in its group: the worker's
 one-time wake-ups and rescues (`pgkick-...`) and anyone else's are never touched.
-Every declaration is validated before the first call (pgkick.tasks.recurring).
+Every declaration is validated before the first call, with the check `@pgkick.periodic`
+and the local stack use (pgkick.tasks.expressions).
 """
 
 from __future__ import annotations
@@ -76,7 +77,10 @@ def sync(
             "schedules sync needs the worker's ARN and the scheduler's role ARN "
             "(PGKICK_WORKER_ARN, PGKICK_SCHEDULER_ROLE_ARN)"
         )
-    wanted = {p.schedule_name: desired(p, target_arn, role_arn) for p in declarations}
+    # Checked again here, every one before the first call: a Periodic built by hand (not
+    # declared) must not reach AWS either (pgkick.tasks.expressions, the one check).
+    checked = [periodic.check() for periodic in declarations]
+    wanted = {p.schedule_name: desired(p, target_arn, role_arn) for p in checked}
     have = _current(client, group)
     plan: dict[str, list[str]] = {"created": [], "updated": [], "deleted": [], "unchanged": []}
     for name, want in sorted(wanted.items()):
