@@ -63,10 +63,6 @@ ZONE_AREAS = frozenset(
 UTC_NAMES = frozenset({"UTC", "GMT"})
 
 
-class _Bad(Exception):
-    """One field part is wrong: why, in words (turned into InvalidArgument by the caller)."""
-
-
 def check_expression(expression: object) -> str:
     """A `cron(...)` or `rate(...)` EventBridge Scheduler accepts; InvalidArgument naming
     the field and the part that it would refuse."""
@@ -96,7 +92,7 @@ def check_expression(expression: object) -> str:
     for value, (name, low, high, names) in zip(fields, FIELDS, strict=True):
         try:
             _check_field(name, value, low, high, names)
-        except _Bad as why:
+        except InvalidArgument as why:  # the part's own words, put in context
             raise InvalidArgument(
                 f"schedule: {expression!r}: {name} field {value!r} is not valid: {why}"
             ) from None
@@ -110,14 +106,14 @@ def check_expression(expression: object) -> str:
 def _check_field(name: str, field: str, low: int, high: int, names: tuple[str, ...]) -> None:
     if field == "?":
         if name not in ("day-of-month", "day-of-week"):
-            raise _Bad("'?' is for day-of-month or day-of-week only")
+            raise InvalidArgument("'?' is for day-of-month or day-of-week only")
         return
     parts = field.split(",")
     if name == "day-of-week" and "#" in field and len(parts) > 1:
-        raise _Bad("'#' must be the field's only expression")
+        raise InvalidArgument("'#' must be the field's only expression")
     for part in parts:
         if part == "":
-            raise _Bad("an empty list item")
+            raise InvalidArgument("an empty list item")
         if name == "day-of-month" and _day_of_month_special(part):
             continue
         if name == "day-of-week" and _day_of_week_special(part):
@@ -125,9 +121,9 @@ def _check_field(name: str, field: str, low: int, high: int, names: tuple[str, .
         base, slash, step = part.partition("/")
         if slash:
             if name == "day-of-week":
-                raise _Bad("'/' is not allowed in day-of-week")
+                raise InvalidArgument("'/' is not allowed in day-of-week")
             if not step.isdigit() or not 1 <= int(step) <= high - low + 1:
-                raise _Bad(f"the increment {step!r} must be 1-{high - low + 1}")
+                raise InvalidArgument(f"the increment {step!r} must be 1-{high - low + 1}")
         if base == "*":
             continue
         first, dash, last = base.partition("-")
@@ -135,7 +131,7 @@ def _check_field(name: str, field: str, low: int, high: int, names: tuple[str, .
         if dash:
             end = _value(last, low, high, names)
             if start > end:
-                raise _Bad(f"the range {base!r} runs backwards")
+                raise InvalidArgument(f"the range {base!r} runs backwards")
 
 
 def _value(text: str, low: int, high: int, names: tuple[str, ...]) -> int:
@@ -145,9 +141,9 @@ def _value(text: str, low: int, high: int, names: tuple[str, ...]) -> int:
         number = names.index(text.upper()) + low
     else:
         what = f"{low}-{high}" + (f" or {names[0]}-{names[-1]}" if names else "")
-        raise _Bad(f"{text!r} is not a value ({what})")
+        raise InvalidArgument(f"{text!r} is not a value ({what})")
     if not low <= number <= high:
-        raise _Bad(f"{number} is outside {low}-{high}")
+        raise InvalidArgument(f"{number} is outside {low}-{high}")
     return number
 
 
@@ -159,7 +155,7 @@ def _day_of_month_special(part: str) -> bool:
         _value(part[:-1], 1, 31, ())
         return True
     if "L" in part or "W" in part:
-        raise _Bad("L and W are written L, LW or nW (n 1-31)")
+        raise InvalidArgument("L and W are written L, LW or nW (n 1-31)")
     return False
 
 
@@ -174,7 +170,7 @@ def _day_of_week_special(part: str) -> bool:
         day, _, nth = part.partition("#")
         _value(day, 1, 7, DAYS)
         if not nth.isdigit() or not 1 <= int(nth) <= 5:
-            raise _Bad(f"'#{nth}': the week of the month must be 1-5")
+            raise InvalidArgument(f"'#{nth}': the week of the month must be 1-5")
         return True
     return False
 
