@@ -15,6 +15,7 @@ import json
 from collections.abc import Iterable
 from typing import Any
 
+from pgkick.aws.failures import one_line
 from pgkick.errors import ConfigError
 from pgkick.tasks.recurring import SCHEDULE_PREFIX, Periodic
 
@@ -111,14 +112,15 @@ def cmd_schedules(args: Any) -> dict[str, Any]:
 
     settings = config.Settings.from_env()
     registry.load(settings.task_modules)  # their @periodic declarations run (and are checked)
-    return sync(
-        aws_client("scheduler", 5.0),
-        periodic_registry.declared.values(),
-        target_arn=settings.worker_arn or "",
-        role_arn=settings.scheduler_role_arn or "",
-        group=settings.schedule_group,
-        dry_run=args.dry_run,
-    )
+    with one_line("scheduler"):  # no botocore traceback: one line saying what to do
+        return sync(
+            aws_client("scheduler", 5.0),
+            periodic_registry.declared.values(),
+            target_arn=settings.worker_arn or "",
+            role_arn=settings.scheduler_role_arn or "",
+            group=settings.schedule_group,
+            dry_run=args.dry_run,
+        )
 
 
 def add_schedule_commands(command: Any) -> None:
