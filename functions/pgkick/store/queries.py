@@ -18,6 +18,14 @@ WHERE status = 'queued'
   AND (%(task)s::text IS NULL OR task = %(task)s)
 RETURNING id, queue;"""
 
+JOB_CANCEL_REQUESTED_AMONG: Final = """\
+-- job_cancel_requested_among: Of the jobs a worker holds (each fenced by its attempt), those an operator asked to cancel: a read by primary key, no lease written (the lease keeper's check between two extensions, so a cancel reaches a task within seconds whatever the lease).
+SELECT j.id
+FROM pgkick.jobs j
+JOIN unnest(%(ids)s::bigint[], %(attempts)s::int[]) AS held(id, attempts) ON j.id = held.id
+WHERE j.status = 'running' AND j.attempts = held.attempts
+  AND j.cancel_requested_at IS NOT NULL;"""
+
 JOB_CANCEL_RUNNING: Final = """\
 -- job_cancel_running: Marks running jobs (by ids, or by queue and task) for cancellation; the worker's heartbeat reads the mark, and the job ends failed 'cancelled by operator' when its task stops.
 UPDATE pgkick.jobs

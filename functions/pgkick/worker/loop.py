@@ -32,6 +32,7 @@ from pgkick.worker.task_run import CANCELLED, run_task
 log = logging.getLogger("pgkick.worker")
 
 FLUSH_AFTER_SECONDS = 0.5  # complete finished jobs at once when a batch runs longer
+CANCEL_CHECK_SECONDS = 2.0  # a cancel reaches a running task within this (pgkick.worker.lease)
 
 
 @dataclass
@@ -75,6 +76,9 @@ class WorkerOptions:
     watch_ttl: timedelta = timedelta(seconds=config.DEFAULT_WATCH_SECONDS)  # pgkick.kick.watch
     max_hops: int = config.DEFAULT_MAX_HOPS  # self-kicks per chain, then a wake-up
     backoff_jitter: float = 0.1  # a retry waits its backoff x (1 ± this), drawn at random
+    # While jobs run, cancel marks are read this often between two extensions (a third of
+    # the lease: 100 s and more on Lambda), so a cancel reaches its task within seconds.
+    cancel_check: timedelta = timedelta(seconds=CANCEL_CHECK_SECONDS)
 
 
 def backoff_jitter(source: random.Random, spread: float = 0.1) -> Callable[[], float]:
@@ -106,7 +110,10 @@ class Worker:
         started = time.monotonic()
         summary = Summary(queue=queue)
         interval = self.options.lease.total_seconds() / 3 if self.options.heartbeat else None
-        keeper = LeaseKeeper(self.store, self.options.lease, interval=interval)
+        cancel_check = self.options.cancel_check.total_seconds() if interval else None
+        keeper = LeaseKeeper(
+            self.store, self.options.lease, interval=interval, cancel_interval=cancel_check
+        )
         watch = WorkerWatch(
             ttl=self.options.watch_ttl, linger=self.options.linger, clock=self.monotonic
         )
