@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import statistics
 import threading
+import time
 from datetime import timedelta
 from typing import Any, LiteralString
 
@@ -165,3 +166,35 @@ def test_the_runtime_passes_the_linger_setting_to_its_worker(dsn: str) -> None:
     assert (summary.claimed, summary.done, summary.stopped_because) == (1, 1, "empty")
     assert app_kicker.kicks == []
     assert summary.duration_ms >= 3000  # it lingered its window after the job, then left
+
+
+def test_a_one_off_kick_leaves_at_once_a_queue_kicked_again_soon_is_lingered_on(
+    dsn: str,
+) -> None:
+    """Issue 31.3: per-tenant queues of one job each. The runtime's worker whose first claim
+    got exactly its kick's job, and nothing after, leaves without lingering; the same queue
+    kicked again in this environment within a minute has a flow, and is lingered on. Catches
+    the linger spent on every one-off queue (x7 the time for 2,000 of them) and a runtime
+    that forgets the flow (a trickle of one job a second would cost one invocation a job)."""
+    settings = Settings.from_env(
+        {"PGKICK_KICKER": "none", "PGKICK_MAX_FANOUT": "0", "PGKICK_WORKER_LINGER_MS": "2000"}
+    )
+    tasks = Registry()
+    tasks.task("noop")(lambda payload: None)
+    runtime = Runtime(settings, NoKicker(), dsn=lambda: dsn, tasks=tasks)
+    with JobStore.open(dsn) as store:
+        for n in range(20):
+            seed(store, 1, queue=f"tenant-{n}")
+    started = time.monotonic()
+    for n in range(20):
+        summary = runtime.drain(f"tenant-{n}", lambda: 600_000)
+        assert (summary.done, summary.stopped_because) == (1, "empty")
+    assert time.monotonic() - started < 10  # lingering 2 s on each would take 40 s
+    with JobStore.open(dsn) as store:
+        seed(store, 1, queue="tenant-0")  # kicked again: a flow, the linger is spent
+    summary = runtime.drain("tenant-0", lambda: 600_000)
+    assert summary.done == 1 and summary.duration_ms >= 2000
+    with JobStore.open(dsn) as store:  # and a burst's worker lingers as before
+        seed(store, 3, queue="burst")
+    summary = runtime.drain("burst", lambda: 600_000)
+    assert summary.done == 3 and summary.duration_ms >= 2000

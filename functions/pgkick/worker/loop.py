@@ -100,6 +100,9 @@ class Worker:
         # A retry's backoff factor, 0.9..1.1 (River's ±10%): retries of a failed burst
         # spread out instead of returning in lockstep. Tests pass a seeded source.
         self.jitter: Callable[[], float] = backoff_jitter(random.Random(), options.backoff_jitter)
+        # Whether `queue` had a one-off kick recently (the runtime remembers it per execution
+        # environment, across invocations); the bare loop remembers nothing.
+        self.flows: Callable[[str], bool] = lambda queue: False
         self._hop = 0
 
     def drain(self, queue: str, remaining_ms: Callable[[], int], *, hop: int = 0) -> Summary:
@@ -125,6 +128,7 @@ class Worker:
         last_batch_full = False
         full_since: float | None = None  # when this run of full batches began
         finished: list[ClaimedJob] = []  # run, not yet recorded: they ride with the next claim
+        first_claim: int | None = None  # jobs the invocation's first claim got
         try:
             while True:
                 before = remaining_ms()
@@ -142,7 +146,12 @@ class Worker:
                 )
                 self._account(finished, held, keeper, summary)
                 finished = []
+                if first_claim is None:
+                    first_claim = len(jobs)
                 if not jobs:
+                    one_off = first_claim == 1 and summary.claimed == 1
+                    if one_off and not self.flows(queue):
+                        watch.skip_linger()  # the kick's one job, nothing after (see flows)
                     last = self._linger_or_leave(queue, watch, remaining_ms, reserve)
                     if last is None:
                         continue  # lingered: claim again
