@@ -20,19 +20,10 @@ claimable AS (
   WHERE NOT EXISTS (SELECT 1 FROM pgkick.jobs r
                     WHERE r.queue = g.queue AND r.group_key = g.group_key
                       AND r.status = 'running')
-    AND CASE  -- job_claim's head: a job waiting for its retry, else the first in claim order
-          WHEN EXISTS (SELECT 1 FROM pgkick.jobs w
-                       WHERE w.queue = g.queue AND w.group_key = g.group_key
-                         AND w.status = 'queued' AND w.attempts > 0)
-          THEN EXISTS (SELECT 1 FROM pgkick.jobs w
-                       WHERE w.queue = g.queue AND w.group_key = g.group_key
-                         AND w.status = 'queued' AND w.attempts > 0
-                         AND w.run_at <= coalesce(%(now)s::timestamptz, now()))
-          ELSE (SELECT h.run_at FROM pgkick.jobs h
-                WHERE h.queue = g.queue AND h.group_key = g.group_key AND h.status = 'queued'
-                ORDER BY -h.priority, h.run_at, h.id LIMIT 1)
-               <= coalesce(%(now)s::timestamptz, now())
-        END
+    AND (SELECT h.run_at FROM pgkick.jobs h  -- job_claim's head: first in the group's order
+         WHERE h.queue = g.queue AND h.group_key = g.group_key AND h.status = 'queued'
+         ORDER BY -h.priority, h.ordered_at, h.id LIMIT 1)
+        <= coalesce(%(now)s::timestamptz, now())
 )
 SELECT queue, count(*) AS ready
 FROM claimable

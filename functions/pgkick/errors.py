@@ -69,6 +69,11 @@ class KickRefused(PgkickError, RuntimeError):
     """Lambda did not accept a kick (an answer other than 202); the job stays committed."""
 
 
+class AwsUnavailable(PgkickError, RuntimeError):
+    """An AWS call could not be made or was refused (no credentials, no region, an endpoint
+    out of reach, a permission missing); the message says which and what to do."""
+
+
 class UniqueKeyChurn(PgkickError, RuntimeError):
     """The key's holder kept vanishing between insert and read-back (nothing written)."""
 

@@ -5,7 +5,8 @@ change with it; a sync run after each deploy creates what is new, updates what
 changed and deletes what was removed, and running it twice changes nothing.
 It owns only schedules named `pgkick.periodic.*` in its group: the worker's
 one-time wake-ups and rescues (`pgkick-...`) and anyone else's are never touched.
-Every declaration is validated before the first call (pgkick.tasks.recurring).
+Every declaration is validated before the first call, with the check `@pgkick.periodic`
+and the local stack use (pgkick.tasks.expressions).
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ import json
 from collections.abc import Iterable
 from typing import Any
 
+from pgkick.aws.failures import one_line
 from pgkick.errors import ConfigError
 from pgkick.tasks.recurring import SCHEDULE_PREFIX, Periodic
 
@@ -76,7 +78,10 @@ def sync(
             "schedules sync needs the worker's ARN and the scheduler's role ARN "
             "(PGKICK_WORKER_ARN, PGKICK_SCHEDULER_ROLE_ARN)"
         )
-    wanted = {p.schedule_name: desired(p, target_arn, role_arn) for p in declarations}
+    # Checked again here, every one before the first call: a Periodic built by hand (not
+    # declared) must not reach AWS either (pgkick.tasks.expressions, the one check).
+    checked = [periodic.check() for periodic in declarations]
+    wanted = {p.schedule_name: desired(p, target_arn, role_arn) for p in checked}
     have = _current(client, group)
     plan: dict[str, list[str]] = {"created": [], "updated": [], "deleted": [], "unchanged": []}
     for name, want in sorted(wanted.items()):
@@ -107,14 +112,15 @@ def cmd_schedules(args: Any) -> dict[str, Any]:
 
     settings = config.Settings.from_env()
     registry.load(settings.task_modules)  # their @periodic declarations run (and are checked)
-    return sync(
-        aws_client("scheduler", 5.0),
-        periodic_registry.declared.values(),
-        target_arn=settings.worker_arn or "",
-        role_arn=settings.scheduler_role_arn or "",
-        group=settings.schedule_group,
-        dry_run=args.dry_run,
-    )
+    with one_line("scheduler"):  # no botocore traceback: one line saying what to do
+        return sync(
+            aws_client("scheduler", 5.0),
+            periodic_registry.declared.values(),
+            target_arn=settings.worker_arn or "",
+            role_arn=settings.scheduler_role_arn or "",
+            group=settings.schedule_group,
+            dry_run=args.dry_run,
+        )
 
 
 def add_schedule_commands(command: Any) -> None:

@@ -1,14 +1,21 @@
 """Ordered groups and per-queue running limits: how the claim keeps them under SKIP LOCKED.
 
-The rules (all in the claim, `job_claim`, a server-side function: migration 0007):
+The rules (all in the claim, `job_claim`, a server-side function: migrations 0007, 0011):
 - A job enqueued with `group=` runs only when no other job of its group (same queue)
   is running, and only if it is the group's head: its first queued job in the
-  claim's own order (priority DESC, run_at, id), so with equal priorities a group
-  runs in run_at order; the same order as the claim's scan means the first job of
-  a group the scan meets is its head, and the claim stays cheap. A job waiting
-  for its retry (queued with attempts > 0) is the head whatever its order, so a
-  failure holds its group until it is retried or fails for good. Other groups
+  group's order (priority DESC, ordered_at, id). `ordered_at` is the run_at the job
+  was enqueued with (set on insert by a trigger, 0011) and nothing moves it: a job
+  waiting for its retry, or snoozed, keeps its place, stays the head and holds its
+  group until it runs again (and, for a failure, until it is retried or fails for
+  good); `pgkick retry` of several failed jobs of a group runs them in the group's
+  order. The head is unique (the order ends on id), so one claim takes at most one
+  job of a group, whatever its batch. With equal priorities a group runs in the
+  order of the run_at its jobs were enqueued with. Other groups
   and ungrouped jobs are claimed around it: a blocked group blocks nobody else.
+  (Before 0011 the head was the first in claim order (priority, run_at, id), or any
+  queued job with attempts > 0: a retry of three failed jobs made three heads, one
+  batch ran them together, and a job snoozed on its first attempt, its attempts
+  back to 0 and its run_at later, let the next one of its group overtake it.)
 - A queue with a row in `queue_limits` never has more than `max_running` jobs
   running: a claim takes at most max_running - running.
 

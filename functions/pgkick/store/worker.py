@@ -217,6 +217,15 @@ class JobStore(ProducerStatements, MaintenanceStatements, OutcomeStatements):
         )
         return {row[0]: row[1] for row in rows}
 
+    def cancel_requested(self, jobs: Sequence[ClaimedJob]) -> set[int]:
+        """The held jobs (fenced by attempt) an operator asked to cancel: a read, no write."""
+        rows = self.rows(
+            queries.JOB_CANCEL_REQUESTED_AMONG,
+            ids=[j.id for j in jobs],
+            attempts=[j.attempts for j in jobs],
+        )
+        return {row[0] for row in rows}
+
 
 def _claimed(cursor: Any) -> list[ClaimedJob]:
     """The jobs a claim's cursor returned (once its pipeline, if any, is read)."""

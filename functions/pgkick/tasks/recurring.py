@@ -22,26 +22,15 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
-from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
-from pgkick.errors import InvalidArgument, InvalidArgumentType
+from pgkick.errors import InvalidArgument
+from pgkick.tasks.expressions import check_expression, check_timezone
 from pgkick.tasks.registry import TaskFunction, registry
 from pgkick.validation import check_max_attempts, check_name, payload_json
 
 SCHEDULE_PREFIX = "pgkick.periodic."  # what sync owns: no kick or rescue name has a dot
 SCHEDULED_TIME = "<aws.scheduler.scheduled-time>"  # the scheduler fills it in, per tick
 _NAME = re.compile(r"^[A-Za-z0-9_-]{1,48}$")  # 64 characters a schedule name may have
-_RATE = re.compile(r"^rate\((\d{1,6}) (minute|minutes|hour|hours|day|days)\)$")
-_CRON = re.compile(r"^cron\((.*)\)$")
-# EventBridge's six fields: minutes hours day-of-month month day-of-week year.
-_CRON_FIELDS = (
-    ("minutes", r"[0-9,\-*/]+"),
-    ("hours", r"[0-9,\-*/]+"),
-    ("day-of-month", r"[0-9,\-*?/LW]+"),
-    ("month", r"[0-9A-Za-z,\-*/]+"),
-    ("day-of-week", r"[0-9A-Za-z,\-*?/L#]+"),
-    ("year", r"[0-9,\-*/]+"),
-)
 
 
 @dataclass(frozen=True, slots=True)
@@ -59,6 +48,13 @@ class Periodic:
     @property
     def schedule_name(self) -> str:
         return SCHEDULE_PREFIX + self.name
+
+    def check(self) -> Periodic:
+        """Itself, when its expression and time zone are ones EventBridge Scheduler accepts
+        (pgkick.tasks.expressions); InvalidArgument naming the part it would refuse."""
+        check_expression(self.expression)
+        check_timezone(self.timezone)
+        return self
 
     def event(self) -> dict[str, Any]:
         """The schedule's Input: the tick's key is the scheduler's own scheduled time."""
@@ -83,51 +79,6 @@ class PeriodicRegistry:
 
 
 periodic_registry = PeriodicRegistry()
-
-
-def check_expression(expression: object) -> str:
-    """A `cron(...)` or `rate(...)` EventBridge Scheduler accepts; ValueError naming why not."""
-    if not isinstance(expression, str):
-        raise InvalidArgumentType(f"schedule: must be a string, got {type(expression).__name__}")
-    rate = _RATE.match(expression)
-    if rate:
-        value, unit = int(rate.group(1)), rate.group(2)
-        single = unit.rstrip("s")
-        if value < 1 or (value == 1) != (unit == single):
-            raise InvalidArgument(
-                f"schedule: {expression!r}: use rate(1 {single}) or rate(N {single}s), N > 1"
-            )
-        return expression
-    cron = _CRON.match(expression)
-    if not cron:
-        raise InvalidArgument(
-            f"schedule: {expression!r} is neither cron(min hour day-of-month month "
-            "day-of-week year) nor rate(N minutes|hours|days)"
-        )
-    fields = cron.group(1).split()
-    if len(fields) != len(_CRON_FIELDS):
-        raise InvalidArgument(
-            f"schedule: {expression!r} has {len(fields)} fields; EventBridge cron has 6: "
-            + " ".join(name for name, _ in _CRON_FIELDS)
-        )
-    for value, (name, allowed) in zip(fields, _CRON_FIELDS, strict=True):
-        if not re.fullmatch(allowed, value):
-            raise InvalidArgument(f"schedule: {expression!r}: {name} field {value!r} is not valid")
-    if (fields[2] == "?") == (fields[4] == "?"):
-        raise InvalidArgument(
-            f"schedule: {expression!r}: exactly one of day-of-month and day-of-week must be '?'"
-        )
-    return expression
-
-
-def check_timezone(timezone: object) -> str:
-    if not isinstance(timezone, str):
-        raise InvalidArgumentType(f"timezone: must be a string, got {type(timezone).__name__}")
-    try:
-        ZoneInfo(timezone)
-    except (ZoneInfoNotFoundError, ValueError):
-        raise InvalidArgument(f"timezone: {timezone!r} is not an IANA time zone name") from None
-    return timezone
 
 
 def declare(

@@ -32,6 +32,7 @@ from pgkick.worker.task_run import CANCELLED, run_task
 log = logging.getLogger("pgkick.worker")
 
 FLUSH_AFTER_SECONDS = 0.5  # complete finished jobs at once when a batch runs longer
+CANCEL_CHECK_SECONDS = 2.0  # a cancel reaches a running task within this (pgkick.worker.lease)
 
 
 @dataclass
@@ -75,6 +76,9 @@ class WorkerOptions:
     watch_ttl: timedelta = timedelta(seconds=config.DEFAULT_WATCH_SECONDS)  # pgkick.kick.watch
     max_hops: int = config.DEFAULT_MAX_HOPS  # self-kicks per chain, then a wake-up
     backoff_jitter: float = 0.1  # a retry waits its backoff x (1 ± this), drawn at random
+    # While jobs run, cancel marks are read this often between two extensions (a third of
+    # the lease: 100 s and more on Lambda), so a cancel reaches its task within seconds.
+    cancel_check: timedelta = timedelta(seconds=CANCEL_CHECK_SECONDS)
 
 
 def backoff_jitter(source: random.Random, spread: float = 0.1) -> Callable[[], float]:
@@ -96,6 +100,9 @@ class Worker:
         # A retry's backoff factor, 0.9..1.1 (River's ±10%): retries of a failed burst
         # spread out instead of returning in lockstep. Tests pass a seeded source.
         self.jitter: Callable[[], float] = backoff_jitter(random.Random(), options.backoff_jitter)
+        # Whether `queue` had a one-off kick recently (the runtime remembers it per execution
+        # environment, across invocations); the bare loop remembers nothing.
+        self.flows: Callable[[str], bool] = lambda queue: False
         self._hop = 0
 
     def drain(self, queue: str, remaining_ms: Callable[[], int], *, hop: int = 0) -> Summary:
@@ -106,7 +113,10 @@ class Worker:
         started = time.monotonic()
         summary = Summary(queue=queue)
         interval = self.options.lease.total_seconds() / 3 if self.options.heartbeat else None
-        keeper = LeaseKeeper(self.store, self.options.lease, interval=interval)
+        cancel_check = self.options.cancel_check.total_seconds() if interval else None
+        keeper = LeaseKeeper(
+            self.store, self.options.lease, interval=interval, cancel_interval=cancel_check
+        )
         watch = WorkerWatch(
             ttl=self.options.watch_ttl, linger=self.options.linger, clock=self.monotonic
         )
@@ -118,6 +128,7 @@ class Worker:
         last_batch_full = False
         full_since: float | None = None  # when this run of full batches began
         finished: list[ClaimedJob] = []  # run, not yet recorded: they ride with the next claim
+        first_claim: int | None = None  # jobs the invocation's first claim got
         try:
             while True:
                 before = remaining_ms()
@@ -135,7 +146,12 @@ class Worker:
                 )
                 self._account(finished, held, keeper, summary)
                 finished = []
+                if first_claim is None:
+                    first_claim = len(jobs)
                 if not jobs:
+                    one_off = first_claim == 1 and summary.claimed == 1
+                    if one_off and not self.flows(queue):
+                        watch.skip_linger()  # the kick's one job, nothing after (see flows)
                     last = self._linger_or_leave(queue, watch, remaining_ms, reserve)
                     if last is None:
                         continue  # lingered: claim again

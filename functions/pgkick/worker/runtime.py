@@ -9,6 +9,7 @@ returns (an open idle connection keeps a serverless database awake).
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from datetime import timedelta
@@ -30,6 +31,23 @@ from pgkick.worker.rescue import rescue_queue
 __all__ = ["BadEvent", "KickEvent", "Runtime", "default_kicker", "make_kicker", "parse_kick_event"]
 
 
+class RecentQueues:
+    """Queues whose last kick in this execution environment was a one-off (pgkick.kick.watch):
+    seen again within `window` seconds, they have a flow, and the worker lingers on them."""
+
+    def __init__(self, window: float = 60.0, size: int = 4096) -> None:
+        self.window, self.size = window, size
+        self._seen: dict[str, float] = {}
+
+    def flows(self, queue: str) -> bool:
+        now = time.monotonic()
+        seen = self._seen.pop(queue, None)
+        self._seen[queue] = now  # newest last; the oldest go first when full
+        if len(self._seen) > self.size:
+            del self._seen[next(iter(self._seen))]
+        return seen is not None and now - seen < self.window
+
+
 class Runtime:
     def __init__(
         self,
@@ -45,6 +63,7 @@ class Runtime:
         self.tasks = tasks
         self.tasks.load(settings.task_modules)
         self._schema_checked = False
+        self.recent = RecentQueues()
 
     @classmethod
     def from_env(cls) -> Runtime:
@@ -81,6 +100,7 @@ class Runtime:
             with self._store() as store:
                 rescued = rescue_queue(store, self.kicker, queue) if reason == "rescue" else []
                 worker = Worker(store, self.tasks, self.kicker, options)
+                worker.flows = self.recent.flows
                 summary = worker.drain(queue, remaining_ms, hop=hop)
                 summary.rescued = len(rescued)
                 return summary

@@ -2,7 +2,8 @@
 
 Why: the local kicker stands in for the scheduler (pgkick_dev.local.ticks), so it must
 fire at the times the scheduler would, from the same `cron(...)`/`rate(...)` and time
-zone that pgkick.tasks.recurring already validated. The scheduler's documented rules:
+zone that pgkick.tasks.expressions validated (the one check declare, `pgkick schedules
+sync` and this module share). The scheduler's documented rules:
 
 - cron's six fields (minutes hours day-of-month month day-of-week year) are read in
   the schedule's time zone; day-of-week 1-7 is SUN-SAT; `L`, `W`, `#` as in Quartz.
@@ -23,7 +24,7 @@ from collections.abc import Callable
 from datetime import UTC, date, datetime, timedelta
 from zoneinfo import ZoneInfo
 
-from pgkick.tasks.recurring import check_expression
+from pgkick.tasks.expressions import check_expression, check_timezone
 
 _RATE = re.compile(r"^rate\((\d+) (minute|hour|day)s?\)$")
 _UNIT = {"minute": 60, "hour": 3600, "day": 86400}
@@ -36,7 +37,8 @@ DayTest = Callable[[date], bool]
 
 def next_tick(expression: str, timezone: str, after: datetime) -> datetime | None:
     """The first tick strictly after `after` (aware), in UTC; None when there is none left."""
-    check_expression(expression)
+    check_expression(expression)  # the one check declare and schedules sync make
+    check_timezone(timezone)
     if after.tzinfo is None:
         raise ValueError(f"after: {after!r} has no time zone")
     rate = _RATE.match(expression)
