@@ -5,6 +5,8 @@ Importing pgkick loads the producer only: the worker loop, leases and reaper
 load with the Lambda handlers (pgkick.aws), the tooling never (pgkick-dev).
 """
 
+from __future__ import annotations
+
 from pgkick.errors import (
     BadEvent,
     ConfigError,
@@ -20,6 +22,22 @@ from pgkick.tasks.handle import Task
 from pgkick.tasks.recurring import periodic
 from pgkick.tasks.registry import JobContext, Snooze, task
 from pgkick.tasks.results import JobFailed, JobNotFinished, result, wait
+
+
+def migrate(dsn: str | None = None, *, schema: str | None = None) -> list[int]:
+    """Apply pgkick's schema migrations to `dsn` (default $DATABASE_URL), as `pgkick migrate`
+    does: idempotent, safe when several run at once. Returns the versions it applied.
+
+    Why here: an app's own set-up (a test fixture, a release step in Python) should not have
+    to shell out to the CLI or import pgkick's store to get the schema every call needs."""
+    from pgkick import config
+    from pgkick.store import migrations
+    from pgkick.store.worker import JobStore
+
+    target = dsn or config.database_url()
+    with JobStore.open(target, schema=schema, application_name="pgkick-migrate") as store:
+        return migrations.migrate(store).applied
+
 
 __all__ = [
     "BadEvent",
@@ -38,6 +56,7 @@ __all__ = [
     "enqueue_and_kick",
     "enqueue_in",
     "enqueue_many",
+    "migrate",
     "periodic",
     "result",
     "task",

@@ -9,6 +9,11 @@ catches them.
 
 from __future__ import annotations
 
+import functools
+import inspect
+from collections.abc import Callable
+from typing import Any
+
 
 class PgkickError(Exception):
     """The root of every error pgkick raises on purpose."""
@@ -32,3 +37,56 @@ class BadEvent(PgkickError, ValueError):
 
 class PermanentError(PgkickError):
     """Raised by a task: fail the job now, do not retry it."""
+
+
+# SQLSTATEs a statement of pgkick's gets on a database never migrated (or another schema):
+# undefined_table, invalid_schema_name, undefined_function (job_claim & co).
+_MISSING = frozenset({"42P01", "3F000", "42883"})
+MIGRATE_ADVICE = (
+    "run `pgkick migrate` (or `pgkick.migrate(dsn)` from Python) on this database first"
+)
+
+
+def missing_schema(exc: BaseException) -> SchemaError | None:
+    """The SchemaError to raise instead of `exc` when `exc` is the server saying pgkick's
+    schema is not there, else None. Why from the SQLSTATE and the message: only an error
+    naming pgkick's own objects is translated, never one from the app's statements."""
+    if getattr(exc, "sqlstate", None) not in _MISSING:
+        return None
+    from pgkick import config  # config raises ConfigError from here: imported when needed
+
+    message = (str(exc).splitlines() or [""])[0]
+    words = set(message.replace('"', " ").replace(".", " ").split())
+    if not {"pgkick", config.schema_name()} & words:
+        return None
+    return SchemaError(f"pgkick's schema is missing here ({message}): {MIGRATE_ADVICE}")
+
+
+def schema_advice[F: Callable[..., Any]](fn: F) -> F:
+    """Decorator for a library entry point (sync or async): a missing schema surfaces as
+    SchemaError saying to migrate, not as psycopg's UndefinedTable naming a relation."""
+    if inspect.iscoroutinefunction(fn):
+
+        @functools.wraps(fn)
+        async def guarded_async(*args: Any, **kwargs: Any) -> Any:
+            try:
+                return await fn(*args, **kwargs)
+            except Exception as exc:
+                translated = missing_schema(exc)
+                if translated is None:
+                    raise
+                raise translated from exc
+
+        return guarded_async  # type: ignore[return-value]
+
+    @functools.wraps(fn)
+    def guarded(*args: Any, **kwargs: Any) -> Any:
+        try:
+            return fn(*args, **kwargs)
+        except Exception as exc:
+            translated = missing_schema(exc)
+            if translated is None:
+                raise
+            raise translated from exc
+
+    return guarded  # type: ignore[return-value]

@@ -28,6 +28,7 @@ from pgkick import config
 from pgkick.connections import linger  # noqa: F401 (tests close producer.linger)
 from pgkick.connections import pool as linger_pool
 from pgkick.connections.db import idle_outside_transaction
+from pgkick.errors import schema_advice
 from pgkick.kick.default import default_kicker
 from pgkick.kick.kickers import Kicker, NoKicker
 from pgkick.producer import group_commit
@@ -48,6 +49,7 @@ class Enqueuer:
         self.max_payload_bytes = max_payload_bytes
         self.queued: list[QueuedJob] = []
 
+    @schema_advice  # no schema: say to migrate
     def enqueue(
         self,
         payload: Any,
@@ -87,6 +89,7 @@ class Enqueuer:
         self.queued.append(job)
         return job.id
 
+    @schema_advice  # no schema: say to migrate
     def enqueue_many(self, jobs: Iterable[Mapping[str, Any]]) -> list[int]:
         """Each mapping holds enqueue's arguments (payload, task, queue, ...); one commit.
 
@@ -164,6 +167,7 @@ def transaction(
     kick_committed(committed, kicker, same_connection, now=_now(clock))
 
 
+@schema_advice  # no schema: say to migrate
 def enqueue_and_kick(
     payload: Any,
     *,
@@ -227,6 +231,7 @@ def _enqueue_unique(spec: JobSpec, dsn: str | None, kicker: Kicker, clock: Clock
     return job.id
 
 
+@schema_advice  # no schema: say to migrate
 def enqueue_many(
     jobs: Iterable[Mapping[str, Any]],
     *,
