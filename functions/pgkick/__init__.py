@@ -14,13 +14,14 @@ from pgkick.errors import (
     PermanentError,
     PgkickError,
     SchemaError,
+    UnknownTask,
 )
 from pgkick.producer.enqueue import enqueue_and_kick, enqueue_many, transaction
 from pgkick.producer.joined import PendingJobs, enqueue_in
 from pgkick.store.worker import Connection
 from pgkick.tasks.handle import Task
 from pgkick.tasks.recurring import periodic
-from pgkick.tasks.registry import JobContext, Snooze, task
+from pgkick.tasks.registry import JobContext, Snooze, load_tasks, task
 from pgkick.tasks.results import JobFailed, JobNotFinished, result, wait
 
 
@@ -53,9 +54,11 @@ __all__ = [
     "SchemaError",
     "Snooze",
     "Task",
+    "UnknownTask",
     "enqueue_and_kick",
     "enqueue_in",
     "enqueue_many",
+    "load_tasks",
     "migrate",
     "periodic",
     "result",

@@ -95,9 +95,7 @@ class Settings:
             backoff=timedelta(milliseconds=_int(env, "PGKICK_BACKOFF_MS", 10_000, 1, 3_600_000)),
             backoff_cap=timedelta(seconds=_int(env, "PGKICK_BACKOFF_CAP_SECONDS", 3600, 1, 86_400)),
             retention=timedelta(days=_int(env, "PGKICK_RETENTION_DAYS", 7, 0, 36_500)),
-            task_modules=tuple(
-                m.strip() for m in env.get("PGKICK_TASKS", "").split(",") if m.strip()
-            ),
+            task_modules=task_modules(env),
             local_concurrency=_int(env, "PGKICK_LOCAL_CONCURRENCY", 4, 1, 256),
             connect_retries=_int(env, "PGKICK_CONNECT_RETRIES", 3, 0, 10),
             worker_linger=timedelta(
@@ -123,6 +121,25 @@ def _int(env: Mapping[str, str], name: str, default: int, low: int, high: int) -
     if not low <= value <= high:
         raise ConfigError(f"{name}={value}: expected {low}..{high}")
     return value
+
+
+_MODULE = re.compile(r"[A-Za-z_]\w*(\.[A-Za-z_]\w*)*", re.ASCII)
+
+
+def task_modules(env: Mapping[str, str] | None = None) -> tuple[str, ...]:
+    """PGKICK_TASKS: the modules that register the tasks, comma-separated (`myapp.tasks,
+    billing.jobs`). Anything else (spaces between names, a path, a file name) is refused
+    here, naming the setting, rather than failing later as a module that cannot be found."""
+    raw = (os.environ if env is None else env).get("PGKICK_TASKS", "")
+    names = [part.strip() for part in raw.split(",")]
+    for name in names:
+        if name and not _MODULE.fullmatch(name):
+            hint = " (separate modules with commas, not spaces)" if " " in name else ""
+            raise ConfigError(
+                f"PGKICK_TASKS={raw!r}: {name!r} is not a module name{hint}; expected a "
+                "comma-separated list of importable modules, e.g. PGKICK_TASKS=myapp.tasks"
+            )
+    return tuple(name for name in names if name)
 
 
 def schema_name(env: Mapping[str, str] | None = None) -> str:

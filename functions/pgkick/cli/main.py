@@ -27,10 +27,11 @@ from pgkick.errors import PgkickError
 from pgkick.kick.default import default_kicker
 from pgkick.producer import after_commit
 from pgkick.producer import enqueue as producer
-from pgkick.producer.validation import MAX_ATTEMPTS_LIMIT
+from pgkick.producer.validation import MAX_ATTEMPTS_LIMIT, check_name
 from pgkick.store import groups, unique
 from pgkick.store import migrations as schema
 from pgkick.store.worker import JobStore
+from pgkick.tasks.registry import registry
 from pgkick.worker.reaper import reap
 
 Handler = Callable[[argparse.Namespace], dict[str, Any]]
@@ -72,6 +73,9 @@ def cmd_enqueue(args: argparse.Namespace) -> dict[str, Any]:
     except (ValueError, RecursionError) as exc:
         reason = exc if isinstance(exc, ValueError) else "nested too deeply"
         raise UsageError(f"--payload is not JSON: {reason}") from None
+    if config.task_modules():  # the app's tasks known: a misspelt TASK is refused, unwritten
+        registry.load(config.task_modules())
+        registry.check_known(check_name("task", args.task))
     kicker = default_kicker()
     with _store(args) as store:  # one connection: schema checked, insert (autocommitted)
         enqueuer = producer.Enqueuer(store)
@@ -288,6 +292,11 @@ def _schema_for_workers(name: str | None) -> Iterator[None]:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    # As `python -m` does: the app's folder is importable, so PGKICK_TASKS=myapp.tasks is
+    # found when the command runs from the folder that holds myapp (the console script
+    # puts only its own bin/ folder on the path).
+    if "" not in sys.path and os.getcwd() not in sys.path:
+        sys.path.insert(0, os.getcwd())
     args = build_parser().parse_args(argv)
     try:
         with _schema_for_workers(getattr(args, "schema", None)):
