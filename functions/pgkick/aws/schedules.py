@@ -99,25 +99,34 @@ def sync(
 def cmd_schedules(args: Any) -> dict[str, Any]:
     """Make the scheduler's recurring schedules match the @pgkick.periodic declarations in
     PGKICK_TASKS' modules: create, update, delete (only `pgkick.periodic.*`); idempotent."""
+    from botocore.exceptions import BotoCoreError, ClientError
+
     from pgkick import config
+    from pgkick.errors import ConfigError
     from pgkick.kick.lambda_kicker import aws_client
     from pgkick.tasks.recurring import periodic_registry
     from pgkick.tasks.registry import registry
 
     settings = config.Settings.from_env()
     registry.load(settings.task_modules)  # their @periodic declarations run (and are checked)
-    return sync(
-        aws_client("scheduler", 5.0),
-        periodic_registry.declared.values(),
-        target_arn=settings.worker_arn or "",
-        role_arn=settings.scheduler_role_arn or "",
-        group=settings.schedule_group,
-        dry_run=args.dry_run,
-    )
+    try:
+        return sync(
+            aws_client("scheduler", 5.0),
+            periodic_registry.declared.values(),
+            target_arn=settings.worker_arn or "",
+            role_arn=settings.scheduler_role_arn or "",
+            group=settings.schedule_group,
+            dry_run=args.dry_run,
+        )
+    except (BotoCoreError, ClientError) as exc:  # no region, no credentials, refused...
+        raise ConfigError(
+            f"AWS said {type(exc).__name__}: {exc}; set AWS_REGION (or AWS_DEFAULT_REGION) "
+            "and credentials (AWS_PROFILE, or keys) as for the aws CLI; nothing was changed"
+        ) from None
 
 
 def add_schedule_commands(command: Any) -> None:
     """`pgkick schedules sync [--dry-run]` (registered by pgkick.cli.main)."""
     sub = command("schedules", cmd_schedules)
-    sub.add_argument("action", choices=["sync"])
+    sub.add_argument("action", choices=["sync"], help="sync: make AWS match the code")
     sub.add_argument("--dry-run", action="store_true", help="say what would change, change nothing")
