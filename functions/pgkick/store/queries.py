@@ -6,6 +6,18 @@ whose first line says what it does.
 
 from typing import Final, LiteralString
 
+DATABASE_CLONE: Final = """\
+-- database_clone: One test's own database, a copy of the plugin's migrated template (pgkick.testing.databases replaces both placeholder names by generated, quoted ones).
+CREATE DATABASE pgkick_test_db TEMPLATE pgkick_test_template;"""
+
+DATABASE_CREATE: Final = """\
+-- database_create: A database for pgkick.testing's pytest plugin; the names are placeholders the plugin replaces by generated, quoted ones.
+CREATE DATABASE pgkick_test_db;"""
+
+DATABASE_DROP: Final = """\
+-- database_drop: Drop a database pgkick.testing's plugin created, ending its sessions (a worker or a lingering producer connection of the test); the name is a placeholder replaced by the plugin.
+DROP DATABASE IF EXISTS pgkick_test_db WITH (FORCE);"""
+
 JOB_CANCEL_QUEUED: Final = """\
 -- job_cancel_queued: Fails queued jobs (by ids, or by queue and task) with last_error 'cancelled by operator'; running jobs are left to finish.
 UPDATE pgkick.jobs
@@ -115,6 +127,10 @@ FROM pgkick.jobs
 WHERE id = ANY(%(ids)s::bigint[])
 ORDER BY id;"""
 
+JOB_ID_LAST: Final = """\
+-- job_id_last: The highest job id in the table, 0 when it is empty: where the jobs of a pgkick.testing block begin.
+SELECT coalesce(max(id), 0) FROM pgkick.jobs;"""
+
 JOB_INSERT: Final = """\
 -- job_insert: Inserts one queued job, due at run_at or after delay, and returns its id, queue and due time.
 INSERT INTO pgkick.jobs (queue, task, payload, run_at, max_attempts, priority, group_key)
@@ -167,13 +183,14 @@ JOB_LEASE_LATEST_IN_QUEUE: Final = """\
 -- job_lease_latest_in_queue: The latest lease expiry among a queue's running jobs (a rescue that finds leases not yet expired comes back then).
 SELECT max(locked_until) FROM pgkick.jobs WHERE queue = %(queue)s AND status = 'running';"""
 
-JOB_LIST_QUEUED: Final = """\
--- job_list_queued: The queued jobs (optionally of one task and one queue), oldest first, with their payloads: what pgkick.testing's manual mode asserts on.
-SELECT id, queue, task, payload, run_at
+JOB_LIST_SINCE: Final = """\
+-- job_list_since: The jobs with an id above after (optionally of one task, one queue, one status), in id order, with payloads and statuses: what pgkick.testing's modes and assertions read, so a test sees only the jobs it made.
+SELECT id, queue, task, payload, status, attempts, run_at
 FROM pgkick.jobs
-WHERE status = 'queued'
+WHERE id > %(after)s::bigint
   AND (%(task)s::text IS NULL OR task = %(task)s::text)
   AND (%(queue)s::text IS NULL OR queue = %(queue)s::text)
+  AND (%(status)s::text IS NULL OR status = %(status)s::text)
 ORDER BY id;"""
 
 JOB_OUTCOME: Final = """\
