@@ -52,6 +52,10 @@ def cmd_demo(args: argparse.Namespace) -> dict[str, Any]:
         from pgkick_dev.embedded import EmbeddedPostgres
 
         print(f"== starting PostgreSQL 17 in {folder}", file=sys.stderr)
+        print(
+            "== the demo takes about 90 s (a day of jobs, then the awake comparison)",
+            file=sys.stderr,
+        )
         server = EmbeddedPostgres(folder)
         dsn = server.start()
     try:
