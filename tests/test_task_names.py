@@ -74,9 +74,20 @@ def test_the_console_script_finds_the_apps_tasks_and_refuses_a_typo(
     assert lost.returncode == 2 and "Traceback" not in lost.stderr, lost.stderr
     assert lost.stderr.count("\n") == 1
     assert "PGKICK_TASKS names 'myapp.tasks'" in lost.stderr and "PYTHONPATH" in lost.stderr
+    # The local kicker's worker processes (the development stand-in for Lambda) import the
+    # app's tasks from the same folder, and run the job.
+    local = _pgkick(
+        tmp_path,
+        *("enqueue", "send_receipt", "--dsn", dsn, "--json", "--wait", "60"),
+        PGKICK_TASKS="myapp.tasks",
+        PGKICK_KICKER="local",
+        DATABASE_URL=dsn,
+    )
+    assert local.returncode == 0, local.stderr[-2000:]
+    assert '"status": "done"' in local.stdout, local.stdout + local.stderr[-2000:]
     spaced = _pgkick(tmp_path, "enqueue", "send_receipt", "--dsn", dsn, PGKICK_TASKS="myapp a")
     assert spaced.returncode == 2 and "not spaces" in spaced.stderr
-    assert count_jobs(dsn) == 1
+    assert count_jobs(dsn) == 2
 
 
 def test_a_producer_that_loaded_its_tasks_refuses_a_misspelt_name(
