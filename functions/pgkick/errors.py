@@ -12,7 +12,7 @@ from __future__ import annotations
 import functools
 import inspect
 from collections.abc import Callable
-from typing import Any
+from typing import Any, TypeVar
 
 
 class PgkickError(Exception):
@@ -43,6 +43,10 @@ class PermanentError(PgkickError):
     """Raised by a task: fail the job now, do not retry it."""
 
 
+# errors.py stays importable by an older Python (tests/test_embedded.py copies it): no
+# PEP 695 syntax here.
+F = TypeVar("F", bound=Callable[..., Any])
+
 # SQLSTATEs a statement of pgkick's gets on a database never migrated (or another schema):
 # undefined_table, invalid_schema_name, undefined_function (job_claim & co).
 _MISSING = frozenset({"42P01", "3F000", "42883"})
@@ -66,7 +70,7 @@ def missing_schema(exc: BaseException) -> SchemaError | None:
     return SchemaError(f"pgkick's schema is missing here ({message}): {MIGRATE_ADVICE}")
 
 
-def schema_advice[F: Callable[..., Any]](fn: F) -> F:
+def schema_advice(fn: F) -> F:  # noqa: UP047 (see F)
     """Decorator for a library entry point (sync or async): a missing schema surfaces as
     SchemaError saying to migrate, not as psycopg's UndefinedTable naming a relation."""
     if inspect.iscoroutinefunction(fn):
