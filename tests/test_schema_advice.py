@@ -22,7 +22,7 @@ ADVICE = r"pgkick's schema is missing.*run `pgkick migrate` \(or `pgkick.migrate
 
 def test_enqueue_forms_on_an_unmigrated_database_say_to_migrate(empty_dsn: str) -> None:
     """Catches: UndefinedTable / InvalidSchemaName escaping from enqueue_and_kick,
-    enqueue_many and a job enqueued in the app's transaction."""
+    enqueue_many, a job enqueued in the app's transaction, and result() / wait()."""
     with pytest.raises(pgkick.SchemaError, match=ADVICE):
         pgkick.enqueue_and_kick({}, task="noop", dsn=empty_dsn, kicker=NoKicker())
     with pytest.raises(pgkick.SchemaError, match=ADVICE):
@@ -31,6 +31,10 @@ def test_enqueue_forms_on_an_unmigrated_database_say_to_migrate(empty_dsn: str) 
         with pytest.raises(pgkick.SchemaError, match=ADVICE):
             with pgkick.transaction(conn, kicker=NoKicker()) as jobs:
                 jobs.enqueue({}, task="noop")
+    with pytest.raises(pgkick.SchemaError, match=ADVICE):
+        pgkick.result(1, dsn=empty_dsn)
+    with pytest.raises(pgkick.SchemaError, match=ADVICE):
+        pgkick.wait(1, dsn=empty_dsn, timeout=1)
 
 
 def test_async_forms_on_an_unmigrated_database_say_to_migrate(empty_dsn: str) -> None:

@@ -20,7 +20,7 @@ from typing import Any
 
 from pgkick import config
 from pgkick.connections import linger
-from pgkick.errors import PgkickError
+from pgkick.errors import PgkickError, schema_advice
 from pgkick.producer.validation import payload_json
 from pgkick.store.worker import JobStore
 
@@ -65,6 +65,7 @@ def encode_result(value: Any) -> str | None:
         ) from None
 
 
+@schema_advice  # no schema: say to migrate
 def result(job_id: int, *, dsn: str | None = None) -> Any:
     """The job's stored result (None if its task returned nothing).
 
@@ -73,6 +74,7 @@ def result(job_id: int, *, dsn: str | None = None) -> Any:
     return _settled(job_id, _look(job_id, dsn))
 
 
+@schema_advice  # no schema: say to migrate
 def wait(
     job_id: int,
     *,
