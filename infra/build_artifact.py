@@ -106,7 +106,7 @@ UNUSED_TREES = (
     # pgkick: the app side, never reached by a handler; whole subpackages, so a module
     # added to one of them is left out too (tests/test_layout.py: no handler imports them)
     "pgkick/cli",  # the operator's `pgkick` command and its argument types
-    "pgkick/testing.py",  # in-process runs for an application's tests
+    "pgkick/testing",  # in-process runs and the pytest plugin for an application's tests
     "pgkick/contrib",  # Django and SQLAlchemy producers: need those, not in the artifact
 )
 # Imports of a removed module that cannot run in Lambda, each with why.

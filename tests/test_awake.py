@@ -105,6 +105,41 @@ def test_the_chart_reads_each_modes_awake_fraction(tmp_path: Path) -> None:
         (6.0, 1.0, True),
         (7.0, 3.0, False),
     ]
-    assert lane.awake_fraction(10.0) == 0.3
+    assert lane.awake_fraction() == 3.0 / 12.0  # over its own 12 s, not the picture's 10
     picture = render(tmp_path / "a.png", [lane, Lane("poll", [(10.0, True)])], 10.0)
     assert picture.read_bytes().startswith(b"\x89PNG\r\n\x1a\n")
+
+
+def test_the_demos_picture_says_what_its_table_says(tmp_path: Path) -> None:
+    """Catches the picture contradicting the table (#27, defect 7): runs of different
+    lengths labelled against the longest one (table 70% / 99% / 100%, picture 31% / 45% /
+    45%); and a report that does not say what a healthy result looks like."""
+    from pgkick_dev.awake.chart import label, render
+    from pgkick_dev.awake.compare import ModeResult, lanes
+    from pgkick_dev.awake.monitor import AwakeReport
+    from pgkick_dev.demo import report as demo_report
+
+    def result(mode: str, duration: float, awake: float) -> ModeResult:
+        timeline = [(awake, True), (duration, False)]
+        report = AwakeReport(window=2.0, duration=duration, awake_seconds=awake, timeline=timeline)
+        return ModeResult(mode, report, 0, 150, [1.0], [0.0])
+
+    results = [result("pgkick", 10, 7), result("poll", 20, 19.8), result("listen", 23, 23)]
+    summary = {
+        "jobs": 1,
+        "by_status": {"done": 1},
+        "attempts": {"1": 1},
+        "burst_jobs_per_second": 500,
+        "single_invocations": 1,
+        "kick_to_start_ms": {"p50": 1.0, "p99": 2.0},
+        "killed_job": {"id": 1, "attempts": 2},
+        "awake": {},
+        "ok": True,
+    }
+    table = demo_report.render(summary, [r.as_dict() for r in results])
+    printed = {line.split()[0]: line.split()[1] for line in table.splitlines()[-14:] if "%" in line}
+    charted = {lane.label: label(lane).split()[-1] for lane in lanes(results)}
+    assert charted == {"pgkick": "70%", "poll": "99%", "listen": "100%"}
+    assert {mode: printed[mode] for mode in charted} == charted
+    assert "a healthy run" in table and "vary with this machine and its load" in table
+    render(tmp_path / "awake.png", lanes(results), 23.0)

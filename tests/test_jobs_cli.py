@@ -164,11 +164,17 @@ def test_bad_input_is_one_line_and_exit_2(
 
 
 def test_enqueue_wait_fails_with_the_jobs_error(dsn: str) -> None:
-    """`pgkick enqueue send_reciept` (a typo): the local worker fails the job; the command
-    says why and exits 1, where it printed `status: failed` and exited 0."""
-    env = {**os.environ, "PGKICK_KICKER": "local", "PGKICK_TASKS": "", "DATABASE_URL": dsn}
+    """`pgkick enqueue` of a job the local worker fails: the command says why and exits 1,
+    where it printed `status: failed` and exited 0."""
+    env = {
+        **os.environ,
+        "PGKICK_KICKER": "local",
+        "PGKICK_TASKS": "pgkick_dev.tasks",
+        "DATABASE_URL": dsn,
+    }
+    payload = '{"reason": "card declined"}'
     done = subprocess.run(
-        [sys.executable, "-m", "pgkick.cli.main", "enqueue", "send_reciept"],
+        [sys.executable, "-m", "pgkick.cli.main", "enqueue", "fail", "--payload", payload],
         env=env,
         capture_output=True,
         text=True,
@@ -178,7 +184,7 @@ def test_enqueue_wait_fails_with_the_jobs_error(dsn: str) -> None:
     assert done.returncode == 1, (done.stdout, done.stderr)
     last = done.stderr.strip().splitlines()[-1]
     assert last.startswith("pgkick enqueue: job ") and "(after 1 of 5 attempts; see" in last
-    assert "unknown task 'send_reciept'" in last and "see `pgkick job " in last
+    assert "PermanentError: card declined" in last and "see `pgkick job " in last
 
 
 MILLION = """

@@ -56,10 +56,12 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("store",),
     ("kick",),
     ("producer",),
+    ("aio",),  # the asyncio producer: the typed handle's async forms call it
     ("tasks",),
     ("worker",),
-    ("aws", "aio", "contrib"),
-    ("cli", "testing", "pgkick"),
+    ("aws", "contrib"),
+    ("cli", "pgkick"),
+    ("testing",),  # the test kit drives the public face, as an app's tests do
 )
 
 
@@ -74,8 +76,13 @@ def _units_imported(path: Path) -> set[str]:
     for node in ast.walk(ast.parse(path.read_text())):
         if isinstance(node, ast.ImportFrom) and node.module and not node.level:
             names = [node.module]
-            if node.module == "pgkick":
-                names = [f"pgkick.{alias.name}" for alias in node.names]
+            if node.module == "pgkick":  # a submodule by name, or a name of the package's face
+                names = [
+                    f"pgkick.{alias.name}"
+                    if (RUNTIME / f"{alias.name}.py").exists() or (RUNTIME / alias.name).is_dir()
+                    else "pgkick"
+                    for alias in node.names
+                ]
         elif isinstance(node, ast.Import):
             names = [alias.name for alias in node.names]
         else:

@@ -155,7 +155,14 @@ def test_runtime_sql_comes_only_from_the_bundled_statements() -> None:
                 and first.value.id == "queries"
             )
             passed_through = isinstance(first, ast.Name) and first.id in {"query", "script"}
-            if not (named or passed_through):
+            # pgkick.testing.databases: a bundled statement whose placeholder database names
+            # are replaced by generated, checked, quoted ones (a name cannot be a parameter)
+            renamed = (
+                isinstance(first, ast.Call)
+                and ast.unparse(first.func) == "_named"
+                and ast.unparse(first.args[0]).startswith("queries.")
+            )
+            if not (named or passed_through or renamed):
                 offenders.append(f"{path.relative_to(ROOT)}:{node.lineno}: {ast.unparse(first)}")
     assert offenders == []
 

@@ -40,7 +40,7 @@ def test_mypy_reports_every_wrong_payload_and_nothing_in_the_good_file() -> None
     returning the bare function), so a wrong payload passes the type checker."""
     bad, good = TYPING / "typed_tasks_bad.py", TYPING / "typed_tasks_good.py"
     marked = [n for n, line in enumerate(bad.read_text().splitlines(), 1) if "  # E:" in line]
-    assert len(marked) == 6
+    assert len(marked) == 10  # the last four: async forms, a missing await (#27)
     errors = _mypy_errors(bad, good)
     assert errors == {bad.name: marked, good.name: []}
 
@@ -122,3 +122,41 @@ def test_bad_payload_through_the_handle_fails_before_anything_is_written(dsn: st
     with pytest.raises(TypeError, match="must be where the job goes"):
         t.enqueue(dsn, {"x": 1.0})  # type: ignore[arg-type]
     assert count_jobs(dsn) == 0
+
+
+def test_async_handle_forms_commit_and_the_sync_form_warns_once_on_a_loop(
+    dsn: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Catches (#27, defect 5): no async enqueue_and_kick on a typed handle, and the
+    synchronous one blocking a running event loop without a word (or warning per call)."""
+    import asyncio
+    import warnings
+
+    import psycopg
+
+    from pgkick import aio
+    from pgkick.connections import aio_pool
+    from pgkick.kick.kickers import NoKicker
+    from pgkick.tasks import handle as handle_module
+
+    monkeypatch.setattr(handle_module, "_warned_about_loop", False)
+    tasks = Registry()
+    note = tasks.task("async_note")(lambda payload: None)
+    none = NoKicker()
+
+    async def app() -> list[int]:
+        first = await note.enqueue_and_kick_async({"n": 1}, dsn=dsn, kicker=none)
+        more = await note.enqueue_many_async([{"n": 2}, {"n": 3}], dsn=dsn, kicker=none)
+        async with await psycopg.AsyncConnection.connect(dsn) as conn:
+            async with aio.transaction(conn, kicker=none) as jobs:
+                joined = await note.enqueue(jobs, {"n": 4})
+        with pytest.warns(RuntimeWarning, match=r"await async_note.enqueue_and_kick_async"):
+            blocking = note.enqueue_and_kick({"n": 5}, dsn=dsn, kicker=none)
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")  # once per process, not per call
+            again = note.enqueue_and_kick({"n": 6}, dsn=dsn, kicker=none)
+        await aio_pool.close_all()
+        return [first, *more, joined, blocking, again]
+
+    ids = asyncio.run(app())
+    assert len(set(ids)) == 6 and count_jobs(dsn) == 6

@@ -5,6 +5,8 @@ Importing pgkick loads the producer only: the worker loop, leases and reaper
 load with the Lambda handlers (pgkick.aws), the tooling never (pgkick-dev).
 """
 
+from __future__ import annotations
+
 from pgkick.errors import (
     BadEvent,
     ConfigError,
@@ -16,14 +18,31 @@ from pgkick.errors import (
     PgkickError,
     SchemaError,
     Snooze,
+    UnknownTask,
 )
 from pgkick.producer.enqueue import enqueue_and_kick, enqueue_many, transaction
 from pgkick.producer.joined import PendingJobs, enqueue_in
 from pgkick.store.worker import Connection
 from pgkick.tasks.handle import Task
 from pgkick.tasks.recurring import periodic
-from pgkick.tasks.registry import JobContext, task
+from pgkick.tasks.registry import JobContext, load_tasks, task
 from pgkick.tasks.results import result, wait
+
+
+def migrate(dsn: str | None = None, *, schema: str | None = None) -> list[int]:
+    """Apply pgkick's schema migrations to `dsn` (default $DATABASE_URL), as `pgkick migrate`
+    does: idempotent, safe when several run at once. Returns the versions it applied.
+
+    Why here: an app's own set-up (a test fixture, a release step in Python) should not have
+    to shell out to the CLI or import pgkick's store to get the schema every call needs."""
+    from pgkick import config
+    from pgkick.store import migrations
+    from pgkick.store.worker import JobStore
+
+    target = dsn or config.database_url()
+    with JobStore.open(target, schema=schema, application_name="pgkick-migrate") as store:
+        return migrations.migrate(store).applied
+
 
 __all__ = [
     "BadEvent",
@@ -40,9 +59,12 @@ __all__ = [
     "SchemaError",
     "Snooze",
     "Task",
+    "UnknownTask",
     "enqueue_and_kick",
     "enqueue_in",
     "enqueue_many",
+    "load_tasks",
+    "migrate",
     "periodic",
     "result",
     "task",

@@ -36,6 +36,7 @@ from typing import Any
 from pgkick import config
 from pgkick.connections import aio_pool
 from pgkick.connections.db import AsyncConnection, DatabaseError, async_state, execute_async
+from pgkick.connections.schema_advice import schema_advice
 from pgkick.errors import MisuseError
 from pgkick.kick.default import default_kicker
 from pgkick.kick.kickers import Kicker, NoKicker
@@ -63,6 +64,7 @@ class AsyncEnqueuer:
         self.max_payload_bytes = max_payload_bytes
         self.queued: list[QueuedJob] = []
 
+    @schema_advice  # no schema: say to migrate
     async def enqueue(
         self,
         payload: Any,
@@ -98,6 +100,7 @@ class AsyncEnqueuer:
         self.queued.append(QueuedJob._make(row))
         return self.queued[-1].id
 
+    @schema_advice  # no schema: say to migrate
     async def enqueue_many(self, jobs: Iterable[Mapping[str, Any]]) -> list[int]:
         """Each mapping holds enqueue's arguments; all validated before any is sent."""
         specs = [_spec(job, self.max_payload_bytes, index) for index, job in enumerate(jobs)]
@@ -120,6 +123,7 @@ class AsyncEnqueuer:
         return [every[index].id for index in range(len(specs))]
 
 
+@schema_advice  # no schema: say to migrate
 async def enqueue_and_kick(
     payload: Any,
     *,
@@ -178,6 +182,7 @@ async def _enqueue_unique(spec: JobSpec, dsn: str, kicker: Kicker, clock: Clock)
     return job.id
 
 
+@schema_advice  # no schema: say to migrate
 async def enqueue_many(
     jobs: Iterable[Mapping[str, Any]],
     *,

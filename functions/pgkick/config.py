@@ -122,11 +122,7 @@ class Settings:
             backoff=timedelta(milliseconds=_setting(env, "PGKICK_BACKOFF_MS")),
             backoff_cap=timedelta(seconds=_setting(env, "PGKICK_BACKOFF_CAP_SECONDS")),
             retention=timedelta(days=_setting(env, "PGKICK_RETENTION_DAYS")),
-            task_modules=tuple(
-                m.strip()
-                for m in (env.get("PGKICK_TASKS") or _text("PGKICK_TASKS")).split(",")
-                if m.strip()
-            ),
+            task_modules=task_modules(env),
             local_concurrency=_setting(env, "PGKICK_LOCAL_CONCURRENCY"),
             connect_retries=_setting(env, "PGKICK_CONNECT_RETRIES"),
             worker_linger=timedelta(milliseconds=_setting(env, "PGKICK_WORKER_LINGER_MS")),
@@ -148,6 +144,7 @@ class AppSettings:
     producer_linger: float  # seconds a producer's connection outlives its last use
     kick_pending: timedelta  # how long a kick sent counts as a worker on its way
     failed_kick_wake: timedelta  # how long after a failed kick its wake-up is booked
+    tasks_variable: str  # PGKICK_TASKS as set (errors about an unknown task quote it)
 
     @classmethod
     def from_env(cls, env: Mapping[str, str]) -> AppSettings:
@@ -158,6 +155,7 @@ class AppSettings:
             producer_linger=producer_linger(env),
             kick_pending=kick_pending(env),
             failed_kick_wake=failed_kick_wake(env),
+            tasks_variable=env.get("PGKICK_TASKS", ""),
         )
 
     def dsn(self) -> str:
@@ -180,6 +178,7 @@ _APP_NAMES = (  # what AppSettings reads: the cache's key is their values
     "PGKICK_PRODUCER_LINGER_MS",
     "PGKICK_KICK_PENDING_MS",
     "PGKICK_FAILED_KICK_WAKE_MS",
+    "PGKICK_TASKS",
 )
 _app_lock = threading.Lock()
 _app: tuple[tuple[str | None, ...], AppSettings] | None = None
@@ -245,6 +244,25 @@ def _int(env: Mapping[str, str], name: str, default: int, low: int, high: int) -
     return value
 
 
+_MODULE = re.compile(r"[A-Za-z_]\w*(\.[A-Za-z_]\w*)*", re.ASCII)
+
+
+def task_modules(env: Mapping[str, str] | None = None) -> tuple[str, ...]:
+    """PGKICK_TASKS: the modules that register the tasks, comma-separated (`myapp.tasks,
+    billing.jobs`). Anything else (spaces between names, a path, a file name) is refused
+    here, naming the setting, rather than failing later as a module that cannot be found."""
+    raw = (os.environ if env is None else env).get("PGKICK_TASKS", "")
+    names = [part.strip() for part in raw.split(",")]
+    for name in names:
+        if name and not _MODULE.fullmatch(name):
+            hint = " (separate modules with commas, not spaces)" if " " in name else ""
+            raise ConfigError(
+                f"PGKICK_TASKS={raw!r}: {name!r} is not a module name{hint}; expected a "
+                "comma-separated list of importable modules, e.g. PGKICK_TASKS=myapp.tasks"
+            )
+    return tuple(name for name in names if name)
+
+
 def schema_name(env: Mapping[str, str] | None = None) -> str:
     """PGKICK_SCHEMA, the schema holding pgkick's tables: `pgkick` unless set."""
     env = os.environ if env is None else env
@@ -287,6 +305,12 @@ def kick_pending(env: Mapping[str, str] | None = None) -> timedelta:
 def database_url(env: Mapping[str, str] | None = None) -> str:
     """DATABASE_URL, else the DSN in the secret PGKICK_DATABASE_SECRET_ARN names."""
     return (app_settings() if env is None else AppSettings.from_env(env)).dsn()
+
+
+def test_database_url() -> str | None:
+    """The server pgkick's pytest plugin creates its test databases on:
+    PGKICK_TEST_DATABASE_URL, else DATABASE_URL, else None (the embedded PostgreSQL)."""
+    return os.environ.get("PGKICK_TEST_DATABASE_URL") or os.environ.get("DATABASE_URL") or None
 
 
 def dsn_from_secret(text: str) -> str:

@@ -30,6 +30,10 @@ class BadEvent(PgkickError, ValueError):
     """A Lambda event that is not a kick: answered as rejected, never retried."""
 
 
+class UnknownTask(PgkickError, ValueError):
+    """A task name this process's registry does not know (after `pgkick.load_tasks()`)."""
+
+
 class PermanentError(PgkickError):
     """Raised by a task: fail the job now, do not retry it."""
 

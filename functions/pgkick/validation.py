@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import math
 import re
+from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from decimal import Decimal
 from typing import Any, NamedTuple, TypedDict
@@ -30,6 +31,9 @@ _NO_DELAY = timedelta(0)
 _ENCODER = json.JSONEncoder(allow_nan=False, ensure_ascii=False, separators=(",", ":"))
 # Names already checked: enqueue_many repeats a few queue and task names 100,000 times.
 _GOOD_NAMES: set[str] = set()
+# Set by pgkick.load_tasks(): this process knows every task, so an unknown name is refused
+# (pgkick.tasks.registry). None: any well-formed name goes (the worker may know it).
+known_task: Callable[[str], None] | None = None
 
 
 class EnqueueOptions(TypedDict, total=False):
@@ -90,6 +94,13 @@ def check_name(field: str, value: object) -> str:
     if type(value) is str and len(_GOOD_NAMES) < 10_000:
         _GOOD_NAMES.add(value)
     return value
+
+
+def _check_task(value: object) -> str:
+    name = check_name("task", value)
+    if known_task is not None:
+        known_task(name)
+    return name
 
 
 def payload_json(payload: object, max_bytes: int = DEFAULT_MAX_PAYLOAD_BYTES) -> str:
@@ -284,7 +295,7 @@ def job_spec(
     when, span = check_schedule(run_at, delay)
     return JobSpec(
         queue=check_name("queue", queue),
-        task=check_name("task", task),
+        task=_check_task(task),
         payload_json=payload_json(payload, max_payload_bytes),
         run_at=when,
         delay=span,

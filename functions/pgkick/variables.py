@@ -48,6 +48,9 @@ VARIABLES: tuple[Variable, ...] = (
     Variable("DATABASE_URL", None,
              "The PostgreSQL DSN (app, worker, reaper; the CLI's `--dsn` default). "
              "Empty in Lambda, where the secret below is read instead."),
+    Variable("PGKICK_TEST_DATABASE_URL", None,
+             "The server pgkick's pytest plugin makes its test databases on (the role needs "
+             "`CREATEDB`); else `DATABASE_URL`'s, else the embedded PostgreSQL of pgkick-dev."),
     Variable("PGKICK_DATABASE_SECRET_ARN", None,
              "Secrets Manager secret holding the DSN, read when `DATABASE_URL` is empty: a "
              "`postgresql://` URL, `{\"url\": ...}` or the RDS shape. Cached 5 minutes, never "

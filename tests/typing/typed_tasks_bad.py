@@ -6,6 +6,8 @@ from dataclasses import dataclass
 from typing import TypedDict
 
 import pgkick
+import pgkick.aio
+from pgkick.connections.db import AsyncConnection
 
 
 class Receipt(TypedDict):
@@ -37,3 +39,12 @@ def producer(conn: pgkick.Connection) -> None:
     send_receipt.enqueue_many([Refund(order=1, cents=2)])  # E: another task's payload
     with pgkick.transaction(conn) as jobs:
         refund.enqueue(jobs, {"order": 7})  # E: a dict into the dataclass task
+
+
+async def asynchronous(conn: AsyncConnection) -> None:
+    async with pgkick.aio.transaction(conn) as jobs:
+        job_id: int = send_receipt.enqueue(jobs, {"order": 1, "email": "a@b.c"})  # E: no await
+        send_receipt.enqueue(jobs, {"order": 2, "email": "a@b.c"})  # E: unused coroutine
+    send_receipt.enqueue_and_kick_async({"order": 3, "email": "a@b.c"})  # E: unused coroutine
+    await send_receipt.enqueue_and_kick_async({"order": 4})  # E: missing field
+    print(job_id)

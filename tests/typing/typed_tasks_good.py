@@ -6,6 +6,8 @@ from dataclasses import dataclass
 from typing import TypedDict
 
 import pgkick
+import pgkick.aio
+from pgkick.connections.db import AsyncConnection
 from pgkick.tasks.registry import JobContext
 
 
@@ -41,3 +43,11 @@ def producer(conn: pgkick.Connection) -> None:
     pending.kick()
     send_receipt({"order": 9, "email": "direct@call.test"})  # still callable as the function
     pgkick.enqueue_and_kick({"anything": True}, task="typing_send_receipt")  # string API
+
+
+async def asynchronous(conn: AsyncConnection) -> list[int]:
+    async with pgkick.aio.transaction(conn) as jobs:
+        first: int = await send_receipt.enqueue(jobs, {"order": 1, "email": "a@b.c"})
+    second = await send_receipt.enqueue_and_kick_async({"order": 2, "email": "a@b.c"})
+    more = await send_receipt.enqueue_many_async([{"order": 3, "email": "a@b.c"}], queue="m")
+    return [first, second, *more]

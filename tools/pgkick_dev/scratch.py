@@ -8,9 +8,19 @@ server), and a database named with `--dsn` must be theirs: one with no jobs in
 its jobs table (or no jobs table) and no peer queue's tables, or one they marked
 as theirs on an earlier run. Anything else is refused before any write; an
 accepted one is migrated and marked.
+
+Also here: the server pgkick.testing's pytest plugin starts for an app's test
+session when no DATABASE_URL is set (entry point `pgkick.test_servers`), in a
+temporary folder of its own, with durability traded for speed.
 """
 
 from __future__ import annotations
+
+import contextlib
+import shutil
+import tempfile
+from collections.abc import Iterator
+from pathlib import Path
 
 from pgkick.errors import PgkickError
 from pgkick.store import migrations as schema
@@ -38,3 +48,23 @@ def claim(dsn: str, tool: str) -> None:
                 )
         schema.migrate(store)
         store.execute(dev_queries.JOB_TABLE_MARK_SCRATCH)
+
+
+# Test-only durability shortcuts: nothing in a test database must survive a power cut.
+TEST_SETTINGS = {"fsync": "off", "synchronous_commit": "off", "full_page_writes": "off"}
+
+
+@contextlib.contextmanager
+def session_server() -> Iterator[str]:
+    """The embedded server for one test session: started in a temporary folder, stopped
+    and removed after it; yields its DSN (a superuser, allowed to CREATE DATABASE)."""
+    from pgkick_dev.embedded import EmbeddedPostgres
+
+    root = Path(tempfile.mkdtemp(prefix="pgkick-pytest-"))
+    root.chmod(0o755)  # reachable by the unprivileged user the server runs as, under root
+    server = EmbeddedPostgres(root / "data", settings=TEST_SETTINGS)
+    try:
+        yield server.start()
+    finally:
+        server.stop("immediate")
+        shutil.rmtree(root, ignore_errors=True)

@@ -105,6 +105,7 @@ def sync(
 def cmd_schedules(args: Any) -> dict[str, Any]:
     """Make the scheduler's recurring schedules match the @pgkick.periodic declarations in
     PGKICK_TASKS' modules: create, update, delete (only `pgkick.periodic.*`); idempotent."""
+
     from pgkick import config
     from pgkick.kick.lambda_kicker import aws_client
     from pgkick.tasks.recurring import periodic_registry
@@ -126,5 +127,5 @@ def cmd_schedules(args: Any) -> dict[str, Any]:
 def add_schedule_commands(command: Any) -> None:
     """`pgkick schedules sync [--dry-run]` (registered by pgkick.cli.main)."""
     sub = command("schedules", cmd_schedules)
-    sub.add_argument("action", choices=["sync"])
+    sub.add_argument("action", choices=["sync"], help="sync: make AWS match the code")
     sub.add_argument("--dry-run", action="store_true", help="say what would change, change nothing")

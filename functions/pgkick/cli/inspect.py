@@ -126,12 +126,12 @@ def render_job(job: dict[str, Any]) -> str:
 def add_inspect_commands(command: Command) -> list[argparse.ArgumentParser]:
     jobs = command("jobs", cmd_jobs)
     jobs.add_argument("--status", help="queued, running, done or failed")
-    jobs.add_argument("--task")
-    jobs.add_argument("--queue")
-    jobs.add_argument("--unique-key")
-    jobs.add_argument("--group")
+    jobs.add_argument("--task", help="only the jobs of this task")
+    jobs.add_argument("--queue", help="only the jobs of this queue")
+    jobs.add_argument("--unique-key", help="only the jobs enqueued with this unique key")
+    jobs.add_argument("--group", help="only the jobs of this ordered group")
     jobs.add_argument("--after", metavar="ID", help="the jobs older than this id (paging)")
     jobs.add_argument("--limit", type=int, default=50, help="jobs a page (1..500, 50)")
     job = command("job", cmd_job)
-    job.add_argument("id", metavar="ID")
+    job.add_argument("id", metavar="ID", help="the job's id, as enqueue printed it")
     return [jobs, job]

@@ -10,6 +10,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import json
+import os
 import sys
 from collections.abc import Callable, Sequence
 from contextlib import AbstractContextManager
@@ -21,6 +22,7 @@ from pgkick import config
 from pgkick.aws.schedules import add_schedule_commands
 from pgkick.cli import operations
 from pgkick.cli.inspect import add_inspect_commands
+from pgkick.cli.output import json_value, summary, text, tooling_missing, versions
 from pgkick.cli.types import extra_attempts, positive, schema_name, span, wait_seconds
 from pgkick.connections.db import DatabaseError
 from pgkick.connections.redact import redact
@@ -31,6 +33,8 @@ from pgkick.producer import enqueue as producer
 from pgkick.store import groups
 from pgkick.store import migrations as schema
 from pgkick.store.worker import JobStore
+from pgkick.tasks.registry import registry
+from pgkick.validation import check_name
 from pgkick.worker.reaper import reap
 
 Handler = Callable[[argparse.Namespace], dict[str, Any]]
@@ -74,6 +78,9 @@ def cmd_enqueue(args: argparse.Namespace) -> dict[str, Any]:
     except (ValueError, RecursionError) as exc:
         reason = exc if isinstance(exc, ValueError) else "nested too deeply"
         raise UsageError(f"--payload is not JSON: {reason}") from None
+    if config.task_modules():  # the app's tasks known: a misspelt TASK is refused, unwritten
+        registry.load(config.task_modules())
+        registry.check_known(check_name("task", args.task))
     kicker = default_kicker()
     with _store(args) as store:  # one connection: schema checked, insert (autocommitted)
         enqueuer = producer.Enqueuer(store)
@@ -168,6 +175,11 @@ def cmd_limit(args: argparse.Namespace) -> dict[str, Any]:
         if args.queue is not None:
             if (args.max_running is None) == (not args.clear):
                 raise UsageError("give QUEUE and N, or QUEUE --clear, or nothing to list")
+            if args.max_running is not None and args.max_running < 1:
+                raise UsageError(
+                    f"N={args.max_running}: a limit lets at least 1 job run; to remove "
+                    f"the queue's limit: pgkick limit {args.queue} --clear"
+                )
             groups.set_queue_limit(store, args.queue, args.max_running)
         limits = groups.queue_limits(store)
     return {"limits": [{"queue": q, "max_running": m, "running": r} for q, m, r in limits]}
@@ -175,25 +187,28 @@ def cmd_limit(args: argparse.Namespace) -> dict[str, Any]:
 
 def _print(result: dict[str, Any], as_json: bool) -> None:
     if as_json:
-        print(json.dumps(result, default=str))
+        print(json.dumps(result, default=json_value))
         return
     for key, value in result.items():
         if isinstance(value, list) and value and isinstance(value[0], dict):
             print(f"{key}:")
             for row in value:
-                print("  " + "  ".join(f"{k}={v}" for k, v in row.items()))
+                print("  " + "  ".join(f"{k}={text(v)}" for k, v in row.items()))
+        elif isinstance(value, dict):
+            print(f"{key}:" + ("" if value else " none"))
+            for k, v in value.items():
+                print(f"  {k}: {text(v)}")
         else:
-            print(f"{key}: {value}")
+            print(f"{key}: {text(value)}")
 
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="pgkick", description=__doc__.splitlines()[0])
+    parser.add_argument("--version", action="version", version=versions())
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
     def command(name: str, handler: Handler) -> argparse.ArgumentParser:
-        sub = commands.add_parser(
-            name, help=(handler.__doc__ or "").splitlines()[0], description=handler.__doc__
-        )
+        sub = commands.add_parser(name, help=summary(handler.__doc__), description=handler.__doc__)
         sub.add_argument("--dsn", help="PostgreSQL connection string (default: $DATABASE_URL)")
         sub.add_argument("--json", action="store_true", help="print the result as JSON")
         sub.set_defaults(handler=handler)
@@ -212,11 +227,13 @@ def build_parser() -> argparse.ArgumentParser:
         help="also create and grant pgkick_producer, pgkick_worker, pgkick_maintainer",
     )
     enqueue = command("enqueue", cmd_enqueue)
-    enqueue.add_argument("task")
+    enqueue.add_argument("task", help="the task's registered name (@pgkick.task)")
     enqueue.add_argument("--payload", default="{}", help="the job's JSON payload")
-    enqueue.add_argument("--queue", default="default")
+    enqueue.add_argument("--queue", default="default", help="the job's queue (default)")
     enqueue.add_argument("--delay", type=float, help="seconds before the job is due")
-    enqueue.add_argument("--max-attempts", type=int, default=5)  # validated by the producer
+    enqueue.add_argument(  # validated by the producer
+        "--max-attempts", type=int, default=5, help="attempts before it fails for good (5)"
+    )
     enqueue.add_argument("--priority", type=int, default=0, help="-100..100, higher first")
     enqueue.add_argument("--group", help="jobs of one group run one at a time")
     enqueue.add_argument("--unique-key", help="skip if a queued or running job has this key")
@@ -235,15 +252,21 @@ def build_parser() -> argparse.ArgumentParser:
     )
     retry = command("retry", cmd_retry)
     selection(retry)
-    retry.add_argument("--extra-attempts", type=extra_attempts, default=1)
+    retry.add_argument(
+        "--extra-attempts", type=extra_attempts, default=1, help="more attempts to allow (1)"
+    )
     selection(command("cancel", cmd_cancel))
     purge = command("purge", cmd_purge)
     purge.add_argument("--older-than", type=span, required=True, help="e.g. 7d, 12h, 30m")
-    purge.add_argument("--batch", type=positive, default=10_000)
+    purge.add_argument(
+        "--batch", type=positive, default=10_000, help="jobs deleted per statement (10000)"
+    )
     reap_command = command("reap", cmd_reap)
     limit = command("limit", cmd_limit)
-    limit.add_argument("queue", nargs="?")
-    limit.add_argument("max_running", nargs="?", type=int)
+    limit.add_argument("queue", nargs="?", help="the queue (none: list every limit)")
+    limit.add_argument(
+        "max_running", nargs="?", type=int, metavar="N", help="at most N of its jobs at once"
+    )
     limit.add_argument("--clear", action="store_true", help="remove the queue's limit")
     inspect = add_inspect_commands(command)
     operations = (migrate, enqueue, status, retry, purge, reap_command, limit, *inspect)
@@ -260,7 +283,17 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
+    # As `python -m` does: the app's folder is importable, so PGKICK_TASKS=myapp.tasks is
+    # found when the command runs from the folder that holds myapp (the console script
+    # puts only its own bin/ folder on the path).
+    if "" not in sys.path and os.getcwd() not in sys.path:
+        sys.path.insert(0, os.getcwd())
+    parser = build_parser()
+    missing = tooling_missing(parser, sys.argv[1:] if argv is None else argv)
+    if missing:
+        print(missing, file=sys.stderr)
+        return 2
+    args = parser.parse_args(argv)
     try:
         # --schema reaches every layer, and the workers a local kicker starts, for the
         # command's duration (pgkick.config.overriding: os.environ is never written)

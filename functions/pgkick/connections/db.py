@@ -20,6 +20,7 @@ from json import JSONDecoder
 from typing import Any, LiteralString, Self, TypeGuard
 
 import psycopg
+import psycopg.conninfo
 from psycopg.abc import Buffer, DumperKey
 from psycopg.adapt import Loader, PyFormat
 from psycopg.postgres import types as pg_types
@@ -230,6 +231,11 @@ class Database:
 
     def count(self, query: LiteralString, **params: Any) -> int:
         return self.execute(query, **params).rowcount
+
+
+def dsn_for_database(dsn: str, dbname: str) -> str:
+    """The same server and role, another database (pgkick.testing's per-test copies)."""
+    return psycopg.conninfo.make_conninfo(dsn, dbname=dbname)
 
 
 def no_transaction(conn: Connection) -> bool:

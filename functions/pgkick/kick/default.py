@@ -46,7 +46,8 @@ def make_kicker(settings: config.Settings, env: Mapping[str, str] | None = None)
     if not found:
         raise ConfigError(
             f"PGKICK_KICKER={settings.kicker}: no such kicker installed "
-            "(the local kicker comes with the development tooling: pip install pgkick-dev)"
+            "(the local kicker comes with the development tooling pgkick-dev, not on an "
+            "index yet: install its wheel as docs/getting-started/install.md shows)"
         )
     factory: Callable[[config.Settings, Mapping[str, str] | None], Kicker] = next(
         iter(found)

@@ -28,6 +28,7 @@ from pgkick import config
 from pgkick.connections import linger  # noqa: F401 (tests close producer.linger)
 from pgkick.connections import pool as linger_pool
 from pgkick.connections.db import idle_outside_transaction
+from pgkick.connections.schema_advice import schema_advice
 from pgkick.errors import InvalidArgumentType, MisuseError
 from pgkick.kick.default import default_kicker
 from pgkick.kick.kickers import Kicker, NoKicker
@@ -49,6 +50,7 @@ class Enqueuer:
         self.max_payload_bytes = max_payload_bytes
         self.queued: list[QueuedJob] = []
 
+    @schema_advice  # no schema: say to migrate
     def enqueue(
         self,
         payload: Any,
@@ -88,6 +90,7 @@ class Enqueuer:
         self.queued.append(job)
         return job.id
 
+    @schema_advice  # no schema: say to migrate
     def enqueue_many(self, jobs: Iterable[Mapping[str, Any]]) -> list[int]:
         """Each mapping holds enqueue's arguments (payload, task, queue, ...); one commit.
 
@@ -167,6 +170,7 @@ def transaction(
     kick_committed(committed, kicker, same_connection, now=_now(clock))
 
 
+@schema_advice  # no schema: say to migrate
 def enqueue_and_kick(
     payload: Any,
     *,
@@ -230,6 +234,7 @@ def _enqueue_unique(spec: JobSpec, dsn: str | None, kicker: Kicker, clock: Clock
     return job.id
 
 
+@schema_advice  # no schema: say to migrate
 def enqueue_many(
     jobs: Iterable[Mapping[str, Any]],
     *,

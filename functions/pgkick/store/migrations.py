@@ -99,7 +99,7 @@ def check(store: JobStore) -> int:
             )
         raise SchemaError(
             f"pgkick's schema is missing from this database (looked in schema "
-            f"{store.schema!r}): run `pgkick migrate`"
+            f"{store.schema!r}): run `pgkick migrate` (or `pgkick.migrate(dsn)` from Python)"
         )
     _refuse_newer(done)
     missing = sorted({v for v, _, _ in queries.MIGRATIONS} - done)

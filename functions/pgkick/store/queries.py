@@ -6,6 +6,18 @@ whose first line says what it does.
 
 from typing import Final, LiteralString
 
+DATABASE_CLONE: Final = """\
+-- database_clone: One test's own database, a copy of the plugin's migrated template (pgkick.testing.databases replaces both placeholder names by generated, quoted ones).
+CREATE DATABASE pgkick_test_db TEMPLATE pgkick_test_template;"""
+
+DATABASE_CREATE: Final = """\
+-- database_create: A database for pgkick.testing's pytest plugin; the names are placeholders the plugin replaces by generated, quoted ones.
+CREATE DATABASE pgkick_test_db;"""
+
+DATABASE_DROP: Final = """\
+-- database_drop: Drop a database pgkick.testing's plugin created, ending its sessions (a worker or a lingering producer connection of the test); the name is a placeholder replaced by the plugin.
+DROP DATABASE IF EXISTS pgkick_test_db WITH (FORCE);"""
+
 JOB_CANCEL_QUEUED: Final = """\
 -- job_cancel_queued: Fails queued jobs (by ids, or by queue and task) with last_error 'cancelled by operator'; running jobs are left to finish.
 UPDATE pgkick.jobs
@@ -131,6 +143,10 @@ FROM pgkick.jobs
 WHERE id = ANY(%(ids)s::bigint[])
 ORDER BY id;"""
 
+JOB_ID_LAST: Final = """\
+-- job_id_last: The highest job id in the table, 0 when it is empty: where the jobs of a pgkick.testing block begin.
+SELECT coalesce(max(id), 0) FROM pgkick.jobs;"""
+
 JOB_ID_RANGE: Final = """\
 -- job_id_range: The lowest and highest job ids (two probes of the primary key), where a bounded page of `pgkick jobs` starts and whether older ids remain.
 SELECT (SELECT min(id) FROM pgkick.jobs) AS low, (SELECT max(id) FROM pgkick.jobs) AS high;"""
@@ -202,13 +218,14 @@ WHERE (%(after)s::bigint IS NULL OR id < %(after)s::bigint)
 ORDER BY id DESC
 LIMIT %(limit)s::int;"""
 
-JOB_LIST_QUEUED: Final = """\
--- job_list_queued: The queued jobs (optionally of one task and one queue), oldest first, with their payloads: what pgkick.testing's manual mode asserts on.
-SELECT id, queue, task, payload, run_at
+JOB_LIST_SINCE: Final = """\
+-- job_list_since: The jobs with an id above after (optionally of one task, one queue, one status), in id order, with payloads and statuses: what pgkick.testing's modes and assertions read, so a test sees only the jobs it made.
+SELECT id, queue, task, payload, status, attempts, run_at
 FROM pgkick.jobs
-WHERE status = 'queued'
+WHERE id > %(after)s::bigint
   AND (%(task)s::text IS NULL OR task = %(task)s::text)
   AND (%(queue)s::text IS NULL OR queue = %(queue)s::text)
+  AND (%(status)s::text IS NULL OR status = %(status)s::text)
 ORDER BY id;"""
 
 JOB_OUTCOME: Final = """\

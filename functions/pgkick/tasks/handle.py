@@ -12,15 +12,24 @@ usual validation (the row holds JSON), and turned back into the declared type
 before the task runs (a flat dataclass from its fields; pydantic validates).
 The handle stays callable as the function it wraps, and the string-name API
 (`pgkick.enqueue_and_kick(payload, task="name")`) keeps working beside it.
+
+Why async forms of their own (`enqueue_and_kick_async`, `enqueue_many_async`) and
+overloads on `enqueue`: into `pgkick.aio.transaction(conn)` the handle returns a
+coroutine, so it is typed as one and mypy rejects a forgotten `await` (an unused
+coroutine, or a coroutine where an int was expected). The synchronous
+`enqueue_and_kick` called on an event loop's thread blocks that loop for a round
+trip: it says so once, with the async form to use instead.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import inspect
+import sys
 import typing
-from collections.abc import Callable, Iterable, Mapping
-from typing import TYPE_CHECKING, Any, Protocol, Unpack
+import warnings
+from collections.abc import Callable, Coroutine, Iterable, Mapping
+from typing import TYPE_CHECKING, Any, Protocol, Unpack, overload
 
 from pgkick.errors import InvalidArgumentType
 from pgkick.validation import EnqueueOptions
@@ -43,6 +52,33 @@ class JobSink(Protocol):
     pending jobs of `pgkick.enqueue_in(conn)`, the Django and SQLAlchemy forms."""
 
     def enqueue(self, payload: Any, *, task: str, **options: Unpack[EnqueueOptions]) -> int: ...
+
+
+class AsyncJobSink(Protocol):
+    """Where an asyncio app's jobs go: `pgkick.aio.transaction(conn)`'s enqueuer."""
+
+    def enqueue(
+        self, payload: Any, *, task: str, **options: Unpack[EnqueueOptions]
+    ) -> Coroutine[Any, Any, int]: ...
+
+
+_warned_about_loop = False
+
+
+def _warn_if_on_event_loop(name: str) -> None:
+    """Once per process: a synchronous enqueue on a running event loop's thread blocks it.
+    asyncio is looked up, not imported: a process that never imported it runs no loop."""
+    global _warned_about_loop
+    asyncio = sys.modules.get("asyncio")
+    if _warned_about_loop or asyncio is None or asyncio._get_running_loop() is None:
+        return
+    _warned_about_loop = True
+    warnings.warn(
+        f"{name}.enqueue_and_kick() blocks this thread's running event loop for a database "
+        f"round trip; in a coroutine use `await {name}.enqueue_and_kick_async(...)`",
+        RuntimeWarning,
+        stacklevel=3,
+    )
 
 
 def to_json_value(payload: object) -> object:
@@ -96,12 +132,40 @@ class Task[P]:
         """Commit one job on pgkick's own connection, then kick (`pgkick.enqueue_and_kick`)."""
         from pgkick.producer.enqueue import enqueue_and_kick
 
+        _warn_if_on_event_loop(self.name)
         return enqueue_and_kick(to_json_value(payload), task=self.name, **options)
 
-    def enqueue(self, into: JobSink, payload: P, **options: Unpack[EnqueueOptions]) -> int:
+    async def enqueue_and_kick_async(self, payload: P, **options: Unpack[ProducerOptions]) -> int:
+        """The same on the event loop's own connections (`pgkick.aio.enqueue_and_kick`)."""
+        from pgkick import aio
+
+        return await aio.enqueue_and_kick(to_json_value(payload), task=self.name, **options)
+
+    async def enqueue_many_async(
+        self,
+        payloads: Iterable[P],
+        *,
+        dsn: str | None = None,
+        kicker: Kicker | None = None,
+        **options: Unpack[EnqueueOptions],
+    ) -> list[int]:
+        """Many jobs of this task in one commit, then one kick per queue (`pgkick.aio`)."""
+        from pgkick import aio
+
+        jobs = [_job(self.name, payload, options) for payload in payloads]
+        return await aio.enqueue_many(jobs, dsn=dsn, kicker=kicker)
+
+    @overload
+    def enqueue(
+        self, into: AsyncJobSink, payload: P, **options: Unpack[EnqueueOptions]
+    ) -> Coroutine[Any, Any, int]: ...
+    @overload
+    def enqueue(self, into: JobSink, payload: P, **options: Unpack[EnqueueOptions]) -> int: ...
+    def enqueue(self, into: Any, payload: P, **options: Unpack[EnqueueOptions]) -> Any:
         """Enqueue into a transaction someone else commits: `pgkick.transaction(conn)`,
         `pgkick.enqueue_in(conn)`, `pgkick.contrib.django.jobs()`,
-        `pgkick.contrib.sqlalchemy.jobs(session)`. Kicked after that commit, never before."""
+        `pgkick.contrib.sqlalchemy.jobs(session)`; `pgkick.aio.transaction(conn)` gives a
+        coroutine to await. Kicked after that commit, never before."""
         if not callable(getattr(into, "enqueue", None)):
             raise InvalidArgumentType(
                 f"{self.name}.enqueue: the first argument must be where the job goes "
@@ -133,6 +197,7 @@ class Task[P]:
             return list(many(jobs))
         from pgkick.producer.enqueue import enqueue_many
 
+        _warn_if_on_event_loop(self.name)
         return enqueue_many(jobs, dsn=dsn, kicker=kicker)
 
 

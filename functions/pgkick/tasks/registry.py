@@ -4,18 +4,28 @@ Why a registry, not import paths in rows: a row names a task; only code the
 deployer registered can run, and an unknown name is a permanent failure that
 says which names exist. The worker imports the modules named in PGKICK_TASKS
 so that their `@task` decorators run.
+
+Why a producer may check names too (`load_tasks()`): a typo (`send_reciept`)
+would otherwise be a job that fails in a worker minutes later. A process that
+loaded the registry knows every task, so it refuses an unknown name before
+writing, listing close ones. A worker meeting an unknown name retries it (a
+deploy may be mid-rollout: the producer already runs code the worker lacks)
+before failing it, naming the modules it loaded and PGKICK_TASKS.
 """
 
 from __future__ import annotations
 
+import difflib
 import importlib
 import inspect
+import sys
 import threading
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any, Protocol, overload
 
-from pgkick.errors import InvalidArgument
+from pgkick import config, validation
+from pgkick.errors import ConfigError, InvalidArgument, UnknownTask
 from pgkick.tasks.handle import Task, payload_loader
 from pgkick.validation import check_name
 
@@ -76,6 +86,7 @@ class Registry:
     def __init__(self) -> None:
         # name: (the function, how the worker calls it, whether it takes the JobContext)
         self._tasks: dict[str, tuple[TaskFunction, Callable[[Any, JobContext], Any], bool]] = {}
+        self.modules: list[str] = []  # the modules load() imported (PGKICK_TASKS)
 
     def task(self, name: str) -> TaskDecorator:
         """Decorator: `@registry.task("send_email")` on `fn(payload)` or `fn(payload, job)`.
@@ -110,10 +121,35 @@ class Registry:
         return entry is None or entry[2]
 
     def load(self, modules: Iterable[str]) -> None:
-        """Import the modules that register tasks (PGKICK_TASKS, comma-separated)."""
-        for module in modules:
-            if module.strip():
-                importlib.import_module(module.strip())
+        """Import the modules that register tasks (PGKICK_TASKS, comma-separated); one that
+        cannot be imported is a ConfigError naming it, the setting and where Python looked."""
+        for module in (m.strip() for m in modules):
+            if not module:
+                continue
+            try:
+                importlib.import_module(module)
+            except ImportError as exc:
+                raise ConfigError(_import_advice(module, exc)) from exc
+            if module not in self.modules:
+                self.modules.append(module)
+
+    def unknown(self, name: str) -> str:
+        """Why `name` cannot run here: the names it is close to, what this registry knows,
+        from which modules, and PGKICK_TASKS (what an operator compares with the deploy)."""
+        close = difflib.get_close_matches(name, self.names(), n=3, cutoff=0.6)
+        modules = sorted({entry[0].__module__ for entry in self._tasks.values()} | {*self.modules})
+        return (
+            f"unknown task {name!r}"
+            + (f" (did you mean {', '.join(map(repr, close))}?)" if close else "")
+            + f"; registered: {', '.join(self.names()) or 'none'}"
+            + f" from modules {', '.join(modules) or 'none'}"
+            + f"; PGKICK_TASKS={config.app_settings().tasks_variable!r}"
+        )
+
+    def check_known(self, name: str) -> None:
+        """Raise UnknownTask unless `name` is registered (the producer's hook)."""
+        if name not in self._tasks:
+            raise UnknownTask(f"task: {self.unknown(name)}; nothing was written")
 
 
 def _call(
@@ -128,8 +164,28 @@ def _call(
     return fn if wants_job else (lambda payload, _job: fn(payload))
 
 
+def _import_advice(module: str, exc: ImportError) -> str:
+    missing = exc.name or ""
+    if missing and (module == missing or module.startswith(missing + ".")):
+        return (
+            f"PGKICK_TASKS names {module!r}, which Python cannot find ({exc}): run from the "
+            f"folder that holds {missing.split('.')[0]!r} or add that folder to PYTHONPATH "
+            f"(looked in: {', '.join(p or '.' for p in sys.path[:4])}, ...)"
+        )
+    return f"PGKICK_TASKS: importing {module!r} failed: {type(exc).__name__}: {exc}"
+
+
 registry = Registry()
 task = registry.task
+
+
+def load_tasks(modules: Iterable[str] | None = None) -> list[str]:
+    """Import the task modules (default PGKICK_TASKS) into pgkick's registry, and from now on
+    refuse, in this process, any enqueue of a task name it does not know (UnknownTask, before
+    anything is written). Returns the registered names. Call it at the app's start-up."""
+    registry.load(config.task_modules() if modules is None else modules)
+    validation.known_task = registry.check_known
+    return registry.names()
 
 
 @task("noop")

@@ -24,6 +24,7 @@ from typing import Any
 
 from pgkick import config
 from pgkick.connections import pool
+from pgkick.connections.schema_advice import schema_advice
 from pgkick.errors import (
     InvalidArgument,
     InvalidArgumentType,
@@ -57,6 +58,7 @@ def encode_result(value: Any) -> str | None:
         ) from None
 
 
+@schema_advice  # no schema: say to migrate
 def result(job_id: int, *, dsn: str | None = None) -> Any:
     """The job's stored result (None if its task returned nothing).
 
@@ -66,6 +68,7 @@ def result(job_id: int, *, dsn: str | None = None) -> Any:
     return _settled(job_id, _look(job_id, dsn))
 
 
+@schema_advice  # no schema: say to migrate
 def wait(
     job_id: int,
     *,

@@ -38,9 +38,8 @@ class TaskOutcome:
 def run_task(registry: Registry, job: ClaimedJob, keeper: LeaseKeeper) -> TaskOutcome:
     """Run the task's code (no transaction is open); never raises for the task's errors."""
     fn = registry.get(job.task)
-    if fn is None:
-        known = ", ".join(registry.names()) or "none"
-        return TaskOutcome(f"unknown task {job.task!r} (this worker knows: {known})", True)
+    if fn is None:  # retried: the deploy may be mid-rollout (a newer producer, older worker)
+        return TaskOutcome(registry.unknown(job.task) + "; retried until max_attempts", False)
     context = _context(job, keeper) if registry.takes_job(job.task) else UNREAD
     try:
         value = fn(job.payload, context)

@@ -91,6 +91,14 @@ class ModeResult:
         }
 
 
+def lanes(results: list[ModeResult]) -> list[Lane]:
+    """One chart lane per mode, labelled with the fraction its table row prints."""
+    return [
+        Lane(r.mode, r.report.timeline, r.job_seconds, fraction=r.report.awake_fraction)
+        for r in results
+    ]
+
+
 class _Waiter(threading.Thread):
     """A worker that waits in the database: by polling, or by LISTEN with a fallback poll."""
 
@@ -203,5 +211,5 @@ def compare(
         results.append(run_mode(dsn, mode, workload, log))
     if png is not None:
         duration = max(r.report.duration for r in results)
-        render(png, [Lane(r.mode, r.report.timeline, r.job_seconds) for r in results], duration)
+        render(png, lanes(results), duration)
     return results

@@ -11,10 +11,13 @@ Both modes install a kicker as pgkick's default for the duration of a `with`:
 - `manual(dsn)`: jobs stay queued; `enqueued(task=...)` returns their payloads,
   `drain()` runs every ready job the same way inline mode does.
 
-    def test_checkout_sends_a_receipt(dsn):
-        with pgkick.testing.inline(dsn) as jobs:
-            shop.checkout(order=42)               # send_receipt.enqueue_and_kick(...)
-        assert jobs.ran(task="send_receipt") == [{"order": 42}]
+Why a block sees only its own jobs: it notes the highest job id when it starts,
+and `enqueued()`, `assert_enqueued()` and `assert_not_enqueued()` read only the
+jobs above it, so a job an earlier test left behind cannot fail the next one
+(the pytest plugin's fixtures go further: a database of the test's own). A
+block refuses a database without pgkick's schema at its start, saying to
+migrate; and inside it a task name the registry does not know is refused at
+enqueue (pgkick.errors.UnknownTask), as after `pgkick.load_tasks()`.
 
 An exception a task raises is kept (the worker turns it into a retry or a failure,
 as in production) and raised again when the `with` block ends, so a broken task
@@ -29,12 +32,13 @@ from contextlib import AbstractContextManager, contextmanager
 from datetime import datetime, timedelta
 from typing import Any
 
-from pgkick import config
+from pgkick import config, validation
 from pgkick.connections import linger
 from pgkick.kick.default import set_default_kicker
-from pgkick.store import queries
+from pgkick.store import migrations, queries
 from pgkick.store.worker import JobStore
 from pgkick.tasks.registry import JobContext, Registry, registry
+from pgkick.testing import asserts
 from pgkick.worker.loop import Worker, WorkerOptions
 
 OPTIONS = WorkerOptions(
@@ -78,8 +82,9 @@ class TestQueue:
 
     __test__ = False  # not a pytest test class
 
-    def __init__(self, dsn: str, tasks: Registry, *, inline: bool) -> None:
+    def __init__(self, dsn: str, tasks: Registry, *, inline: bool, after: int = 0) -> None:
         self.dsn = dsn
+        self.after = after  # the highest job id before this block: its jobs are above
         self.inline = inline
         self.recording = _Recording(tasks)
         self.kicks: list[str] = []  # queues kicked, in order
@@ -112,11 +117,38 @@ class TestQueue:
         """Payloads of the jobs run so far (every attempt), in order; of `task` if given."""
         return [payload for name, payload in self.recording.runs if task in (None, name)]
 
-    def enqueued(self, task: str | None = None, queue: str | None = None) -> list[Any]:
-        """Payloads of the jobs still queued (oldest first), of `task` / `queue` if given."""
+    def jobs(
+        self, task: object = None, queue: str | None = None, status: str | None = None
+    ) -> list[dict[str, Any]]:
+        """This block's jobs (id, queue, task, payload, status, attempts, run_at), in id
+        order; of `task` (a name or a handle), `queue`, `status` if given."""
         with JobStore.open(self.dsn) as store:
-            rows = store.dicts(queries.JOB_LIST_QUEUED, task=task, queue=queue)
-        return [row["payload"] for row in rows]
+            return store.dicts(
+                queries.JOB_LIST_SINCE,
+                after=self.after,
+                task=asserts.task_name(task),
+                queue=queue,
+                status=status,
+            )
+
+    def enqueued(self, task: object = None, queue: str | None = None) -> list[Any]:
+        """Payloads of this block's jobs still queued (oldest first), of `task` / `queue`."""
+        return [row["payload"] for row in self.jobs(task, queue, "queued")]
+
+    def assert_enqueued(
+        self, task: object, *, payload: Any = asserts.ANY, queue: str | None = None
+    ) -> dict[str, Any]:
+        """The first job of `task` this block enqueued (whatever became of it since), with
+        this payload and queue when given; an AssertionError listing what was enqueued
+        instead. In the style of River's rivertest.RequireInserted."""
+        return asserts.require(self.jobs(), task, payload, queue)
+
+    def assert_not_enqueued(
+        self, task: object, *, payload: Any = asserts.ANY, queue: str | None = None
+    ) -> None:
+        """An AssertionError naming the job if this block enqueued one of `task` (with this
+        payload and queue when given)."""
+        asserts.refuse(self.jobs(), task, payload, queue)
 
     def drain(self) -> int:
         """Run every job that is ready now, in every queue; how many ran."""
@@ -156,12 +188,16 @@ def _installed(
     dsn: str | None, tasks: Registry, *, inline: bool, raise_errors: bool
 ) -> Iterator[TestQueue]:
     dsn = dsn or config.app_settings().dsn()
-    mode = TestQueue(dsn, tasks, inline=inline)
+    with migrations.open_checked(dsn, application_name="pgkick-testing") as store:
+        after = int(store.one(queries.JOB_ID_LAST)[0])  # no schema: SchemaError, migrate
+    mode = TestQueue(dsn, tasks, inline=inline, after=after)
     previous_kicker = set_default_kicker(mode)
+    previous_check, validation.known_task = validation.known_task, tasks.check_known
     try:
         with config.overriding(database_url=dsn):  # the app's enqueue_and_kick(...) commits here
             yield mode
     finally:
+        validation.known_task = previous_check
         set_default_kicker(previous_kicker)
         linger.close_all()
     if raise_errors and mode.errors:

@@ -1,0 +1,107 @@
+"""The databases of pgkick's pytest plugin: one server, a migrated template, a copy per test.
+
+Why a database per test, copied from a template: a job an earlier test left
+(queued, failed, holding a unique key) must not be seen by the next one, and
+inline mode commits for real (its worker uses connections of its own), so a
+rolled-back transaction cannot isolate it. `CREATE DATABASE ... TEMPLATE` copies
+a migrated database in tens of milliseconds, the app's own tables included when
+the app creates them in the template (the plugin's `pgkick_setup_template`).
+This is how pgkick's own suite isolates its tests (tests/conftest.py).
+
+Where the server comes from, in order: PGKICK_TEST_DATABASE_URL, DATABASE_URL
+(either needs a role allowed to CREATE DATABASE; the app's database itself is
+never written: only databases named `pgkick_test_*`, dropped after use), or the
+embedded PostgreSQL of the development tooling (pgkick-dev, found through the
+entry point `pgkick.test_servers`, as the runtime finds its other tools), started
+in a temporary folder for the session.
+
+Why the statements name placeholder databases (sql/database_*.sql): every
+statement pgkick runs comes from sql/, and a database name cannot be a bound
+parameter. The only text put in their place is a name made here, checked
+against NAME and quoted, as pgkick.connections.qualify does for schemas.
+"""
+
+from __future__ import annotations
+
+import re
+import uuid
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from importlib.metadata import entry_points
+from typing import LiteralString
+
+from pgkick import config
+from pgkick.connections.db import Database, dsn_for_database
+from pgkick.connections.qualify import quote
+from pgkick.errors import ConfigError, InvalidArgument
+from pgkick.store import queries
+
+NAME = re.compile(r"pgkick_test_[a-z0-9_]{1,40}")
+_PLACEHOLDER = re.compile(r"\bpgkick_test_(db|template)\b")
+
+
+def _named(statement: LiteralString, **names: str) -> LiteralString:
+    """`statement` with its placeholder databases (`db`, `template`) named."""
+    for name in names.values():
+        if not NAME.fullmatch(name):
+            raise InvalidArgument(f"not a database name pgkick.testing made: {name!r}")
+    # mypy reads LiteralString as str; the text spliced in is a generated, checked,
+    # quoted name (NAME), never input
+    return _PLACEHOLDER.sub(lambda m: quote(names[m[1]]), statement)
+
+
+def new_name(kind: str) -> str:
+    return f"pgkick_test_{kind}_{uuid.uuid4().hex[:12]}"
+
+
+@contextmanager
+def server() -> Iterator[str]:
+    """A DSN of a server where databases may be created, for the test session."""
+    dsn = config.test_database_url()
+    if dsn:
+        yield dsn
+        return
+    found = entry_points(group="pgkick.test_servers", name="embedded")  # pgkick-dev's
+    if not found:
+        raise ConfigError(
+            "pgkick's pytest fixtures need a PostgreSQL server: set DATABASE_URL (or "
+            "PGKICK_TEST_DATABASE_URL) to one whose role may CREATE DATABASE, or install "
+            "the development tooling pgkick-dev for an embedded one"
+        )
+    with next(iter(found)).load()() as dsn:
+        yield dsn
+
+
+def create_template(server_dsn: str, setup: Callable[[str], object]) -> str:
+    """A new database migrated by pgkick, then handed to `setup` (the app's own tables);
+    returns its name. Nobody may stay connected to it: it is copied for every test."""
+    from pgkick import migrate  # the public entry point, as an app would call it
+
+    name = new_name("template")
+    with Database.open(server_dsn, application_name="pgkick-testing") as admin:
+        admin.execute(_named(queries.DATABASE_CREATE, db=name))
+    try:
+        dsn = dsn_for_database(server_dsn, name)
+        migrate(dsn)
+        setup(dsn)
+    except BaseException:
+        drop(server_dsn, name)
+        raise
+    return name
+
+
+@contextmanager
+def copy_of(server_dsn: str, template: str) -> Iterator[str]:
+    """A database of this test's own, copied from `template`; dropped after it."""
+    name = new_name("db")
+    with Database.open(server_dsn, application_name="pgkick-testing") as admin:
+        admin.execute(_named(queries.DATABASE_CLONE, db=name, template=template))
+    try:
+        yield dsn_for_database(server_dsn, name)
+    finally:
+        drop(server_dsn, name)
+
+
+def drop(server_dsn: str, name: str) -> None:
+    with Database.open(server_dsn, application_name="pgkick-testing") as admin:
+        admin.execute(_named(queries.DATABASE_DROP, db=name))

@@ -1,0 +1,95 @@
+"""pgkick's pytest plugin: fixtures for an app's tests, loaded wherever pgkick is installed.
+
+Why a plugin (the `pytest11` entry point) rather than snippets to copy: every app
+needs the same three things (a migrated database no other test touches, its
+tasks run the way a worker runs them, assertions on what it enqueued) and each
+copy got one of them wrong. Why every fixture is named `pgkick_*` and nothing is
+autouse: loading the plugin must change nothing for a project that does not ask
+for a fixture (pgkick's own suite defines `dsn`, `store`... of its own).
+
+    def test_checkout_sends_a_receipt(pgkick_inline):      # jobs run after each commit
+        shop.checkout(order=42)
+        pgkick_inline.assert_enqueued(send_receipt, payload={"order": 42})
+
+    def test_checkout_enqueues(pgkick_manual):              # jobs stay queued
+        shop.checkout(order=7)
+        assert pgkick_manual.enqueued(task="send_receipt") == [{"order": 7}]
+        pgkick_manual.drain()
+
+- `pgkick_database_url` (session): a server where databases may be created:
+  PGKICK_TEST_DATABASE_URL, DATABASE_URL, or pgkick-dev's embedded PostgreSQL.
+- `pgkick_setup_template` (session): override it to create the app's own tables;
+  it is called once with the template's DSN, after pgkick's migrations.
+- `pgkick_template` (session): that migrated template database's name.
+- `pgkick_dsn`: a copy of the template for this test alone, dropped after it.
+- `pgkick_inline` / `pgkick_manual`: pgkick.testing's modes on `pgkick_dsn`, with
+  DATABASE_URL pointing at it for the test; PGKICK_TASKS' modules are imported
+  first, and a task name the registry does not know is refused at enqueue.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+
+import pytest
+
+from pgkick import config
+from pgkick.tasks.registry import registry
+from pgkick.testing import databases
+from pgkick.testing.modes import TestQueue, inline, manual
+
+
+@pytest.fixture(scope="session")
+def pgkick_database_url() -> Iterator[str]:
+    """A server where the plugin may create databases (see the module's docstring)."""
+    with databases.server() as dsn:
+        yield dsn
+
+
+@pytest.fixture(scope="session")
+def pgkick_setup_template() -> Callable[[str], object]:
+    """Called once with the template's DSN after pgkick's migrations: override it in the
+    app's conftest.py to create the app's own tables (its migrations, a schema file)."""
+    return lambda dsn: None
+
+
+@pytest.fixture(scope="session")
+def pgkick_template(
+    pgkick_database_url: str, pgkick_setup_template: Callable[[str], object]
+) -> Iterator[str]:
+    """A database migrated once per session (pgkick.migrate, then the app's set-up),
+    copied for each test; dropped when the session ends."""
+    name = databases.create_template(pgkick_database_url, pgkick_setup_template)
+    try:
+        yield name
+    finally:
+        databases.drop(pgkick_database_url, name)
+
+
+@pytest.fixture
+def pgkick_dsn(pgkick_database_url: str, pgkick_template: str) -> Iterator[str]:
+    """A database of this test's own, migrated: no job of another test is in it."""
+    with databases.copy_of(pgkick_database_url, pgkick_template) as dsn:
+        yield dsn
+
+
+def _tasks_loaded() -> None:
+    """The app's PGKICK_TASKS imported, as its worker would (a misspelt one: ConfigError)."""
+    registry.load(config.task_modules())
+
+
+@pytest.fixture
+def pgkick_inline(pgkick_dsn: str) -> Iterator[TestQueue]:
+    """Each kick drains its queue in this process right after the commit (pgkick.testing's
+    inline mode): assert on what ran, and on what was enqueued."""
+    _tasks_loaded()
+    with inline(pgkick_dsn) as jobs:
+        yield jobs
+
+
+@pytest.fixture
+def pgkick_manual(pgkick_dsn: str) -> Iterator[TestQueue]:
+    """Jobs stay queued until `drain()` (pgkick.testing's manual mode)."""
+    _tasks_loaded()
+    with manual(pgkick_dsn) as jobs:
+        yield jobs

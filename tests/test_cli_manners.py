@@ -1,0 +1,129 @@
+"""The `pgkick` command's rough edges a new user met (issue #27, defect 6): help lines
+cut mid-sentence, no --version, arguments without help, a traceback from `schedules
+sync` without AWS settings, `limit Q 0` not pointing at --clear, Python reprs in
+`status` and a number as a string in its --json, and `invalid choice: 'demo'`."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+from datetime import timedelta
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from pgkick import cli
+from pgkick.store.worker import JobStore
+from tests.helpers import seed
+
+
+def _commands() -> dict[str, argparse.ArgumentParser]:
+    parser = cli.build_parser()
+    (sub,) = [a for a in parser._actions if isinstance(a, argparse._SubParsersAction)]
+    return dict(sub.choices)
+
+
+def test_every_command_line_in_the_help_is_a_whole_sentence() -> None:
+    """Catches the list in `pgkick --help` showing each docstring's first line, which
+    stops mid-sentence (status: "...; the table's health;")."""
+    parser = cli.build_parser()
+    (sub,) = [a for a in parser._actions if isinstance(a, argparse._SubParsersAction)]
+    for choice in sub._choices_actions:
+        command = sub.choices[choice.dest]
+        doc = " ".join((command.description or "").split())
+        assert choice.help and doc.startswith(choice.help), choice.dest
+        assert doc[len(choice.help) : len(choice.help) + 1] in ("", "."), (choice.dest, doc)
+
+
+def test_every_argument_of_every_command_says_what_it_is() -> None:
+    """Catches options and positionals (`enqueue TASK`, `--queue`, `limit N`...) that
+    `--help` lists without a word."""
+    silent = [
+        f"{name} {action.dest}"
+        for name, command in _commands().items()
+        for action in command._actions
+        if not action.help and not isinstance(action, argparse._HelpAction)
+    ]
+    assert silent == []
+
+
+def test_version(capsys: pytest.CaptureFixture[str]) -> None:
+    """Catches `pgkick --version` refused as an unknown argument."""
+    with pytest.raises(SystemExit) as exited:
+        cli.main(["--version"])
+    assert exited.value.code == 0
+    assert capsys.readouterr().out.startswith("pgkick 0.1.0")
+
+
+def test_schedules_sync_without_aws_settings_is_one_line(tmp_path: Path) -> None:
+    """Catches `pgkick schedules sync --dry-run` ending in a NoRegionError traceback."""
+    env = {
+        "PATH": os.environ["PATH"],
+        "HOME": str(tmp_path),  # no ~/.aws
+        "AWS_CONFIG_FILE": str(tmp_path / "none"),
+        "AWS_SHARED_CREDENTIALS_FILE": str(tmp_path / "none"),
+        "AWS_EC2_METADATA_DISABLED": "true",
+        "PGKICK_WORKER_ARN": "arn:aws:lambda:us-east-1:123456789012:function:w",
+        "PGKICK_SCHEDULER_ROLE_ARN": "arn:aws:iam::123456789012:role/s",
+    }
+    done = subprocess.run(
+        [str(Path(sys.executable).parent / "pgkick"), "schedules", "sync", "--dry-run"],
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=tmp_path,
+        timeout=120,
+    )
+    assert done.returncode == 2, done.stderr
+    assert "Traceback" not in done.stderr and done.stderr.count("\n") == 1, done.stderr
+    assert "AWS_DEFAULT_REGION" in done.stderr and done.stderr.count("\n") == 1
+
+
+@pytest.fixture
+def quiet(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("PGKICK_KICKER", "none")
+    monkeypatch.delenv("DATABASE_URL", raising=False)
+
+
+def test_a_limit_of_zero_points_at_clear(
+    dsn: str, quiet: None, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Catches `pgkick limit mail 0` answering "outside 1..2147483647 (None: no limit)"."""
+    assert cli.main(["limit", "mail", "0", "--dsn", dsn]) == 1
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "pgkick limit mail --clear" in err, err
+
+
+def test_status_prints_values_not_python_reprs(
+    dsn: str, quiet: None, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Catches `status` printing dicts (`table: {'n_dead_tup': 0, ...}`) and its --json
+    giving oldest_ready_seconds as a string (a Decimal written by str)."""
+    with JobStore.open(dsn) as store:
+        seed(store, 2, queue="mail")
+        store.execute("UPDATE pgkick.jobs SET run_at = now() - %(age)s", age=timedelta(seconds=90))
+    assert cli.main(["status", "--dsn", dsn, "--json"]) == 0
+    report: Any = json.loads(capsys.readouterr().out)
+    (mail,) = report["queues"]
+    assert isinstance(mail["oldest_ready_seconds"], int | float)
+    assert mail["oldest_ready_seconds"] >= 90
+    assert cli.main(["status", "--dsn", dsn]) == 0
+    out = capsys.readouterr().out
+    assert "{" not in out and "Decimal" not in out and "datetime" not in out, out
+    assert "n_dead_tup:" in out
+
+
+def test_a_tool_command_without_the_tooling_says_how_to_get_it(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Catches `pgkick demo` in an app without pgkick-dev answering `invalid choice:
+    'demo'` (argparse's usage and error) with no hint."""
+    monkeypatch.setattr(sys.modules["pgkick.cli.main"], "entry_points", lambda group: [])
+    assert cli.main(["demo", "--jobs", "10"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "invalid choice" not in err
+    assert "pgkick-dev" in err and "docs/getting-started/install.md" in err

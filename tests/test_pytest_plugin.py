@@ -1,0 +1,124 @@
+"""pgkick's pytest plugin as an app's test suite meets it (issue #27, defect 4): fixtures
+shipped with pgkick, a migrated database per test, assertions on what a test enqueued,
+and a database without the schema refused with the advice to migrate."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+import pgkick
+from pgkick import testing
+from pgkick.kick.kickers import NoKicker
+from pgkick.tasks.registry import Registry
+
+SHOP = """
+import pgkick
+
+SENT = []
+
+
+@pgkick.task("plugin_send_receipt")
+def send_receipt(payload: dict) -> None:
+    SENT.append(payload)
+
+
+def checkout(order: int) -> None:
+    send_receipt.enqueue_and_kick({"order": order}, queue="mail")
+"""
+
+APP_TESTS = """
+import pytest
+
+import pgkick
+import shop
+
+
+@pytest.fixture
+def dsn():  # an app's own fixture of that name: the plugin must not touch it
+    return "the app's own"
+
+
+def test_a_first_test_leaves_a_job_behind(pgkick_manual, dsn):
+    assert dsn == "the app's own"
+    shop.checkout(1)
+    assert pgkick_manual.enqueued(task="plugin_send_receipt") == [{"order": 1}]
+
+
+def test_the_next_test_sees_none_of_it(pgkick_manual):
+    assert pgkick_manual.enqueued() == []
+    assert pgkick_manual.drain() == 0
+    pgkick_manual.assert_not_enqueued(shop.send_receipt)
+
+
+def test_inline_runs_and_asserts(pgkick_inline):
+    shop.checkout(42)
+    assert shop.SENT[-1] == {"order": 42}
+    job = pgkick_inline.assert_enqueued(shop.send_receipt, payload={"order": 42}, queue="mail")
+    assert job["status"] == "done"
+    with pytest.raises(AssertionError, match="no job with task 'plugin_send_receipt', "
+                       "payload {'order': 7}; this test enqueued #"):
+        pgkick_inline.assert_enqueued("plugin_send_receipt", payload={"order": 7})
+
+
+def test_a_misspelt_task_is_refused(pgkick_inline):
+    with pytest.raises(pgkick.UnknownTask, match="did you mean 'plugin_send_receipt'"):
+        pgkick.enqueue_and_kick({}, task="plugin_send_reciept")
+
+
+def test_without_fixtures_nothing_changes():
+    import os
+    assert "DATABASE_URL" not in os.environ
+"""
+
+
+def test_an_apps_suite_gets_an_isolated_migrated_database_per_test(
+    server_dsn: str, tmp_path: Path
+) -> None:
+    """Catches: no fixtures shipped (the README's snippet used the suite's own dsn/conn),
+    a job one test left behind seen by the next one's enqueued()/drain(), fixture names
+    clashing with an app's own (`dsn`), and a misspelt task enqueued under the plugin."""
+    (tmp_path / "shop.py").write_text(SHOP)
+    (tmp_path / "test_shop.py").write_text(APP_TESTS)
+    env = {
+        "PATH": os.environ["PATH"],
+        "HOME": str(tmp_path),
+        "PGKICK_TEST_DATABASE_URL": server_dsn,  # the suite's server: no second one started
+    }
+    done = subprocess.run(
+        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "test_shop.py"],
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+        env=env,
+        timeout=300,
+    )
+    assert done.returncode == 0, done.stdout[-4000:] + done.stderr[-2000:]
+    assert "5 passed" in done.stdout
+
+
+def test_modes_on_an_unmigrated_database_say_to_migrate(empty_dsn: str) -> None:
+    """Catches pgkick.testing's modes failing later with a raw UndefinedTable."""
+    with pytest.raises(pgkick.SchemaError, match=r"run `pgkick migrate` \(or `pgkick.migrate"):
+        with testing.manual(empty_dsn):
+            pass
+
+
+def test_a_block_sees_only_its_own_jobs(dsn: str) -> None:
+    """Catches enqueued()/assert_enqueued reading every job of the database: a job from
+    before the block (an earlier test's, on a shared database) counted as this one's."""
+    tasks = Registry()
+    note = tasks.task("plugin_note")(lambda payload: None)
+    note.enqueue_and_kick({"n": 0}, dsn=dsn, kicker=NoKicker())  # an earlier test's leftover
+    with testing.manual(dsn, tasks=tasks) as jobs:
+        assert jobs.enqueued() == []
+        jobs.assert_not_enqueued(note)
+        note.enqueue_and_kick({"n": 1})
+        assert jobs.enqueued(task=note) == [{"n": 1}]
+        assert jobs.assert_enqueued("plugin_note", payload={"n": 1})["status"] == "queued"
+        with pytest.raises(AssertionError, match=r"expected no job with task 'plugin_note'"):
+            jobs.assert_not_enqueued(note, payload={"n": 1})
