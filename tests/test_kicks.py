@@ -120,6 +120,7 @@ def test_a_drain_longer_than_16_hops_completes_through_a_fresh_chain(
         dsn,
         concurrency=1,
         timeout_ms=600,
+        fast_scheduler=True,  # the labelled kindness: the hand-over wake-up at the second
         env={
             "PGKICK_BATCH": "1",
             "PGKICK_MAX_FANOUT": "0",

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import importlib
 import inspect
+import sys
 import threading
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
@@ -135,6 +136,23 @@ class Registry:
         for module in modules:
             if module.strip():
                 importlib.import_module(module.strip())
+
+    def reload(self, modules: Iterable[str]) -> None:
+        """Import the modules again, their tasks registered afresh. Why: a warm worker (an
+        environment started before the app's code changed) must not fail a job of a task
+        the app has just added; it looks again before calling the task unknown."""
+        importlib.invalidate_caches()
+        for module in (m.strip() for m in modules if m.strip()):
+            self._tasks = {
+                name: entry
+                for name, entry in self._tasks.items()
+                if getattr(entry[0], "__module__", None) != module
+            }
+            loaded = sys.modules.get(module)
+            if loaded is None:
+                importlib.import_module(module)
+            else:
+                importlib.reload(loaded)
 
 
 def _call(

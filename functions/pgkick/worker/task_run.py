@@ -8,13 +8,20 @@ mapping here leaves pgkick.worker.loop about batches, leases and kicks.
 
 from __future__ import annotations
 
+import logging
+import os
+import sys
+from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 from pgkick.errors import PermanentError
 from pgkick.store.worker import ClaimedJob
 from pgkick.tasks.registry import JobContext, Registry, Snooze, describe_error
 from pgkick.tasks.results import encode_result
 from pgkick.worker.lease import LeaseKeeper
+
+log = logging.getLogger("pgkick.task_run")
 
 CANCELLED = "cancelled by operator"  # last_error of a job cancelled while queued or running
 
@@ -37,10 +44,9 @@ class TaskOutcome:
 
 def run_task(registry: Registry, job: ClaimedJob, keeper: LeaseKeeper) -> TaskOutcome:
     """Run the task's code (no transaction is open); never raises for the task's errors."""
-    fn = registry.get(job.task)
+    fn = registry.get(job.task) or _reloaded(registry, job.task)
     if fn is None:
-        known = ", ".join(registry.names()) or "none"
-        return TaskOutcome(f"unknown task {job.task!r} (this worker knows: {known})", True)
+        return TaskOutcome(unknown_task(registry, job.task), True)
     context = _context(job, keeper) if registry.takes_job(job.task) else UNREAD
     try:
         value = fn(job.payload, context)
@@ -54,6 +60,38 @@ def run_task(registry: Registry, job: ClaimedJob, keeper: LeaseKeeper) -> TaskOu
         return TaskOutcome(result=encode_result(value))
     except (TypeError, ValueError) as exc:  # the same result would fail every retry
         return TaskOutcome(describe_error(exc), True)
+
+
+def _reloaded(registry: Registry, task: str) -> Callable[[Any, JobContext], Any] | None:
+    """The task after importing PGKICK_TASKS' modules again (the app may have added it since
+    this worker started); None if it is still unknown or the modules fail to import. Only
+    the process-wide registry, the one PGKICK_TASKS' modules register into, is reloaded."""
+    from pgkick.tasks.registry import registry as app_registry
+
+    if registry is not app_registry:
+        return None
+    try:
+        registry.reload(os.environ.get("PGKICK_TASKS", "").split(","))
+    except Exception as exc:
+        log.warning("reloading PGKICK_TASKS for task %r failed: %s", task, exc)
+        return None
+    return registry.get(task)
+
+
+def unknown_task(registry: Registry, task: str) -> str:
+    """The one line a job of an unknown task fails with: what was looked at, and where."""
+    known = ", ".join(registry.names()) or "none"
+    value = os.environ.get("PGKICK_TASKS", "")
+    found = [
+        f"{name} from {getattr(sys.modules.get(name.strip()), '__file__', 'nowhere')}"
+        for name in value.split(",")
+        if name.strip()
+    ]
+    return (
+        f"unknown task {task!r} (this worker knows: {known}) after reloading "
+        f"PGKICK_TASKS={value!r} ({'; '.join(found) or 'no module'}; import path "
+        f"{sys.path[:4]}): register it with @pgkick.task({task!r}) in a module PGKICK_TASKS names"
+    )
 
 
 def _context(job: ClaimedJob, keeper: LeaseKeeper) -> JobContext:

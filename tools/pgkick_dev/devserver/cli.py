@@ -75,8 +75,8 @@ def _database(args: argparse.Namespace) -> tuple[str, str, Any]:
         return args.dsn, "--dsn", None
     if os.environ.get("DATABASE_URL"):
         return os.environ["DATABASE_URL"], "$DATABASE_URL", None
-    from pgkick import schema
-    from pgkick.store import JobStore
+    from pgkick.store import migrations
+    from pgkick.store.worker import JobStore
     from pgkick_dev.embedded import EmbeddedPostgres
 
     folder = args.data_dir.resolve()
@@ -84,7 +84,7 @@ def _database(args: argparse.Namespace) -> tuple[str, str, Any]:
     server = EmbeddedPostgres(folder / "data")
     dsn = server.start()
     with JobStore.open(dsn) as store:
-        schema.migrate(store)
+        migrations.migrate(store)
     return dsn, f"embedded PostgreSQL 17 in {folder} (no --dsn, no $DATABASE_URL)", server
 
 
@@ -147,6 +147,24 @@ def build_stack(args: argparse.Namespace, dsn: str) -> tuple[Stack, list[str]]:
     return stack, lines
 
 
+def sync_periodic(stack: Stack, modules: tuple[str, ...]) -> list[str]:
+    """The app's @pgkick.periodic declarations as recurring schedules, as `pgkick schedules
+    sync` creates them on AWS (importing PGKICK_TASKS' modules runs the declarations)."""
+    from pgkick.aws.schedules import desired
+    from pgkick.tasks.recurring import periodic_registry
+    from pgkick.tasks.registry import registry
+
+    registry.load(modules)
+    worker = next(iter(stack.functions))
+    arn = f"arn:aws:lambda:us-east-1:123456789012:function:{worker}"
+    names = []
+    for periodic in periodic_registry.declared.values():
+        body = desired(periodic, arn, "arn:aws:iam::123456789012:role/pgkick-dev")
+        stack.scheduler.create(body.pop("Name"), body, replace=False)
+        names.append(periodic.schedule_name)
+    return names
+
+
 def _watch(stack: Stack, root: Path, stop: threading.Event) -> None:
     """--reload: the app's .py files' modification times, looked at every second (files,
     never the database); a change retires every environment."""
@@ -186,6 +204,13 @@ def cmd_dev(args: argparse.Namespace) -> dict[str, Any]:
     host = args.host or "127.0.0.1"
     url = f"http://{host}:{args.port}"
     banner = {"url": url, "database": source, "lines": lines}
+    try:
+        from pgkick import config
+
+        periodic = sync_periodic(stack, config.Settings.from_env().task_modules)
+        lines.append(f"schedules from PGKICK_TASKS' @pgkick.periodic: {periodic or 'none'}")
+    except Exception as exc:  # the app's modules fail to import: say so, serve anyway
+        lines.append(f"PGKICK_TASKS did not import ({exc}): no periodic schedules")
     app = make_app(stack, dsn=dsn, allow_remote=bool(args.host), banner=banner)
     stop = threading.Event()
     try:

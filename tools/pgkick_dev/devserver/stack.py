@@ -85,7 +85,7 @@ class Stack:
 
     def _pool_factory(self, spec: FunctionSpec) -> Callable[..., Pool]:
         def make(**owner: Any) -> Pool:
-            env = {**self.env, **spec.env, "PGKICK_LOCAL_HANDLER": spec.handler}
+            env = {"PGKICK_LOCAL_HANDLER": spec.handler, **self.env, **spec.env}
             return Pool(
                 function=spec.name,
                 env=env,
