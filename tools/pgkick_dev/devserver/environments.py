@@ -114,6 +114,9 @@ class Pool:
             environment.deadline.cancel()
         request_id = getattr(environment.busy, "request_id", None)
         environment.busy = None
+        if environment.retired:  # closing or reloading: let it read the end of its input
+            self._retire(environment)
+            return
         if self.freeze and not environment.frozen:
             with contextlib.suppress(ProcessLookupError):
                 os.kill(environment.process.pid, signal.SIGSTOP)
