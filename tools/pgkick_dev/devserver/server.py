@@ -86,6 +86,7 @@ def make_app(
         return JSONResponse(
             {
                 "pgkick_dev": True,
+                "worker": next(iter(stack.functions)),
                 "functions": sorted(stack.functions),
                 "pending": pending,
                 "one_time_schedules": schedules,
