@@ -88,7 +88,7 @@ def test_an_environment_is_frozen_between_invocations_and_thawed_on_reuse() -> N
     with dev_stack("tests.devserver_handlers:ticker", concurrency=1) as dev:
         first = json.loads(dev.lambda_.invoke(FunctionName=FUNCTION)["Payload"].read())
         dev.wait(lambda: "freeze" in dev.kinds())
-        assert _state(first["pid"]) == "T"  # stopped: its thread counts nothing now
+        dev.wait(lambda: _state(first["pid"]) == "T", 5)  # stopped: its thread counts nothing
         second = json.loads(dev.lambda_.invoke(FunctionName=FUNCTION)["Payload"].read())
         assert second["pid"] == first["pid"] and "thaw" in dev.kinds()  # the same, warm
 
