@@ -11,6 +11,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import os
+import signal
 import sys
 import threading
 import time
@@ -85,7 +86,9 @@ def _database(args: argparse.Namespace) -> tuple[str, str, Any]:
     dsn = server.start()
     with JobStore.open(dsn) as store:
         migrations.migrate(store)
-    return dsn, f"embedded PostgreSQL 17 in {folder} (no --dsn, no $DATABASE_URL)", server
+    said = f"embedded PostgreSQL 17 in {folder} (no --dsn, no $DATABASE_URL)"
+    said += f"\nyour app: DATABASE_URL={dsn}"
+    return dsn, said, server
 
 
 def build_stack(args: argparse.Namespace, dsn: str) -> tuple[Stack, list[str]]:
@@ -199,6 +202,7 @@ def cmd_dev(args: argparse.Namespace) -> dict[str, Any]:
     from pgkick_dev.devserver.server import ServerThread, make_app
 
     sys.path.insert(0, os.getcwd())
+    signal.signal(signal.SIGTERM, _interrupt)  # stop as on Ctrl-C: environments, then PostgreSQL
     dsn, source, embedded = _database(args)
     stack, lines = build_stack(args, dsn)
     host = args.host or "127.0.0.1"
@@ -241,6 +245,10 @@ def cmd_dev(args: argparse.Namespace) -> dict[str, Any]:
         if embedded is not None:
             embedded.stop()
     return {"stopped": True}
+
+
+def _interrupt(signum: int, frame: object) -> None:
+    raise KeyboardInterrupt
 
 
 def _serve(stack: Stack, exit_when_idle: float | None) -> None:
