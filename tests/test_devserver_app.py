@@ -18,6 +18,7 @@ import psycopg
 import pytest
 
 from pgkick_dev.devserver.server import free_port
+from pgkick_dev.local.client import status as client_status
 from tests.devserver_fixtures import ROOT
 from tests.sam import uv
 
@@ -190,3 +191,32 @@ def test_without_a_running_stack_the_script_is_refused_before_writing(
     assert done.returncode != 0 and "start it in another terminal (`pgkick dev`)" in done.stderr
     with psycopg.connect(dsn) as conn:
         assert conn.execute("SELECT count(*) FROM pgkick.jobs").fetchone() == (0,)
+
+
+def test_without_a_running_stack_one_is_started_detached_and_stops_by_itself(
+    app_python: Path, app: Path, dsn: str
+) -> None:
+    """Catches a kick that dies with its caller: the script exits at once, the stack it
+    started runs the job, says where its log is, and stops once nothing is pending."""
+    url = f"http://127.0.0.1:{free_port()}"
+    env = app_env(dsn, PGKICK_KICKER="local", PGKICK_DEV_URL=url, PGKICK_DEV_IDLE_EXIT="2")
+    done = subprocess.run(
+        [str(app_python), "enqueue.py", "detached@example.com", "0"],
+        cwd=app,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 0, done.stderr
+    assert "detached" in done.stderr and ".pgkick/dev.log" in done.stderr
+    job = int(done.stdout.split()[-1])
+    deadline = time.monotonic() + 60
+    while status(dsn, job) != "done":
+        assert time.monotonic() < deadline, (app / ".pgkick" / "dev.log").read_text()
+        time.sleep(0.1)
+    while client_status(url) is not None:  # it stops by itself, nothing pending
+        assert time.monotonic() < deadline + 30, "the detached stack never stopped"
+        time.sleep(0.2)
+    log = (app / ".pgkick" / "dev.log").read_text()
+    assert "receipt sent to detached@example.com" in log and "nothing pending: stopping" in log
