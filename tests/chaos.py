@@ -55,6 +55,8 @@ class Chaos:
             timeout_ms=timeout_ms,
             idle_seconds=1.0,
             retry_delays=(0.2, 0.4),  # Lambda's 1 and 2 minutes, scaled down
+            throttle_backoff=(0.05, 1.0),  # Lambda's backoff, scaled down the same way
+            fast_scheduler=True,  # the labelled kindness: rescues at the second, not the minute
             output=folder / "workers.log",
         )
 

@@ -153,3 +153,29 @@ def checked_tasks() -> Iterator[CheckedRegistry]:
     tasks = CheckedRegistry()
     yield tasks
     tasks.reraise()
+
+
+@pytest.fixture(autouse=True)
+def own_dev_stack_address(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    """Each test's PGKICK_KICKER=local finds (or starts) a `pgkick dev` of its own, on a
+    port of its own, stopped when the test ends: a detached stack left by an earlier test
+    (serving that test's database) would take this test's kicks for itself, as one left
+    on the default port by another project would on a laptop (the client refuses it)."""
+    import json
+    import signal
+    import socket
+    import urllib.request
+
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    url = f"http://127.0.0.1:{port}"
+    monkeypatch.setenv("PGKICK_DEV_URL", url)
+    yield
+    try:
+        with urllib.request.urlopen(f"{url}/_pgkick/status", timeout=0.5) as answer:
+            pid = json.loads(answer.read()).get("pid")
+    except OSError:
+        return  # none was started
+    if isinstance(pid, int) and pid != os.getpid():
+        os.kill(pid, signal.SIGTERM)

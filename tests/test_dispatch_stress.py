@@ -72,6 +72,8 @@ def test_producers_kills_and_a_reaper_every_committed_job_done_none_twice_at_onc
         timeout_ms=3_000,
         idle_seconds=1.0,
         retry_delays=(0.2, 0.4),
+        throttle_backoff=(0.05, 1.0),  # Lambda's backoff, scaled down as the retries are
+        fast_scheduler=True,  # the labelled kindness: wake-ups at the second, not the minute
         output=tmp_path / "workers.log",
     )
     read_fd, write_fd = os.pipe()

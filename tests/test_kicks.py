@@ -58,7 +58,8 @@ def test_a_kick_with_a_malformed_hop_is_answered_not_raised(
 def test_every_event_is_kept_and_waits_for_a_free_environment(dsn: str, tmp_path: Path) -> None:
     """Catches a stand-in that merges pending kicks (Lambda never does): 6 kicks while the
     only environment is busy are 6 invocations, 5 of them throttled first."""
-    local = _local(tmp_path, dsn, concurrency=1)
+    # Lambda's throttle backoff (1 s doubling to 5 min), scaled down as the retries are
+    local = _local(tmp_path, dsn, concurrency=1, throttle_backoff=(0.05, 1.0))
     try:
         for _ in range(6):
             local.kick("default", "manual")
@@ -119,6 +120,7 @@ def test_a_drain_longer_than_16_hops_completes_through_a_fresh_chain(
         dsn,
         concurrency=1,
         timeout_ms=600,
+        fast_scheduler=True,  # the labelled kindness: the hand-over wake-up at the second
         env={
             "PGKICK_BATCH": "1",
             "PGKICK_MAX_FANOUT": "0",

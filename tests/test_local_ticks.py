@@ -15,9 +15,10 @@ from typing import Any
 import psycopg
 import pytest
 
-from pgkick.config import Settings
 from pgkick.tasks.recurring import Periodic, PeriodicRegistry, declare, periodic_registry
-from pgkick_dev.local import make_kicker
+from pgkick_dev.devserver.cli import sync_periodic
+from pgkick_dev.devserver.clock import ManualClock
+from pgkick_dev.devserver.stack import FunctionSpec, Stack
 from pgkick_dev.local.cron import next_tick
 from pgkick_dev.local.kicker import LocalKicker
 from pgkick_dev.local.ticks import PeriodicTimers
@@ -193,23 +194,25 @@ def test_a_tick_delivered_twice_by_the_stand_in_runs_one_job(dsn: str, tmp_path:
     assert rows == [("sums", "done", 42)]
 
 
-def test_the_local_kicker_an_app_makes_fires_its_task_modules_declarations(
+def test_the_dev_stack_makes_the_task_modules_declarations_schedules(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """PGKICK_KICKER=local, as an app gets it. Catches: a local kicker that never learns
-    the declarations (the README's old advice: send ticks yourself)."""
+    """`pgkick dev` creates the schedules `pgkick schedules sync` would, from PGKICK_TASKS.
+    Catches: a local stack that never learns the declarations (the README's old advice:
+    send ticks yourself)."""
     (tmp_path / "jobs_app_tick.py").write_text(
         "import pgkick\n\n"
         "@pgkick.periodic('cron(0 3 1 1 ? 2199)', task='far_off')\n"
         "def far_off(payload): ...\n"
     )
     monkeypatch.syspath_prepend(str(tmp_path))
-    settings = Settings.from_env({"PGKICK_KICKER": "local", "PGKICK_TASKS": "jobs_app_tick"})
-    kicker = make_kicker(settings, {})
+    stack = Stack([FunctionSpec("pgkick-worker")], clock=ManualClock())
     try:
-        assert isinstance(kicker, LocalKicker)
-        assert kicker.ticks() == {"far_off": datetime(2199, 1, 1, 3, tzinfo=UTC)}
+        assert sync_periodic(stack, ("jobs_app_tick",)) == ["pgkick.periodic.far_off"]
+        (schedule,) = stack.scheduler.list()
+        assert schedule.due == datetime(2199, 1, 1, 3, tzinfo=UTC).timestamp()
+        assert "far_off" in schedule.body["Target"]["Input"]
     finally:
-        kicker.close()
+        stack.close()
         sys.modules.pop("jobs_app_tick", None)
         periodic_registry.declared.pop("far_off", None)

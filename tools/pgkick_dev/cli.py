@@ -211,6 +211,9 @@ def cmd_ui(args: argparse.Namespace) -> dict[str, Any]:
 
 
 def add_tool_commands(command: Command) -> None:
+    from pgkick_dev.devserver.cli import add_dev_command
+
+    add_dev_command(command)
     bench_cmd = command("bench", cmd_bench)
     bench_cmd.add_argument("--quick", action="store_true", help="tiny sizes: under a minute")
     bench_cmd.add_argument("--items", default=ITEMS, help=f"comma-separated (default {ITEMS})")

@@ -33,12 +33,22 @@ from pgkick.producer import enqueue as producer
 from pgkick.store import groups
 from pgkick.store import migrations as schema
 from pgkick.store.worker import JobStore
+from pgkick.tasks import results
 from pgkick.tasks.registry import registry
 from pgkick.validation import check_name
 from pgkick.worker.reaper import reap
 
 Handler = Callable[[argparse.Namespace], dict[str, Any]]
 PRINT_THEIR_OWN = ("demo", "bench", "jobs", "job")  # a report or a table, unless --json
+
+
+LOCAL_WAIT = 60.0  # seconds `pgkick enqueue` waits for its job by default with PGKICK_KICKER=local
+
+
+def _local_wait(kicker: object) -> float:
+    """A development kicker (the local stack) runs the job within seconds: wait for it by
+    default, so the command shows how it ended; a production kicker's worker may be far."""
+    return LOCAL_WAIT if type(kicker).__module__.startswith("pgkick_dev.") else 0.0
 
 
 def _dsn(args: argparse.Namespace) -> str:
@@ -96,10 +106,10 @@ def cmd_enqueue(args: argparse.Namespace) -> dict[str, Any]:
         )
         # Committed: from here nothing may fail the command (a retry would enqueue twice).
         after_commit.kick_committed(enqueuer.queued, kicker, lambda: contextlib.nullcontext(store))
-        settle = getattr(kicker, "wait_idle", None)  # a kicker running workers here (local)
-        if settle is not None and args.wait:  # lets the job run before we exit
-            settle(args.wait)
-            kicker.close()  # type: ignore[attr-defined]
+        wait = args.wait if args.wait is not None else _local_wait(kicker)
+        if wait and enqueuer.queued:  # lets the job run before we answer (its own statement)
+            with contextlib.suppress(TimeoutError, PgkickError):  # then read its row below
+                results.wait(job_id, timeout=wait, dsn=_dsn(args))
         if not enqueuer.queued:  # a live job holds its unique key: nothing was written
             return {"id": job_id, "duplicate": True}
         (job,) = enqueuer.queued  # what the insert returned: pgkick_producer may read only this
@@ -240,8 +250,9 @@ def build_parser() -> argparse.ArgumentParser:
     enqueue.add_argument(
         "--wait",
         type=wait_seconds,
-        default=60.0,
-        help="with the local kicker, seconds to wait for the job (0: don't)",
+        default=None,
+        help="seconds to wait for the job to finish, then exit 1 if it failed (0: don't; "
+        f"default: {LOCAL_WAIT:g} with the local kicker, else 0)",
     )
     status = command("status", cmd_status)
     status.add_argument(
@@ -297,7 +308,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         # --schema reaches every layer, and the workers a local kicker starts, for the
         # command's duration (pgkick.config.overriding: os.environ is never written)
-        with config.overriding(schema=getattr(args, "schema", None)):
+        with config.overriding(
+            schema=getattr(args, "schema", None), database_url=getattr(args, "dsn", None)
+        ):
             result = args.handler(args)
     except (
         PgkickError,

@@ -233,6 +233,14 @@ class Database:
         return self.execute(query, **params).rowcount
 
 
+def database_identity(dsn: str) -> str:
+    """Which database a DSN names, as `host:port/dbname` (no user, no password): how two
+    processes tell whether they work on the same jobs table."""
+    info = psycopg.conninfo.conninfo_to_dict(dsn)
+    host, port = info.get("host") or "localhost", info.get("port") or "5432"
+    return f"{host}:{port}/{info.get('dbname') or info.get('user') or ''}"
+
+
 def dsn_for_database(dsn: str, dbname: str) -> str:
     """The same server and role, another database (pgkick.testing's per-test copies)."""
     return psycopg.conninfo.make_conninfo(dsn, dbname=dbname)

@@ -144,12 +144,30 @@ class Registry:
             + f"; registered: {', '.join(self.names()) or 'none'}"
             + f" from modules {', '.join(modules) or 'none'}"
             + f"; PGKICK_TASKS={config.app_settings().tasks_variable!r}"
+            + f" (import path {sys.path[:4]})"
         )
 
     def check_known(self, name: str) -> None:
         """Raise UnknownTask unless `name` is registered (the producer's hook)."""
         if name not in self._tasks:
             raise UnknownTask(f"task: {self.unknown(name)}; nothing was written")
+
+    def reload(self, modules: Iterable[str]) -> None:
+        """Import the modules again, their tasks registered afresh. Why: a warm worker (an
+        environment started before the app's code changed) must not fail a job of a task
+        the app has just added; it looks again before calling the task unknown."""
+        importlib.invalidate_caches()
+        for module in (m.strip() for m in modules if m.strip()):
+            self._tasks = {
+                name: entry
+                for name, entry in self._tasks.items()
+                if getattr(entry[0], "__module__", None) != module
+            }
+            loaded = sys.modules.get(module)
+            if loaded is None:
+                importlib.import_module(module)
+            else:
+                importlib.reload(loaded)
 
 
 def _call(

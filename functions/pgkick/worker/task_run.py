@@ -8,13 +8,19 @@ mapping here leaves pgkick.worker.loop about batches, leases and kicks.
 
 from __future__ import annotations
 
+import logging
+from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
+from pgkick import config
 from pgkick.errors import PermanentError, Snooze
 from pgkick.store.worker import ClaimedJob
 from pgkick.tasks.registry import JobContext, Registry, describe_error
 from pgkick.tasks.results import encode_result
 from pgkick.worker.lease import LeaseKeeper
+
+log = logging.getLogger("pgkick.task_run")
 
 CANCELLED = "cancelled by operator"  # last_error of a job cancelled while queued or running
 
@@ -37,7 +43,7 @@ class TaskOutcome:
 
 def run_task(registry: Registry, job: ClaimedJob, keeper: LeaseKeeper) -> TaskOutcome:
     """Run the task's code (no transaction is open); never raises for the task's errors."""
-    fn = registry.get(job.task)
+    fn = registry.get(job.task) or _reloaded(registry, job.task)
     if fn is None:  # retried: the deploy may be mid-rollout (a newer producer, older worker)
         return TaskOutcome(registry.unknown(job.task) + "; retried until max_attempts", False)
     context = _context(job, keeper) if registry.takes_job(job.task) else UNREAD
@@ -53,6 +59,22 @@ def run_task(registry: Registry, job: ClaimedJob, keeper: LeaseKeeper) -> TaskOu
         return TaskOutcome(result=encode_result(value))
     except (TypeError, ValueError) as exc:  # the same result would fail every retry
         return TaskOutcome(describe_error(exc), True)
+
+
+def _reloaded(registry: Registry, task: str) -> Callable[[Any, JobContext], Any] | None:
+    """The task after importing PGKICK_TASKS' modules again (the app may have added it since
+    this worker started); None if it is still unknown or the modules fail to import. Only
+    the process-wide registry, the one PGKICK_TASKS' modules register into, is reloaded."""
+    from pgkick.tasks.registry import registry as app_registry
+
+    if registry is not app_registry:
+        return None
+    try:
+        registry.reload(config.task_modules())
+    except Exception as exc:
+        log.warning("reloading PGKICK_TASKS for task %r failed: %s", task, exc)
+        return None
+    return registry.get(task)
 
 
 def _context(job: ClaimedJob, keeper: LeaseKeeper) -> JobContext:

@@ -112,6 +112,8 @@ def _play(dsn: str, day: QuietDay, log: Path, *, reapers: int, jobs: bool) -> di
         timeout_ms=2_000,
         idle_seconds=day.seconds,  # warm environments, as a warm Lambda's
         retry_delays=(day.scaled(60), day.scaled(120)),
+        throttle_backoff=(day.scaled(1), day.scaled(300)),
+        fast_scheduler=True,  # the labelled kindness: the compressed day's wake-ups at the second
         output=log,
     )
     window = day.scaled(WINDOW)

@@ -122,6 +122,8 @@ def run(options: DemoOptions, *, on_step: Callable[[str], None] | None = None) -
             timeout_ms=5_000,
             idle_seconds=2.0,
             retry_delays=(1.0, 2.0),  # Lambda's 1 and 2 minutes, compressed like the rest
+            throttle_backoff=(0.1, 2.0),  # Lambda's 1 s to 5 min, compressed too
+            fast_scheduler=True,  # the labelled kindness: a wake-up at its second, not minute
             output=options.out / "workers.log",
         )
         monitor = AwakeMonitor(

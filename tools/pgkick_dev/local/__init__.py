@@ -1,16 +1,16 @@
-"""The local kicker: Lambda's asynchronous invoke stood in by processes, for development.
+"""PGKICK_KICKER=local: kicks handed to the local stack, `pgkick dev` (pgkick_dev.devserver).
 
-`PGKICK_KICKER=local` finds `make_kicker` here through the `pgkick.kick.default` entry
-point. Inside one of its environments (PGKICK_LOCAL_PIPE_FD set) the worker's own
-kicks go back to the parent kicker through a pipe. Outside, it also fires the
-`@pgkick.periodic` declarations of PGKICK_TASKS' modules with timers.
+`make_kicker` is found here through the `pgkick.kickers` entry point. Inside one of
+the stack's execution environments (PGKICK_LOCAL_PIPE_FD set) the worker's own kicks
+go back to the stack over a pipe, which knows which invocation sent them (the chain's
+next hop). Outside, in an app, it is a thin client of a running `pgkick dev`
+(pgkick_dev.local.client), found or started before anything is written.
 """
 
 from __future__ import annotations
 
 import os
 from collections.abc import Mapping
-from pathlib import Path
 
 from pgkick import config
 from pgkick.kick.kickers import Kicker
@@ -18,20 +18,10 @@ from pgkick.kick.kickers import Kicker
 
 def make_kicker(settings: config.Settings, env: Mapping[str, str] | None = None) -> Kicker:
     env = os.environ if env is None else env
-    if env.get("PGKICK_LOCAL_PIPE_FD"):  # inside a local environment: report to the parent
+    if env.get("PGKICK_LOCAL_PIPE_FD"):  # inside a local environment: report to the stack
         from pgkick_dev.local.env import PipeKicker
 
         return PipeKicker(int(env["PGKICK_LOCAL_PIPE_FD"]))
-    from pgkick.tasks.recurring import periodic_registry
-    from pgkick.tasks.registry import registry
-    from pgkick_dev.local.kicker import LocalKicker
+    from pgkick_dev.local.client import connect
 
-    # The scheduler's stand-in fires what PGKICK_TASKS' modules declare (importing them
-    # runs their @pgkick.periodic), as `pgkick schedules sync` would have created it.
-    registry.load(settings.task_modules)
-    # Workers' lines to stderr: an app's (or `pgkick enqueue --json`'s) stdout stays its own.
-    return LocalKicker(
-        concurrency=settings.local_concurrency,
-        output=Path("/dev/stderr"),
-        periodic=list(periodic_registry.declared.values()),
-    )
+    return connect(env)

@@ -15,6 +15,7 @@ import os
 import resource
 import sys
 import threading
+import time
 import traceback
 from datetime import datetime
 from pathlib import Path
@@ -79,26 +80,63 @@ def _marshalled(result: Any) -> Any:
         return {"error": f"Runtime.MarshalError: {exc}"}
 
 
+def _trace_id(request_id: str, lineage: int) -> str:
+    """X-Ray's trace header as Lambda sets it for an invocation; botocore copies it into
+    the calls this invocation makes (recursion detection), Lineage counting the hops."""
+    root = request_id.replace("-", "")[:24]
+    return f"Root=1-{root[:8]}-{root[8:]};Parent={root[:16]};Sampled=0;Lineage=1a2b3c4d:{lineage}"
+
+
 def main() -> int:
     pipe = PipeKicker(int(os.environ["PGKICK_LOCAL_PIPE_FD"]))
     handler = load_handler()
     for line in sys.stdin:
         request = json.loads(line)
-        context = FakeLambdaContext(
-            function_name="pgkick-worker-local", timeout_ms=int(request["timeout_ms"])
+        function = str(request.get("function") or "pgkick-worker-local")
+        context = FakeLambdaContext(function_name=function, timeout_ms=int(request["timeout_ms"]))
+        if request.get("request_id"):
+            context.aws_request_id = str(request["request_id"])
+        os.environ["AWS_LAMBDA_FUNCTION_NAME"] = function
+        os.environ["_X_AMZN_TRACE_ID"] = _trace_id(
+            context.aws_request_id, int(request.get("lineage", 0)) + 1
         )
+        print(f"START RequestId: {context.aws_request_id} Version: $LATEST", flush=True)
         pipe.send({"started": True})
         sessions_before = opened.count
+        started = time.monotonic()
+        failure: dict[str, Any] | None = None
         try:
             result = handler(request["event"], context)
         except Exception as exc:  # reported like Lambda's "Unhandled" error
             traceback.print_exc()
             result = {"error": f"{type(exc).__name__}: {exc}"}
+            failure = {
+                "errorMessage": str(exc),
+                "errorType": type(exc).__name__,
+                "stackTrace": traceback.format_tb(exc.__traceback__),
+            }
         result = _marshalled(result)
+        if (
+            failure is None
+            and isinstance(result, dict)
+            and "Runtime.MarshalError" in str(result.get("error", ""))
+        ):
+            failure = {"errorMessage": result["error"], "errorType": "Runtime.MarshalError"}
+        elapsed = (time.monotonic() - started) * 1000
+        peak = round(_peak_rss_kb() / 1024)
+        print(f"END RequestId: {context.aws_request_id}", flush=True)
+        print(
+            f"REPORT RequestId: {context.aws_request_id}\tDuration: {elapsed:.2f} ms\t"
+            f"Max Memory Used: {peak} MB",
+            flush=True,
+        )
+        sys.stderr.flush()
         pipe.send(
             {
                 "result": result,
-                "peak_rss_mb": round(_peak_rss_kb() / 1024),
+                "failure": failure,
+                "duration_ms": round(elapsed, 2),
+                "peak_rss_mb": peak,
                 "db_sessions": opened.count - sessions_before,
             }
         )

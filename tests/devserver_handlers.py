@@ -1,0 +1,43 @@
+"""Handlers the dev server's tests run in its execution environments (PGKICK_LOCAL_HANDLER)."""
+
+from __future__ import annotations
+
+import os
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+
+def echo(event: Any, context: Any) -> dict[str, Any]:
+    return {"echo": event, "request_id": context.aws_request_id}
+
+
+def boom(event: Any, context: Any) -> dict[str, Any]:
+    raise ValueError("boom")
+
+
+def gate(event: Any, context: Any) -> dict[str, Any]:
+    """Waits until the file $PGKICK_TEST_GATE exists: an invocation the test holds busy."""
+    path = Path(os.environ["PGKICK_TEST_GATE"])
+    deadline = time.monotonic() + 60
+    while not path.exists() and time.monotonic() < deadline:
+        time.sleep(0.01)
+    return {"gated": event}
+
+
+_ticks = [0]
+
+
+def ticker(event: Any, context: Any) -> dict[str, Any]:
+    """Starts (once) a background thread counting every 10 ms, as an app's thread would."""
+    if not getattr(ticker, "started", False):
+        ticker.started = True  # type: ignore[attr-defined]
+
+        def count() -> None:
+            while True:
+                _ticks[0] += 1
+                time.sleep(0.01)
+
+        threading.Thread(target=count, daemon=True).start()
+    return {"pid": os.getpid(), "ticks": _ticks[0]}

@@ -1,0 +1,219 @@
+"""The dev server's Lambda Invoke API through boto3 over HTTP: Lambda's status codes, error
+shapes and exception classes, and the asynchronous queue's faithfulness (throttle backoff,
+freezing, retries, maximum age, loop detection, duplicates, drops). Time is a ManualClock
+the test moves; the environments are real processes. Each test names the kindness it
+catches; each was checked by making the stand-in kind again and seeing it fail."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from pgkick_dev.devserver.server import make_app
+from pgkick_dev.devserver.settings import read_template
+from tests.devserver_fixtures import FUNCTION, ROOT, dev_stack
+
+
+def test_event_is_202_request_response_200_and_errors_are_lambdas() -> None:
+    with dev_stack("tests.devserver_handlers:echo") as dev:
+        queued = dev.lambda_.invoke(FunctionName=FUNCTION, InvocationType="Event", Payload=b"{}")
+        assert queued["StatusCode"] == 202 and queued["Payload"].read() == b""
+        answer = dev.lambda_.invoke(FunctionName=FUNCTION, Payload=json.dumps({"a": 1}))
+        assert answer["StatusCode"] == 200 and "FunctionError" not in answer
+        assert json.loads(answer["Payload"].read())["echo"] == {"a": 1}
+        arn = f"arn:aws:lambda:us-east-1:123456789012:function:{FUNCTION}"
+        dry = dev.lambda_.invoke(FunctionName=arn, InvocationType="DryRun")
+        assert dry["StatusCode"] == 204
+    with dev_stack("tests.devserver_handlers:boom") as dev:
+        failed = dev.lambda_.invoke(FunctionName=FUNCTION, Payload=b"{}")
+        assert failed["StatusCode"] == 200 and failed["FunctionError"] == "Unhandled"
+        error = json.loads(failed["Payload"].read())
+        assert error["errorType"] == "ValueError" and error["errorMessage"] == "boom"
+
+
+def test_bad_input_gets_lambdas_own_exceptions() -> None:
+    """Catches: an unknown name run anyway, a body that is not JSON accepted, and no payload
+    limit (1 MB asynchronous, 6 MB synchronous, as the Invoke API documents)."""
+    with dev_stack() as dev:
+        lam = dev.lambda_
+        with pytest.raises(lam.exceptions.ResourceNotFoundException, match="Function not found"):
+            lam.invoke(FunctionName="no-such-function", InvocationType="Event", Payload=b"{}")
+        with pytest.raises(lam.exceptions.InvalidRequestContentException, match="parse"):
+            lam.invoke(FunctionName=FUNCTION, InvocationType="Event", Payload=b"{not json")
+        big = json.dumps({"x": "a" * 1_048_576}).encode()
+        with pytest.raises(lam.exceptions.RequestTooLargeException, match="1048576"):
+            lam.invoke(FunctionName=FUNCTION, InvocationType="Event", Payload=big)
+        huge = json.dumps({"x": "a" * 6_291_456}).encode()
+        with pytest.raises(lam.exceptions.RequestTooLargeException, match="6291456"):
+            lam.invoke(FunctionName=FUNCTION, Payload=huge)
+        assert dev.kinds() == []  # none of them reached the queue
+
+
+def test_a_throttled_event_backs_off_instead_of_taking_the_freed_slot(tmp_path: Path) -> None:
+    """Catches the kindness `instant_throttle` (a throttled event dispatched the moment a slot
+    frees): Lambda retries it after 1 s, doubling. And a synchronous invoke with every
+    environment busy is refused (429), as Lambda refuses it."""
+    gate = tmp_path / "open"
+    with dev_stack(
+        "tests.devserver_handlers:gate", env={"PGKICK_TEST_GATE": str(gate)}, concurrency=1
+    ) as dev:
+        lam = dev.lambda_
+        lam.invoke(FunctionName=FUNCTION, InvocationType="Event", Payload=b'{"n": 1}')
+        dev.wait(lambda: "invoke_start" in dev.kinds())
+        lam.invoke(FunctionName=FUNCTION, InvocationType="Event", Payload=b'{"n": 2}')
+        with pytest.raises(lam.exceptions.TooManyRequestsException):
+            lam.invoke(FunctionName=FUNCTION, Payload=b"{}")
+        dev.clock.advance(1)  # the first backoff ends with the slot still busy: 2 s next
+        backoffs = [e["detail"] for e in dev.events("throttle") if "backoff" in e["detail"]]
+        assert backoffs == ["backoff 1 s", "backoff 2 s"]
+        gate.touch()
+        dev.wait(lambda: "invoke_end" in dev.kinds())
+        assert dev.kinds().count("invoke_start") == 1  # the slot is free, the event still waits
+        dev.clock.advance(2)
+        dev.wait(lambda: dev.kinds().count("invoke_end") == 2)
+        assert dev.stack.functions[FUNCTION].stats.throttles == 1
+
+
+def _state(pid: int) -> str:
+    return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+
+
+def test_an_environment_is_frozen_between_invocations_and_thawed_on_reuse() -> None:
+    """Catches the kindness `freeze=False`: an app's background thread kept running between
+    invocations (on Lambda it stops until the next one)."""
+    with dev_stack("tests.devserver_handlers:ticker", concurrency=1) as dev:
+        first = json.loads(dev.lambda_.invoke(FunctionName=FUNCTION)["Payload"].read())
+        dev.wait(lambda: "freeze" in dev.kinds())
+        dev.wait(lambda: _state(first["pid"]) == "T", 5)  # stopped: its thread counts nothing
+        second = json.loads(dev.lambda_.invoke(FunctionName=FUNCTION)["Payload"].read())
+        assert second["pid"] == first["pid"] and "thaw" in dev.kinds()  # the same, warm
+
+
+def test_a_failed_event_is_retried_after_one_then_two_minutes_then_dropped() -> None:
+    """Catches retries sooner than Lambda's (about 1 and 2 minutes) or more than two."""
+    with dev_stack("tests.devserver_handlers:boom") as dev:
+        dev.lambda_.invoke(FunctionName=FUNCTION, InvocationType="Event", Payload=b"{}")
+        for delay in (60, 120):
+            ends = dev.kinds().count("invoke_end") + 1
+            dev.wait(lambda n=ends: dev.kinds().count("invoke_end") == n)  # type: ignore[misc]
+            dev.clock.advance(delay - 0.5)
+            assert dev.kinds().count("invoke_start") == ends  # not yet
+            dev.clock.advance(0.5)
+        dev.wait(lambda: "drop" in dev.kinds())
+        assert dev.kinds().count("invoke_start") == 3 and dev.kinds().count("retry") == 2
+        assert dev.events("drop")[0]["detail"].startswith("retries exhausted")
+
+
+def test_an_event_older_than_the_templates_maximum_age_is_dropped(tmp_path: Path) -> None:
+    """Catches a maximum event age other than the template's MaximumEventAgeInSeconds (the
+    old stand-in kept events 6 h where the template says 1 h)."""
+    age = read_template(ROOT / "template.yaml").max_event_age
+    assert age == 3600
+    gate = tmp_path / "open"
+    with dev_stack(
+        "tests.devserver_handlers:gate",
+        env={"PGKICK_TEST_GATE": str(gate)},
+        concurrency=1,
+        max_event_age=age,
+    ) as dev:
+        lam = dev.lambda_
+        lam.invoke(FunctionName=FUNCTION, InvocationType="Event", Payload=b'{"n": 1}')
+        dev.wait(lambda: "invoke_start" in dev.kinds())
+        lam.invoke(FunctionName=FUNCTION, InvocationType="Event", Payload=b'{"n": 2}')
+        dev.clock.advance(age - 1)
+        assert "drop" not in dev.kinds()
+        dev.clock.advance(302)  # the next backoff (5 min at most) finds it too old
+        assert [e["detail"] for e in dev.events("drop")] == ["maximum event age exceeded"]
+        gate.touch()
+
+
+@pytest.mark.parametrize("allow_loops", [False, True])
+def test_the_17th_hop_of_a_chain_is_cut_unless_loops_are_allowed(
+    allow_loops: bool, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The chain is read where AWS reads it: the Lineage botocore sends in X-Amzn-Trace-Id
+    from inside an invocation. Catches: no loop detection, or RecursiveLoop: Allow ignored."""
+    with dev_stack(allow_loops=allow_loops) as dev:
+        monkeypatch.setenv("AWS_LAMBDA_FUNCTION_NAME", FUNCTION)  # as inside an invocation
+        for hops in (15, 16):
+            monkeypatch.setenv("_X_AMZN_TRACE_ID", f"Root=1-a-b;Lineage=1a2b3c4d:{hops}")
+            answer = dev.lambda_.invoke(FunctionName=FUNCTION, InvocationType="Event")
+            assert answer["StatusCode"] == 202  # the caller never knows
+        drops = [e["hop"] for e in dev.events("drop")]
+        assert drops == ([] if allow_loops else [16])
+
+
+def test_injected_duplicates_and_silent_drops() -> None:
+    """Catches a stand-in that never delivers twice or loses an event (Lambda documents both)."""
+    with dev_stack(duplicate_rate=1.0) as dev:
+        dev.lambda_.invoke(FunctionName=FUNCTION, InvocationType="Event", Payload=b"{}")
+        dev.wait(lambda: dev.kinds().count("invoke_end") == 2)
+        starts = dev.events("invoke_start")
+        assert starts[0]["request_id"] == starts[1]["request_id"]  # one event, twice
+    with dev_stack(drop_rate=1.0) as dev:
+        answer = dev.lambda_.invoke(FunctionName=FUNCTION, InvocationType="Event")
+        assert answer["StatusCode"] == 202 and dev.kinds() == ["kick", "drop"]
+
+
+def _status_from(app: Any, host: str) -> tuple[int, bytes]:
+    """One ASGI request to `app` as if from `host` (a remote client cannot be faked over TCP)."""
+    sent: list[dict[str, Any]] = []
+    scope = {
+        "type": "http",
+        "method": "GET",
+        "path": "/_pgkick/status",
+        "raw_path": b"",
+        "query_string": b"",
+        "headers": [],
+        "client": (host, 5000),
+        "server": ("x", 1),
+        "scheme": "http",
+        "http_version": "1.1",
+        "root_path": "",
+    }
+
+    async def receive() -> dict[str, Any]:
+        return {"type": "http.request", "body": b"", "more_body": False}
+
+    async def send(message: dict[str, Any]) -> None:
+        sent.append(message)
+
+    asyncio.run(app(scope, receive, send))
+    return sent[0]["status"], b"".join(m.get("body", b"") for m in sent[1:])
+
+
+def test_only_this_machine_is_served_unless_a_host_was_given() -> None:
+    """Catches a server that runs the app's code for anyone who can reach the port."""
+    with dev_stack() as dev:
+        status, body = _status_from(make_app(dev.stack), "192.0.2.10")
+        assert status == 403 and b"--host" in body
+        assert _status_from(make_app(dev.stack), "127.0.0.1")[0] == 200
+        assert _status_from(make_app(dev.stack, allow_remote=True), "192.0.2.10")[0] == 200
+
+
+def test_a_stack_on_another_database_is_refused_before_anything_is_written(
+    dsn: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Catches PGKICK_KICKER=local handing its kicks to a `pgkick dev` left running on
+    another database (an earlier run's, another project's): its workers would never see
+    the job, which would stay queued with no error anywhere."""
+    from pgkick import config
+    from pgkick.connections.db import dsn_for_database
+    from pgkick_dev.devserver.server import ServerThread, make_app
+    from pgkick_dev.local import client
+
+    other = dsn_for_database(dsn, "someone_elses")
+    with dev_stack() as running:
+        for served, refused in ((other, True), (dsn, False)):
+            with ServerThread(make_app(running.stack, dsn=served)) as server:
+                env = {"PGKICK_DEV_URL": server.url, "PGKICK_DEV_AUTOSTART": "0"}
+                monkeypatch.setenv("DATABASE_URL", dsn)
+                if refused:
+                    with pytest.raises(config.ConfigError, match="someone_elses"):
+                        client.connect(env)
+                else:
+                    assert client.connect(env).url == server.url

@@ -1,0 +1,222 @@
+"""A fresh app, as a new user makes one: both wheels installed in its own virtualenv, its own
+task module in its own folder outside the repo, `pgkick dev` in one process and a two-line
+script that enqueues and exits in another. The job is done within seconds and its log line
+is in the dev server's output: with PGKICK_KICKER=local, with PGKICK_KICKER=lambda and
+boto3's endpoint variables, and for a delayed job woken through the Scheduler endpoint.
+Without a running stack (and autostart off) the script is refused before anything is written."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import psycopg
+import pytest
+
+from pgkick_dev.devserver.server import free_port
+from pgkick_dev.local.client import status as client_status
+from tests.devserver_fixtures import ROOT
+from tests.sam import uv
+
+TASKS = """import pgkick
+
+
+@pgkick.task("send_receipt")
+def send_receipt(payload):
+    print(f"receipt sent to {payload['to']}")
+"""
+SCRIPT = """import pgkick, sys
+print(pgkick.enqueue_and_kick({"to": sys.argv[1]}, task="send_receipt", delay=float(sys.argv[2])))
+"""
+
+
+@pytest.fixture(scope="module")
+def app_python(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A virtualenv with the two wheels (`uv build --wheel` at the root and in tools/)."""
+    base = tmp_path_factory.mktemp("fresh")
+    started = time.monotonic()
+    for folder in (ROOT, ROOT / "tools"):
+        subprocess.run(
+            [*uv(), "build", "-q", "--wheel", "-o", str(base / "dist")],
+            cwd=folder,
+            check=True,
+            capture_output=True,
+        )
+    env = {**os.environ, "VIRTUAL_ENV": str(base / "venv")}
+    env.pop("PYTHONPATH", None)
+    subprocess.run(
+        [*uv(), "venv", "-q", "--python", sys.executable, str(base / "venv")], check=True, env=env
+    )
+    wheels = sorted(str(w) for w in (base / "dist").glob("*.whl"))
+    subprocess.run([*uv(), "pip", "install", "-q", *wheels], check=True, env=env)
+    print(f"fresh app's virtualenv in {time.monotonic() - started:.1f} s", file=sys.stderr)
+    return base / "venv" / "bin" / "python"
+
+
+@pytest.fixture
+def app(tmp_path: Path) -> Path:
+    folder = tmp_path / "shop"
+    folder.mkdir()
+    (folder / "shop_tasks.py").write_text(TASKS)
+    (folder / "enqueue.py").write_text(SCRIPT)
+    return folder
+
+
+def app_env(dsn: str, **extra: str) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("PGKICK_", "AWS_"))}
+    env.pop("PYTHONPATH", None)
+    env.pop("VIRTUAL_ENV", None)
+    return {**env, "DATABASE_URL": dsn, "PGKICK_TASKS": "shop_tasks", **extra}
+
+
+class DevProcess:
+    def __init__(self, python: Path, folder: Path, env: dict[str, str], *flags: str) -> None:
+        self.port = free_port()
+        self.url = f"http://127.0.0.1:{self.port}"
+        self.log = folder / "dev.out"
+        self.process = subprocess.Popen(
+            [
+                str(python),
+                "-c",
+                "import sys; from pgkick.cli import main; sys.exit(main())",
+                "dev",
+                "--port",
+                str(self.port),
+                *flags,
+            ],
+            cwd=folder,
+            env=env,
+            stdout=self.log.open("wb"),
+            stderr=subprocess.STDOUT,
+        )
+        self.wait_for("an app uses it with", 60)
+
+    def output(self) -> str:
+        return self.log.read_text()
+
+    def wait_for(self, text: str, timeout: float) -> float:
+        started = time.monotonic()
+        while text not in self.output():
+            assert self.process.poll() is None, self.output()
+            assert time.monotonic() - started < timeout, self.output()
+            time.sleep(0.05)
+        return time.monotonic() - started
+
+    def stop(self) -> None:
+        self.process.terminate()
+        self.process.wait(30)
+
+
+@pytest.fixture
+def dev(app_python: Path, app: Path, dsn: str) -> Iterator[DevProcess]:
+    process = DevProcess(app_python, app, app_env(dsn), "--fast-scheduler")
+    yield process
+    process.stop()
+
+
+def run_script(python: Path, folder: Path, env: dict[str, str], to: str, delay: float) -> int:
+    done = subprocess.run(
+        [str(python), "enqueue.py", to, str(delay)],
+        cwd=folder,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert done.returncode == 0 and "Traceback" not in done.stderr, done.stderr
+    return int(done.stdout.split()[-1])
+
+
+def status(dsn: str, job_id: int) -> str:
+    with psycopg.connect(dsn) as conn:
+        row = conn.execute("SELECT status FROM pgkick.jobs WHERE id = %s", (job_id,)).fetchone()
+    return str(row[0]) if row else "missing"
+
+
+def test_a_script_that_enqueues_and_exits_gets_its_job_run(
+    app_python: Path, app: Path, dsn: str, dev: DevProcess
+) -> None:
+    assert "KIND: schedules fire at the second (--fast-scheduler)" in dev.output()
+    assert "database: --dsn" not in dev.output() and "database: $DATABASE_URL" in dev.output()
+    local = app_env(dsn, PGKICK_KICKER="local", PGKICK_DEV_URL=dev.url, PGKICK_DEV_AUTOSTART="0")
+    job = run_script(app_python, app, local, "local@example.com", 0)
+    took = dev.wait_for("receipt sent to local@example.com", 30)
+    line = next(x for x in dev.output().splitlines() if "receipt sent to local@" in x)
+    assert line.startswith("pgkick-worker [") and status(dsn, job) in ("running", "done")
+    lam = app_env(
+        dsn,
+        PGKICK_KICKER="lambda",
+        PGKICK_WORKER_FUNCTION="pgkick-worker",
+        AWS_ENDPOINT_URL_LAMBDA=dev.url,
+        AWS_ENDPOINT_URL_SCHEDULER=dev.url,
+        AWS_DEFAULT_REGION="us-east-1",
+        AWS_ACCESS_KEY_ID="dev",
+        AWS_SECRET_ACCESS_KEY="dev",
+        PGKICK_WORKER_ARN="arn:aws:lambda:us-east-1:123456789012:function:pgkick-worker",
+        PGKICK_SCHEDULER_ROLE_ARN="arn:aws:iam::123456789012:role/scheduler",
+    )
+    job2 = run_script(app_python, app, lam, "lambda@example.com", 0)
+    dev.wait_for("receipt sent to lambda@example.com", 30)
+    job3 = run_script(app_python, app, lam, "later@example.com", 2)
+    assert status(dsn, job3) == "queued"
+    waited = dev.wait_for("receipt sent to later@example.com", 90)  # the next whole minute
+    deadline = time.monotonic() + 10
+    while {status(dsn, j) for j in (job, job2, job3)} != {"done"}:
+        assert time.monotonic() < deadline, [status(dsn, j) for j in (job, job2, job3)]
+        time.sleep(0.1)
+    print(f"local kick to done log line: {took:.2f} s; delayed job woke after {waited:.1f} s")
+
+
+def test_without_a_running_stack_the_script_is_refused_before_writing(
+    app_python: Path, app: Path, dsn: str
+) -> None:
+    env = app_env(
+        dsn,
+        PGKICK_KICKER="local",
+        PGKICK_DEV_URL=f"http://127.0.0.1:{free_port()}",
+        PGKICK_DEV_AUTOSTART="0",
+    )
+    done = subprocess.run(
+        [str(app_python), "enqueue.py", "x@example.com", "0"],
+        cwd=app,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert done.returncode != 0 and "start it in another terminal (`pgkick dev`)" in done.stderr
+    with psycopg.connect(dsn) as conn:
+        assert conn.execute("SELECT count(*) FROM pgkick.jobs").fetchone() == (0,)
+
+
+def test_without_a_running_stack_one_is_started_detached_and_stops_by_itself(
+    app_python: Path, app: Path, dsn: str
+) -> None:
+    """Catches a kick that dies with its caller: the script exits at once, the stack it
+    started runs the job, says where its log is, and stops once nothing is pending."""
+    url = f"http://127.0.0.1:{free_port()}"
+    env = app_env(dsn, PGKICK_KICKER="local", PGKICK_DEV_URL=url, PGKICK_DEV_IDLE_EXIT="2")
+    done = subprocess.run(
+        [str(app_python), "enqueue.py", "detached@example.com", "0"],
+        cwd=app,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 0, done.stderr
+    assert "detached" in done.stderr and ".pgkick/dev.log" in done.stderr
+    job = int(done.stdout.split()[-1])
+    deadline = time.monotonic() + 60
+    while status(dsn, job) != "done":
+        assert time.monotonic() < deadline, (app / ".pgkick" / "dev.log").read_text()
+        time.sleep(0.1)
+    while client_status(url) is not None:  # it stops by itself, nothing pending
+        assert time.monotonic() < deadline + 30, "the detached stack never stopped"
+        time.sleep(0.2)
+    log = (app / ".pgkick" / "dev.log").read_text()
+    assert "receipt sent to detached@example.com" in log and "nothing pending: stopping" in log

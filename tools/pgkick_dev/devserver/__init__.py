@@ -1,0 +1,1 @@
+"""`pgkick dev`: the local serverless stack (Lambda Invoke API + EventBridge Scheduler API)."""

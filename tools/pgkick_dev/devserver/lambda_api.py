@@ -1,0 +1,101 @@
+"""Lambda's Invoke API on the dev server: what boto3's `lambda.invoke` sends, answered as AWS does.
+
+POST /2015-03-31/functions/{FunctionName}/invocations, with X-Amz-Invocation-Type:
+- `Event`: 202 and an empty body once the event is in the function's queue;
+- `RequestResponse` (the default): 200 with the handler's answer, or with its error
+  ({"errorType", "errorMessage", ...}) and `X-Amz-Function-Error: Unhandled`;
+  429 TooManyRequestsException when every environment is busy;
+- `DryRun`: 204.
+Errors are Lambda's: status, `x-amzn-ErrorType`, and {"Type", "message"}, which
+botocore turns into the same exception classes (ResourceNotFoundException,
+InvalidRequestContentException, RequestTooLargeException, ...). Payload limits are
+the documented ones: 1 MB asynchronous, 6 MB synchronous. The chain an event
+belongs to is read where AWS reads it: the Lineage in X-Amzn-Trace-Id, which
+botocore copies from the calling invocation's _X_AMZN_TRACE_ID.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import uuid
+
+from starlette.concurrency import run_in_threadpool
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response
+from starlette.routing import Route
+
+from pgkick_dev.devserver.queue import Throttled
+from pgkick_dev.devserver.stack import Stack
+
+ASYNC_LIMIT = 1_048_576  # bytes: "For asynchronous invocations, the maximum payload size is 1 MB"
+SYNC_LIMIT = 6_291_456  # bytes: 6 MB for synchronous invocations
+ARN = "arn:aws:lambda:us-east-1:123456789012:function:"
+_LINEAGE = re.compile(r"Lineage=[0-9a-f]+:(\d+)")
+
+
+def error(code: str, status: int, message: str, request_id: str) -> JSONResponse:
+    """Lambda's error shape, as botocore's rest-json parser reads it."""
+    headers = {"x-amzn-ErrorType": code, "x-amzn-RequestId": request_id}
+    return JSONResponse({"Type": "User", "message": message}, status, headers=headers)
+
+
+def lineage(request: Request) -> int:
+    found = _LINEAGE.search(request.headers.get("x-amzn-trace-id", ""))
+    return int(found.group(1)) if found else 0
+
+
+def routes(stack: Stack) -> list[Route]:
+    async def invoke(request: Request) -> Response:
+        request_id = str(uuid.uuid4())
+        name = request.path_params["name"]
+        queue = stack.function(name)
+        if queue is None:
+            arn = name if name.startswith("arn:") else ARN + name
+            return error("ResourceNotFoundException", 404, f"Function not found: {arn}", request_id)
+        kind = request.headers.get("x-amz-invocation-type", "RequestResponse")
+        if kind not in ("Event", "RequestResponse", "DryRun"):
+            message = (
+                f"1 validation error detected: Value '{kind}' at 'invocationType' failed to "
+                "satisfy constraint: Member must satisfy enum value set: "
+                "[Event, RequestResponse, DryRun]"
+            )
+            return error("InvalidParameterValueException", 400, message, request_id)
+        body = await request.body()
+        limit = ASYNC_LIMIT if kind == "Event" else SYNC_LIMIT
+        if len(body) > limit:
+            message = f"Request must be smaller than {limit} bytes for the InvokeFunction operation"
+            return error("RequestTooLargeException", 413, message, request_id)
+        try:
+            event = json.loads(body) if body.strip() else {}
+        except (ValueError, UnicodeDecodeError) as exc:
+            message = f"Could not parse request body into json: {str(exc)[:200]}"
+            return error("InvalidRequestContentException", 400, message, request_id)
+        if kind == "DryRun":
+            return Response(status_code=204, headers={"x-amzn-RequestId": request_id})
+        hops = lineage(request)
+        if kind == "Event":
+            request_id = queue.submit(event, lineage=hops, request_id=request_id)
+            return Response(status_code=202, headers={"x-amzn-RequestId": request_id})
+        try:
+            request_id, answer = await run_in_threadpool(queue.invoke_sync, event, lineage=hops)
+        except Throttled:
+            headers = {
+                "x-amzn-ErrorType": "TooManyRequestsException",
+                "x-amzn-RequestId": request_id,
+            }
+            body_ = {
+                "Reason": "ReservedFunctionConcurrentInvocationLimitExceeded",
+                "Type": "User",
+                "message": "Rate Exceeded.",
+            }
+            return JSONResponse(body_, 429, headers=headers)
+        headers = {"x-amzn-RequestId": request_id, "X-Amz-Executed-Version": "$LATEST"}
+        if answer["failure"] is not None:
+            headers["X-Amz-Function-Error"] = "Unhandled"
+            return JSONResponse(answer["failure"], 200, headers=headers)
+        return Response(
+            json.dumps(answer["result"]), 200, headers=headers, media_type="application/json"
+        )
+
+    return [Route("/2015-03-31/functions/{name}/invocations", invoke, methods=["POST"])]

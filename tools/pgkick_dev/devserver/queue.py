@@ -1,0 +1,314 @@
+"""One function's asynchronous event queue, as Lambda's: kept, retried, aged, throttled, cut.
+
+Why faithful, not kind: a stand-in nicer than Lambda lets tests pass where a
+user's deploy fails. So, as Lambda's asynchronous queue does:
+- every event is kept and run (never merged with another: whatever merging
+  pgkick needs is pgkick's own, see pgkick.watch);
+- an event that finds every environment busy is throttled and tried again after
+  a backoff, 1 s doubling up to 5 minutes, not the moment a slot frees
+  (`instant_throttle=True` is the labelled kindness);
+- an event older than its maximum age is dropped (the template's
+  MaximumEventAgeInSeconds, 1 h), and one that errors, crashes or times out is
+  retried after 1 and then 2 minutes, `max_retries` times (MaximumRetryAttempts);
+- a chain of invocations that kick each other is cut after 16 (recursive loop
+  detection) unless the function allows loops (`RecursiveLoop: Allow`); the chain
+  is followed by where an event came from (its lineage), not by what it says;
+- on request, faults Lambda documents: an event delivered twice
+  (`duplicate_rate`), an event lost silently (`drop_rate`).
+Synchronous invokes (RequestResponse) share the environments and the cap; one
+that finds no free environment is refused (TooManyRequestsException).
+"""
+
+from __future__ import annotations
+
+import concurrent.futures
+import itertools
+import logging
+import random
+import threading
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from pgkick_dev.devserver.clock import Cancellable, Clock
+from pgkick_dev.devserver.environments import Environment, Pool
+from pgkick_dev.devserver.timeline import Timeline
+
+log = logging.getLogger("pgkick_dev.devserver.queue")
+
+RETRY_DELAYS = (60.0, 120.0)  # Lambda retries a failed asynchronous invocation after these
+THROTTLE_BACKOFF = (1.0, 300.0)  # Lambda's throttle backoff: from 1 s, doubling, to 5 minutes
+LOOP_LIMIT = 16  # invocations of one chain before Lambda stops the next one
+
+
+class Throttled(Exception):
+    """A synchronous invoke found every environment busy (Lambda answers 429)."""
+
+
+@dataclass
+class Invocation:
+    event: Any
+    lineage: int  # invocations of this chain before this one (AWS's count, not the payload's)
+    born: float  # epoch seconds: the maximum age counts from here
+    request_id: str = field(default_factory=lambda: str(uuid.uuid4()))
+    tries: int = 0
+    throttled: bool = False
+    backoff: float = 0.0  # the last throttle backoff, seconds
+    ready_at: float = 0.0  # not dispatched before this (a throttle's backoff)
+    started: float = 0.0
+    answer: concurrent.futures.Future[dict[str, Any]] | None = None  # RequestResponse only
+
+
+@dataclass
+class QueueStats:
+    events: int = 0  # accepted by the async queue (retries and duplicates not counted)
+    invocations: int = 0
+    cold_starts: int = 0
+    throttles: int = 0  # events that had to wait for a free environment
+    retries: int = 0
+    crashes: int = 0
+    errors: int = 0
+    timeouts: int = 0
+    duplicates: int = 0  # injected second deliveries
+    injected_drops: int = 0  # events lost on purpose (silent, as on AWS: no destination)
+    db_sessions: int = 0  # database connections the invocations opened
+    failed_kicks: list[dict[str, Any]] = field(default_factory=list)  # dropped, with why
+    results: list[dict[str, Any]] = field(default_factory=list)
+    peak_rss_mb: int = 0  # the largest "Max Memory Used" of any environment so far
+
+
+@dataclass
+class QueueOptions:
+    retry_delays: tuple[float, ...] = RETRY_DELAYS
+    max_retries: int = 2  # MaximumRetryAttempts
+    max_event_age: float = 3600.0  # MaximumEventAgeInSeconds (pgkick's template)
+    allow_loops: bool = False  # RecursiveLoop: Allow
+    throttle_backoff: tuple[float, float] = THROTTLE_BACKOFF
+    instant_throttle: bool = False  # kindness: a throttled event runs when a slot frees
+    duplicate_rate: float = 0.0
+    drop_rate: float = 0.0
+    seed: int | None = None
+
+
+class AsyncQueue:
+    """One function: its event queue, its environments (Pool) and what they report."""
+
+    def __init__(
+        self,
+        function: str,
+        pool_factory: Callable[..., Pool],
+        *,
+        options: QueueOptions,
+        clock: Clock,
+        timeline: Timeline,
+        lock: threading.Condition,
+        on_message: Callable[[AsyncQueue, Environment, dict[str, Any]], None],
+    ) -> None:
+        self.function = function
+        self.options = options
+        self.stats = QueueStats()
+        self._clock = clock
+        self._timeline = timeline
+        self._lock = lock
+        self._random = random.Random(options.seed)
+        self._pending: list[Invocation] = []
+        self._delayed: dict[int, Cancellable] = {}  # retries and throttle backoffs, armed
+        self._keys = itertools.count()
+        self._extra_message = on_message
+        self._closed = False
+        self.pool = pool_factory(lock=lock, on_message=self._on_message, on_exit=self._on_exit)
+
+    # -- accepting ------------------------------------------------------------------
+    def submit(self, event: Any, *, lineage: int = 0, request_id: str | None = None) -> str:
+        """An Event invoke, accepted (the caller answers 202 whatever happens next)."""
+        item = Invocation(event, lineage, self._clock.now())
+        if request_id:
+            item.request_id = request_id
+        with self._lock:
+            self._record("kick", item)
+            if self._closed:
+                return item.request_id
+            if item.lineage >= LOOP_LIMIT and not self.options.allow_loops:
+                self._drop(item, "recursive loop detected")
+                return item.request_id
+            self.stats.events += 1
+            if self.options.drop_rate and self._random.random() < self.options.drop_rate:
+                self.stats.injected_drops += 1
+                self._record("drop", item, detail="injected: lost silently (--drop-rate)")
+                self._lock.notify_all()
+                return item.request_id
+            self._pending.append(item)
+            if self.options.duplicate_rate and self._random.random() < self.options.duplicate_rate:
+                self.stats.duplicates += 1
+                twin = Invocation(event, lineage, item.born, request_id=item.request_id)
+                self._record("duplicate", twin, detail="injected (--duplicate-rate)")
+                self._pending.append(twin)
+            self._dispatch()
+        return item.request_id
+
+    def invoke_sync(self, event: Any, *, lineage: int = 0) -> tuple[str, dict[str, Any]]:
+        """A RequestResponse invoke: (request id, {"result"|"failure": ...}); raises Throttled."""
+        item = Invocation(event, lineage, self._clock.now())
+        item.answer = concurrent.futures.Future()
+        with self._lock:
+            environment = None if self._closed else self.pool.free()
+            if environment is None:
+                self._record("throttle", item, detail="RequestResponse refused (429)")
+                raise Throttled(self.function)
+            self._start(environment, item)
+        return item.request_id, item.answer.result()
+
+    # -- for the stack, the demo and the tests ----------------------------------------
+    def idle(self) -> bool:
+        return not self._pending and not self._delayed and not self.pool.busy()
+
+    def pending(self) -> int:
+        with self._lock:
+            return len(self._pending) + len(self._delayed) + len(self.pool.busy())
+
+    def close(self) -> None:
+        with self._lock:
+            self._closed = True
+            for timer in self._delayed.values():
+                timer.cancel()
+            self._delayed.clear()
+            self._pending.clear()
+        self.pool.close()
+
+    # -- the queue --------------------------------------------------------------------
+    def _dispatch(self) -> None:
+        """Under the lock: hand ready events to free environments, up to the cap."""
+        now = self._clock.now()
+        for item in [i for i in self._pending if now - i.born > self.options.max_event_age]:
+            self._pending.remove(item)
+            self._drop(item, "maximum event age exceeded")
+        for item in [i for i in self._pending if i.ready_at <= now]:
+            environment = self.pool.free()
+            if environment is None:
+                self._throttle([i for i in self._pending if i.ready_at <= now], now)
+                break
+            self._pending.remove(item)
+            self._start(environment, item)
+        self.stats.cold_starts, self.stats.timeouts = self.pool.cold_starts, self.pool.timeouts
+        self._lock.notify_all()
+
+    def _throttle(self, items: list[Invocation], now: float) -> None:
+        """Every environment busy: each ready event waits its backoff (1 s, doubling, 5 min)."""
+        first, cap = self.options.throttle_backoff
+        for item in items:
+            if not item.throttled:
+                item.throttled = True
+                self.stats.throttles += 1
+            if self.options.instant_throttle:
+                continue  # kindness: retried by the next _dispatch, when a slot frees
+            item.backoff = first if item.backoff == 0 else min(cap, item.backoff * 2)
+            item.ready_at = now + item.backoff
+            self._record("throttle", item, detail=f"backoff {item.backoff:g} s")
+            self._arm(item.backoff, self._dispatch_later)
+
+    def _start(self, environment: Environment, item: Invocation) -> None:
+        self.stats.invocations += 1
+        item.started = self._clock.now()
+        self._record("invoke_start", item, detail=f"try {item.tries + 1}")
+        request = {"event": item.event, "request_id": item.request_id, "lineage": item.lineage}
+        self.pool.invoke(environment, item, request)
+
+    def _arm(self, delay: float, fire: Callable[[int], None]) -> None:
+        key = next(self._keys)
+        self._delayed[key] = self._clock.call_later(delay, lambda: fire(key))
+
+    def _dispatch_later(self, key: int) -> None:
+        with self._lock:
+            self._delayed.pop(key, None)
+            if not self._closed:
+                self._dispatch()
+            self._lock.notify_all()
+
+    def _drop(self, item: Invocation, why: str) -> None:
+        """Lambda sends such an event to the on-failure destination; we keep it in a list."""
+        log.warning("%s: event %s dropped: %s", self.function, item.event, why)
+        self.stats.failed_kicks.append({"event": item.event, "why": why, "tries": item.tries})
+        self._record("drop", item, detail=why)
+        self._lock.notify_all()
+
+    def _retry(self, item: Invocation, why: str) -> None:
+        """A failed asynchronous invocation runs again after Lambda's delay."""
+        if item.answer is not None or self._closed:
+            return  # a synchronous caller got its error; nothing is retried for it
+        if item.tries >= min(self.options.max_retries, len(self.options.retry_delays)):
+            self._drop(item, f"retries exhausted ({why})")
+            return
+        self.stats.retries += 1
+        again = Invocation(item.event, item.lineage, item.born, item.request_id, item.tries + 1)
+        delay = self.options.retry_delays[item.tries]
+        self._record("retry", again, detail=f"in {delay:g} s: {why}")
+
+        def requeue(key: int) -> None:
+            with self._lock:
+                self._delayed.pop(key, None)
+                if not self._closed:
+                    self._pending.append(again)
+                    self._dispatch()
+                self._lock.notify_all()
+
+        self._arm(delay, requeue)
+
+    def _record(self, kind: str, item: Invocation, **fields: Any) -> None:
+        event = item.event if isinstance(item.event, dict) else {}
+        self._timeline.record(
+            kind,
+            function=self.function,
+            request_id=item.request_id,
+            queue=event.get("queue"),
+            hop=item.lineage,
+            **fields,
+        )
+
+    # -- what environments say --------------------------------------------------------
+    def _on_message(self, environment: Environment, message: dict[str, Any]) -> None:
+        with self._lock:
+            if "started" in message:
+                self.pool.arm_deadline(environment)
+            elif "result" in message:
+                self._finish(environment, message)
+            else:
+                self._extra_message(self, environment, message)
+
+    def _finish(self, environment: Environment, message: dict[str, Any]) -> None:
+        result, failure = message["result"], message.get("failure")
+        item = environment.busy
+        self.stats.results.append(result)
+        self.stats.db_sessions += int(message.get("db_sessions", 0))
+        self.stats.peak_rss_mb = max(self.stats.peak_rss_mb, int(message.get("peak_rss_mb", 0)))
+        failed = failure is not None or (isinstance(result, dict) and "error" in result)
+        if isinstance(item, Invocation):
+            detail = f"error: {failure or result.get('error')}" if failed else "ok"
+            self._record("invoke_end", item, duration_ms=message.get("duration_ms"), detail=detail)
+            if item.answer is not None:
+                item.answer.set_result({"result": result, "failure": failure})
+            elif failed:
+                self.stats.errors += 1  # the handler raised: Lambda retries that too
+                self._retry(item, f"failed: {failure or result.get('error')}")
+        self.pool.finished(environment)
+        self._dispatch()
+
+    def _on_exit(self, environment: Environment) -> None:
+        """An environment ended; one that died mid-invocation is retried, as Lambda does."""
+        item = environment.busy
+        if isinstance(item, Invocation):  # killed, or timed out
+            self.stats.crashes += 1
+            code = environment.process.returncode
+            why = f"died (exit {code})"
+            duration = round((self._clock.now() - item.started) * 1000, 2)
+            self._record("invoke_end", item, duration_ms=duration, detail=why)
+            if item.answer is not None:
+                timed_out = code == -9
+                failure = {
+                    "errorType": "Sandbox.Timedout" if timed_out else "Runtime.ExitError",
+                    "errorMessage": f"RequestId: {item.request_id} Error: "
+                    + ("Task timed out" if timed_out else f"Runtime exited with error: {why}"),
+                }
+                item.answer.set_result({"result": None, "failure": failure})
+            self._retry(item, why)
+        self._dispatch()

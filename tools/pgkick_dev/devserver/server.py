@@ -1,0 +1,147 @@
+"""The dev server: one Starlette app (Lambda's and Scheduler's APIs, the dashboard at /),
+served by uvicorn on 127.0.0.1, in this process's thread or as `pgkick dev`'s main loop.
+
+Why localhost only by default: anything that can reach the port can run the app's
+code with its database. A request from elsewhere gets 403 unless the server was
+started with --host (`allow_remote`). `GET /_pgkick/status` is how the local
+kicker (PGKICK_KICKER=local) finds a running stack and what it is doing.
+"""
+
+from __future__ import annotations
+
+import importlib
+import ipaddress
+import os
+import socket
+import threading
+import time
+from typing import Any
+
+import uvicorn
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import HTMLResponse, JSONResponse, Response
+from starlette.routing import BaseRoute, Mount, Route
+from starlette.types import ASGIApp, Receive, Scope, Send
+
+from pgkick.connections.db import database_identity
+from pgkick_dev.devserver import lambda_api, scheduler_api
+from pgkick_dev.devserver.stack import Stack
+
+NOT_INSTALLED = "<p>The pgkick dashboard is not installed (pgkick_dev.ui is missing).</p>\n"
+
+
+class LocalOnly:
+    """403 for any client that is not this machine (unless remote clients are allowed)."""
+
+    def __init__(self, app: ASGIApp, allow_remote: bool) -> None:
+        self.app, self.allow_remote = app, allow_remote
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "http" and not self.allow_remote:
+            host = (scope.get("client") or ("", 0))[0]
+            try:
+                local = ipaddress.ip_address(host).is_loopback
+            except ValueError:
+                local = host in ("testclient", "localhost")
+            if not local:
+                response = JSONResponse(
+                    {
+                        "message": f"pgkick dev serves this machine only ({host} refused): "
+                        "restart it with --host to serve others"
+                    },
+                    403,
+                )
+                await response(scope, receive, send)
+                return
+        await self.app(scope, receive, send)
+
+
+def dashboard(dsn: str | None, stack: Stack, allow_actions: bool) -> ASGIApp:
+    """The dashboard (pgkick_dev.ui.app.make_app) if installed, else a one-line page."""
+    try:
+        make_dashboard = importlib.import_module("pgkick_dev.ui.app").make_app
+    except ModuleNotFoundError as exc:
+        if exc.name not in ("pgkick_dev.ui", "pgkick_dev.ui.app"):
+            raise  # the dashboard is there but broken: say so, do not hide it
+
+        async def missing(request: Request) -> Response:
+            return HTMLResponse(NOT_INSTALLED)
+
+        return Starlette(routes=[Route("/{path:path}", missing)])
+    app: ASGIApp = make_dashboard(dsn or "", timeline=stack.timeline, allow_actions=allow_actions)
+    return app
+
+
+def make_app(
+    stack: Stack,
+    *,
+    dsn: str | None = None,
+    allow_remote: bool = False,
+    allow_actions: bool = False,
+    banner: dict[str, Any] | None = None,
+) -> ASGIApp:
+    async def status(request: Request) -> Response:
+        with stack.lock:
+            pending = {name: q.pending() for name, q in stack.functions.items()}
+            schedules = stack.one_time_schedules()
+        return JSONResponse(
+            {
+                "pgkick_dev": True,
+                "pid": os.getpid(),  # a caller that started it detached may stop it
+                "database": database_identity(dsn) if dsn else None,  # no password
+                "worker": next(iter(stack.functions)),
+                "functions": sorted(stack.functions),
+                "pending": pending,
+                "one_time_schedules": schedules,
+                "settings": banner or {},
+            }
+        )
+
+    routes: list[BaseRoute] = [
+        Route("/_pgkick/status", status),
+        *lambda_api.routes(stack),
+        *scheduler_api.routes(stack),
+        Mount("/", dashboard(dsn, stack, allow_actions)),
+    ]
+    return LocalOnly(Starlette(routes=routes), allow_remote)
+
+
+def free_port(host: str = "127.0.0.1") -> int:
+    with socket.socket() as probe:
+        probe.bind((host, 0))
+        return int(probe.getsockname()[1])
+
+
+class ServerThread:
+    """uvicorn in a daemon thread: the in-process dev server the tests talk to over HTTP."""
+
+    def __init__(self, app: ASGIApp, host: str = "127.0.0.1", port: int = 0) -> None:
+        self.host, self.port = host, port or free_port(host)
+        config = uvicorn.Config(
+            app,
+            host=self.host,
+            port=self.port,
+            log_level="warning",
+            access_log=False,
+            lifespan="off",
+        )
+        self.server = uvicorn.Server(config)
+        self.thread = threading.Thread(target=self.server.run, daemon=True)
+
+    @property
+    def url(self) -> str:
+        return f"http://{self.host}:{self.port}"
+
+    def __enter__(self) -> ServerThread:
+        self.thread.start()
+        deadline = time.monotonic() + 10
+        while not self.server.started:
+            if time.monotonic() > deadline or not self.thread.is_alive():
+                raise RuntimeError(f"the dev server did not start on {self.url}")
+            time.sleep(0.01)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.server.should_exit = True
+        self.thread.join(10)

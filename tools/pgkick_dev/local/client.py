@@ -1,0 +1,191 @@
+"""PGKICK_KICKER=local: a thin client handing kicks and wake-ups to a running `pgkick dev`.
+
+Why not processes of the app's own: they would be the caller's children and die
+with it (a script that enqueues and exits left its job queued for good). Handed
+to the dev server, a kick outlives its caller, as an asynchronous Lambda invoke
+does. The calls are the dev server's Lambda and Scheduler APIs, the ones
+pgkick.kick.LambdaKicker makes in production (kicks as Event invokes; wake-ups and
+rescues as one-time schedules, named and rounded to the minute the same way).
+
+Finding the stack happens when the kicker is made, before anything is written:
+at PGKICK_DEV_URL (default http://127.0.0.1:3001). With none there, one is started
+detached (it stops by itself once nothing is pending, and its log is
+.pgkick/dev.log), unless PGKICK_DEV_AUTOSTART=0: then a ConfigError says to start
+`pgkick dev`. Never a committed job that nothing will run.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Mapping
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+import psycopg
+
+from pgkick import config
+from pgkick.connections.db import database_identity
+from pgkick.errors import ConfigError
+from pgkick.kick.kickers import kick_event, schedule_name, wake_minute
+
+DEFAULT_URL = "http://127.0.0.1:3001"
+IDLE_EXIT_SECONDS = 60.0  # a detached stack stops this long after nothing is pending
+START_TIMEOUT = 60.0  # seconds for a detached stack to answer (it may start PostgreSQL)
+
+
+def status(url: str, timeout: float = 0.5) -> dict[str, Any] | None:
+    """The running stack's status, or None when nothing answers there as `pgkick dev`."""
+    try:
+        with urllib.request.urlopen(f"{url}/_pgkick/status", timeout=timeout) as answer:
+            found: dict[str, Any] = json.loads(answer.read())
+    except (OSError, ValueError):
+        return None
+    return found if found.get("pgkick_dev") else None
+
+
+def start_detached(url: str, env: Mapping[str, str]) -> Path:
+    """`pgkick dev` in its own session, outliving this process; returns its log's path."""
+    log = Path(".pgkick") / "dev.log"
+    log.parent.mkdir(parents=True, exist_ok=True)
+    port = url.rsplit(":", 1)[-1].strip("/")
+    argv = [
+        sys.executable,
+        "-c",
+        "import sys; from pgkick.cli import main; sys.exit(main())",
+        "dev",
+        "--port",
+        port,
+        "--exit-when-idle",
+        str(IDLE_EXIT_SECONDS),
+    ]
+    with log.open("ab") as out:
+        subprocess.Popen(
+            argv,
+            stdin=subprocess.DEVNULL,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            env=dict(env),
+            start_new_session=True,
+        )
+    return log.resolve()
+
+
+def connect(env: Mapping[str, str]) -> DevClient:
+    url = (env.get("PGKICK_DEV_URL") or DEFAULT_URL).rstrip("/")
+    found = status(url)
+    if found is None:
+        if env.get("PGKICK_DEV_AUTOSTART", "1") == "0":
+            raise ConfigError(
+                f"PGKICK_KICKER=local: no `pgkick dev` answers at {url}: start it in another "
+                "terminal (`pgkick dev`), or set PGKICK_DEV_URL to where it runs"
+            )
+        log = start_detached(url, env)
+        deadline = time.monotonic() + START_TIMEOUT
+        while found is None and time.monotonic() < deadline:
+            time.sleep(0.2)
+            found = status(url)
+        if found is None:
+            raise ConfigError(
+                f"PGKICK_KICKER=local: `pgkick dev` started at {url} did not answer in "
+                f"{START_TIMEOUT:.0f} s (its log: {log}): start it yourself with `pgkick dev`"
+            )
+        print(
+            f"pgkick: started `pgkick dev` at {url}, detached: it stops once nothing is "
+            f"pending; its log: {log}",
+            file=sys.stderr,
+            flush=True,
+        )
+    _check_database(url, found)
+    return DevClient(url, str(found["worker"]))
+
+
+def _check_database(url: str, found: Mapping[str, Any]) -> None:
+    """Refuse, before anything is written, a stack that runs its workers on another
+    database than this process's: its workers would never see this job (a stack left
+    from an earlier run, on another project's database)."""
+    theirs = found.get("database")
+    try:
+        ours = database_identity(config.app_settings().dsn())
+    except (ConfigError, psycopg.ProgrammingError):  # no DSN known here: nothing to compare
+        return
+    if theirs and theirs != ours:
+        raise ConfigError(
+            f"PGKICK_KICKER=local: the `pgkick dev` at {url} runs its workers on {theirs}, "
+            f"this process enqueues into {ours}: stop it, or set PGKICK_DEV_URL to another "
+            "port (a stack starts there), or give both the same DATABASE_URL"
+        )
+
+
+class DevClient:
+    """The Kicker protocol over the dev server's Lambda and Scheduler APIs."""
+
+    def __init__(self, url: str, function: str, timeout: float = 2.0) -> None:
+        self.url, self.function, self.timeout = url, function, timeout
+
+    def kick(self, queue: str, reason: str, *, hop: int = 0) -> None:
+        body = json.dumps(kick_event(queue, reason, hop)).encode()
+        path = f"/2015-03-31/functions/{self.function}/invocations"
+        self._call("POST", path, body, {"X-Amz-Invocation-Type": "Event"}, expect=202)
+
+    def wake_at(self, queue: str, when: datetime) -> None:
+        minute = wake_minute(when)
+        self._schedule(schedule_name(queue, minute), minute, kick_event(queue, "wake"))
+
+    def book_rescue(self, queue: str, when: datetime, name: str) -> None:
+        self._schedule(name, wake_minute(when), kick_event(queue, "rescue"))
+
+    def cancel_rescue(self, name: str) -> None:
+        self._call(
+            "DELETE", f"/schedules/{name}?groupName=default", None, {}, expect=200, ignore=404
+        )
+
+    def _schedule(self, name: str, minute: datetime, event: dict[str, Any]) -> None:
+        body = {
+            "GroupName": "default",
+            "ScheduleExpression": f"at({minute:%Y-%m-%dT%H:%M:%S})",
+            "ScheduleExpressionTimezone": "UTC",
+            "FlexibleTimeWindow": {"Mode": "OFF"},
+            "ActionAfterCompletion": "DELETE",
+            "Target": {
+                "Arn": f"arn:aws:lambda:us-east-1:123456789012:function:{self.function}",
+                "RoleArn": "arn:aws:iam::123456789012:role/pgkick-dev",
+                "Input": json.dumps(event),
+            },
+        }
+        self._call(
+            "POST", f"/schedules/{name}", json.dumps(body).encode(), {}, expect=200, ignore=409
+        )
+
+    def _call(
+        self,
+        method: str,
+        path: str,
+        body: bytes | None,
+        headers: dict[str, str],
+        *,
+        expect: int,
+        ignore: int | None = None,
+    ) -> None:
+        request = urllib.request.Request(
+            self.url + path,
+            data=body,
+            method=method,
+            headers={"Content-Type": "application/json", **headers},
+        )
+        try:
+            with urllib.request.urlopen(request, timeout=self.timeout) as answer:
+                status_code = answer.status
+        except urllib.error.HTTPError as exc:
+            if exc.code == ignore:
+                return
+            raise RuntimeError(
+                f"pgkick dev at {self.url} answered {exc.code}: {exc.read()[:200]!r}"
+            ) from None
+        if status_code != expect:
+            raise RuntimeError(f"pgkick dev at {self.url} answered {status_code}, not {expect}")
