@@ -99,6 +99,7 @@ async def serve(listen: str, port: int, target: tuple[str, int]) -> None:
         await asyncio.gather(pipe(reader, up_writer), pipe(up_reader, writer))
 
     server = await asyncio.start_server(forward, listen, port)
+    port = int(server.sockets[0].getsockname()[1])  # the one chosen, for --port 0
     print(f"forwarding {listen}:{port} -> {target[0]}:{target[1]}", flush=True)
     async with server:
         await server.serve_forever()
@@ -107,7 +108,12 @@ async def serve(listen: str, port: int, target: tuple[str, int]) -> None:
 def main(argv: list[str]) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--to", required=True, help="HOST:PORT of the PostgreSQL server")
-    parser.add_argument("--port", type=int, default=5432, help="the port containers connect to")
+    parser.add_argument(
+        "--port",
+        type=int,
+        default=5432,
+        help="the port containers connect to (0: any free one, printed)",
+    )
     parser.add_argument("--listen", help="address to listen on (default: the bridge's gateway)")
     args = parser.parse_args(argv)
     host, _, target_port = args.to.rpartition(":")

@@ -69,6 +69,14 @@ ETC = {
     "etc/hosts": b"127.0.0.1 localhost\n",
 }
 LDD_PATH = re.compile(r"(/\S+) \(0x")
+# All of glibc, as Amazon Linux has it, not only what ldd finds for Python: a function's
+# own libraries (psycopg-binary's libpq) link libdl, libpthread, librt...; and libgcc_s,
+# which glibc loads for thread cancellation.
+GLIBC_EXTRAS = (
+    *("libc.so.6", "libm.so.6", "libmvec.so.1", "libdl.so.2", "libpthread.so.0", "librt.so.1"),
+    *("libutil.so.1", "libresolv.so.2", "libanl.so.1", "libnss_files.so.2", "libnss_dns.so.2"),
+    *("libBrokenLocale.so.1", "libthread_db.so.1", "libgcc_s.so.1"),
+)
 
 
 @dataclass(frozen=True)
@@ -150,7 +158,7 @@ def shared_libraries(binaries: list[Path], prefix: Path) -> list[Entry]:
     done = subprocess.run(["ldd", *map(str, binaries)], capture_output=True, text=True)
     names = set(LDD_PATH.findall(done.stdout))
     names.update(m.split(" => ")[1].split()[0] for m in done.stdout.splitlines() if " => /" in m)
-    for extra in ("libgcc_s.so.1",):  # glibc loads it for thread cancellation (dlopen)
+    for extra in GLIBC_EXTRAS:
         for folder in {str(Path(n).parent) for n in names if "libc.so" in n}:
             if (Path(folder) / extra).exists():
                 names.add(f"{folder}/{extra}")

@@ -170,8 +170,12 @@ def build(tag: str, *, report: Callable[[str], object] = print) -> str:
     replaced = image_id(tag)
     import_image(entries, tag, digest)
     report(f"{tag}: built in {time.monotonic() - started:.1f} s")
-    if replaced is not None and replaced != image_id(tag):  # the previous build, untagged
-        subprocess.run(["docker", "image", "rm", replaced], capture_output=True, check=False)
+    # SAM layers its emulator on the base once (REPOSITORY:rapid-<arch>) and reuses that
+    # image while its tag exists: remove it, or SAM keeps running the previous build.
+    stale = [tag.rpartition(":")[0] + f":rapid-{arch}" for arch in ("x86_64", "arm64")]
+    stale += [replaced] if replaced is not None and replaced != image_id(tag) else []
+    for old in stale:
+        subprocess.run(["docker", "image", "rm", old], capture_output=True, check=False)
     return digest
 
 
