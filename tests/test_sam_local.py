@@ -11,13 +11,19 @@ is set (.ci/run): then that fails."""
 from __future__ import annotations
 
 import json
+import os
+import socket
 import subprocess
+import sys
+import time
 from collections.abc import Iterator
 from datetime import timedelta
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
+import boto3
+import botocore.config
 import psycopg
 import pytest
 
@@ -186,3 +192,105 @@ def test_sam_local_invoke_fails_in_lambdas_error_shape(
     error = answer(done)
     assert error["errorType"] == "DatabaseUnavailable", error
     assert error["errorMessage"] and "stackTrace" in error
+
+
+@pytest.fixture
+def start_lambda(
+    built: Path, stand_in: str, forwarder: Forwarder, dsn: str, tmp_path: Path
+) -> Iterator[str]:
+    """`sam local start-lambda` serving both functions against this test's database;
+    yields its endpoint once it accepts connections."""
+    env_file = write_env_file(tmp_path / "env.json", container_dsn(dsn, forwarder.port))
+    port = free_port()
+    argv = [*sam_local.sam_argv("start-lambda", built, env_file, stand_in), "--port", str(port)]
+    log = (tmp_path / "start-lambda.log").open("w")
+    process = subprocess.Popen(
+        argv, env=sam_environment(built), cwd=built.parent, stdout=log, stderr=subprocess.STDOUT
+    )
+    try:
+        deadline = time.monotonic() + 60
+        while not accepts(port):
+            assert process.poll() is None and time.monotonic() < deadline, (
+                tmp_path / "start-lambda.log"
+            ).read_text()[-3000:]
+            time.sleep(0.1)
+        yield f"http://127.0.0.1:{port}"
+    finally:
+        process.terminate()
+        process.wait(timeout=30)
+        log.close()
+
+
+def free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
+
+
+def accepts(port: int) -> bool:
+    try:
+        socket.create_connection(("127.0.0.1", port), timeout=0.5).close()
+    except OSError:
+        return False
+    return True
+
+
+def until_done(dsn: str, count: int, seconds: float = 120) -> list[tuple[str, int]]:
+    """The jobs' statuses once all `count` are done, or as they are at the deadline."""
+    deadline = time.monotonic() + seconds
+    while (found := statuses(dsn)) != [("done", count)] and time.monotonic() < deadline:
+        time.sleep(0.25)
+    return found
+
+
+def lambda_client(endpoint: str) -> Any:
+    config = botocore.config.Config(read_timeout=300, retries={"max_attempts": 0})
+    return boto3.client(
+        "lambda",
+        endpoint_url=endpoint,
+        region_name="us-east-1",
+        aws_access_key_id="testing",
+        aws_secret_access_key="testing",
+        config=config,
+    )
+
+
+def test_start_lambda_serves_boto3_invoke_sync_and_event(start_lambda: str, dsn: str) -> None:
+    """boto3's invoke against start-lambda: RequestResponse answers 200 with the drain's
+    summary, Event answers 202 and the worker still drains the jobs it was kicked for."""
+    client = lambda_client(start_lambda)
+    with JobStore.open(dsn) as store:
+        seed(store, 5)
+    sync = client.invoke(FunctionName="WorkerFunction", Payload=(EVENTS / "kick.json").read_bytes())
+    assert sync["StatusCode"] == 200 and "FunctionError" not in sync
+    assert json.loads(sync["Payload"].read())["done"] == 5
+    assert statuses(dsn) == [("done", 5)]
+    with JobStore.open(dsn) as store:
+        seed(store, 3)
+    kicked = client.invoke(
+        FunctionName="WorkerFunction",
+        InvocationType="Event",
+        Payload=(EVENTS / "kick.json").read_bytes(),
+    )
+    assert kicked["StatusCode"] == 202
+    assert until_done(dsn, 8) == [("done", 8)]
+
+
+def test_pgkicks_lambda_kicker_kicks_a_start_lambda_worker(start_lambda: str, dsn: str) -> None:
+    """`pgkick enqueue` with PGKICK_KICKER=lambda and AWS_ENDPOINT_URL_LAMBDA at
+    start-lambda: the job is committed, the kick is the Lambda kicker's own async invoke,
+    and the worker container it starts finishes the job."""
+    env = {
+        **os.environ,
+        "PGKICK_KICKER": "lambda",
+        "PGKICK_WORKER_FUNCTION": "WorkerFunction",
+        "AWS_ENDPOINT_URL_LAMBDA": start_lambda,
+        "AWS_ACCESS_KEY_ID": "testing",
+        "AWS_SECRET_ACCESS_KEY": "testing",
+        "AWS_DEFAULT_REGION": "us-east-1",
+    }
+    pgkick = Path(sys.executable).parent / "pgkick"
+    argv = [str(pgkick), "enqueue", "noop", "--dsn", dsn, "--json"]
+    done = subprocess.run(argv, env=env, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert until_done(dsn, 1) == [("done", 1)], done.stdout + done.stderr
