@@ -49,7 +49,13 @@ def bridge_gateway() -> str:
     if done.returncode != 0:
         why = " ".join(done.stderr.split()) or f"docker exited {done.returncode}"
         raise NoBridge(f"docker network inspect bridge failed (is the daemon running?): {why}")
-    gateway, _, interface = done.stdout.strip().rpartition(" ")
+    return address_from(done.stdout)
+
+
+def address_from(inspected: str) -> str:
+    """The address in `docker network inspect`'s "GATEWAY INTERFACE" line: the gateway,
+    or, when it is empty (" docker0"), the interface's own address."""
+    gateway, _, interface = inspected.strip("\n").rpartition(" ")
     if gateway.strip():
         return gateway.strip()
     interface = interface or "docker0"
