@@ -22,6 +22,7 @@ from __future__ import annotations
 import argparse
 import os
 import re
+import signal
 import subprocess
 import sys
 import tempfile
@@ -114,7 +115,29 @@ def prepare(args: argparse.Namespace) -> tuple[Path, str]:
     return build(template, build_dir.resolve(), architecture), invoke_image
 
 
+def run_sam(argv: list[str], env: dict[str, str], cwd: Path) -> int:
+    """SAM until it exits; on Ctrl-C or a `kill` (SIGTERM, raised here as
+    KeyboardInterrupt), SAM is stopped first, so it removes its containers, and then
+    the forwarder."""
+    process = subprocess.Popen(argv, env=env, cwd=cwd)
+    try:
+        return process.wait()
+    except KeyboardInterrupt:
+        process.send_signal(signal.SIGINT)  # start-lambda's own shutdown
+        try:
+            process.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait()
+        raise
+
+
+def interrupted(signum: int, frame: object) -> None:
+    raise KeyboardInterrupt
+
+
 def main(argv: list[str]) -> int:
+    signal.signal(signal.SIGTERM, interrupted)
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("command", choices=["invoke", "start-lambda", "build"])
     parser.add_argument("function", nargs="?", default="WorkerFunction")
@@ -145,8 +168,7 @@ def main(argv: list[str]) -> int:
             else:
                 sam = [*sam, "--port", str(args.port)]
             step(" ".join(sam))
-            env = sam_environment(built)
-            return subprocess.run(sam, env=env, cwd=built.parent, check=False).returncode
+            return run_sam(sam, sam_environment(built), built.parent)
     except (RuntimeError, ValueError, docker_bridge.NoBridge) as error:
         print(f"sam_local.py: {error}", file=sys.stderr)
         return 1
