@@ -117,13 +117,14 @@ def prepare(args: argparse.Namespace) -> tuple[Path, str]:
 
 def run_sam(argv: list[str], env: dict[str, str], cwd: Path) -> int:
     """SAM until it exits; on Ctrl-C or a `kill` (SIGTERM, raised here as
-    KeyboardInterrupt), SAM is stopped first, so it removes its containers, and then
-    the forwarder."""
+    KeyboardInterrupt), SAM is stopped first, then the forwarder. SIGTERM, not SIGINT:
+    a shell script's background job ignores SIGINT, and SAM with it."""
     process = subprocess.Popen(argv, env=env, cwd=cwd)
     try:
         return process.wait()
     except KeyboardInterrupt:
-        process.send_signal(signal.SIGINT)  # start-lambda's own shutdown
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)  # a second kill: finish cleaning up
+        process.terminate()
         try:
             process.wait(timeout=30)
         except subprocess.TimeoutExpired:
