@@ -123,7 +123,8 @@ ALLOWED_DANGLING = {
 }
 TEMPLATE = Path(__file__).resolve().parent.parent / "template.yaml"
 ARCHITECTURES = re.compile(r"^\s*Architectures:\s*\[\s*([\w-]+)\s*\]", re.MULTILINE)
-SKIPPED_SOURCES = ("__pycache__", "*.pyc", ".mypy_cache", ".pytest_cache", "Makefile")
+# "vendor": an app's folder of wheels to install from (examples/orders), not code to ship.
+SKIPPED_SOURCES = ("__pycache__", "*.pyc", ".mypy_cache", ".pytest_cache", "Makefile", "vendor")
 
 
 def template_architecture(template: Path) -> str:

@@ -12,19 +12,15 @@ from __future__ import annotations
 
 import json
 import os
-import socket
+import shutil
 import subprocess
 import sys
 import time
 from collections.abc import Iterator
 from datetime import timedelta
 from pathlib import Path
-from typing import Any
 from urllib.parse import urlsplit
 
-import boto3
-import botocore.config
-import psycopg
 import pytest
 
 from infra import docker_bridge, image_files, lambda_image, sam_local
@@ -38,9 +34,19 @@ from infra.sam_local_env import (
 from pgkick.store import JobStore
 from tests.docker_daemon import docker_daemon, unavailable
 from tests.helpers import job_row, seed
-from tests.sam import ROOT, ensure_sam_venv
+from tests.sam import ROOT, ensure_sam_venv, uv
+from tests.sam_local_run import (
+    accepts,
+    answer,
+    free_port,
+    lambda_client,
+    sam_invoke,
+    statuses,
+    until_done,
+)
 
 EVENTS = ROOT / "infra" / "events"
+EXAMPLE = ROOT / "examples" / "orders"
 
 
 @pytest.fixture(scope="session")
@@ -72,29 +78,6 @@ def forwarder(daemon: str | None, server_dsn: str) -> Iterator[Forwarder]:
     """The test server, reached from containers at the bridge address (one port)."""
     with Forwarder(server_dsn) as running:
         yield running
-
-
-def sam_invoke(
-    built: Path, image: str, function: str, event: Path, env_file: Path
-) -> subprocess.CompletedProcess[str]:
-    argv = [*sam_local.sam_argv("invoke", built, env_file, image), function, "-e", str(event)]
-    env = sam_environment(built)
-    return subprocess.run(
-        argv, env=env, cwd=built.parent, capture_output=True, text=True, timeout=300
-    )
-
-
-def answer(done: subprocess.CompletedProcess[str]) -> Any:
-    """The function's answer: the last line SAM prints on stdout."""
-    lines = [line for line in done.stdout.splitlines() if line.strip()]
-    assert lines, done.stderr[-3000:]
-    return json.loads(lines[-1])
-
-
-def statuses(dsn: str) -> list[tuple[str, int]]:
-    with psycopg.connect(dsn) as conn:
-        query = "SELECT status, count(*) FROM pgkick.jobs GROUP BY 1 ORDER BY 1"
-        return [(str(s), int(n)) for s, n in conn.execute(query).fetchall()]
 
 
 def test_env_linux_json_differs_from_env_json_only_in_the_address() -> None:
@@ -222,40 +205,6 @@ def start_lambda(
         log.close()
 
 
-def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return int(probe.getsockname()[1])
-
-
-def accepts(port: int) -> bool:
-    try:
-        socket.create_connection(("127.0.0.1", port), timeout=0.5).close()
-    except OSError:
-        return False
-    return True
-
-
-def until_done(dsn: str, count: int, seconds: float = 120) -> list[tuple[str, int]]:
-    """The jobs' statuses once all `count` are done, or as they are at the deadline."""
-    deadline = time.monotonic() + seconds
-    while (found := statuses(dsn)) != [("done", count)] and time.monotonic() < deadline:
-        time.sleep(0.25)
-    return found
-
-
-def lambda_client(endpoint: str) -> Any:
-    config = botocore.config.Config(read_timeout=300, retries={"max_attempts": 0})
-    return boto3.client(
-        "lambda",
-        endpoint_url=endpoint,
-        region_name="us-east-1",
-        aws_access_key_id="testing",
-        aws_secret_access_key="testing",
-        config=config,
-    )
-
-
 def test_start_lambda_serves_boto3_invoke_sync_and_event(start_lambda: str, dsn: str) -> None:
     """boto3's invoke against start-lambda: RequestResponse answers 200 with the drain's
     summary, Event answers 202 and the worker still drains the jobs it was kicked for."""
@@ -295,3 +244,36 @@ def test_pgkicks_lambda_kicker_kicks_a_start_lambda_worker(start_lambda: str, ds
     done = subprocess.run(argv, env=env, capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stdout + done.stderr
     assert until_done(dsn, 1) == [("done", 1)], done.stdout + done.stderr
+
+
+@pytest.fixture(scope="session")
+def example_built(stand_in: str, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The example app (examples/orders) as its README builds it for `sam local`: a copy
+    with pgkick's wheel in app/vendor, built by infra/sam_local.py for this machine."""
+    app = tmp_path_factory.mktemp("example-local") / "orders"
+    shutil.copytree(EXAMPLE, app, ignore=shutil.ignore_patterns("vendor", ".aws-sam"))
+    wheel = subprocess.run(
+        [*uv(), "build", "-q", "--wheel", "--out-dir", str(app / "app" / "vendor"), str(ROOT)],
+        capture_output=True,
+        text=True,
+    )
+    assert wheel.returncode == 0, wheel.stderr
+    out = app / ".aws-sam" / "local"
+    return sam_local.build(app / "template.yaml", out, lambda_image.machine_architecture())
+
+
+def test_sam_local_invoke_runs_the_example_apps_own_task(
+    example_built: Path, stand_in: str, forwarder: Forwarder, dsn: str, tmp_path: Path
+) -> None:
+    """The example's worker, in the stand-in image, runs the app's `send_receipt` task:
+    catches the app's module or pgkick's wheel missing from its lean build, or a build
+    for another architecture than the image's."""
+    with JobStore.open(dsn) as store:
+        store.conn.execute(
+            "INSERT INTO pgkick.jobs (queue, task, payload) VALUES ('default', 'send_receipt', %s)",
+            [json.dumps({"order": 42})],
+        )
+    env_file = write_env_file(tmp_path / "env.json", container_dsn(dsn, forwarder.port))
+    done = sam_invoke(example_built, stand_in, "WorkerFunction", EVENTS / "kick.json", env_file)
+    assert statuses(dsn) == [("done", 1)], done.stdout[-2000:] + done.stderr[-4000:]
+    assert "receipt for order 42" in done.stderr + done.stdout
