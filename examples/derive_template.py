@@ -1,4 +1,5 @@
-"""Write examples/orders/template.yaml from pgkick's own template.yaml.
+"""Write examples/orders/template.yaml from pgkick's own template.yaml, and the example's
+build script and requirements from pgkick's (build/build_artifact.py, app/requirements.txt).
 
 Why derived, not hand-kept: the example is the template an app copies, and it must
 not drift from the one this repository deploys and checks. The differences are the
@@ -21,7 +22,8 @@ METADATA = """    Metadata:  # infra/Makefile: the locked wheels, precompiled by
       ContextPath: infra
 """
 CHANGES = (
-    (METADATA, ""),  # an app's build: SAM's own, from app/requirements.txt (no precompile)
+    # the app's build folder: build_artifact.py (copied below) behind its own Makefile
+    (METADATA, METADATA.replace("infra", "build")),  # ContextPath and its comment
     (
         "    CodeUri: functions/\n",
         "    CodeUri: app/  # the app's tasks + requirements.txt naming pgkick\n",
@@ -37,6 +39,33 @@ CHANGES = (
 )
 
 
+SELF = "examples/derive_template.py"
+BUILD_SCRIPT = ROOT / "examples" / "orders" / "build" / "build_artifact.py"
+REQUIREMENTS = ROOT / "examples" / "orders" / "app" / "requirements.txt"
+REQUIREMENTS_HEAD = """\
+# Generated from ../../../functions/requirements.txt by examples/derive_template.py.
+# What the build installs beside the app's code, with no dependency resolution
+# (build_artifact.py: --no-deps): pgkick and its whole locked closure, less boto3 and
+# what only it needs, which Lambda's runtime provides. A real app pins the published
+# release (pgkick==0.1.0 from its index) and exports its own lock the same way; this
+# example finds the wheel built from the checkout in vendor/ (see README.md).
+--find-links vendor
+pgkick==0.1.0
+"""
+
+
+def derived_files() -> dict[Path, str]:
+    """The example's build script and requirements, from pgkick's own."""
+    script = (ROOT / "infra" / "build_artifact.py").read_text()
+    locked = (ROOT / "functions" / "requirements.txt").read_text().splitlines(keepends=True)
+    return {
+        BUILD_SCRIPT: f"# Copied from ../../../infra/build_artifact.py by {SELF}: do not edit.\n"
+        + script,
+        REQUIREMENTS: REQUIREMENTS_HEAD
+        + "".join(line for line in locked if not line.lstrip().startswith("#")),
+    }
+
+
 def derive(text: str) -> str:
     for old, new in CHANGES:
         expected = 2 if old == METADATA else 1  # the worker's and the reaper's
@@ -49,13 +78,16 @@ def derive(text: str) -> str:
 
 
 def main(argv: list[str]) -> int:
-    text = derive((ROOT / "template.yaml").read_text())
+    files = {TARGET: derive((ROOT / "template.yaml").read_text()), **derived_files()}
     if "--check" in argv:
-        if not TARGET.exists() or TARGET.read_text() != text:
-            print(f"{TARGET.relative_to(ROOT)} is stale: run python examples/derive_template.py")
-            return 1
-        return 0
-    TARGET.write_text(text)
+        stale = [
+            path for path, text in files.items() if not path.exists() or path.read_text() != text
+        ]
+        for path in stale:
+            print(f"{path.relative_to(ROOT)} is stale: run python examples/derive_template.py")
+        return 1 if stale else 0
+    for path, text in files.items():
+        path.write_text(text)
     return 0
 
 

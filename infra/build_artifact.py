@@ -30,7 +30,9 @@ The architecture is the template's (`Architectures:` in template.yaml, one value
 both functions): SAM does not tell a Makefile the function's architecture, and a build
 for the other one than Lambda runs would not load psycopg's binary there. `--architecture`
 overrides it (the bench builds this machine's, x86_64, to import it; the tests' `sam build`
-gets x86_64 from a copy of the template: tests/sam.py, project_copy()).
+gets x86_64 from a copy of the template: tests/sam.py, project_copy()); infra/Makefile
+passes PGKICK_ARCHITECTURE as --architecture, for the local build infra/sam_local.py makes
+(its own build folder, its built template set to the same architecture).
 
     python3.12 infra/build_artifact.py SOURCE ARTIFACTS_DIR [--template T] [--architecture A]
 """
@@ -121,7 +123,8 @@ ALLOWED_DANGLING = {
 }
 TEMPLATE = Path(__file__).resolve().parent.parent / "template.yaml"
 ARCHITECTURES = re.compile(r"^\s*Architectures:\s*\[\s*([\w-]+)\s*\]", re.MULTILINE)
-SKIPPED_SOURCES = ("__pycache__", "*.pyc", ".mypy_cache", ".pytest_cache", "Makefile")
+# "vendor": an app's folder of wheels to install from (examples/orders), not code to ship.
+SKIPPED_SOURCES = ("__pycache__", "*.pyc", ".mypy_cache", ".pytest_cache", "Makefile", "vendor")
 
 
 def template_architecture(template: Path) -> str:

@@ -13,7 +13,7 @@ import psycopg
 import pytest
 
 from infra import rie_invoke
-from pgkick.store.worker import JobStore
+from pgkick.store.worker.worker import JobStore
 from tests.sam import ROOT, ensure_sam_venv, machine_architecture, run, set_architecture, uv
 
 EXAMPLE = ROOT / "examples" / "orders"
@@ -68,7 +68,7 @@ def test_the_example_apps_built_worker_runs_its_own_task(
     installed package, the app's module not on the worker's path, or pgkick's wheel
     missing from the artifact; the unknown-task path would fail the job instead."""
     code = example_build / "WorkerFunction"
-    assert (code / "pgkick" / "aws" / "worker.py").exists()
+    assert (code / "pgkick" / "aws" / "worker.pyc").exists()  # the wheel's: sourceless
     assert (code / "orders_app" / "tasks.py").exists()
     assert not (code / "pgkick_dev").exists()
     with JobStore.open(dsn) as store:
@@ -90,3 +90,15 @@ def test_the_example_apps_built_worker_runs_its_own_task(
     assert "receipt for order 42" in answer.logs
     with psycopg.connect(dsn) as conn:
         assert conn.execute("SELECT status FROM pgkick.jobs").fetchall() == [("done",)]
+
+
+def test_the_example_apps_artifact_is_pgkicks_lean_one(example_build: Path) -> None:
+    """The app's build is pgkick's (build/build_artifact.py): no boto3 (Lambda's runtime
+    has it; SAM's own builder shipped it, 52 MB for arm64), no vendor/ folder of wheels,
+    everything precompiled, within 15 MiB. Catches the example back on SAM's builder."""
+    code = example_build / "WorkerFunction"
+    for absent in ("boto3", "botocore", "s3transfer", "dateutil", "vendor", "pgkick_dev"):
+        assert not (code / absent).exists(), absent
+    assert (code / "orders_app" / "__pycache__" / "tasks.cpython-312.pyc").exists()
+    size = sum(path.stat().st_size for path in code.rglob("*") if path.is_file())
+    assert size < 15 * 2**20, f"{size / 2**20:.2f} MiB"

@@ -380,7 +380,7 @@ def test_built_reaper_answers_through_lambdas_marshaller(
     with psycopg.connect(dsn, autocommit=True) as conn:
         conn.execute("VACUUM pgkick.jobs")
     with emulator(build_dir, ric_dir, env_file(tmp_path, dsn), "ReaperFunction") as reaper:
-        answer = reaper.invoke({"source": "pgkick.worker.reaper-schedule"})
+        answer = reaper.invoke({"source": "pgkick.reaper-schedule"})
     assert answer.error_type is None, answer.payload
     assert answer.payload["requeued"] == 1
     (queue,) = answer.payload["queues"]

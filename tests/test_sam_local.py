@@ -1,82 +1,83 @@
-"""`sam local invoke` on Linux, as the README writes it: Docker, AWS's base image,
-`--add-host host.docker.internal:host-gateway`, infra/env.linux.json, and
-infra/docker_bridge.py in front of a PostgreSQL on loopback. Skipped, with the reason
-printed, where there is no Docker daemon or no base image (pulling needs internet)."""
+"""`sam local invoke` and `sam local start-lambda`, run for real: Docker (this run's own
+daemon where none answers: tests/docker_daemon.py), the stand-in base image built from
+this machine's files (infra/lambda_image.py), this machine's build (infra/sam_local.py),
+the database through infra/docker_bridge.py on the bridge address.
+
+`sam local invoke` exits 0 when the handler fails, so every run here is judged by the
+job rows in the database or by the answer's own shape, never by SAM's exit code.
+Skipped (reason printed) where Docker is not installed, unless PGKICK_REQUIRE_DOCKER
+is set (.ci/run): then that fails."""
 
 from __future__ import annotations
 
-import contextlib
 import json
-import platform
+import os
 import shutil
-import socket
 import subprocess
 import sys
+import time
 from collections.abc import Iterator
+from datetime import timedelta
 from pathlib import Path
 from urllib.parse import urlsplit
 
-import psycopg
 import pytest
 
-from infra import docker_bridge
+from infra import docker_bridge, image_files, lambda_image, sam_local
+from infra.sam_local_env import (
+    Forwarder,
+    container_dsn,
+    declared_variables,
+    sam_environment,
+    write_env_file,
+)
 from pgkick.store.worker import JobStore
-from tests.helpers import seed
-from tests.sam import ROOT, run
-from tests.test_sam import build_dir, sam_bin  # noqa: F401  (shared fixtures)
+from tests.docker_daemon import docker_daemon, unavailable
+from tests.helpers import job_row, seed
+from tests.sam import ROOT, ensure_sam_venv, uv
+from tests.sam_local_run import (
+    accepts,
+    answer,
+    free_port,
+    lambda_client,
+    sam_invoke,
+    statuses,
+    until_done,
+)
 
-ARCH = {"x86_64": "x86_64", "amd64": "x86_64", "aarch64": "arm64", "arm64": "arm64"}
-BASE_IMAGE = f"public.ecr.aws/lambda/python:3.12-{ARCH.get(platform.machine().lower(), '?')}"
-
-
-def docker_unavailable() -> str | None:
-    """Why `sam local invoke` cannot run here, or None when it can."""
-    if shutil.which("docker") is None:
-        return "no docker command"
-    info = subprocess.run(["docker", "info"], capture_output=True, text=True, check=False)
-    if info.returncode != 0:
-        return "no Docker daemon: " + " ".join(info.stderr.split())[-200:]
-    image = subprocess.run(
-        ["docker", "image", "inspect", BASE_IMAGE], capture_output=True, check=False
-    )
-    if image.returncode != 0:
-        return f"{BASE_IMAGE} is not here and cannot be pulled without internet"
-    return None
+EVENTS = ROOT / "infra" / "events"
+EXAMPLE = ROOT / "examples" / "orders"
 
 
 @pytest.fixture(scope="session")
-def docker_ready() -> None:
-    """Skips (reason printed) before the build is made for nothing."""
-    reason = docker_unavailable()
-    if reason is not None:
-        pytest.skip(f"sam local invoke not run: {reason}")
+def daemon() -> Iterator[str | None]:
+    with docker_daemon() as host:
+        yield host
 
 
-@contextlib.contextmanager
-def bridge_port(dsn: str) -> Iterator[int]:
-    """infra/docker_bridge.py forwarding the bridge's gateway (a free port) to the server."""
-    address = docker_bridge.bridge_gateway()
-    with socket.socket() as probe:
-        probe.bind((address, 0))
-        port = int(probe.getsockname()[1])
-    target = urlsplit(dsn)
-    process = subprocess.Popen(
-        [
-            sys.executable,
-            "infra/docker_bridge.py",
-            "--to",
-            f"127.0.0.1:{target.port}",
-            "--port",
-            str(port),
-        ],
-        cwd=ROOT,
-        stdout=subprocess.PIPE,
-        text=True,
-    )
-    assert process.stdout is not None and "forwarding" in process.stdout.readline()
-    yield port
-    process.terminate()
-    process.wait(timeout=10)
+@pytest.fixture(scope="session")
+def stand_in(daemon: str | None) -> str:
+    """The stand-in image, built once per run (a no-op when the daemon has it already)."""
+    ensure_sam_venv()  # the emulator binary the image carries comes with aws-sam-cli
+    if not image_files.BUSYBOX.exists():
+        unavailable("busybox-static is not installed")
+    tag = lambda_image.default_tag()
+    lambda_image.build(tag)
+    return tag
+
+
+@pytest.fixture(scope="session")
+def built(stand_in: str, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """infra/sam_local.py's build of template.yaml for this machine's architecture."""
+    out = tmp_path_factory.mktemp("sam-local") / "build"
+    return sam_local.build(ROOT / "template.yaml", out, lambda_image.machine_architecture())
+
+
+@pytest.fixture(scope="session")
+def forwarder(daemon: str | None, server_dsn: str) -> Iterator[Forwarder]:
+    """The test server, reached from containers at the bridge address (one port)."""
+    with Forwarder(server_dsn) as running:
+        yield running
 
 
 def test_env_linux_json_differs_from_env_json_only_in_the_address() -> None:
@@ -90,38 +91,189 @@ def test_env_linux_json_differs_from_env_json_only_in_the_address() -> None:
     assert urlsplit(url).hostname == "host.docker.internal" and urlsplit(url).port == 5432
 
 
-def test_sam_local_invoke_on_linux_drains_jobs(
-    docker_ready: None,
-    build_dir: Path,  # noqa: F811
-    sam_bin: Path,  # noqa: F811
+def test_container_dsn_keeps_a_key_value_dsns_database_and_credentials() -> None:
+    """The tests' DSNs are key=value: catches a URL-only parser (port None, no dbname)."""
+    dsn = "host=127.0.0.1 port=5999 dbname=t_abc user=postgres password='p@ss word'"
+    url = container_dsn(dsn, 41000)
+    assert url == (
+        "postgresql://postgres:p%40ss%20word@host.docker.internal:41000/t_abc?connect_timeout=5"
+    )
+
+
+def test_sam_gets_none_of_the_shells_values_for_the_templates_variables() -> None:
+    """SAM passes the caller's value of each variable the template declares into the
+    container: a developer's PGKICK_TASKS=pgkick_dev.tasks made the worker fail to import."""
+    shell = {"PGKICK_TASKS": "pgkick_dev.tasks", "DATABASE_URL": "x", "HOME": "/root"}
+    env = sam_environment(ROOT / "template.yaml", shell)
+    assert {"PGKICK_TASKS", "DATABASE_URL", "PGKICK_KICKER"} <= declared_variables(
+        ROOT / "template.yaml"
+    )
+    assert "PGKICK_TASKS" not in env and "DATABASE_URL" not in env and env["HOME"] == "/root"
+
+
+def test_bridge_address_falls_back_to_the_interface(daemon: str | None) -> None:
+    """Debian's docker 20.10 reports the bridge's subnet and no gateway: the address is
+    then the bridge interface's own; without a daemon, a RuntimeError says why."""
+    address = docker_bridge.bridge_gateway()  # what this daemon reports, either way
+    assert docker_bridge.address_from(" docker0\n") == address  # 20.10 on a fresh host
+    assert docker_bridge.address_from("172.17.0.1 docker0\n") == "172.17.0.1"
+    with pytest.raises(docker_bridge.NoBridge, match="no-such-if0 has no IPv4 address"):
+        docker_bridge.address_from(" no-such-if0\n")
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("DOCKER_HOST", "unix:///nonexistent/docker.sock")
+        with pytest.raises(docker_bridge.NoBridge, match=r"daemon running\?\): \S"):
+            docker_bridge.bridge_gateway()
+
+
+def test_sam_local_invoke_worker_drains_real_jobs(
+    built: Path,
+    stand_in: str,
+    forwarder: Forwarder,
     dsn: str,
     tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    """The README's Linux recipe drains real jobs in AWS's container: catches a container
-    that cannot resolve host.docker.internal or reach the database. Never ran here (no
-    daemon, no image): a skip, printed, is what this machine shows."""
+    """WorkerFunction, in the stand-in image, drains 20 jobs: catches a build the image
+    cannot load, a container that cannot reach the database, and the shell's
+    PGKICK_TASKS reaching the container (set here; the worker would fail to import it)."""
+    monkeypatch.setenv("PGKICK_TASKS", "pgkick_dev.tasks")
     with JobStore.open(dsn) as store:
         seed(store, 20)
-    linux = json.loads((ROOT / "infra" / "env.linux.json").read_text())
-    with bridge_port(dsn) as port:
-        url = urlsplit(linux["Parameters"]["DATABASE_URL"])
-        database = urlsplit(dsn).path
-        linux["Parameters"]["DATABASE_URL"] = url._replace(
-            netloc=f"postgres:pgkick@host.docker.internal:{port}", path=database
-        ).geturl()
-        env = tmp_path / "env.linux.json"
-        env.write_text(json.dumps(linux))
-        done = run(
-            [
-                *(str(sam_bin / "sam"), "local", "invoke", "WorkerFunction"),
-                *("-t", str(build_dir / "template.yaml"), "-e", "infra/events/kick.json"),
-                *("--env-vars", str(env), "--add-host", "host.docker.internal:host-gateway"),
-                "--skip-pull-image",
-            ],
-            timeout=600,
+    env_file = write_env_file(tmp_path / "env.json", container_dsn(dsn, forwarder.port))
+    done = sam_invoke(built, stand_in, "WorkerFunction", EVENTS / "kick.json", env_file)
+    assert statuses(dsn) == [("done", 20)], done.stdout[-2000:] + done.stderr[-4000:]
+    assert answer(done)["done"] == 20
+
+
+def test_sam_local_invoke_reaper_requeues_an_expired_lease(
+    built: Path, stand_in: str, forwarder: Forwarder, dsn: str, tmp_path: Path
+) -> None:
+    """ReaperFunction re-queues the job whose lease expired, leaves the running one, and
+    answers its report through Lambda's marshaller (timestamps as strings)."""
+    with JobStore.open(dsn) as store:
+        expired, running = seed(store, 2)
+        store.claim("default", batch=2, lease=timedelta(minutes=10))
+        store.conn.execute(
+            "UPDATE pgkick.jobs SET locked_until = now() - interval '1 second' WHERE id = %s",
+            (expired,),
         )
-    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
-    with psycopg.connect(dsn) as conn:
-        assert conn.execute("SELECT status, count(*) FROM pgkick.jobs GROUP BY 1").fetchall() == [
-            ("done", 20)
-        ]
+    env_file = write_env_file(tmp_path / "env.json", container_dsn(dsn, forwarder.port))
+    done = sam_invoke(built, stand_in, "ReaperFunction", EVENTS / "reaper.json", env_file)
+    assert job_row(dsn, expired)["status"] == "queued", done.stderr[-4000:]
+    assert job_row(dsn, running)["status"] == "running"
+    report = answer(done)
+    assert report["requeued"] == 1 and isinstance(report["queues"][0]["next_lease_expiry"], str)
+
+
+def test_sam_local_invoke_fails_in_lambdas_error_shape(
+    built: Path, stand_in: str, forwarder: Forwarder, tmp_path: Path
+) -> None:
+    """A database that does not answer is an invocation error in Lambda's shape (what
+    makes Lambda retry the kick), though `sam local invoke` itself exits 0."""
+    nothing = container_dsn("user=postgres dbname=nothing", 1)
+    env_file = write_env_file(tmp_path / "env.json", nothing)
+    done = sam_invoke(built, stand_in, "WorkerFunction", EVENTS / "kick.json", env_file)
+    error = answer(done)
+    assert error["errorType"] == "DatabaseUnavailable", error
+    assert error["errorMessage"] and "stackTrace" in error
+
+
+@pytest.fixture
+def start_lambda(
+    built: Path, stand_in: str, forwarder: Forwarder, dsn: str, tmp_path: Path
+) -> Iterator[str]:
+    """`sam local start-lambda` serving both functions against this test's database;
+    yields its endpoint once it accepts connections."""
+    env_file = write_env_file(tmp_path / "env.json", container_dsn(dsn, forwarder.port))
+    port = free_port()
+    argv = [*sam_local.sam_argv("start-lambda", built, env_file, stand_in), "--port", str(port)]
+    log = (tmp_path / "start-lambda.log").open("w")
+    process = subprocess.Popen(
+        argv, env=sam_environment(built), cwd=built.parent, stdout=log, stderr=subprocess.STDOUT
+    )
+    try:
+        deadline = time.monotonic() + 60
+        while not accepts(port):
+            assert process.poll() is None and time.monotonic() < deadline, (
+                tmp_path / "start-lambda.log"
+            ).read_text()[-3000:]
+            time.sleep(0.1)
+        yield f"http://127.0.0.1:{port}"
+    finally:
+        process.terminate()
+        process.wait(timeout=30)
+        log.close()
+
+
+def test_start_lambda_serves_boto3_invoke_sync_and_event(start_lambda: str, dsn: str) -> None:
+    """boto3's invoke against start-lambda: RequestResponse answers 200 with the drain's
+    summary, Event answers 202 and the worker still drains the jobs it was kicked for."""
+    client = lambda_client(start_lambda)
+    with JobStore.open(dsn) as store:
+        seed(store, 5)
+    sync = client.invoke(FunctionName="WorkerFunction", Payload=(EVENTS / "kick.json").read_bytes())
+    assert sync["StatusCode"] == 200 and "FunctionError" not in sync
+    assert json.loads(sync["Payload"].read())["done"] == 5
+    assert statuses(dsn) == [("done", 5)]
+    with JobStore.open(dsn) as store:
+        seed(store, 3)
+    kicked = client.invoke(
+        FunctionName="WorkerFunction",
+        InvocationType="Event",
+        Payload=(EVENTS / "kick.json").read_bytes(),
+    )
+    assert kicked["StatusCode"] == 202
+    assert until_done(dsn, 8) == [("done", 8)]
+
+
+def test_pgkicks_lambda_kicker_kicks_a_start_lambda_worker(start_lambda: str, dsn: str) -> None:
+    """`pgkick enqueue` with PGKICK_KICKER=lambda and AWS_ENDPOINT_URL_LAMBDA at
+    start-lambda: the job is committed, the kick is the Lambda kicker's own async invoke,
+    and the worker container it starts finishes the job."""
+    env = {
+        **os.environ,
+        "PGKICK_KICKER": "lambda",
+        "PGKICK_WORKER_FUNCTION": "WorkerFunction",
+        "AWS_ENDPOINT_URL_LAMBDA": start_lambda,
+        "AWS_ACCESS_KEY_ID": "testing",
+        "AWS_SECRET_ACCESS_KEY": "testing",
+        "AWS_DEFAULT_REGION": "us-east-1",
+    }
+    pgkick = Path(sys.executable).parent / "pgkick"
+    argv = [str(pgkick), "enqueue", "noop", "--dsn", dsn, "--json"]
+    done = subprocess.run(argv, env=env, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert until_done(dsn, 1) == [("done", 1)], done.stdout + done.stderr
+
+
+@pytest.fixture(scope="session")
+def example_built(stand_in: str, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The example app (examples/orders) as its README builds it for `sam local`: a copy
+    with pgkick's wheel in app/vendor, built by infra/sam_local.py for this machine."""
+    app = tmp_path_factory.mktemp("example-local") / "orders"
+    shutil.copytree(EXAMPLE, app, ignore=shutil.ignore_patterns("vendor", ".aws-sam"))
+    wheel = subprocess.run(
+        [*uv(), "build", "-q", "--wheel", "--out-dir", str(app / "app" / "vendor"), str(ROOT)],
+        capture_output=True,
+        text=True,
+    )
+    assert wheel.returncode == 0, wheel.stderr
+    out = app / ".aws-sam" / "local"
+    return sam_local.build(app / "template.yaml", out, lambda_image.machine_architecture())
+
+
+def test_sam_local_invoke_runs_the_example_apps_own_task(
+    example_built: Path, stand_in: str, forwarder: Forwarder, dsn: str, tmp_path: Path
+) -> None:
+    """The example's worker, in the stand-in image, runs the app's `send_receipt` task:
+    catches the app's module or pgkick's wheel missing from its lean build, or a build
+    for another architecture than the image's."""
+    with JobStore.open(dsn) as store:
+        store.conn.execute(
+            "INSERT INTO pgkick.jobs (queue, task, payload) VALUES ('default', 'send_receipt', %s)",
+            [json.dumps({"order": 42})],
+        )
+    env_file = write_env_file(tmp_path / "env.json", container_dsn(dsn, forwarder.port))
+    done = sam_invoke(example_built, stand_in, "WorkerFunction", EVENTS / "kick.json", env_file)
+    assert statuses(dsn) == [("done", 1)], done.stdout[-2000:] + done.stderr[-4000:]
+    assert "receipt for order 42" in done.stderr + done.stdout
