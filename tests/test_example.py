@@ -13,7 +13,7 @@ import psycopg
 import pytest
 
 from infra import rie_invoke
-from pgkick.store.worker.worker import JobStore
+from pgkick.store.worker import JobStore
 from tests.sam import ROOT, ensure_sam_venv, machine_architecture, run, set_architecture, uv
 
 EXAMPLE = ROOT / "examples" / "orders"
