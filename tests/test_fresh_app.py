@@ -10,6 +10,7 @@ which needs the tooling and nothing of the development environment.
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import shutil
@@ -17,6 +18,7 @@ import subprocess
 import sys
 import tempfile
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -143,6 +145,33 @@ def test_a_fresh_app_installs_by_the_docs_and_tests_its_task_with_the_plugin(app
     )
     assert done.returncode == 0, done.stdout[-4000:] + done.stderr[-2000:]
     assert "3 passed" in done.stdout, done.stdout[-2000:]
+
+
+@pytest.mark.slow
+def test_the_apps_job_is_shown_by_pgkick_jobs_and_pgkick_job(app: Path, dsn: str) -> None:
+    """Catches (#27, defect 3) no command that lists or shows jobs: from the app's folder
+    and its venv, `pgkick enqueue` of the app's task, then `pgkick jobs` lists it and
+    `pgkick job ID` shows its payload, with no checkout on the path."""
+    pgkick = str(app / ".venv" / "bin" / "pgkick")
+
+    def run(*argv: str) -> dict[str, Any]:
+        done = subprocess.run(
+            [pgkick, *argv, "--dsn", dsn, "--json"],
+            cwd=app,
+            env=_env(app, PGKICK_TASKS="myapp.tasks", PGKICK_KICKER="none"),
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+        assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
+        answer: dict[str, Any] = json.loads(done.stdout)
+        return answer
+
+    job_id = run("enqueue", "send_receipt", "--payload", '{"order": 7}', "--queue", "mail")["id"]
+    listed = run("jobs", "--task", "send_receipt")
+    assert [job["id"] for job in listed["jobs"]] == [job_id]
+    shown = run("job", str(job_id))
+    assert shown["payload"] == {"order": 7} and shown["queue"] == "mail", shown
 
 
 @pytest.mark.slow
