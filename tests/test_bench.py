@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from pgkick.cli import main as cli
+from pgkick import cli
 
 
 def test_bench_quick_runs_every_item_and_reports_targets(

@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from pgkick.cli import main as cli
+from pgkick import cli
 from pgkick_dev import scratch
 from pgkick_dev.bench import figures as bench_figures
 from pgkick_dev.bench import repeat as bench_repeat

@@ -11,7 +11,7 @@ import psycopg
 import pytest
 from psycopg.conninfo import make_conninfo
 
-from pgkick.cli import main as cli
+from pgkick import cli
 from pgkick.producer.validation import job_spec
 from pgkick.store import groups
 from pgkick.store.worker import ClaimedJob, JobStore

@@ -12,7 +12,7 @@ from typing import Any
 import psycopg
 import pytest
 
-from pgkick.cli import main as cli
+from pgkick import cli
 from pgkick.store.worker import JobStore
 from tests.helpers import job_row, seed
 

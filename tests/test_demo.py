@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from pgkick.cli import main as cli
+from pgkick import cli
 
 
 def test_demo_runs_every_step_and_reports_nothing_lost(

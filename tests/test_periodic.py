@@ -17,8 +17,8 @@ from typing import Any
 import boto3
 import pytest
 
+from pgkick import cli
 from pgkick.aws.schedules import sync
-from pgkick.cli import main as cli
 from pgkick.config import Settings
 from pgkick.kick.kickers import NoKicker
 from pgkick.store.worker import JobStore

@@ -152,7 +152,7 @@ def test_status_names_queues_whose_ready_jobs_wait_with_no_worker(
 ) -> None:
     """A lost kick and a wake-up that could not be booked leave a ready job nobody will see
     before the (daily) reaper: `pgkick status` shows it once it waited past a threshold."""
-    from pgkick.cli import main as cli
+    from pgkick import cli
 
     past = datetime.now(UTC) - timedelta(minutes=5)
     producer.enqueue_and_kick(

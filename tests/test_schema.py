@@ -114,7 +114,7 @@ def test_every_runtime_statement_is_named_and_described() -> None:
 def test_cli_migrate_reports_json_and_errors_in_one_line(
     empty_dsn: str, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    from pgkick.cli import main as cli
+    from pgkick import cli
 
     assert cli.main(["migrate", "--dsn", empty_dsn, "--json"]) == 0
     versions = [version for version, _, _ in queries.MIGRATIONS]

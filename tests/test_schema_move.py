@@ -14,7 +14,7 @@ import pytest
 from psycopg.conninfo import conninfo_to_dict, make_conninfo
 
 import pgkick
-from pgkick.cli import main as cli
+from pgkick import cli
 from pgkick.config import Settings
 from pgkick.kick.kickers import NoKicker
 from pgkick.store import migrations as schema

@@ -7,8 +7,7 @@ import re
 
 import pytest
 
-from pgkick import config
-from pgkick.cli import main as cli
+from pgkick import cli, config
 from pgkick.store import queries
 from pgkick.store.qualify import qualify
 

@@ -8,7 +8,7 @@ from pathlib import Path
 import psycopg
 import pytest
 
-from pgkick.cli import main as cli
+from pgkick import cli
 from pgkick.connections.db import Database
 from pgkick.store.worker import JobStore
 from pgkick_dev import queries as dev_queries

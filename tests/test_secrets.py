@@ -13,8 +13,7 @@ import boto3
 import pytest
 from psycopg.conninfo import conninfo_to_dict
 
-from pgkick import config
-from pgkick.cli import main as cli
+from pgkick import cli, config
 from pgkick.connections.db import connect
 from pgkick.kick.kickers import NoKicker
 from pgkick.producer import enqueue as producer

@@ -14,7 +14,7 @@ import psycopg
 import pytest
 from psycopg.conninfo import conninfo_to_dict, make_conninfo
 
-from pgkick.cli import main as cli
+from pgkick import cli
 from pgkick.config import Settings
 from pgkick.errors import DatabaseUnavailable
 from pgkick.kick.kickers import NoKicker
