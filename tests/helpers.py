@@ -13,7 +13,7 @@ from typing import Any
 import psycopg
 
 from pgkick.producer.validation import JobSpec
-from pgkick.store.worker import JobStore
+from tests.store import JobStore
 
 
 class Ticks:

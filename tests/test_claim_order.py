@@ -14,8 +14,9 @@ from psycopg.conninfo import make_conninfo
 from pgkick import cli
 from pgkick.producer.validation import job_spec
 from pgkick.store import groups
-from pgkick.store.worker import ClaimedJob, JobStore
+from pgkick.store.worker import ClaimedJob
 from tests.helpers import FakeClock, wait_for_lock_waiters
+from tests.store import JobStore
 
 LEASE = timedelta(minutes=5)
 

@@ -46,9 +46,9 @@ def test_runtime_modules_never_import_the_tooling() -> None:
 
 
 def test_import_pgkick_loads_the_producer_only() -> None:
-    """Catches `import pgkick` pulling in the worker loop, leases, reaper, schema or the
-    tooling (an app's web process pays for each at start-up), and the handlers loading the
-    tooling, in a fresh interpreter."""
+    """Catches `import pgkick` pulling in the worker loop, leases, reaper, schema, the
+    worker's or the operators' statements, or the tooling (an app's web process pays for
+    each at start-up), and the handlers loading the tooling, in a fresh interpreter."""
     code = (
         "import sys, json, pgkick; light = sorted(sys.modules);"
         "import pgkick.aws.worker, pgkick.aws.reaper;"
@@ -65,8 +65,10 @@ def test_import_pgkick_loads_the_producer_only() -> None:
         "pgkick.worker.lease",
         "pgkick.worker.reaper",
         "pgkick.store.migrations",
+        "pgkick.store.worker",
+        "pgkick.store.maintenance",
     }
-    assert "pgkick.producer.enqueue" in loaded
+    assert {"pgkick.producer.enqueue", "pgkick.store.producer"} <= loaded
     assert not [name for name in handlers if name.split(".")[0] in TOOLING]
 
 

@@ -7,8 +7,9 @@ from datetime import timedelta
 
 import pytest
 
-from pgkick.store.worker import ClaimedJob, JobStore
+from pgkick.store.worker import ClaimedJob
 from tests.helpers import FakeClock, job_row, seed
+from tests.store import JobStore
 
 LEASE = timedelta(minutes=5)
 

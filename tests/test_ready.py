@@ -10,11 +10,11 @@ from typing import Any
 
 from pgkick.config import Settings
 from pgkick.producer.validation import job_spec
-from pgkick.store.worker import JobStore
 from pgkick.tasks.registry import Registry
 from pgkick.worker.reaper import reap
 from pgkick.worker.runtime import Runtime
 from tests.helpers import FakeClock
+from tests.store import JobStore
 from tests.test_producer import RecordingKicker
 
 LEASE = timedelta(minutes=5)

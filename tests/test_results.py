@@ -16,12 +16,12 @@ import pgkick
 from pgkick.errors import PermanentError
 from pgkick.kick.kickers import NoKicker
 from pgkick.producer.validation import job_spec
-from pgkick.store.worker import JobStore
 from pgkick.tasks.registry import Registry
 from pgkick.tasks.results import MAX_RESULT_BYTES, JobFailed, JobNotFinished
 from pgkick.worker.loop import Worker, WorkerOptions
 from tests.helpers import FakeClock, job_row, seed, statement_calls
 from tests.spies import WatchedStore
+from tests.store import JobStore
 
 LEASE = timedelta(minutes=5)
 OPTIONS = WorkerOptions(batch=10, lease=LEASE, max_fanout=0, heartbeat=False)

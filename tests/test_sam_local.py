@@ -20,9 +20,9 @@ import psycopg
 import pytest
 
 from infra import docker_bridge
-from pgkick.store.worker import JobStore
 from tests.helpers import seed
 from tests.sam import ROOT, run
+from tests.store import JobStore
 from tests.test_sam import build_dir, sam_bin  # noqa: F401  (shared fixtures)
 
 ARCH = {"x86_64": "x86_64", "amd64": "x86_64", "aarch64": "arm64", "arm64": "arm64"}

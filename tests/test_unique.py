@@ -14,8 +14,8 @@ from pgkick.cli.main import main
 from pgkick.kick.kickers import NoKicker
 from pgkick.producer import enqueue as producer
 from pgkick.producer.validation import job_spec
-from pgkick.store.worker import JobStore
 from tests.helpers import wait_for_lock_waiters
+from tests.store import JobStore
 from tests.test_producer import RecordingKicker
 
 LEASE = timedelta(minutes=5)

@@ -18,11 +18,12 @@ from pgkick.kick.watch import claims_while_lingering
 from pgkick.producer import enqueue as producer
 from pgkick.producer.validation import job_spec
 from pgkick.store import queries
-from pgkick.store.worker import Announcement, JobStore
+from pgkick.store.worker import Announcement
 from pgkick.tasks.registry import Registry
 from pgkick.worker.loop import Worker, WorkerOptions
 from pgkick_dev import queries as dev_queries
 from tests.helpers import FakeClock
+from tests.store import JobStore
 
 LEASE = timedelta(minutes=5)
 PENDING = timedelta(seconds=10)

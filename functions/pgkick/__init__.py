@@ -5,6 +5,7 @@ Importing pgkick loads the producer only: the worker loop, leases and reaper
 load with the Lambda handlers (pgkick.aws), the tooling never (pgkick-dev).
 """
 
+from pgkick.connections.db import Connection
 from pgkick.errors import (
     BadEvent,
     ConfigError,
@@ -15,7 +16,6 @@ from pgkick.errors import (
 )
 from pgkick.producer.enqueue import enqueue_and_kick, enqueue_many, transaction
 from pgkick.producer.joined import PendingJobs, enqueue_in
-from pgkick.store.worker import Connection
 from pgkick.tasks.handle import Task
 from pgkick.tasks.recurring import periodic
 from pgkick.tasks.registry import JobContext, Snooze, task

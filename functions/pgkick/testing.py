@@ -34,7 +34,8 @@ from pgkick import config
 from pgkick.connections import linger
 from pgkick.kick.default import set_default_kicker
 from pgkick.store import queries
-from pgkick.store.worker import JobStore
+from pgkick.store.maintenance import MaintenanceStore
+from pgkick.store.worker import WorkerStore
 from pgkick.tasks.registry import JobContext, Registry, registry
 from pgkick.worker.loop import Worker, WorkerOptions
 
@@ -115,13 +116,13 @@ class TestQueue:
 
     def enqueued(self, task: str | None = None, queue: str | None = None) -> list[Any]:
         """Payloads of the jobs still queued (oldest first), of `task` / `queue` if given."""
-        with JobStore.open(self.dsn) as store:
+        with MaintenanceStore.open(self.dsn) as store:
             rows = store.dicts(queries.JOB_LIST_QUEUED, task=task, queue=queue)
         return [row["payload"] for row in rows]
 
     def drain(self) -> int:
         """Run every job that is ready now, in every queue; how many ran."""
-        with JobStore.open(self.dsn) as store:
+        with MaintenanceStore.open(self.dsn) as store:
             queues = set(store.ready_by_queue())
         before = len(self.recording.runs)
         self._run(queues)
@@ -143,7 +144,7 @@ class TestQueue:
                         return
                     queue = min(self._again)
                     self._again.discard(queue)
-                with JobStore.open(self.dsn) as store:
+                with WorkerStore.open(self.dsn) as store:
                     # the worker takes up the producer's pending kick, so the next job kicks
                     Worker(store, self.recording, self, OPTIONS).drain(queue, lambda: 600_000)
         except BaseException:

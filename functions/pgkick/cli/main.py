@@ -30,7 +30,8 @@ from pgkick.producer import enqueue as producer
 from pgkick.producer.validation import MAX_ATTEMPTS_LIMIT
 from pgkick.store import groups, unique
 from pgkick.store import migrations as schema
-from pgkick.store.worker import JobStore
+from pgkick.store.maintenance import MaintenanceStore
+from pgkick.store.producer import ProducerStore
 from pgkick.worker.reaper import reap
 
 Handler = Callable[[argparse.Namespace], dict[str, Any]]
@@ -47,14 +48,22 @@ def _dsn(args: argparse.Namespace) -> str:
     return str(dsn)
 
 
-def _store(args: argparse.Namespace) -> AbstractContextManager[JobStore]:
+class OperatorStore(ProducerStore, MaintenanceStore):
+    """The commands' store: an operator enqueues and kicks (the producer's statements) and
+    reaps, reports, retries, cancels and purges (the maintenance ones), on one connection."""
+
+
+def _store(args: argparse.Namespace) -> AbstractContextManager[OperatorStore]:
     """A store on a migrated database (a clear error if the schema is missing or newer)."""
-    return schema.open_checked(_dsn(args), schema=args.schema, application_name="pgkick-cli")
+    return schema.open_checked(
+        OperatorStore, _dsn(args), schema=args.schema, application_name="pgkick-cli"
+    )
 
 
 def cmd_migrate(args: argparse.Namespace) -> dict[str, Any]:
     """Apply pgkick's schema migrations (idempotent, safe to run concurrently)."""
-    with JobStore.open(_dsn(args), schema=args.schema, application_name="pgkick-cli") as store:
+    migrations = schema.MigrationStore
+    with migrations.open(_dsn(args), schema=args.schema, application_name="pgkick-cli") as store:
         report = schema.migrate(store)
         roles = schema.create_roles(store) if args.roles else []
     result: dict[str, Any] = {
@@ -112,7 +121,7 @@ def cmd_status(args: argparse.Namespace) -> dict[str, Any]:
         return {"queues": queues, "stranded": stranded, "table": store.table_health()}
 
 
-def _selection(args: argparse.Namespace, store: JobStore, status: str) -> list[int] | None:
+def _selection(args: argparse.Namespace, store: OperatorStore, status: str) -> list[int] | None:
     """The ids asked for (all in `status`, "a|b" for either), or None for a queue/task filter."""
     if not (args.ids or args.queue or args.task or args.all):
         raise UsageError("name job ids, or --queue/--task, or --all")

@@ -20,32 +20,14 @@ import dataclasses
 import inspect
 import typing
 from collections.abc import Callable, Iterable, Mapping
-from datetime import datetime, timedelta
-from typing import TYPE_CHECKING, Any, Protocol, TypedDict, Unpack
+from typing import TYPE_CHECKING, Any, Protocol, Unpack
+
+from pgkick.producer.options import EnqueueOptions, ProducerOptions
 
 if TYPE_CHECKING:
     from pgkick.kick.kickers import Kicker
-    from pgkick.store.worker import Clock
 
-
-class EnqueueOptions(TypedDict, total=False):
-    """Per-job options, as `pgkick.enqueue_and_kick` takes them."""
-
-    queue: str
-    run_at: datetime | None
-    delay: float | timedelta | None
-    max_attempts: int
-    priority: int
-    group: str | None
-    unique_key: str | None
-
-
-class ProducerOptions(EnqueueOptions, total=False):
-    """Per-job options plus where to commit and how to kick."""
-
-    dsn: str | None
-    kicker: Kicker | None
-    clock: Clock
+__all__ = ["EnqueueOptions", "JobSink", "ProducerOptions", "Task"]
 
 
 class JobSink(Protocol):

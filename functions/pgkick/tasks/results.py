@@ -22,7 +22,7 @@ from pgkick import config
 from pgkick.connections import linger
 from pgkick.errors import PgkickError
 from pgkick.producer.validation import payload_json
-from pgkick.store.worker import JobStore
+from pgkick.store.producer import ProducerStore
 
 MAX_RESULT_BYTES = 64 * 1024
 FIRST_PAUSE = 0.05  # seconds between the first looks; doubles up to MAX_PAUSE
@@ -104,7 +104,7 @@ def wait(
 def _look(job_id: int, dsn: str | None) -> tuple[str, Any, str | None]:
     lingering = linger.shared(dsn or config.database_url(), config.producer_linger())
     with lingering.connection() as conn:
-        outcome = JobStore(conn).outcome(job_id)
+        outcome = ProducerStore(conn).outcome(job_id)
     if outcome is None:
         raise LookupError(f"job {job_id} does not exist (or was purged)")
     return outcome.status, outcome.result, outcome.last_error

@@ -15,7 +15,7 @@ import logging
 import threading
 from datetime import timedelta
 
-from pgkick.store.worker import ClaimedJob, JobStore
+from pgkick.store.worker import ClaimedJob, WorkerStore
 
 log = logging.getLogger("pgkick.lease")
 
@@ -30,7 +30,7 @@ class LeaseKeeper:
     then a dict entry, not two condition variables (about a fifth of the worker's CPU
     per job went to them in the 8-worker drain)."""
 
-    def __init__(self, store: JobStore, lease: timedelta, *, interval: float | None) -> None:
+    def __init__(self, store: WorkerStore, lease: timedelta, *, interval: float | None) -> None:
         """interval: seconds between automatic extensions; None leaves it to tick() (tests)."""
         self.store = store
         self.lease = lease
