@@ -77,7 +77,8 @@ class WorkerStore(ExpiredLeases):
         return self.count(queries.JOB_COMPLETE, id=job_id, attempts=attempts) == 1
 
     def complete_many(self, jobs: Sequence[ClaimedJob]) -> set[int]:
-        """Complete a batch in one statement; returns the ids this worker still held."""
+        """Complete a batch in one statement (the server-side job_complete, migration 0009);
+        returns the ids this worker still held."""
         if not jobs:
             return set()
         rows = self.rows(
