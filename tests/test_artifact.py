@@ -97,16 +97,17 @@ def test_dependencies_are_sourceless_and_pgkick_keeps_its_source(
         else:
             assert (artifact / f"{name}.pyc").is_file(), name
             assert not [*artifact.glob(f"{name}.py"), *artifact.glob(f"__pycache__/{name}.*")]
-    assert (artifact / "pgkick" / "db.py").exists() and not sourceless(artifact / "pgkick")
+    ours_db = artifact / "pgkick" / "connections" / "db.py"
+    assert ours_db.exists() and not sourceless(artifact / "pgkick")
     # column ranges (traceback carets, under a source line) only where there is a source
     theirs_code = marshal.loads((artifact / "psycopg" / "connection.pyc").read_bytes()[16:])
     assert {column for _, _, column, _ in theirs_code.co_positions()} == {None}
-    ours_pyc = Path(importlib.util.cache_from_source(str(artifact / "pgkick" / "db.py")))
+    ours_pyc = Path(importlib.util.cache_from_source(str(ours_db)))
     ours_code = marshal.loads(ours_pyc.read_bytes()[16:])
     assert {column for _, _, column, _ in ours_code.co_positions()} - {None}
     script = (
         "import traceback, psycopg\n"
-        "from pgkick import db\n"
+        "from pgkick.connections import db\n"
         "for call in (lambda: db.connect('no=such'), lambda: psycopg.connect('no=such')):\n"
         "    try:\n"
         "        call()\n"
@@ -121,7 +122,7 @@ def test_dependencies_are_sourceless_and_pgkick_keeps_its_source(
     lines = done.stdout.splitlines()
     # pgkick's frame names the file it was loaded from (here the build folder, in Lambda
     # /var/task), a dependency's the path compiled in (/var/task)
-    (ours,) = [i for i, line in enumerate(lines) if '/pgkick/db.py", line' in line]
+    (ours,) = [i for i, line in enumerate(lines) if '/pgkick/connections/db.py", line' in line]
     assert "raise DatabaseUnavailable(" in lines[ours + 1]  # its source line, shown
     theirs = [i for i, line in enumerate(lines) if '"/var/task/psycopg/connection.py"' in line]
     assert theirs, done.stdout
