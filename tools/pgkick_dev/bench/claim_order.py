@@ -30,14 +30,16 @@ from pgkick_dev import queries as dev_queries
 from pgkick_dev.bench.figures import spread
 
 LEASE = timedelta(minutes=5)
-BEFORE_VERSIONS = (1, 2, 3, 5)  # all but 0004 (priorities, groups) and 0006 (the move)
+# All but 0004 (priorities, groups), 0006 (the move) and the claim's functions (0007, 0008);
+# 0009 for the completion both sides send (job_complete_many calls its job_complete).
+BEFORE_VERSIONS = (1, 2, 3, 5, 9)
 BEFORE = "pgkick_before_groups"  # the schema of the table as it was before 0004
 
 
 def _before_schema(dsn: str) -> None:
     """A fresh schema pgkick_before_groups holding the jobs table as it was before 0004
-    (0005's result and cancel columns added: the completion, not measured apart, writes
-    them)."""
+    (0005's result and cancel columns added, and 0009's job_complete: the completion, not
+    measured apart, writes them)."""
     with WorkerStore.open(dsn, application_name="pgkick-bench") as db:
         db.execute(dev_queries.BENCH_SCHEMA_DROP)
         db.execute(dev_queries.BENCH_SCHEMA_CREATE)
