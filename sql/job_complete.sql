@@ -1,5 +1,4 @@
--- job_complete: Marks one running job done, only while this attempt still holds it (fenced; 0 rows = lease lost).
-UPDATE pgkick.jobs
-SET status = 'done', locked_until = NULL,
-    finished_at = coalesce(%(now)s::timestamptz, now())
-WHERE id = %(id)s AND status = 'running' AND attempts = %(attempts)s;
+-- job_complete: Marks one running job done, only while this attempt still holds it (fenced; 0 rows = lease lost): the server-side job_complete of migration 0010, for one job with no result.
+SELECT id
+FROM pgkick.job_complete(ARRAY[%(id)s]::bigint[], ARRAY[%(attempts)s]::int[], NULL::text[],
+                         %(now)s::timestamptz);

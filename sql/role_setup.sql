@@ -44,10 +44,13 @@ GRANT UPDATE (status, attempts, run_at, locked_until, last_error, finished_at, c
                result)
   ON pgkick.jobs TO pgkick_worker;
 
--- The claim and the round trip are functions (migrations 0007, 0008), run with their caller's
--- rights: only workers call them.
+-- The claim, the complete and the round trip are functions (migrations 0007, 0010, 0008), run
+-- with their caller's rights: only workers call them.
 REVOKE ALL ON FUNCTION pgkick.job_claim(text, int, interval, timestamptz) FROM PUBLIC;
 GRANT EXECUTE ON FUNCTION pgkick.job_claim(text, int, interval, timestamptz) TO pgkick_worker;
+REVOKE ALL ON FUNCTION pgkick.job_complete(bigint[], int[], text[], timestamptz) FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION pgkick.job_complete(bigint[], int[], text[], timestamptz)
+  TO pgkick_worker;
 REVOKE ALL ON FUNCTION pgkick.job_complete_and_claim(bigint[], int[], text[], text, int, interval,
                                                     timestamptz) FROM PUBLIC;
 GRANT EXECUTE ON FUNCTION pgkick.job_complete_and_claim(bigint[], int[], text[], text, int, interval,

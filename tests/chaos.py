@@ -20,10 +20,10 @@ from typing import Any
 from pgkick.errors import DatabaseUnavailable
 from pgkick.kick.kickers import Kicker
 from pgkick.producer import enqueue as producer
-from pgkick.store.worker import JobStore
 from pgkick.worker.reaper import reap
 from pgkick_dev.demo.traces import overlapping_runs, read_traces
 from pgkick_dev.local.kicker import LocalKicker
+from tests.store import JobStore
 
 RESULTS: list[dict[str, Any]] = []  # printed by conftest's terminal summary
 ROOT = Path(__file__).parent.parent

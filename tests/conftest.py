@@ -23,10 +23,10 @@ from psycopg.conninfo import make_conninfo
 
 import pgkick_dev.tasks  # noqa: F401  sleep, flaky, fail, crash: here, and below in workers
 from pgkick.store import migrations as schema
-from pgkick.store.worker import JobStore
 from pgkick_dev.embedded import EmbeddedPostgres
 from tests.helpers import FakeClock
 from tests.spies import CheckedRegistry
+from tests.store import JobStore
 
 # The tests' tasks are not production's (pgkick.tasks.registry knows noop only): this process
 # registers them by the import above, the worker processes it starts by PGKICK_TASKS.

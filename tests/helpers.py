@@ -12,8 +12,8 @@ from typing import Any
 
 import psycopg
 
-from pgkick.store.worker import JobStore
 from pgkick.validation import JobSpec
+from tests.store import JobStore
 
 
 class Ticks:

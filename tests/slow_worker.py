@@ -13,10 +13,10 @@ import sys
 from datetime import timedelta
 
 from pgkick.kick.kickers import NoKicker
-from pgkick.store.worker import JobStore
 from pgkick.tasks.registry import registry
 from pgkick.worker.loop import Worker, WorkerOptions
 from pgkick_dev.demo import tasks  # noqa: F401  (registers the traced "demo" task)
+from tests.store import JobStore
 
 
 def main(dsn: str) -> int:

@@ -16,11 +16,11 @@ from pgkick.errors import ConfigError
 from pgkick.kick import default as kickers
 from pgkick.kick.kickers import NoKicker
 from pgkick.producer import enqueue as producer
-from pgkick.store.worker import JobStore
 from pgkick.tasks.registry import Registry
 from pgkick.worker.loop import Worker, WorkerOptions
 from pgkick.worker.runtime import Runtime
 from tests.helpers import sessions_of
+from tests.store import JobStore
 
 
 def count_jobs(dsn: str) -> int:

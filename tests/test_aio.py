@@ -225,7 +225,7 @@ def test_the_async_forms_write_to_the_configured_schema(
     """Catches the async forms sending pgkick's statements unrewritten (to schema pgkick)
     when PGKICK_SCHEMA names another, as the synchronous forms never do."""
     from pgkick.store import migrations as schema
-    from pgkick.store.worker import JobStore
+    from tests.store import JobStore
 
     with JobStore.open(dsn, schema="app_queue") as store:
         schema.migrate(store)

@@ -97,15 +97,12 @@ def test_dependencies_are_sourceless_and_pgkick_keeps_its_source(
         else:
             assert (artifact / f"{name}.pyc").is_file(), name
             assert not [*artifact.glob(f"{name}.py"), *artifact.glob(f"__pycache__/{name}.*")]
-    assert (artifact / "pgkick" / "connections" / "db.py").exists() and not sourceless(
-        artifact / "pgkick"
-    )
+    ours_db = artifact / "pgkick" / "connections" / "db.py"
+    assert ours_db.exists() and not sourceless(artifact / "pgkick")
     # column ranges (traceback carets, under a source line) only where there is a source
     theirs_code = marshal.loads((artifact / "psycopg" / "connection.pyc").read_bytes()[16:])
     assert {column for _, _, column, _ in theirs_code.co_positions()} == {None}
-    ours_pyc = Path(
-        importlib.util.cache_from_source(str(artifact / "pgkick" / "connections" / "db.py"))
-    )
+    ours_pyc = Path(importlib.util.cache_from_source(str(ours_db)))
     ours_code = marshal.loads(ours_pyc.read_bytes()[16:])
     assert {column for _, _, column, _ in ours_code.co_positions()} - {None}
     script = (

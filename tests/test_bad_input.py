@@ -20,12 +20,12 @@ from pgkick.producer import enqueue as producer
 from pgkick.producer.enqueue import Enqueuer
 from pgkick.store import groups
 from pgkick.store import migrations as schema
-from pgkick.store.worker import JobStore
 from pgkick.tasks.registry import Registry
 from pgkick.worker.runtime import Runtime
 from pgkick_dev.local.context import FakeLambdaContext
 from tests.chaos import Chaos
 from tests.helpers import FakeClock, job_row, load_handler, seed
+from tests.store import JobStore
 
 scalars = st.one_of(
     st.none(), st.booleans(), st.integers(), st.floats(), st.text(), st.binary(max_size=4)

@@ -20,12 +20,12 @@ import pytest
 from pgkick.cli.main import main
 from pgkick.errors import Snooze
 from pgkick.kick.kickers import NoKicker
-from pgkick.store.worker import JobStore
 from pgkick.tasks.registry import JobContext
 from pgkick.worker.lease import LeaseKeeper
 from pgkick.worker.loop import Summary, Worker, WorkerOptions
 from tests.helpers import FakeClock, job_row, seed
 from tests.spies import WAIT, CheckedRegistry, WatchedStore
+from tests.store import JobStore
 from tests.test_producer import RecordingKicker
 
 SHORT = timedelta(seconds=0.3)  # the heartbeat ticks every 0.1 s

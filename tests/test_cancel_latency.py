@@ -18,11 +18,11 @@ import pgkick
 from pgkick.connections import linger
 from pgkick.connections import pool as linger_pool
 from pgkick.kick.kickers import NoKicker
-from pgkick.store.worker import JobStore
 from pgkick.tasks.registry import JobContext, Registry
 from pgkick.worker.loop import Worker, WorkerOptions
 from tests.helpers import job_row, seed, sessions_of
 from tests.spies import WAIT
+from tests.store import JobStore
 
 LAMBDA_LEASE = timedelta(seconds=300)  # at least the invocation's time plus a margin
 TARGET = 5.0  # seconds from the cancel to the task's `cancelled` event

@@ -21,12 +21,12 @@ import pytest
 
 from pgkick.kick.watch import FIRST_PAUSE
 from pgkick.store import migrations as schema
-from pgkick.store.worker import JobStore
 from pgkick_dev.awake.monitor import AwakeMonitor
 from pgkick_dev.embedded import EmbeddedPostgres
 from tests.chaos import ROOT, Chaos
 from tests.conftest import FAST_SETTINGS
 from tests.helpers import statement_calls
+from tests.store import JobStore
 
 
 @pytest.fixture

@@ -12,9 +12,10 @@ import psycopg
 import pytest
 from psycopg.conninfo import make_conninfo
 
-from pgkick.store.worker import ClaimedJob, JobStore
+from pgkick.store.worker import ClaimedJob
 from tests.helpers import seed, wait_for_lock_waiters
 from tests.spies import WatchedStore
+from tests.store import JobStore
 
 NAIVE_CLAIM = (Path(__file__).parent.parent / "tools" / "sql" / "job_claim_naive.sql").read_text()
 LEASE = timedelta(minutes=5)

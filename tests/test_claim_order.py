@@ -13,9 +13,10 @@ from psycopg.conninfo import make_conninfo
 
 from pgkick import cli
 from pgkick.store import groups
-from pgkick.store.worker import ClaimedJob, JobStore
+from pgkick.store.worker import ClaimedJob
 from pgkick.validation import job_spec
 from tests.helpers import FakeClock, wait_for_lock_waiters
+from tests.store import JobStore
 
 LEASE = timedelta(minutes=5)
 

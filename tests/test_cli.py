@@ -13,8 +13,8 @@ import psycopg
 import pytest
 
 from pgkick import cli
-from pgkick.store.worker import JobStore
 from tests.helpers import job_row, seed
+from tests.store import JobStore
 
 
 def run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, Any, str]:

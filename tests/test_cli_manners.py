@@ -17,8 +17,8 @@ from typing import Any
 import pytest
 
 from pgkick import cli
-from pgkick.store.worker import JobStore
 from tests.helpers import seed
+from tests.store import JobStore
 
 
 def _commands() -> dict[str, argparse.ArgumentParser]:

@@ -31,11 +31,11 @@ from selenium.webdriver.support import expected_conditions
 from selenium.webdriver.support.ui import Select, WebDriverWait
 
 from pgkick.kick.kickers import NoKicker
-from pgkick.store.worker import JobStore
 from pgkick.tasks.registry import JobContext, Registry
 from pgkick.worker.loop import Worker, WorkerOptions
 from pgkick_dev.ui.app import make_app
 from tests.helpers import job_row, seed, sessions_of
+from tests.store import JobStore
 from tests.test_dashboard import FakeTimeline
 from tests.test_jobs_cli import FIXTURE
 

@@ -19,9 +19,9 @@ from pathlib import Path
 
 import psycopg
 
-from pgkick.store.worker import JobStore
 from pgkick.worker.reaper import reap
 from pgkick_dev.local.kicker import LocalKicker
+from tests.store import JobStore
 
 ROOT = Path(__file__).parent.parent
 PRODUCERS, JOBS_EACH, KILLS = 3, 100, 4

@@ -13,8 +13,8 @@ import psycopg
 import pytest
 
 from infra import rie_invoke
-from pgkick.store.worker import JobStore
 from tests.sam import ROOT, ensure_sam_venv, machine_architecture, run, set_architecture, uv
+from tests.store import JobStore
 
 EXAMPLE = ROOT / "examples" / "orders"
 

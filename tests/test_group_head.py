@@ -14,11 +14,11 @@ import pytest
 
 from pgkick import Snooze, cli
 from pgkick.kick.kickers import NoKicker
-from pgkick.store.worker import JobStore
 from pgkick.tasks.registry import JobContext, Registry
 from pgkick.validation import job_spec
 from pgkick.worker.loop import Worker, WorkerOptions
 from tests.helpers import FakeClock
+from tests.store import JobStore
 
 LEASE = timedelta(minutes=5)
 OPTIONS = WorkerOptions(batch=10, lease=LEASE, max_fanout=0, heartbeat=False, backoff_jitter=0)

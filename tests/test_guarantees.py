@@ -20,12 +20,12 @@ import pytest
 from pgkick.config import Settings
 from pgkick.kick.kickers import NoKicker
 from pgkick.producer import enqueue as producer
-from pgkick.store.worker import JobStore
 from pgkick.tasks.registry import Registry
 from pgkick.worker.loop import Worker, WorkerOptions
 from pgkick.worker.runtime import Runtime
 from tests.helpers import FakeClock, seed
 from tests.spies import WAIT
+from tests.store import JobStore
 from tests.test_watch import RecordingKicker
 
 # Statements the worker sends after its job ran, up to its exit: the round trip that finds

@@ -15,10 +15,10 @@ import pytest
 from pgkick import cli
 from pgkick.kick.lambda_kicker import LambdaKicker
 from pgkick.producer import enqueue as producer
-from pgkick.store.worker import JobStore
 from pgkick_dev.local.context import FakeLambdaContext
 from tests.aws import WORKER, CallLog, create_worker_function
 from tests.helpers import event, job_row, load_handler, seed, sessions_of
+from tests.store import JobStore
 
 
 @pytest.fixture

@@ -8,10 +8,10 @@ from datetime import timedelta
 from typing import Any
 
 from pgkick.kick.kickers import NoKicker
-from pgkick.store.worker import JobStore
 from pgkick.tasks.registry import Registry
 from pgkick.worker.loop import Worker, WorkerOptions, backoff_jitter
 from tests.helpers import FakeClock, seed
+from tests.store import JobStore
 
 OPTIONS = WorkerOptions(batch=50, heartbeat=False, max_fanout=0)
 

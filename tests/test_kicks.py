@@ -18,10 +18,10 @@ import pytest
 from pgkick.kick.kickers import NoKicker
 from pgkick.kick.lambda_kicker import LambdaKicker
 from pgkick.producer import enqueue as producer
-from pgkick.store.worker import JobStore
 from pgkick_dev.local.context import FakeLambdaContext
 from pgkick_dev.local.kicker import LOOP_LIMIT, LocalKicker
 from tests.helpers import load_handler, seed
+from tests.store import JobStore
 
 ROOT = Path(__file__).parent.parent
 

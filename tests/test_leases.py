@@ -14,7 +14,7 @@ import psycopg
 import pytest
 
 from pgkick.kick.kickers import NoKicker
-from pgkick.store.worker import ClaimedJob, JobStore
+from pgkick.store.worker import ClaimedJob
 from pgkick.tasks.registry import JobContext, Registry
 from pgkick.worker.lease import LeaseKeeper
 from pgkick.worker.loop import Worker, WorkerOptions
@@ -22,6 +22,7 @@ from pgkick.worker.reaper import reap
 from pgkick.worker.task_run import TaskOutcome, run_task
 from tests.helpers import FakeClock, job_row, seed
 from tests.spies import WAIT, CheckedRegistry, WatchedStore
+from tests.store import JobStore
 
 LEASE = timedelta(seconds=60)
 # A worker's heartbeat ticks every third of its lease in real seconds: 0.1 s here. The SQL

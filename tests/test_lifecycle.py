@@ -7,8 +7,9 @@ from datetime import timedelta
 
 import pytest
 
-from pgkick.store.worker import ClaimedJob, JobStore
+from pgkick.store.worker import ClaimedJob
 from tests.helpers import FakeClock, job_row, seed
+from tests.store import JobStore
 
 LEASE = timedelta(minutes=5)
 
@@ -47,6 +48,30 @@ def test_stale_attempt_changes_nothing_and_says_so(
     assert timed.complete(job_id, current) is True
     assert job_row(dsn, job_id)["status"] == "done"
     assert timed.complete(job_id, current) is False  # and only once
+
+
+def test_a_stale_attempt_writes_nothing_through_either_completion(
+    dsn: str, timed: JobStore, clock: FakeClock
+) -> None:
+    """Catches the attempt fence lost from the one completion UPDATE (migration 0010's
+    job_complete): a worker whose lease was taken over completes the job, with a result,
+    through its flush (job_complete_many) and through its round trip
+    (job_complete_and_claim); the row stays the new owner's, untouched, result and all."""
+    (job_id,) = seed(timed, 1)
+    _, stale = claim_one(timed)
+    clock.advance(LEASE.total_seconds() + 1)
+    assert [r.id for r in timed.reap_expired()] == [job_id]
+    _, current = claim_one(timed)
+    assert (stale, current) == (1, 2)
+    before = job_row(dsn, job_id)
+    late = ClaimedJob(job_id, "default", "noop", {}, stale, 5, result='"late"')
+
+    assert timed.complete_many([late]) == set()
+    assert job_row(dsn, job_id) == before
+    held, claimed = timed.complete_many_and_claim([late], "default", batch=1, lease=LEASE)
+    assert (held, claimed) == (set(), [])
+    assert job_row(dsn, job_id) == before
+    assert before["status"] == "running" and before["result"] is None
 
 
 def _claimed(job_id: int, attempts: int) -> ClaimedJob:

@@ -21,13 +21,13 @@ from pgkick import cli
 from pgkick.aws.schedules import sync
 from pgkick.config import Settings
 from pgkick.kick.kickers import NoKicker
-from pgkick.store.worker import JobStore
 from pgkick.tasks.recurring import SCHEDULED_TIME, PeriodicRegistry, declare, periodic_registry
 from pgkick.tasks.registry import Registry
 from pgkick.worker.runtime import Runtime
 from pgkick_dev.local.context import FakeLambdaContext
 from tests.helpers import job_row, load_handler, sessions_of, wait_for_lock_waiters
 from tests.spies import WAIT
+from tests.store import JobStore
 
 WORKER = "arn:aws:lambda:us-east-1:123456789012:function:pgkick-worker"
 ROLE = "arn:aws:iam::123456789012:role/pgkick-scheduler"

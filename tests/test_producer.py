@@ -11,10 +11,10 @@ import pytest
 
 from pgkick.kick.lambda_kicker import LambdaKicker
 from pgkick.producer import enqueue as producer
-from pgkick.store.worker import JobStore
 from pgkick.validation import DEFAULT_MAX_PAYLOAD_BYTES
 from tests.aws import WORKER, CallLog, create_worker_function
 from tests.helpers import job_row
+from tests.store import JobStore
 
 
 class RecordingKicker:

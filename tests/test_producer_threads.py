@@ -20,13 +20,13 @@ import pytest
 
 from pgkick.connections import linger
 from pgkick.connections import pool as linger_pool
+from pgkick.connections.db import server_clock
 from pgkick.connections.linger import APPLICATION_NAME
 from pgkick.connections.pool import LingeringPool
 from pgkick.kick.kickers import NoKicker
 from pgkick.producer import enqueue as producer
 from pgkick.producer import group_commit
 from pgkick.producer.group_commit import GroupCommit
-from pgkick.store.worker import server_clock
 from tests.helpers import Ticks, sessions_of
 from tests.test_producer import RecordingKicker
 

@@ -9,12 +9,12 @@ from datetime import timedelta
 from typing import Any
 
 from pgkick.config import Settings
-from pgkick.store.worker import JobStore
 from pgkick.tasks.registry import Registry
 from pgkick.validation import job_spec
 from pgkick.worker.reaper import reap
 from pgkick.worker.runtime import Runtime
 from tests.helpers import FakeClock
+from tests.store import JobStore
 from tests.test_producer import RecordingKicker
 
 LEASE = timedelta(minutes=5)

@@ -20,13 +20,14 @@ from pgkick.connections import db
 from pgkick.kick.kickers import NoKicker
 from pgkick.kick.lambda_kicker import LambdaKicker
 from pgkick.producer import enqueue as producer
-from pgkick.store.worker import Announcement, JobStore
+from pgkick.store.worker import Announcement
 from pgkick.tasks.registry import Registry
 from pgkick.worker.loop import Worker, WorkerOptions
 from pgkick_dev.local.context import FakeLambdaContext
 from pgkick_dev.local.kicker import LocalKicker
 from tests.aws import CallLog, create_worker_function
 from tests.helpers import load_handler, seed, sessions_of
+from tests.store import JobStore
 
 ROOT = Path(__file__).parent.parent
 

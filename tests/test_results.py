@@ -15,13 +15,13 @@ import pytest
 import pgkick
 from pgkick.errors import JobFailed, JobNotFinished, PermanentError
 from pgkick.kick.kickers import NoKicker
-from pgkick.store.worker import JobStore
 from pgkick.tasks.registry import Registry
 from pgkick.tasks.results import MAX_RESULT_BYTES
 from pgkick.validation import job_spec
 from pgkick.worker.loop import Worker, WorkerOptions
 from tests.helpers import FakeClock, job_row, seed, statement_calls
 from tests.spies import WatchedStore
+from tests.store import JobStore
 
 LEASE = timedelta(minutes=5)
 OPTIONS = WorkerOptions(batch=10, lease=LEASE, max_fanout=0, heartbeat=False)

@@ -16,7 +16,7 @@ import pytest
 from psycopg.conninfo import make_conninfo
 
 from pgkick.store import migrations as schema
-from pgkick.store.worker import JobStore
+from tests.store import JobStore
 
 ROLES = ("pgkick_maintainer", "pgkick_worker", "pgkick_producer")
 

@@ -12,9 +12,9 @@ import psycopg
 import pytest
 
 from infra import checkov_scan, rie_invoke
-from pgkick.store.worker import JobStore
 from tests.helpers import job_row, seed
 from tests.sam import ROOT, ensure_sam_venv, machine_architecture, project_copy, run, uv
+from tests.store import JobStore
 
 
 @pytest.fixture(scope="session")

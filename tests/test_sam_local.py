@@ -31,7 +31,6 @@ from infra.sam_local_env import (
     sam_environment,
     write_env_file,
 )
-from pgkick.store.worker import JobStore
 from tests.docker_daemon import docker_daemon, unavailable
 from tests.helpers import job_row, seed
 from tests.sam import ROOT, ensure_sam_venv, uv
@@ -44,6 +43,7 @@ from tests.sam_local_run import (
     statuses,
     until_done,
 )
+from tests.store import JobStore
 
 EVENTS = ROOT / "infra" / "events"
 EXAMPLE = ROOT / "examples" / "orders"

@@ -12,9 +12,9 @@ import pytest
 
 from pgkick.store import migrations as schema
 from pgkick.store import queries
-from pgkick.store.worker import JobStore
 from pgkick_dev import queries as dev_queries
 from tests.helpers import wait_for_lock_waiters
+from tests.store import JobStore
 from tools import bundle_sql
 
 ROOT = Path(__file__).parent.parent

@@ -16,9 +16,9 @@ import psycopg
 import pytest
 
 from pgkick.store import migrations as schema
-from pgkick.store.worker import JobStore
 from pgkick_dev.local.context import FakeLambdaContext
 from tests.helpers import event, load_handler, seed, sessions_of
+from tests.store import JobStore
 
 # Powertools warns when a handler that raised published no metric: expected here.
 pytestmark = pytest.mark.filterwarnings("ignore:No application metrics to publish")

@@ -19,10 +19,10 @@ from pgkick.config import Settings
 from pgkick.kick.kickers import NoKicker
 from pgkick.store import migrations as schema
 from pgkick.store import queries
-from pgkick.store.worker import JobStore
 from pgkick.worker.runtime import Runtime
 from pgkick_dev.embedded import EmbeddedPostgres
 from tests.pgbouncer import pgbouncer, requires_pgbouncer
+from tests.store import JobStore
 
 # What pgkick before 0006 ran: its ledger, then 0001-0003, all in the role's default schema.
 LEGACY_LEDGER = """

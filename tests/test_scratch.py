@@ -10,11 +10,11 @@ import pytest
 
 from pgkick import cli
 from pgkick.connections.db import Database
-from pgkick.store.worker import JobStore
 from pgkick_dev import queries as dev_queries
 from pgkick_dev.awake.compare import OWN_SESSIONS
 from pgkick_dev.awake.monitor import AwakeMonitor
 from tests.helpers import seed
+from tests.store import JobStore
 
 
 def app_state(dsn: str) -> tuple[list[tuple[int, str]], str | None]:

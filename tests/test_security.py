@@ -20,9 +20,9 @@ from pgkick.errors import DatabaseUnavailable
 from pgkick.kick.kickers import NoKicker
 from pgkick.producer import enqueue as producer
 from pgkick.store import migrations as schema
-from pgkick.store.worker import JobStore
 from pgkick.worker.reaper import reap
 from pgkick.worker.runtime import Runtime
+from tests.store import JobStore
 
 ROOT = Path(__file__).parent.parent
 
@@ -133,14 +133,32 @@ def test_no_password_in_any_log_line_error_or_summary(
 EXECUTORS = {"execute", "rows", "dicts", "one", "count"}
 
 
+def _named(node: ast.expr) -> bool:
+    """`queries.NAME`: a statement of the bundle."""
+    return (
+        isinstance(node, ast.Attribute)
+        and isinstance(node.value, ast.Name)
+        and node.value.id == "queries"
+    )
+
+
 def test_runtime_sql_comes_only_from_the_bundled_statements() -> None:
     """Every execute/rows/dicts/one/count call in functions/ passes queries.NAME (or, inside
-    db.py and the migrator, the statement it was handed): no SQL is ever built from input."""
+    db.py and the migrator, the statement it was handed, or the query of a bound
+    `Statement`), and every `Statement` is bound to queries.NAME: no SQL is ever built
+    from input."""
     offenders = []
     for path in sorted((ROOT / "functions").rglob("*.py")):
         if path.name == "queries.py":
             continue
         for node in ast.walk(ast.parse(path.read_text())):
+            if (
+                isinstance(node, ast.Call)
+                and isinstance(node.func, ast.Name)
+                and node.func.id == "Statement"
+                and not (node.args and _named(node.args[0]))
+            ):
+                offenders.append(f"{path.relative_to(ROOT)}:{node.lineno}: {ast.unparse(node)}")
             if not (
                 isinstance(node, ast.Call)
                 and isinstance(node.func, ast.Attribute)
@@ -149,11 +167,6 @@ def test_runtime_sql_comes_only_from_the_bundled_statements() -> None:
             ):
                 continue
             first = node.args[0]
-            named = (
-                isinstance(first, ast.Attribute)
-                and isinstance(first.value, ast.Name)
-                and first.value.id == "queries"
-            )
             passed_through = isinstance(first, ast.Name) and first.id in {"query", "script"}
             # pgkick.testing.databases: a bundled statement whose placeholder database names
             # are replaced by generated, checked, quoted ones (a name cannot be a parameter)
@@ -162,7 +175,13 @@ def test_runtime_sql_comes_only_from_the_bundled_statements() -> None:
                 and ast.unparse(first.func) == "_named"
                 and ast.unparse(first.args[0]).startswith("queries.")
             )
-            if not (named or passed_through or renamed):
+            bound = (  # a Statement's query: bound to queries.NAME, checked above
+                isinstance(first, ast.Attribute)
+                and first.attr == "query"
+                and isinstance(first.value, ast.Name)
+                and first.value.id == "statement"
+            )
+            if not (_named(first) or passed_through or bound or renamed):
                 offenders.append(f"{path.relative_to(ROOT)}:{node.lineno}: {ast.unparse(first)}")
     assert offenders == []
 

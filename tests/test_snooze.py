@@ -14,12 +14,12 @@ import pytest
 from pgkick import Snooze
 from pgkick.errors import MAX_SNOOZE_SECONDS
 from pgkick.kick.kickers import NoKicker
-from pgkick.store.worker import JobStore
 from pgkick.tasks.registry import JobContext, Registry
 from pgkick.worker.lease import LeaseKeeper
 from pgkick.worker.loop import Worker, WorkerOptions
 from tests.helpers import FakeClock, job_row, seed
 from tests.spies import WAIT, CheckedRegistry, WatchedStore
+from tests.store import JobStore
 from tests.test_producer import RecordingKicker
 
 LEASE = timedelta(minutes=5)

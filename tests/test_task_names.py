@@ -14,10 +14,10 @@ import pytest
 import pgkick
 from pgkick import config, validation
 from pgkick.kick.kickers import NoKicker
-from pgkick.store.worker import JobStore
 from pgkick.tasks.registry import Registry
 from pgkick.worker.loop import Worker, WorkerOptions
 from tests.helpers import job_row, seed
+from tests.store import JobStore
 from tests.test_producer import RecordingKicker, count_jobs
 
 PGKICK = Path(sys.executable).parent / "pgkick"  # the console script, as a user runs it

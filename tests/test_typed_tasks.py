@@ -12,11 +12,11 @@ import pytest
 from mypy import api as mypy_api
 
 from pgkick.producer import enqueue as producer
-from pgkick.store.worker import JobStore
 from pgkick.tasks.handle import Task
 from pgkick.tasks.registry import JobContext, Registry
 from pgkick.worker.loop import Worker, WorkerOptions
 from tests.helpers import job_row
+from tests.store import JobStore
 from tests.test_producer import RecordingKicker, count_jobs
 
 TYPING = Path(__file__).parent / "typing"

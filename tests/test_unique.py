@@ -13,9 +13,9 @@ from pgkick import aio
 from pgkick.cli.main import main
 from pgkick.kick.kickers import NoKicker
 from pgkick.producer import enqueue as producer
-from pgkick.store.worker import JobStore
 from pgkick.validation import job_spec
 from tests.helpers import wait_for_lock_waiters
+from tests.store import JobStore
 from tests.test_producer import RecordingKicker
 
 LEASE = timedelta(minutes=5)

@@ -7,8 +7,8 @@ from datetime import timedelta
 
 import psycopg
 
-from pgkick.store.worker import JobStore
 from tests.helpers import seed
+from tests.store import JobStore
 
 LEASE = timedelta(minutes=5)
 

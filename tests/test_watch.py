@@ -17,12 +17,13 @@ from pgkick.kick.kickers import NoKicker
 from pgkick.kick.watch import claims_while_lingering
 from pgkick.producer import enqueue as producer
 from pgkick.store import queries
-from pgkick.store.worker import Announcement, JobStore
+from pgkick.store.worker import Announcement
 from pgkick.tasks.registry import Registry
 from pgkick.validation import job_spec
 from pgkick.worker.loop import Worker, WorkerOptions
 from pgkick_dev import queries as dev_queries
 from tests.helpers import FakeClock
+from tests.store import JobStore
 
 LEASE = timedelta(minutes=5)
 PENDING = timedelta(seconds=10)

@@ -11,11 +11,11 @@ import psycopg
 import pytest
 
 from pgkick.config import Settings
-from pgkick.store.worker import JobStore
 from pgkick.tasks.registry import JobContext, Registry
 from pgkick.worker.loop import Worker, WorkerOptions
 from pgkick.worker.runtime import Runtime
 from tests.helpers import FakeClock, job_row, seed
+from tests.store import JobStore
 from tests.test_producer import RecordingKicker
 
 LEASE = timedelta(minutes=5)

@@ -7,6 +7,7 @@ load with the Lambda handlers (pgkick.aws), the tooling never (pgkick-dev).
 
 from __future__ import annotations
 
+from pgkick.connections.db import Connection
 from pgkick.errors import (
     BadEvent,
     ConfigError,
@@ -22,7 +23,6 @@ from pgkick.errors import (
 )
 from pgkick.producer.enqueue import enqueue_and_kick, enqueue_many, transaction
 from pgkick.producer.joined import PendingJobs, enqueue_in
-from pgkick.store.worker import Connection
 from pgkick.tasks.handle import Task
 from pgkick.tasks.recurring import periodic
 from pgkick.tasks.registry import JobContext, load_tasks, task
@@ -37,10 +37,11 @@ def migrate(dsn: str | None = None, *, schema: str | None = None) -> list[int]:
     to shell out to the CLI or import pgkick's store to get the schema every call needs."""
     from pgkick import config
     from pgkick.store import migrations
-    from pgkick.store.worker import JobStore
 
-    target = dsn or config.database_url()
-    with JobStore.open(target, schema=schema, application_name="pgkick-migrate") as store:
+    target = dsn or config.app_settings().dsn()
+    with migrations.MigrationStore.open(
+        target, schema=schema, application_name="pgkick-migrate"
+    ) as store:
         return migrations.migrate(store).applied
 
 

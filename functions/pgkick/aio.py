@@ -30,27 +30,29 @@ import itertools
 import logging
 from collections.abc import AsyncIterator, Iterable, Mapping
 from contextlib import asynccontextmanager
-from datetime import datetime, timedelta
-from typing import Any
+from typing import Any, Unpack
 
 from pgkick import config
 from pgkick.connections import aio_pool
-from pgkick.connections.db import AsyncConnection, DatabaseError, async_state, execute_async
+from pgkick.connections.db import AsyncConnection, Clock, DatabaseError, async_state, server_clock
 from pgkick.connections.schema_advice import schema_advice
 from pgkick.errors import MisuseError
 from pgkick.kick.default import default_kicker
-from pgkick.kick.kickers import Kicker, NoKicker
-from pgkick.producer.aio_after_commit import (
-    insert,
-    insert_and_reserve,
-    kick,
-    no_sync_store,
-    reserve,
+from pgkick.kick.kickers import Kicker
+from pgkick.producer.aio_after_commit import kick, no_sync_store, reserve
+from pgkick.producer.enqueue import INSERT_CHUNK, producer_store
+from pgkick.producer.options import (
+    CommitOptions,
+    EnqueueOptions,
+    ProducerOptions,
+    where_to_commit,
 )
-from pgkick.producer.enqueue import INSERT_CHUNK, _now, _producer_store, _spec
-from pgkick.store import queries, unique
-from pgkick.store.worker import Clock, QueuedJob, server_clock
-from pgkick.validation import DEFAULT_MAX_PAYLOAD_BYTES, JobSpec, job_spec
+from pgkick.producer.plan import EnqueuePlan, commit_round_trip_async, execute_async, job_specs
+from pgkick.store import producer as statements
+from pgkick.store import unique
+from pgkick.store.producer import QueuedJob
+from pgkick.store.statement import drive_async, rows_async
+from pgkick.validation import DEFAULT_MAX_PAYLOAD_BYTES
 
 log = logging.getLogger("pgkick.aio")
 
@@ -65,132 +67,59 @@ class AsyncEnqueuer:
         self.queued: list[QueuedJob] = []
 
     @schema_advice  # no schema: say to migrate
-    async def enqueue(
-        self,
-        payload: Any,
-        *,
-        task: str,
-        queue: str = "default",
-        run_at: datetime | None = None,
-        delay: float | timedelta | None = None,
-        max_attempts: int = 5,
-        priority: int = 0,
-        group: str | None = None,
-        unique_key: str | None = None,
-    ) -> int:
-        spec = job_spec(
-            payload,
-            task=task,
-            queue=queue,
-            run_at=run_at,
-            delay=delay,
-            max_attempts=max_attempts,
-            max_payload_bytes=self.max_payload_bytes,
-            priority=priority,
-            group=group,
-            unique_key=unique_key,
-        )
-        if spec.unique_key is not None:  # the live holder is answered, and not kicked again
-            held, inserted = await unique.insert_one_async(self.conn, self.clock, spec)
-            if inserted:
-                self.queued.append(QueuedJob._make(held))
-            return held[0]
-        row = await (await insert(self.conn, self.clock, spec)).fetchone()
-        assert row is not None
-        self.queued.append(QueuedJob._make(row))
-        return self.queued[-1].id
+    async def enqueue(self, payload: Any, *, task: str, **options: Unpack[EnqueueOptions]) -> int:
+        """Insert one job (a live job holding its unique key is answered, not kicked again)."""
+        plan = EnqueuePlan.build(payload, task, options, max_payload_bytes=self.max_payload_bytes)
+        job, inserted = await execute_async(self.conn, self.clock, plan)
+        if inserted:
+            self.queued.append(job)
+        return job.id
 
     @schema_advice  # no schema: say to migrate
     async def enqueue_many(self, jobs: Iterable[Mapping[str, Any]]) -> list[int]:
         """Each mapping holds enqueue's arguments; all validated before any is sent."""
-        specs = [_spec(job, self.max_payload_bytes, index) for index, job in enumerate(jobs)]
+        specs = job_specs(list(enumerate(jobs)), self.max_payload_bytes)
         batch = unique.UniqueBatch()  # keyed jobs wait, deduplicated, for the plain ones
-        every: dict[int, QueuedJob] = {}
         for chunk in itertools.batched(specs, INSERT_CHUNK):
             plain = batch.split(chunk)
-            if not plain:
-                continue
-            params = unique.arrays(plain)
-            cursor = await execute_async(self.conn, self.clock, queries.JOB_INSERT_MANY, **params)
-            rows = await cursor.fetchall()
-            for (index, _), row in zip(plain, rows, strict=True):
-                every[index] = QueuedJob._make(row)
-                self.queued.append(every[index])
-        if batch.keyed:
-            keyed, inserted = await batch.insert_async(self.conn, self.clock)
-            every.update((index, QueuedJob._make(row)) for index, row in keyed.items())
-            self.queued.extend(QueuedJob._make(row) for row in inserted)  # skipped: no kick
-        return [every[index].id for index in range(len(specs))]
+            if plain:
+                batch.took_plain(
+                    plain, await rows_async(self.conn, self.clock, unique.insert_many(plain))
+                )
+        every, inserted = await drive_async(self.conn, self.clock, batch.insert_keyed())
+        self.queued.extend(map(QueuedJob._make, inserted))  # a skipped duplicate: no kick
+        return [row[0] for row in every]
 
 
 @schema_advice  # no schema: say to migrate
-async def enqueue_and_kick(
-    payload: Any,
-    *,
-    task: str,
-    queue: str = "default",
-    run_at: datetime | None = None,
-    delay: float | timedelta | None = None,
-    max_attempts: int = 5,
-    dsn: str | None = None,
-    kicker: Kicker | None = None,
-    clock: Clock = server_clock,
-    priority: int = 0,
-    group: str | None = None,
-    unique_key: str | None = None,
-) -> int:
+async def enqueue_and_kick(payload: Any, *, task: str, **options: Unpack[ProducerOptions]) -> int:
     """Insert and commit one job on one of this loop's lingering connections, then kick
     (with `unique_key`: a live job holding it is answered, nothing written or kicked)."""
-    spec = job_spec(
-        payload,
-        task=task,
-        queue=queue,
-        run_at=run_at,
-        delay=delay,
-        max_attempts=max_attempts,
-        priority=priority,
-        group=group,
-        unique_key=unique_key,
-    )  # bad input fails before anything connects
+    dsn, kicker, clock, job_options = where_to_commit(options)
+    plan = EnqueuePlan.build(payload, task, job_options)  # bad input fails before anything connects
     kicker = kicker or default_kicker()  # and so does a bad kicker setting
+    plan = plan.reserving(kicker, clock)
     dsn = dsn or config.app_settings().dsn()
-    if spec.unique_key is not None:
-        return await _enqueue_unique(spec, dsn, kicker, clock)
-    ready = spec.run_at <= _now(clock) if spec.run_at else spec.delay <= timedelta(0)
-    ready = ready and not isinstance(kicker, NoKicker)  # it would reserve a kick never sent
     async with _pool(dsn).connection() as conn:
-        job, must_kick = await insert_and_reserve(conn, clock, spec, reserve=ready)
-    await kick(
-        [job],
-        kicker,
-        lambda: _producer_store(dsn, clock),
-        {job.queue} if must_kick else set(),
-        clock,
-    )
-    return job.id
-
-
-async def _enqueue_unique(spec: JobSpec, dsn: str, kicker: Kicker, clock: Clock) -> int:
-    """enqueue_and_kick with a unique key: each statement its own transaction (pgkick.store.unique
-    says why the read-back must be a later one); a kick is reserved only for a new job."""
-    async with _pool(dsn).connection() as conn:
-        row, inserted = await unique.insert_one_async(conn, clock, spec)
-        job = QueuedJob._make(row)
-        reserved = await reserve(conn, clock, [job], kicker) if inserted else set()
+        if plan.unique:  # each statement its own transaction (pgkick.store.unique says why)
+            job, inserted = await execute_async(conn, clock, plan)
+            reserved = await reserve(conn, clock, [job], kicker) if inserted else set()
+        else:
+            job, must_kick = await commit_round_trip_async(
+                conn, clock, plan, config.app_settings().kick_pending
+            )
+            inserted, reserved = True, {job.queue} if must_kick else set()
     if inserted:
-        await kick([job], kicker, lambda: _producer_store(dsn, clock), reserved, clock)
+        await kick([job], kicker, lambda: producer_store(dsn, clock), reserved, clock)
     return job.id
 
 
 @schema_advice  # no schema: say to migrate
 async def enqueue_many(
-    jobs: Iterable[Mapping[str, Any]],
-    *,
-    dsn: str | None = None,
-    kicker: Kicker | None = None,
-    clock: Clock = server_clock,
+    jobs: Iterable[Mapping[str, Any]], **where: Unpack[CommitOptions]
 ) -> list[int]:
     """Insert many jobs in one commit, then kick once per queue; a bad job sends nothing."""
+    dsn, kicker, clock, _ = where_to_commit(where)
     kicker = kicker or default_kicker()  # a bad setting fails here, before anything is written
     dsn = dsn or config.app_settings().dsn()
     async with _pool(dsn).connection() as conn:
@@ -198,7 +127,7 @@ async def enqueue_many(
         async with conn.transaction():
             ids = await enqueuer.enqueue_many(jobs)
         reserved = await reserve(conn, clock, enqueuer.queued, kicker)
-    await kick(enqueuer.queued, kicker, lambda: _producer_store(dsn, clock), reserved, clock)
+    await kick(enqueuer.queued, kicker, lambda: producer_store(dsn, clock), reserved, clock)
     return ids
 
 
@@ -222,10 +151,8 @@ async def transaction(
     committed = enqueuer.queued
     try:  # a savepoint the app rolled back may have taken some of them away
         async with conn.transaction():
-            cursor = await execute_async(
-                conn, clock, queries.JOB_COMMITTED_AMONG, ids=[j.id for j in enqueuer.queued]
-            )
-            committed = [QueuedJob._make(row) for row in await cursor.fetchall()]
+            among = statements.committed_among([j.id for j in enqueuer.queued])
+            committed = [QueuedJob._make(row) for row in await rows_async(conn, clock, among)]
     except DatabaseError as exc:
         log.warning("could not re-read the jobs just committed (%s)", exc)
     async with conn.transaction():  # its own short transaction, as the producer's

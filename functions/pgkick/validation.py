@@ -12,10 +12,10 @@ from __future__ import annotations
 import json
 import math
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from datetime import UTC, datetime, timedelta
 from decimal import Decimal
-from typing import Any, NamedTuple, TypedDict
+from typing import Any, NamedTuple, TypedDict, Unpack
 
 from pgkick.errors import InvalidArgument, InvalidArgumentType
 
@@ -46,6 +46,10 @@ class EnqueueOptions(TypedDict, total=False):
     priority: int
     group: str | None
     unique_key: str | None
+
+
+# What one job of enqueue_many may hold: a payload, a task, and the options
+JOB_FIELDS = frozenset({"payload", "task"} | EnqueueOptions.__optional_keys__)
 
 
 class JobSpec(NamedTuple):
@@ -282,25 +286,40 @@ def job_spec(
     payload: object,
     *,
     task: object,
-    queue: object = "default",
-    run_at: object = None,
-    delay: object = None,
-    max_attempts: object = 5,
     max_payload_bytes: int = DEFAULT_MAX_PAYLOAD_BYTES,
-    priority: object = 0,
-    group: object = None,
-    unique_key: object = None,
+    **options: Unpack[EnqueueOptions],
 ) -> JobSpec:
     """Validate every field of one job; raise ValueError/TypeError naming the first bad one."""
-    when, span = check_schedule(run_at, delay)
+    unknown = options.keys() - EnqueueOptions.__optional_keys__
+    if unknown:  # as a signature with these keywords would refuse them
+        raise InvalidArgumentType(f"unexpected keyword argument {sorted(unknown)[0]!r}")
+    when, span = check_schedule(options.get("run_at"), options.get("delay"))
     return JobSpec(
-        queue=check_name("queue", queue),
+        queue=check_name("queue", options.get("queue", "default")),
         task=_check_task(task),
         payload_json=payload_json(payload, max_payload_bytes),
         run_at=when,
         delay=span,
-        max_attempts=check_max_attempts(max_attempts),
-        priority=check_priority(priority),
-        group=check_group(group),
-        unique_key=check_unique_key(unique_key),
+        max_attempts=check_max_attempts(options.get("max_attempts", 5)),
+        priority=check_priority(options.get("priority", 0)),
+        group=check_group(options.get("group")),
+        unique_key=check_unique_key(options.get("unique_key")),
     )
+
+
+def job_spec_of(job: Mapping[str, Any], max_bytes: int, index: int) -> JobSpec:
+    """One job of enqueue_many (a mapping of enqueue's arguments), checked; an error names
+    jobs[index]."""
+    try:
+        if not isinstance(job, Mapping):
+            raise InvalidArgumentType(
+                f"must be a mapping of enqueue's arguments, got {type(job).__name__}"
+            )
+        if not job.keys() <= JOB_FIELDS:
+            raise InvalidArgumentType(f"unknown fields {sorted(set(job) - JOB_FIELDS)}")
+        if "payload" not in job or "task" not in job:
+            raise InvalidArgumentType("needs payload and task")
+        options: Any = {k: v for k, v in job.items() if k != "payload" and k != "task"}
+        return job_spec(job["payload"], task=job["task"], max_payload_bytes=max_bytes, **options)
+    except (TypeError, ValueError) as exc:
+        raise type(exc)(f"jobs[{index}]: {exc}") from None

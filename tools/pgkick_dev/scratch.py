@@ -24,7 +24,7 @@ from pathlib import Path
 
 from pgkick.errors import PgkickError
 from pgkick.store import migrations as schema
-from pgkick.store.worker import JobStore
+from pgkick.store.migrations import MigrationStore
 from pgkick_dev import queries as dev_queries
 
 
@@ -34,7 +34,7 @@ class NotScratch(PgkickError, ValueError):
 
 def claim(dsn: str, tool: str) -> None:
     """Refuse a database that holds someone else's jobs; otherwise migrate and mark it."""
-    with JobStore.open(dsn, application_name=f"pgkick-{tool}") as store:
+    with MigrationStore.open(dsn, application_name=f"pgkick-{tool}") as store:
         state = store.dicts(dev_queries.DATABASE_SCRATCH_STATE)[0]
         if not state["ours"]:
             has_jobs = state["has_jobs_table"] and store.one(dev_queries.JOB_TABLE_ANY_ROW)[0]

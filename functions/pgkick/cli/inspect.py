@@ -10,6 +10,7 @@ from __future__ import annotations
 import argparse
 import json
 from collections.abc import Callable
+from contextlib import AbstractContextManager
 from datetime import datetime
 from typing import Any
 
@@ -22,10 +23,12 @@ Command = Callable[[str, Callable[[argparse.Namespace], dict[str, Any]]], argpar
 ERRORS_KEPT = "only the last error is stored (last_error); earlier attempts' errors are not kept"
 
 
-def _reader(args: argparse.Namespace) -> Any:
+def _reader(args: argparse.Namespace) -> AbstractContextManager[JobReader]:
     from pgkick.cli.main import _dsn  # the one rule for --dsn / DATABASE_URL
 
-    return schema.open_checked(_dsn(args), schema=args.schema, application_name="pgkick-cli")
+    return schema.open_checked(
+        JobReader, _dsn(args), schema=args.schema, application_name="pgkick-cli"
+    )
 
 
 def cmd_jobs(args: argparse.Namespace) -> dict[str, Any]:
@@ -39,9 +42,7 @@ def cmd_jobs(args: argparse.Namespace) -> dict[str, Any]:
     )
     after = None if args.after is None else parse_id(args.after)
     with _reader(args) as store:
-        page = JobReader(store.conn, schema=store.schema).page(
-            filters, after=after, limit=args.limit
-        )
+        page = store.page(filters, after=after, limit=args.limit)
     result = {"jobs": page.jobs, "next_after": page.next_after}
     if not args.json:
         print(render_jobs(page.jobs, page.next_after, page.looked_down_to))
@@ -52,7 +53,7 @@ def cmd_job(args: argparse.Namespace) -> dict[str, Any]:
     """Show one job: payload, attempts, its error, result, timestamps and lease."""
     job_id = parse_id(args.id)
     with _reader(args) as store:
-        job = JobReader(store.conn, schema=store.schema).job(job_id)
+        job = store.job(job_id)
     if job is None:
         raise JobNotFound(f"job {job_id} does not exist: list jobs with `pgkick jobs`")
     job["errors"] = [job["last_error"]] if job["last_error"] else []

@@ -32,7 +32,7 @@ from pgkick.producer import after_commit
 from pgkick.producer import enqueue as producer
 from pgkick.store import groups
 from pgkick.store import migrations as schema
-from pgkick.store.worker import JobStore
+from pgkick.store.operator import OperatorStore
 from pgkick.tasks import results
 from pgkick.tasks.registry import registry
 from pgkick.validation import check_name
@@ -63,14 +63,17 @@ def _dsn(args: argparse.Namespace) -> str:
         ) from None
 
 
-def _store(args: argparse.Namespace) -> AbstractContextManager[JobStore]:
+def _store(args: argparse.Namespace) -> AbstractContextManager[OperatorStore]:
     """A store on a migrated database (a clear error if the schema is missing or newer)."""
-    return schema.open_checked(_dsn(args), schema=args.schema, application_name="pgkick-cli")
+    return schema.open_checked(
+        OperatorStore, _dsn(args), schema=args.schema, application_name="pgkick-cli"
+    )
 
 
 def cmd_migrate(args: argparse.Namespace) -> dict[str, Any]:
     """Apply pgkick's schema migrations (idempotent, safe to run concurrently)."""
-    with JobStore.open(_dsn(args), schema=args.schema, application_name="pgkick-cli") as store:
+    migrations = schema.MigrationStore
+    with migrations.open(_dsn(args), schema=args.schema, application_name="pgkick-cli") as store:
         report = schema.migrate(store)
         roles = schema.create_roles(store) if args.roles else []
     result: dict[str, Any] = {
@@ -137,7 +140,7 @@ def cmd_status(args: argparse.Namespace) -> dict[str, Any]:
         return {"queues": queues, "stranded": stranded, "table": store.table_health()}
 
 
-def _selection(args: argparse.Namespace, store: JobStore, status: str) -> list[int] | None:
+def _selection(args: argparse.Namespace, store: OperatorStore, status: str) -> list[int] | None:
     """The ids asked for (all in `status`, "a|b" for either), or None for a queue/task filter."""
     if not (args.ids or args.queue or args.task or args.all):
         raise UsageError("name job ids, or --queue/--task, or --all")

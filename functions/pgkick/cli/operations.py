@@ -13,11 +13,11 @@ from collections.abc import Iterable
 from pgkick.errors import JobMissing, UsageError
 from pgkick.kick.kickers import Kicker
 from pgkick.store import unique
-from pgkick.store.worker import JobStore
+from pgkick.store.operator import OperatorStore
 from pgkick.validation import MAX_ATTEMPTS_LIMIT
 
 
-def check_ids(store: JobStore, ids: list[int], status: str) -> None:
+def check_ids(store: OperatorStore, ids: list[int], status: str) -> None:
     """Refuse (changing nothing) unless every job named exists and is in `status` ("a|b")."""
     jobs = {job["id"]: job for job in store.get_many(ids)}
     missing = [i for i in ids if i not in jobs]
@@ -38,7 +38,7 @@ def check_ids(store: JobStore, ids: list[int], status: str) -> None:
 
 
 def retry(
-    store: JobStore,
+    store: OperatorStore,
     *,
     ids: list[int] | None,
     queue: str | None = None,
@@ -54,7 +54,11 @@ def retry(
 
 
 def cancel(
-    store: JobStore, *, ids: list[int] | None, queue: str | None = None, task: str | None = None
+    store: OperatorStore,
+    *,
+    ids: list[int] | None,
+    queue: str | None = None,
+    task: str | None = None,
 ) -> tuple[list[int], list[int]]:
     """Queued jobs fail at once, running ones are marked (they fail when they stop): queued
     first, so one claimed meanwhile is marked by the second statement."""

@@ -1,11 +1,12 @@
 """The asyncio producer's connections: a few per event loop, closed soon after their last use.
 
-Why its own pool: an AsyncConnection belongs to the event loop that made it, so
+Why its own face: an AsyncConnection belongs to the event loop that made it, so
 the threads' pool (`pgkick.connections.pool`) cannot lend one. The rules are the
-same: concurrent tasks borrow an idle connection, open one only while fewer
-than `size` exist, otherwise wait (without blocking the loop) for one given
-back; each connection is closed PGKICK_PRODUCER_LINGER_MS after its last use,
-by a timer on the loop, so no session stays open without work.
+lingering core's (`pgkick.connections.idle`), the same as the threads': concurrent
+tasks borrow an idle connection, open one only while fewer than `size` exist,
+otherwise wait (without blocking the loop) for one given back; each connection is
+closed PGKICK_PRODUCER_LINGER_MS after its last use, by a timer on the loop, so no
+session stays open without work; a forked child forgets its parent's pools.
 """
 
 from __future__ import annotations
@@ -17,8 +18,12 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
 from pgkick.connections.db import AsyncConnection, async_state, connect_producer_async
-from pgkick.connections.linger import APPLICATION_NAME
-from pgkick.connections.pool import DEFAULT_SIZE
+from pgkick.connections.idle import (
+    APPLICATION_NAME,
+    DEFAULT_SIZE,
+    IdleConnections,
+    keep_after_error,
+)
 
 
 class AsyncLingeringPool:
@@ -27,20 +32,21 @@ class AsyncLingeringPool:
     def __init__(self, dsn: str, linger: float, size: int = DEFAULT_SIZE) -> None:
         self.dsn = dsn
         self.linger = linger
-        self.size = size
-        self.opened = 0
         self._loop = asyncio.get_running_loop()
-        self._idle: list[tuple[AsyncConnection, float]] = []  # newest last
-        self._lent = 0
+        self._core = IdleConnections[AsyncConnection](linger, size, self._loop.time)
         self._cond = asyncio.Condition()
         self._timer: asyncio.TimerHandle | None = None
         self._closing: set[asyncio.Task[None]] = set()
+
+    @property
+    def opened(self) -> int:
+        return self._core.opened
 
     @asynccontextmanager
     async def connection(self) -> AsyncIterator[AsyncConnection]:
         """An autocommit connection for one call; given back for the next one if clean."""
         if self.linger <= 0:
-            self.opened += 1
+            self._core.opened += 1
             conn = await connect_producer_async(self.dsn, APPLICATION_NAME)
             try:
                 yield conn
@@ -53,8 +59,8 @@ class AsyncLingeringPool:
             yield conn
         except BaseException:
             idle, _, broken = async_state(conn)
-            if broken or not idle:
-                keep = False
+            keep = keep_after_error(broken, idle)
+            if not keep:
                 await conn.close()
             raise
         finally:
@@ -63,25 +69,18 @@ class AsyncLingeringPool:
     async def close_idle(self, older_than: float = 0.0) -> None:
         """Close the idle connections unused for `older_than` seconds or more."""
         async with self._cond:
-            now = self._loop.time()
-            old = [c for c, used in self._idle if now - used >= older_than]
-            self._idle = [(c, used) for c, used in self._idle if now - used < older_than]
+            old = self._core.take_expired(older_than)
         for conn in old:
             await conn.close()
-        if self._idle:
-            self._arm()
+        self._arm()
 
     async def _take(self) -> AsyncConnection:
         async with self._cond:
             while True:
-                while self._idle:
-                    conn, _ = self._idle.pop()
-                    if not conn.closed and not async_state(conn)[2]:
-                        self._lent += 1
-                        return conn
-                if self._lent < self.size:
-                    self._lent += 1
-                    self.opened += 1
+                conn, _ = self._core.take_idle(lambda c: not c.closed and not async_state(c)[2])
+                if conn is not None:
+                    return conn
+                if self._core.take_slot():
                     break
                 await self._cond.wait()
         try:
@@ -92,18 +91,15 @@ class AsyncLingeringPool:
 
     async def _give_back(self, conn: AsyncConnection | None) -> None:
         async with self._cond:
-            self._lent -= 1
-            if conn is not None and not conn.closed:
-                self._idle.append((conn, self._loop.time()))
+            self._core.give_back(conn if conn is not None and not conn.closed else None)
             self._cond.notify()
         self._arm()
 
     def _arm(self) -> None:
         """One timer per pool: at the oldest idle connection's deadline, close what is due."""
-        if self._timer is not None or not self._idle:
-            return
-        due = min(used for _, used in self._idle) + self.linger
-        self._timer = self._loop.call_at(due, self._fire)
+        due = self._core.next_deadline()
+        if self._timer is None and due is not None:
+            self._timer = self._loop.call_at(due, self._fire)
 
     def _fire(self) -> None:
         self._timer = None

@@ -6,14 +6,12 @@ handshake, and on a serverless database a session): 8 threads opened ~1,900
 sessions for 4,000 jobs. Here a thread borrows an idle connection, opens one
 only while fewer than `size` exist, and otherwise waits for the next one given
 back (a caller's wait is one insert's round trip; a handshake costs more).
+`pgkick.connections.linger` is this pool with one connection and no wait.
 
-The rules of `pgkick.connections.linger` still hold for each connection: reused while calls
-come, closed by the closer thread `linger` seconds after its last use (so no
-session stays open without work), discarded if the server spoke while it sat
-idle or if a call left it broken or inside a transaction. The most recently
-used connection is lent first, so connections a burst needed and a trickle does
-not go idle and close. A forked child forgets the parent's connections without
-closing them (psycopg never ends a session from another process) and opens its own.
+The rules are the lingering core's (`pgkick.connections.idle`): reused while calls
+come, closed by the closer thread `linger` seconds after its last use, discarded if
+the server spoke while it sat idle or a call left it broken or inside a
+transaction, the most recent lent first, a forked child's pool forgotten.
 """
 
 from __future__ import annotations
@@ -27,19 +25,22 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 
 from pgkick.connections.db import Connection, connect, no_transaction
-from pgkick.connections.linger import (
+from pgkick.connections.idle import (
     APPLICATION_NAME,
     DEFAULT_LINGER_SECONDS,
-    register_source,
+    DEFAULT_SIZE,
+    IdleConnections,
+    keep_after_error,
     server_spoke,
 )
-from pgkick.errors import InvalidArgument
 
-DEFAULT_SIZE = 4  # measured: 8 and 16 threads gain nothing from more (their enqueues are grouped)
+__all__ = ["APPLICATION_NAME", "DEFAULT_SIZE", "LingeringPool", "close_all", "shared"]
 
 
 class LingeringPool:
-    """Up to `size` reusable connections to one DSN; `linger` 0 means one new connection a call."""
+    """Up to `size` reusable connections to one DSN; `linger` 0 means one new connection a
+    call. `overflow`: a caller that finds every connection lent opens one of its own for
+    that call (closed after it) instead of waiting."""
 
     def __init__(
         self,
@@ -49,43 +50,51 @@ class LingeringPool:
         *,
         clock: Callable[[], float] = time.monotonic,
         closer: bool = True,
+        overflow: bool = False,
+        on_close: Callable[[], None] | None = None,
     ) -> None:
-        if size < 1:
-            raise InvalidArgument(f"size: a pool needs at least one connection, got {size}")
         self.dsn = dsn
         self.linger = linger
-        self.size = size
-        self.clock = clock
         self.closer = closer  # tests drive close_if_idle() themselves with an injected clock
-        self.opened = 0  # connections made, for tests and the benchmark
-        self._forget()
-        _pools.add(self)
-
-    def _forget(self) -> None:
-        """Start empty (at creation, and in a forked child: the parent's are not ours)."""
-        self._idle: list[tuple[Connection, float]] = []  # (connection, last use), newest last
-        self._lent = 0
+        self.overflow = overflow
+        self.on_close = on_close
+        self._core = IdleConnections[Connection](linger, size, clock)
         self._cond = threading.Condition()
         self._closing = False  # a closer thread is running
-        self._pid = os.getpid()
+        _pools.add(self)
+
+    @property
+    def opened(self) -> int:
+        """Connections made, for tests and the benchmark."""
+        return self._core.opened
+
+    @property
+    def size(self) -> int:
+        return self._core.size
+
+    def _forget(self) -> None:
+        """In a forked child: the parent's connections are not ours (never closed here)."""
+        self._core.forget()
+        self._cond = threading.Condition()
+        self._closing = False
 
     @contextmanager
     def connection(self, retries: int = 0) -> Iterator[Connection]:
         """An autocommit connection for one call; given back for the next one if it is clean."""
-        if self.linger <= 0:
+        conn = None if self.linger <= 0 else self._take(retries)
+        if conn is None:  # no lingering, or every connection lent and overflow allowed
             with self._cond:
-                self.opened += 1
+                self._core.opened += 1
             with connect(self.dsn, retries=retries, application_name=APPLICATION_NAME) as own:
                 yield own
             return
-        conn = self._take(retries)
         keep = True
         try:
             yield conn
         except BaseException:
-            if conn.broken or not no_transaction(conn):
-                conn.close()
-                keep = False
+            keep = keep_after_error(conn.broken, no_transaction(conn))
+            if not keep:
+                self._close(conn)
             raise
         finally:
             self._give_back(conn if keep else None)
@@ -93,36 +102,34 @@ class LingeringPool:
     def close_if_idle(self) -> bool:
         """Close connections unused for `linger` seconds; True if none is open now."""
         with self._cond:
-            now = self.clock()
-            keep = [(c, used) for c, used in self._idle if now - used < self.linger]
-            for conn, used in self._idle:
-                if now - used >= self.linger:
-                    conn.close()
-            self._idle = keep
-            return not self._idle and not self._lent
+            for conn in self._core.take_expired():
+                self._close(conn)
+            return self._core.empty
 
     def close(self) -> None:
-        """Close the idle connections now (lent ones close when given back after this)."""
+        """Close the idle connections now (a lent one lingers again once given back)."""
         with self._cond:
-            for conn, _ in self._idle:
-                conn.close()
-            self._idle = []
+            for conn in self._core.take_expired(older_than=float("-inf")):
+                self._close(conn)
 
-    def _take(self, retries: int) -> Connection:
+    def _close(self, conn: Connection) -> None:
+        conn.close()
+        if self.on_close:
+            self.on_close()
+
+    def _take(self, retries: int) -> Connection | None:
         with self._cond:
-            if self._pid != os.getpid():  # forked without the at-fork hook (not expected)
-                self._forget()
+            self._core.forked()  # forked without the at-fork hook (not expected)
             while True:
-                while self._idle:
-                    conn, _ = self._idle.pop()
-                    if not conn.closed and not server_spoke(conn):
-                        self._lent += 1
-                        return conn
-                    conn.close()
-                if self._lent < self.size:
-                    self._lent += 1  # a slot for the connection opened below, unlocked
-                    self.opened += 1
-                    break
+                conn, dropped = self._core.take_idle(lambda c: not c.closed and not server_spoke(c))
+                for gone in dropped:
+                    self._close(gone)
+                if conn is not None:
+                    return conn
+                if self._core.take_slot():
+                    break  # a slot for the connection opened below, unlocked
+                if self.overflow:
+                    return None
                 self._cond.wait()
         try:
             return connect(self.dsn, retries=retries, application_name=APPLICATION_NAME)
@@ -132,11 +139,9 @@ class LingeringPool:
 
     def _give_back(self, conn: Connection | None) -> None:
         with self._cond:
-            self._lent -= 1
-            if conn is not None and not conn.closed:
-                self._idle.append((conn, self.clock()))
+            self._core.give_back(conn if conn is not None and not conn.closed else None)
             self._cond.notify()
-            if self._idle and self.closer and not self._closing:
+            if self._core.idle and self.closer and not self._closing:
                 self._closing = True
                 threading.Thread(target=self._close_when_idle, daemon=True).start()
 
@@ -145,27 +150,34 @@ class LingeringPool:
         while True:
             with self._cond:
                 self.close_if_idle()
-                if not self._idle:
+                deadline = self._core.next_deadline()
+                if deadline is None:
                     self._closing = False
                     return
-                oldest = min(used for _, used in self._idle)
-                pause = max(oldest + self.linger - self.clock(), self.linger / 10)
+                pause = max(deadline - self._core.clock(), self.linger / 10)
             time.sleep(pause)
 
 
 _pools: weakref.WeakSet[LingeringPool] = weakref.WeakSet()
-_shared: dict[str, LingeringPool] = {}
+_shared: dict[tuple[type[LingeringPool], str], LingeringPool] = {}
 _shared_lock = threading.Lock()
 
 
 def shared(dsn: str, linger: float) -> LingeringPool:
     """The process's producer pool for this DSN (made on first use)."""
+    return shared_of(LingeringPool, dsn, linger)
+
+
+def shared_of[P: LingeringPool](kind: type[P], dsn: str, linger: float) -> P:
+    """The process's pool of this kind (a pool, or pgkick.connections.linger's single
+    connection) for this DSN, made on first use."""
     with _shared_lock:
-        pool = _shared.get(dsn)
-        if pool is None or pool.linger != linger:
+        pool = _shared.get((kind, dsn))
+        if not isinstance(pool, kind) or pool.linger != linger:
             if pool is not None:
                 pool.close()
-            pool = _shared[dsn] = LingeringPool(dsn, linger)
+            pool = kind(dsn, linger)
+            _shared[(kind, dsn)] = pool
         return pool
 
 
@@ -180,7 +192,7 @@ def close_all() -> None:
     """Close every shared pool's idle connections now (at exit, or when an app wants it)."""
     with _shared_lock:
         for pool in _shared.values():
-            if pool._pid == os.getpid():
+            if not pool._core.forked():
                 pool.close()
         _shared.clear()
 
@@ -193,4 +205,3 @@ def _after_fork_in_child() -> None:
 
 
 os.register_at_fork(after_in_child=_after_fork_in_child)
-register_source(opened_total, close_all)  # linger.close_all and the counts see pools

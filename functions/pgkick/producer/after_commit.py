@@ -19,7 +19,7 @@ from datetime import UTC, datetime
 
 from pgkick import config
 from pgkick.kick.kickers import Kicker, NoKicker
-from pgkick.store.worker import JobStore, QueuedJob
+from pgkick.store.producer import ProducerStore, QueuedJob
 
 log = logging.getLogger("pgkick.producer")
 
@@ -38,7 +38,7 @@ stats = ProducerStats()
 def kick_committed(
     jobs: list[QueuedJob],
     kicker: Kicker,
-    store_for: Callable[[], AbstractContextManager[JobStore]],
+    store_for: Callable[[], AbstractContextManager[ProducerStore]],
     *,
     reserved: set[str] | None = None,
     now: datetime | None = None,
@@ -51,7 +51,7 @@ def kick_committed(
     now = now or datetime.now(UTC)
     if isinstance(kicker, NoKicker):  # workers run by other means: reserve nothing
         return
-    ready = sorted({job.queue for job in jobs if job.run_at <= now})
+    ready = ready_queues(jobs, now)
     later = sorted({(job.queue, job.run_at) for job in jobs if job.run_at > now})
     try:
         if reserved is None and ready:
@@ -70,11 +70,17 @@ def kick_committed(
         stats.wakes += 1
 
 
+def ready_queues(jobs: list[QueuedJob], now: datetime) -> list[str]:
+    """The queues of the jobs due by `now`, whose kicks are to be reserved (sorted: two
+    producers reserving the same queues lock their rows in the same order)."""
+    return sorted({job.queue for job in jobs if job.run_at <= now})
+
+
 def _after_failed_kick(
     queue: str,
     jobs: list[QueuedJob],
     kicker: Kicker,
-    store_for: Callable[[], AbstractContextManager[JobStore]],
+    store_for: Callable[[], AbstractContextManager[ProducerStore]],
     now: datetime,
 ) -> None:
     """Forget the pending kick (so the next producer kicks) and book a wake-up a minute out."""

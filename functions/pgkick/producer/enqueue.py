@@ -21,22 +21,28 @@ import itertools
 import logging
 from collections.abc import Iterable, Iterator, Mapping
 from contextlib import contextmanager
-from datetime import UTC, datetime, timedelta
-from typing import Any
+from typing import Any, Unpack
 
 from pgkick import config
 from pgkick.connections import linger  # noqa: F401 (tests close producer.linger)
 from pgkick.connections import pool as linger_pool
-from pgkick.connections.db import idle_outside_transaction
+from pgkick.connections.db import Clock, Connection, idle_outside_transaction, server_clock
 from pgkick.connections.schema_advice import schema_advice
-from pgkick.errors import InvalidArgumentType, MisuseError
+from pgkick.errors import MisuseError
 from pgkick.kick.default import default_kicker
-from pgkick.kick.kickers import Kicker, NoKicker
+from pgkick.kick.kickers import Kicker
 from pgkick.producer import group_commit
 from pgkick.producer.after_commit import kick_committed, one_line
 from pgkick.producer.after_commit import stats as stats  # tests and operators read producer.stats
-from pgkick.store.worker import Clock, Connection, JobStore, QueuedJob, server_clock
-from pgkick.validation import DEFAULT_MAX_PAYLOAD_BYTES, JobSpec, job_spec
+from pgkick.producer.options import (
+    CommitOptions,
+    EnqueueOptions,
+    ProducerOptions,
+    where_to_commit,
+)
+from pgkick.producer.plan import EnqueuePlan, execute_sync, job_specs, now
+from pgkick.store.producer import ProducerStore, QueuedJob
+from pgkick.validation import DEFAULT_MAX_PAYLOAD_BYTES
 
 log = logging.getLogger("pgkick.producer")
 INSERT_CHUNK = 5_000  # measured: 100,000 jobs insert fastest in chunks of 5,000-10,000
@@ -45,49 +51,21 @@ INSERT_CHUNK = 5_000  # measured: 100,000 jobs insert fastest in chunks of 5,000
 class Enqueuer:
     """Inserts jobs through one store; remembers them so they are kicked after commit."""
 
-    def __init__(self, store: JobStore, max_payload_bytes: int = DEFAULT_MAX_PAYLOAD_BYTES):
+    def __init__(
+        self, store: ProducerStore, max_payload_bytes: int = DEFAULT_MAX_PAYLOAD_BYTES
+    ) -> None:
         self.store = store
         self.max_payload_bytes = max_payload_bytes
         self.queued: list[QueuedJob] = []
 
     @schema_advice  # no schema: say to migrate
-    def enqueue(
-        self,
-        payload: Any,
-        *,
-        task: str,
-        queue: str = "default",
-        run_at: datetime | None = None,
-        delay: float | timedelta | None = None,
-        max_attempts: int = 5,
-        priority: int = 0,
-        group: str | None = None,
-        unique_key: str | None = None,
-    ) -> int:
-        spec = job_spec(
-            payload,
-            task=task,
-            queue=queue,
-            run_at=run_at,
-            delay=delay,
-            max_attempts=max_attempts,
-            max_payload_bytes=self.max_payload_bytes,
-            priority=priority,
-            group=group,
-            unique_key=unique_key,
-        )
-        return self.enqueue_spec(spec)
-
-    def enqueue_spec(self, spec: JobSpec) -> int:
-        """Insert one job that has been validated already (or find the live one holding its
-        unique key: that one is not kicked again)."""
-        if spec.unique_key is not None:
-            job, inserted = self.store.insert_unique(spec)
-            if inserted:
-                self.queued.append(job)
-            return job.id
-        job = self.store.insert(spec)
-        self.queued.append(job)
+    def enqueue(self, payload: Any, *, task: str, **options: Unpack[EnqueueOptions]) -> int:
+        """Insert one job (or find the live one holding its unique key: that one is not
+        kicked again)."""
+        plan = EnqueuePlan.build(payload, task, options, max_payload_bytes=self.max_payload_bytes)
+        job, inserted = execute_sync(self.store, plan)
+        if inserted:
+            self.queued.append(job)
         return job.id
 
     @schema_advice  # no schema: say to migrate
@@ -98,44 +76,12 @@ class Enqueuer:
         job anywhere raises (naming jobs[i]) and rolls back the chunks already sent.
         """
         chunks = (
-            [_spec(job, self.max_payload_bytes, index) for index, job in chunk]
+            job_specs(chunk, self.max_payload_bytes)
             for chunk in itertools.batched(enumerate(jobs), INSERT_CHUNK)
         )
         every, inserted = self.store.insert_many_unique(chunks)
         self.queued.extend(inserted)  # a skipped duplicate is not kicked again
         return [job.id for job in every]
-
-
-_FIELDS = frozenset(
-    {"payload", "task", "queue", "run_at", "delay", "max_attempts"}
-    | {"priority", "group", "unique_key"}
-)
-
-
-def _spec(job: Mapping[str, Any], max_bytes: int, index: int) -> JobSpec:
-    try:
-        if not isinstance(job, Mapping):
-            raise InvalidArgumentType(
-                f"must be a mapping of enqueue's arguments, got {type(job).__name__}"
-            )
-        if not job.keys() <= _FIELDS:
-            raise InvalidArgumentType(f"unknown fields {sorted(set(job) - _FIELDS)}")
-        if "payload" not in job or "task" not in job:
-            raise InvalidArgumentType("needs payload and task")
-        return job_spec(
-            job["payload"],
-            task=job["task"],
-            queue=job.get("queue", "default"),
-            run_at=job.get("run_at"),
-            delay=job.get("delay"),
-            max_attempts=job.get("max_attempts", 5),
-            max_payload_bytes=max_bytes,
-            priority=job.get("priority", 0),
-            group=job.get("group"),
-            unique_key=job.get("unique_key"),
-        )
-    except (TypeError, ValueError) as exc:
-        raise type(exc)(f"jobs[{index}]: {exc}") from None
 
 
 @contextmanager
@@ -149,7 +95,7 @@ def transaction(
             "autocommit off and no transaction in progress (commit or roll back first)"
         )
     kicker = kicker or default_kicker()  # a bad setting fails here, before anything is written
-    store = JobStore(conn, clock)
+    store = ProducerStore(conn, clock)
     enqueuer = Enqueuer(store)
     with conn.transaction():
         yield enqueuer
@@ -163,97 +109,63 @@ def transaction(
         committed = enqueuer.queued
 
     @contextmanager
-    def same_connection() -> Iterator[JobStore]:
+    def same_connection() -> Iterator[ProducerStore]:
         with store.transaction():
             yield store
 
-    kick_committed(committed, kicker, same_connection, now=_now(clock))
+    kick_committed(committed, kicker, same_connection, now=now(clock))
 
 
 @schema_advice  # no schema: say to migrate
-def enqueue_and_kick(
-    payload: Any,
-    *,
-    task: str,
-    queue: str = "default",
-    run_at: datetime | None = None,
-    delay: float | timedelta | None = None,
-    max_attempts: int = 5,
-    dsn: str | None = None,
-    kicker: Kicker | None = None,
-    clock: Clock = server_clock,
-    priority: int = 0,
-    group: str | None = None,
-    unique_key: str | None = None,
-) -> int:
+def enqueue_and_kick(payload: Any, *, task: str, **options: Unpack[ProducerOptions]) -> int:
     """Insert and commit one job on one of the producer's lingering connections, then kick.
 
     Returns its id once the job is committed. Concurrent calls from threads share
     a few connections and may share one commit (`pgkick.producer.group_commit`); each
     connection is reused by the next call and closed PGKICK_PRODUCER_LINGER_MS
-    after its last one (see `pgkick.connections.pool`).
-    `priority` (-100..100, higher first), `group` (one job of a group runs at a time)
-    and `unique_key` (a live job with the key is returned, nothing written): README.
+    after its last one (see `pgkick.connections.pool`). The options (queue, run_at or
+    delay, max_attempts, `priority` (-100..100, higher first), `group` (one job of a
+    group runs at a time), `unique_key` (a live job with the key is returned, nothing
+    written)) are `EnqueueOptions`: README.
     """
-    spec = job_spec(
-        payload,
-        task=task,
-        queue=queue,
-        run_at=run_at,
-        delay=delay,
-        max_attempts=max_attempts,
-        priority=priority,
-        group=group,
-        unique_key=unique_key,
-    )  # bad input fails before anything connects
+    dsn, kicker, clock, job_options = where_to_commit(options)
+    plan = EnqueuePlan.build(payload, task, job_options)  # bad input fails before anything connects
     kicker = kicker or default_kicker()  # and so does a bad kicker setting
-    if spec.unique_key is not None:
-        return _enqueue_unique(spec, dsn, kicker, clock)
-    ready = spec.run_at <= _now(clock) if spec.run_at else spec.delay <= timedelta(0)
-    ready = ready and not isinstance(kicker, NoKicker)  # it would reserve a kick never sent
+    plan = plan.reserving(kicker, clock)
+    if plan.unique:
+        return _enqueue_unique(plan, dsn, kicker, clock)
     committer = group_commit.group_for(_producer_pool(dsn), clock)  # threads share commits
     job, must_kick = committer.insert_and_reserve(
-        spec, reserve=ready, pending=config.app_settings().kick_pending
+        plan.spec, reserve=plan.reserve, pending=config.app_settings().kick_pending
     )
     reserved = {job.queue} if must_kick else set()
     # "now" read after the commit, so a job due at once is never taken for a later one
     kick_committed(
-        [job], kicker, lambda: _producer_store(dsn, clock), reserved=reserved, now=_now(clock)
+        [job], kicker, lambda: producer_store(dsn, clock), reserved=reserved, now=now(clock)
     )
     return job.id
 
 
-def _enqueue_unique(spec: JobSpec, dsn: str | None, kicker: Kicker, clock: Clock) -> int:
+def _enqueue_unique(plan: EnqueuePlan, dsn: str | None, kicker: Kicker, clock: Clock) -> int:
     """enqueue_and_kick with a unique key: a kick is reserved only once the job is known
-    to be new (a duplicate reserving one would make other producers wait for a kick
-    never sent)."""
-    with _producer_store(dsn, clock) as store:
-        job, inserted = store.insert_unique(spec)
+    to be new (EnqueuePlan says why)."""
+    with producer_store(dsn, clock) as store:
+        job, inserted = execute_sync(store, plan)
     if inserted:
-        kick_committed([job], kicker, lambda: _producer_store(dsn, clock), now=_now(clock))
+        kick_committed([job], kicker, lambda: producer_store(dsn, clock), now=now(clock))
     return job.id
 
 
 @schema_advice  # no schema: say to migrate
-def enqueue_many(
-    jobs: Iterable[Mapping[str, Any]],
-    *,
-    dsn: str | None = None,
-    kicker: Kicker | None = None,
-    clock: Clock = server_clock,
-) -> list[int]:
+def enqueue_many(jobs: Iterable[Mapping[str, Any]], **where: Unpack[CommitOptions]) -> list[int]:
     """Insert many jobs in one commit (pipelined chunks), then kick once per queue."""
+    dsn, kicker, clock, _ = where_to_commit(where)
     kicker = kicker or default_kicker()  # a bad setting fails here, before anything is written
-    with _producer_store(dsn, clock) as store:
+    with producer_store(dsn, clock) as store:
         enqueuer = Enqueuer(store)
         ids = enqueuer.enqueue_many(jobs)
-    kick_committed(enqueuer.queued, kicker, lambda: _producer_store(dsn, clock), now=_now(clock))
+    kick_committed(enqueuer.queued, kicker, lambda: producer_store(dsn, clock), now=now(clock))
     return ids
-
-
-def _now(clock: Clock) -> datetime:
-    """The clock's instant, or this machine's (the server's now() is not known here)."""
-    return clock() or datetime.now(UTC)
 
 
 def _producer_pool(dsn: str | None) -> linger_pool.LingeringPool:
@@ -262,6 +174,8 @@ def _producer_pool(dsn: str | None) -> linger_pool.LingeringPool:
 
 
 @contextmanager
-def _producer_store(dsn: str | None, clock: Clock) -> Iterator[JobStore]:
+def producer_store(dsn: str | None, clock: Clock) -> Iterator[ProducerStore]:
+    """A producer store on one of the process's pooled producer connections (the kick
+    after a commit reserves and releases on it)."""
     with _producer_pool(dsn).connection() as conn:
-        yield JobStore(conn, clock)
+        yield ProducerStore(conn, clock)

@@ -23,23 +23,18 @@ job in that queue kicks it, the others know a kick is on its way.
 
 from __future__ import annotations
 
-import logging
 import os
 import threading
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import timedelta
-from typing import Any
 
-from pgkick.connections.db import DatabaseError, in_failed_transaction
+from pgkick.connections.db import Clock, in_failed_transaction
 from pgkick.connections.pool import LingeringPool
 from pgkick.errors import NothingCommitted
-from pgkick.store import queries
-from pgkick.store.producer import committed_row
-from pgkick.store.worker import Clock, JobStore, QueuedJob
+from pgkick.store.producer import CommitRoundTrip, ProducerStore, QueuedJob
+from pgkick.store.statement import send
 from pgkick.validation import JobSpec
-
-log = logging.getLogger("pgkick.group_commit")
 
 
 @dataclass(eq=False)
@@ -118,7 +113,7 @@ class GroupCommit:
         try:
             with self.pool.connection() as conn:
                 jobs, reserved = insert_group_and_reserve(
-                    JobStore(conn, self.clock),
+                    ProducerStore(conn, self.clock),
                     [m.spec for m in group],
                     reserve=ready,
                     pending=pending,
@@ -140,7 +135,7 @@ class GroupCommit:
 
     def _alone(self, spec: JobSpec, *, reserve: bool, pending: timedelta) -> tuple[QueuedJob, bool]:
         with self.pool.connection() as conn:
-            return JobStore(conn, self.clock).insert_and_reserve(
+            return ProducerStore(conn, self.clock).insert_and_reserve(
                 spec, reserve=reserve, pending=pending
             )
 
@@ -169,37 +164,18 @@ os.register_at_fork(after_in_child=_after_fork_in_child)
 
 
 def insert_group_and_reserve(
-    store: JobStore, specs: Sequence[JobSpec], *, reserve: Sequence[str], pending: timedelta
+    store: ProducerStore, specs: Sequence[JobSpec], *, reserve: Sequence[str], pending: timedelta
 ) -> tuple[list[QueuedJob], set[str]]:
     """Insert several jobs and commit them together, then reserve the kicks of `reserve`
-    queues: one round trip, one commit (one wait for the disk) for all (this module's point).
+    queues: one round trip, one commit (one wait for the disk) for all (this module's point),
+    the store's `CommitRoundTrip`.
 
     Raises NothingCommitted (the server refused a statement inside the transaction,
     which it then rolled back), so each job may be inserted again alone without
     ever existing twice. Any other error leaves the outcome unknown, as for one job."""
-    inserted: list[Any] = []
-    commit = reserved = None
-    try:
-        with store.pipeline():
-            store.execute(queries.TRANSACTION_BEGIN)
-            inserted = [store._insert(spec) for spec in specs]
-            commit = store.execute(queries.TRANSACTION_COMMIT)
-            if reserve:
-                reserved = store.execute(
-                    queries.QUEUE_KICK_RESERVE, queues=list(reserve), pending=pending
-                )
-    except DatabaseError as exc:
-        if in_failed_transaction(store.conn):
-            store.conn.rollback()  # the COMMIT never ran: the server skipped it after the error
-            raise NothingCommitted(f"the group's transaction was rolled back: {exc}") from exc
-        rows = [committed_row(cursor, commit) for cursor in inserted] if commit else []
-        if not rows or len(rows) != len(specs) or None in rows:
-            raise
-        log.warning("jobs committed; kick check failed (%s), kicking", exc)
-        return [QueuedJob._make(row) for row in rows if row is not None], set(reserve)
-    jobs = []
-    for cursor in inserted:
-        row = cursor.fetchone()
-        assert row is not None
-        jobs.append(QueuedJob._make(row))
-    return jobs, {row[0] for row in reserved.fetchall()} if reserved is not None else set()
+    trip = CommitRoundTrip(specs, reserve, pending)
+    answers, error = send(store, trip.statements())
+    if error is not None and in_failed_transaction(store.conn):
+        store.conn.rollback()  # the COMMIT never ran: the server skipped it after the error
+        raise NothingCommitted(f"the group's transaction was rolled back: {error}") from error
+    return trip.outcome(answers, error)

@@ -29,14 +29,21 @@ from contextlib import contextmanager
 from datetime import UTC, datetime
 from typing import Any, Unpack
 
-from pgkick.connections.db import is_connection, no_transaction, transaction_failed
+from pgkick.connections.db import (
+    Clock,
+    Connection,
+    is_connection,
+    no_transaction,
+    server_clock,
+    transaction_failed,
+)
 from pgkick.errors import InvalidArgumentType, MisuseError
 from pgkick.kick.default import default_kicker
 from pgkick.kick.kickers import Kicker
 from pgkick.producer.after_commit import kick_committed
 from pgkick.producer.enqueue import Enqueuer
-from pgkick.store.worker import Clock, Connection, JobStore, server_clock
-from pgkick.validation import EnqueueOptions
+from pgkick.producer.options import EnqueueOptions
+from pgkick.store.producer import ProducerStore
 
 log = logging.getLogger("pgkick.joined")
 
@@ -54,7 +61,7 @@ class PendingJobs:
         self.conn = conn
         self.kicker = kicker or default_kicker()  # a bad setting fails here, before any write
         self.clock = clock
-        self._enqueuer = Enqueuer(JobStore(conn, clock))
+        self._enqueuer = Enqueuer(ProducerStore(conn, clock))
         self._lock = threading.Lock()
 
     @property
@@ -87,7 +94,7 @@ class PendingJobs:
             jobs, self._enqueuer.queued = self._enqueuer.queued, []
         if not jobs:
             return []
-        store = JobStore(conn, self.clock)
+        store = ProducerStore(conn, self.clock)
         try:
             with store.transaction():
                 committed = store.committed_among([job.id for job in jobs])
@@ -118,7 +125,7 @@ class PendingJobs:
 
 
 @contextmanager
-def _on(store: JobStore) -> Iterator[JobStore]:
+def _on(store: ProducerStore) -> Iterator[ProducerStore]:
     """The store, inside a short transaction of its own (reservations are written)."""
     with store.transaction():
         yield store

@@ -1,44 +1,28 @@
-"""The statements of the reaper, the operators' commands and the migrations.
+"""The statements of the reaper and the operators' commands (`pgkick status`, retry,
+cancel, purge): what runs once an hour, a day, or by hand.
 
-Why apart from pgkick.store.worker: the hot paths (insert, claim, complete, fail,
-extend) are what a reader of the queue looks for; these run once an hour, a
-day, or by hand. `JobStore` inherits them, so every caller keeps one store.
+Why a store of its own: these run as pgkick_maintainer (purge, cancel, more attempts),
+never on the hot paths, and neither the producer nor the worker should hold them.
+The CLI, which also enqueues and kicks, composes this store with the producer's
+(pgkick.cli.main); the migrations have their own (pgkick.store.migrations).
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from datetime import datetime, timedelta
-from typing import Any, LiteralString
+from datetime import timedelta
+from typing import Any
 
-from pgkick.connections.db import Database
 from pgkick.errors import InvalidArgument
 from pgkick.store import queries
+from pgkick.store.expired import ExpiredLeases, ReapedJob
 
-
-@dataclass(frozen=True, slots=True)
-class ReapedJob:
-    id: int
-    queue: str
-    status: str
-    attempts: int
-
+__all__ = ["STRANDED_AFTER", "MaintenanceStore", "ReapedJob"]
 
 STRANDED_AFTER = timedelta(minutes=1)
 
 
-class MaintenanceStatements(Database):
-    """Reap, purge, report, retry, cancel, migrate."""
-
-    # -- reaper -----------------------------------------------------------------
-    def reap_expired(self, queue: str | None = None) -> list[ReapedJob]:
-        """Expired leases back to queued (or failed at max_attempts): all, or one queue's."""
-        return [ReapedJob(*row) for row in self.rows(queries.JOB_REAP_EXPIRED, queue=queue)]
-
-    def latest_lease(self, queue: str) -> datetime | None:
-        """When the last lease held in `queue` expires (None: nothing running)."""
-        value = self.one(queries.JOB_LEASE_LATEST_IN_QUEUE, queue=queue)[0]
-        return value if isinstance(value, datetime) else None
+class MaintenanceStore(ExpiredLeases):
+    """Reap (from ExpiredLeases), purge, report, retry, cancel, look jobs up."""
 
     def purge_finished(self, retention: timedelta, *, batch: int = 10_000) -> int:
         """Delete finished jobs older than retention, one short statement per batch."""
@@ -92,37 +76,13 @@ class MaintenanceStatements(Database):
     def ready_by_queue(self) -> dict[str, int]:
         return {queue: count for queue, count in self.rows(queries.JOB_READY_COUNT_BY_QUEUE)}
 
-    # -- schema -----------------------------------------------------------------
-    def lock_migrations(self) -> None:
-        self.rows(queries.MIGRATION_LOCK)
+    def cancel_running(
+        self, *, ids: list[int] | None, queue: str | None, task: str | None
+    ) -> list[tuple[int, str]]:
+        """Mark running jobs for cancellation; returns (id, queue) of each marked."""
+        rows = self.rows(queries.JOB_CANCEL_RUNNING, ids=ids, queue=queue, task=task)
+        return [(row[0], row[1]) for row in rows]
 
-    def create_migration_table(self) -> None:
-        self.execute(queries.MIGRATION_TABLE_CREATE)
-
-    def applied_versions(self) -> list[int]:
-        if not self.one(queries.MIGRATION_TABLE_EXISTS)[0]:
-            return []
-        return [row[0] for row in self.rows(queries.MIGRATION_LIST_APPLIED)]
-
-    def setup_roles(self) -> None:
-        self.execute(queries.ROLE_SETUP)
-
-    def roles_set_up(self) -> bool:
-        """pgkick's three roles exist (an earlier `migrate --roles` made them)."""
-        return bool(self.one(queries.ROLE_SETUP_DONE)[0])
-
-    def apply_migration(self, version: int, name: str, script: LiteralString) -> None:
-        self.execute(script)
-        self.execute(queries.MIGRATION_RECORD, version=version, name=name)
-
-    def create_schema(self) -> None:
-        self.execute(queries.SCHEMA_CREATE)
-
-    def legacy_schema(self) -> str | None:
-        """Where an install from before 0006 keeps its tables (None: not such an install)."""
-        row = self.execute(queries.MIGRATION_TABLE_LEGACY).fetchone()
-        return str(row[0]) if row else None
-
-    def set_migration_path(self, path: str) -> None:
-        """search_path until the end of this transaction (`path` as SET would take it)."""
-        self.execute(queries.MIGRATION_SEARCH_PATH_SET, path=path)
+    def purge_ticks(self, retention: timedelta) -> int:
+        """Forget periodic ticks older than the retention; returns how many."""
+        return self.count(queries.PERIODIC_TICK_PURGE, retention=retention)

@@ -23,6 +23,10 @@ through the session's own search_path, outside the target schema, with none in
 the target), never by a table named `jobs`, which could be the app's own.
 Everything (move, pending migrations, their records) is one transaction:
 an error leaves the old layout as it was, every row in place.
+
+The migration statements are `MigrationStore`'s, a store of their own: migrate and
+check take any store (the CLI's, a worker's at cold start) and run them on its
+connection, so no role's store carries them.
 """
 
 from __future__ import annotations
@@ -32,10 +36,10 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any, LiteralString
 
+from pgkick.connections.db import Database
 from pgkick.connections.qualify import quote
 from pgkick.errors import SchemaError
 from pgkick.store import queries
-from pgkick.store.worker import JobStore
 
 LATEST_VERSION = queries.MIGRATIONS[-1][0]
 OWN_SCHEMA_VERSION = 6  # 0006_own_schema: moves an older install's tables into the schema
@@ -47,9 +51,53 @@ class MigrationReport:
     version: int
 
 
-def migrate(store: JobStore) -> MigrationReport:
+class MigrationStore(Database):
+    """The ledger's statements, the schema's creation, the roles' set-up."""
+
+    @classmethod
+    def on(cls, db: Database) -> MigrationStore:
+        """The migration statements on another store's connection, schema and clock."""
+        return db if isinstance(db, MigrationStore) else cls(db.conn, db.clock, schema=db.schema)
+
+    def lock_migrations(self) -> None:
+        self.rows(queries.MIGRATION_LOCK)
+
+    def create_migration_table(self) -> None:
+        self.execute(queries.MIGRATION_TABLE_CREATE)
+
+    def applied_versions(self) -> list[int]:
+        if not self.one(queries.MIGRATION_TABLE_EXISTS)[0]:
+            return []
+        return [row[0] for row in self.rows(queries.MIGRATION_LIST_APPLIED)]
+
+    def setup_roles(self) -> None:
+        self.execute(queries.ROLE_SETUP)
+
+    def roles_set_up(self) -> bool:
+        """pgkick's three roles exist (an earlier `migrate --roles` made them)."""
+        return bool(self.one(queries.ROLE_SETUP_DONE)[0])
+
+    def apply_migration(self, version: int, name: str, script: LiteralString) -> None:
+        self.execute(script)
+        self.execute(queries.MIGRATION_RECORD, version=version, name=name)
+
+    def create_schema(self) -> None:
+        self.execute(queries.SCHEMA_CREATE)
+
+    def legacy_schema(self) -> str | None:
+        """Where an install from before 0006 keeps its tables (None: not such an install)."""
+        row = self.execute(queries.MIGRATION_TABLE_LEGACY).fetchone()
+        return str(row[0]) if row else None
+
+    def set_migration_path(self, path: str) -> None:
+        """search_path until the end of this transaction (`path` as SET would take it)."""
+        self.execute(queries.MIGRATION_SEARCH_PATH_SET, path=path)
+
+
+def migrate(db: Database) -> MigrationReport:
     """Apply every migration not yet recorded, in order, in one transaction, in the store's
     schema; an install from before 0006 is first moved there (see the module's docstring)."""
+    store = MigrationStore.on(db)
     applied = []
     with store.transaction():
         store.lock_migrations()
@@ -79,16 +127,18 @@ def _migration(version: int) -> tuple[int, str, LiteralString]:
     return found
 
 
-def create_roles(store: JobStore) -> list[str]:
+def create_roles(db: Database) -> list[str]:
     """Create (if missing) and grant the least-privilege roles; needs CREATEROLE."""
+    store = MigrationStore.on(db)
     with store.transaction():
         store.lock_migrations()
         store.setup_roles()
     return ["pgkick_producer", "pgkick_worker", "pgkick_maintainer"]
 
 
-def check(store: JobStore) -> int:
+def check(db: Database) -> int:
     """Fail clearly unless the schema is exactly the one this code was written for."""
+    store = MigrationStore.on(db)
     done = set(store.applied_versions())
     if not done:
         legacy = store.legacy_schema()
@@ -112,9 +162,9 @@ def check(store: JobStore) -> int:
 
 
 @contextmanager
-def open_checked(dsn: str, **options: Any) -> Iterator[JobStore]:
+def open_checked[S: Database](store_class: type[S], dsn: str, **options: Any) -> Iterator[S]:
     """A store on its own connection, refusing a database whose schema does not match."""
-    with JobStore.open(dsn, **options) as store:
+    with store_class.open(dsn, **options) as store:
         check(store)
         yield store
 

@@ -1,20 +1,26 @@
-"""The producer's statements: insert a job (or many, or a unique one), reserve its kick.
+"""The producer's statements: insert a job (or many, or a unique one), reserve its kick,
+re-read what committed, read a job's outcome. Each is bound here and nowhere else.
 
-Why apart from pgkick.store.worker: the producer runs inside the app, on its connection and
-in its transaction, and its rules (the kick reserved after the commit, a committed job
-never followed by an exception) are its own; `JobStore` inherits them, so the producer,
-the worker and the CLI keep one store.
+Why a store of its own: the producer runs inside the app, on its connection and in its
+transaction, as the least-privileged role (pgkick_producer: insert, and read back what
+the insert returned); it has no business holding the worker's or the operators'
+statements. Its rules (the kick reserved after the commit, a committed job never
+followed by an exception) are `CommitRoundTrip`'s. Each statement is bound once, as a
+`Statement` (pgkick.store.statement), so the asyncio producer (pgkick.aio) sends exactly
+what `ProducerStore` sends.
 """
 
 from __future__ import annotations
 
 import logging
 from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any, NamedTuple
 
 from pgkick.connections.db import Database, DatabaseError
 from pgkick.store import queries, unique
+from pgkick.store.statement import BEGIN, COMMIT, Answer, Statement, drive, send
 from pgkick.validation import JobSpec
 
 log = logging.getLogger("pgkick.store")
@@ -30,45 +36,84 @@ class QueuedJob(NamedTuple):
     run_at: datetime
 
 
-class ProducerStatements(Database):
-    """Insert jobs and reserve their queues' kicks (pgkick.kick.watch)."""
+class Outcome(NamedTuple):
+    """One job's status, stored result (decoded JSON) and last error."""
+
+    status: str
+    result: Any
+    last_error: str | None
+
+
+# -- the statements, bound -----------------------------------------------------------
+def insert(spec: JobSpec) -> Statement:
+    return Statement(queries.JOB_INSERT, spec.insert_params())
+
+
+def reserve_kicks(queues: Sequence[str], pending: timedelta) -> Statement:
+    """Marks the queues nobody watches with this caller's pending kick (pgkick.kick.watch)."""
+    return Statement(queries.QUEUE_KICK_RESERVE, {"queues": list(queues), "pending": pending})
+
+
+def committed_among(ids: list[int]) -> Statement:
+    return Statement(queries.JOB_COMMITTED_AMONG, {"ids": ids})
+
+
+@dataclass(frozen=True, slots=True)
+class CommitRoundTrip:
+    """BEGIN; INSERT (one a job); COMMIT; then reserve the kicks of the `reserve` queues: one
+    round trip, one commit (one wait for the disk) for every job.
+
+    The reservation runs after the COMMIT, in its own transaction: a check made before
+    the commit could miss a worker's withdrawal and strand the job. Once the COMMIT
+    succeeded nothing raises: a failed reservation means kick every queue, as if nobody
+    watched (a role without the grant, a dropped connection)."""
+
+    specs: Sequence[JobSpec]
+    reserve: Sequence[str]
+    pending: timedelta
+
+    def statements(self) -> list[Statement]:
+        sent = [BEGIN, *map(insert, self.specs), COMMIT]
+        return [*sent, reserve_kicks(self.reserve, self.pending)] if self.reserve else sent
+
+    def outcome(
+        self, answers: list[Answer], error: DatabaseError | None
+    ) -> tuple[list[QueuedJob], set[str]]:
+        """The jobs, and the queues whose kick this caller must send; or the error, when
+        nothing is known to have committed."""
+        inserted = answers[1 : 1 + len(self.specs)]
+        if error is not None:
+            commit = len(self.specs) + 1
+            committed = len(answers) > commit and answers[commit].status == "COMMIT"
+            if not committed or not all(a.rows for a in inserted):
+                raise error  # the insert or its commit failed: nothing was committed
+            log.warning("jobs committed; kick check failed (%s), kicking", error)
+            return [QueuedJob._make(a.rows[0]) for a in inserted if a.rows], set(self.reserve)
+        jobs = [QueuedJob._make(a.rows[0]) for a in inserted if a.rows]
+        reserved = answers[-1].rows if self.reserve else None
+        return jobs, {row[0] for row in reserved or ()}
+
+
+class ProducerStore(Database):
+    """The producer's statements on one connection (autocommit, or the app's transaction)."""
 
     def insert_and_reserve(
         self, spec: JobSpec, *, reserve: bool, pending: timedelta
     ) -> tuple[QueuedJob, bool]:
         """Insert and commit one job, then (if `reserve`) reserve its queue's kick: one round
-        trip. Returns the job and whether this caller must kick (pgkick.kick.watch).
+        trip (`CommitRoundTrip`). Returns the job and whether this caller must kick."""
+        (job,), kick = self.commit_round_trip([spec], [spec.queue] if reserve else [], pending)
+        return job, bool(kick)
 
-        The reservation runs after the COMMIT, in its own transaction: a check made
-        before the commit could miss a worker's withdrawal and strand the job."""
-        reserved = None
-        try:
-            with self.pipeline():
-                self.execute(queries.TRANSACTION_BEGIN)
-                inserted = self._insert(spec)
-                commit = self.execute(queries.TRANSACTION_COMMIT)
-                if reserve:
-                    reserved = self.execute(
-                        queries.QUEUE_KICK_RESERVE, queues=[spec.queue], pending=pending
-                    )
-        except DatabaseError as exc:
-            row = committed_row(inserted, commit) if reserve else None
-            if row is None:
-                raise  # the insert or its commit failed: nothing was committed
-            # Committed, but who watches the queue is unknown (a role without the grant on
-            # queue_watchers, a dropped connection): never raise now; kick, as if nobody did.
-            log.warning("job %s committed; kick check failed (%s), kicking", row[0], exc)
-            return QueuedJob._make(row), True
-        row = inserted.fetchone()
-        assert row is not None
-        return QueuedJob._make(row), bool(reserved is not None and reserved.fetchall())
+    def commit_round_trip(
+        self, specs: Sequence[JobSpec], reserve: Sequence[str], pending: timedelta
+    ) -> tuple[list[QueuedJob], set[str]]:
+        trip = CommitRoundTrip(specs, reserve, pending)
+        return trip.outcome(*send(self, trip.statements()))
 
     def reserve_kicks(self, queues: Sequence[str], pending: timedelta) -> set[str]:
         """The queues nobody watches, each now marked with this caller's pending kick."""
-        return {
-            row[0]
-            for row in self.rows(queries.QUEUE_KICK_RESERVE, queues=list(queues), pending=pending)
-        }
+        return {row[0] for row in self._rows(reserve_kicks(queues, pending))}
 
     def release_kick(self, queue: str) -> None:
         """Forget a pending kick that could not be sent (the next producer kicks instead)."""
@@ -76,19 +121,14 @@ class ProducerStatements(Database):
 
     def committed_among(self, ids: list[int]) -> list[QueuedJob]:
         """The jobs among `ids` that exist: a savepoint rolled back may have removed some."""
-        return [QueuedJob._make(row) for row in self.rows(queries.JOB_COMMITTED_AMONG, ids=ids)]
+        return [QueuedJob._make(row) for row in self._rows(committed_among(ids))]
 
     def insert(self, spec: JobSpec) -> QueuedJob:
-        row = self._insert(spec).fetchone()
-        assert row is not None
-        return QueuedJob._make(row)
-
-    def _insert(self, spec: JobSpec) -> Any:
-        return self.execute(queries.JOB_INSERT, **spec.insert_params())
+        return QueuedJob._make(self._rows(insert(spec))[0])
 
     def insert_unique(self, spec: JobSpec) -> tuple[QueuedJob, bool]:
         """Insert a job with a unique key unless a live job holds the key (pgkick.store.unique)."""
-        row, inserted = unique.insert_one(self, spec)
+        row, inserted = drive(self, unique.insert_one(spec))
         return QueuedJob._make(row), inserted
 
     def insert_many(self, chunks: Iterable[Sequence[JobSpec]]) -> list[QueuedJob]:
@@ -106,16 +146,26 @@ class ProducerStatements(Database):
         """insert_many, where jobs with a unique key a live job (or an earlier job of the
         batch) holds are skipped: returns every job in input order (a skipped one as the
         job holding its key) and the jobs actually inserted (pgkick.store.unique)."""
-        every, inserted = unique.insert_many(self, chunks)
+        batch = unique.UniqueBatch()
+        with self.transaction():
+            with self.pipeline():
+                sent = [
+                    (plain, self._send(unique.insert_many(plain)))
+                    for plain in map(batch.split, chunks)
+                    if plain
+                ]
+            for plain, cursor in sent:
+                batch.took_plain(plain, cursor.fetchall())
+            every, inserted = drive(self, batch.insert_keyed())
         return [QueuedJob._make(row) for row in every], [QueuedJob._make(r) for r in inserted]
 
+    def outcome(self, job_id: int) -> Outcome | None:
+        """The job's status, result and last error; None if no such job (the app's read)."""
+        rows = self.rows(queries.JOB_OUTCOME, id=job_id)
+        return Outcome(*rows[0]) if rows else None
 
-def committed_row(inserted: Any, commit: Any) -> tuple[Any, ...] | None:
-    """The insert's row if it ran and its COMMIT succeeded before a later statement failed."""
-    if commit.statusmessage != "COMMIT":
-        return None
-    try:
-        row = inserted.fetchone()
-    except DatabaseError:
-        return None
-    return tuple(row) if row is not None else None
+    def _send(self, statement: Statement) -> Any:
+        return self.execute(statement.query, **statement.params)
+
+    def _rows(self, statement: Statement) -> list[tuple[Any, ...]]:
+        return self.rows(statement.query, **statement.params)

@@ -58,11 +58,10 @@ JOB_COMMITTED_AMONG: Final = """\
 SELECT id, queue, run_at FROM pgkick.jobs WHERE id = ANY(%(ids)s::bigint[]);"""
 
 JOB_COMPLETE: Final = """\
--- job_complete: Marks one running job done, only while this attempt still holds it (fenced; 0 rows = lease lost).
-UPDATE pgkick.jobs
-SET status = 'done', locked_until = NULL,
-    finished_at = coalesce(%(now)s::timestamptz, now())
-WHERE id = %(id)s AND status = 'running' AND attempts = %(attempts)s;"""
+-- job_complete: Marks one running job done, only while this attempt still holds it (fenced; 0 rows = lease lost): the server-side job_complete of migration 0010, for one job with no result.
+SELECT id
+FROM pgkick.job_complete(ARRAY[%(id)s]::bigint[], ARRAY[%(attempts)s]::int[], NULL::text[],
+                         %(now)s::timestamptz);"""
 
 JOB_COMPLETE_AND_CLAIM: Final = """\
 -- job_complete_and_claim: Completes a worker's last batch (fenced, each job by its attempt, with its result) and then claims the next: one statement, the server-side function of migration 0008; rows with a NULL task are the completed ids still held, then the claimed jobs.
@@ -72,15 +71,10 @@ FROM pgkick.job_complete_and_claim(%(ids)s::bigint[], %(attempts)s::int[], %(res
                                    %(now)s::timestamptz);"""
 
 JOB_COMPLETE_MANY: Final = """\
--- job_complete_many: Marks a batch of running jobs done in one statement, each fenced by its own attempt, storing each one's result (JSON text or NULL); returns the ids still held.
-UPDATE pgkick.jobs j
-SET status = 'done', locked_until = NULL,
-    finished_at = coalesce(%(now)s::timestamptz, now()),
-    result = held.result::jsonb
-FROM unnest(%(ids)s::bigint[], %(attempts)s::int[], %(results)s::text[])
-     AS held(id, attempts, result)
-WHERE j.id = held.id AND j.status = 'running' AND j.attempts = held.attempts
-RETURNING j.id;"""
+-- job_complete_many: Marks a batch of running jobs done in one statement, each fenced by its own attempt, storing each one's result (JSON text or NULL): the server-side job_complete of migration 0010; returns the ids still held.
+SELECT id
+FROM pgkick.job_complete(%(ids)s::bigint[], %(attempts)s::int[], %(results)s::text[],
+                         %(now)s::timestamptz);"""
 
 JOB_EXTEND: Final = """\
 -- job_extend: Pushes a running job's lease forward, only while this attempt still holds it (fenced; 0 rows = stop working); also says whether an operator asked to cancel it.
@@ -613,10 +607,13 @@ GRANT UPDATE (status, attempts, run_at, locked_until, last_error, finished_at, c
                result)
   ON pgkick.jobs TO pgkick_worker;
 
--- The claim and the round trip are functions (migrations 0007, 0008), run with their caller's
--- rights: only workers call them.
+-- The claim, the complete and the round trip are functions (migrations 0007, 0010, 0008), run
+-- with their caller's rights: only workers call them.
 REVOKE ALL ON FUNCTION pgkick.job_claim(text, int, interval, timestamptz) FROM PUBLIC;
 GRANT EXECUTE ON FUNCTION pgkick.job_claim(text, int, interval, timestamptz) TO pgkick_worker;
+REVOKE ALL ON FUNCTION pgkick.job_complete(bigint[], int[], text[], timestamptz) FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION pgkick.job_complete(bigint[], int[], text[], timestamptz)
+  TO pgkick_worker;
 REVOKE ALL ON FUNCTION pgkick.job_complete_and_claim(bigint[], int[], text[], text, int, interval,
                                                     timestamptz) FROM PUBLIC;
 GRANT EXECUTE ON FUNCTION pgkick.job_complete_and_claim(bigint[], int[], text[], text, int, interval,
@@ -940,6 +937,53 @@ $round$;"""),
 -- claim, the complete and the insert (the hot path) never write to it. Its queue is
 -- included so that counting a queue's failures reads this index alone.
 CREATE INDEX jobs_failed_idx ON jobs (id) INCLUDE (queue) WHERE status = 'failed';"""),
+    (10, 'job_complete_function', """\
+-- 0010_job_complete_function: the completion UPDATE as one server-side function, job_complete(ids, attempts, results, now), called by the worker's flush (job_complete_many) and by its round trip (job_complete_and_claim, recreated to call it): the fenced UPDATE written once.
+-- Why: the UPDATE that marks a batch done was written twice, in job_complete_many.sql and
+-- inside 0008's job_complete_and_claim, and a change to one (the fence, the result, the
+-- clock) had to be made to both. Now both call this function. Each job is fenced by its
+-- own attempt (status 'running' and the attempts the caller claimed it with): a worker
+-- whose lease was taken over changes nothing, and the ids returned are those it still
+-- held. Its plan is kept per session, as the claim's (0007).
+CREATE FUNCTION job_complete(done_ids bigint[], done_attempts int[], done_results text[],
+                             done_now timestamptz)
+RETURNS TABLE (id bigint)
+LANGUAGE plpgsql VOLATILE
+SET search_path FROM CURRENT
+SET plan_cache_mode = force_generic_plan
+AS $complete$
+#variable_conflict use_column
+BEGIN
+  RETURN QUERY
+  UPDATE jobs j
+  SET status = 'done', locked_until = NULL,
+      finished_at = coalesce(done_now, now()),
+      result = held.result::jsonb
+  FROM unnest(done_ids, done_attempts, done_results) AS held(id, attempts, result)
+  WHERE j.id = held.id AND j.status = 'running' AND j.attempts = held.attempts
+  RETURNING j.id;
+END
+$complete$;
+
+-- The round trip of 0008, its complete now this function's (the order, complete before
+-- claim, is unchanged: 0008 says why it is the deadlock rule).
+CREATE OR REPLACE FUNCTION job_complete_and_claim(done_ids bigint[], done_attempts int[],
+                                                  done_results text[], claim_queue text,
+                                                  claim_batch int, claim_lease interval,
+                                                  claim_now timestamptz)
+RETURNS TABLE (id bigint, queue text, task text, payload jsonb, attempts int, max_attempts int)
+LANGUAGE plpgsql VOLATILE
+SET search_path FROM CURRENT
+SET plan_cache_mode = force_generic_plan
+AS $round$
+#variable_conflict use_column
+BEGIN
+  RETURN QUERY
+  SELECT done.id, NULL::text, NULL::text, NULL::jsonb, NULL::int, NULL::int
+  FROM job_complete(done_ids, done_attempts, done_results, claim_now) AS done;
+  RETURN QUERY SELECT * FROM job_claim(claim_queue, claim_batch, claim_lease, claim_now);
+END
+$round$;"""),
     (11, 'job_group_order', """\
 -- 0011_job_group_order: a grouped job's place in its group fixed at enqueue (ordered_at, the run_at it was enqueued with), and job_claim's head rule on it: the group's first queued job in (priority DESC, ordered_at, id) is its head, whatever its attempts, so a retried or snoozed job keeps its place and holds its group, and one claim takes at most one job of a group (issue 31).
 -- Why (pgkick.store.groups has the rules): the head used to be the first queued job in claim

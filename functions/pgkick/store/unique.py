@@ -40,8 +40,9 @@ job of the same retry shares) is refused before anything is written, naming the 
 and the job in the way (`job_retry_unique_conflicts`); should a producer take the key
 between that check and the retry, the index refuses the retry (nothing written).
 
-The asyncio forms (pgkick.aio) run the same statements in the same order: the
-`*_async` functions drive the same `UniqueBatch` rounds on an AsyncConnection.
+The rounds are written once, as plans (`pgkick.store.statement.Steps`): the synchronous
+store drives them on its connection, the asyncio forms (pgkick.aio) on an
+AsyncConnection, so both send the same statements in the same order.
 """
 
 from __future__ import annotations
@@ -50,37 +51,30 @@ from collections.abc import Iterable, Sequence
 from datetime import datetime
 from typing import Any
 
-from pgkick.connections.db import AsyncConnection, Clock, Database, execute_async
 from pgkick.errors import UniqueKeyChurn
 from pgkick.store import queries
+from pgkick.store.statement import Statement, Steps
 from pgkick.validation import JobSpec
 
 MAX_ROUNDS = 50
 Row = tuple[int, str, datetime]  # id, queue, run_at: what a QueuedJob is made of
 
 
-def insert_one(db: Database, spec: JobSpec) -> tuple[Row, bool]:
+def insert_many(plain: Sequence[tuple[int, JobSpec]]) -> Statement:
+    """job_insert_many for a chunk's jobs without a key."""
+    return Statement(queries.JOB_INSERT_MANY, arrays(plain))
+
+
+def _latest_holders(keys: Sequence[str | None]) -> Statement:
+    return Statement(queries.JOB_GET_LATEST_BY_UNIQUE_KEYS, {"unique_keys": keys})
+
+
+def insert_one(spec: JobSpec) -> Steps[tuple[Row, bool]]:
     """The job inserted (True) or the job holding its key (False)."""
     for _ in range(MAX_ROUNDS):
-        row = db.execute(queries.JOB_INSERT_UNIQUE, **spec.insert_params()).fetchone()
-        if row is not None:
+        for row in (yield Statement(queries.JOB_INSERT_UNIQUE, spec.insert_params())):
             return (row[0], row[1], row[2]), True
-        for held in db.rows(queries.JOB_GET_LATEST_BY_UNIQUE_KEYS, unique_keys=[spec.unique_key]):
-            return (held[0], held[1], held[2]), False
-    raise UniqueKeyChurn(f"unique_key {spec.unique_key!r}: its job kept vanishing; try again")
-
-
-async def insert_one_async(conn: AsyncConnection, clock: Clock, spec: JobSpec) -> tuple[Row, bool]:
-    """insert_one on an AsyncConnection: the same two statements, the same rounds."""
-    for _ in range(MAX_ROUNDS):
-        cursor = await execute_async(conn, clock, queries.JOB_INSERT_UNIQUE, **spec.insert_params())
-        row = await cursor.fetchone()
-        if row is not None:
-            return (row[0], row[1], row[2]), True
-        cursor = await execute_async(
-            conn, clock, queries.JOB_GET_LATEST_BY_UNIQUE_KEYS, unique_keys=[spec.unique_key]
-        )
-        for held in await cursor.fetchall():
+        for held in (yield _latest_holders([spec.unique_key])):
             return (held[0], held[1], held[2]), False
     raise UniqueKeyChurn(f"unique_key {spec.unique_key!r}: its job kept vanishing; try again")
 
@@ -96,13 +90,15 @@ def describe_conflicts(conflicts: Iterable[tuple[int, str, int, str]]) -> str:
 
 
 class UniqueBatch:
-    """Sorts a batch's jobs: plain ones go to job_insert_many at once, keyed ones wait
-    (deduplicated) for `insert`, which runs after them in the same transaction."""
+    """Sorts a batch's jobs: plain ones go to job_insert_many at once (`split`, then their
+    rows to `took_plain`), keyed ones wait (deduplicated) for `insert_keyed`, which runs
+    after them in the same transaction."""
 
     def __init__(self) -> None:
         self._next = 0
         self._first: dict[str, tuple[int, JobSpec]] = {}  # key -> its first job in the batch
         self._repeats: list[tuple[int, str]] = []  # later jobs of the batch with a seen key
+        self._plain: list[tuple[list[tuple[int, JobSpec]], list[Any]]] = []  # jobs, their rows
 
     @property
     def keyed(self) -> bool:
@@ -122,42 +118,37 @@ class UniqueBatch:
                 self._first[key] = (index, spec)
         return plain
 
-    def insert(self, db: Database) -> tuple[dict[int, Row], list[Row]]:
-        """Insert the keyed jobs; returns every keyed index's job and those inserted."""
+    def took_plain(self, plain: list[tuple[int, JobSpec]], rows: list[Any]) -> None:
+        """The rows job_insert_many returned for a chunk's plain jobs."""
+        self._plain.append((plain, rows))
+
+    def insert_keyed(self) -> Steps[tuple[list[Row], list[Row]]]:
+        """Insert the keyed jobs; returns every job of the batch in input order (a skipped
+        one as its key's holder) and those inserted."""
+        if not self.keyed:  # the common case: every row, in input order, as it came
+            rows: list[Row] = [row for _, chunk in self._plain for row in chunk]
+            return rows, rows
         rounds = _Rounds(self._first)
         for _ in range(MAX_ROUNDS):
             if not rounds.pending:
                 break
-            rounds.took(db.rows(queries.JOB_INSERT_MANY_UNIQUE, **rounds.insert_params()))
+            statement = Statement(queries.JOB_INSERT_MANY_UNIQUE, rounds.insert_params())
+            rounds.took((yield statement))
             if rounds.pending:
-                rounds.found(db.rows(queries.JOB_GET_LATEST_BY_UNIQUE_KEYS, **rounds.keys()))
-        return self._answer(rounds)
-
-    async def insert_async(
-        self, conn: AsyncConnection, clock: Clock
-    ) -> tuple[dict[int, Row], list[Row]]:
-        """insert on an AsyncConnection: the same statements, the same rounds."""
-        rounds = _Rounds(self._first)
-        for _ in range(MAX_ROUNDS):
-            if not rounds.pending:
-                break
-            params = rounds.insert_params()
-            cursor = await execute_async(conn, clock, queries.JOB_INSERT_MANY_UNIQUE, **params)
-            rounds.took(await cursor.fetchall())
-            if rounds.pending:
-                latest = queries.JOB_GET_LATEST_BY_UNIQUE_KEYS
-                cursor = await execute_async(conn, clock, latest, **rounds.keys())
-                rounds.found(await cursor.fetchall())
-        return self._answer(rounds)
-
-    def _answer(self, rounds: _Rounds) -> tuple[dict[int, Row], list[Row]]:
+                rounds.found((yield _latest_holders(sorted(rounds.pending))))
         if rounds.pending:
             raise UniqueKeyChurn(
                 f"unique keys {sorted(rounds.pending)[:5]}: their jobs kept vanishing"
             )
-        jobs = {index: rounds.held[key] for key, (index, _) in self._first.items()}
-        jobs.update((index, rounds.held[key]) for index, key in self._repeats)
-        return jobs, rounds.inserted
+        plain: list[tuple[int, Row]] = [
+            (index, row)
+            for jobs, chunk in self._plain
+            for (index, _), row in zip(jobs, chunk, strict=True)
+        ]
+        every = dict(plain)
+        every.update((index, rounds.held[key]) for key, (index, _) in self._first.items())
+        every.update((index, rounds.held[key]) for index, key in self._repeats)
+        return [every[i] for i in range(len(every))], [r for _, r in plain] + rounds.inserted
 
 
 class _Rounds:
@@ -172,9 +163,6 @@ class _Rounds:
         """In key order, whatever the batch's: the deadlock rule (the module says why)."""
         return arrays([self.pending[key] for key in sorted(self.pending)], keys=True)
 
-    def keys(self) -> dict[str, Any]:
-        return {"unique_keys": sorted(self.pending)}
-
     def took(self, rows: Iterable[tuple[Any, ...]]) -> None:
         """The rows job_insert_many_unique returned: inserted, their keys now held."""
         for row in rows:
@@ -187,31 +175,6 @@ class _Rounds:
         for row in rows:
             self.held[row[3]] = (row[0], row[1], row[2])
             del self.pending[row[3]]
-
-
-def insert_many(db: Database, chunks: Iterable[Sequence[JobSpec]]) -> tuple[list[Row], list[Row]]:
-    """Chunks of jobs in one transaction: the plain ones pipelined chunk by chunk (the
-    server inserts one while the caller validates the next), then the keyed ones. Returns
-    every job in input order (a skipped one as its key's holder) and those inserted."""
-    sent = []
-    batch = UniqueBatch()
-    with db.transaction():
-        with db.pipeline():
-            for specs in chunks:
-                plain = batch.split(specs)
-                if plain:
-                    sent.append((plain, db.execute(queries.JOB_INSERT_MANY, **arrays(plain))))
-        if not batch.keyed:  # the common case: every row, in input order, as it came
-            rows: list[Row] = [row for _, cursor in sent for row in cursor.fetchall()]
-            return rows, rows
-        plain_rows: list[tuple[int, Row]] = [
-            (index, row)
-            for plain, cursor in sent
-            for (index, _), row in zip(plain, cursor.fetchall(), strict=True)
-        ]
-        keyed, inserted = batch.insert(db)
-    every = dict(plain_rows) | keyed
-    return [every[index] for index in range(len(every))], [r for _, r in plain_rows] + inserted
 
 
 def arrays(specs: Sequence[tuple[int, JobSpec]], *, keys: bool = False) -> dict[str, Any]:

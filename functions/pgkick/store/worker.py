@@ -1,9 +1,11 @@
-"""The queue's statements as Python: claim, complete, fail, extend (the worker's), and
-one `JobStore` with the producer's, the reaper's and the CLI's.
+"""The worker's statements: claim, complete, fail, extend, snooze, announce and withdraw,
+a periodic tick's insert; what pgkick.worker.* runs, and nothing else.
 
-Why one class: the worker loop, the producer, the reaper and the CLI are plain
-Python over a `JobStore`, so the rules (fencing, batching, the injected clock)
-live in one place, and the SQL itself lives in `sql/` (bundled as
+Why a store of its own: the worker runs as pgkick_worker, on a connection opened for one
+invocation, and its rules (every write after the claim fenced by the attempt, batches
+completed and claimed in one round trip, the injected clock) are the hot path of the
+queue. The producer's statements are `pgkick.store.producer`'s, the reaper's and the
+operators' `pgkick.store.maintenance`'s; the SQL itself lives in `sql/` (bundled as
 `pgkick.store.queries`). Connections and execution are `pgkick.connections.db`'s.
 """
 
@@ -12,28 +14,10 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
-from typing import Any
+from typing import Any, NamedTuple
 
-from pgkick.connections.db import Clock, Connection, connect, server_clock
-from pgkick.errors import DatabaseUnavailable
 from pgkick.store import queries
-from pgkick.store.maintenance import MaintenanceStatements, ReapedJob
-from pgkick.store.outcomes import OutcomeStatements
-from pgkick.store.producer import ProducerStatements, QueuedJob
-
-__all__ = [
-    "Announcement",
-    "ClaimedJob",
-    "Clock",
-    "Connection",
-    "DatabaseUnavailable",
-    "FailOutcome",
-    "JobStore",
-    "QueuedJob",
-    "ReapedJob",
-    "connect",
-    "server_clock",
-]
+from pgkick.store.expired import ExpiredLeases
 
 
 @dataclass(frozen=True, slots=True)
@@ -67,11 +51,16 @@ class Announcement:
     ttl: timedelta
 
 
-class JobStore(ProducerStatements, MaintenanceStatements, OutcomeStatements):
-    """The queue's statements: what the producer, the worker, the reaper and the CLI run
-    (the producer's in pgkick.store.producer)."""
+class Snoozed(NamedTuple):
+    """A snooze written: due at `run_at`, or `cancelled` (failed, 'cancelled by operator')."""
 
-    # -- worker -----------------------------------------------------------------
+    run_at: datetime
+    cancelled: bool
+
+
+class WorkerStore(ExpiredLeases):
+    """What a worker runs (and, from ExpiredLeases, a rescue's sweep of its queue)."""
+
     def claim(self, queue: str, *, batch: int, lease: timedelta) -> list[ClaimedJob]:
         """Claim up to `batch` ready jobs of `queue` under a lease: one statement, the
         server-side job_claim (migration 0007; pgkick.store.groups has its rules), in autocommit
@@ -88,7 +77,8 @@ class JobStore(ProducerStatements, MaintenanceStatements, OutcomeStatements):
         return self.count(queries.JOB_COMPLETE, id=job_id, attempts=attempts) == 1
 
     def complete_many(self, jobs: Sequence[ClaimedJob]) -> set[int]:
-        """Complete a batch in one statement; returns the ids this worker still held."""
+        """Complete a batch in one statement (the server-side job_complete, migration 0010);
+        returns the ids this worker still held."""
         if not jobs:
             return set()
         rows = self.rows(
@@ -204,7 +194,12 @@ class JobStore(ProducerStatements, MaintenanceStatements, OutcomeStatements):
 
     def extend(self, job_id: int, attempts: int, lease: timedelta) -> bool:
         """True if the lease was pushed forward; False means stop: the job is someone else's."""
-        return bool(self.rows(queries.JOB_EXTEND, id=job_id, attempts=attempts, lease=lease))
+        return self.extend_checked(job_id, attempts, lease)[0]
+
+    def extend_checked(self, job_id: int, attempts: int, lease: timedelta) -> tuple[bool, bool]:
+        """Extend one lease (fenced): (still held, cancel requested)."""
+        rows = self.rows(queries.JOB_EXTEND, id=job_id, attempts=attempts, lease=lease)
+        return (True, bool(rows[0][1])) if rows else (False, False)
 
     def extend_many(self, jobs: Sequence[ClaimedJob], lease: timedelta) -> dict[int, bool]:
         """Extend a batch's leases in one statement; returns the ids this worker still holds,
@@ -225,6 +220,27 @@ class JobStore(ProducerStatements, MaintenanceStatements, OutcomeStatements):
             attempts=[j.attempts for j in jobs],
         )
         return {row[0] for row in rows}
+
+    def snooze(self, job_id: int, attempts: int, seconds: float) -> Snoozed | None:
+        """Back to queued at now + seconds, the attempt given back, or failed if a cancel
+        came since the last heartbeat (`cancelled`); None: lease lost."""
+        rows = self.rows(queries.JOB_SNOOZE, id=job_id, attempts=attempts, seconds=seconds)
+        return Snoozed(run_at=rows[0][0], cancelled=rows[0][1] == "failed") if rows else None
+
+    def enqueue_tick(
+        self, name: str, tick_at: datetime, *, queue: str, task: str, payload: str, attempts: int
+    ) -> int | None:
+        """Insert a periodic tick's job unless this tick was recorded already: its id, or None."""
+        rows = self.rows(
+            queries.PERIODIC_TICK_ENQUEUE,
+            name=name,
+            tick_at=tick_at,
+            queue=queue,
+            task=task,
+            payload=payload,
+            max_attempts=attempts,
+        )
+        return int(rows[0][0]) if rows else None
 
 
 def _claimed(cursor: Any) -> list[ClaimedJob]:

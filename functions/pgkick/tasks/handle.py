@@ -32,19 +32,12 @@ from collections.abc import Callable, Coroutine, Iterable, Mapping
 from typing import TYPE_CHECKING, Any, Protocol, Unpack, overload
 
 from pgkick.errors import InvalidArgumentType
-from pgkick.validation import EnqueueOptions
+from pgkick.producer.options import EnqueueOptions, ProducerOptions
 
 if TYPE_CHECKING:
     from pgkick.kick.kickers import Kicker
-    from pgkick.store.worker import Clock
 
-
-class ProducerOptions(EnqueueOptions, total=False):
-    """Per-job options plus where to commit and how to kick."""
-
-    dsn: str | None
-    kicker: Kicker | None
-    clock: Clock
+__all__ = ["EnqueueOptions", "JobSink", "ProducerOptions", "Task"]
 
 
 class JobSink(Protocol):

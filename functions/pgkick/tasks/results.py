@@ -32,7 +32,7 @@ from pgkick.errors import (
     JobNotFinished,
     JobNotFound,
 )
-from pgkick.store.worker import JobStore
+from pgkick.store.producer import ProducerStore
 from pgkick.validation import payload_json
 
 MAX_RESULT_BYTES = 64 * 1024
@@ -103,7 +103,7 @@ def _look(job_id: int, dsn: str | None) -> tuple[str, Any, str | None]:
     settings = config.app_settings()
     shared = pool.shared(dsn or settings.dsn(), settings.producer_linger)
     with shared.connection() as conn:
-        outcome = JobStore(conn).outcome(job_id)
+        outcome = ProducerStore(conn).outcome(job_id)
     if outcome is None:
         raise JobNotFound(f"job {job_id} does not exist (or was purged)")
     return outcome.status, outcome.result, outcome.last_error

@@ -36,7 +36,8 @@ from pgkick import config, validation
 from pgkick.connections import linger
 from pgkick.kick.default import set_default_kicker
 from pgkick.store import migrations, queries
-from pgkick.store.worker import JobStore
+from pgkick.store.maintenance import MaintenanceStore
+from pgkick.store.worker import WorkerStore
 from pgkick.tasks.registry import JobContext, Registry, registry
 from pgkick.testing import asserts
 from pgkick.worker.loop import Worker, WorkerOptions
@@ -122,7 +123,7 @@ class TestQueue:
     ) -> list[dict[str, Any]]:
         """This block's jobs (id, queue, task, payload, status, attempts, run_at), in id
         order; of `task` (a name or a handle), `queue`, `status` if given."""
-        with JobStore.open(self.dsn) as store:
+        with MaintenanceStore.open(self.dsn) as store:
             return store.dicts(
                 queries.JOB_LIST_SINCE,
                 after=self.after,
@@ -152,7 +153,7 @@ class TestQueue:
 
     def drain(self) -> int:
         """Run every job that is ready now, in every queue; how many ran."""
-        with JobStore.open(self.dsn) as store:
+        with MaintenanceStore.open(self.dsn) as store:
             queues = set(store.ready_by_queue())
         before = len(self.recording.runs)
         self._run(queues)
@@ -174,7 +175,7 @@ class TestQueue:
                         return
                     queue = min(self._again)
                     self._again.discard(queue)
-                with JobStore.open(self.dsn) as store:
+                with WorkerStore.open(self.dsn) as store:
                     # the worker takes up the producer's pending kick, so the next job kicks
                     Worker(store, self.recording, self, OPTIONS).drain(queue, lambda: 600_000)
         except BaseException:
@@ -188,7 +189,7 @@ def _installed(
     dsn: str | None, tasks: Registry, *, inline: bool, raise_errors: bool
 ) -> Iterator[TestQueue]:
     dsn = dsn or config.app_settings().dsn()
-    with migrations.open_checked(dsn, application_name="pgkick-testing") as store:
+    with migrations.open_checked(MaintenanceStore, dsn, application_name="pgkick-testing") as store:
         after = int(store.one(queries.JOB_ID_LAST)[0])  # no schema: SchemaError, migrate
     mode = TestQueue(dsn, tasks, inline=inline, after=after)
     previous_kicker = set_default_kicker(mode)

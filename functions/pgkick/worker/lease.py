@@ -25,7 +25,7 @@ import threading
 import time
 from datetime import timedelta
 
-from pgkick.store.worker import ClaimedJob, JobStore
+from pgkick.store.worker import ClaimedJob, WorkerStore
 
 log = logging.getLogger("pgkick.lease")
 
@@ -42,7 +42,7 @@ class LeaseKeeper:
 
     def __init__(
         self,
-        store: JobStore,
+        store: WorkerStore,
         lease: timedelta,
         *,
         interval: float | None,

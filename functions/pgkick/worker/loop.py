@@ -23,7 +23,7 @@ from datetime import UTC, datetime, timedelta
 from pgkick import config
 from pgkick.kick.kickers import Kicker
 from pgkick.kick.watch import WorkerWatch
-from pgkick.store.worker import ClaimedJob, JobStore
+from pgkick.store.worker import ClaimedJob, WorkerStore
 from pgkick.tasks.registry import Registry
 from pgkick.worker.lease import LeaseKeeper
 from pgkick.worker.rescue import DeadMansSwitch
@@ -88,7 +88,7 @@ def backoff_jitter(source: random.Random, spread: float = 0.1) -> Callable[[], f
 
 class Worker:
     def __init__(
-        self, store: JobStore, registry: Registry, kicker: Kicker, options: WorkerOptions
+        self, store: WorkerStore, registry: Registry, kicker: Kicker, options: WorkerOptions
     ) -> None:
         self.store = store
         self.registry = registry

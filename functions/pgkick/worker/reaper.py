@@ -16,13 +16,13 @@ from decimal import Decimal
 from typing import Any
 
 from pgkick.kick.kickers import Kicker
-from pgkick.store.worker import JobStore
+from pgkick.store.maintenance import MaintenanceStore
 
 log = logging.getLogger("pgkick.reaper")
 
 
 def reap(
-    store: JobStore, kicker: Kicker, *, retention: timedelta, purge_batch: int = 10_000
+    store: MaintenanceStore, kicker: Kicker, *, retention: timedelta, purge_batch: int = 10_000
 ) -> dict[str, Any]:
     reaped = store.reap_expired()
     for job in reaped:

@@ -31,7 +31,7 @@ import logging
 from datetime import UTC, datetime, timedelta
 
 from pgkick.kick.kickers import Kicker, schedule_name, wake_minute
-from pgkick.store.worker import JobStore, ReapedJob
+from pgkick.store.expired import ExpiredLeases, ReapedJob
 
 log = logging.getLogger("pgkick.rescue")
 MARGIN = timedelta(milliseconds=50)  # past the lease's end (the scheduler adds its minute)
@@ -71,7 +71,7 @@ class DeadMansSwitch:
             log.warning("could not cancel rescue %s (%s: %s)", self.name, type(exc).__name__, exc)
 
 
-def rescue_queue(store: JobStore, kicker: Kicker, queue: str) -> list[ReapedJob]:
+def rescue_queue(store: ExpiredLeases, kicker: Kicker, queue: str) -> list[ReapedJob]:
     """What a `rescue` kick does first: re-queue the queue's expired leases; if leases are
     still held there, come back when the latest expires (its holder may be dead too)."""
     reaped = store.reap_expired(queue)

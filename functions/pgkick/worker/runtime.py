@@ -17,11 +17,13 @@ from typing import Any
 
 from pgkick import config
 from pgkick.connections import linger
+from pgkick.connections.db import Database
 from pgkick.errors import BadEvent
 from pgkick.kick.default import default_kicker, make_kicker
 from pgkick.kick.kickers import Kicker, KickEvent, parse_kick_event
 from pgkick.store import migrations as schema
-from pgkick.store.worker import JobStore
+from pgkick.store.maintenance import MaintenanceStore
+from pgkick.store.worker import WorkerStore
 from pgkick.tasks.recurring import parse_tick, periodic_registry
 from pgkick.tasks.registry import Registry, registry
 from pgkick.worker.loop import Summary, Worker, WorkerOptions
@@ -97,7 +99,7 @@ class Runtime:
             max_hops=self.settings.max_hops,
         )
         try:
-            with self._store() as store:
+            with self._store(WorkerStore) as store:
                 rescued = rescue_queue(store, self.kicker, queue) if reason == "rescue" else []
                 worker = Worker(store, self.tasks, self.kicker, options)
                 worker.flows = self.recent.flows
@@ -113,7 +115,7 @@ class Runtime:
         declared = periodic_registry.get(name)
         if declared is None:  # removed from code, schedule not yet synced: nothing to run
             return {"rejected": f"periodic {name!r} is not declared in PGKICK_TASKS' modules"}
-        with self._store() as store:
+        with self._store(WorkerStore) as store:
             job_id = store.enqueue_tick(
                 name,
                 tick_at,
@@ -126,13 +128,14 @@ class Runtime:
         return {"periodic": name, "tick": tick_at.isoformat(), "job": job_id, **summary.as_dict()}
 
     def reap(self) -> dict[str, Any]:
-        with self._store() as store:
+        with self._store(MaintenanceStore) as store:
             return reap(store, self.kicker, retention=self.settings.retention)
 
     @contextmanager
-    def _store(self) -> Iterator[JobStore]:
-        """A connection for one invocation, closed before it returns; schema checked once."""
-        with JobStore.open(
+    def _store[S: Database](self, role: type[S]) -> Iterator[S]:
+        """A connection for one invocation, closed before it returns; schema checked once.
+        `role`: the worker's store for a drain or a tick, the maintenance store to reap."""
+        with role.open(
             self.dsn(), schema=self.settings.schema, retries=self.settings.connect_retries
         ) as store:
             if not self._schema_checked:

@@ -28,7 +28,8 @@ from pgkick.connections.db import Database
 from pgkick.errors import DatabaseUnavailable
 from pgkick.kick.kickers import Kicker, NoKicker
 from pgkick.producer.enqueue import transaction
-from pgkick.store.worker import JobStore
+from pgkick.store.maintenance import MaintenanceStore
+from pgkick.store.worker import WorkerStore
 from pgkick_dev import queries as dev_queries
 from pgkick_dev.awake.chart import Lane, render
 from pgkick_dev.awake.monitor import AwakeMonitor, AwakeReport
@@ -111,7 +112,7 @@ class _Waiter(threading.Thread):
     def run(self) -> None:
         while not self.stop_event.is_set():
             try:
-                with JobStore.open(self.dsn, application_name=f"{self.mode}-worker") as store:
+                with WorkerStore.open(self.dsn, application_name=f"{self.mode}-worker") as store:
                     if self.mode == "listen":
                         store.execute(dev_queries.SESSION_LISTEN)
                     self._loop(store)
@@ -120,7 +121,7 @@ class _Waiter(threading.Thread):
             except Exception:  # the suspension closed our connection: reconnect at once
                 continue
 
-    def _loop(self, store: JobStore) -> None:
+    def _loop(self, store: WorkerStore) -> None:
         while not self.stop_event.is_set():
             jobs = store.claim(self.queue, batch=10, lease=LEASE)
             if jobs:
@@ -175,7 +176,7 @@ def run_mode(dsn: str, mode: str, workload: Workload, log: Path | None = None) -
         local.wait_idle(30)
         empty = local.stats.invocations  # each invocation ends on one empty claim
         local.close()
-    with JobStore.open(dsn, application_name="pgkick-compare") as store:
+    with MaintenanceStore.open(dsn, application_name="pgkick-compare") as store:
         rows = store.get_many(ids)
     finished = [(r["finished_at"] - started_at).total_seconds() for r in rows if r["finished_at"]]
     done = sum(1 for r in rows if r["status"] == "done")

@@ -5,7 +5,7 @@ Why a second schema: "today's claim" means today's statement on today's table an
 indexes (run_at order, one ready index, no group or running indexes to maintain).
 The bench builds that table in the schema pgkick_before_groups from migrations
 0001-0003 and runs the old statement there (a session search_path), then the current claim
-(`JobStore.claim`, as the worker sends it: one call of the server-side job_claim,
+(`WorkerStore.claim`, as the worker sends it: one call of the server-side job_claim,
 migration 0007, which takes the queue's claim lock only for a queue with a limit or
 grouped jobs) on the current table with the same backlog: plain, with priorities
 spread over -5..5, and with priorities and half the jobs in interleaved groups
@@ -25,20 +25,22 @@ from datetime import timedelta
 from typing import Any
 
 from pgkick.store import queries
-from pgkick.store.worker import ClaimedJob, JobStore
+from pgkick.store.worker import ClaimedJob, WorkerStore
 from pgkick_dev import queries as dev_queries
 from pgkick_dev.bench.figures import spread
 
 LEASE = timedelta(minutes=5)
-BEFORE_VERSIONS = (1, 2, 3, 5)  # all but 0004 (priorities, groups) and 0006 (the move)
+# All but 0004 (priorities, groups), 0006 (the move) and the claim's functions (0007, 0008);
+# 0010 for the completion both sides send (job_complete_many calls its job_complete).
+BEFORE_VERSIONS = (1, 2, 3, 5, 10)
 BEFORE = "pgkick_before_groups"  # the schema of the table as it was before 0004
 
 
 def _before_schema(dsn: str) -> None:
     """A fresh schema pgkick_before_groups holding the jobs table as it was before 0004
-    (0005's result and cancel columns added: the completion, not measured apart, writes
-    them)."""
-    with JobStore.open(dsn, application_name="pgkick-bench") as db:
+    (0005's result and cancel columns added, and 0010's job_complete: the completion, not
+    measured apart, writes them)."""
+    with WorkerStore.open(dsn, application_name="pgkick-bench") as db:
         db.execute(dev_queries.BENCH_SCHEMA_DROP)
         db.execute(dev_queries.BENCH_SCHEMA_CREATE)
         db.execute(dev_queries.BENCH_SEARCH_PATH_SET)
@@ -47,7 +49,7 @@ def _before_schema(dsn: str) -> None:
                 db.execute(script)  # bundled migration text
 
 
-def _cycle_cost(store: JobStore, claim: Callable[[], list[Any]], cycles: int) -> float:
+def _cycle_cost(store: WorkerStore, claim: Callable[[], list[Any]], cycles: int) -> float:
     started = time.perf_counter()
     for _ in range(cycles):
         jobs = claim()
@@ -57,7 +59,7 @@ def _cycle_cost(store: JobStore, claim: Callable[[], list[Any]], cycles: int) ->
 
 
 def _fill_current(dsn: str, backlog: int, priorities: bool, groups: int) -> None:
-    with JobStore.open(dsn, application_name="pgkick-bench") as db:
+    with WorkerStore.open(dsn, application_name="pgkick-bench") as db:
         db.execute(dev_queries.JOB_TRUNCATE_ALL)
         db.execute(
             dev_queries.JOB_BACKLOG_FILL, count=backlog, priorities=priorities, groups=groups
@@ -67,13 +69,13 @@ def _fill_current(dsn: str, backlog: int, priorities: bool, groups: int) -> None
 
 def _current(dsn: str, backlog: int, cycles: int, priorities: bool, groups: int) -> float:
     _fill_current(dsn, backlog, priorities, groups)
-    with JobStore.open(dsn, application_name="pgkick-bench") as store:
+    with WorkerStore.open(dsn, application_name="pgkick-bench") as store:
         return _cycle_cost(store, lambda: store.claim("default", batch=10, lease=LEASE), cycles)
 
 
 def _before(dsn: str, backlog: int, cycles: int) -> float:
     # Every statement, the completions too, rewritten for that schema (pgkick.connections.qualify).
-    with JobStore.open(dsn, schema=BEFORE, application_name="pgkick-bench") as store:
+    with WorkerStore.open(dsn, schema=BEFORE, application_name="pgkick-bench") as store:
         store.execute(dev_queries.JOB_TRUNCATE_ALL)
         store.execute(dev_queries.JOB_BACKLOG_FILL_BEFORE_GROUPS, count=backlog)
         store.execute(dev_queries.JOB_TABLE_ANALYZE)
@@ -110,7 +112,7 @@ def run(
             for name, measure in variants.items():
                 measured.setdefault(name, []).append(round(measure(), 3))
     finally:
-        with JobStore.open(dsn, application_name="pgkick-bench") as db:
+        with WorkerStore.open(dsn, application_name="pgkick-bench") as db:
             db.execute(dev_queries.BENCH_SCHEMA_DROP)
             db.execute(dev_queries.JOB_TRUNCATE_ALL)
     base = measured["before_0004"]

@@ -18,8 +18,8 @@ from pathlib import Path
 from typing import Any
 
 from pgkick.connections import linger
+from pgkick.connections.db import Database
 from pgkick.producer import enqueue as producer
-from pgkick.store.worker import JobStore
 from pgkick_dev import queries as dev_queries
 from pgkick_dev.bench.figures import percentile
 from pgkick_dev.local.kicker import LocalKicker
@@ -44,7 +44,7 @@ def loads(seconds: float, burst: int) -> list[KickLoad]:
 
 def measure(dsn: str, load: KickLoad, log: Path, concurrency: int = 4) -> dict[str, Any]:
     """Run one load on fresh environments; count invocations, sessions, Lambda time."""
-    with JobStore.open(dsn, application_name="pgkick-bench") as store:
+    with Database.open(dsn, application_name="pgkick-bench") as store:
         store.execute(dev_queries.JOB_TRUNCATE_ALL)
         store.execute(dev_queries.QUEUE_WATCHERS_CLEAR)
     local = LocalKicker(
@@ -65,7 +65,7 @@ def measure(dsn: str, load: KickLoad, log: Path, concurrency: int = 4) -> dict[s
         local.wait_idle(600, include_wakes=True)
     finally:
         local.close()
-    with JobStore.open(dsn, application_name="pgkick-bench") as store:
+    with Database.open(dsn, application_name="pgkick-bench") as store:
         rows = store.dicts(dev_queries.JOB_LATENCY_ALL)
     claimed = sum(r.get("claimed", 0) for r in local.stats.results if isinstance(r, dict))
     waits = [float(row["wait_ms"]) for row in rows if row["wait_ms"] is not None]

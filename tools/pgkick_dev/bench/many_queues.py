@@ -17,14 +17,14 @@ from pathlib import Path
 from typing import Any
 
 from pgkick.producer import enqueue as producer
-from pgkick.store.worker import JobStore
+from pgkick.store.maintenance import MaintenanceStore
 from pgkick_dev import queries as dev_queries
 from pgkick_dev.bench.kicks import KickLoad, measure
 from pgkick_dev.local.kicker import LocalKicker
 
 
 def many_queues(dsn: str, queues: int, linger_ms: int, log: Path, concurrency: int = 4) -> Any:
-    with JobStore.open(dsn, application_name="pgkick-bench") as store:
+    with MaintenanceStore.open(dsn, application_name="pgkick-bench") as store:
         store.execute(dev_queries.JOB_TRUNCATE_ALL)
         store.execute(dev_queries.QUEUE_WATCHERS_CLEAR)
     local = LocalKicker(
@@ -42,7 +42,7 @@ def many_queues(dsn: str, queues: int, linger_ms: int, log: Path, concurrency: i
         for n in range(queues):
             producer.enqueue_and_kick({}, task="noop", queue=f"tenant-{n}", dsn=dsn, kicker=local)
         done_at = None
-        with JobStore.open(dsn, application_name="pgkick-bench") as store:
+        with MaintenanceStore.open(dsn, application_name="pgkick-bench") as store:
             while done_at is None and time.monotonic() - started < 900:
                 rows = store.dicts(dev_queries.JOB_LATENCY_ALL)
                 if len(rows) == queues and all(row["status"] == "done" for row in rows):

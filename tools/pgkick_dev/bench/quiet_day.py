@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from pgkick.producer import enqueue as producer
-from pgkick.store.worker import JobStore
+from pgkick.store.maintenance import MaintenanceStore
 from pgkick.worker.reaper import reap
 from pgkick_dev import queries as dev_queries
 from pgkick_dev.awake.monitor import AwakeMonitor
@@ -89,7 +89,7 @@ def _environment(values: dict[str, str]) -> Iterator[None]:
 
 
 def _play(dsn: str, day: QuietDay, log: Path, *, reapers: int, jobs: bool) -> dict[str, Any]:
-    with JobStore.open(dsn, application_name="pgkick-bench") as store:
+    with MaintenanceStore.open(dsn, application_name="pgkick-bench") as store:
         store.execute(dev_queries.JOB_TRUNCATE_ALL)
         store.execute(dev_queries.QUEUE_WATCHERS_CLEAR)
     scaled = {
@@ -155,7 +155,7 @@ def _play(dsn: str, day: QuietDay, log: Path, *, reapers: int, jobs: bool) -> di
 
 
 def _reap(dsn: str, local: LocalKicker) -> None:
-    with JobStore.open(dsn, application_name="pgkick-reaper") as store:
+    with MaintenanceStore.open(dsn, application_name="pgkick-reaper") as store:
         reap(store, local, retention=timedelta(days=7))
 
 
@@ -168,7 +168,7 @@ def _crash(dsn: str, local: LocalKicker) -> dict[str, Any]:
     """A job whose worker is SIGKILLed while it runs: its rescue wake-up must bring it back."""
     job_id = producer.enqueue_and_kick({"seconds": 1.0}, task="sleep", dsn=dsn, kicker=local)
     deadline = time.monotonic() + 10
-    with JobStore.open(dsn, application_name="pgkick-bench") as store:
+    with MaintenanceStore.open(dsn, application_name="pgkick-bench") as store:
         while not (row := store.get_many([job_id])[0])["locked_until"]:
             if time.monotonic() > deadline:
                 return {"id": job_id, "error": "never started"}
@@ -187,7 +187,7 @@ def _waits(dsn: str, day: QuietDay, stranded: dict[str, Any]) -> dict[str, Any]:
     """How long each stranded job waited: the crashed one past its lease's expiry (the
     worker's whole lease, as its rescue is booked for), the lost kick's from its commit."""
     crash, lost = stranded.get("crash", {}), stranded.get("lost_kick", {})
-    with JobStore.open(dsn, application_name="pgkick-bench") as store:
+    with MaintenanceStore.open(dsn, application_name="pgkick-bench") as store:
         rows = {r["id"]: r for r in store.get_many([crash.get("id", 0), lost.get("id", 0)])}
         counts = {row[0]: row[1] for row in store.rows(dev_queries.JOB_COUNT_BY_STATUS)}
     out: dict[str, Any] = {"jobs_by_status": counts}

@@ -20,13 +20,18 @@ from typing import Any
 from pgkick.connections.db import Database
 from pgkick.kick.kickers import NoKicker
 from pgkick.producer import enqueue as producer
-from pgkick.store.worker import JobStore
+from pgkick.store.maintenance import MaintenanceStore
+from pgkick.store.worker import WorkerStore
 from pgkick_dev import queries as dev_queries
 from pgkick_dev.awake.compare import Workload, compare
 from pgkick_dev.bench import claim_order as bench_claim_order
 from pgkick_dev.bench import pgbench as bench_sql
 from pgkick_dev.bench.figures import percentile
 from pgkick_dev.local.kicker import LocalKicker
+
+
+class BenchStore(WorkerStore, MaintenanceStore):
+    """The bench drains as a worker does and reads the jobs back as an operator would."""
 
 
 @dataclass(frozen=True)
@@ -77,9 +82,9 @@ class Bench:
     results: dict[str, Any] = field(default_factory=dict)
     say: Callable[[str], None] = print
 
-    def store(self) -> AbstractContextManager[JobStore]:
+    def store(self) -> AbstractContextManager[BenchStore]:
         """The bench's own short connection (its statements are not the measured ones)."""
-        return JobStore.open(self.dsn, application_name="pgkick-bench")
+        return BenchStore.open(self.dsn, application_name="pgkick-bench")
 
     def reset(self) -> None:
         with self.store() as db:

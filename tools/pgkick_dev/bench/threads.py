@@ -18,9 +18,9 @@ from typing import Any
 from psycopg.conninfo import conninfo_to_dict, make_conninfo
 
 from pgkick.connections import linger
+from pgkick.connections.db import Database
 from pgkick.kick.kickers import NoKicker
 from pgkick.producer import enqueue as producer
-from pgkick.store.worker import JobStore
 from pgkick_dev import queries as dev_queries
 
 THREADS = (1, 4, 8, 16)
@@ -43,7 +43,7 @@ def run(dsn: str, per_thread: int, say: Callable[[str], None]) -> list[dict[str,
 
 
 def measure(dsn: str, threads: int, per_thread: int) -> dict[str, Any]:
-    with JobStore.open(dsn, application_name="pgkick-bench") as store:
+    with Database.open(dsn, application_name="pgkick-bench") as store:
         store.execute(dev_queries.JOB_TRUNCATE_ALL)
         store.execute(dev_queries.QUEUE_WATCHERS_CLEAR)
     target = durable(dsn)
@@ -73,7 +73,7 @@ def measure(dsn: str, threads: int, per_thread: int) -> dict[str, Any]:
     if errors:
         raise RuntimeError(f"{len(errors)} enqueues failed, first: {errors[0]!r}")
     jobs = threads * per_thread
-    with JobStore.open(dsn, application_name="pgkick-bench") as store:
+    with Database.open(dsn, application_name="pgkick-bench") as store:
         counts = store.rows(dev_queries.JOB_COUNT_BY_STATUS)
     stored = sum(int(row[1]) for row in counts)
     return {

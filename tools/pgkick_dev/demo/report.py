@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections import Counter
 from typing import Any
 
-from pgkick.store.worker import JobStore
+from pgkick.store.maintenance import MaintenanceStore
 from pgkick_dev.bench.figures import percentile
 from pgkick_dev.demo.scenario import DemoRun
 from pgkick_dev.demo.traces import overlapping_runs, read_traces
@@ -27,7 +27,7 @@ HEALTHY = (
 
 
 def summarise(run: DemoRun, jobs_in_burst: int) -> dict[str, Any]:
-    with JobStore.open(run.dsn, application_name="pgkick-demo") as store:
+    with MaintenanceStore.open(run.dsn, application_name="pgkick-demo") as store:
         jobs = store.get_many(run.ids)
     by_status = Counter(job["status"] for job in jobs)
     attempts = Counter(job["attempts"] for job in jobs)

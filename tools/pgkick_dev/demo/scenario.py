@@ -26,7 +26,7 @@ from typing import Any
 from pgkick.connections.db import Database
 from pgkick.producer import enqueue as producer
 from pgkick.store import migrations as schema
-from pgkick.store.worker import JobStore
+from pgkick.store.maintenance import MaintenanceStore
 from pgkick.worker.reaper import reap
 from pgkick_dev.awake.monitor import AwakeMonitor
 from pgkick_dev.demo.traces import read_traces
@@ -69,7 +69,7 @@ class DemoRun:
 class Progress:
     """One live line of counts, redrawn in place; plain lines when not on a terminal."""
 
-    def __init__(self, db: JobStore, queue: str, stream: Any = None) -> None:
+    def __init__(self, db: MaintenanceStore, queue: str, stream: Any = None) -> None:
         self.db, self.queue, self.stream = db, queue, stream or sys.stderr
         self.tty = self.stream.isatty()
 
@@ -105,7 +105,7 @@ def run(options: DemoOptions, *, on_step: Callable[[str], None] | None = None) -
     trace_dir = Path(tempfile.mkdtemp(prefix="trace-", dir=options.out))
     trace_dir.chmod(0o777)
     state = DemoRun(dsn=options.dsn or "", queue=queue, trace_dir=trace_dir)
-    with JobStore.open(state.dsn, application_name=MONITOR_APP) as store:
+    with MaintenanceStore.open(state.dsn, application_name=MONITOR_APP) as store:
         schema.migrate(store)
         progress = Progress(store, queue)
         say = on_step or progress.step
@@ -145,7 +145,7 @@ def run(options: DemoOptions, *, on_step: Callable[[str], None] | None = None) -
 def _scenario(
     state: DemoRun,
     options: DemoOptions,
-    store: JobStore,
+    store: MaintenanceStore,
     kicker: LocalKicker,
     progress: Progress,
     say: Callable[[str], None],
@@ -234,7 +234,7 @@ def _kill_worker_of(job_id: int, trace_dir: Path) -> None:
     os.kill(started_by() or 0, signal.SIGKILL)
 
 
-def _lease_expired(store: JobStore, job_id: int) -> bool:
+def _lease_expired(store: MaintenanceStore, job_id: int) -> bool:
     (job,) = store.get_many([job_id])
     return bool(job["status"] != "running" or job["locked_until"] < datetime.now(UTC))
 

@@ -77,14 +77,14 @@ def _database(args: argparse.Namespace) -> tuple[str, str, Any]:
     if os.environ.get("DATABASE_URL"):
         return os.environ["DATABASE_URL"], "$DATABASE_URL", None
     from pgkick.store import migrations
-    from pgkick.store.worker import JobStore
+    from pgkick.store.migrations import MigrationStore
     from pgkick_dev.embedded import EmbeddedPostgres
 
     folder = args.data_dir.resolve()
     folder.mkdir(parents=True, exist_ok=True)
     server = EmbeddedPostgres(folder / "data")
     dsn = server.start()
-    with JobStore.open(dsn) as store:
+    with MigrationStore.open(dsn) as store:
         migrations.migrate(store)
     said = f"embedded PostgreSQL 17 in {folder} (no --dsn, no $DATABASE_URL)"
     said += f"\nyour app: DATABASE_URL={dsn}"

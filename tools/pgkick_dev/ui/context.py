@@ -17,7 +17,7 @@ from starlette.templating import Jinja2Templates
 
 from pgkick.kick.kickers import Kicker
 from pgkick.store.inspect import JobReader
-from pgkick.store.worker import JobStore
+from pgkick.store.operator import OperatorStore
 from pgkick_dev.ui.timeline import Timeline
 
 APPLICATION_NAME = "pgkick-ui"  # how its sessions show in pg_stat_activity
@@ -43,9 +43,11 @@ class Settings:
             yield reader
 
     @contextmanager
-    def store(self) -> Iterator[JobStore]:
+    def store(self) -> Iterator[OperatorStore]:
         """One connection for one action (the CLI's store), closed after it."""
-        with JobStore.open(self.dsn, schema=self.schema, application_name=APPLICATION_NAME) as s:
+        with OperatorStore.open(
+            self.dsn, schema=self.schema, application_name=APPLICATION_NAME
+        ) as s:
             yield s
 
 

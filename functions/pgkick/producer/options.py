@@ -1,0 +1,43 @@
+"""The enqueue options, one type for every form that takes them.
+
+Why one place: the nine fields of a job (payload, task and the seven options below)
+were spelled out in each enqueue form (the producer's two, the asyncio producer's two,
+a typed task's handle, the validation), with their defaults, and a new option had to
+be added to all of them. Now each form takes `**options: Unpack[EnqueueOptions]` (or
+`ProducerOptions`, for the forms that commit by themselves), mypy and pyright check
+callers against it, and `pgkick.validation.job_spec` holds the defaults and the checks;
+the per-job options themselves sit there, at the bottom, beside their checks.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any, TypedDict, cast
+
+from pgkick.connections.db import Clock, server_clock
+from pgkick.validation import JOB_FIELDS as JOB_FIELDS  # re-exported: the forms' one place
+from pgkick.validation import EnqueueOptions as EnqueueOptions
+
+if TYPE_CHECKING:
+    from pgkick.kick.kickers import Kicker
+
+
+class CommitOptions(TypedDict, total=False):
+    """Where a form that commits by itself commits (None: DATABASE_URL), how it kicks
+    (None: PGKICK_KICKER's kicker) and the clock its SQL takes for now."""
+
+    dsn: str | None
+    kicker: Kicker | None
+    clock: Clock
+
+
+class ProducerOptions(EnqueueOptions, CommitOptions, total=False):
+    """Per-job options plus where to commit and how to kick (the forms that commit)."""
+
+
+def where_to_commit(
+    options: ProducerOptions | CommitOptions,
+) -> tuple[str | None, Kicker | None, Clock, EnqueueOptions]:
+    """(dsn, kicker, clock) of a form that commits by itself, and the job's own options."""
+    job: dict[str, Any] = dict(options)
+    dsn, kicker = job.pop("dsn", None), job.pop("kicker", None)
+    return dsn, kicker, job.pop("clock", server_clock), cast(EnqueueOptions, job)
