@@ -14,8 +14,8 @@ from contextlib import AbstractContextManager
 from datetime import datetime
 from typing import Any
 
+from pgkick.cli import database
 from pgkick.errors import JobNotFound
-from pgkick.store import migrations as schema
 from pgkick.store.inspect import JobFilter, JobReader, parse_id
 
 Command = Callable[[str, Callable[[argparse.Namespace], dict[str, Any]]], argparse.ArgumentParser]
@@ -24,11 +24,7 @@ ERRORS_KEPT = "only the last error is stored (last_error); earlier attempts' err
 
 
 def _reader(args: argparse.Namespace) -> AbstractContextManager[JobReader]:
-    from pgkick.cli.main import _dsn  # the one rule for --dsn / DATABASE_URL
-
-    return schema.open_checked(
-        JobReader, _dsn(args), schema=args.schema, application_name="pgkick-cli"
-    )
+    return database.checked(JobReader, args)
 
 
 def cmd_jobs(args: argparse.Namespace) -> dict[str, Any]:

@@ -20,13 +20,13 @@ from typing import Any
 
 from pgkick import config
 from pgkick.aws.schedules import add_schedule_commands
-from pgkick.cli import operations
+from pgkick.cli import database, operations
 from pgkick.cli.inspect import add_inspect_commands
 from pgkick.cli.output import json_value, summary, text, tooling_missing, versions
 from pgkick.cli.types import extra_attempts, positive, schema_name, span, wait_seconds
 from pgkick.connections.db import DatabaseError
 from pgkick.connections.redact import redact
-from pgkick.errors import ConfigError, JobFailed, PgkickError, UsageError
+from pgkick.errors import JobFailed, PgkickError, UsageError
 from pgkick.kick.default import default_kicker
 from pgkick.producer import after_commit
 from pgkick.producer import enqueue as producer
@@ -51,29 +51,17 @@ def _local_wait(kicker: object) -> float:
     return LOCAL_WAIT if type(kicker).__module__.startswith("pgkick_dev.") else 0.0
 
 
-def _dsn(args: argparse.Namespace) -> str:
-    """--dsn, else what the handlers read: DATABASE_URL, else PGKICK_DATABASE_SECRET_ARN's."""
-    if args.dsn:
-        return str(args.dsn)
-    try:
-        return config.app_settings().dsn()
-    except ConfigError:
-        raise UsageError(
-            "no database: pass --dsn, or set DATABASE_URL or PGKICK_DATABASE_SECRET_ARN"
-        ) from None
-
-
 def _store(args: argparse.Namespace) -> AbstractContextManager[OperatorStore]:
     """A store on a migrated database (a clear error if the schema is missing or newer)."""
-    return schema.open_checked(
-        OperatorStore, _dsn(args), schema=args.schema, application_name="pgkick-cli"
-    )
+    return database.checked(OperatorStore, args)
 
 
 def cmd_migrate(args: argparse.Namespace) -> dict[str, Any]:
     """Apply pgkick's schema migrations (idempotent, safe to run concurrently)."""
     migrations = schema.MigrationStore
-    with migrations.open(_dsn(args), schema=args.schema, application_name="pgkick-cli") as store:
+    with migrations.open(
+        database.dsn(args), schema=args.schema, application_name="pgkick-cli"
+    ) as store:
         report = schema.migrate(store)
         roles = schema.create_roles(store) if args.roles else []
     result: dict[str, Any] = {
@@ -112,7 +100,7 @@ def cmd_enqueue(args: argparse.Namespace) -> dict[str, Any]:
         wait = args.wait if args.wait is not None else _local_wait(kicker)
         if wait and enqueuer.queued:  # lets the job run before we answer (its own statement)
             with contextlib.suppress(TimeoutError, PgkickError):  # then read its row below
-                results.wait(job_id, timeout=wait, dsn=_dsn(args))
+                results.wait(job_id, timeout=wait, dsn=database.dsn(args))
         if not enqueuer.queued:  # a live job holds its unique key: nothing was written
             return {"id": job_id, "duplicate": True}
         (job,) = enqueuer.queued  # what the insert returned: pgkick_producer may read only this

@@ -1,0 +1,41 @@
+"""Which database a command works on, and its store there: one rule for every command.
+
+Why apart from pgkick.cli.main: the job inspection commands (pgkick.cli.inspect) and
+the operations need the same rule, and importing it from main tied the two modules in
+a circle. --dsn, else what the handlers read (DATABASE_URL, else the secret
+PGKICK_DATABASE_SECRET_ARN names); the schema is checked before a command runs.
+"""
+
+from __future__ import annotations
+
+import argparse
+from contextlib import AbstractContextManager
+
+from pgkick import config
+from pgkick.connections.db import Database
+from pgkick.errors import ConfigError, UsageError
+from pgkick.store import migrations
+
+APPLICATION_NAME = "pgkick-cli"
+
+
+def dsn(args: argparse.Namespace) -> str:
+    """--dsn, else what the handlers read: DATABASE_URL, else PGKICK_DATABASE_SECRET_ARN's."""
+    if args.dsn:
+        return str(args.dsn)
+    try:
+        return config.app_settings().dsn()
+    except ConfigError:
+        raise UsageError(
+            "no database: pass --dsn, or set DATABASE_URL or PGKICK_DATABASE_SECRET_ARN"
+        ) from None
+
+
+def checked[S: Database](
+    store_class: type[S], args: argparse.Namespace
+) -> AbstractContextManager[S]:
+    """A `store_class` on the command's database, whose schema matches (a clear error if it
+    is missing or newer)."""
+    return migrations.open_checked(
+        store_class, dsn(args), schema=args.schema, application_name=APPLICATION_NAME
+    )
