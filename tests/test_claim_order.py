@@ -196,8 +196,8 @@ def test_pgkick_limit_sets_lists_and_clears_a_queue_limit(dsn: str, capsys: Any)
         assert len(store.claim("mail", batch=10, lease=LEASE)) == 1
         assert cli.main(["limit", "mail", "--clear", "--dsn", dsn]) == 0
         assert len(store.claim("mail", batch=10, lease=LEASE)) == 1
-    assert cli.main(["limit", "mail", "0", "--dsn", dsn]) == 2  # refused, one clear line
-    assert "max_running: 0 is outside" in capsys.readouterr().err
+    assert cli.main(["limit", "mail", "0", "--dsn", dsn]) == 1  # refused, in one line
+    assert "pgkick limit mail --clear" in capsys.readouterr().err
 
 
 def test_inside_a_group_priority_comes_before_run_at(dsn: str, clock: FakeClock) -> None:

@@ -10,8 +10,8 @@ from pathlib import Path
 import psycopg
 import pytest
 
+from pgkick.store import migration_scripts, queries
 from pgkick.store import migrations as schema
-from pgkick.store import queries
 from pgkick_dev import queries as dev_queries
 from tests.helpers import wait_for_lock_waiters
 from tests.store import JobStore
@@ -38,7 +38,7 @@ def test_migrate_twice_applies_once(empty_dsn: str) -> None:
         first = schema.migrate(store)
         second = schema.migrate(store)
         assert schema.check(store) == schema.LATEST_VERSION
-    assert first.applied == [v for v, _, _ in queries.MIGRATIONS]
+    assert first.applied == [v for v, _, _ in migration_scripts.MIGRATIONS]
     assert second.applied == []
     snapshot = schema_snapshot(empty_dsn)
     assert ("1", "jobs") in snapshot
@@ -69,7 +69,7 @@ def test_two_migrators_racing_leave_one_schema(empty_dsn: str, template_db: str,
         for thread in threads:
             thread.join(30)
     assert not errors, errors
-    assert sorted(len(r.applied) for r in results) == [0, len(queries.MIGRATIONS)]
+    assert sorted(len(r.applied) for r in results) == [0, len(migration_scripts.MIGRATIONS)]
     assert schema_snapshot(empty_dsn) == schema_snapshot(dsn)  # same as the template's
 
 
@@ -104,7 +104,11 @@ def test_every_runtime_statement_is_named_and_described() -> None:
     never the runtime's), and its first line says what it does."""
     for folder, module in (("sql", queries), ("tools/sql", dev_queries)):
         files = sorted(p.stem for p in (ROOT / folder).glob("*.sql"))
-        constants = sorted(n.lower() for n in vars(module) if n.isupper() and n != "MIGRATIONS")
+        constants = sorted(
+            n.lower()
+            for n in vars(module)
+            if n.isupper() and n not in ("MIGRATIONS", "MIGRATION_VERSIONS")
+        )
         assert files == constants, folder
         for name in files:
             first = getattr(module, name.upper()).splitlines()[0]
@@ -117,7 +121,7 @@ def test_cli_migrate_reports_json_and_errors_in_one_line(
     from pgkick import cli
 
     assert cli.main(["migrate", "--dsn", empty_dsn, "--json"]) == 0
-    versions = [version for version, _, _ in queries.MIGRATIONS]
+    versions = [version for version, _, _ in migration_scripts.MIGRATIONS]
     assert json.loads(capsys.readouterr().out) == {
         "applied": versions,
         "version": versions[-1],

@@ -17,8 +17,8 @@ import pgkick
 from pgkick import cli
 from pgkick.config import Settings
 from pgkick.kick.kickers import NoKicker
+from pgkick.store import migration_scripts
 from pgkick.store import migrations as schema
-from pgkick.store import queries
 from pgkick.worker.runtime import Runtime
 from pgkick_dev.embedded import EmbeddedPostgres
 from tests.pgbouncer import pgbouncer, requires_pgbouncer
@@ -39,7 +39,7 @@ def legacy_install(dsn: str) -> None:
     """A database as pgkick left it before 0006, holding jobs in every state."""
     with psycopg.connect(dsn, autocommit=True) as conn, conn.transaction():
         conn.execute(LEGACY_LEDGER)
-        for version, name, script in queries.MIGRATIONS:
+        for version, name, script in migration_scripts.MIGRATIONS:
             if version <= 3:
                 conn.execute(script)
                 conn.execute("INSERT INTO pgkick_migrations VALUES (%s, %s)", (version, name))
@@ -92,7 +92,9 @@ def test_migrate_moves_an_old_install_with_every_job_intact_and_the_runtime_work
 
     assert cli.main(["migrate", "--dsn", empty_dsn, "--json"]) == 0
     report = json.loads(capsys.readouterr().out)
-    later = [v for v, _, _ in queries.MIGRATIONS if v > 3 and v != schema.OWN_SCHEMA_VERSION]
+    later = [
+        v for v, _, _ in migration_scripts.MIGRATIONS if v > 3 and v != schema.OWN_SCHEMA_VERSION
+    ]
     assert report["applied"] == [schema.OWN_SCHEMA_VERSION, *later]  # the move first
 
     assert rows(empty_dsn, "pgkick.jobs") == jobs
@@ -103,7 +105,7 @@ def test_migrate_moves_an_old_install_with_every_job_intact_and_the_runtime_work
             " WHERE n.nspname = 'public'"
         ).fetchone()
         ledger = conn.execute("SELECT version FROM pgkick.pgkick_migrations ORDER BY 1")
-        assert [v for (v,) in ledger] == [v for v, _, _ in queries.MIGRATIONS]
+        assert [v for (v,) in ledger] == [v for v, _, _ in migration_scripts.MIGRATIONS]
     assert left == (0,)  # tables, indexes and the id sequence all moved
 
     with JobStore.open(empty_dsn) as store:
@@ -147,7 +149,9 @@ def test_a_custom_schema_through_pgbouncer_with_a_polluted_search_path(
             for _ in range(4):  # lands on both server connections, in turn
                 neighbour.execute("SET search_path TO nowhere")
             with JobStore.open(pooled_dsn) as store:
-                assert schema.migrate(store).applied == [v for v, _, _ in queries.MIGRATIONS]
+                assert schema.migrate(store).applied == [
+                    v for v, _, _ in migration_scripts.MIGRATIONS
+                ]
             ids = [
                 pgkick.enqueue_and_kick({"i": i}, task="noop", dsn=pooled_dsn, kicker=NoKicker())
                 for i in range(6)

@@ -128,5 +128,12 @@ def test_installed_wheels_run_a_job_and_refuse_without_a_kicker(
 
     _venv(tmp_path / "venv", wheels["pgkick"], wheels["pgkick_dev"])  # development install
     # The app's configuration: its database for the workers, the local kicker for development.
-    done = _run(python, dsn, cwd, PGKICK_KICKER="local", DATABASE_URL=dsn)
+    done = _run(
+        python,
+        dsn,
+        cwd,
+        PGKICK_KICKER="local",
+        DATABASE_URL=dsn,
+        PGKICK_DEV_URL=os.environ["PGKICK_DEV_URL"],  # this test's own stack (conftest)
+    )
     assert done["status"] == "done", done

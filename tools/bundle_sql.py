@@ -22,6 +22,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 SQL_DIR = ROOT / "sql"
 TARGET = ROOT / "functions" / "pgkick" / "store" / "queries.py"
+SCRIPTS_TARGET = ROOT / "functions" / "pgkick" / "store" / "migration_scripts.py"
 DEV_TARGET = ROOT / "tools" / "pgkick_dev" / "queries.py"
 DEV_SQL_DIR = ROOT / "tools" / "sql"  # the tooling's statements: never shipped
 NAME = re.compile(r"^[a-z]+(_[a-z]+)+$")
@@ -58,21 +59,45 @@ def render(sql_dir: Path = SQL_DIR) -> str:
         "",
     ]
     lines += _statements(sorted(sql_dir.glob("*.sql")))
-    migrations = []
-    for path in sorted((sql_dir / "migrations").glob("*.sql")):
-        match = MIGRATION.match(path.name)
-        if not match:
-            raise SystemExit(f"{path}: migrations are named NNNN_name.sql")
-        _summary(path, path.read_text())
-        migrations.append(f"    ({int(match[1])}, {match[2]!r}, {_literal(path.read_text())}),")
+    versions = ", ".join(str(int(MIGRATION.match(p.name)[1])) for p in _migrations(sql_dir))  # type: ignore[index]
     lines += [
-        "# (version, name, script) in the order they apply.",
-        "MIGRATIONS: Final[tuple[tuple[int, str, LiteralString], ...]] = (",
-        *migrations,
-        ")",
+        "# The migrations' versions in the order they apply (their scripts:",
+        "# pgkick.store.migration_scripts, which a Lambda handler never loads).",
+        f"MIGRATION_VERSIONS: Final[tuple[int, ...]] = ({versions},)",
         "",
     ]
     return "\n".join(lines)
+
+
+def _migrations(sql_dir: Path) -> list[Path]:
+    paths = sorted((sql_dir / "migrations").glob("*.sql"))
+    for path in paths:
+        if not MIGRATION.match(path.name):
+            raise SystemExit(f"{path}: migrations are named NNNN_name.sql")
+        _summary(path, path.read_text())
+    return paths
+
+
+def render_migrations(sql_dir: Path = SQL_DIR) -> str:
+    """Build the text of the runtime's migration_scripts.py from sql_dir/migrations."""
+    lines = [
+        '"""Every migration script: generated from sql/migrations/ by tools/bundle_sql.py.',
+        "",
+        "Do not edit: change sql/ and regenerate. Apart from pgkick.store.queries because only",
+        "a migrator (`pgkick migrate`, pgkick.migrate) reads them: the Lambda artifact leaves",
+        "them out, and a handler checks versions only (queries.MIGRATION_VERSIONS).",
+        '"""',
+        "",
+        "from typing import Final, LiteralString",
+        "",
+        "# (version, name, script) in the order they apply.",
+        "MIGRATIONS: Final[tuple[tuple[int, str, LiteralString], ...]] = (",
+    ]
+    for path in _migrations(sql_dir):
+        match = MIGRATION.match(path.name)
+        assert match is not None
+        lines.append(f"    ({int(match[1])}, {match[2]!r}, {_literal(path.read_text())}),")
+    return "\n".join([*lines, ")", ""])
 
 
 def render_dev(sql_dir: Path = DEV_SQL_DIR) -> str:
@@ -101,7 +126,12 @@ def _statements(paths: list[Path]) -> list[str]:
 
 def main(argv: list[str]) -> int:
     stale = []
-    for target, text in ((TARGET, render()), (DEV_TARGET, render_dev())):
+    targets = (
+        (TARGET, render()),
+        (SCRIPTS_TARGET, render_migrations()),
+        (DEV_TARGET, render_dev()),
+    )
+    for target, text in targets:
         if "--check" not in argv:
             target.write_text(text)
         elif not target.exists() or target.read_text() != text:

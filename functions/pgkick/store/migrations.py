@@ -41,7 +41,7 @@ from pgkick.connections.qualify import quote
 from pgkick.errors import SchemaError
 from pgkick.store import queries
 
-LATEST_VERSION = queries.MIGRATIONS[-1][0]
+LATEST_VERSION = queries.MIGRATION_VERSIONS[-1]
 OWN_SCHEMA_VERSION = 6  # 0006_own_schema: moves an older install's tables into the schema
 
 
@@ -111,7 +111,7 @@ def migrate(db: Database) -> MigrationReport:
         store.create_migration_table()
         done = set(store.applied_versions())
         _refuse_newer(done)
-        for version, name, script in queries.MIGRATIONS:
+        for version, name, script in _scripts():
             if version not in done:
                 store.apply_migration(version, name, script)
                 applied.append(version)
@@ -122,8 +122,16 @@ def migrate(db: Database) -> MigrationReport:
     return MigrationReport(applied=applied, version=LATEST_VERSION)
 
 
+def _scripts() -> tuple[tuple[int, str, LiteralString], ...]:
+    """The migrations' scripts, loaded only to migrate: a handler checks versions alone, and
+    the Lambda artifact leaves the scripts out (they are a sixth of the runtime's bytes)."""
+    from pgkick.store.migration_scripts import MIGRATIONS
+
+    return MIGRATIONS
+
+
 def _migration(version: int) -> tuple[int, str, LiteralString]:
-    (found,) = [m for m in queries.MIGRATIONS if m[0] == version]
+    (found,) = [m for m in _scripts() if m[0] == version]
     return found
 
 
@@ -152,7 +160,7 @@ def check(db: Database) -> int:
             f"{store.schema!r}): run `pgkick migrate` (or `pgkick.migrate(dsn)` from Python)"
         )
     _refuse_newer(done)
-    missing = sorted({v for v, _, _ in queries.MIGRATIONS} - done)
+    missing = sorted(set(queries.MIGRATION_VERSIONS) - done)
     if missing:
         raise SchemaError(
             f"pgkick's schema is behind this code (missing versions {missing}): "

@@ -24,7 +24,7 @@ from collections.abc import Callable
 from datetime import timedelta
 from typing import Any
 
-from pgkick.store import queries
+from pgkick.store import migration_scripts
 from pgkick.store.worker import ClaimedJob, WorkerStore
 from pgkick_dev import queries as dev_queries
 from pgkick_dev.bench.figures import spread
@@ -44,7 +44,7 @@ def _before_schema(dsn: str) -> None:
         db.execute(dev_queries.BENCH_SCHEMA_DROP)
         db.execute(dev_queries.BENCH_SCHEMA_CREATE)
         db.execute(dev_queries.BENCH_SEARCH_PATH_SET)
-        for version, _, script in queries.MIGRATIONS:
+        for version, _, script in migration_scripts.MIGRATIONS:
             if version in BEFORE_VERSIONS:
                 db.execute(script)  # bundled migration text
 

@@ -283,13 +283,14 @@ class AsyncQueue:
         self.stats.peak_rss_mb = max(self.stats.peak_rss_mb, int(message.get("peak_rss_mb", 0)))
         failed = failure is not None or (isinstance(result, dict) and "error" in result)
         if isinstance(item, Invocation):
-            detail = f"error: {failure or result.get('error')}" if failed else "ok"
+            said = _said(failure) if failure is not None else _said(result.get("error"))
+            detail = f"error: {said}" if failed else "ok"
             self._record("invoke_end", item, duration_ms=message.get("duration_ms"), detail=detail)
             if item.answer is not None:
                 item.answer.set_result({"result": result, "failure": failure})
             elif failed:
                 self.stats.errors += 1  # the handler raised: Lambda retries that too
-                self._retry(item, f"failed: {failure or result.get('error')}")
+                self._retry(item, f"failed: {said}")
         self.pool.finished(environment)
         self._dispatch()
 
@@ -312,3 +313,11 @@ class AsyncQueue:
                 item.answer.set_result({"result": None, "failure": failure})
             self._retry(item, why)
         self._dispatch()
+
+
+def _said(error: Any) -> str:
+    """An invocation's error in one line: Lambda's error payload by its message (which
+    names its type, as `Runtime.MarshalError: ...` does), anything else as text."""
+    if isinstance(error, dict):
+        return str(error.get("errorMessage") or error.get("errorType") or error)
+    return str(error)

@@ -1,0 +1,466 @@
+"""Every migration script: generated from sql/migrations/ by tools/bundle_sql.py.
+
+Do not edit: change sql/ and regenerate. Apart from pgkick.store.queries because only
+a migrator (`pgkick migrate`, pgkick.migrate) reads them: the Lambda artifact leaves
+them out, and a handler checks versions only (queries.MIGRATION_VERSIONS).
+"""
+
+from typing import Final, LiteralString
+
+# (version, name, script) in the order they apply.
+MIGRATIONS: Final[tuple[tuple[int, str, LiteralString], ...]] = (
+    (1, 'jobs', """\
+-- 0001_jobs: the article's jobs table (plus task and finished_at), its state-machine constraints and the partial ready index.
+CREATE TABLE jobs (
+  id           bigint      GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+  queue        text        NOT NULL DEFAULT 'default',
+  task         text        NOT NULL,
+  payload      jsonb       NOT NULL,
+  status       text        NOT NULL DEFAULT 'queued'
+               CHECK (status IN ('queued', 'running', 'done', 'failed')),
+  run_at       timestamptz NOT NULL DEFAULT now(),
+  attempts     int         NOT NULL DEFAULT 0,
+  max_attempts int         NOT NULL DEFAULT 5,
+  locked_until timestamptz,
+  last_error   text,
+  created_at   timestamptz NOT NULL DEFAULT now(),
+  finished_at  timestamptz,
+  CONSTRAINT jobs_max_attempts_positive CHECK (max_attempts >= 1),
+  CONSTRAINT jobs_attempts_within_max CHECK (attempts BETWEEN 0 AND max_attempts),
+  CONSTRAINT jobs_lease_iff_running CHECK ((status = 'running') = (locked_until IS NOT NULL)),
+  CONSTRAINT jobs_finished_iff_final CHECK ((status IN ('done', 'failed')) = (finished_at IS NOT NULL)),
+  CONSTRAINT jobs_queue_named CHECK (queue <> ''),
+  CONSTRAINT jobs_task_named CHECK (task <> '')
+);
+
+-- Only the rows workers look for: stays small however long the finished history grows.
+CREATE INDEX jobs_ready_idx ON jobs (queue, run_at) WHERE status = 'queued';"""),
+    (2, 'claimed_at', """\
+-- 0002_claimed_at: when the current attempt was claimed, for kick-to-start latency and "running since".
+ALTER TABLE jobs ADD COLUMN claimed_at timestamptz;"""),
+    (3, 'queue_watchers', """\
+-- 0003_queue_watchers: who will look at a queue soon (a draining worker, or a kick on its way), so producers kick only when nobody will.
+CREATE TABLE queue_watchers (
+  queue    text        NOT NULL,
+  watcher  text        NOT NULL,  -- a worker's id, or 'kick' for a kick sent and not yet taken up
+  until    timestamptz NOT NULL,  -- past this instant the watcher no longer counts
+  PRIMARY KEY (queue, watcher)
+);"""),
+    (4, 'job_unique_priority_group', """\
+-- 0004_job_unique_priority_group: unique keys, priorities, ordered groups and per-queue running limits (issue 16).
+ALTER TABLE jobs
+  ADD COLUMN priority   smallint NOT NULL DEFAULT 0,
+  ADD COLUMN unique_key text,
+  ADD COLUMN group_key  text,
+  ADD CONSTRAINT jobs_priority_range CHECK (priority BETWEEN -100 AND 100),
+  ADD CONSTRAINT jobs_unique_key_named CHECK (unique_key <> ''),
+  ADD CONSTRAINT jobs_group_named CHECK (group_key <> '');
+
+-- Highest priority first, then run_at: the claim reads the queue in this order.
+DROP INDEX jobs_ready_idx;
+CREATE INDEX jobs_ready_idx ON jobs (queue, priority DESC, run_at) WHERE status = 'queued';
+
+-- At most one live (queued or running) job per unique key: the insert's ON CONFLICT target.
+CREATE UNIQUE INDEX jobs_unique_live_idx ON jobs (unique_key)
+  WHERE unique_key IS NOT NULL AND status IN ('queued', 'running');
+-- A skipped duplicate's answer: the newest job with its key (needs no status, which a
+-- producer may not read).
+CREATE INDEX jobs_unique_key_idx ON jobs (unique_key, id) WHERE unique_key IS NOT NULL;
+
+-- A group's head (its first queued job in claim order: priority, run_at, id), whether one
+-- of its jobs runs, and whether one waits for a retry (it holds the group): each a probe
+-- of a small partial index. (-priority): one ascending row comparison finds the head.
+CREATE INDEX jobs_group_queued_idx ON jobs (queue, group_key, (-priority), run_at, id)
+  WHERE group_key IS NOT NULL AND status = 'queued';
+CREATE INDEX jobs_group_running_idx ON jobs (queue, group_key)
+  WHERE group_key IS NOT NULL AND status = 'running';
+CREATE INDEX jobs_group_retrying_idx ON jobs (queue, group_key)
+  WHERE group_key IS NOT NULL AND status = 'queued' AND attempts > 0;
+
+-- Running jobs of a queue, counted against its limit.
+CREATE INDEX jobs_running_idx ON jobs (queue) WHERE status = 'running';
+
+-- The most jobs of a queue running at once; no row: no limit.
+CREATE TABLE queue_limits (
+  queue       text PRIMARY KEY CHECK (queue <> ''),
+  max_running int  NOT NULL CHECK (max_running >= 1)
+);"""),
+    (5, 'job_result_cancel', """\
+-- 0005_job_result_cancel: a task's result stored with its job, an operator's request to cancel a running job, and the periodic ticks already enqueued.
+ALTER TABLE jobs ADD COLUMN result jsonb;
+-- Set by `pgkick cancel` on a running job; the worker's heartbeat reads it back.
+ALTER TABLE jobs ADD COLUMN cancel_requested_at timestamptz;
+
+-- One row per periodic task per scheduled instant: the scheduler delivers at least once,
+-- the job is inserted at most once (the tick's INSERT ... ON CONFLICT DO NOTHING and the
+-- job's INSERT are one statement: periodic_tick_enqueue).
+CREATE TABLE periodic_ticks (
+  name     text        NOT NULL,
+  tick_at  timestamptz NOT NULL,
+  PRIMARY KEY (name, tick_at)
+);"""),
+    (6, 'own_schema', """\
+-- 0006_own_schema: moves the tables of an install from before this version (with their rows, indexes, constraints, identity sequence and grants) from the role's default schema into pgkick's own, where 0001-0003 now create them; lets the pgkick roles that exist use that schema.
+-- pgkick.schema.migrate runs this first of all on such an install, with search_path set to
+-- pgkick's schema then the old one: a table found outside current_schema() is an old one.
+-- On a fresh install everything is already in current_schema(): nothing moves (and no
+-- table is locked for a no-op SET SCHEMA).
+DO $move$
+DECLARE
+  table_name text;
+  role_name text;
+  found regclass;
+BEGIN
+  FOREACH table_name IN ARRAY ARRAY['pgkick_migrations', 'jobs', 'queue_watchers'] LOOP
+    found := to_regclass(quote_ident(table_name));
+    IF found IS NOT NULL AND (
+      SELECT n.nspname FROM pg_catalog.pg_class AS c
+      JOIN pg_catalog.pg_namespace AS n ON n.oid = c.relnamespace
+      WHERE c.oid = found
+    ) <> current_schema() THEN
+      EXECUTE format('ALTER TABLE %s SET SCHEMA %I', found, current_schema());
+    END IF;
+  END LOOP;
+  -- Roles set up before this version keep working without `pgkick migrate --roles` again.
+  FOREACH role_name IN ARRAY ARRAY['pgkick_producer', 'pgkick_worker'] LOOP
+    IF EXISTS (SELECT FROM pg_catalog.pg_roles WHERE rolname = role_name) THEN
+      EXECUTE format('GRANT USAGE ON SCHEMA %I TO %I', current_schema(), role_name);
+    END IF;
+  END LOOP;
+END
+$move$;"""),
+    (7, 'job_claim_function', """\
+-- 0007_job_claim_function: the claim as one server-side function, job_claim(queue, batch, lease, now): one statement for every queue, groups and limits included, whose plans the server keeps per session (issue 16's claim cost).
+-- Why a function (pgkick.groups has the rules): the claim used to be the plain statement,
+-- or, for a queue with a running limit or live grouped jobs, four (BEGIN, the lock, the
+-- claim, COMMIT), each planned by the server at every call: pgkick never prepares a
+-- statement, so that transaction-mode poolers work. PL/pgSQL keeps the plans of the
+-- statements inside a function in the session's cache, which a pooler cannot break (no
+-- statement names cross the wire), and a VOLATILE function takes a fresh snapshot for
+-- each statement under READ COMMITTED: the claim that follows the lock sees every claim
+-- committed before the lock was granted, as the serialised claim's own statement did.
+-- The search_path is the one this migration ran with (pgkick's schema), whatever the
+-- caller's.
+CREATE FUNCTION job_claim(claim_queue text, claim_batch int, claim_lease interval,
+                          claim_now timestamptz)
+RETURNS TABLE (id bigint, queue text, task text, payload jsonb, attempts int, max_attempts int)
+LANGUAGE plpgsql VOLATILE
+SET search_path FROM CURRENT
+SET plan_cache_mode = force_generic_plan
+AS $claim$
+#variable_conflict use_column
+DECLARE
+  at timestamptz := coalesce(claim_now, now());
+BEGIN
+  -- min() rather than EXISTS: its plan is one probe of the groups' partial index even
+  -- where the statistics expect many grouped rows (another queue's), when EXISTS may be
+  -- planned as a scan of the table that stops at the first match: none in this queue.
+  IF NOT EXISTS (SELECT 1 FROM queue_limits l WHERE l.queue = claim_queue)
+     AND (SELECT min(g.group_key) FROM jobs g
+          WHERE g.queue = claim_queue AND g.group_key IS NOT NULL AND g.status = 'queued')
+         IS NULL
+     AND (SELECT min(g.group_key) FROM jobs g
+          WHERE g.queue = claim_queue AND g.group_key IS NOT NULL AND g.status = 'running')
+         IS NULL
+  THEN
+    -- No limit, no live group: the plain claim, no lock. A grouped job committed since
+    -- the check above is left to the next claim, which will see it and lock.
+    RETURN QUERY
+    WITH next AS (
+      SELECT j.id FROM jobs j
+      WHERE j.queue = claim_queue AND j.status = 'queued' AND j.run_at <= at
+        AND j.group_key IS NULL
+      ORDER BY j.priority DESC, j.run_at
+      LIMIT claim_batch
+      FOR UPDATE SKIP LOCKED
+    ),
+    claimed AS (
+      UPDATE jobs j
+      SET status       = 'running',
+          attempts     = j.attempts + 1,
+          locked_until = at + claim_lease,
+          claimed_at   = coalesce(claim_now, clock_timestamp())
+      WHERE j.id = ANY (ARRAY (SELECT next.id FROM next))
+      RETURNING j.id, j.queue, j.task, j.payload, j.attempts, j.max_attempts, j.priority, j.run_at
+    )
+    SELECT c.id, c.queue, c.task, c.payload, c.attempts, c.max_attempts FROM claimed c
+    ORDER BY c.priority DESC, c.run_at, c.id;  -- claim order (the update's is the index's)
+    RETURN;
+  END IF;
+
+  -- Held until the caller's transaction ends; the statement below starts after it is
+  -- granted, so its snapshot has every claim of this queue committed before: true under
+  -- READ COMMITTED only (a REPEATABLE READ transaction keeps its first snapshot, and a
+  -- limit would be passed silently), so anything else is refused.
+  IF current_setting('transaction_isolation') <> 'read committed' THEN
+    RAISE EXCEPTION 'pgkick: a queue with a limit or groups is claimed under READ COMMITTED only, not %',
+      current_setting('transaction_isolation')
+      USING HINT = 'default_transaction_isolation is set for this database or role: reset it for pgkick''s worker role';
+  END IF;
+  PERFORM pg_advisory_xact_lock(hashtext('pgkick.claim'), hashtext(claim_queue));
+  RETURN QUERY
+  WITH next AS (
+    SELECT j.id, j.priority, j.run_at FROM jobs j
+    WHERE j.queue = claim_queue AND j.status = 'queued' AND j.run_at <= at
+      AND (j.group_key IS NULL
+           OR (NOT EXISTS (SELECT 1 FROM jobs g
+                           WHERE g.queue = j.queue AND g.group_key = j.group_key
+                             AND g.group_key IS NOT NULL AND g.status = 'running')
+               AND (j.attempts > 0
+                    OR (NOT EXISTS (SELECT 1 FROM jobs g
+                                    WHERE g.queue = j.queue AND g.group_key = j.group_key
+                                      AND g.group_key IS NOT NULL AND g.status = 'queued'
+                                      AND g.attempts > 0)
+                        AND NOT EXISTS (SELECT 1 FROM jobs g
+                                        WHERE g.queue = j.queue AND g.group_key = j.group_key
+                                          AND g.group_key IS NOT NULL AND g.status = 'queued'
+                                          AND (-g.priority, g.run_at, g.id)
+                                              < (-j.priority, j.run_at, j.id))))))
+    ORDER BY j.priority DESC, j.run_at
+    LIMIT claim_batch
+    FOR UPDATE SKIP LOCKED
+  ),
+  room AS (
+    SELECT CASE WHEN l.max_running IS NULL THEN claim_batch
+                ELSE l.max_running - (SELECT count(*) FROM jobs r
+                                      WHERE r.queue = claim_queue AND r.status = 'running')
+           END AS free
+    FROM (SELECT 1) AS one LEFT JOIN queue_limits l ON l.queue = claim_queue
+  ),
+  ranked AS (
+    SELECT next.id, row_number() OVER (ORDER BY next.priority DESC, next.run_at, next.id) AS n
+    FROM next
+  ),
+  claimed AS (
+    UPDATE jobs j
+    SET status       = 'running',
+        attempts     = j.attempts + 1,
+        locked_until = at + claim_lease,
+        claimed_at   = coalesce(claim_now, clock_timestamp())
+    WHERE j.id = ANY (ARRAY (SELECT ranked.id FROM ranked
+                             WHERE ranked.n <= (SELECT free FROM room)))
+    RETURNING j.id, j.queue, j.task, j.payload, j.attempts, j.max_attempts, j.priority, j.run_at
+  )
+  SELECT c.id, c.queue, c.task, c.payload, c.attempts, c.max_attempts FROM claimed c
+  ORDER BY c.priority DESC, c.run_at, c.id;
+END
+$claim$;"""),
+    (8, 'job_complete_and_claim_function', """\
+-- 0008_job_complete_and_claim_function: a worker's round trip as one server-side call, job_complete_and_claim(ids, attempts, results, queue, batch, lease, now): the last batch's fenced complete, then the claim of the next (issue 18's drain).
+-- Why (pgkick.store, complete_many_and_claim): the worker completed a batch and claimed the
+-- next as two statements in one pipeline, and on a 2-core machine the client's cost of a
+-- statement (its parameters, its cursor, its results) was most of the worker's CPU a job.
+-- One call is one statement a round trip, and its complete is planned once a session, as
+-- the claim's statements are (0007), where it was planned at every call before.
+-- The order is the deadlock rule: the complete runs, and takes its row locks, before the
+-- claim, as two statements in order do; one statement with both as CTEs would leave the
+-- order to the executor (pgkick.store says what deadlocked). The rows returned: first each
+-- completed job still held by this attempt, as its id with every other column NULL (a
+-- claimed job always has a task), then the claimed jobs in claim order.
+CREATE FUNCTION job_complete_and_claim(done_ids bigint[], done_attempts int[],
+                                       done_results text[], claim_queue text,
+                                       claim_batch int, claim_lease interval,
+                                       claim_now timestamptz)
+RETURNS TABLE (id bigint, queue text, task text, payload jsonb, attempts int, max_attempts int)
+LANGUAGE plpgsql VOLATILE
+SET search_path FROM CURRENT
+SET plan_cache_mode = force_generic_plan
+AS $round$
+#variable_conflict use_column
+BEGIN
+  RETURN QUERY
+  WITH done AS (
+    UPDATE jobs j
+    SET status = 'done', locked_until = NULL,
+        finished_at = coalesce(claim_now, now()),
+        result = held.result::jsonb
+    FROM unnest(done_ids, done_attempts, done_results) AS held(id, attempts, result)
+    WHERE j.id = held.id AND j.status = 'running' AND j.attempts = held.attempts
+    RETURNING j.id
+  )
+  SELECT done.id, NULL::text, NULL::text, NULL::jsonb, NULL::int, NULL::int FROM done;
+  RETURN QUERY SELECT * FROM job_claim(claim_queue, claim_batch, claim_lease, claim_now);
+END
+$round$;"""),
+    (9, 'job_failed_index', """\
+-- 0009_job_failed_index: the failed jobs, newest first, for `pgkick jobs --status failed` and the dashboard (a page of them, and each queue's count, without reading the finished history).
+-- Partial: a row enters it only when its job ends failed (or is cancelled), so the
+-- claim, the complete and the insert (the hot path) never write to it. Its queue is
+-- included so that counting a queue's failures reads this index alone.
+CREATE INDEX jobs_failed_idx ON jobs (id) INCLUDE (queue) WHERE status = 'failed';"""),
+    (10, 'job_complete_function', """\
+-- 0010_job_complete_function: the completion UPDATE as one server-side function, job_complete(ids, attempts, results, now), called by the worker's flush (job_complete_many) and by its round trip (job_complete_and_claim, recreated to call it): the fenced UPDATE written once.
+-- Why: the UPDATE that marks a batch done was written twice, in job_complete_many.sql and
+-- inside 0008's job_complete_and_claim, and a change to one (the fence, the result, the
+-- clock) had to be made to both. Now both call this function. Each job is fenced by its
+-- own attempt (status 'running' and the attempts the caller claimed it with): a worker
+-- whose lease was taken over changes nothing, and the ids returned are those it still
+-- held. Its plan is kept per session, as the claim's (0007).
+CREATE FUNCTION job_complete(done_ids bigint[], done_attempts int[], done_results text[],
+                             done_now timestamptz)
+RETURNS TABLE (id bigint)
+LANGUAGE plpgsql VOLATILE
+SET search_path FROM CURRENT
+SET plan_cache_mode = force_generic_plan
+AS $complete$
+#variable_conflict use_column
+BEGIN
+  RETURN QUERY
+  UPDATE jobs j
+  SET status = 'done', locked_until = NULL,
+      finished_at = coalesce(done_now, now()),
+      result = held.result::jsonb
+  FROM unnest(done_ids, done_attempts, done_results) AS held(id, attempts, result)
+  WHERE j.id = held.id AND j.status = 'running' AND j.attempts = held.attempts
+  RETURNING j.id;
+END
+$complete$;
+
+-- The round trip of 0008, its complete now this function's (the order, complete before
+-- claim, is unchanged: 0008 says why it is the deadlock rule).
+CREATE OR REPLACE FUNCTION job_complete_and_claim(done_ids bigint[], done_attempts int[],
+                                                  done_results text[], claim_queue text,
+                                                  claim_batch int, claim_lease interval,
+                                                  claim_now timestamptz)
+RETURNS TABLE (id bigint, queue text, task text, payload jsonb, attempts int, max_attempts int)
+LANGUAGE plpgsql VOLATILE
+SET search_path FROM CURRENT
+SET plan_cache_mode = force_generic_plan
+AS $round$
+#variable_conflict use_column
+BEGIN
+  RETURN QUERY
+  SELECT done.id, NULL::text, NULL::text, NULL::jsonb, NULL::int, NULL::int
+  FROM job_complete(done_ids, done_attempts, done_results, claim_now) AS done;
+  RETURN QUERY SELECT * FROM job_claim(claim_queue, claim_batch, claim_lease, claim_now);
+END
+$round$;"""),
+    (11, 'job_group_order', """\
+-- 0011_job_group_order: a grouped job's place in its group fixed at enqueue (ordered_at, the run_at it was enqueued with), and job_claim's head rule on it: the group's first queued job in (priority DESC, ordered_at, id) is its head, whatever its attempts, so a retried or snoozed job keeps its place and holds its group, and one claim takes at most one job of a group (issue 31).
+-- Why (pgkick.store.groups has the rules): the head used to be the first queued job in claim
+-- order (priority, run_at, id), or any queued job with attempts > 0. A retry moves run_at and
+-- keeps attempts > 0: `pgkick retry` of three failed jobs of a group made all three heads, and
+-- one batch claimed them together; a job snoozed on its first attempt (attempts back to 0,
+-- run_at later) fell behind the next job of its group, while on a later attempt it held the
+-- group. An order that nothing after the insert moves makes both cases one rule.
+-- ordered_at is set by a trigger on insert (grouped jobs only), so every insert (the
+-- producer's statements, the periodic tick's, an operator's) gets it without naming it.
+ALTER TABLE jobs ADD COLUMN ordered_at timestamptz;
+
+-- Jobs already waiting for a retry headed their group under the old rule: they keep it.
+UPDATE jobs
+SET ordered_at = CASE WHEN status = 'queued' AND attempts > 0 THEN '-infinity' ELSE run_at END
+WHERE group_key IS NOT NULL;
+
+CREATE FUNCTION job_ordered_at_set() RETURNS trigger
+LANGUAGE plpgsql
+AS $set$
+BEGIN
+  NEW.ordered_at := NEW.run_at;
+  RETURN NEW;
+END
+$set$;
+
+CREATE TRIGGER jobs_ordered_at BEFORE INSERT ON jobs
+FOR EACH ROW WHEN (NEW.group_key IS NOT NULL) EXECUTE FUNCTION job_ordered_at_set();
+
+DROP INDEX jobs_group_queued_idx;
+CREATE INDEX jobs_group_queued_idx ON jobs (queue, group_key, (-priority), ordered_at, id)
+  WHERE group_key IS NOT NULL AND status = 'queued';
+DROP INDEX jobs_group_retrying_idx;
+
+-- The claim of 0007 with the new head rule (its unlocked branch is unchanged).
+CREATE OR REPLACE FUNCTION job_claim(claim_queue text, claim_batch int, claim_lease interval,
+                                     claim_now timestamptz)
+RETURNS TABLE (id bigint, queue text, task text, payload jsonb, attempts int, max_attempts int)
+LANGUAGE plpgsql VOLATILE
+SET search_path FROM CURRENT
+SET plan_cache_mode = force_generic_plan
+AS $claim$
+#variable_conflict use_column
+DECLARE
+  at timestamptz := coalesce(claim_now, now());
+BEGIN
+  IF NOT EXISTS (SELECT 1 FROM queue_limits l WHERE l.queue = claim_queue)
+     AND (SELECT min(g.group_key) FROM jobs g
+          WHERE g.queue = claim_queue AND g.group_key IS NOT NULL AND g.status = 'queued')
+         IS NULL
+     AND (SELECT min(g.group_key) FROM jobs g
+          WHERE g.queue = claim_queue AND g.group_key IS NOT NULL AND g.status = 'running')
+         IS NULL
+  THEN
+    RETURN QUERY
+    WITH next AS (
+      SELECT j.id FROM jobs j
+      WHERE j.queue = claim_queue AND j.status = 'queued' AND j.run_at <= at
+        AND j.group_key IS NULL
+      ORDER BY j.priority DESC, j.run_at
+      LIMIT claim_batch
+      FOR UPDATE SKIP LOCKED
+    ),
+    claimed AS (
+      UPDATE jobs j
+      SET status       = 'running',
+          attempts     = j.attempts + 1,
+          locked_until = at + claim_lease,
+          claimed_at   = coalesce(claim_now, clock_timestamp())
+      WHERE j.id = ANY (ARRAY (SELECT next.id FROM next))
+      RETURNING j.id, j.queue, j.task, j.payload, j.attempts, j.max_attempts, j.priority, j.run_at
+    )
+    SELECT c.id, c.queue, c.task, c.payload, c.attempts, c.max_attempts FROM claimed c
+    ORDER BY c.priority DESC, c.run_at, c.id;
+    RETURN;
+  END IF;
+
+  IF current_setting('transaction_isolation') <> 'read committed' THEN
+    RAISE EXCEPTION 'pgkick: a queue with a limit or groups is claimed under READ COMMITTED only, not %',
+      current_setting('transaction_isolation')
+      USING HINT = 'default_transaction_isolation is set for this database or role: reset it for pgkick''s worker role';
+  END IF;
+  PERFORM pg_advisory_xact_lock(hashtext('pgkick.claim'), hashtext(claim_queue));
+  RETURN QUERY
+  WITH next AS (
+    -- A grouped job is claimed only as its group's head (no queued job of the group before
+    -- it in the group's fixed order) and while none of its group runs: the head is unique,
+    -- so one claim takes at most one job of a group.
+    SELECT j.id, j.priority, j.run_at FROM jobs j
+    WHERE j.queue = claim_queue AND j.status = 'queued' AND j.run_at <= at
+      AND (j.group_key IS NULL
+           OR (NOT EXISTS (SELECT 1 FROM jobs g
+                           WHERE g.queue = j.queue AND g.group_key = j.group_key
+                             AND g.group_key IS NOT NULL AND g.status = 'running')
+               AND NOT EXISTS (SELECT 1 FROM jobs g
+                               WHERE g.queue = j.queue AND g.group_key = j.group_key
+                                 AND g.group_key IS NOT NULL AND g.status = 'queued'
+                                 AND (-g.priority, g.ordered_at, g.id)
+                                     < (-j.priority, j.ordered_at, j.id))))
+    ORDER BY j.priority DESC, j.run_at
+    LIMIT claim_batch
+    FOR UPDATE SKIP LOCKED
+  ),
+  room AS (
+    SELECT CASE WHEN l.max_running IS NULL THEN claim_batch
+                ELSE l.max_running - (SELECT count(*) FROM jobs r
+                                      WHERE r.queue = claim_queue AND r.status = 'running')
+           END AS free
+    FROM (SELECT 1) AS one LEFT JOIN queue_limits l ON l.queue = claim_queue
+  ),
+  ranked AS (
+    SELECT next.id, row_number() OVER (ORDER BY next.priority DESC, next.run_at, next.id) AS n
+    FROM next
+  ),
+  claimed AS (
+    UPDATE jobs j
+    SET status       = 'running',
+        attempts     = j.attempts + 1,
+        locked_until = at + claim_lease,
+        claimed_at   = coalesce(claim_now, clock_timestamp())
+    WHERE j.id = ANY (ARRAY (SELECT ranked.id FROM ranked
+                             WHERE ranked.n <= (SELECT free FROM room)))
+    RETURNING j.id, j.queue, j.task, j.payload, j.attempts, j.max_attempts, j.priority, j.run_at
+  )
+  SELECT c.id, c.queue, c.task, c.payload, c.attempts, c.max_attempts FROM claimed c
+  ORDER BY c.priority DESC, c.run_at, c.id;
+END
+$claim$;"""),
+)
