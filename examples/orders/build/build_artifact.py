@@ -109,6 +109,11 @@ UNUSED_TREES = (
     # pgkick: the app side, never reached by a handler; whole subpackages, so a module
     # added to one of them is left out too (tests/test_layout.py: no handler imports them)
     "pgkick/cli",  # the operator's `pgkick` command and its argument types
+    "pgkick/store/migration_scripts.py",  # the migrations' scripts: a handler checks versions
+    "pgkick/store/inspect.py",  # job pages for `pgkick jobs` and the dashboard
+    "pgkick/store/operator.py",  # the CLI's and the dashboard's store
+    "pgkick/aws/schedules.py",  # `pgkick schedules sync`, an operator's command
+    "pgkick/aws/failures.py",  # its AWS errors in one line
     "pgkick/testing",  # in-process runs and the pytest plugin for an application's tests
     "pgkick/contrib",  # Django and SQLAlchemy producers: need those, not in the artifact
 )
@@ -121,7 +126,13 @@ ALLOWED_DANGLING = {
     # load: they need a system libpq, which Lambda's runtime lacks, so they fail there too
     ("psycopg/pq/__init__.py", "psycopg.pq.pq_ctypes"),
     ("psycopg/_transformer.py", "psycopg._py_transformer"),
+    # in _scripts(), called only to migrate (`pgkick migrate`, pgkick.migrate): no handler
+    # migrates (a cold worker checks versions); in Lambda it says so as a SchemaError
+    ("pgkick/store/migrations.py", "pgkick.store.migration_scripts"),
 }
+# pgkick's own modules keep their sources (tracebacks show the line), but for generated
+# data: its statements are strings, no frame of a traceback is ever in that module.
+GENERATED_SOURCES = ("pgkick/store/queries.py",)
 TEMPLATE = Path(__file__).resolve().parent.parent / "template.yaml"
 ARCHITECTURES = re.compile(r"^\s*Architectures:\s*\[\s*([\w-]+)\s*\]", re.MULTILINE)
 # "vendor": an app's folder of wheels to install from (examples/orders), not code to ship.
@@ -333,7 +344,12 @@ def main(argv: list[str]) -> int:
         )
     args.artifacts.mkdir(parents=True, exist_ok=True)
     packages = assemble(args.source, args.artifacts, architecture)
-    compile_sourceless(args.artifacts, packages)  # after dangling_imports() read the .py
+    generated = [  # pgkick installed as a wheel (an app's build) is a package already
+        name
+        for name in GENERATED_SOURCES
+        if (args.artifacts / name).is_file() and name.split("/")[0] not in packages
+    ]
+    compile_sourceless(args.artifacts, packages + generated)  # after dangling_imports()
     precompile(args.artifacts)
     return 0
 

@@ -125,8 +125,13 @@ def migrate(db: Database) -> MigrationReport:
 def _scripts() -> tuple[tuple[int, str, LiteralString], ...]:
     """The migrations' scripts, loaded only to migrate: a handler checks versions alone, and
     the Lambda artifact leaves the scripts out (they are a sixth of the runtime's bytes)."""
-    from pgkick.store.migration_scripts import MIGRATIONS
-
+    try:
+        from pgkick.store.migration_scripts import MIGRATIONS
+    except ModuleNotFoundError:  # the Lambda artifact: migrating is an operator's step
+        raise SchemaError(
+            "this pgkick ships without its migrations (a Lambda artifact): run `pgkick "
+            "migrate` from a machine where pgkick is installed"
+        ) from None
     return MIGRATIONS
 
 
