@@ -45,7 +45,13 @@ def test_pgkick_tasks_that_is_not_a_list_of_modules_is_refused(value: str) -> No
 
 
 def _pgkick(cwd: Path, *args: str, **env: str) -> subprocess.CompletedProcess[str]:
-    clean = {"PATH": os.environ["PATH"], "HOME": str(cwd), "PGKICK_KICKER": "none", **env}
+    clean = {
+        "PATH": os.environ["PATH"],
+        "HOME": str(cwd),
+        "PGKICK_KICKER": "none",
+        "PGKICK_DEV_URL": os.environ["PGKICK_DEV_URL"],  # this test's own stack (conftest)
+        **env,
+    }
     return subprocess.run(
         [str(PGKICK), *args], capture_output=True, text=True, cwd=cwd, env=clean, timeout=120
     )
