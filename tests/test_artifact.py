@@ -87,7 +87,8 @@ def test_dependencies_are_sourceless_and_pgkick_keeps_its_source(
     source, so a traceback through pgkick shows its lines while one through psycopg shows
     the file and line only (README, Deploy). Catches the build shipping the dependencies'
     sources again, one that makes pgkick sourceless too, and the dependencies compiled
-    with column ranges (70 KB more, for carets under source lines they do not have)."""
+    with column ranges (70 KB more, for carets under source lines they do not have) or
+    with their docstrings (0.26 MiB more)."""
     artifact = build_dir / function
     for name in DEPENDENCIES:
         package = artifact / name
@@ -104,6 +105,9 @@ def test_dependencies_are_sourceless_and_pgkick_keeps_its_source(
     # column ranges (traceback carets, under a source line) only where there is a source
     theirs_code = marshal.loads((artifact / "psycopg" / "connection.pyc").read_bytes()[16:])
     assert {column for _, _, column, _ in theirs_code.co_positions()} == {None}
+    # and at -OO: their docstrings are not shipped (the module's own would be its first constant)
+    docs = [c for c in theirs_code.co_consts if isinstance(c, str) and "connection object" in c]
+    assert not docs, docs
     ours_pyc = Path(importlib.util.cache_from_source(str(ours_db)))
     ours_code = marshal.loads(ours_pyc.read_bytes()[16:])
     assert {column for _, _, column, _ in ours_code.co_positions()} - {None}
