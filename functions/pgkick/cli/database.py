@@ -15,6 +15,7 @@ from pgkick import config
 from pgkick.connections.db import Database
 from pgkick.errors import ConfigError, UsageError
 from pgkick.store import migrations
+from pgkick.store.operator import OperatorStore
 
 APPLICATION_NAME = "pgkick-cli"
 
@@ -39,3 +40,8 @@ def checked[S: Database](
     return migrations.open_checked(
         store_class, dsn(args), schema=args.schema, application_name=APPLICATION_NAME
     )
+
+
+def operator_store(args: argparse.Namespace) -> AbstractContextManager[OperatorStore]:
+    """The store the commands that enqueue or act on jobs use, on a migrated database."""
+    return checked(OperatorStore, args)

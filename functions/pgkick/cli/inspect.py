@@ -1,6 +1,6 @@
 """`pgkick jobs` and `pgkick job ID`: what the queue holds, read-only.
 
-Why here and not in main.py: main.py keeps the commands that change things; these
+Why apart: the commands that change things are in main.py and queue_commands.py; these
 two only read, through the same `JobReader` the dashboard uses (pgkick.store.inspect),
 so what an operator sees in a shell is what the dashboard shows.
 """

@@ -13,30 +13,26 @@ import json
 import os
 import sys
 from collections.abc import Callable, Sequence
-from contextlib import AbstractContextManager
-from datetime import timedelta
 from importlib.metadata import entry_points
 from typing import Any
 
 from pgkick import config
 from pgkick.aws.schedules import add_schedule_commands
-from pgkick.cli import database, operations
+from pgkick.cli import database
 from pgkick.cli.inspect import add_inspect_commands
 from pgkick.cli.output import json_value, summary, text, tooling_missing, versions
-from pgkick.cli.types import extra_attempts, positive, schema_name, span, wait_seconds
+from pgkick.cli.queue_commands import add_queue_commands
+from pgkick.cli.types import schema_name, wait_seconds
 from pgkick.connections.db import DatabaseError
 from pgkick.connections.redact import redact
 from pgkick.errors import JobFailed, PgkickError, UsageError
 from pgkick.kick.default import default_kicker
 from pgkick.producer import after_commit
 from pgkick.producer import enqueue as producer
-from pgkick.store import groups
 from pgkick.store import migrations as schema
-from pgkick.store.operator import OperatorStore
 from pgkick.tasks import results
 from pgkick.tasks.registry import registry
 from pgkick.validation import check_name
-from pgkick.worker.reaper import reap
 
 Handler = Callable[[argparse.Namespace], dict[str, Any]]
 PRINT_THEIR_OWN = ("demo", "bench", "jobs", "job")  # a report or a table, unless --json
@@ -49,11 +45,6 @@ def _local_wait(kicker: object) -> float:
     """A development kicker (the local stack) runs the job within seconds: wait for it by
     default, so the command shows how it ended; a production kicker's worker may be far."""
     return LOCAL_WAIT if type(kicker).__module__.startswith("pgkick_dev.") else 0.0
-
-
-def _store(args: argparse.Namespace) -> AbstractContextManager[OperatorStore]:
-    """A store on a migrated database (a clear error if the schema is missing or newer)."""
-    return database.checked(OperatorStore, args)
 
 
 def cmd_migrate(args: argparse.Namespace) -> dict[str, Any]:
@@ -83,7 +74,8 @@ def cmd_enqueue(args: argparse.Namespace) -> dict[str, Any]:
         registry.load(config.task_modules())
         registry.check_known(check_name("task", args.task))
     kicker = default_kicker()
-    with _store(args) as store:  # one connection: schema checked, insert (autocommitted)
+    # one connection: schema checked, then the insert (autocommitted)
+    with database.operator_store(args) as store:
         enqueuer = producer.Enqueuer(store)
         job_id = enqueuer.enqueue(
             payload,
@@ -119,73 +111,6 @@ def cmd_enqueue(args: argparse.Namespace) -> dict[str, Any]:
     return result
 
 
-def cmd_status(args: argparse.Namespace) -> dict[str, Any]:
-    """Per queue: jobs by status, oldest ready age, next lease expiry; the table's health;
-    `stranded`: queues with jobs ready for longer than --stranded-after and no worker."""
-    with _store(args) as store:
-        queues = store.stats_by_queue(args.stranded_after)
-        stranded = {q["queue"]: q["stranded"] for q in queues if q["stranded"]}
-        return {"queues": queues, "stranded": stranded, "table": store.table_health()}
-
-
-def _selection(args: argparse.Namespace, store: OperatorStore, status: str) -> list[int] | None:
-    """The ids asked for (all in `status`, "a|b" for either), or None for a queue/task filter."""
-    if not (args.ids or args.queue or args.task or args.all):
-        raise UsageError("name job ids, or --queue/--task, or --all")
-    if not args.ids:
-        return None
-    operations.check_ids(store, list(args.ids), status)
-    return list(args.ids)
-
-
-def cmd_retry(args: argparse.Namespace) -> dict[str, Any]:
-    """Put failed jobs back in the queue, with --extra-attempts more tries, and kick."""
-    with _store(args) as store:
-        ids = _selection(args, store, "failed")
-        retried = operations.retry(
-            store, ids=ids, queue=args.queue, task=args.task, extra_attempts=args.extra_attempts
-        )
-    operations.kick_queues(retried, default_kicker())
-    return {"retried": [job_id for job_id, _ in retried]}
-
-
-def cmd_cancel(args: argparse.Namespace) -> dict[str, Any]:
-    """Cancel jobs: queued ones fail at once; running ones are marked, and fail when they stop."""
-    with _store(args) as store:
-        ids = _selection(args, store, "queued|running")
-        cancelled, marked = operations.cancel(store, ids=ids, queue=args.queue, task=args.task)
-    return {"cancelled": cancelled, "cancelling": marked}
-
-
-def cmd_purge(args: argparse.Namespace) -> dict[str, Any]:
-    """Delete done and failed jobs finished longer ago than --older-than, in batches."""
-    with _store(args) as store:
-        return {"purged": store.purge_finished(args.older_than, batch=args.batch)}
-
-
-def cmd_reap(args: argparse.Namespace) -> dict[str, Any]:
-    """Run the reaper once: re-queue expired leases, kick ready queues, purge, report."""
-    settings = config.Settings.from_env()
-    with _store(args) as store:
-        return reap(store, default_kicker(), retention=settings.retention)
-
-
-def cmd_limit(args: argparse.Namespace) -> dict[str, Any]:
-    """Set (QUEUE N), remove (QUEUE --clear) or list the most jobs of a queue running at once."""
-    with _store(args) as store:
-        if args.queue is not None:
-            if (args.max_running is None) == (not args.clear):
-                raise UsageError("give QUEUE and N, or QUEUE --clear, or nothing to list")
-            if args.max_running is not None and args.max_running < 1:
-                raise UsageError(
-                    f"N={args.max_running}: a limit lets at least 1 job run; to remove "
-                    f"the queue's limit: pgkick limit {args.queue} --clear"
-                )
-            groups.set_queue_limit(store, args.queue, args.max_running)
-        limits = groups.queue_limits(store)
-    return {"limits": [{"queue": q, "max_running": m, "running": r} for q, m, r in limits]}
-
-
 def _print(result: dict[str, Any], as_json: bool) -> None:
     if as_json:
         print(json.dumps(result, default=json_value))
@@ -215,12 +140,6 @@ def build_parser() -> argparse.ArgumentParser:
         sub.set_defaults(handler=handler)
         return sub
 
-    def selection(sub: argparse.ArgumentParser) -> None:
-        sub.add_argument("ids", nargs="*", type=int, help="job ids")
-        sub.add_argument("--queue", help="every job of this queue")
-        sub.add_argument("--task", help="every job of this task")
-        sub.add_argument("--all", action="store_true", help="every job in that state")
-
     migrate = command("migrate", cmd_migrate)
     migrate.add_argument(
         "--roles",
@@ -245,34 +164,8 @@ def build_parser() -> argparse.ArgumentParser:
         help="seconds to wait for the job to finish, then exit 1 if it failed (0: don't; "
         f"default: {LOCAL_WAIT:g} with the local kicker, else 0)",
     )
-    status = command("status", cmd_status)
-    status.add_argument(
-        "--stranded-after",
-        type=span,
-        default=timedelta(minutes=1),
-        help="a ready job waiting this long with no worker is reported stranded (1m)",
-    )
-    retry = command("retry", cmd_retry)
-    selection(retry)
-    retry.add_argument(
-        "--extra-attempts", type=extra_attempts, default=1, help="more attempts to allow (1)"
-    )
-    selection(command("cancel", cmd_cancel))
-    purge = command("purge", cmd_purge)
-    purge.add_argument("--older-than", type=span, required=True, help="e.g. 7d, 12h, 30m")
-    purge.add_argument(
-        "--batch", type=positive, default=10_000, help="jobs deleted per statement (10000)"
-    )
-    reap_command = command("reap", cmd_reap)
-    limit = command("limit", cmd_limit)
-    limit.add_argument("queue", nargs="?", help="the queue (none: list every limit)")
-    limit.add_argument(
-        "max_running", nargs="?", type=int, metavar="N", help="at most N of its jobs at once"
-    )
-    limit.add_argument("--clear", action="store_true", help="remove the queue's limit")
     inspect = add_inspect_commands(command)
-    operations = (migrate, enqueue, status, retry, purge, reap_command, limit, *inspect)
-    for sub in (*operations, commands.choices["cancel"]):
+    for sub in (migrate, enqueue, *add_queue_commands(command), *inspect):
         sub.add_argument(
             "--schema",
             type=schema_name,
