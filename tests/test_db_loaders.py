@@ -13,7 +13,8 @@ from psycopg.adapt import PyFormat
 from psycopg.pq import Format
 from psycopg.types.numeric import Int4
 
-from pgkick.connections.db import IntListDumper, JsonbLoader, connect
+from pgkick.connections.adapters import IntListDumper, JsonbLoader
+from pgkick.connections.db import connect
 
 # Values whose text a careless loader gets wrong: non-ASCII (a Latin-1 or ASCII decode),
 # scalars at the top level (an object-only parse), numbers past 64 bits and exponents
