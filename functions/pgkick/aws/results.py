@@ -32,6 +32,17 @@ class TickResult(WorkerResult):
     job: int
 
 
+class BatchItemFailure(TypedDict):
+    itemIdentifier: str
+
+
+class BatchResult(TypedDict):
+    """An SQS batch (FailedKicksQueue): the records to hand back, Lambda's partial-batch
+    answer (ReportBatchItemFailures); every other record is deleted from the queue."""
+
+    batchItemFailures: list[BatchItemFailure]
+
+
 class Rejected(TypedDict):
     """An event that is not a kick: answered, not raised (a retry would fail the same way)."""
 
