@@ -58,5 +58,7 @@ class ReaperResult(TypedDict):
     kicked: list[str]
     kick_failures: list[str]
     purged: int
+    purge_complete: bool  # False: stopped for time, older finished jobs left for the next run
+    purged_ticks: int
     queues: list[dict[str, Any]]
     table: dict[str, Any]

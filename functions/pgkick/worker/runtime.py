@@ -127,9 +127,21 @@ class Runtime:
         summary = self.drain(declared.queue, remaining_ms)
         return {"periodic": name, "tick": tick_at.isoformat(), "job": job_id, **summary.as_dict()}
 
-    def reap(self) -> dict[str, Any]:
+    def reap(
+        self,
+        remaining_ms: Callable[[], int] | None = None,
+        on_health: Callable[[dict[str, Any]], None] | None = None,
+    ) -> dict[str, Any]:
+        """One reaper run: reports (on_health) first, then purges while remaining_ms leaves
+        time (pgkick.worker.reaper)."""
         with self._store(MaintenanceStore) as store:
-            return reap(store, self.kicker, retention=self.settings.retention)
+            return reap(
+                store,
+                self.kicker,
+                retention=self.settings.retention,
+                remaining_ms=remaining_ms,
+                on_health=on_health,
+            )
 
     @contextmanager
     def _store[S: Database](self, role: type[S]) -> Iterator[S]:
