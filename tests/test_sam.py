@@ -185,11 +185,12 @@ def test_sam_validate(sam_bin: Path, argv: list[str]) -> None:
             "E9011",
         ),
         ("      VisibilityTimeout: 900\n", "", "E9011"),
-        (
-            "              - Sid: DeadLetterWakeUps",
-            "              - Sid: DeadLetterWakeUps\n                Effect: Deny\n"
-            "                Action: sqs:SendMessage\n                Resource: x\n"
-            "              - Sid: Unused",
+        (  # the wake role may not dead-letter: Scheduler drops undeliverable wake-ups
+            "              - Sid: DeadLetterWakeUps  # a wake-up Scheduler could not deliver,"
+            " after retries\n                Effect: Allow\n"
+            "                Action: sqs:SendMessage\n"
+            "                Resource: !GetAtt FailedKicksQueue.Arn\n",
+            "",
             "E9012",
         ),
         (
