@@ -31,8 +31,9 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from pgkick.errors import BadEvent
+from pgkick.errors import BadEvent, InvalidArgument
 from pgkick.kick.kickers import parse_kick_event
+from pgkick.tasks.recurring import parse_tick
 
 log = logging.getLogger("pgkick.failed_kicks")
 
@@ -90,10 +91,11 @@ def sort_records(records: list[Mapping[str, Any]]) -> Batch:
                 )
                 continue
             if "periodic" in event:
+                parse_tick(event)  # a malformed tick is dropped here, before any run
                 batch.ticks.append((message, event))
                 continue
             kick = parse_kick_event(event)
-        except BadEvent as exc:
+        except (BadEvent, InvalidArgument) as exc:
             batch.dropped += 1
             log.error(
                 "dropped a failed-kick record that is not a kick, a tick or a reaper run",
@@ -122,7 +124,8 @@ def drain_records(
 
     A run that raises hands its records back (SQS redelivers them after the queue's
     visibility timeout): the database may be down now, and the job is still committed.
-    A tick whose event is invalid is dropped like any malformed record."""
+    A drain starts a new chain (hop 0): the chain the dropped kick belonged to ended.
+    A tick whose periodic is no longer declared is dropped like a malformed record."""
     batch = sort_records(list(event["Records"]))
     failed: list[str] = []
     summaries: list[Mapping[str, Any]] = []
@@ -135,10 +138,6 @@ def drain_records(
     for message, tick_event in batch.ticks:
         try:
             summary = tick(tick_event)
-        except (BadEvent, ValueError) as exc:  # not a tick: a retry would fail the same way
-            batch.dropped += 1
-            log.error("dropped a failed tick record", extra={"reason": str(exc)})
-            continue
         except Exception:
             log.exception("could not run a failed tick: handed back")
             failed.append(message)
