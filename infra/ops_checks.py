@@ -4,9 +4,10 @@ Why: none of these is a CloudFormation error, so cfn-lint passes a template that
 lacks them; each is a way a deployed pgkick goes wrong quietly: logs kept forever,
 a failed kick or job nobody hears of, a reaper run retried into three database
 connections, a stack that cannot deploy in an account with a low concurrency
-quota, VPC permissions without a VPC, a permission the code never uses, a role
-another account's service could be tricked into assuming. Each check names the
-rule (E9003-E9010) so a test can prove it fails on a template without the item.
+quota, VPC permissions without a VPC (or with log writes on "*"), a permission the
+code never uses, a role another account's service could be tricked into assuming, a
+failed kick or dead wake-up nobody drains. Each check names the rule (E9003-E9012) so
+a test can prove it fails on a template without the item.
 """
 
 from __future__ import annotations
@@ -24,9 +25,24 @@ USED_ACTIONS = {
     "secretsmanager:GetSecretValue",  # the database secret (config.py)
     "logs:CreateLogStream",
     "logs:PutLogEvents",
-    "sqs:SendMessage",  # Lambda's on-failure destination
+    "sqs:SendMessage",  # Lambda's on-failure destination, Scheduler's dead letters
+    # the worker's SQS event source on FailedKicksQueue (what Lambda's poller calls)
+    "sqs:ReceiveMessage",
+    "sqs:DeleteMessage",
+    "sqs:GetQueueAttributes",
 }
-VPC_POLICY = "AWSLambdaVPCAccessExecutionRole"
+# Lambda's network interfaces, in VPC mode only (the managed policy's, less its logs).
+VPC_ACTIONS = {
+    "ec2:CreateNetworkInterface",
+    "ec2:DescribeNetworkInterfaces",
+    "ec2:DescribeSubnets",
+    "ec2:DeleteNetworkInterface",
+    "ec2:AssignPrivateIpAddresses",
+    "ec2:UnassignPrivateIpAddresses",
+}
+VPC_POLICY = "AWSLambdaVPCAccessExecutionRole"  # grants logs:* on "*": not used
+DRAIN_ACTIONS = {"sqs:ReceiveMessage", "sqs:DeleteMessage", "sqs:GetQueueAttributes"}
+FAILED_KICKS = {"Fn::GetAtt": ["FailedKicksQueue", "Arn"]}
 # (namespace, metric) of each alarm an operator needs; the dashboard shows each too.
 ALARMED = {
     ("AWS/SQS", "ApproximateNumberOfMessagesVisible"): "the failed-kicks queue depth",
@@ -34,6 +50,9 @@ ALARMED = {
     ("AWS/Lambda", "Throttles"): "worker throttles",
     ("pgkick", "failed"): "failed jobs",
     ("pgkick", "oldest_ready_age"): "the oldest ready job's age",
+    ("AWS/Lambda", "AsyncEventsDropped"): "kicks Lambda dropped",
+    ("AWS/Lambda", "AsyncEventAge"): "how long kicks wait in Lambda's queue",
+    ("AWS/Scheduler", "InvocationDroppedCount"): "wake-ups Scheduler dropped",
 }
 
 
@@ -108,14 +127,40 @@ def concurrency_problems(template: dict[str, Any]) -> list[str]:
         branches = reserved.get("Fn::If") if isinstance(reserved, dict) else None
         if not branches or branches[2] != {"Ref": "AWS::NoValue"}:
             problems.append(f"E9006 {name}: ReservedConcurrentExecutions is not optional (Fn::If)")
+        elif (parameter := _reserved_by(template, branches[0])) is None:
+            problems.append(f"E9006 {name}: reservation's condition is not `parameter != 0`")
+        elif template.get("Parameters", {}).get(parameter, {}).get("Default") != 0:
+            problems.append(f"E9006 {name}: {parameter} reserves by default (make it 0)")
     parameter = template.get("Parameters", {}).get("WorkerReservedConcurrency", {})
     if parameter.get("MinValue") != 0 or parameter.get("MaxValue", 1000) > 900:
         problems.append("E9006 WorkerReservedConcurrency: MinValue 0 (unreserved), MaxValue 900")
     return problems
 
 
+def _reserved_by(template: dict[str, Any], condition: str) -> str | None:
+    """The parameter P of a condition `!Not [!Equals [!Ref P, 0]]`, else None."""
+    found = template.get("Conditions", {}).get(condition, {})
+    try:
+        left, right = found["Fn::Not"][0]["Fn::Equals"]
+        return str(left["Ref"]) if right in (0, "0") else None
+    except (KeyError, IndexError, TypeError, ValueError):
+        return None
+
+
+def _policies(properties: dict[str, Any]) -> list[tuple[str | None, dict[str, Any]]]:
+    """(the condition it is under, or None; the policy) for each inline policy."""
+    found: list[tuple[str | None, dict[str, Any]]] = []
+    for policy in properties.get("Policies", []):
+        if "Fn::If" in policy:
+            condition, yes, no = policy["Fn::If"]
+            found += [(str(condition), b) for b in (yes, no) if "PolicyDocument" in b]
+        else:
+            found.append((None, policy))
+    return found
+
+
 def _statements(properties: dict[str, Any]) -> list[dict[str, Any]]:
-    docs = [p["PolicyDocument"] for p in properties.get("Policies", [])]
+    docs = [p["PolicyDocument"] for _, p in _policies(properties)]
     docs += [properties["PolicyDocument"]] if "PolicyDocument" in properties else []
     return [s for doc in docs for s in doc["Statement"]]
 
@@ -135,13 +180,18 @@ def iam_problems(template: dict[str, Any]) -> list[str]:
         if isinstance(config := function.get("VpcConfig"), dict) and "Fn::If" in config
     }
     for name, properties in policies.items():
-        managed = properties.get("ManagedPolicyArns")
-        condition = managed.get("Fn::If", [None])[0] if isinstance(managed, dict) else None
-        if VPC_POLICY in json.dumps(managed) and condition not in in_vpc:
-            problems.append(f"E9007 {name}: {VPC_POLICY} without the VpcConfig's condition")
+        if VPC_POLICY in json.dumps(properties.get("ManagedPolicyArns")):
+            problems.append(f"E9007 {name}: {VPC_POLICY} grants log writes on *: own policy")
+        for condition, policy in _policies(properties):
+            for statement in policy["PolicyDocument"]["Statement"]:
+                ec2 = [a for a in _actions(statement) if a in VPC_ACTIONS]
+                if ec2 and condition not in in_vpc:
+                    problems.append(f"E9007 {name}: {ec2[0]} without the VpcConfig's condition")
         for statement in _statements(properties):
             for action in _actions(statement):
-                if action not in USED_ACTIONS:
+                if action.startswith("logs:") and statement.get("Resource") == "*":
+                    problems.append(f"E9007 {name}: {action} on *, not on its own log group")
+                if action not in USED_ACTIONS | VPC_ACTIONS:
                     problems.append(f"E9008 {name}: {action} is not used by pgkick")
                 passed = statement.get("Condition", {}).get("StringEquals", {})
                 if action == "iam:PassRole" and passed.get("iam:PassedToService") != (
@@ -152,11 +202,71 @@ def iam_problems(template: dict[str, Any]) -> list[str]:
     worker_actions = {a for st in _statements(worker) for a in _actions(st)}
     if worker and "scheduler:DeleteSchedule" not in worker_actions:
         problems.append("E9008 WorkerFunctionRole: cannot delete its rescue schedule")
+    groups = set(_of_type(template, "AWS::Scheduler::ScheduleGroup"))
     for name, properties in roles.items():
         for statement in properties.get("AssumeRolePolicyDocument", {}).get("Statement", []):
-            conditions = statement.get("Condition", {}).values()
-            if not any("aws:SourceAccount" in c for c in conditions):
-                problems.append(f"E9009 {name}: trust without an aws:SourceAccount condition")
+            problems += _trust_problems(name, statement, groups)
+    return problems
+
+
+def _trust_problems(name: str, statement: dict[str, Any], groups: set[str]) -> list[str]:
+    """Every trust names the account; Scheduler sends aws:SourceAccount and aws:SourceArn
+    (its confused-deputy page), so their absence must refuse: StringEquals, not IfExists,
+    and the source pinned to a schedule group. Lambda documents neither key for execution
+    roles, so IfExists is allowed there."""
+    conditions = statement.get("Condition", {})
+    if not any("aws:SourceAccount" in c for c in conditions.values()):
+        return [f"E9009 {name}: trust without an aws:SourceAccount condition"]
+    if statement.get("Principal", {}).get("Service") != "scheduler.amazonaws.com":
+        return []
+    problems = []
+    if "aws:SourceAccount" not in conditions.get("StringEquals", {}):
+        problems.append(f"E9009 {name}: Scheduler sends aws:SourceAccount: use StringEquals")
+    arns = {**conditions.get("ArnEquals", {}), **conditions.get("ArnLike", {})}
+    source = arns.get("aws:SourceArn")
+    group = isinstance(source, dict) and source.get("Fn::GetAtt", [""])[0] in groups
+    if not group and ":schedule-group/" not in json.dumps(source):
+        problems.append(f"E9009 {name}: aws:SourceArn not pinned to a schedule group")
+    return problems
+
+
+def _resources_of(template: dict[str, Any], role: str) -> dict[str, Any]:
+    """action -> resource for each statement of a role."""
+    properties = _of_type(template, "AWS::IAM::Role").get(role, {})
+    return {a: s.get("Resource") for s in _statements(properties) for a in _actions(s)}
+
+
+def failed_kicks_problems(template: dict[str, Any]) -> list[str]:
+    """Failed kicks and dead wake-ups come back as runs: the worker drains FailedKicksQueue
+    (an SQS event source, a small batch, per-record failures) with scoped permissions; the
+    wake role may dead-letter into it and the worker knows its ARN to book wake-ups with it."""
+    problems = []
+    mappings = [
+        m
+        for m in _of_type(template, "AWS::Lambda::EventSourceMapping").values()
+        if m.get("FunctionName") == {"Ref": "WorkerFunction"}
+        and m.get("EventSourceArn") == FAILED_KICKS
+    ]
+    if not mappings:
+        problems.append("E9011 WorkerFunction: no SQS event source on FailedKicksQueue")
+    for mapping in mappings:
+        if "ReportBatchItemFailures" not in mapping.get("FunctionResponseTypes", []):
+            problems.append("E9011 WorkerFunction: SQS source without ReportBatchItemFailures")
+        if not 1 <= int(mapping.get("BatchSize", 10)) <= 10:
+            problems.append("E9011 WorkerFunction: SQS source batch larger than 10")
+    granted = _resources_of(template, "WorkerFunctionRole")
+    for action in sorted(DRAIN_ACTIONS):
+        if granted.get(action) != FAILED_KICKS:
+            problems.append(f"E9011 WorkerFunctionRole: {action} not on FailedKicksQueue alone")
+    queue = _of_type(template, "AWS::SQS::Queue").get("FailedKicksQueue", {})
+    if int(queue.get("VisibilityTimeout", 30)) < 900:  # Lambda refuses less than the timeout
+        problems.append("E9011 FailedKicksQueue: VisibilityTimeout below the worker's max 900 s")
+    if _resources_of(template, "WakeRole").get("sqs:SendMessage") != FAILED_KICKS:
+        problems.append("E9012 WakeRole: cannot dead-letter wake-ups into FailedKicksQueue")
+    worker = _of_type(template, "AWS::Lambda::Function").get("WorkerFunction", {})
+    variables = worker.get("Environment", {}).get("Variables", {})
+    if variables.get("PGKICK_SCHEDULE_DLQ_ARN") != FAILED_KICKS:
+        problems.append("E9012 WorkerFunction: PGKICK_SCHEDULE_DLQ_ARN is not FailedKicksQueue")
     return problems
 
 
@@ -167,4 +277,5 @@ def all_problems(template: dict[str, Any]) -> list[str]:
         + reaper_problems(template)
         + concurrency_problems(template)
         + iam_problems(template)
+        + failed_kicks_problems(template)
     )

@@ -101,14 +101,39 @@ def test_sam_validate(sam_bin: Path, argv: list[str]) -> None:
         ('[".", "oldest_ready_age", ".", "."]', '[".", "duration", ".", "."]', "E9010"),
         ("MaximumRetryAttempts: 0", "MaximumRetryAttempts: 2", "E9005"),
         (
-            "ReservedConcurrentExecutions: !If [ReserveConcurrency, 1, !Ref AWS::NoValue]",
+            "ReservedConcurrentExecutions: !If [ReserveReaper, 1, !Ref AWS::NoValue]",
             "ReservedConcurrentExecutions: 1",
             "E9006",
         ),
         ("MinValue: 0\n    MaxValue: 900", "MinValue: 1\n    MaxValue: 1000", "E9006"),
+        # issue #30 defect 1: a reservation by default fails to deploy on a new account
+        (
+            "    Type: Number\n    Default: 0\n    MinValue: 0\n    MaxValue: 900",
+            "    Type: Number\n    Default: 10\n    MinValue: 0\n    MaxValue: 900",
+            "E9006",
+        ),
+        (
+            "    Default: 0\n    AllowedValues: [0, 1]",
+            "    Default: 1\n    AllowedValues: [0, 1]",
+            "E9006",
+        ),
         (
             "- InVpc  # network interfaces only when the functions run in subnets",
             "- ReserveConcurrency",
+            "E9007",
+        ),
+        # issue #30 defect 6: AWS's managed VPC policy writes logs on "*"
+        (
+            "      Policies:\n        - !If\n          - InVpc",
+            '      ManagedPolicyArns: [!Sub "arn:${AWS::Partition}:iam::aws:policy/service-role/'
+            'AWSLambdaVPCAccessExecutionRole"]\n      Policies:\n        - !If\n          - InVpc',
+            "E9007",
+        ),
+        (
+            "                Action: [logs:CreateLogStream, logs:PutLogEvents]\n"
+            "                Resource: !GetAtt WorkerLogGroup.Arn",
+            "                Action: [logs:CreateLogStream, logs:PutLogEvents]\n"
+            '                Resource: "*"',
             "E9007",
         ),
         (  # an action pgkick never calls
@@ -128,6 +153,56 @@ def test_sam_validate(sam_bin: Path, argv: list[str]) -> None:
             "E9008",
         ),
         ("aws:SourceAccount: !Ref AWS::AccountId", "aws:SourceIp: 192.0.2.1", "E9009"),
+        # defect 6: Scheduler sends aws:SourceAccount: IfExists would let its absence in
+        (
+            "              StringEquals:\n                aws:SourceAccount: !Ref AWS::AccountId\n"
+            "              ArnEquals:\n                aws:SourceArn: !GetAtt",
+            "              StringEqualsIfExists:\n"
+            "                aws:SourceAccount: !Ref AWS::AccountId"
+            "\n              ArnEquals:\n                aws:SourceArn: !GetAtt",
+            "E9009",
+        ),
+        (  # the wake role's trust not pinned to its schedule group
+            "              ArnEquals:\n"
+            "                aws:SourceArn: !GetAtt WakeScheduleGroup.Arn\n",
+            "",
+            "E9009",
+        ),
+        # issue #30 item 2: nothing drains FailedKicksQueue, wake-ups have no dead letters
+        ("FunctionResponseTypes: [ReportBatchItemFailures]", "FunctionResponseTypes: []", "E9011"),
+        ("            BatchSize: 5\n", "            BatchSize: 100\n", "E9011"),
+        (
+            "        FailedKicks:\n          Type: SQS\n          Properties:\n"
+            "            Queue: !GetAtt FailedKicksQueue.Arn\n",
+            "        FailedKicks:\n          Type: SQS\n          Properties:\n"
+            "            Queue: !Sub arn:${AWS::Partition}:sqs:${AWS::Region}"
+            ":${AWS::AccountId}:x\n",
+            "E9011",
+        ),
+        (
+            "Action: [sqs:ReceiveMessage, sqs:DeleteMessage, sqs:GetQueueAttributes]",
+            "Action: [sqs:ReceiveMessage, sqs:GetQueueAttributes]",
+            "E9011",
+        ),
+        ("      VisibilityTimeout: 900\n", "", "E9011"),
+        (  # the wake role may not dead-letter: Scheduler drops undeliverable wake-ups
+            "              - Sid: DeadLetterWakeUps  # a wake-up Scheduler could not deliver,"
+            " after retries\n                Effect: Allow\n"
+            "                Action: sqs:SendMessage\n"
+            "                Resource: !GetAtt FailedKicksQueue.Arn\n",
+            "",
+            "E9012",
+        ),
+        (
+            "PGKICK_SCHEDULE_DLQ_ARN: !GetAtt FailedKicksQueue.Arn",
+            "PGKICK_SCHEDULE_DLQ_ARN: x",
+            "E9012",
+        ),
+        # alarms on each failure path (defect 2)
+        ("MetricName: AsyncEventsDropped", "MetricName: AsyncEventsReceived", "E9004"),
+        ("MetricName: AsyncEventAge", "MetricName: Duration", "E9004"),
+        ("MetricName: InvocationDroppedCount", "MetricName: InvocationAttemptCount", "E9004"),
+        ('[".", "AsyncEventsDropped", ".", "."], ', "", "E9010"),
     ],
 )
 def test_lint_after_transform_catches_bad_values(
@@ -219,7 +294,10 @@ def test_checkov_reports_a_skip_that_has_gone_stale(
 
 def statements(transformed: dict[str, Any], role: str) -> list[dict[str, Any]]:
     properties = transformed["Resources"][role]["Properties"]
-    docs = [p["PolicyDocument"] for p in properties.get("Policies", [])]
+    policies = [  # a policy under !If (the VPC one): its true branch
+        p["Fn::If"][1] if "Fn::If" in p else p for p in properties.get("Policies", [])
+    ]
+    docs = [p["PolicyDocument"] for p in policies]
     if "PolicyDocument" in properties:
         docs.append(properties["PolicyDocument"])
     return [s for doc in docs for s in doc["Statement"]]
@@ -263,7 +341,13 @@ def test_each_role_reaches_only_its_own_resources(transformed: dict[str, Any]) -
     assert worker["logs:PutLogEvents"] == {"Fn::GetAtt": ["WorkerLogGroup", "Arn"]}
     failed_kicks = {"Fn::GetAtt": ["FailedKicksQueue", "Arn"]}
     assert worker["sqs:SendMessage"] == failed_kicks
-    reaper = by_action(transformed, "ReaperFunctionRole")
+    for drain in ("sqs:ReceiveMessage", "sqs:DeleteMessage", "sqs:GetQueueAttributes"):
+        assert worker[drain] == failed_kicks  # the SQS event source, that queue only
+    assert worker["ec2:CreateNetworkInterface"] == "*"  # VPC mode only (under !If InVpc)
+    assert not any(a.startswith("logs:") and r == "*" for a, r in worker.items())
+    reaper = {
+        a: r for a, r in by_action(transformed, "ReaperFunctionRole").items() if a[:4] != "ec2:"
+    }
     assert reaper == {
         "lambda:InvokeFunction": {"Fn::GetAtt": ["WorkerFunction", "Arn"]},
         "secretsmanager:GetSecretValue": {"Ref": "DatabaseSecretArn"},
@@ -274,7 +358,10 @@ def test_each_role_reaches_only_its_own_resources(transformed: dict[str, Any]) -
     for role in ("WakeRole", "ReaperScheduleRole"):
         trust = transformed["Resources"][role]["Properties"]["AssumeRolePolicyDocument"]
         assert trust["Statement"][0]["Principal"] == {"Service": "scheduler.amazonaws.com"}
-    assert by_action(transformed, "WakeRole") == {"lambda:InvokeFunction": WORKER_ARN}
+    assert by_action(transformed, "WakeRole") == {
+        "lambda:InvokeFunction": WORKER_ARN,
+        "sqs:SendMessage": failed_kicks,  # its wake-ups' dead letters
+    }
     (reaper_arn,) = by_action(transformed, "ReaperScheduleRole").values()
     assert reaper_arn["Fn::Sub"].endswith(":function:${AWS::StackName}-reaper")
     producer = by_action(transformed, "ProducerPolicy")
@@ -288,6 +375,7 @@ def test_worker_and_reaper_settings(transformed: dict[str, Any]) -> None:
     worker = resources["WorkerFunction"]["Properties"]
     assert worker["Runtime"] == "python3.12" and worker["Handler"] == "pgkick.aws.worker.handler"
     assert worker["ReservedConcurrentExecutions"]["Fn::If"][0] == "ReserveConcurrency"
+    assert transformed["Parameters"]["WorkerReservedConcurrency"]["Default"] == 0
     schedule = resources["ReaperFunctionEvery"]["Properties"]
     assert "Name" not in schedule  # OmitName: CloudFormation names it
     assert schedule["FlexibleTimeWindow"] == {"Mode": "OFF"}
@@ -296,7 +384,7 @@ def test_worker_and_reaper_settings(transformed: dict[str, Any]) -> None:
     # workers are rescued by their own wake-ups, lost kicks by a wake-up a minute out
     assert expression == "rate(1 day)"
     reaper = resources["ReaperFunction"]["Properties"]["ReservedConcurrentExecutions"]
-    assert reaper == {"Fn::If": ["ReserveConcurrency", 1, {"Ref": "AWS::NoValue"}]}
+    assert reaper == {"Fn::If": ["ReserveReaper", 1, {"Ref": "AWS::NoValue"}]}
 
 
 def env_file(tmp_path: Path, dsn: str) -> Path:

@@ -20,7 +20,7 @@ import json
 import os
 import re
 import threading
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, replace
 from datetime import timedelta
@@ -158,15 +158,16 @@ class AppSettings:
             tasks_variable=env.get("PGKICK_TASKS", ""),
         )
 
-    def dsn(self) -> str:
-        """The database's DSN: DATABASE_URL, else the secret's (cached 5 minutes)."""
+    def dsn(self, *, fresh: bool = False) -> str:
+        """The database's DSN: DATABASE_URL, else the secret's (cached 5 minutes; `fresh`
+        reads it again: after a password rotation the cached one fails to authenticate)."""
         if self.database_url:
             return self.database_url
         if not self.database_secret_arn:
             raise ConfigError("no database: set DATABASE_URL or PGKICK_DATABASE_SECRET_ARN")
         from aws_lambda_powertools.utilities import parameters  # only where a secret is used
 
-        secret = parameters.get_secret(self.database_secret_arn, max_age=300)
+        secret = parameters.get_secret(self.database_secret_arn, max_age=300, force_fetch=fresh)
         text = secret.decode() if isinstance(secret, bytes) else str(secret)
         return dsn_from_secret(text)
 
@@ -313,9 +314,21 @@ def kick_pending(env: Mapping[str, str] | None = None) -> timedelta:
     return timedelta(milliseconds=_setting(env, "PGKICK_KICK_PENDING_MS"))
 
 
-def database_url(env: Mapping[str, str] | None = None) -> str:
-    """DATABASE_URL, else the DSN in the secret PGKICK_DATABASE_SECRET_ARN names."""
-    return (app_settings() if env is None else AppSettings.from_env(env)).dsn()
+def database_url(env: Mapping[str, str] | None = None, *, fresh: bool = False) -> str:
+    """DATABASE_URL, else the DSN in the secret PGKICK_DATABASE_SECRET_ARN names (`fresh`:
+    read past the 5-minute cache)."""
+    return (app_settings() if env is None else AppSettings.from_env(env)).dsn(fresh=fresh)
+
+
+def secret_rotated(dsn: Callable[[], str]) -> Callable[[], str] | None:
+    """How to read the DSN past the secret's cache, when `dsn` is config's own and a secret
+    (not DATABASE_URL) supplies it: else None (nothing cached, nothing to refetch)."""
+    if dsn is not database_url:
+        return None
+    settings = app_settings()
+    if settings.database_url or not settings.database_secret_arn:
+        return None
+    return lambda: database_url(fresh=True)
 
 
 def test_database_url() -> str | None:

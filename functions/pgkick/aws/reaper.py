@@ -20,11 +20,10 @@ metrics = Metrics(namespace=os.environ.get("POWERTOOLS_METRICS_NAMESPACE") or "p
 runtime = Runtime.from_env()
 
 
-@metrics.log_metrics
-@logger.inject_lambda_context
-def handler(event: Any, context: LambdaContext) -> ReaperResult:
-    report = cast(ReaperResult, runtime.reap())
-    for name in ("requeued", "failed", "purged"):
+def report_health(report: dict[str, Any]) -> None:
+    """The health metrics, flushed at once: before the purge, so that a run the timeout
+    cuts still feeds the oldest-ready-job alarm and the dashboard."""
+    for name in ("requeued", "failed"):
         metrics.add_metric(name=f"reaper_{name}", unit=MetricUnit.Count, value=report[name])
     for queue in report["queues"]:
         metrics.add_metric(name="ready", unit=MetricUnit.Count, value=queue["ready"])
@@ -36,6 +35,21 @@ def handler(event: Any, context: LambdaContext) -> ReaperResult:
             )
     metrics.add_metric(
         name="jobs_dead_tuples", unit=MetricUnit.Count, value=report["table"].get("n_dead_tup") or 0
+    )
+    metrics.flush_metrics()
+    logger.info("queue health", extra={"report": report})
+
+
+@metrics.log_metrics
+@logger.inject_lambda_context
+def handler(event: Any, context: LambdaContext) -> ReaperResult:
+    report = cast(
+        ReaperResult, runtime.reap(context.get_remaining_time_in_millis, on_health=report_health)
+    )
+    metrics.add_metric(name="reaper_purged", unit=MetricUnit.Count, value=report["purged"])
+    # 1: the purge stopped for time and left older finished jobs to the next run
+    metrics.add_metric(
+        name="reaper_purge_left", unit=MetricUnit.Count, value=0 if report["purge_complete"] else 1
     )
     logger.info("reaped", extra={"report": report})
     return report

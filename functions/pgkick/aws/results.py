@@ -32,6 +32,17 @@ class TickResult(WorkerResult):
     job: int
 
 
+class BatchItemFailure(TypedDict):
+    itemIdentifier: str
+
+
+class BatchResult(TypedDict):
+    """An SQS batch (FailedKicksQueue): the records to hand back, Lambda's partial-batch
+    answer (ReportBatchItemFailures); every other record is deleted from the queue."""
+
+    batchItemFailures: list[BatchItemFailure]
+
+
 class Rejected(TypedDict):
     """An event that is not a kick: answered, not raised (a retry would fail the same way)."""
 
@@ -47,5 +58,7 @@ class ReaperResult(TypedDict):
     kicked: list[str]
     kick_failures: list[str]
     purged: int
+    purge_complete: bool  # False: stopped for time, older finished jobs left for the next run
+    purged_ticks: int
     queues: list[dict[str, Any]]
     table: dict[str, Any]

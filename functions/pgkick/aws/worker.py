@@ -1,10 +1,12 @@
-"""Worker Lambda: parse the kick, drain the queue, report.
+"""Worker Lambda: parse the kick (or tick, or batch of failed kicks), drain, report.
 
-The logic lives in pgkick.worker.runtime."""
+The logic lives in pgkick.worker.runtime and pgkick.aws.failed_kicks. Every path that
+drains emits the same job counts (the failed-jobs alarm must see a tick's failures)."""
 
 from __future__ import annotations
 
 import os
+from collections.abc import Mapping
 from typing import Any, cast
 
 from aws_lambda_powertools import Logger, Metrics
@@ -12,7 +14,8 @@ from aws_lambda_powertools.logging.utils import copy_config_to_registered_logger
 from aws_lambda_powertools.metrics import MetricUnit
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
-from pgkick.aws.results import Rejected, TickResult, WorkerResult
+from pgkick.aws import failed_kicks
+from pgkick.aws.results import BatchResult, Rejected, TickResult, WorkerResult
 from pgkick.errors import BadEvent
 from pgkick.kick.kickers import parse_kick_event
 from pgkick.worker.runtime import Runtime
@@ -31,15 +34,40 @@ COUNTS = {
 }
 
 
+def count(summary: Mapping[str, Any]) -> None:
+    """The job counts of one drain (a kick's, a tick's, a failed kick's)."""
+    for field, metric in COUNTS.items():
+        metrics.add_metric(name=metric, unit=MetricUnit.Count, value=summary[field])
+    metrics.add_metric(name="duration", unit=MetricUnit.Milliseconds, value=summary["duration_ms"])
+
+
 @metrics.log_metrics
 @logger.inject_lambda_context
-def handler(event: Any, context: LambdaContext) -> WorkerResult | TickResult | Rejected:
+def handler(
+    event: Any, context: LambdaContext
+) -> WorkerResult | TickResult | Rejected | BatchResult:
+    remaining = context.get_remaining_time_in_millis
+    if failed_kicks.is_sqs_event(event):  # FailedKicksQueue: dropped kicks and wake-ups
+        failed, summaries, batch = failed_kicks.drain_records(
+            event,
+            lambda queue, reason: runtime.drain(queue, remaining, reason=reason).as_dict(),
+            lambda tick: runtime.tick(tick, remaining),
+        )
+        for drained in summaries:
+            count(drained)
+        metrics.add_metric(name="failed_kicks_drained", unit=MetricUnit.Count, value=len(summaries))
+        metrics.add_metric(name="rejected", unit=MetricUnit.Count, value=batch.dropped)
+        logger.info("drained failed kicks", extra={"summaries": summaries, "handed_back": failed})
+        return BatchResult(batchItemFailures=[{"itemIdentifier": m} for m in failed])
     if isinstance(event, dict) and "periodic" in event:  # a recurring schedule's tick
         try:
-            return cast(TickResult, runtime.tick(event, context.get_remaining_time_in_millis))
+            ticked = runtime.tick(event, remaining)
         except ValueError as exc:  # answered, not raised: a retry would fail the same way
             logger.error("rejected tick event", extra={"reason": str(exc)})
             return Rejected(rejected=str(exc))
+        if "rejected" not in ticked:
+            count(ticked)
+        return cast(TickResult, ticked)
     try:
         kick = parse_kick_event(event)
     except BadEvent as exc:
@@ -47,12 +75,8 @@ def handler(event: Any, context: LambdaContext) -> WorkerResult | TickResult | R
         metrics.add_metric(name="rejected", unit=MetricUnit.Count, value=1)
         return Rejected(rejected=str(exc))
     logger.append_keys(queue=kick.queue, hop=kick.hop)
-    summary = runtime.drain(
-        kick.queue, context.get_remaining_time_in_millis, hop=kick.hop, reason=kick.reason
-    )
-    for field, metric in COUNTS.items():
-        metrics.add_metric(name=metric, unit=MetricUnit.Count, value=getattr(summary, field))
-    metrics.add_metric(name="duration", unit=MetricUnit.Milliseconds, value=summary.duration_ms)
+    summary = runtime.drain(kick.queue, remaining, hop=kick.hop, reason=kick.reason)
     result = cast(WorkerResult, summary.as_dict())
+    count(result)
     logger.info("drained", extra={"summary": result})
     return result

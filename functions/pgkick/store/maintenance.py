@@ -9,6 +9,7 @@ The CLI, which also enqueues and kicks, composes this store with the producer's
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from datetime import timedelta
 from typing import Any
 
@@ -26,14 +27,23 @@ class MaintenanceStore(ExpiredLeases):
 
     def purge_finished(self, retention: timedelta, *, batch: int = 10_000) -> int:
         """Delete finished jobs older than retention, one short statement per batch."""
+        return self.purge_while(retention, batch=batch, more=lambda: True)[0]
+
+    def purge_while(
+        self, retention: timedelta, *, batch: int, more: Callable[[], bool]
+    ) -> tuple[int, bool]:
+        """Delete finished jobs older than retention, a batch at a time while `more()` (the
+        reaper: while its invocation has time left). Returns (deleted, all of them gone):
+        what is left waits for the next run, which starts where this one stopped."""
         if batch < 1:
             raise InvalidArgument(f"batch: {batch} must be at least 1")
         total = 0
-        while True:
+        while more():
             deleted = self.count(queries.JOB_PURGE_FINISHED, retention=retention, batch=batch)
             total += deleted
             if deleted < batch:
-                return total
+                return total, True
+        return total, False
 
     def stats_by_queue(self, stranded_after: timedelta = STRANDED_AFTER) -> list[dict[str, Any]]:
         """Per queue: counts by status, oldest ready age, next lease expiry, failures today,

@@ -3,14 +3,22 @@
 Why it exists: kicks can be lost and workers can die mid-job. Every run it
 re-queues expired leases (failing them at max_attempts), kicks a worker for
 each queue with ready jobs (so a lost kick costs at most one reaper interval),
-purges old finished jobs in batches, and reports queue health. It touches the
-database for a few statements and closes its connection, so between runs the
-database may sleep.
+reports queue health, then purges old finished jobs in batches while its
+invocation has time left. It touches the database for a few statements and
+closes its connection, so between runs the database may sleep.
+
+Why the report comes first and the purge is bounded: a first purge of a large
+table can outlast the function's timeout (120 s); a run cut by the timeout loses
+its answer and its metrics, and the oldest-ready-job alarm goes blind. So the
+health report is handed out (`on_health`: the handler flushes its metrics) before
+any purge, and the purge stops while there is still `PURGE_RESERVE` left, saying
+what it left: the next run continues.
 """
 
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from datetime import date, datetime, timedelta
 from decimal import Decimal
 from typing import Any
@@ -21,9 +29,20 @@ from pgkick.store.maintenance import MaintenanceStore
 log = logging.getLogger("pgkick.reaper")
 
 
+PURGE_RESERVE = timedelta(seconds=15)  # left for the answer after the last purge batch
+
+
 def reap(
-    store: MaintenanceStore, kicker: Kicker, *, retention: timedelta, purge_batch: int = 10_000
+    store: MaintenanceStore,
+    kicker: Kicker,
+    *,
+    retention: timedelta,
+    purge_batch: int = 10_000,
+    remaining_ms: Callable[[], int] | None = None,
+    on_health: Callable[[dict[str, Any]], None] | None = None,
 ) -> dict[str, Any]:
+    """One run. remaining_ms: the invocation's time left (None: no limit, as `pgkick reap`);
+    on_health(report): called with the report before the purge (its purge fields unset)."""
     reaped = store.reap_expired()
     for job in reaped:
         log.warning(
@@ -41,7 +60,6 @@ def reap(
         except Exception:
             log.exception("reaper could not kick queue %s", queue)
             kick_failures.append(queue)
-    purged = store.purge_finished(retention, batch=purge_batch)
     report: dict[str, Any] = json_native(
         {
             "requeued": sum(1 for job in reaped if job.status == "queued"),
@@ -49,12 +67,27 @@ def reap(
             "ready": ready,
             "kicked": kicked,
             "kick_failures": kick_failures,
-            "purged": purged,
-            "purged_ticks": store.purge_ticks(retention),  # pgkick.tasks.recurring's dedupe keys
             "queues": store.stats_by_queue(),
             "table": store.table_health(),
         }
     )
+    if on_health is not None:
+        on_health(report)
+    reserve_ms = PURGE_RESERVE.total_seconds() * 1000
+    purged, complete = store.purge_while(
+        retention,
+        batch=purge_batch,
+        more=(lambda: True) if remaining_ms is None else (lambda: remaining_ms() > reserve_ms),
+    )
+    report["purged"] = purged
+    report["purge_complete"] = complete
+    if not complete:
+        log.warning(
+            "purge stopped for time after %s jobs: older finished jobs remain for the next run",
+            purged,
+            extra={"purged": purged},
+        )
+    report["purged_ticks"] = store.purge_ticks(retention)  # recurring's dedupe keys
     return report
 
 

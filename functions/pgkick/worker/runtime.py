@@ -9,16 +9,17 @@ returns (an open idle connection keeps a serverless database awake).
 
 from __future__ import annotations
 
+import logging
 import time
 from collections.abc import Callable, Iterator, Mapping
-from contextlib import contextmanager
+from contextlib import ExitStack, contextmanager
 from datetime import timedelta
 from typing import Any
 
 from pgkick import config
 from pgkick.connections import linger
 from pgkick.connections.db import Database
-from pgkick.errors import BadEvent
+from pgkick.errors import BadEvent, DatabaseUnavailable
 from pgkick.kick.default import default_kicker, make_kicker
 from pgkick.kick.kickers import Kicker, KickEvent, parse_kick_event
 from pgkick.store import migrations as schema
@@ -29,6 +30,8 @@ from pgkick.tasks.registry import Registry, registry
 from pgkick.worker.loop import Summary, Worker, WorkerOptions
 from pgkick.worker.reaper import reap
 from pgkick.worker.rescue import rescue_queue
+
+log = logging.getLogger("pgkick.runtime")
 
 __all__ = ["BadEvent", "KickEvent", "Runtime", "default_kicker", "make_kicker", "parse_kick_event"]
 
@@ -127,17 +130,42 @@ class Runtime:
         summary = self.drain(declared.queue, remaining_ms)
         return {"periodic": name, "tick": tick_at.isoformat(), "job": job_id, **summary.as_dict()}
 
-    def reap(self) -> dict[str, Any]:
+    def reap(
+        self,
+        remaining_ms: Callable[[], int] | None = None,
+        on_health: Callable[[dict[str, Any]], None] | None = None,
+    ) -> dict[str, Any]:
+        """One reaper run: reports (on_health) first, then purges while remaining_ms leaves
+        time (pgkick.worker.reaper)."""
         with self._store(MaintenanceStore) as store:
-            return reap(store, self.kicker, retention=self.settings.retention)
+            return reap(
+                store,
+                self.kicker,
+                retention=self.settings.retention,
+                remaining_ms=remaining_ms,
+                on_health=on_health,
+            )
 
     @contextmanager
     def _store[S: Database](self, role: type[S]) -> Iterator[S]:
         """A connection for one invocation, closed before it returns; schema checked once.
-        `role`: the worker's store for a drain or a tick, the maintenance store to reap."""
-        with role.open(
-            self.dsn(), schema=self.settings.schema, retries=self.settings.connect_retries
-        ) as store:
+        `role`: the worker's store for a drain or a tick, the maintenance store to reap.
+
+        A password refused with the secret read from the cache (up to 5 minutes old) is
+        read once more from Secrets Manager: a rotation would otherwise fail every
+        invocation, and burn Lambda's retries, until the cache expires."""
+        schema_name, retries = self.settings.schema, self.settings.connect_retries
+        with ExitStack() as stack:
+            try:
+                store = stack.enter_context(
+                    role.open(self.dsn(), schema=schema_name, retries=retries)
+                )
+            except DatabaseUnavailable as exc:
+                fresh = config.secret_rotated(self.dsn)
+                if fresh is None or "authentication failed" not in str(exc):
+                    raise
+                log.warning("database refused the cached secret: reading it again")
+                store = stack.enter_context(role.open(fresh(), schema=schema_name, retries=retries))
             if not self._schema_checked:
                 schema.check(store)
                 self._schema_checked = True

@@ -1,0 +1,67 @@
+"""A password rotation inside the secret's 5-minute cache (issue #30, defect 6): the
+worker reads the secret once more when the database refuses the cached password, instead
+of failing every invocation (and burning Lambda's retries) until the cache expires.
+Real PostgreSQL (a role whose password changes), Secrets Manager on moto."""
+
+from __future__ import annotations
+
+import json
+import uuid
+
+import boto3
+import psycopg
+import pytest
+
+from pgkick_dev.local.context import FakeLambdaContext
+from tests.helpers import event, load_handler, seed, sessions_of
+from tests.store import JobStore
+
+
+def rds_secret(info: dict[str, object], password: str) -> str:
+    return json.dumps(
+        {
+            "username": info["user"],
+            "password": password,
+            "host": info["host"],
+            "port": int(str(info["port"])),
+            "dbname": info["dbname"],
+        }
+    )
+
+
+def test_a_rotated_password_is_read_again_not_failed_for_five_minutes(
+    dsn: str, aws: None, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    info = psycopg.conninfo.conninfo_to_dict(dsn)
+    role = f"app_{uuid.uuid4().hex[:8]}"
+    before, after = f"old-{uuid.uuid4().hex}", f"new-{uuid.uuid4().hex}"
+    with psycopg.connect(dsn, autocommit=True) as admin:
+        admin.execute(f"CREATE ROLE {role} LOGIN PASSWORD '{before}'")
+        admin.execute(f"GRANT USAGE ON SCHEMA pgkick TO {role}")
+        admin.execute(
+            f"GRANT SELECT, INSERT, UPDATE, DELETE ON ALL TABLES IN SCHEMA pgkick TO {role}"
+        )
+    info["user"] = role
+    secrets = boto3.client("secretsmanager")
+    arn = secrets.create_secret(Name="pgkick/rotated", SecretString=rds_secret(info, before))["ARN"]
+    monkeypatch.delenv("DATABASE_URL", raising=False)
+    monkeypatch.setenv("PGKICK_DATABASE_SECRET_ARN", arn)
+    monkeypatch.setenv("PGKICK_KICKER", "none")
+    monkeypatch.setenv("PGKICK_CONNECT_RETRIES", "0")
+    try:
+        app = load_handler("worker")
+        with JobStore.open(dsn) as store:
+            seed(store, 1)
+        assert app.handler(event("kick"), FakeLambdaContext())["done"] == 1  # secret cached
+        # the rotation: the database and the secret change; the worker's cache does not
+        with psycopg.connect(dsn, autocommit=True) as admin:
+            admin.execute(f"ALTER ROLE {role} PASSWORD '{after}'")
+        secrets.put_secret_value(SecretId=arn, SecretString=rds_secret(info, after))
+        with JobStore.open(dsn) as store:
+            seed(store, 2)
+        assert app.handler(event("kick"), FakeLambdaContext())["done"] == 2
+        assert sessions_of(dsn) == 0
+    finally:
+        with psycopg.connect(dsn, autocommit=True) as admin:
+            admin.execute(f"DROP OWNED BY {role}")
+            admin.execute(f"DROP ROLE {role}")
