@@ -32,8 +32,8 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable
-from datetime import timedelta
 
+from pgkick.kick.watch import WorkerWatch
 from pgkick.store.listen import queue_channel
 from pgkick.store.worker import WorkerStore
 
@@ -41,27 +41,26 @@ log = logging.getLogger("pgkick.worker")
 
 
 class WakeUpLine:
-    """One drain's waits while it lingers on `queue`: on the notification line when it can,
-    else asleep. Counts how each wait ended (`woken`, `timed_out`, `slept`)."""
+    """One drain's waits while it lingers on `queue` (as `watch`'s worker): on the
+    notification line when it can, else asleep (`sleep`). Counts how each wait ended
+    (`woken`, `timed_out`, `slept`)."""
 
     def __init__(
         self,
         store: WorkerStore,
         queue: str,
-        watcher: str,
+        watch: WorkerWatch,
         *,
         mode: str,
-        window: timedelta,
         sleep: Callable[[float], None],
-        clock: Callable[[], float],
     ) -> None:
         self.store = store
         self.queue = queue
-        self.watcher = watcher
+        self.watcher = watch.watcher
         self.channel = queue_channel(store.schema, queue)
-        self.window = window
+        self.window = watch.linger  # named for the worker's linger window, on its clock
         self.sleep = sleep
-        self.clock = clock
+        self.clock = watch.clock
         # None: not checked yet (auto); False: pauses only.
         self.direct: bool | None = {"on": True, "off": False}.get(mode)
         self.subscribed = False

@@ -122,15 +122,7 @@ class Worker:
         watch = WorkerWatch(
             ttl=self.options.watch_ttl, linger=self.options.linger, clock=self.monotonic
         )
-        line = WakeUpLine(
-            self.store,
-            queue,
-            watch.watcher,
-            mode=self.options.listen,
-            window=self.options.linger,
-            sleep=self.sleep,
-            clock=self.monotonic,
-        )
+        line = WakeUpLine(self.store, queue, watch, mode=self.options.listen, sleep=self.sleep)
         self._hop = hop
         # after its announcement too has lapsed (pgkick.worker.rescue says why)
         after = self.options.lease + self.options.watch_ttl
