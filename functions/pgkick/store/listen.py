@@ -9,7 +9,9 @@ Why a pid check before LISTEN: behind a transaction-mode pooler (PgBouncer, RDS 
 Neon's pooler) each transaction may run on another server session, so a LISTEN would
 subscribe whichever server session ran it, left behind in the pool, and the worker would
 never hear a thing. Such a pooler answers the startup with its own key, not the server
-pid: `pg_backend_pid()` then differs from the pid the connection was opened with.
+pid (PgBouncer does: tests/test_linger_notify.py), so `pg_backend_pid()` differs from the
+pid the connection was opened with. A pooler that passed the server's pid through would
+fool the check: PGKICK_WORKER_LISTEN=off is for it.
 """
 
 from __future__ import annotations
