@@ -52,7 +52,12 @@ def test_bench_quick_runs_every_item_and_reports_targets(
     assert 5 < artifact["size_mib"] < 49 and artifact["imports"] == 3
     assert all(row["import_ms"]["median"] > 0 for row in artifact["handlers"].values())
     assert "artifact size <= 15 MiB" in labels and "cold import of each handler" in labels
-    assert len(results["targets"]) == 21 and all(
+    # issue 32: the trickle with the NOTIFY wake-up and on pauses only, every job done once
+    trickle = {row["load"]: row for row in results["trickle"]}
+    assert set(trickle) == {"trickle 20/s, listen", "trickle 20/s, pauses only"}, trickle
+    assert all(row["exactly_once"] for row in trickle.values()), trickle
+    assert "one lingering worker" in labels and "## Latency" in (tmp_path / "bench.md").read_text()
+    assert len(results["targets"]) == 22 and all(
         isinstance(t["met"], bool) for t in results["targets"]
     )
     report = (tmp_path / "bench.md").read_text()

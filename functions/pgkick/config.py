@@ -90,6 +90,7 @@ class Settings:
     local_concurrency: int
     connect_retries: int  # a resuming serverless compute can refuse the first connections
     worker_linger: timedelta  # an emptied queue is re-claimed this long before leaving
+    worker_listen: str  # auto, on, off: a lingering worker LISTENs (pgkick.worker.linger)
     watch_ttl: timedelta  # a worker's announcement on its queue lives this long (pgkick.kick.watch)
     max_hops: int  # a worker chain invokes itself this many times, then hands over by a wake
     aws_timeout: float  # seconds to connect and to read, per AWS call attempt
@@ -126,6 +127,7 @@ class Settings:
             local_concurrency=_setting(env, "PGKICK_LOCAL_CONCURRENCY"),
             connect_retries=_setting(env, "PGKICK_CONNECT_RETRIES"),
             worker_linger=timedelta(milliseconds=_setting(env, "PGKICK_WORKER_LINGER_MS")),
+            worker_listen=_choice(env, "PGKICK_WORKER_LISTEN"),
             watch_ttl=timedelta(seconds=_setting(env, "PGKICK_WATCH_SECONDS")),
             max_hops=_setting(env, "PGKICK_MAX_HOPS"),
             aws_timeout=_setting(env, "PGKICK_AWS_TIMEOUT_MS") / 1000,
@@ -234,6 +236,15 @@ def _setting(env: Mapping[str, str], name: str) -> int:
     assert isinstance(variable.default, int) and variable.low is not None
     assert variable.high is not None  # every bounded variable has both bounds
     return _int(env, name, variable.default, variable.low, variable.high)
+
+
+def _choice(env: Mapping[str, str], name: str) -> str:
+    """A variable that holds one of its listed choices (its default when unset)."""
+    variable = _VARIABLE[name]
+    value = env.get(name) or _text(name)
+    if value not in variable.choices:
+        raise ConfigError(f"{name}={value!r}: expected one of {', '.join(variable.choices)}")
+    return value
 
 
 def _text(name: str) -> str:

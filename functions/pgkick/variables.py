@@ -11,6 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 KICKERS = ("lambda", "local", "none")
+LISTEN_MODES = ("auto", "on", "off")  # PGKICK_WORKER_LISTEN (pgkick.worker.linger)
 # The worker loop's defaults, here once: pgkick.config.Settings reads them from the
 # environment, pgkick.worker.loop.WorkerOptions defaults to them.
 DEFAULT_BATCH = 10
@@ -109,6 +110,12 @@ VARIABLES: tuple[Variable, ...] = (
     _n("PGKICK_WORKER_LINGER_MS", 1000, 0, 60_000, "ms",
        "How long a worker whose claim came back empty keeps re-claiming before it withdraws "
        "(0: it leaves at once)."),
+    Variable("PGKICK_WORKER_LISTEN", "auto",
+             "Whether a lingering worker LISTENs for the producers' NOTIFY and claims a new job "
+             "within milliseconds instead of at its next pause. `auto`: unless a pooler stands "
+             "between it and the server (where LISTEN cannot work: pauses only); `on`: even "
+             "then (a session-mode pooler); `off`: pauses only.",
+             choices=LISTEN_MODES),
     _n("PGKICK_WATCH_SECONDS", DEFAULT_WATCH_SECONDS, 1, 3600, "s",
        "How long a worker's announcement on its queue is valid: the latest it promises to "
        "claim again."),

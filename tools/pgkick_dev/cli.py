@@ -32,7 +32,7 @@ from pgkick_dev.demo import scenario as demo
 # alone, the same artifact; README, Performance).
 ITEMS = (
     "artifact,article_table,sql_ceiling,drain,enqueue,kick_to_start,producer_threads,kicks,"
-    "scale,claim_order,awake,quiet_day"
+    "trickle,scale,claim_order,awake,quiet_day"
 )
 Command = Callable[[str, Callable[[argparse.Namespace], dict[str, Any]]], argparse.ArgumentParser]
 
@@ -152,6 +152,8 @@ def cmd_bench(args: argparse.Namespace) -> dict[str, Any]:
             out / "workers.log",
             say=lambda text: print(f"== {text}", file=sys.stderr),
         )
+        if args.peers:
+            runner.trickle_peers = ("pgqueuer", "procrastinate")
         started = time.monotonic()
         date = datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC")
         items = [i.strip() for i in args.items.split(",")] + (["peers"] if args.peers else [])

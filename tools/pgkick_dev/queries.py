@@ -93,6 +93,13 @@ SELECT status, attempts,
        extract(epoch FROM claimed_at - created_at) * 1000 AS wait_ms
 FROM pgkick.jobs;"""
 
+JOB_LATENCY_WARM: Final = """\
+-- job_latency_warm: Wait from commit to claim in ms of the jobs inserted after the first claim (those a running worker served, not a cold start).
+SELECT extract(epoch FROM claimed_at - created_at) * 1000 AS wait_ms
+FROM pgkick.jobs
+WHERE claimed_at IS NOT NULL
+  AND created_at > (SELECT min(claimed_at) FROM pgkick.jobs);"""
+
 JOB_NOTIFY_LISTENERS: Final = """\
 -- job_notify_listeners: Tells LISTENing workers that a queue has work (the article's trigger, sent by the producer in the comparison).
 SELECT pg_notify('pgkick_jobs', %(queue)s);"""

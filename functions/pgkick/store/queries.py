@@ -6,6 +6,14 @@ whose first line says what it does.
 
 from typing import Final, LiteralString
 
+CHANNEL_LISTEN: Final = """\
+-- channel_listen: Listen on a channel for this session (the name is spliced in as a quoted identifier, pgkick.store.listen: LISTEN takes no parameter).
+LISTEN {channel};"""
+
+CHANNEL_UNLISTEN: Final = """\
+-- channel_unlisten: Stop listening on a channel (the name is spliced in as a quoted identifier, as for channel_listen).
+UNLISTEN {channel};"""
+
 DATABASE_CLONE: Final = """\
 -- database_clone: One test's own database, a copy of the plugin's migrated template (pgkick.testing.databases replaces both placeholder names by generated, quoted ones).
 CREATE DATABASE pgkick_test_db TEMPLATE pgkick_test_template;"""
@@ -476,7 +484,7 @@ QUEUE_KICK_RELEASE: Final = """\
 DELETE FROM pgkick.queue_watchers WHERE queue = %(queue)s AND watcher = 'kick';"""
 
 QUEUE_KICK_RESERVE: Final = """\
--- queue_kick_reserve: Of the queues given, returns those that nobody watches, marking each with a pending kick; the caller kicks exactly those.
+-- queue_kick_reserve: Of the queues given, returns those that nobody watches, marking each with a pending kick; the caller kicks exactly those. A worker lingering on one of them with a channel is NOTIFYed (delivered at this commit).
 WITH relaxed AS (
   -- A reservation lost in a crash costs one spare kick: its commit need not wait for the disk.
   SELECT set_config('synchronous_commit', 'off', true)
@@ -486,12 +494,25 @@ WITH relaxed AS (
     SELECT 1 FROM pgkick.queue_watchers l
     WHERE l.queue = q AND l.until > coalesce(%(now)s::timestamptz, now())
   )
+), reserved AS (
+  INSERT INTO pgkick.queue_watchers AS w (queue, watcher, until)
+  SELECT queue, 'kick', coalesce(%(now)s::timestamptz, now()) + %(pending)s::interval FROM wanted
+  ON CONFLICT (queue, watcher) DO UPDATE SET until = excluded.until
+    WHERE w.until <= coalesce(%(now)s::timestamptz, now())
+  RETURNING w.queue
+), woken AS (
+  -- Only a worker that lingers has listening_until ahead (pgkick.worker.linger): a busy
+  -- worker, a pending kick, or an idle queue gets no NOTIFY.
+  SELECT count(pg_notify(l.channel, '')) AS n FROM pgkick.queue_watchers l
+  WHERE l.queue = ANY(%(queues)s::text[])
+    AND l.listening_until > coalesce(%(now)s::timestamptz, now())
+    AND l.until > coalesce(%(now)s::timestamptz, now())
 )
-INSERT INTO pgkick.queue_watchers AS w (queue, watcher, until)
-SELECT queue, 'kick', coalesce(%(now)s::timestamptz, now()) + %(pending)s::interval FROM wanted
-ON CONFLICT (queue, watcher) DO UPDATE SET until = excluded.until
-  WHERE w.until <= coalesce(%(now)s::timestamptz, now())
-RETURNING w.queue;"""
+-- UNION ALL runs both branches to the end: the NOTIFYs are sent whether or not a kick was
+-- reserved (the woken branch itself returns no row).
+SELECT queue FROM reserved
+UNION ALL
+SELECT NULL FROM woken WHERE n < 0;"""
 
 QUEUE_LIMIT_CLEAR: Final = """\
 -- queue_limit_clear: Removes a queue's running limit.
@@ -555,6 +576,13 @@ WITH cleared AS (
 INSERT INTO pgkick.queue_watchers AS w (queue, watcher, until)
 VALUES (%(queue)s, %(watcher)s, coalesce(%(now)s::timestamptz, now()) + %(ttl)s::interval)
 ON CONFLICT (queue, watcher) DO UPDATE SET until = excluded.until;"""
+
+QUEUE_WATCHER_LISTEN: Final = """\
+-- queue_watcher_listen: A lingering worker, already LISTENing, names its channel on its announcement until the given instant, so producers that find it NOTIFY it.
+UPDATE pgkick.queue_watchers
+SET channel = %(channel)s,
+    listening_until = coalesce(%(now)s::timestamptz, now()) + %(window)s::interval
+WHERE queue = %(queue)s AND watcher = %(watcher)s;"""
 
 QUEUE_WATCHER_WITHDRAW: Final = """\
 -- queue_watcher_withdraw: A worker leaving a queue removes its announcement (it then claims once more before it exits).
@@ -648,6 +676,10 @@ SCHEMA_CREATE: Final = """\
 -- schema_create: Creates the schema that holds every pgkick object, if it is missing (the migrator owns it).
 CREATE SCHEMA IF NOT EXISTS pgkick;"""
 
+SESSION_BACKEND_PID: Final = """\
+-- session_backend_pid: The server process this statement ran in: a pooler between client and server shows as a pid other than the one the connection was opened with.
+SELECT pg_backend_pid();"""
+
 TRANSACTION_BEGIN: Final = """\
 -- transaction_begin: Opens an explicit transaction inside a pipeline, so a COMMIT can end it before the statements that must see it committed.
 BEGIN;"""
@@ -658,4 +690,4 @@ COMMIT;"""
 
 # The migrations' versions in the order they apply (their scripts:
 # pgkick.store.migration_scripts, which a Lambda handler never loads).
-MIGRATION_VERSIONS: Final[tuple[int, ...]] = (1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11,)
+MIGRATION_VERSIONS: Final[tuple[int, ...]] = (1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 13,)

@@ -18,6 +18,7 @@ from typing import Any, NamedTuple
 
 from pgkick.store import queries
 from pgkick.store.expired import ExpiredLeases
+from pgkick.store.listen import Listening
 
 
 @dataclass(frozen=True, slots=True)
@@ -58,8 +59,9 @@ class Snoozed(NamedTuple):
     cancelled: bool
 
 
-class WorkerStore(ExpiredLeases):
-    """What a worker runs (and, from ExpiredLeases, a rescue's sweep of its queue)."""
+class WorkerStore(ExpiredLeases, Listening):
+    """What a worker runs (and, from ExpiredLeases, a rescue's sweep of its queue; from
+    Listening, a lingering worker's wake-up line)."""
 
     def claim(self, queue: str, *, batch: int, lease: timedelta) -> list[ClaimedJob]:
         """Claim up to `batch` ready jobs of `queue` under a lease: one statement, the
@@ -144,14 +146,23 @@ class WorkerStore(ExpiredLeases):
         )
 
     def withdraw_and_claim(
-        self, queue: str, watcher: str, *, batch: int, lease: timedelta
+        self,
+        queue: str,
+        watcher: str,
+        *,
+        batch: int,
+        lease: timedelta,
+        unlisten: str | None = None,
     ) -> list[ClaimedJob]:
-        """Withdraw the worker's announcement, commit, then claim once more: one round trip.
+        """Withdraw the worker's announcement, commit, then claim once more: one round trip
+        (which also UNLISTENs `unlisten`, the channel of a worker that lingered listening).
 
         The order is the protocol (pgkick.kick.watch): the claim's snapshot is taken after
         the withdrawal committed, so it sees every job a producer committed while it
         still counted on this worker."""
         with self.pipeline():
+            if unlisten is not None:
+                self.unlisten(unlisten)
             self.execute(queries.TRANSACTION_BEGIN)
             self.execute(queries.QUEUE_WATCHER_WITHDRAW, queue=queue, watcher=watcher)
             self.execute(queries.TRANSACTION_COMMIT)

@@ -26,6 +26,7 @@ from pgkick.kick.watch import WorkerWatch
 from pgkick.store.worker import ClaimedJob, WorkerStore
 from pgkick.tasks.registry import Registry
 from pgkick.worker.lease import LeaseKeeper
+from pgkick.worker.linger import WakeUpLine
 from pgkick.worker.rescue import DeadMansSwitch
 from pgkick.worker.task_run import CANCELLED, run_task
 
@@ -74,6 +75,7 @@ class WorkerOptions:
     heartbeat: bool = True  # False: leases are extended only when a task asks (tests)
     linger: timedelta = timedelta(0)  # how long an empty queue is re-claimed before leaving
     watch_ttl: timedelta = timedelta(seconds=config.DEFAULT_WATCH_SECONDS)  # pgkick.kick.watch
+    listen: str = "off"  # while lingering, wait for a NOTIFY: auto, on, off (pgkick.worker.linger)
     max_hops: int = config.DEFAULT_MAX_HOPS  # self-kicks per chain, then a wake-up
     backoff_jitter: float = 0.1  # a retry waits its backoff x (1 ± this), drawn at random
     # While jobs run, cancel marks are read this often between two extensions (a third of
@@ -120,6 +122,7 @@ class Worker:
         watch = WorkerWatch(
             ttl=self.options.watch_ttl, linger=self.options.linger, clock=self.monotonic
         )
+        line = WakeUpLine(self.store, queue, watch, mode=self.options.listen, sleep=self.sleep)
         self._hop = hop
         # after its announcement too has lapsed (pgkick.worker.rescue says why)
         after = self.options.lease + self.options.watch_ttl
@@ -152,7 +155,7 @@ class Worker:
                     one_off = first_claim == 1 and summary.claimed == 1
                     if one_off and not self.flows(queue):
                         watch.skip_linger()  # the kick's one job, nothing after (see flows)
-                    last = self._linger_or_leave(queue, watch, remaining_ms, reserve)
+                    last = self._linger_or_leave(queue, watch, line, remaining_ms, reserve)
                     if last is None:
                         continue  # lingered: claim again
                     if not last:
@@ -171,6 +174,7 @@ class Worker:
                 longest_batch_ms = max(longest_batch_ms, before - remaining_ms())
             rescue.disarm()  # only on a clean finish: after a crash it must fire
         finally:
+            line.close()  # still listening only if it left without withdrawing through it
             keeper.close()
             summary.duration_ms = int((time.monotonic() - started) * 1000)
         return summary
@@ -188,16 +192,26 @@ class Worker:
         )
 
     def _linger_or_leave(
-        self, queue: str, watch: WorkerWatch, remaining_ms: Callable[[], int], reserve: float
+        self,
+        queue: str,
+        watch: WorkerWatch,
+        line: WakeUpLine,
+        remaining_ms: Callable[[], int],
+        reserve: float,
     ) -> list[ClaimedJob] | None:
-        """The queue is empty: pause and return None (claim again), or withdraw and claim
-        once more (the protocol of pgkick.kick.watch), returning what that last claim got."""
+        """The queue is empty: pause (cut short by a producer's NOTIFY, pgkick.worker.linger)
+        and return None (claim again), or withdraw and claim once more (the protocol of
+        pgkick.kick.watch), returning what that last claim got."""
         pause = watch.next_pause()
         if pause is not None and remaining_ms() - pause * 1000 > reserve:
-            self.sleep(pause)
+            line.wait(pause)
             return None
         jobs = self.store.withdraw_and_claim(
-            queue, watch.watcher, batch=self.options.batch, lease=self.options.lease
+            queue,
+            watch.watcher,
+            batch=self.options.batch,
+            lease=self.options.lease,
+            unlisten=line.withdrawing(),
         )
         watch.withdrawn()  # if it got jobs, the next claim announces this worker again
         return jobs

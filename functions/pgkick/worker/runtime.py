@@ -98,6 +98,7 @@ class Runtime:
             backoff=self.settings.backoff,
             backoff_cap=self.settings.backoff_cap,
             linger=self.settings.worker_linger,
+            listen=self.settings.worker_listen,
             watch_ttl=self.settings.watch_ttl,
             max_hops=self.settings.max_hops,
         )

@@ -31,6 +31,7 @@ class KickLoad:
     rate: float | None  # jobs a second, None: as fast as one caller goes (a burst)
     jobs: int
     linger_ms: int = 1000  # the worker's default
+    listen: str = "auto"  # PGKICK_WORKER_LISTEN: off measures the pauses alone
 
 
 def loads(seconds: float, burst: int) -> list[KickLoad]:
@@ -52,6 +53,7 @@ def measure(dsn: str, load: KickLoad, log: Path, concurrency: int = 4) -> dict[s
             "DATABASE_URL": dsn,
             "POWERTOOLS_LOG_LEVEL": "WARNING",
             "PGKICK_WORKER_LINGER_MS": str(load.linger_ms),
+            "PGKICK_WORKER_LISTEN": load.listen,
         },
         concurrency=concurrency,
         timeout_ms=900_000,

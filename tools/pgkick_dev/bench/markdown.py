@@ -11,6 +11,7 @@ from typing import Any
 
 from pgkick_dev.bench import artifact as bench_artifact
 from pgkick_dev.bench import figures as bench_figures
+from pgkick_dev.bench import trickle as bench_trickle
 from pgkick_dev.bench.report import ratio_text
 
 
@@ -31,6 +32,11 @@ def render(results: dict[str, Any]) -> str:
         + _table(["item", "measured"], _once(results)),
         "## Cost\n\n" + _table(["cost", "measured"], _cost(results)),
     ]
+    if results.get("trickle"):
+        parts.append(
+            "## Latency: a 20 jobs/s trickle, one lingering worker (item trickle)\n\n"
+            + _table(bench_trickle.HEADER, bench_trickle.table(results["trickle"]))
+        )
     return "\n".join(parts)
 
 

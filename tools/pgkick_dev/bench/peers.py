@@ -24,6 +24,7 @@ from __future__ import annotations
 import asyncio
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Awaitable, Callable
 from pathlib import Path
@@ -147,8 +148,80 @@ async def _timed(count: int, call: Callable[[], Awaitable[Any]]) -> dict[str, An
     }
 
 
+# -- commit-to-start: a trickle of stamped jobs, each task prints how long after its enqueue
+# call began it started (the caller's wall clock, one machine) ---------------------------------
+def _stamp(sent: float) -> None:
+    print(f"{(time.time() - sent) * 1000:.3f}", flush=True)
+
+
+async def _pgqueuer_stamped(dsn: str, batch: int, drain: bool, go: Callable[[], None]) -> None:
+    pgqueuer = _require("pgqueuer")
+    conn = await psycopg.AsyncConnection.connect(dsn, autocommit=True)
+    pgq = pgqueuer.PgQueuer(pgqueuer.PsycopgDriver(conn))
+
+    async def stamp(job: Any) -> None:
+        _stamp(float(job.payload.decode()))
+
+    pgq.entrypoint("stamp")(stamp)
+    go()
+    await pgq.run(batch_size=batch)
+
+
+async def _pgqueuer_trickle(dsn: str, rate: float, jobs: int, started: Callable[[], None]) -> None:
+    conn, q = await _pgqueuer_queries(dsn)
+    await q.clear_queue()
+    started()
+    await _paced(rate, jobs, lambda: q.enqueue("stamp", str(time.time()).encode(), 0))
+    await conn.close()
+
+
+def _procrastinate_stamping(dsn: str) -> tuple[Any, Any]:
+    app, _ = _procrastinate_app(dsn)
+
+    @app.task(name="stamp")  # type: ignore[untyped-decorator]
+    async def stamp(sent: float) -> None:
+        _stamp(sent)
+
+    return app, stamp
+
+
+async def _procrastinate_stamped(dsn: str, batch: int, drain: bool, go: Callable[[], None]) -> None:
+    app, _ = _procrastinate_stamping(dsn)
+    async with app.open_async():
+        go()
+        await app.run_worker_async(concurrency=1, install_signal_handlers=False, name="bench")
+
+
+async def _procrastinate_trickle(
+    dsn: str, rate: float, jobs: int, started: Callable[[], None]
+) -> None:
+    app, stamp = _procrastinate_stamping(dsn)
+    with Database.open(dsn, application_name="pgkick-bench") as db:
+        async with app.open_async():
+            if not db.one(dev_queries.PROCRASTINATE_SCHEMA_EXISTS)[0]:
+                await app.schema_manager.apply_schema_async()
+            db.execute(dev_queries.PROCRASTINATE_JOB_RESET)
+            started()
+            await _paced(rate, jobs, lambda: stamp.defer_async(sent=time.time()))
+
+
+async def _paced(rate: float, jobs: int, call: Callable[[], Awaitable[Any]]) -> None:
+    start = time.monotonic()
+    for i in range(jobs):
+        delay = start + i / rate - time.monotonic()
+        if delay > 0:
+            await asyncio.sleep(delay)
+        await call()
+
+
 ENQUEUE = {"pgqueuer": _pgqueuer_enqueue, "procrastinate": _procrastinate_enqueue}
-WORKER = {"pgqueuer": _pgqueuer_worker, "procrastinate": _procrastinate_worker}
+WORKER = {
+    "pgqueuer": _pgqueuer_worker,
+    "procrastinate": _procrastinate_worker,
+    "pgqueuer-stamp": _pgqueuer_stamped,
+    "procrastinate-stamp": _procrastinate_stamped,
+}
+TRICKLE = {"pgqueuer": _pgqueuer_trickle, "procrastinate": _procrastinate_trickle}
 
 
 # -- the parent's side ---------------------------------------------------------------------
@@ -219,6 +292,39 @@ def _count_left(db: Database, peer: str) -> int:
         return int(db.one(dev_queries.PGQUEUER_JOB_COUNT)[0])
     counts = dict(db.rows(dev_queries.PROCRASTINATE_JOB_COUNT_BY_STATUS))
     return sum(n for status, n in counts.items() if status != "succeeded")
+
+
+def commit_to_start(dsn: str, peer: str, rate: float, jobs: int, log: Path) -> dict[str, Any]:
+    """A trickle of `jobs` single enqueues at `rate` a second through the peer's API, one
+    long-lived worker (LISTENing, as the peer runs by default): how long after each enqueue
+    call began its task started, p50 and p99 (pgkick's `trickle` item reads claimed_at -
+    created_at, the insert's start: the same two ends, give or take the task's dispatch)."""
+    worker = _spawn(f"{peer}-stamp", dsn, 10, "wait", log)
+    waits: list[float] = []
+    guard = threading.Timer(jobs / rate + 120, worker.kill)  # a job that never starts
+    guard.start()
+    try:
+        _ready(worker)
+
+        def started() -> None:  # the peer's tables exist: let its worker in, then settle
+            _go(worker)
+            time.sleep(2)
+
+        asyncio.run(TRICKLE[peer](dsn, rate, jobs, started))
+        assert worker.stdout is not None
+        while len(waits) < jobs and (line := worker.stdout.readline()):
+            waits.append(float(line))
+    finally:
+        guard.cancel()
+        worker.kill()
+        worker.wait()
+    return {
+        "peer": VERSIONS[peer],
+        "jobs": jobs,
+        "started": len(waits),
+        "commit_to_start_p50_ms": percentile(waits, 0.5),
+        "commit_to_start_p99_ms": percentile(waits, 0.99),
+    }
 
 
 def idle_statements_per_minute(dsn: str, peer: str | None, seconds: float, log: Path) -> float:

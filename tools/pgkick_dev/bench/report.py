@@ -10,6 +10,7 @@ from typing import Any
 
 from pgkick_dev.bench import artifact as bench_artifact
 from pgkick_dev.bench import figures as bench_figures
+from pgkick_dev.bench import trickle as bench_trickle
 
 
 def targets(results: dict[str, Any]) -> list[dict[str, Any]]:
@@ -25,6 +26,7 @@ def targets(results: dict[str, Any]) -> list[dict[str, Any]]:
         *_quiet_day_targets(results.get("quiet_day", {})),
         *bench_artifact.targets(results.get("artifact")),
         _threads_target(results.get("producer_threads", [])),
+        bench_trickle.target(results.get("trickle", [])),
         *_versus_ceiling(results, ratios),
         *_versus_peers(ratios),
         (

@@ -80,6 +80,7 @@ class Bench:
     sizes: Sizes
     log: Path
     results: dict[str, Any] = field(default_factory=dict)
+    trickle_peers: tuple[str, ...] = ()  # the peers the trickle item runs too (--peers)
     say: Callable[[str], None] = print
 
     def store(self) -> AbstractContextManager[BenchStore]:
@@ -286,6 +287,19 @@ class Bench:
             burst=self.sizes.singles,
             log=self.log,
             say=self.say,
+        )
+
+    def trickle(self) -> None:
+        """Commit-to-claim of a 20/s trickle, NOTIFY wake-up on and off (bench_trickle)."""
+        from pgkick_dev.bench import trickle as bench_trickle
+
+        self.results["trickle"] = bench_trickle.run(
+            self.dsn,
+            seconds=self.sizes.kick_seconds,
+            rounds=2,
+            log=self.log,
+            say=self.say,
+            peers=self.trickle_peers,
         )
 
     # 7 -------------------------------------------------------------------------
