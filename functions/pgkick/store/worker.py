@@ -30,6 +30,14 @@ class ClaimedJob:
     payload: Any
     attempts: int
     max_attempts: int
+    # The trace context the job was enqueued under (migration 0012) and, on the server's
+    # clock, when it was enqueued, due and claimed: what its run's span records
+    # (pgkick.worker.job_span). Rows from before 0012's claim (tests, tools) leave them None.
+    traceparent: str | None = None
+    tracestate: str | None = None
+    enqueued_at: datetime | None = None
+    run_at: datetime | None = None
+    claimed_at: datetime | None = None
     result: str | None = None  # set when the task returned: its JSON, stored on completion
 
 
