@@ -12,8 +12,9 @@ What the span says follows OpenTelemetry's messaging conventions where they fit 
 consumer span "process <queue>", the queue as destination, the job id as message id),
 pgkick's own attributes for the rest: the task, the attempt, the outcome, and when the
 job was enqueued, became due and was claimed, on the database's clock (`wait_ms`: from due
-to claimed, what the queue cost the job). A task that raised records its exception and the
-span's status is ERROR.
+to claimed, what the queue cost the job). Attributes, not events: an event costs the SDK
+more than all the attributes together, on every job. A task that raised records its
+exception and the span's status is ERROR.
 
 Why OpenTelemetry is only looked up, never imported, until it is loaded: as on the
 producer's side (pgkick.producer.trace_context), a process that has not loaded it has no
@@ -23,17 +24,18 @@ run costs one dictionary look-up more.
 
 from __future__ import annotations
 
+import functools
 import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
-from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 from pgkick import config
 from pgkick.store.worker import ClaimedJob
 
 if TYPE_CHECKING:
-    from opentelemetry.trace import Link, Span, SpanContext
+    from opentelemetry.propagators.textmap import TextMapPropagator
+    from opentelemetry.trace import Link, Span, SpanContext, Tracer
 
 SYSTEM = "pgkick"
 
@@ -72,13 +74,11 @@ class JobSpan:
 def job_span(job: ClaimedJob) -> Iterator[JobSpan]:
     """The job's run as the current span (so the task's own spans, and the jobs it enqueues,
     are its children), ended when the block ends."""
-    from opentelemetry import trace
     from opentelemetry.trace import SpanKind
 
     parent = _stored_parent(job)
     links = invocation_links() if parent is not None else _xray_links()
-    tracer = trace.get_tracer("pgkick")
-    with tracer.start_as_current_span(
+    with _tracer().start_as_current_span(
         f"process {job.queue}",
         context=parent,
         kind=SpanKind.CONSUMER,
@@ -87,10 +87,24 @@ def job_span(job: ClaimedJob) -> Iterator[JobSpan]:
         record_exception=False,  # run_task catches the task's exceptions: JobSpan.raised
         set_status_on_exception=False,
     ) as span:
-        for name, at in (("enqueued", job.enqueued_at), ("claimed", job.claimed_at)):
-            if at is not None:
-                span.add_event(f"pgkick.job.{name}", timestamp=_nanoseconds(at))
         yield JobSpan(span, job)
+
+
+@functools.cache
+def _tracer() -> Tracer:
+    """pgkick's tracer, once a process (get_tracer costs more than a span's attributes). Made
+    before the app set its provider, it is the API's proxy, which follows the provider set
+    later."""
+    from opentelemetry import trace
+
+    return trace.get_tracer("pgkick")
+
+
+@functools.cache
+def _propagator() -> TextMapPropagator:
+    from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator
+
+    return TraceContextTextMapPropagator()
 
 
 def _stored_parent(job: ClaimedJob) -> Any:
@@ -98,12 +112,11 @@ def _stored_parent(job: ClaimedJob) -> Any:
     if not job.traceparent:
         return None
     from opentelemetry import trace
-    from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator
 
     carrier = {"traceparent": job.traceparent}
     if job.tracestate:
         carrier["tracestate"] = job.tracestate
-    context = TraceContextTextMapPropagator().extract(carrier)
+    context = _propagator().extract(carrier)
     return context if trace.get_current_span(context).get_span_context().is_valid else None
 
 
@@ -129,6 +142,7 @@ def _xray_links() -> list[Link]:
     return [Link(context, {"pgkick.link": "xray"})] if context is not None else []
 
 
+@functools.lru_cache(maxsize=8)  # one header an invocation, parsed once for its jobs
 def xray_context(header: str | None) -> SpanContext | None:
     """X-Ray's trace header ("Root=1-5759e988-bd862e3fe1be46a994272793;Parent=53995c3f42cd8ad8;
     Sampled=1") as a remote span context (the X-Ray trace id is W3C's, less its dashes), or
@@ -173,7 +187,3 @@ def _attributes(job: ClaimedJob) -> dict[str, str | int | float]:
         due = max(job.run_at, job.enqueued_at or job.run_at)
         attributes["pgkick.job.wait_ms"] = max(0.0, (job.claimed_at - due).total_seconds() * 1e3)
     return attributes
-
-
-def _nanoseconds(at: datetime) -> int:
-    return int(at.timestamp() * 1_000_000_000)
