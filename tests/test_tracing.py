@@ -9,6 +9,7 @@ import os
 import subprocess
 import sys
 import threading
+import uuid
 from collections.abc import Callable, Iterator
 from datetime import timedelta
 from pathlib import Path
@@ -36,6 +37,8 @@ import pgkick
 import pgkick.aio
 from pgkick.kick.kickers import NoKicker
 from pgkick.store.groups import set_queue_limit
+from pgkick.store.migration_scripts import MIGRATIONS
+from pgkick.store.queries import ROLE_SETUP
 from pgkick.tasks.registry import Registry
 from pgkick.validation import JobSpec
 from pgkick.worker.job_span import xray_context
@@ -405,3 +408,50 @@ def test_xray_header_becomes_a_link_context(
         else (context.trace_id, context.span_id, context.trace_flags.sampled)
     )
     assert found == expected
+
+
+def test_the_upgrade_to_0012_keeps_the_claims_grants(empty_dsn: str) -> None:
+    """Catches 0012 recreating the claim functions (a return shape cannot change in place)
+    without their grants: an install from 0011 whose operator let another role claim and
+    insert keeps that role working, and PUBLIC still may not claim."""
+    claim = "pgkick.job_claim(text, int, interval, timestamptz)"
+    other = f"ops_{uuid.uuid4().hex[:8]}"
+    with JobStore.open(empty_dsn) as store, store.transaction():
+        store.create_schema()
+        store.set_migration_path("pgkick")
+        store.create_migration_table()
+        for version, name, script in MIGRATIONS:
+            if version <= 11:
+                store.apply_migration(version, name, script)
+        # role_setup as it was before 0012 (without the trace columns)
+        store.execute(ROLE_SETUP.replace(",\n              traceparent, tracestate", ""))  # type: ignore[arg-type]
+        store.execute(f"CREATE ROLE {other}")  # type: ignore[arg-type]
+        store.execute(f"GRANT USAGE ON SCHEMA pgkick TO {other}")  # type: ignore[arg-type]
+        store.execute(f"GRANT EXECUTE ON FUNCTION {claim} TO {other}")  # type: ignore[arg-type]
+        store.execute(f"GRANT SELECT, UPDATE ON pgkick.jobs, pgkick.queue_limits TO {other}")  # type: ignore[arg-type]
+        store.execute(f"GRANT INSERT (queue, task, payload) ON pgkick.jobs TO {other}")  # type: ignore[arg-type]
+    try:
+        assert pgkick.migrate(empty_dsn) == [12]
+        with psycopg.connect(empty_dsn) as conn:
+            may = conn.execute(
+                "SELECT has_function_privilege(%(other)s, %(claim)s, 'EXECUTE'),"
+                " has_column_privilege(%(other)s, 'pgkick.jobs', 'traceparent', 'INSERT'),"
+                " has_function_privilege('pgkick_worker', %(claim)s, 'EXECUTE'),"
+                " has_function_privilege('pgkick_producer', %(claim)s, 'EXECUTE')",
+                {"other": other, "claim": claim},
+            ).fetchone()
+            assert may == (True, True, True, False)
+            conn.execute(f"SET ROLE {other}")  # type: ignore[arg-type]
+            conn.execute(
+                "INSERT INTO pgkick.jobs (queue, task, payload, traceparent)"
+                " VALUES ('default', 'noop', '{}', NULL)"
+            )
+            (claimed,) = conn.execute(
+                "SELECT traceparent FROM pgkick.job_claim('default', 1, '1 minute', NULL)"
+            ).fetchall()
+            assert claimed == (None,)
+            conn.rollback()
+    finally:
+        with psycopg.connect(empty_dsn, autocommit=True) as conn:
+            conn.execute(f"DROP OWNED BY {other}")  # type: ignore[arg-type]
+            conn.execute(f"DROP ROLE {other}")  # type: ignore[arg-type]

@@ -472,11 +472,11 @@ $claim$;"""),
 ALTER TABLE jobs ADD COLUMN traceparent text, ADD COLUMN tracestate text;
 
 -- A function's return shape cannot be changed in place (CREATE OR REPLACE refuses it), and
--- a dropped function loses its grants: the EXECUTE grants of the old functions (role_setup's
--- REVOKE from PUBLIC and GRANT to pgkick_worker, or an operator's own) are kept here and
--- given again to the new ones. The producers' INSERT on the new columns likewise goes to
--- every role that may insert a payload, so an install whose roles were set up before this
--- version keeps working without `pgkick migrate --roles` again.
+-- a dropped function loses its grants. pgkick's own roles get theirs back from role_setup,
+-- which `migrate` runs again after applying migrations where the roles were set up; the
+-- grants an operator gave other roles (a read-only dashboard's, a second worker role's)
+-- are kept here and given again to the new functions, and every role that may insert a
+-- payload may insert the new columns, as the producer's statements now name them.
 CREATE TEMPORARY TABLE pgkick_0012_grants ON COMMIT DROP AS
 SELECT p.oid::regprocedure::text AS function_name, a.grantee
 FROM pg_catalog.pg_proc AS p,
