@@ -91,6 +91,8 @@ def insert_one() -> str:
         "max_attempts": "5",
         "priority": "0",
         "group_key": "NULL",
+        "traceparent": "NULL",  # no span: what an app without OpenTelemetry sends
+        "tracestate": "NULL",
     }
     return _one_line(_bind(queries.JOB_INSERT, values)) + ";\n"
 
