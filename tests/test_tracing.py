@@ -12,26 +12,12 @@ import threading
 import uuid
 from collections.abc import Callable, Iterator
 from datetime import timedelta
+from functools import cache
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import psycopg
 import pytest
-from opentelemetry import trace
-from opentelemetry.context import Context
-from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
-from opentelemetry.sdk.trace.export import SimpleSpanProcessor
-from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
-from opentelemetry.sdk.trace.sampling import ALWAYS_OFF, ALWAYS_ON, Sampler, SamplingResult
-from opentelemetry.trace import (
-    NonRecordingSpan,
-    Span,
-    SpanContext,
-    SpanKind,
-    StatusCode,
-    TraceFlags,
-    TraceState,
-)
 
 import pgkick
 import pgkick.aio
@@ -46,40 +32,54 @@ from pgkick.worker.loop import Worker
 from tests.store import JobStore
 from tests.test_worker import OPTIONS, forever
 
+if TYPE_CHECKING:
+    from opentelemetry.context import Context
+    from opentelemetry.sdk.trace import ReadableSpan
+    from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+    from opentelemetry.trace import Span
+
 ROOT = Path(__file__).resolve().parent.parent
 
 
-class Switch(Sampler):
-    """Records spans only while a test of this module runs: the provider is the process's
-    (OpenTelemetry sets it once), and the other modules' workers should not fill it."""
+@cache
+def _sdk() -> tuple[InMemorySpanExporter, Any]:
+    """The SDK as an app configures it, once a process (OpenTelemetry sets its provider
+    once), imported only when a test here asks: the other modules' tests run as an app
+    without OpenTelemetry does, at least until these ran. Its sampler records only while
+    a test of this module runs, so later modules' workers do not fill the exporter."""
+    from opentelemetry import trace
+    from opentelemetry.sdk.trace import TracerProvider
+    from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+    from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+    from opentelemetry.sdk.trace.sampling import ALWAYS_OFF, ALWAYS_ON, Sampler, SamplingResult
 
-    on = False
+    class Switch(Sampler):
+        on = False
 
-    def should_sample(self, *args: Any, **kwargs: Any) -> SamplingResult:
-        return (ALWAYS_ON if self.on else ALWAYS_OFF).should_sample(*args, **kwargs)
+        def should_sample(self, *args: Any, **kwargs: Any) -> SamplingResult:
+            return (ALWAYS_ON if self.on else ALWAYS_OFF).should_sample(*args, **kwargs)
 
-    def get_description(self) -> str:
-        return "tests.test_tracing.Switch"
+        def get_description(self) -> str:
+            return "tests.test_tracing.Switch"
 
-
-_EXPORTER = InMemorySpanExporter()
-_SWITCH = Switch()
+    exporter, switch = InMemorySpanExporter(), Switch()
+    provider = TracerProvider(sampler=switch)
+    provider.add_span_processor(SimpleSpanProcessor(exporter))
+    trace.set_tracer_provider(provider)
+    return exporter, switch
 
 
 @pytest.fixture
 def spans() -> Iterator[InMemorySpanExporter]:
-    """The SDK as an app configures it (once a process), its finished spans in memory."""
-    if not isinstance(trace.get_tracer_provider(), TracerProvider):
-        provider = TracerProvider(sampler=_SWITCH)
-        provider.add_span_processor(SimpleSpanProcessor(_EXPORTER))
-        trace.set_tracer_provider(provider)
-    _EXPORTER.clear()
-    _SWITCH.on = True
+    """The process's SDK, recording; its finished spans in memory."""
+    exporter, switch = _sdk()
+    exporter.clear()
+    switch.on = True
     try:
-        yield _EXPORTER
+        yield exporter
     finally:
-        _SWITCH.on = False
-        _EXPORTER.clear()
+        switch.on = False
+        exporter.clear()
 
 
 def traceparent(span: Span) -> str:
@@ -90,6 +90,9 @@ def traceparent(span: Span) -> str:
 def vendor_context() -> Context:
     """An incoming request's context with a tracestate (a vendor's entry), as a web
     framework's instrumentation extracts it: the request span inherits the state."""
+    from opentelemetry import trace
+    from opentelemetry.trace import NonRecordingSpan, SpanContext, TraceFlags, TraceState
+
     remote = SpanContext(
         0x0AF7651916CD43DD8448EB211C80319C,
         0xB7AD6B7169203331,
@@ -184,6 +187,8 @@ def test_every_enqueue_form_stores_the_enqueuers_trace_context(
     """Catches a form that inserts without the trace context (its statement's parameters
     built elsewhere than the plan): each job's row holds its span's traceparent and the
     request's tracestate, in the columns, not in the payload."""
+    from opentelemetry import trace
+
     tracer = trace.get_tracer("app")
     with tracer.start_as_current_span("POST /orders", context=vendor_context()) as request:
         ids = ENQUEUE_FORMS[form](dsn)
@@ -196,6 +201,8 @@ def test_every_enqueue_form_stores_the_enqueuers_trace_context(
 def test_group_commit_keeps_each_callers_context(dsn: str, spans: InMemorySpanExporter) -> None:
     """Catches the context taken where the job is inserted: a group commit's leader inserts
     the other threads' jobs, and would give them its own span."""
+    from opentelemetry import trace
+
     tracer = trace.get_tracer("app")
     start = threading.Barrier(8)
     made: dict[int, str] = {}
@@ -262,6 +269,9 @@ def test_a_failing_job_runs_in_an_error_span_under_its_request(
 ) -> None:
     """The worker's own loop: the run's span is the request span's child, says what the job
     is and what became of it, and a task that raised leaves status ERROR and the exception."""
+    from opentelemetry import trace
+    from opentelemetry.trace import SpanKind, StatusCode
+
     tasks = Registry()
 
     @tasks.task("charge")
@@ -308,6 +318,9 @@ def test_one_trace_from_the_request_to_the_run_in_the_worker_process(
     """The app's request span here, the worker's real handler in another process (traced
     as the Lambda layer does): its job span has the request span as parent, in the same
     trace, and links the invocation's span and X-Ray's segment."""
+    from opentelemetry import trace
+    from opentelemetry.trace import SpanKind
+
     tracer = trace.get_tracer("app")
     with tracer.start_as_current_span("POST /orders", kind=SpanKind.SERVER) as request:
         job_id = pgkick.enqueue_and_kick({"order": 7}, task="noop", dsn=dsn, kicker=NoKicker())
