@@ -30,6 +30,7 @@ from pgkick.validation import JobSpec
 from pgkick.worker.job_span import xray_context
 from pgkick.worker.loop import Worker
 from tests.store import JobStore
+from tests.test_contrib_django import django_db  # noqa: F401 (a fixture)
 from tests.test_worker import OPTIONS, forever
 
 if TYPE_CHECKING:
@@ -468,3 +469,22 @@ def test_the_upgrade_to_0012_keeps_the_claims_grants(empty_dsn: str) -> None:
         with psycopg.connect(empty_dsn, autocommit=True) as conn:
             conn.execute(f"DROP OWNED BY {other}")  # type: ignore[arg-type]
             conn.execute(f"DROP ROLE {other}")  # type: ignore[arg-type]
+
+
+def test_the_django_contrib_stores_the_trace_context(
+    django_db: str,  # noqa: F811
+    spans: InMemorySpanExporter,
+) -> None:
+    """Django's form (pgkick.contrib.django, in an atomic block, kicked on_commit) stores the
+    span the view enqueued in, as every other form does."""
+    from django.db import transaction
+    from opentelemetry import trace
+
+    from pgkick.contrib import django as pgkick_django
+
+    with trace.get_tracer("app").start_as_current_span("POST /orders") as request:
+        with transaction.atomic():
+            jobs = pgkick_django.jobs(kicker=NoKicker())
+            ids = [jobs.enqueue({}, task="noop")]
+            ids += jobs.enqueue_many([{"payload": {}, "task": "noop"}])
+    assert stored(django_db, ids) == [(traceparent(request), None)] * 2
