@@ -22,6 +22,7 @@ import pytest
 import pgkick
 import pgkick.aio
 from pgkick.kick.kickers import NoKicker
+from pgkick.store import worker as worker_store
 from pgkick.store.groups import set_queue_limit
 from pgkick.store.migration_scripts import MIGRATIONS
 from pgkick.store.queries import ROLE_SETUP
@@ -236,11 +237,16 @@ def _spec(queue: str, parent: str | None, group: str | None = None) -> JobSpec:
     return JobSpec(queue, "noop", "{}", None, timedelta(0), 5, group=group, traceparent=parent)
 
 
+@pytest.mark.parametrize("traced", [True, False], ids=["traced", "untraced"])
 @pytest.mark.parametrize("path", ["plain", "grouped", "limited", "round trip"])
-def test_the_claim_returns_the_trace_context_at_every_path(dsn: str, path: str) -> None:
+def test_the_claim_returns_the_trace_context_at_every_path(
+    dsn: str, path: str, traced: bool, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """Catches a branch of job_claim (the unlocked one, the locked one for groups and
     limits) or job_complete_and_claim returning the jobs without their trace context or
-    times (migration 0012)."""
+    times (migration 0012); and the times sent to a worker that does not trace (OpenTelemetry
+    not loaded), where nothing reads them."""
+    monkeypatch.setattr(worker_store, "tracing_loaded", lambda: traced)
     parent = "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"
     with JobStore.open(dsn) as store:
         if path == "limited":
@@ -261,6 +267,9 @@ def test_the_claim_returns_the_trace_context_at_every_path(dsn: str, path: str) 
             jobs = store.claim("default", batch=5, lease=timedelta(minutes=1))
     (job,) = jobs
     assert (job.traceparent, job.tracestate) == (parent, None)
+    if not traced:
+        assert (job.enqueued_at, job.run_at, job.claimed_at) == (None, None, None)
+        return
     assert job.enqueued_at is not None and job.run_at is not None and job.claimed_at is not None
     assert job.enqueued_at <= job.claimed_at
 

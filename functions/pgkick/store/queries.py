@@ -49,9 +49,11 @@ WHERE status = 'running'
 RETURNING id, queue;"""
 
 JOB_CLAIM: Final = """\
--- job_claim: Claims up to batch ready jobs of a queue, highest priority first then run_at, under a lease, skipping rows other workers hold (FOR UPDATE SKIP LOCKED); grouped jobs (one running per group: its head in claim order, or its job waiting for a retry) and limited queues (at most the limit's room) under the queue's claim lock: one statement, the server-side function of migration 0007 (pgkick.groups); each job with the trace context it was enqueued under and its enqueue, due and claim times (0012).
-SELECT id, queue, task, payload, attempts, max_attempts, traceparent, tracestate, enqueued_at,
-       run_at, claimed_at
+-- job_claim: Claims up to batch ready jobs of a queue, highest priority first then run_at, under a lease, skipping rows other workers hold (FOR UPDATE SKIP LOCKED); grouped jobs (one running per group: its head in claim order, or its job waiting for a retry) and limited queues (at most the limit's room) under the queue's claim lock: one statement, the server-side function of migration 0007 (pgkick.groups); each job with the trace context it was enqueued under (0012) and, if timed (a worker that traces), its enqueue, due and claim times (three timestamps cost about 2 us a job to send and parse; NULLs nothing).
+SELECT id, queue, task, payload, attempts, max_attempts, traceparent, tracestate,
+       CASE WHEN %(timed)s::bool THEN enqueued_at END,
+       CASE WHEN %(timed)s::bool THEN run_at END,
+       CASE WHEN %(timed)s::bool THEN claimed_at END
 FROM pgkick.job_claim(%(queue)s::text, %(batch)s::int, %(lease)s::interval, %(now)s::timestamptz);"""
 
 JOB_COMMITTED_AMONG: Final = """\
@@ -65,9 +67,11 @@ FROM pgkick.job_complete(ARRAY[%(id)s]::bigint[], ARRAY[%(attempts)s]::int[], NU
                          %(now)s::timestamptz);"""
 
 JOB_COMPLETE_AND_CLAIM: Final = """\
--- job_complete_and_claim: Completes a worker's last batch (fenced, each job by its attempt, with its result) and then claims the next: one statement, the server-side function of migration 0008; rows with a NULL task are the completed ids still held, then the claimed jobs (with job_claim's trace context and times).
-SELECT id, queue, task, payload, attempts, max_attempts, traceparent, tracestate, enqueued_at,
-       run_at, claimed_at
+-- job_complete_and_claim: Completes a worker's last batch (fenced, each job by its attempt, with its result) and then claims the next: one statement, the server-side function of migration 0008; rows with a NULL task are the completed ids still held, then the claimed jobs (with job_claim's trace context, and its times if timed).
+SELECT id, queue, task, payload, attempts, max_attempts, traceparent, tracestate,
+       CASE WHEN %(timed)s::bool THEN enqueued_at END,
+       CASE WHEN %(timed)s::bool THEN run_at END,
+       CASE WHEN %(timed)s::bool THEN claimed_at END
 FROM pgkick.job_complete_and_claim(%(ids)s::bigint[], %(attempts)s::int[], %(results)s::text[],
                                    %(queue)s::text, %(batch)s::int, %(lease)s::interval,
                                    %(now)s::timestamptz);"""

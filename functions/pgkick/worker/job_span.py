@@ -25,13 +25,12 @@ run costs one dictionary look-up more.
 from __future__ import annotations
 
 import functools
-import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
 
 from pgkick import config
-from pgkick.store.worker import ClaimedJob
+from pgkick.store.worker import ClaimedJob, tracing_loaded
 
 if TYPE_CHECKING:
     from opentelemetry.propagators.textmap import TextMapPropagator
@@ -42,7 +41,7 @@ SYSTEM = "pgkick"
 
 def enabled() -> bool:
     """Whether this process has loaded OpenTelemetry (an app's or the Lambda layer's)."""
-    return "opentelemetry.trace" in sys.modules
+    return tracing_loaded()
 
 
 class JobSpan:

@@ -32,7 +32,7 @@ from psycopg.conninfo import conninfo_to_dict
 from pgkick.store import queries
 from pgkick_dev import queries as dev_queries
 
-FIXED = {"now": "NULL", "queue": "'default'", "lease": "'5 minutes'"}
+FIXED = {"now": "NULL", "queue": "'default'", "lease": "'5 minutes'", "timed": "false"}
 NO_RESULTS = "'{}'"  # unnest pads a shorter array with NULLs: no job stores a result
 
 
