@@ -32,7 +32,8 @@ REVOKE ALL ON pgkick.jobs, pgkick.pgkick_migrations FROM PUBLIC;
 GRANT SELECT ON pgkick.pgkick_migrations TO pgkick_producer, pgkick_worker;
 
 -- The app: insert jobs, and read back only what the insert returns (never payloads or status).
-GRANT INSERT (queue, task, payload, run_at, max_attempts, priority, group_key, unique_key)
+GRANT INSERT (queue, task, payload, run_at, max_attempts, priority, group_key, unique_key,
+              traceparent, tracestate)
   ON pgkick.jobs TO pgkick_producer;
 GRANT SELECT (id, queue, run_at) ON pgkick.jobs TO pgkick_producer;
 -- Unique keys: a skipped duplicate reads back the newest job with its key.

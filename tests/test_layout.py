@@ -125,7 +125,9 @@ def test_subpackages_import_only_downwards() -> None:
 def test_import_pgkick_loads_the_producer_only() -> None:
     """Catches `import pgkick` pulling in the worker loop, leases, reaper, schema, the
     worker's or the operators' statements, or the tooling (an app's web process pays for
-    each at start-up), and the handlers loading the tooling, in a fresh interpreter."""
+    each at start-up), and the handlers loading the tooling or OpenTelemetry (installed
+    here, as pgkick[otel]: pgkick uses it only once the app loaded it), in a fresh
+    interpreter."""
     code = (
         "import sys, json, pgkick; light = sorted(sys.modules);"
         "import pgkick.aws.worker, pgkick.aws.reaper;"
@@ -147,6 +149,7 @@ def test_import_pgkick_loads_the_producer_only() -> None:
     }
     assert {"pgkick.producer.enqueue", "pgkick.store.producer"} <= loaded
     assert not [name for name in handlers if name.split(".")[0] in TOOLING]
+    assert not [name for name in handlers if name.startswith("opentelemetry")]
 
 
 def test_production_registry_knows_noop_only() -> None:

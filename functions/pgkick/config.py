@@ -325,6 +325,14 @@ def kick_pending(env: Mapping[str, str] | None = None) -> timedelta:
     return timedelta(milliseconds=_setting(env, "PGKICK_KICK_PENDING_MS"))
 
 
+def xray_trace_header(env: Mapping[str, str] | None = None) -> str | None:
+    """The X-Ray trace header Lambda sets for the current invocation (`_X_AMZN_TRACE_ID`,
+    "Root=1-...;Parent=...;Sampled=1"), or None: the worker links it to each job's span
+    (pgkick.worker.job_span). Read at every call: Lambda changes it per invocation."""
+    env = os.environ if env is None else env
+    return env.get("_X_AMZN_TRACE_ID") or None
+
+
 def database_url(env: Mapping[str, str] | None = None, *, fresh: bool = False) -> str:
     """DATABASE_URL, else the DSN in the secret PGKICK_DATABASE_SECRET_ARN names (`fresh`:
     read past the 5-minute cache)."""

@@ -64,6 +64,10 @@ class JobSpec(NamedTuple):
     priority: int = 0
     group: str | None = None
     unique_key: str | None = None
+    # The W3C trace context of the span that enqueued the job (pgkick.producer.trace_context),
+    # stored in its own columns; None without OpenTelemetry or an active span.
+    traceparent: str | None = None
+    tracestate: str | None = None
 
     def insert_params(self) -> dict[str, Any]:
         """The insert statements' parameters (job_insert, job_insert_unique), in one place."""
@@ -77,6 +81,8 @@ class JobSpec(NamedTuple):
             "priority": self.priority,
             "group_key": self.group,
             "unique_key": self.unique_key,
+            "traceparent": self.traceparent,
+            "tracestate": self.tracestate,
         }
 
 

@@ -18,6 +18,7 @@ from typing import Any
 
 from pgkick.connections.db import AsyncConnection, Clock
 from pgkick.kick.kickers import Kicker, NoKicker
+from pgkick.producer import trace_context
 from pgkick.producer.options import EnqueueOptions
 from pgkick.store import producer as statements
 from pgkick.store import unique
@@ -53,8 +54,15 @@ class EnqueuePlan:
         max_payload_bytes: int = DEFAULT_MAX_PAYLOAD_BYTES,
     ) -> EnqueuePlan:
         """Check everything; raises ValueError/TypeError naming the first bad field. Nothing
-        is reserved (a transaction's enqueuer kicks after the app's commit)."""
-        return cls(job_spec(payload, task=task, max_payload_bytes=max_payload_bytes, **options))
+        is reserved (a transaction's enqueuer kicks after the app's commit).
+
+        The trace context is taken here, in the caller's thread and task: a group commit's
+        leader or a joined transaction's commit may insert the job from another."""
+        spec = job_spec(payload, task=task, max_payload_bytes=max_payload_bytes, **options)
+        trace = trace_context.current()
+        if trace is not None:
+            spec = spec._replace(traceparent=trace[0], tracestate=trace[1])
+        return cls(spec)
 
     def reserving(self, kicker: Kicker, clock: Clock) -> EnqueuePlan:
         """The plan of an enqueue that commits by itself, then kicks through `kicker`."""
@@ -101,5 +109,10 @@ async def commit_round_trip_async(
 
 
 def job_specs(jobs: Sequence[tuple[int, Mapping[str, Any]]], max_bytes: int) -> list[JobSpec]:
-    """enqueue_many's jobs (each with its index in the batch), checked."""
-    return [job_spec_of(job, max_bytes, index) for index, job in jobs]
+    """enqueue_many's jobs (each with its index in the batch), checked, with the caller's
+    trace context (taken once a chunk: one enqueue_many is one span's)."""
+    specs = [job_spec_of(job, max_bytes, index) for index, job in jobs]
+    trace = trace_context.current()
+    if trace is None:
+        return specs
+    return [spec._replace(traceparent=trace[0], tracestate=trace[1]) for spec in specs]

@@ -57,8 +57,11 @@ WHERE status = 'running'
 RETURNING id, queue;"""
 
 JOB_CLAIM: Final = """\
--- job_claim: Claims up to batch ready jobs of a queue, highest priority first then run_at, under a lease, skipping rows other workers hold (FOR UPDATE SKIP LOCKED); grouped jobs (one running per group: its head in claim order, or its job waiting for a retry) and limited queues (at most the limit's room) under the queue's claim lock: one statement, the server-side function of migration 0007 (pgkick.groups).
-SELECT id, queue, task, payload, attempts, max_attempts
+-- job_claim: Claims up to batch ready jobs of a queue, highest priority first then run_at, under a lease, skipping rows other workers hold (FOR UPDATE SKIP LOCKED); grouped jobs (one running per group: its head in claim order, or its job waiting for a retry) and limited queues (at most the limit's room) under the queue's claim lock: one statement, the server-side function of migration 0007 (pgkick.groups); each job with the trace context it was enqueued under (0012) and, if timed (a worker that traces), its enqueue, due and claim times (three timestamps cost about 2 us a job to send and parse; NULLs nothing).
+SELECT id, queue, task, payload, attempts, max_attempts, traceparent, tracestate,
+       CASE WHEN %(timed)s::bool THEN enqueued_at END,
+       CASE WHEN %(timed)s::bool THEN run_at END,
+       CASE WHEN %(timed)s::bool THEN claimed_at END
 FROM pgkick.job_claim(%(queue)s::text, %(batch)s::int, %(lease)s::interval, %(now)s::timestamptz);"""
 
 JOB_COMMITTED_AMONG: Final = """\
@@ -72,8 +75,11 @@ FROM pgkick.job_complete(ARRAY[%(id)s]::bigint[], ARRAY[%(attempts)s]::int[], NU
                          %(now)s::timestamptz);"""
 
 JOB_COMPLETE_AND_CLAIM: Final = """\
--- job_complete_and_claim: Completes a worker's last batch (fenced, each job by its attempt, with its result) and then claims the next: one statement, the server-side function of migration 0008; rows with a NULL task are the completed ids still held, then the claimed jobs.
-SELECT id, queue, task, payload, attempts, max_attempts
+-- job_complete_and_claim: Completes a worker's last batch (fenced, each job by its attempt, with its result) and then claims the next: one statement, the server-side function of migration 0008; rows with a NULL task are the completed ids still held, then the claimed jobs (with job_claim's trace context, and its times if timed).
+SELECT id, queue, task, payload, attempts, max_attempts, traceparent, tracestate,
+       CASE WHEN %(timed)s::bool THEN enqueued_at END,
+       CASE WHEN %(timed)s::bool THEN run_at END,
+       CASE WHEN %(timed)s::bool THEN claimed_at END
 FROM pgkick.job_complete_and_claim(%(ids)s::bigint[], %(attempts)s::int[], %(results)s::text[],
                                    %(queue)s::text, %(batch)s::int, %(lease)s::interval,
                                    %(now)s::timestamptz);"""
@@ -155,19 +161,21 @@ SELECT (SELECT min(id) FROM pgkick.jobs) AS low, (SELECT max(id) FROM pgkick.job
 
 JOB_INSERT: Final = """\
 -- job_insert: Inserts one queued job, due at run_at or after delay, and returns its id, queue and due time.
-INSERT INTO pgkick.jobs (queue, task, payload, run_at, max_attempts, priority, group_key)
+INSERT INTO pgkick.jobs (queue, task, payload, run_at, max_attempts, priority, group_key,
+                         traceparent, tracestate)
 VALUES (%(queue)s, %(task)s, %(payload)s::jsonb,
         coalesce(%(run_at)s::timestamptz,
                  coalesce(%(now)s::timestamptz, now()) + %(delay)s::interval),
-        %(max_attempts)s, %(priority)s, %(group_key)s)
+        %(max_attempts)s, %(priority)s, %(group_key)s, %(traceparent)s, %(tracestate)s)
 RETURNING id, queue, run_at;"""
 
 JOB_INSERT_MANY: Final = """\
--- job_insert_many: Inserts many queued jobs in one round trip from parallel arrays (binary; delays in seconds), returning ids in input order.
-INSERT INTO pgkick.jobs (queue, task, payload, run_at, max_attempts, priority, group_key)
+-- job_insert_many: Inserts many queued jobs in one round trip from parallel arrays (binary; delays in seconds), returning ids in input order; one trace context for the whole batch (its enqueue_many's).
+INSERT INTO pgkick.jobs (queue, task, payload, run_at, max_attempts, priority, group_key,
+                         traceparent, tracestate)
 SELECT q, t, p::jsonb,
        coalesce(r, coalesce(%(now)s::timestamptz, now()) + make_interval(secs => d)),
-       m, pr, g
+       m, pr, g, %(traceparent)s::text, %(tracestate)s::text
 FROM unnest(%(queues)b::text[], %(tasks)b::text[], %(payloads)b::text[],
             %(run_ats)b::timestamptz[], %(delays)b::float8[], %(max_attempts)b::int[],
             %(priorities)b::int[], %(groups)b::text[])
@@ -176,11 +184,12 @@ ORDER BY n
 RETURNING id, queue, run_at;"""
 
 JOB_INSERT_MANY_UNIQUE: Final = """\
--- job_insert_many_unique: Inserts many jobs with distinct unique keys from parallel arrays, skipping each key a queued or running job holds; returns the inserted jobs with their keys.
-INSERT INTO pgkick.jobs (queue, task, payload, run_at, max_attempts, priority, group_key, unique_key)
+-- job_insert_many_unique: Inserts many jobs with distinct unique keys from parallel arrays, skipping each key a queued or running job holds; returns the inserted jobs with their keys; one trace context for the whole batch.
+INSERT INTO pgkick.jobs (queue, task, payload, run_at, max_attempts, priority, group_key, unique_key,
+                         traceparent, tracestate)
 SELECT q, t, p::jsonb,
        coalesce(r, coalesce(%(now)s::timestamptz, now()) + make_interval(secs => d)),
-       m, pr, g, u
+       m, pr, g, u, %(traceparent)s::text, %(tracestate)s::text
 FROM unnest(%(queues)b::text[], %(tasks)b::text[], %(payloads)b::text[],
             %(run_ats)b::timestamptz[], %(delays)b::float8[], %(max_attempts)b::int[],
             %(priorities)b::int[], %(groups)b::text[], %(unique_keys)b::text[])
@@ -192,11 +201,13 @@ RETURNING id, queue, run_at, unique_key;"""
 
 JOB_INSERT_UNIQUE: Final = """\
 -- job_insert_unique: Inserts one job unless a queued or running job holds its unique key; returns its id, queue and due time, or no row when the key is held (then job_get_latest_by_unique_keys, in a later statement, sees the holder).
-INSERT INTO pgkick.jobs (queue, task, payload, run_at, max_attempts, priority, group_key, unique_key)
+INSERT INTO pgkick.jobs (queue, task, payload, run_at, max_attempts, priority, group_key, unique_key,
+                         traceparent, tracestate)
 VALUES (%(queue)s, %(task)s, %(payload)s::jsonb,
         coalesce(%(run_at)s::timestamptz,
                  coalesce(%(now)s::timestamptz, now()) + %(delay)s::interval),
-        %(max_attempts)s, %(priority)s, %(group_key)s, %(unique_key)s)
+        %(max_attempts)s, %(priority)s, %(group_key)s, %(unique_key)s,
+        %(traceparent)s, %(tracestate)s)
 ON CONFLICT (unique_key) WHERE unique_key IS NOT NULL AND status IN ('queued', 'running')
 DO NOTHING
 RETURNING id, queue, run_at;"""
@@ -623,7 +634,8 @@ REVOKE ALL ON pgkick.jobs, pgkick.pgkick_migrations FROM PUBLIC;
 GRANT SELECT ON pgkick.pgkick_migrations TO pgkick_producer, pgkick_worker;
 
 -- The app: insert jobs, and read back only what the insert returns (never payloads or status).
-GRANT INSERT (queue, task, payload, run_at, max_attempts, priority, group_key, unique_key)
+GRANT INSERT (queue, task, payload, run_at, max_attempts, priority, group_key, unique_key,
+              traceparent, tracestate)
   ON pgkick.jobs TO pgkick_producer;
 GRANT SELECT (id, queue, run_at) ON pgkick.jobs TO pgkick_producer;
 -- Unique keys: a skipped duplicate reads back the newest job with its key.
@@ -690,4 +702,4 @@ COMMIT;"""
 
 # The migrations' versions in the order they apply (their scripts:
 # pgkick.store.migration_scripts, which a Lambda handler never loads).
-MIGRATION_VERSIONS: Final[tuple[int, ...]] = (1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 13,)
+MIGRATION_VERSIONS: Final[tuple[int, ...]] = (1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13,)

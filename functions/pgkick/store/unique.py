@@ -178,7 +178,9 @@ class _Rounds:
 
 
 def arrays(specs: Sequence[tuple[int, JobSpec]], *, keys: bool = False) -> dict[str, Any]:
-    """job_insert_many's parallel arrays (with keys: job_insert_many_unique's)."""
+    """job_insert_many's parallel arrays (with keys: job_insert_many_unique's), and the
+    batch's one trace context (an enqueue_many's jobs share their caller's span)."""
+    first = specs[0][1] if specs else None
     columns = {
         "queues": [s.queue for _, s in specs],
         "tasks": [s.task for _, s in specs],
@@ -188,6 +190,8 @@ def arrays(specs: Sequence[tuple[int, JobSpec]], *, keys: bool = False) -> dict[
         "max_attempts": [s.max_attempts for _, s in specs],
         "priorities": [s.priority for _, s in specs],
         "groups": [s.group for _, s in specs],
+        "traceparent": first.traceparent if first else None,
+        "tracestate": first.tracestate if first else None,
     }
     if keys:
         columns["unique_keys"] = [s.unique_key for _, s in specs]

@@ -11,6 +11,7 @@ operators' `pgkick.store.maintenance`'s; the SQL itself lives in `sql/` (bundled
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
@@ -31,6 +32,14 @@ class ClaimedJob:
     payload: Any
     attempts: int
     max_attempts: int
+    # The trace context the job was enqueued under (migration 0012) and, on the server's
+    # clock, when it was enqueued, due and claimed: what its run's span records
+    # (pgkick.worker.job_span); the times only while tracing_loaded().
+    traceparent: str | None = None
+    tracestate: str | None = None
+    enqueued_at: datetime | None = None
+    run_at: datetime | None = None
+    claimed_at: datetime | None = None
     result: str | None = None  # set when the task returned: its JSON, stored on completion
 
 
@@ -72,7 +81,9 @@ class WorkerStore(ExpiredLeases, Listening):
 
     def _claim(self, queue: str, *, batch: int, lease: timedelta) -> Any:
         """Send a claim (inside the caller's pipeline, if any); `_claimed` reads its cursor."""
-        return self.execute(queries.JOB_CLAIM, queue=queue, batch=batch, lease=lease)
+        return self.execute(
+            queries.JOB_CLAIM, queue=queue, batch=batch, lease=lease, timed=tracing_loaded()
+        )
 
     def complete(self, job_id: int, attempts: int) -> bool:
         """True if this attempt still held the job and it is now done."""
@@ -129,6 +140,7 @@ class WorkerStore(ExpiredLeases, Listening):
             "queue": queue,
             "batch": batch,
             "lease": lease,
+            "timed": tracing_loaded(),
         }
         if announce is None:
             rows = self.rows(queries.JOB_COMPLETE_AND_CLAIM, **params)
@@ -252,6 +264,14 @@ class WorkerStore(ExpiredLeases, Listening):
             max_attempts=attempts,
         )
         return int(rows[0][0]) if rows else None
+
+
+def tracing_loaded() -> bool:
+    """Whether this process has loaded OpenTelemetry (an app's SDK, AWS's Lambda layer):
+    then each job's run is a span (pgkick.worker.job_span), and the claim returns the times
+    it records. Otherwise they stay NULL: three timestamps cost about 2 us a job to format,
+    send and parse, and nothing else reads them."""
+    return "opentelemetry.trace" in sys.modules
 
 
 def _claimed(cursor: Any) -> list[ClaimedJob]:

@@ -18,6 +18,7 @@ from pgkick.errors import PermanentError, Snooze
 from pgkick.store.worker import ClaimedJob
 from pgkick.tasks.registry import JobContext, Registry, describe_error
 from pgkick.tasks.results import encode_result
+from pgkick.worker import job_span
 from pgkick.worker.lease import LeaseKeeper
 
 log = logging.getLogger("pgkick.task_run")
@@ -42,7 +43,20 @@ class TaskOutcome:
 
 
 def run_task(registry: Registry, job: ClaimedJob, keeper: LeaseKeeper) -> TaskOutcome:
-    """Run the task's code (no transaction is open); never raises for the task's errors."""
+    """Run the task's code (no transaction is open); never raises for the task's errors.
+    With OpenTelemetry loaded, in a span that is a child of the enqueuer's
+    (pgkick.worker.job_span)."""
+    if not job_span.enabled():
+        return _run(registry, job, keeper, None)
+    with job_span.job_span(job) as span:
+        outcome = _run(registry, job, keeper, span)
+        span.ended(outcome.error, permanent=outcome.permanent, snoozed=outcome.snooze is not None)
+        return outcome
+
+
+def _run(
+    registry: Registry, job: ClaimedJob, keeper: LeaseKeeper, span: job_span.JobSpan | None
+) -> TaskOutcome:
     fn = registry.get(job.task) or _reloaded(registry, job.task)
     if fn is None:  # retried: the deploy may be mid-rollout (a newer producer, older worker)
         return TaskOutcome(registry.unknown(job.task) + "; retried until max_attempts", False)
@@ -52,8 +66,12 @@ def run_task(registry: Registry, job: ClaimedJob, keeper: LeaseKeeper) -> TaskOu
     except Snooze as snooze:
         return TaskOutcome(snooze=snooze.seconds)
     except PermanentError as exc:
+        if span is not None:
+            span.raised(exc)
         return TaskOutcome(describe_error(exc), True)
     except Exception as exc:
+        if span is not None:
+            span.raised(exc)
         return TaskOutcome(describe_error(exc), False)
     try:
         return TaskOutcome(result=encode_result(value))

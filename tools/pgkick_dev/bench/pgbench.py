@@ -32,7 +32,7 @@ from psycopg.conninfo import conninfo_to_dict
 from pgkick.store import queries
 from pgkick_dev import queries as dev_queries
 
-FIXED = {"now": "NULL", "queue": "'default'", "lease": "'5 minutes'"}
+FIXED = {"now": "NULL", "queue": "'default'", "lease": "'5 minutes'", "timed": "false"}
 NO_RESULTS = "'{}'"  # unnest pads a shorter array with NULLs: no job stores a result
 
 
@@ -91,6 +91,8 @@ def insert_one() -> str:
         "max_attempts": "5",
         "priority": "0",
         "group_key": "NULL",
+        "traceparent": "NULL",  # no span: what an app without OpenTelemetry sends
+        "tracestate": "NULL",
     }
     return _one_line(_bind(queries.JOB_INSERT, values)) + ";\n"
 
