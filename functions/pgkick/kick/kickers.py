@@ -25,7 +25,8 @@ from pgkick.validation import check_name
 
 log = logging.getLogger("pgkick.kick")
 
-REASONS = frozenset({"enqueue", "wake", "rescue", "rekick", "fanout", "reaper", "manual"})
+# heal: a worker leaving, or the reaper, found the queue ready and unwatched (pgkick.worker.healing)
+REASONS = frozenset({"enqueue", "wake", "rescue", "rekick", "fanout", "reaper", "manual", "heal"})
 
 
 class Kicker(Protocol):
@@ -113,6 +114,22 @@ def wake_minute(when: datetime) -> datetime:
     utc = when.astimezone(UTC)
     floor = utc.replace(second=0, microsecond=0)
     return floor if floor == utc else floor + timedelta(minutes=1)
+
+
+# A one-time schedule's at() already past is refused by EventBridge Scheduler (a
+# ValidationException; pgkick_dev.devserver.scheduler cites the source), and the call
+# reaches AWS some time after we computed it, from a clock that may be a little off. So a
+# wake-up is booked at least a minute and a margin ahead: its minute is then still to come
+# when AWS reads it, whatever the round trip, and the scheduler fires within that minute.
+WAKE_AHEAD = timedelta(minutes=1)
+WAKE_MARGIN = timedelta(seconds=5)
+
+
+def booking_minute(when: datetime, now: datetime | None = None) -> datetime:
+    """The minute a wake-up for `when` is booked at: `when`'s (rounded up), and never less
+    than WAKE_AHEAD + WAKE_MARGIN from `now`, so Scheduler never sees an at() in the past."""
+    earliest = (now or datetime.now(UTC)) + WAKE_AHEAD + WAKE_MARGIN
+    return wake_minute(max(when, earliest))
 
 
 def schedule_name(queue: str, minute: datetime) -> str:

@@ -14,7 +14,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from pgkick.errors import KickRefused
-from pgkick.kick.kickers import kick_event, schedule_name, wake_minute
+from pgkick.kick.kickers import booking_minute, kick_event, schedule_name
 
 log = logging.getLogger("pgkick.kick")
 
@@ -63,7 +63,7 @@ class LambdaKicker:
                 when.isoformat(),
             )
             return
-        minute = wake_minute(when)
+        minute = booking_minute(when)
         name = schedule_name(queue, minute)
         with self._lock:
             if name in self._booked:
@@ -76,7 +76,7 @@ class LambdaKicker:
 
     def book_rescue(self, queue: str, when: datetime, name: str) -> None:
         if self.function_arn and self.scheduler_role_arn:
-            self._schedule(name, wake_minute(when), kick_event(queue, "rescue"))
+            self._schedule(name, booking_minute(when), kick_event(queue, "rescue"))
 
     def cancel_rescue(self, name: str) -> None:
         if not (self.function_arn and self.scheduler_role_arn):

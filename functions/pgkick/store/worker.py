@@ -18,6 +18,7 @@ from typing import Any, NamedTuple
 
 from pgkick.store import queries
 from pgkick.store.expired import ExpiredLeases
+from pgkick.store.healing import QueueHealing
 
 
 @dataclass(frozen=True, slots=True)
@@ -58,8 +59,9 @@ class Snoozed(NamedTuple):
     cancelled: bool
 
 
-class WorkerStore(ExpiredLeases):
-    """What a worker runs (and, from ExpiredLeases, a rescue's sweep of its queue)."""
+class WorkerStore(ExpiredLeases, QueueHealing):
+    """What a worker runs (and, from ExpiredLeases, a rescue's sweep of its queue; from
+    QueueHealing, the sweep of every queue it makes as it exits)."""
 
     def claim(self, queue: str, *, batch: int, lease: timedelta) -> list[ClaimedJob]:
         """Claim up to `batch` ready jobs of `queue` under a lease: one statement, the

@@ -15,6 +15,7 @@ from datetime import date, datetime, timedelta
 from decimal import Decimal
 from typing import Any
 
+from pgkick import config
 from pgkick.kick.kickers import Kicker
 from pgkick.store.maintenance import MaintenanceStore
 
@@ -41,6 +42,7 @@ def reap(
         except Exception:
             log.exception("reaper could not kick queue %s", queue)
             kick_failures.append(queue)
+    woken = book_wakes(store, kicker)
     purged = store.purge_finished(retention, batch=purge_batch)
     report: dict[str, Any] = json_native(
         {
@@ -49,6 +51,7 @@ def reap(
             "ready": ready,
             "kicked": kicked,
             "kick_failures": kick_failures,
+            "woken": woken,
             "purged": purged,
             "purged_ticks": store.purge_ticks(retention),  # pgkick.tasks.recurring's dedupe keys
             "queues": store.stats_by_queue(),
@@ -56,6 +59,27 @@ def reap(
         }
     )
     return report
+
+
+def book_wakes(store: MaintenanceStore, kicker: Kicker) -> list[str]:
+    """Book one wake-up per queue at its earliest run_at still to come (pgkick.worker.healing):
+    a delayed job whose wake-up was lost then runs on time instead of at the next reap.
+    The ready queues were kicked above: the plan's reservation marks that kick as on its way."""
+    woken: list[str] = []
+    try:
+        plans = store.heal_plan(config.kick_pending())
+    except Exception:
+        log.exception("reaper could not read the queues' next run_at")
+        return woken
+    for plan in plans:
+        if plan.next_run_at is None:
+            continue
+        try:
+            kicker.wake_at(plan.queue, plan.next_run_at)
+            woken.append(plan.queue)
+        except Exception:
+            log.exception("reaper could not book the wake-up of queue %s", plan.queue)
+    return woken
 
 
 def json_native(value: Any) -> Any:

@@ -97,6 +97,7 @@ class Runtime:
             linger=self.settings.worker_linger,
             watch_ttl=self.settings.watch_ttl,
             max_hops=self.settings.max_hops,
+            kick_pending=config.kick_pending(),
         )
         try:
             with self._store(WorkerStore) as store:

@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
-from pgkick.kick.kickers import kick_event, schedule_name, wake_minute
+from pgkick.kick.kickers import booking_minute, kick_event, schedule_name
 from pgkick_dev.devserver.clock import Clock, RealClock
 from pgkick_dev.devserver.environments import Environment, Pool
 from pgkick_dev.devserver.queue import AsyncQueue, QueueOptions
@@ -146,7 +146,7 @@ class Stack:
             at = datetime.fromtimestamp(math.ceil(when.timestamp()), UTC)
             name = name or f"{schedule_name(queue, at)}{at:%S}"
         else:
-            at = wake_minute(when)
+            at = booking_minute(when, datetime.fromtimestamp(self.clock.now(), UTC))
             name = name or schedule_name(queue, at)
         body = {
             "ScheduleExpression": f"at({at:%Y-%m-%dT%H:%M:%S})",

@@ -32,7 +32,7 @@ import psycopg
 from pgkick import config
 from pgkick.connections.db import database_identity
 from pgkick.errors import ConfigError
-from pgkick.kick.kickers import kick_event, schedule_name, wake_minute
+from pgkick.kick.kickers import booking_minute, kick_event, schedule_name
 
 DEFAULT_URL = "http://127.0.0.1:3001"
 IDLE_EXIT_SECONDS = 60.0  # a detached stack stops this long after nothing is pending
@@ -134,11 +134,11 @@ class DevClient:
         self._call("POST", path, body, {"X-Amz-Invocation-Type": "Event"}, expect=202)
 
     def wake_at(self, queue: str, when: datetime) -> None:
-        minute = wake_minute(when)
+        minute = booking_minute(when)
         self._schedule(schedule_name(queue, minute), minute, kick_event(queue, "wake"))
 
     def book_rescue(self, queue: str, when: datetime, name: str) -> None:
-        self._schedule(name, wake_minute(when), kick_event(queue, "rescue"))
+        self._schedule(name, booking_minute(when), kick_event(queue, "rescue"))
 
     def cancel_rescue(self, name: str) -> None:
         self._call(
