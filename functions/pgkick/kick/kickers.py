@@ -13,6 +13,7 @@ name, deleted by the scheduler after it fires.
 from __future__ import annotations
 
 import hashlib
+import json
 import logging
 import re
 from collections.abc import Mapping
@@ -137,3 +138,43 @@ def schedule_name(queue: str, minute: datetime) -> str:
     slug = re.sub(r"[^A-Za-z0-9_-]", "", queue)[:24]
     digest = hashlib.sha256(queue.encode()).hexdigest()[:8]
     return f"pgkick-{slug}-{digest}-{minute:%Y%m%dT%H%M}"
+
+
+# Every one-time schedule pgkick books carries a retry policy: when delivery to the worker
+# fails (Lambda throttles the invoke, a permission is missing), Scheduler retries for up to an
+# hour (AWS's default would be 185 attempts over 24 h; a wake-up a day late is worth less
+# than its dead letter: the worker drains PGKICK_SCHEDULE_DLQ_ARN's queue, so the kick still
+# becomes a run), then sends the event, the schedule's Input itself, to the dead-letter queue.
+RETRY_POLICY = {"MaximumEventAgeInSeconds": 3600, "MaximumRetryAttempts": 185}
+
+
+def one_time_schedule(
+    name: str,
+    minute: datetime,
+    event: Mapping[str, Any],
+    *,
+    function_arn: str,
+    role_arn: str,
+    group: str = "default",
+    dead_letter_arn: str | None = None,
+) -> dict[str, Any]:
+    """CreateSchedule's parameters for a wake-up or a rescue at `minute`: one place for the
+    Lambda kicker, the local stack's client and the stack itself. The Input is the kick event
+    (queue, reason), whole: a dead letter holding it says which queue to drain and why."""
+    target: dict[str, Any] = {
+        "Arn": function_arn,
+        "RoleArn": role_arn,
+        "Input": json.dumps(dict(event)),
+        "RetryPolicy": dict(RETRY_POLICY),
+    }
+    if dead_letter_arn:
+        target["DeadLetterConfig"] = {"Arn": dead_letter_arn}
+    return {
+        "Name": name,
+        "GroupName": group,
+        "ScheduleExpression": f"at({minute:%Y-%m-%dT%H:%M:%S})",
+        "ScheduleExpressionTimezone": "UTC",
+        "FlexibleTimeWindow": {"Mode": "OFF"},
+        "ActionAfterCompletion": "DELETE",
+        "Target": target,
+    }

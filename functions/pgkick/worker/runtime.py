@@ -9,6 +9,7 @@ returns (an open idle connection keeps a serverless database awake).
 
 from __future__ import annotations
 
+import logging
 import time
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
@@ -29,6 +30,10 @@ from pgkick.tasks.registry import Registry, registry
 from pgkick.worker.loop import Summary, Worker, WorkerOptions
 from pgkick.worker.reaper import reap
 from pgkick.worker.rescue import rescue_queue
+
+log = logging.getLogger("pgkick.worker")
+FLUSH_MARGIN_SECONDS = 0.5  # kept to answer in, after the wake-ups are booked
+FLUSH_MAX_SECONDS = 30.0
 
 __all__ = ["BadEvent", "KickEvent", "Runtime", "default_kicker", "make_kicker", "parse_kick_event"]
 
@@ -109,6 +114,17 @@ class Runtime:
                 return summary
         finally:
             linger.close_all()
+            self._flush_wakes(remaining_ms)
+
+    def _flush_wakes(self, remaining_ms: Callable[[], int]) -> None:
+        """Book the wake-ups noted in the background (pgkick.kick.bookings) before the
+        handler answers: Lambda freezes the environment then, and the booking thread with
+        it. Bounded by the time left, less a margin to answer in."""
+        flush = getattr(self.kicker, "flush", None)
+        if flush is not None:
+            left = remaining_ms() / 1000 - FLUSH_MARGIN_SECONDS
+            if not flush(max(0.0, min(left, FLUSH_MAX_SECONDS))):
+                log.warning("wake-ups still being booked as the invocation ends")
 
     def tick(self, event: Mapping[str, Any], remaining_ms: Callable[[], int]) -> dict[str, Any]:
         """A periodic schedule fired: insert its tick's job (once per tick), drain its queue."""
@@ -128,9 +144,12 @@ class Runtime:
         summary = self.drain(declared.queue, remaining_ms)
         return {"periodic": name, "tick": tick_at.isoformat(), "job": job_id, **summary.as_dict()}
 
-    def reap(self) -> dict[str, Any]:
-        with self._store(MaintenanceStore) as store:
-            return reap(store, self.kicker, retention=self.settings.retention)
+    def reap(self, remaining_ms: Callable[[], int] = lambda: 60_000) -> dict[str, Any]:
+        try:
+            with self._store(MaintenanceStore) as store:
+                return reap(store, self.kicker, retention=self.settings.retention)
+        finally:
+            self._flush_wakes(remaining_ms)
 
     @contextmanager
     def _store[S: Database](self, role: type[S]) -> Iterator[S]:

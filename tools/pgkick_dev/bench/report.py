@@ -23,6 +23,7 @@ def targets(results: dict[str, Any]) -> list[dict[str, Any]]:
     rows = [
         *_kick_targets(kicks),
         *_quiet_day_targets(results.get("quiet_day", {})),
+        *_booking_targets(results.get("delayed_bookings")),
         *bench_artifact.targets(results.get("artifact")),
         _threads_target(results.get("producer_threads", [])),
         *_versus_ceiling(results, ratios),
@@ -109,6 +110,26 @@ def _threads_target(rows: list[dict[str, Any]]) -> tuple[str, Any, bool]:
     )
     ok = ratio >= 3 and sessions_ok and all(row["exactly_once"] for row in rows)
     return (label, measured, ok)
+
+
+def _booking_targets(bookings: dict[str, Any] | None) -> list[tuple[str, Any, bool]]:
+    """Delayed jobs over distinct minutes: the producer's wait, and one call per minute."""
+    if not bookings:
+        return []
+    blocked = bookings["producer_blocked_after_commit_s"]
+    calls, minutes = bookings["scheduler_calls"], bookings["distinct_minutes"]
+    return [
+        (
+            f"{bookings['jobs']:,} delayed jobs: producer blocked <= 1 s after its commit",
+            f"{blocked} s (all booked {bookings['all_booked_after_s']} s later, off the path)",
+            blocked <= 1.0,
+        ),
+        (
+            "Scheduler calls <= distinct minutes",
+            f"{calls} calls for {minutes} minutes",
+            calls <= minutes and bookings["all_booked"],
+        ),
+    ]
 
 
 def _quiet_day_targets(day: dict[str, Any]) -> list[tuple[str, Any, bool]]:
