@@ -106,3 +106,46 @@ def test_a_wake_up_is_booked_at_least_a_minute_and_a_margin_ahead(second: float)
     assert minute - now > WAKE_AHEAD and minute.second == 0
     later = now + timedelta(minutes=10)
     assert booking_minute(later, now) == wake_minute(later)  # a far run_at keeps its minute
+
+
+class DroppingKicker(RecordingKicker):
+    """Lambda and Scheduler accept every kick and wake-up, then lose them (AWS documents
+    both: an async event past its maximum age, a schedule's undeliverable target)."""
+
+
+def run_queue(store: JobStore, queue: str) -> int:
+    tasks = Registry()
+    tasks.task("noop")(lambda payload: None)
+    return Worker(store, tasks, DroppingKicker(), OPTIONS).drain(queue, forever).done
+
+
+def test_a_dropped_kick_heals_at_the_next_worker_leaving_without_the_reaper(dsn: str) -> None:
+    """The kick of a committed job is dropped. Without the reaper, the next worker to leave
+    any queue (here 30 s later) kicks its queue, and that kick's worker runs it."""
+    from pgkick.producer import enqueue as producer
+
+    dropping = DroppingKicker()
+    job = producer.enqueue_and_kick({}, task="noop", queue="a", dsn=dsn, kicker=dropping)
+    assert dropping.kicks == [("a", "enqueue")]  # sent, and lost
+    committed = datetime.now(UTC)  # the producer's statements run on the server's clock
+    clock = FakeClock(committed + timedelta(seconds=30))  # other traffic: a worker leaves b
+    with JobStore.open(dsn, clock) as store:
+        healer = RecordingKicker()
+        drain_other_queue(store, healer)
+        assert healer.kicks == [("a", "heal")]
+        assert run_queue(store, "a") == 1
+        assert store.get_many([job])[0]["status"] == "done"
+    assert clock.now - committed == timedelta(seconds=30)  # the delay: until a worker left
+
+
+def test_a_dropped_wake_up_heals_at_the_next_worker_leaving_without_the_reaper(
+    timed: JobStore, clock: FakeClock
+) -> None:
+    """A delayed job's wake-up fires and is lost. Once it is due, the next worker to leave
+    any queue kicks its queue (ready, unwatched, nothing running): run 30 s past its time."""
+    delayed(timed, "a", 120)
+    clock.advance(150)  # the wake-up at +120 s was dropped; traffic 30 s later
+    healer = RecordingKicker()
+    drain_other_queue(timed, healer)
+    assert healer.kicks == [("a", "heal")]
+    assert run_queue(timed, "a") == 1
