@@ -137,6 +137,7 @@ def _quiet_day_targets(day: dict[str, Any]) -> list[tuple[str, Any, bool]]:
     daily = day.get("daily reaper", {}).get("awake_fraction_after_first_window")
     hourly = day.get("hourly reaper", {}).get("awake_fraction_after_first_window")
     played = day.get("a day with a crash and a lost kick", {})
+    faulted = day.get("a day with drops, duplicates and throttles, no reaper", {})
     crash = played.get("crash_restarted_after_lease_s")
     lost = played.get("lost_kick_waited_scaled_minutes")
     return [
@@ -154,6 +155,15 @@ def _quiet_day_targets(day: dict[str, Any]) -> list[tuple[str, Any, bool]]:
             "a lost kick's job run within 2 min (scaled minutes from its commit)",
             lost,
             lost is not None and lost <= 2,
+        ),
+        (
+            "faults injected, no reaper: every job done once, none left (worst delay, scaled)",
+            f"{faulted.get('done')}/{faulted.get('jobs')} done, "
+            f"{faulted.get('claimed_more_than_once')} claimed twice, worst "
+            f"{faulted.get('worst_delay_scaled_minutes')} min",
+            bool(faulted)
+            and faulted["not_done_waiting_for_the_reaper"] == 0
+            and faulted["claimed_more_than_once"] == 0,
         ),
     ]
 
