@@ -169,8 +169,20 @@ class Stack:
         try:
             self.scheduler.create(name, body)
         except SchedulerError as exc:
-            if exc.code != "ConflictException":
+            if exc.code == "ThrottlingException":  # what LambdaKicker retries, then forgets
+                self._throttled(name, exc)
+            elif exc.code != "ConflictException":
                 raise
+
+    def _throttled(self, name: str, exc: SchedulerError) -> None:
+        """A booking Scheduler throttled (10 calls a second on one schedule, or injected).
+        Past 10 calls in a second the schedule exists (the first made it): nothing is lost.
+        Otherwise the wake-up is lost, as a booking whose retries ran out on AWS; the next
+        sweep of a leaving worker (pgkick.worker.healing) books it again."""
+        with contextlib.suppress(SchedulerError):
+            self.scheduler.get(name, None)
+            return
+        self.write_log(f"pgkick dev: wake-up {name} not booked: Scheduler throttled it ({exc})")
 
     def cancel(self, name: str) -> None:
         with contextlib.suppress(SchedulerError):  # fired already, or never made
