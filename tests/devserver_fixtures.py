@@ -70,9 +70,10 @@ def dev_stack(
     freeze: bool = True,
     fast_scheduler: bool = False,
     timeout_ms: int = 30_000,
+    start: float = 1_800_000_000.0,  # 2027-01-15T08:00:00Z, a whole minute
     **options: Any,
 ) -> Iterator[Running]:
-    clock = ManualClock(start=1_800_000_000.0)  # 2027-01-15T08:00:00Z, a whole minute
+    clock = ManualClock(start=start)
     logs: list[str] = []
     spec = FunctionSpec(
         FUNCTION,

@@ -13,6 +13,7 @@ import psycopg
 import pytest
 
 from pgkick import cli
+from pgkick.kick.kickers import WAKE_AHEAD, WAKE_MARGIN
 from pgkick.kick.lambda_kicker import LambdaKicker
 from pgkick.producer import enqueue as producer
 from pgkick_dev.local.context import FakeLambdaContext
@@ -102,6 +103,7 @@ def test_retry_books_a_wake_up_schedule_for_the_right_minute(
         monkeypatch.setenv(name, value)
     with JobStore.open(worker_env) as store:
         (job_id,) = seed(store, 1, task="flaky", payload='{"fail_times": 1}')
+    before = datetime.now(UTC)
     result = load_handler("worker").handler(event("kick"), FakeLambdaContext())
     assert result["retried"] == 1
     run_at = job_row(worker_env, job_id)["run_at"]
@@ -112,7 +114,10 @@ def test_retry_books_a_wake_up_schedule_for_the_right_minute(
     assert AT.match(schedule["ScheduleExpression"]), schedule["ScheduleExpression"]
     fires = datetime.strptime(schedule["ScheduleExpression"], "at(%Y-%m-%dT%H:%M:%S)")
     fires = fires.replace(tzinfo=UTC)
-    assert run_at <= fires < run_at + timedelta(minutes=1)  # never early, within the minute
+    # never early, and never less than a minute and a margin ahead (an at() in the past is
+    # refused), within the minute after that
+    earliest = max(run_at, before + WAKE_AHEAD + WAKE_MARGIN)
+    assert earliest <= fires < max(run_at, datetime.now(UTC) + WAKE_AHEAD) + timedelta(minutes=1)
     assert schedule["ScheduleExpressionTimezone"] == "UTC"
     assert schedule["FlexibleTimeWindow"] == {"Mode": "OFF"}
     assert schedule["ActionAfterCompletion"] == "DELETE"
@@ -136,6 +141,7 @@ def test_delayed_jobs_share_one_schedule_per_queue_and_minute(dsn: str, aws: Non
         producer.enqueue_and_kick(
             {}, task="noop", run_at=base + timedelta(seconds=seconds), dsn=dsn, kicker=kicker
         )
+    assert kicker.flush(5)  # booked off the commit path (pgkick.kick.bookings)
     expressions = [s["ScheduleExpression"] for s in log.named("CreateSchedule")]
     assert expressions == [
         f"at({base + timedelta(minutes=1):%Y-%m-%dT%H:%M:%S})",
@@ -148,6 +154,7 @@ def test_delayed_jobs_share_one_schedule_per_queue_and_minute(dsn: str, aws: Non
         scheduler_client=boto3.client("scheduler"),
     )
     again.wake_at("default", base + timedelta(seconds=5))  # another process: name conflict, fine
+    again.flush(5)
     assert len(boto3.client("scheduler").list_schedules()["Schedules"]) == 2
 
 

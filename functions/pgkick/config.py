@@ -95,6 +95,7 @@ class Settings:
     max_hops: int  # a worker chain invokes itself this many times, then hands over by a wake
     aws_timeout: float  # seconds to connect and to read, per AWS call attempt
     schema: str = DEFAULT_SCHEMA  # where pgkick's tables live (PGKICK_SCHEMA)
+    schedule_dlq_arn: str | None = None  # wake-ups' and rescues' dead-letter queue
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None) -> Settings:
@@ -132,6 +133,7 @@ class Settings:
             max_hops=_setting(env, "PGKICK_MAX_HOPS"),
             aws_timeout=_setting(env, "PGKICK_AWS_TIMEOUT_MS") / 1000,
             schema=schema_name(env),
+            schedule_dlq_arn=env.get("PGKICK_SCHEDULE_DLQ_ARN") or None,
         )
 
 

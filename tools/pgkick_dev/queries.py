@@ -73,6 +73,14 @@ JOB_COUNT_BY_STATUS: Final = """\
 -- job_count_by_status: Counts jobs by status with the most attempts any took (the article's table).
 SELECT status, count(*) AS count, max(attempts) AS max_attempts FROM pgkick.jobs GROUP BY status ORDER BY status;"""
 
+JOB_DELAY_SUMMARY: Final = """\
+-- job_delay_summary: The bench's quiet day with faults: how many jobs ended done, how many were claimed more than once, how many are still not done, and the worst wait from run_at to finish (seconds).
+SELECT count(*) FILTER (WHERE status = 'done') AS done,
+       count(*) FILTER (WHERE attempts > 1) AS claimed_again,
+       count(*) FILTER (WHERE status <> 'done') AS not_done,
+       coalesce(max(extract(epoch FROM finished_at - run_at)), 0)::float AS worst_delay_s
+FROM pgkick.jobs;"""
+
 JOB_DONE_SPAN: Final = """\
 -- job_done_span: How many jobs are done and the seconds from the first claim to the last finish (the pipelined ceiling's time: neither pgbench's connecting nor its rounds on an empty queue).
 SELECT count(*) AS done,

@@ -34,6 +34,7 @@ def make_kicker(settings: config.Settings, env: Mapping[str, str] | None = None)
             function_arn=settings.worker_arn,
             scheduler_role_arn=settings.scheduler_role_arn,
             schedule_group=settings.schedule_group,
+            dead_letter_arn=settings.schedule_dlq_arn,
             timeout=settings.aws_timeout,
         )
     if settings.kicker == config.UNSET:

@@ -13,6 +13,7 @@ name, deleted by the scheduler after it fires.
 from __future__ import annotations
 
 import hashlib
+import json
 import logging
 import re
 from collections.abc import Mapping
@@ -25,7 +26,8 @@ from pgkick.validation import check_name
 
 log = logging.getLogger("pgkick.kick")
 
-REASONS = frozenset({"enqueue", "wake", "rescue", "rekick", "fanout", "reaper", "manual"})
+# heal: a worker leaving, or the reaper, found the queue ready and unwatched (pgkick.worker.healing)
+REASONS = frozenset({"enqueue", "wake", "rescue", "rekick", "fanout", "reaper", "manual", "heal"})
 
 
 class Kicker(Protocol):
@@ -115,8 +117,64 @@ def wake_minute(when: datetime) -> datetime:
     return floor if floor == utc else floor + timedelta(minutes=1)
 
 
+# A one-time schedule's at() already past is refused by EventBridge Scheduler (a
+# ValidationException; pgkick_dev.devserver.scheduler cites the source), and the call
+# reaches AWS some time after we computed it, from a clock that may be a little off. So a
+# wake-up is booked at least a minute and a margin ahead: its minute is then still to come
+# when AWS reads it, whatever the round trip, and the scheduler fires within that minute.
+WAKE_AHEAD = timedelta(minutes=1)
+WAKE_MARGIN = timedelta(seconds=5)
+
+
+def booking_minute(when: datetime, now: datetime | None = None) -> datetime:
+    """The minute a wake-up for `when` is booked at: `when`'s (rounded up), and never less
+    than WAKE_AHEAD + WAKE_MARGIN from `now`, so Scheduler never sees an at() in the past."""
+    earliest = (now or datetime.now(UTC)) + WAKE_AHEAD + WAKE_MARGIN
+    return wake_minute(max(when, earliest))
+
+
 def schedule_name(queue: str, minute: datetime) -> str:
     """Unique per queue and minute, within the scheduler's 64 characters of [A-Za-z0-9_.-]."""
     slug = re.sub(r"[^A-Za-z0-9_-]", "", queue)[:24]
     digest = hashlib.sha256(queue.encode()).hexdigest()[:8]
     return f"pgkick-{slug}-{digest}-{minute:%Y%m%dT%H%M}"
+
+
+# Every one-time schedule pgkick books carries a retry policy: when delivery to the worker
+# fails (Lambda throttles the invoke, a permission is missing), Scheduler retries for up to an
+# hour (AWS's default would be 185 attempts over 24 h; a wake-up a day late is worth less
+# than its dead letter: the worker drains PGKICK_SCHEDULE_DLQ_ARN's queue, so the kick still
+# becomes a run), then sends the event, the schedule's Input itself, to the dead-letter queue.
+RETRY_POLICY = {"MaximumEventAgeInSeconds": 3600, "MaximumRetryAttempts": 185}
+
+
+def one_time_schedule(
+    name: str,
+    minute: datetime,
+    event: Mapping[str, Any],
+    *,
+    function_arn: str,
+    role_arn: str,
+    group: str = "default",
+    dead_letter_arn: str | None = None,
+) -> dict[str, Any]:
+    """CreateSchedule's parameters for a wake-up or a rescue at `minute`: one place for the
+    Lambda kicker, the local stack's client and the stack itself. The Input is the kick event
+    (queue, reason), whole: a dead letter holding it says which queue to drain and why."""
+    target: dict[str, Any] = {
+        "Arn": function_arn,
+        "RoleArn": role_arn,
+        "Input": json.dumps(dict(event)),
+        "RetryPolicy": dict(RETRY_POLICY),
+    }
+    if dead_letter_arn:
+        target["DeadLetterConfig"] = {"Arn": dead_letter_arn}
+    return {
+        "Name": name,
+        "GroupName": group,
+        "ScheduleExpression": f"at({minute:%Y-%m-%dT%H:%M:%S})",
+        "ScheduleExpressionTimezone": "UTC",
+        "FlexibleTimeWindow": {"Mode": "OFF"},
+        "ActionAfterCompletion": "DELETE",
+        "Target": target,
+    }

@@ -9,12 +9,13 @@ from __future__ import annotations
 
 import json
 import logging
-import threading
-from datetime import UTC, datetime
+from datetime import datetime
 from typing import Any
 
 from pgkick.errors import KickRefused
-from pgkick.kick.kickers import kick_event, schedule_name, wake_minute
+from pgkick.kick.bookings import WakeBooker
+from pgkick.kick.kickers import booking_minute, kick_event, one_time_schedule, schedule_name
+from pgkick.kick.throttle import Backoff, error_code, retried
 
 log = logging.getLogger("pgkick.kick")
 
@@ -29,20 +30,27 @@ class LambdaKicker:
         function_arn: str | None = None,
         scheduler_role_arn: str | None = None,
         schedule_group: str = "default",
+        dead_letter_arn: str | None = None,
         lambda_client: Any = None,
         scheduler_client: Any = None,
         timeout: float = 2.0,
+        backoff: Backoff | None = None,
+        background_backoff: Backoff | None = None,
     ) -> None:
-        """timeout: seconds to connect and to read, per attempt (2 attempts at most)."""
+        """timeout: seconds to connect and to read, per attempt (2 attempts at most).
+        backoff: how a throttled call made for a caller (a rescue, its cancel) is retried:
+        within 3 s. background_backoff: the wake-ups' own thread, off any commit path: 30 s."""
         self.function = function
         self.timeout = timeout
         self.function_arn = function_arn
         self.scheduler_role_arn = scheduler_role_arn
         self.schedule_group = schedule_group
+        self.dead_letter_arn = dead_letter_arn
         self._lambda = lambda_client
         self._scheduler = scheduler_client
-        self._booked: dict[str, datetime] = {}  # schedule name -> its minute, still to come
-        self._lock = threading.Lock()
+        self.backoff = backoff or Backoff(budget=3.0)
+        self.background_backoff = background_backoff or Backoff(budget=30.0)
+        self.wakes = WakeBooker(self._book_wake)
 
     def kick(self, queue: str, reason: str, *, hop: int = 0) -> None:
         response = self._lambda_client().invoke(
@@ -55,7 +63,9 @@ class LambdaKicker:
             raise KickRefused(f"Lambda invoke of {self.function} answered {status}, not 202")
 
     def wake_at(self, queue: str, when: datetime) -> None:
-        if not (self.function_arn and self.scheduler_role_arn):
+        """Noted at once, booked by a background thread (pgkick.kick.bookings): one call per
+        queue and minute, whatever the number of jobs, and none on the caller's time."""
+        if not self._can_schedule():
             log.warning(
                 "no wake-up booked for queue %s at %s: PGKICK_WORKER_ARN and "
                 "PGKICK_SCHEDULER_ROLE_ARN are needed; the reaper will run it",
@@ -63,48 +73,57 @@ class LambdaKicker:
                 when.isoformat(),
             )
             return
-        minute = wake_minute(when)
-        name = schedule_name(queue, minute)
-        with self._lock:
-            if name in self._booked:
-                return
-        self._schedule(name, minute, kick_event(queue, "wake"))
-        with self._lock:
-            self._booked[name] = minute
-            now = datetime.now(UTC)  # a long-lived app forgets the wake-ups that have fired
-            self._booked = {n: m for n, m in self._booked.items() if m >= now}
+        minute = booking_minute(when)
+        self.wakes.book(schedule_name(queue, minute), minute, queue)
+
+    def flush(self, timeout: float) -> bool:
+        """Wait up to `timeout` s for the wake-ups noted to be booked (a handler, before it
+        answers: Lambda freezes the environment, and its background thread with it)."""
+        return self.wakes.flush(timeout)
 
     def book_rescue(self, queue: str, when: datetime, name: str) -> None:
-        if self.function_arn and self.scheduler_role_arn:
-            self._schedule(name, wake_minute(when), kick_event(queue, "rescue"))
+        if self._can_schedule():
+            event = kick_event(queue, "rescue")
+            self._schedule(name, booking_minute(when), event, self.backoff)
 
     def cancel_rescue(self, name: str) -> None:
-        if not (self.function_arn and self.scheduler_role_arn):
+        if not self._can_schedule():
             return
         try:
-            self._scheduler_client().delete_schedule(Name=name, GroupName=self.schedule_group)
-        except Exception as exc:
-            if _error_code(exc) != "ResourceNotFoundException":  # fired already, or never made
-                raise
-
-    def _schedule(self, name: str, minute: datetime, event: dict[str, Any]) -> None:
-        """A one-time schedule invoking the worker with `event`; made already is fine."""
-        try:
-            self._scheduler_client().create_schedule(
+            retried(
+                self.backoff,
+                self._scheduler_client().delete_schedule,
                 Name=name,
                 GroupName=self.schedule_group,
-                ScheduleExpression=f"at({minute:%Y-%m-%dT%H:%M:%S})",
-                ScheduleExpressionTimezone="UTC",
-                FlexibleTimeWindow={"Mode": "OFF"},
-                ActionAfterCompletion="DELETE",
-                Target={
-                    "Arn": self.function_arn,
-                    "RoleArn": self.scheduler_role_arn,
-                    "Input": json.dumps(event),
-                },
             )
         except Exception as exc:
-            if _error_code(exc) != "ConflictException":  # booked already: that is the point
+            if error_code(exc) != "ResourceNotFoundException":  # fired already, or never made
+                raise
+
+    def _can_schedule(self) -> bool:
+        return bool(self.function_arn and self.scheduler_role_arn)
+
+    def _book_wake(self, name: str, minute: datetime, queue: str) -> None:
+        self._schedule(name, minute, kick_event(queue, "wake"), self.background_backoff)
+
+    def _schedule(
+        self, name: str, minute: datetime, event: dict[str, Any], backoff: Backoff
+    ) -> None:
+        """A one-time schedule invoking the worker with `event`; made already is fine."""
+        assert self.function_arn and self.scheduler_role_arn
+        params = one_time_schedule(
+            name,
+            minute,
+            event,
+            function_arn=self.function_arn,
+            role_arn=self.scheduler_role_arn,
+            group=self.schedule_group,
+            dead_letter_arn=self.dead_letter_arn,
+        )
+        try:
+            retried(backoff, self._scheduler_client().create_schedule, **params)
+        except Exception as exc:
+            if error_code(exc) != "ConflictException":  # booked already: that is the point
                 raise
 
     def _lambda_client(self) -> Any:
@@ -137,11 +156,3 @@ def aws_client(service: str, timeout: float) -> Any:
         retries={"total_max_attempts": 2, "mode": "standard"},
     )
     return boto3.client(service, config=config)  # type: ignore[call-overload]
-
-
-def _error_code(exc: Exception) -> str | None:
-    response = getattr(exc, "response", None)
-    if isinstance(response, dict):
-        code = response.get("Error", {}).get("Code")
-        return str(code) if code else None
-    return None

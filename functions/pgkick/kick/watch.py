@@ -61,7 +61,9 @@ reservation statement runs after c (its snapshot S is taken after c).
 - A pending kick that never becomes a worker (dropped by Lambda after its
   maximum age, or cut by loop detection) expires after its window; jobs
   committed meanwhile are run by the next producer's kick, a wake-up, or the
-  reaper. That is the one case that waits for a backstop.
+  next worker to leave any queue (pgkick.worker.healing kicks a ready queue
+  nobody watches). With no such traffic afterwards, and no dead letter of the
+  lost event reaching a worker, only the reaper is left.
 Jobs not ready yet (`run_at` in the future) never rely on this: each books a
 wake-up at its `run_at`.
 """

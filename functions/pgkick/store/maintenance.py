@@ -16,14 +16,16 @@ from typing import Any
 from pgkick.errors import InvalidArgument
 from pgkick.store import queries
 from pgkick.store.expired import ExpiredLeases, ReapedJob
+from pgkick.store.healing import QueueHealing
 
 __all__ = ["STRANDED_AFTER", "MaintenanceStore", "ReapedJob"]
 
 STRANDED_AFTER = timedelta(minutes=1)
 
 
-class MaintenanceStore(ExpiredLeases):
-    """Reap (from ExpiredLeases), purge, report, retry, cancel, look jobs up."""
+class MaintenanceStore(ExpiredLeases, QueueHealing):
+    """Reap (from ExpiredLeases), heal (from QueueHealing), purge, report, retry, cancel,
+    look jobs up."""
 
     def purge_finished(self, retention: timedelta, *, batch: int = 10_000) -> int:
         """Delete finished jobs older than retention, one short statement per batch."""

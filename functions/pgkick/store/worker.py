@@ -19,6 +19,7 @@ from typing import Any, NamedTuple
 
 from pgkick.store import queries
 from pgkick.store.expired import ExpiredLeases
+from pgkick.store.healing import QueueHealing
 from pgkick.store.listen import Listening
 
 
@@ -68,9 +69,10 @@ class Snoozed(NamedTuple):
     cancelled: bool
 
 
-class WorkerStore(ExpiredLeases, Listening):
+class WorkerStore(ExpiredLeases, QueueHealing, Listening):
     """What a worker runs (and, from ExpiredLeases, a rescue's sweep of its queue; from
-    Listening, a lingering worker's wake-up line)."""
+    QueueHealing, the sweep of every queue it makes as it exits; from Listening, a
+    lingering worker's wake-up line)."""
 
     def claim(self, queue: str, *, batch: int, lease: timedelta) -> list[ClaimedJob]:
         """Claim up to `batch` ready jobs of `queue` under a lease: one statement, the

@@ -25,6 +25,7 @@ from pgkick.kick.kickers import Kicker
 from pgkick.kick.watch import WorkerWatch
 from pgkick.store.worker import ClaimedJob, WorkerStore
 from pgkick.tasks.registry import Registry
+from pgkick.worker.healing import heal_queues
 from pgkick.worker.lease import LeaseKeeper
 from pgkick.worker.linger import WakeUpLine
 from pgkick.worker.rescue import DeadMansSwitch
@@ -48,6 +49,8 @@ class Summary:
     lost: int = 0
     rescued: int = 0  # expired leases a rescue re-queued before draining
     wake_failures: int = 0  # retries (and snoozes) whose wake-up could not be booked
+    healed_kicks: int = 0  # other queues found ready and unwatched as it left (kicked)
+    healed_wakes: int = 0  # queues whose earliest future run_at got a wake-up as it left
     snoozed: int = 0  # back in the queue by pgkick.Snooze, no attempt used
     batches: int = 0
     rekicked: bool = False
@@ -77,6 +80,8 @@ class WorkerOptions:
     watch_ttl: timedelta = timedelta(seconds=config.DEFAULT_WATCH_SECONDS)  # pgkick.kick.watch
     listen: str = "off"  # while lingering, wait for a NOTIFY: auto, on, off (pgkick.worker.linger)
     max_hops: int = config.DEFAULT_MAX_HOPS  # self-kicks per chain, then a wake-up
+    heal: bool = True  # leaving, sweep every queue (pgkick.worker.healing)
+    kick_pending: timedelta = timedelta(milliseconds=10_000)  # PGKICK_KICK_PENDING_MS
     backoff_jitter: float = 0.1  # a retry waits its backoff x (1 ± this), drawn at random
     # While jobs run, cancel marks are read this often between two extensions (a third of
     # the lease: 100 s and more on Lambda), so a cancel reaches its task within seconds.
@@ -172,12 +177,28 @@ class Worker:
                     summary.fanouts += int(self._kick(queue, "fanout"))
                 finished = self._run_batch(jobs, keeper, summary)
                 longest_batch_ms = max(longest_batch_ms, before - remaining_ms())
+            self._heal(queue, summary)
             rescue.disarm()  # only on a clean finish: after a crash it must fire
         finally:
             line.close()  # still listening only if it left without withdrawing through it
             keeper.close()
             summary.duration_ms = int((time.monotonic() - started) * 1000)
         return summary
+
+    def _heal(self, queue: str, summary: Summary) -> None:
+        """Leaving: book each queue's next wake-up and kick the ready queues nobody will see
+        (pgkick.worker.healing), so a lost kick or wake-up never waits for the reaper."""
+        if not self.options.heal:
+            return
+        try:
+            healed = heal_queues(
+                self.store, self.kicker, pending=self.options.kick_pending, skip=queue
+            )
+        except Exception:  # a sweep that fails loses nothing: the next one, or the reaper
+            log.exception("could not sweep the queues while leaving %s", queue)
+            return
+        summary.healed_kicks += len(healed.kicked)
+        summary.healed_wakes += len(healed.woken)
 
     def _fan_out_now(self, full_since: float | None, summary: Summary) -> bool:
         """Ask for one more worker once full batches have kept coming for `fanout_after`.

@@ -23,6 +23,7 @@ from datetime import date, datetime, timedelta
 from decimal import Decimal
 from typing import Any
 
+from pgkick import config
 from pgkick.kick.kickers import Kicker
 from pgkick.store.maintenance import MaintenanceStore
 
@@ -60,6 +61,7 @@ def reap(
         except Exception:
             log.exception("reaper could not kick queue %s", queue)
             kick_failures.append(queue)
+    woken = book_wakes(store, kicker)
     report: dict[str, Any] = json_native(
         {
             "requeued": sum(1 for job in reaped if job.status == "queued"),
@@ -67,6 +69,7 @@ def reap(
             "ready": ready,
             "kicked": kicked,
             "kick_failures": kick_failures,
+            "woken": woken,
             "queues": store.stats_by_queue(),
             "table": store.table_health(),
         }
@@ -89,6 +92,27 @@ def reap(
         )
     report["purged_ticks"] = store.purge_ticks(retention)  # recurring's dedupe keys
     return report
+
+
+def book_wakes(store: MaintenanceStore, kicker: Kicker) -> list[str]:
+    """Book one wake-up per queue at its earliest run_at still to come (pgkick.worker.healing):
+    a delayed job whose wake-up was lost then runs on time instead of at the next reap.
+    The ready queues were kicked above: the plan's reservation marks that kick as on its way."""
+    woken: list[str] = []
+    try:
+        plans = store.heal_plan(config.kick_pending())
+    except Exception:
+        log.exception("reaper could not read the queues' next run_at")
+        return woken
+    for plan in plans:
+        if plan.next_run_at is None:
+            continue
+        try:
+            kicker.wake_at(plan.queue, plan.next_run_at)
+            woken.append(plan.queue)
+        except Exception:
+            log.exception("reaper could not book the wake-up of queue %s", plan.queue)
+    return woken
 
 
 def json_native(value: Any) -> Any:

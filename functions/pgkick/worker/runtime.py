@@ -32,6 +32,8 @@ from pgkick.worker.reaper import reap
 from pgkick.worker.rescue import rescue_queue
 
 log = logging.getLogger("pgkick.runtime")
+FLUSH_MARGIN_SECONDS = 0.5  # kept to answer in, after the wake-ups are booked
+FLUSH_MAX_SECONDS = 30.0
 
 __all__ = ["BadEvent", "KickEvent", "Runtime", "default_kicker", "make_kicker", "parse_kick_event"]
 
@@ -101,6 +103,7 @@ class Runtime:
             listen=self.settings.worker_listen,
             watch_ttl=self.settings.watch_ttl,
             max_hops=self.settings.max_hops,
+            kick_pending=config.kick_pending(),
         )
         try:
             with self._store(WorkerStore) as store:
@@ -112,6 +115,17 @@ class Runtime:
                 return summary
         finally:
             linger.close_all()
+            self._flush_wakes(remaining_ms)
+
+    def _flush_wakes(self, remaining_ms: Callable[[], int]) -> None:
+        """Book the wake-ups noted in the background (pgkick.kick.bookings) before the
+        handler answers: Lambda freezes the environment then, and the booking thread with
+        it. Bounded by the time left, less a margin to answer in."""
+        flush = getattr(self.kicker, "flush", None)
+        if flush is not None:
+            left = remaining_ms() / 1000 - FLUSH_MARGIN_SECONDS
+            if not flush(max(0.0, min(left, FLUSH_MAX_SECONDS))):
+                log.warning("wake-ups still being booked as the invocation ends")
 
     def tick(self, event: Mapping[str, Any], remaining_ms: Callable[[], int]) -> dict[str, Any]:
         """A periodic schedule fired: insert its tick's job (once per tick), drain its queue."""
@@ -137,15 +151,18 @@ class Runtime:
         on_health: Callable[[dict[str, Any]], None] | None = None,
     ) -> dict[str, Any]:
         """One reaper run: reports (on_health) first, then purges while remaining_ms leaves
-        time (pgkick.worker.reaper)."""
-        with self._store(MaintenanceStore) as store:
-            return reap(
-                store,
-                self.kicker,
-                retention=self.settings.retention,
-                remaining_ms=remaining_ms,
-                on_health=on_health,
-            )
+        time (pgkick.worker.reaper); the wake-ups it booked are sent before it answers."""
+        try:
+            with self._store(MaintenanceStore) as store:
+                return reap(
+                    store,
+                    self.kicker,
+                    retention=self.settings.retention,
+                    remaining_ms=remaining_ms,
+                    on_health=on_health,
+                )
+        finally:
+            self._flush_wakes(remaining_ms or (lambda: 60_000))
 
     @contextmanager
     def _store[S: Database](self, role: type[S]) -> Iterator[S]:

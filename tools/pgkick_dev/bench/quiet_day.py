@@ -70,7 +70,33 @@ def run(dsn: str, day: QuietDay, log: Path, say: Callable[[str], None]) -> dict[
         say(f"quiet day, no jobs, {label}: {out[label]}")
     out["a day with a crash and a lost kick"] = _play(dsn, day, log, reapers=1, jobs=True)
     say(f"quiet day with jobs: {out['a day with a crash and a lost kick']}")
+    out["a day with drops, duplicates and throttles, no reaper"] = _faulted(dsn, day, log)
+    say(f"quiet day with faults: {out['a day with drops, duplicates and throttles, no reaper']}")
     return out
+
+
+def _faulted(dsn: str, day: QuietDay, log: Path) -> dict[str, Any]:
+    """The faulted day (pgkick_dev.bench.faulty_day), with this day's scaled settings."""
+    from pgkick_dev.bench import faulty_day
+
+    scaled = {
+        "PGKICK_WORKER_LINGER_MS": str(max(1, round(day.scaled(1000)))),
+        "PGKICK_FAILED_KICK_WAKE_MS": str(round(day.scaled(60_000))),
+        "PGKICK_PRODUCER_LINGER_MS": "0",
+    }
+    env = {
+        "DATABASE_URL": dsn,
+        "PGKICK_TASKS": "pgkick_dev.tasks",
+        "POWERTOOLS_LOG_LEVEL": "WARNING",
+        "PGKICK_LEASE_SECONDS": "1",
+        "PGKICK_LEASE_MARGIN_SECONDS": "1",
+        "PGKICK_MIN_REMAINING_MS": "200",
+        "PGKICK_WATCH_SECONDS": "1",
+        "PGKICK_KICK_PENDING_MS": "500",  # a lost kick's reservation lapses within the day
+        **scaled,
+    }
+    with _environment({**scaled, "PGKICK_KICK_PENDING_MS": "500"}):
+        return faulty_day.play(dsn, day.seconds, env, log)
 
 
 @contextmanager

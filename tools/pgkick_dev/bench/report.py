@@ -24,6 +24,7 @@ def targets(results: dict[str, Any]) -> list[dict[str, Any]]:
     rows = [
         *_kick_targets(kicks),
         *_quiet_day_targets(results.get("quiet_day", {})),
+        *_booking_targets(results.get("delayed_bookings")),
         *bench_artifact.targets(results.get("artifact")),
         _threads_target(results.get("producer_threads", [])),
         bench_trickle.target(results.get("trickle", [])),
@@ -113,11 +114,32 @@ def _threads_target(rows: list[dict[str, Any]]) -> tuple[str, Any, bool]:
     return (label, measured, ok)
 
 
+def _booking_targets(bookings: dict[str, Any] | None) -> list[tuple[str, Any, bool]]:
+    """Delayed jobs over distinct minutes: the producer's wait, and one call per minute."""
+    if not bookings:
+        return []
+    blocked = bookings["producer_blocked_after_commit_s"]
+    calls, minutes = bookings["scheduler_calls"], bookings["distinct_minutes"]
+    return [
+        (
+            f"{bookings['jobs']:,} delayed jobs: producer blocked <= 1 s after its commit",
+            f"{blocked} s (all booked {bookings['all_booked_after_s']} s later, off the path)",
+            blocked <= 1.0,
+        ),
+        (
+            "Scheduler calls <= distinct minutes",
+            f"{calls} calls for {minutes} minutes",
+            calls <= minutes and bookings["all_booked"],
+        ),
+    ]
+
+
 def _quiet_day_targets(day: dict[str, Any]) -> list[tuple[str, Any, bool]]:
     """The reaper's share of a quiet day, and how late stranded jobs were rescued."""
     daily = day.get("daily reaper", {}).get("awake_fraction_after_first_window")
     hourly = day.get("hourly reaper", {}).get("awake_fraction_after_first_window")
     played = day.get("a day with a crash and a lost kick", {})
+    faulted = day.get("a day with drops, duplicates and throttles, no reaper", {})
     crash = played.get("crash_restarted_after_lease_s")
     lost = played.get("lost_kick_waited_scaled_minutes")
     return [
@@ -135,6 +157,15 @@ def _quiet_day_targets(day: dict[str, Any]) -> list[tuple[str, Any, bool]]:
             "a lost kick's job run within 2 min (scaled minutes from its commit)",
             lost,
             lost is not None and lost <= 2,
+        ),
+        (
+            "faults injected, no reaper: every job done once, none left (worst delay, scaled)",
+            f"{faulted.get('done')}/{faulted.get('jobs')} done, "
+            f"{faulted.get('claimed_more_than_once')} claimed twice, worst "
+            f"{faulted.get('worst_delay_scaled_minutes')} min",
+            bool(faulted)
+            and faulted["not_done_waiting_for_the_reaper"] == 0
+            and faulted["claimed_more_than_once"] == 0,
         ),
     ]
 

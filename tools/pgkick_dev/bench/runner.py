@@ -49,6 +49,7 @@ class Sizes:
     claim_backlog: tuple[int, int] = (100_000, 2_000)  # jobs, claim cycles (claim_order)
     kick_seconds: float = 20.0
     quiet_day_seconds: float = 48.0
+    delayed_jobs: int = 10_000  # delayed_bookings: each in its own minute
     cold_imports: int = 7  # of each handler, in new processes (bench_artifact)
     awake: Workload = field(
         default_factory=lambda: Workload(bursts=5, jobs_per_burst=200, gap=6.0, window=2.0)
@@ -68,6 +69,7 @@ QUICK = Sizes(
     claim_backlog=(5_000, 200),
     kick_seconds=2.0,
     quiet_day_seconds=12.0,
+    delayed_jobs=1_000,
     cold_imports=3,
     awake=Workload(bursts=2, jobs_per_burst=20, gap=3.0, window=1.0),
 )
@@ -263,6 +265,15 @@ class Bench:
 
         day = bench_quiet_day.QuietDay(seconds=self.sizes.quiet_day_seconds)
         self.results["quiet_day"] = bench_quiet_day.run(self.dsn, day, self.log, self.say)
+
+    def delayed_bookings(self) -> None:
+        """Scheduler calls and the producer's time after commit for delayed jobs over
+        distinct minutes, against the local stack's Scheduler API (bench_bookings)."""
+        from pgkick_dev.bench import bookings as bench_bookings
+
+        self.results["delayed_bookings"] = bench_bookings.run(
+            self.dsn, self.sizes.delayed_jobs, self.reset, self.say
+        )
 
     def artifact(self) -> None:
         """The built artifact's size and each handler's cold import (bench_artifact)."""

@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from pgkick_dev.devserver.queue import QueueOptions
+from pgkick_dev.devserver.scheduler import SchedulerFaults
 from pgkick_dev.devserver.settings import read_template
 from pgkick_dev.devserver.stack import REAPER_HANDLER, FunctionSpec, Stack
 
@@ -65,6 +66,18 @@ def add_dev_command(command: Callable[..., argparse.ArgumentParser]) -> None:
     )
     faults.add_argument(
         "--drop-rate", type=float, default=0.0, help="share of events lost silently (0-1)"
+    )
+    faults.add_argument(
+        "--schedule-throttle-rate",
+        type=float,
+        default=0.0,
+        help="share of CreateSchedule calls throttled (ThrottlingException, 0-1)",
+    )
+    faults.add_argument(
+        "--schedule-delivery-failure-rate",
+        type=float,
+        default=0.0,
+        help="share of schedule deliveries the worker refuses (retried, then dead-lettered)",
     )
     faults.add_argument("--seed", type=int, help="for the injected faults and the offsets")
     add("--exit-when-idle", type=float, help=argparse.SUPPRESS)  # the detached autostart
@@ -127,6 +140,10 @@ def build_stack(args: argparse.Namespace, dsn: str) -> tuple[Stack, list[str]]:
         freeze=not args.no_freeze,
         fast_scheduler=args.fast_scheduler,
         seed=args.seed,
+        scheduler_faults=SchedulerFaults(
+            api_throttle_rate=args.schedule_throttle_rate,
+            delivery_failure_rate=args.schedule_delivery_failure_rate,
+        ),
     )
     o = options
     lines = [
@@ -147,6 +164,15 @@ def build_stack(args: argparse.Namespace, dsn: str) -> tuple[Stack, list[str]]:
     ]
     if o.duplicate_rate or o.drop_rate:
         lines.append(f"faults: {o.duplicate_rate:.0%} delivered twice, {o.drop_rate:.0%} lost")
+    if args.schedule_throttle_rate or args.schedule_delivery_failure_rate:
+        lines.append(
+            f"faults: {args.schedule_throttle_rate:.0%} of CreateSchedule throttled, "
+            f"{args.schedule_delivery_failure_rate:.0%} of schedule deliveries refused"
+        )
+    lines.append(
+        "faithful: schedules retried under their RetryPolicy, then dead-lettered; no SQS "
+        "here: dead letters go to the worker as SQS events, 10 a batch"
+    )
     return stack, lines
 
 

@@ -1,12 +1,27 @@
 """EventBridge Scheduler, stood in: schedules kept by group and name, each fired by one timer.
 
-Why a timer per schedule and not a loop: nothing polls, locally either. As the
-scheduler does, a one-time `at(...)` schedule fires within the minute after its
-time (a seeded offset of 0-59 s; `fast=True`, the labelled kindness, fires at the
-whole second) and, with ActionAfterCompletion DELETE, is deleted once fired;
-`rate(...)` and `cron(...)` schedules fire at each tick (pgkick_dev.local.cron),
-within the minute too. Firing sends the target's Input to the target function's
-asynchronous queue, as a new chain (the scheduler's invocations have no lineage).
+Why a timer per schedule and not a loop: nothing polls, locally either. Why strict: a
+stand-in kinder than AWS lets a test pass where the deploy loses a job. As AWS does:
+- schedules fire "with 60 second precision": at(12:00:00) fires between 12:00:00 and
+  12:00:59 (Scheduler User Guide, "Schedule types", note on precision), a seeded moment in
+  that minute; `fast=True`, the labelled kindness, fires at the whole second;
+- FlexibleTimeWindow FLEXIBLE fires at a random moment within MaximumWindowInMinutes after
+  that (same guide, "Configuring flexible time windows");
+- a one-time at() already past is refused with a ValidationException. AWS's API reference
+  does not say so in words; it is observed: "AWS rejects a fire time in the past at
+  create" (github.com/DefangLabs/pulumi-defang/pull/425, a one-time schedule guarded for
+  it), and issue #30 reports the same; pgkick books at least a minute ahead
+  (pgkick.kick.kickers.booking_minute);
+- CreateSchedule is throttled at 10 TPS per schedule (Scheduler quotas, "Schedule
+  invocation throttle limit": a fixed 10 requests per second per schedule) and, on request,
+  at a share of calls (`api_throttle_rate`, the account's TPS quota), ThrottlingException;
+- a delivery the target refuses is retried under the schedule's RetryPolicy, then sent to
+  its DeadLetterConfig queue or dropped (pgkick_dev.devserver.scheduler_delivery);
+  `delivery_failure_rate` injects such refusals (Lambda throttling the invoke).
+With ActionAfterCompletion DELETE a one-time schedule is deleted once fired; `rate(...)`
+and `cron(...)` schedules fire at each tick (pgkick_dev.local.cron). Firing sends the
+target's Input to the target function's asynchronous queue, as a new chain (the
+scheduler's invocations have no lineage).
 """
 
 from __future__ import annotations
@@ -22,10 +37,20 @@ from typing import Any
 from zoneinfo import ZoneInfo
 
 from pgkick_dev.devserver.clock import Cancellable, Clock
+from pgkick_dev.devserver.scheduler_delivery import DeadLetter, Delivery, DeliveryFailed
 from pgkick_dev.devserver.timeline import Timeline
 from pgkick_dev.local.cron import next_tick
 
 ACCOUNT_ARN = "arn:aws:scheduler:us-east-1:123456789012"
+PER_SCHEDULE_TPS = 10  # CreateSchedule/UpdateSchedule calls per second on one schedule
+
+
+@dataclass
+class SchedulerFaults:
+    """Faults AWS documents, injected on request (0: none)."""
+
+    api_throttle_rate: float = 0.0  # share of CreateSchedule calls throttled (account TPS)
+    delivery_failure_rate: float = 0.0  # share of deliveries the target refuses (throttled)
 
 
 class SchedulerError(Exception):
@@ -67,11 +92,17 @@ class Scheduler:
     timeline: Timeline
     fast: bool = False
     seed: int | None = None
+    faults: SchedulerFaults = field(default_factory=SchedulerFaults)
+    on_dead_letter: Callable[[DeadLetter], None] | None = None
+    letters: list[DeadLetter] = field(default_factory=list)  # every dead letter, kept
+    dropped: int = 0  # deliveries given up with no dead-letter queue (InvocationDroppedCount)
     _schedules: dict[tuple[str, str], Schedule] = field(default_factory=dict)
     _lock: threading.Lock = field(default_factory=threading.Lock)
+    _calls: dict[tuple[str, str], list[float]] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         self._random = random.Random(self.seed)
+        self._faults = random.Random(self.seed)
 
     def create(self, name: str, body: dict[str, Any], *, replace: bool = False) -> Schedule:
         group = str(body.pop("GroupName", None) or "default")
@@ -79,6 +110,7 @@ class Scheduler:
             if required not in body:
                 raise SchedulerError("ValidationException", 400, f"{required} is required")
         first = self._first_due(body)
+        self._throttle(group, name)
         with self._lock:
             old = self._schedules.get((group, name))
             if old is not None and not replace:
@@ -159,7 +191,15 @@ class Scheduler:
                 raise SchedulerError(
                     "ValidationException", 400, f"Invalid Schedule Expression {expression}."
                 ) from None
-            return local.replace(tzinfo=ZoneInfo(zone)).timestamp()
+            due = local.replace(tzinfo=ZoneInfo(zone)).timestamp()
+            if due < self.clock.now():
+                raise SchedulerError(
+                    "ValidationException",
+                    400,
+                    f"The ScheduleExpression {expression} is in the past: a one-time schedule "
+                    "must be set to a time in the future.",
+                )
+            return due
         try:
             tick = next_tick(expression, zone, datetime.fromtimestamp(after, UTC))
         except ValueError as exc:
@@ -169,8 +209,9 @@ class Scheduler:
         return tick.timestamp() if tick else None
 
     def _arm(self, schedule: Schedule, due: float | None) -> None:
-        """Under the lock: one timer for the schedule's next firing, within the minute after
-        `due` (or at the whole second when fast). A time already past fires at once."""
+        """Under the lock: one timer for the schedule's next firing, at a moment within the
+        minute of `due` (60 s precision), plus, with a flexible window, a moment within it;
+        at the whole second when fast."""
         schedule.due = due
         if due is None:
             return
@@ -178,8 +219,25 @@ class Scheduler:
         if self.fast:
             at = float(math.ceil(max(due, now)))
         else:
-            at = max(due, now) + self._random.uniform(0, 59)
+            window = schedule.body.get("FlexibleTimeWindow") or {}
+            spread = 60.0
+            if window.get("Mode") == "FLEXIBLE":
+                spread += 60.0 * float(window.get("MaximumWindowInMinutes") or 0)
+            at = max(now, due - due % 60 + self._random.uniform(0, spread))
         schedule.timer = self.clock.call_later(at - now, lambda: self._fire(schedule, due))
+
+    def _throttle(self, group: str, name: str) -> None:
+        """ThrottlingException past 10 calls a second on one schedule, or as injected."""
+        now = self.clock.now()
+        with self._lock:
+            recent = [t for t in self._calls.get((group, name), []) if t > now - 1.0]
+            recent.append(now)
+            self._calls[(group, name)] = recent
+            if len(self._calls) > 10_000:  # forget the schedules not called in the last second
+                self._calls = {k: v for k, v in self._calls.items() if v[-1] > now - 1.0}
+            injected = self._faults.random() < self.faults.api_throttle_rate
+        if len(recent) > PER_SCHEDULE_TPS or injected:
+            raise SchedulerError("ThrottlingException", 429, "Rate exceeded")
 
     def _fire(self, schedule: Schedule, due: float) -> None:
         body = schedule.body
@@ -207,7 +265,46 @@ class Scheduler:
                 queue=_queue(body),
                 detail=f"{schedule.group}/{schedule.name} after completion",
             )
-        self.deliver(_function(body) or "", event)
+        self._attempt(Delivery(f"{schedule.group}/{schedule.name}", body["Target"], event, due))
+
+    def _attempt(self, delivery: Delivery) -> None:
+        """Deliver once; on a refusal, retry later under the RetryPolicy, then dead-letter."""
+        function = _function({"Target": delivery.target}) or ""
+        try:
+            if self._faults.random() < self.faults.delivery_failure_rate:
+                raise DeliveryFailed("TooManyRequestsException", "Rate Exceeded. (injected)")
+            self.deliver(function, delivery.event)
+            return
+        except DeliveryFailed as failure:
+            now = self.clock.now()
+            delay = delivery.next_delay(self._random)
+            condition = delivery.exhausted(now, delay)
+            if condition is None:
+                delivery.retries += 1
+                self.timeline.record(
+                    "schedule_retry",
+                    function=function,
+                    queue=_queue({"Target": delivery.target}),
+                    detail=f"{delivery.schedule} {failure.code}, retry {delivery.retries} in "
+                    f"{delay:.0f} s",
+                )
+                self.clock.call_later(delay, lambda: self._attempt(delivery))
+                return
+            letter = delivery.dead_letter(failure, condition)
+        self.timeline.record(
+            "schedule_dead_letter" if letter else "schedule_drop",
+            function=function,
+            queue=_queue({"Target": delivery.target}),
+            detail=f"{delivery.schedule} after {delivery.retries} retries ({condition})",
+        )
+        if letter is None:
+            with self._lock:
+                self.dropped += 1
+            return
+        with self._lock:
+            self.letters.append(letter)
+        if self.on_dead_letter is not None:
+            self.on_dead_letter(letter)
 
 
 def _iso(at: float) -> str:

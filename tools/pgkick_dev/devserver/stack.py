@@ -11,7 +11,6 @@ schedule, named and timed exactly as pgkick.kick.LambdaKicker books it.
 from __future__ import annotations
 
 import contextlib
-import json
 import math
 import os
 import sys
@@ -21,15 +20,17 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
-from pgkick.kick.kickers import kick_event, schedule_name, wake_minute
+from pgkick.kick.kickers import booking_minute, kick_event, one_time_schedule, schedule_name
 from pgkick_dev.devserver.clock import Clock, RealClock
 from pgkick_dev.devserver.environments import Environment, Pool
 from pgkick_dev.devserver.queue import AsyncQueue, QueueOptions
-from pgkick_dev.devserver.scheduler import Scheduler, SchedulerError
+from pgkick_dev.devserver.scheduler import Scheduler, SchedulerError, SchedulerFaults
+from pgkick_dev.devserver.scheduler_delivery import LOCAL_DLQ_ARN, DeadLetter, DeliveryFailed
 from pgkick_dev.devserver.timeline import Timeline
 
 WORKER_HANDLER = "pgkick.aws.worker:handler"
 REAPER_HANDLER = "pgkick.aws.reaper:handler"
+DEAD_LETTER_BATCH = 10  # the SQS event source mapping's BatchSize on FailedKicksQueue
 
 
 @dataclass
@@ -59,6 +60,7 @@ class Stack:
         freeze: bool = True,
         fast_scheduler: bool = False,
         seed: int | None = None,
+        scheduler_faults: SchedulerFaults | None = None,
     ) -> None:
         self.clock = clock or RealClock()
         self.timeline = timeline or Timeline(clock=self.clock.now)
@@ -80,8 +82,15 @@ class Stack:
                 on_message=self._on_message,
             )
         self.scheduler = Scheduler(
-            self._deliver, self.clock, self.timeline, fast=fast_scheduler, seed=seed
+            self._deliver,
+            self.clock,
+            self.timeline,
+            fast=fast_scheduler,
+            seed=seed,
+            faults=scheduler_faults or SchedulerFaults(),
+            on_dead_letter=self._dead_letter,
         )
+        self._letters: list[DeadLetter] = []  # waiting for the next SQS batch
 
     def _pool_factory(self, spec: FunctionSpec) -> Callable[..., Pool]:
         def make(**owner: Any) -> Pool:
@@ -146,24 +155,34 @@ class Stack:
             at = datetime.fromtimestamp(math.ceil(when.timestamp()), UTC)
             name = name or f"{schedule_name(queue, at)}{at:%S}"
         else:
-            at = wake_minute(when)
+            at = booking_minute(when, datetime.fromtimestamp(self.clock.now(), UTC))
             name = name or schedule_name(queue, at)
-        body = {
-            "ScheduleExpression": f"at({at:%Y-%m-%dT%H:%M:%S})",
-            "ScheduleExpressionTimezone": "UTC",
-            "FlexibleTimeWindow": {"Mode": "OFF"},
-            "ActionAfterCompletion": "DELETE",
-            "Target": {
-                "Arn": f"arn:aws:lambda:us-east-1:123456789012:function:{function}",
-                "RoleArn": "arn:aws:iam::123456789012:role/pgkick-dev-scheduler",
-                "Input": json.dumps(kick_event(queue, reason)),
-            },
-        }
+        body = one_time_schedule(
+            name,
+            at,
+            kick_event(queue, reason),
+            function_arn=f"arn:aws:lambda:us-east-1:123456789012:function:{function}",
+            role_arn="arn:aws:iam::123456789012:role/pgkick-dev-scheduler",
+            dead_letter_arn=LOCAL_DLQ_ARN,
+        )
+        del body["Name"]
         try:
             self.scheduler.create(name, body)
         except SchedulerError as exc:
-            if exc.code != "ConflictException":
+            if exc.code == "ThrottlingException":  # what LambdaKicker retries, then forgets
+                self._throttled(name, exc)
+            elif exc.code != "ConflictException":
                 raise
+
+    def _throttled(self, name: str, exc: SchedulerError) -> None:
+        """A booking Scheduler throttled (10 calls a second on one schedule, or injected).
+        Past 10 calls in a second the schedule exists (the first made it): nothing is lost.
+        Otherwise the wake-up is lost, as a booking whose retries ran out on AWS; the next
+        sweep of a leaving worker (pgkick.worker.healing) books it again."""
+        with contextlib.suppress(SchedulerError):
+            self.scheduler.get(name, None)
+            return
+        self.write_log(f"pgkick dev: wake-up {name} not booked: Scheduler throttled it ({exc})")
 
     def cancel(self, name: str) -> None:
         with contextlib.suppress(SchedulerError):  # fired already, or never made
@@ -171,8 +190,28 @@ class Stack:
 
     def _deliver(self, function: str, event: Any) -> None:
         queue = self.function(function)
-        if queue is not None:
-            queue.submit(event, lineage=0)  # the scheduler's invocation starts a new chain
+        if queue is None:
+            raise DeliveryFailed("ResourceNotFoundException", f"Function not found: {function}")
+        queue.submit(event, lineage=0)  # the scheduler's invocation starts a new chain
+
+    def _dead_letter(self, letter: DeadLetter) -> None:
+        """A schedule's dead letter: to the worker as an SQS event, in batches of up to
+        DEAD_LETTER_BATCH, as the template's event source mapping on FailedKicksQueue hands
+        them over (the local stack has no SQS; the scheduler keeps every letter too)."""
+        with self.lock:
+            self._letters.append(letter)
+            if len(self._letters) == 1:  # the first of a batch: send what came by then
+                self.clock.call_later(0.0, self._send_dead_letters)
+
+    def _send_dead_letters(self) -> None:
+        with self.lock:
+            letters, self._letters = self._letters, []
+        for start in range(0, len(letters), DEAD_LETTER_BATCH):
+            batch = letters[start : start + DEAD_LETTER_BATCH]
+            target = batch[0].attributes.get("TARGET_ARN", "")
+            queue = self.function(target)
+            if queue is not None:
+                queue.submit({"Records": [letter.sqs_record() for letter in batch]}, lineage=0)
 
     def _on_message(
         self, owner: AsyncQueue, environment: Environment, message: dict[str, Any]

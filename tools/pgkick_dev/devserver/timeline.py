@@ -35,6 +35,9 @@ KINDS: Final = frozenset(
         "schedule_create",
         "schedule_fire",
         "schedule_delete",
+        "schedule_retry",  # a schedule's delivery refused by its target: retried later
+        "schedule_dead_letter",  # ... its RetryPolicy spent: sent to its dead-letter queue
+        "schedule_drop",  # ... its RetryPolicy spent and no dead-letter queue: lost
         "freeze",  # an idle environment stopped (SIGSTOP) between invocations
         "thaw",  # ... and continued (SIGCONT) to run the next one
     }

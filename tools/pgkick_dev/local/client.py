@@ -32,7 +32,8 @@ import psycopg
 from pgkick import config
 from pgkick.connections.db import database_identity
 from pgkick.errors import ConfigError
-from pgkick.kick.kickers import kick_event, schedule_name, wake_minute
+from pgkick.kick.kickers import booking_minute, kick_event, one_time_schedule, schedule_name
+from pgkick_dev.devserver.scheduler_delivery import LOCAL_DLQ_ARN
 
 DEFAULT_URL = "http://127.0.0.1:3001"
 IDLE_EXIT_SECONDS = 60.0  # a detached stack stops this long after nothing is pending
@@ -134,11 +135,11 @@ class DevClient:
         self._call("POST", path, body, {"X-Amz-Invocation-Type": "Event"}, expect=202)
 
     def wake_at(self, queue: str, when: datetime) -> None:
-        minute = wake_minute(when)
+        minute = booking_minute(when)
         self._schedule(schedule_name(queue, minute), minute, kick_event(queue, "wake"))
 
     def book_rescue(self, queue: str, when: datetime, name: str) -> None:
-        self._schedule(name, wake_minute(when), kick_event(queue, "rescue"))
+        self._schedule(name, booking_minute(when), kick_event(queue, "rescue"))
 
     def cancel_rescue(self, name: str) -> None:
         self._call(
@@ -146,18 +147,15 @@ class DevClient:
         )
 
     def _schedule(self, name: str, minute: datetime, event: dict[str, Any]) -> None:
-        body = {
-            "GroupName": "default",
-            "ScheduleExpression": f"at({minute:%Y-%m-%dT%H:%M:%S})",
-            "ScheduleExpressionTimezone": "UTC",
-            "FlexibleTimeWindow": {"Mode": "OFF"},
-            "ActionAfterCompletion": "DELETE",
-            "Target": {
-                "Arn": f"arn:aws:lambda:us-east-1:123456789012:function:{self.function}",
-                "RoleArn": "arn:aws:iam::123456789012:role/pgkick-dev",
-                "Input": json.dumps(event),
-            },
-        }
+        body = one_time_schedule(
+            name,
+            minute,
+            event,
+            function_arn=f"arn:aws:lambda:us-east-1:123456789012:function:{self.function}",
+            role_arn="arn:aws:iam::123456789012:role/pgkick-dev",
+            dead_letter_arn=LOCAL_DLQ_ARN,
+        )
+        del body["Name"]
         self._call(
             "POST", f"/schedules/{name}", json.dumps(body).encode(), {}, expect=200, ignore=409
         )

@@ -1,0 +1,61 @@
+"""Self-healing dispatch: a worker that exits (and the reaper) sweeps every queue.
+
+Why: a kick or a wake-up can be lost after its job committed. Lambda drops an
+asynchronous event past its maximum age or without saying so, Scheduler throttles
+CreateSchedule and refuses an at() already past, a worker can die between a retry's
+write and its wake-up. Each such job is committed and ready (or due), and used to wait
+for the daily reaper. Every worker already holds a connection when it leaves, so one
+more statement there costs no wake of the database: it books one wake-up per queue, at
+that queue's earliest run_at still to come (not one per job: the wake-up's worker drains
+the queue and, leaving, books the next), and kicks each queue with a ready job, nobody
+watching and nothing running (its pending kick reserved in the same statement, so racing
+workers and producers send one). A queue with running jobs is left to their holder, who
+sweeps as it leaves (or to its rescue): kicking there could only find nothing to claim
+(a group or a limit held) and, leaving, kick again.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass, field
+from datetime import timedelta
+
+from pgkick.kick.kickers import Kicker, NoKicker
+from pgkick.store.healing import QueueHealing
+
+log = logging.getLogger("pgkick.healing")
+
+
+@dataclass
+class Healed:
+    """What a sweep did: the queues kicked, the wake-ups booked, and what failed."""
+
+    kicked: list[str] = field(default_factory=list)
+    woken: list[str] = field(default_factory=list)
+    failures: int = 0
+
+
+def heal_queues(
+    store: QueueHealing, kicker: Kicker, *, pending: timedelta, skip: str | None = None
+) -> Healed:
+    """Book each queue's next wake-up and kick the ready queues nobody will see; never raises
+    for a kicker's failure (the next sweep, or the reaper, tries again)."""
+    healed = Healed()
+    if isinstance(kicker, NoKicker):  # workers run by other means: reserve no kick
+        return healed
+    for plan in store.heal_plan(pending, skip=skip):
+        if plan.kick:
+            try:
+                kicker.kick(plan.queue, "heal")
+                healed.kicked.append(plan.queue)
+            except Exception as exc:
+                healed.failures += 1
+                log.warning("could not kick queue %s while healing (%s)", plan.queue, exc)
+        if plan.next_run_at is not None:
+            try:
+                kicker.wake_at(plan.queue, plan.next_run_at)
+                healed.woken.append(plan.queue)
+            except Exception as exc:
+                healed.failures += 1
+                log.warning("could not book the wake-up of queue %s (%s)", plan.queue, exc)
+    return healed

@@ -1,0 +1,127 @@
+"""The local Scheduler is as strict as AWS (issue #30), through boto3 over HTTP, on a
+ManualClock: an at() in the past refused, schedules fired within their minute (and within a
+flexible window), CreateSchedule throttled at 10 TPS per schedule, a refused delivery
+retried under the RetryPolicy, then dead-lettered (or dropped). Each test fails if the
+stand-in is made kind again."""
+
+from __future__ import annotations
+
+import json
+from datetime import UTC, datetime
+from typing import Any
+
+import pytest
+
+from tests.devserver_fixtures import FUNCTION, Running, dev_stack
+
+TARGET: dict[str, Any] = {
+    "Arn": f"arn:aws:lambda:us-east-1:123456789012:function:{FUNCTION}",
+    "RoleArn": "arn:aws:iam::123456789012:role/r",
+    "Input": json.dumps({"queue": "default", "reason": "wake"}),
+}
+DLQ = "arn:aws:sqs:us-east-1:123456789012:failed-kicks"
+
+
+def _at(seconds: float) -> str:
+    return f"at({datetime.fromtimestamp(seconds, UTC):%Y-%m-%dT%H:%M:%S})"
+
+
+def _create(dev: Running, name: str, due: float, **extra: Any) -> None:
+    dev.scheduler.create_schedule(
+        Name=name,
+        ScheduleExpression=_at(due),
+        FlexibleTimeWindow=extra.pop("FlexibleTimeWindow", {"Mode": "OFF"}),
+        ActionAfterCompletion="DELETE",
+        Target={**TARGET, **extra},
+    )
+
+
+def test_a_one_time_schedule_in_the_past_is_refused() -> None:
+    with dev_stack() as dev:
+        now = dev.clock.now()
+        with pytest.raises(dev.scheduler.exceptions.ValidationException, match="in the past"):
+            _create(dev, "late", now - 60)
+        with pytest.raises(dev.scheduler.exceptions.ValidationException, match="in the past"):
+            _create(dev, "late", now - 1)
+        _create(dev, "on-time", now + 60)  # the future is fine
+
+
+def test_one_time_schedules_fire_within_their_own_minute() -> None:
+    """at(08:01:30) fires between 08:01:00 and 08:01:59 (60 s precision), never in the next
+    minute: the old stand-in fired up to 59 s after the time itself."""
+    with dev_stack() as dev:
+        minute = dev.clock.now() + 60  # a whole minute
+        for n in range(20):
+            _create(dev, f"w{n}", minute + 30)
+        fires = dev.clock.pending()
+        assert len(fires) == 20 and all(minute <= at < minute + 60 for at in fires)
+        assert min(fires) < minute + 30  # some before the :30 itself, as the minute allows
+
+
+def test_a_flexible_time_window_fires_at_a_random_moment_within_it() -> None:
+    with dev_stack() as dev:
+        due = dev.clock.now() + 120
+        window = {"Mode": "FLEXIBLE", "MaximumWindowInMinutes": 15}
+        for n in range(20):
+            _create(dev, f"f{n}", due, FlexibleTimeWindow=window)
+        fires = dev.clock.pending()
+        assert all(due <= at < due + 16 * 60 for at in fires)
+        assert max(fires) > due + 5 * 60  # spread over the window, not within the first minute
+
+
+def test_create_schedule_is_throttled_at_ten_calls_a_second_per_schedule() -> None:
+    with dev_stack() as dev:
+        due = dev.clock.now() + 120
+        _create(dev, "busy", due)
+        for _ in range(9):  # ten calls in this second: the others conflict, not throttled
+            with pytest.raises(dev.scheduler.exceptions.ConflictException):
+                _create(dev, "busy", due)
+        with pytest.raises(dev.scheduler.exceptions.ThrottlingException):
+            _create(dev, "busy", due)
+        _create(dev, "other", due)  # per schedule: another name is not throttled
+        dev.clock.advance(1.0)
+        with pytest.raises(dev.scheduler.exceptions.ConflictException):
+            _create(dev, "busy", due)  # a second later: allowed again
+
+
+def test_a_refused_delivery_is_retried_then_dead_lettered_with_its_input() -> None:
+    """The target refuses (Lambda throttles the invoke): Scheduler retries under the
+    RetryPolicy, then sends the event, the Input itself, to the DLQ; the stack hands it to the
+    worker as an SQS event (the template's event source mapping on FailedKicksQueue)."""
+    with dev_stack() as dev:
+        dev.stack.scheduler.faults.delivery_failure_rate = 1.0
+        due = dev.clock.now() + 60
+        policy = {"MaximumRetryAttempts": 3, "MaximumEventAgeInSeconds": 3600}
+        _create(dev, "w", due, RetryPolicy=policy, DeadLetterConfig={"Arn": DLQ})
+        dev.clock.advance(60 + 60 + 30)  # fired, and three retries within 1+2+4 s (jittered)
+        assert len(dev.events("schedule_retry")) == 3
+        (letter,) = dev.stack.scheduler.letters
+        assert letter.queue_arn == DLQ and json.loads(letter.body) == json.loads(TARGET["Input"])
+        assert letter.attributes["ERROR_CODE"] == "TooManyRequestsException"
+        assert letter.attributes["EXHAUSTED_RETRY_CONDITION"] == "MaximumRetryAttempts"
+        (sqs,) = [e for e in dev.events("kick") if e["queue"] is None]  # the SQS batch
+        assert dev.stack.scheduler.dropped == 0 and sqs["function"] == FUNCTION
+
+
+def test_without_a_dead_letter_queue_the_event_is_dropped_after_its_maximum_age() -> None:
+    with dev_stack() as dev:
+        dev.stack.scheduler.faults.delivery_failure_rate = 1.0
+        due = dev.clock.now() + 60
+        policy = {"MaximumRetryAttempts": 185, "MaximumEventAgeInSeconds": 120}
+        _create(dev, "w", due, RetryPolicy=policy)
+        dev.clock.advance(60 + 60 + 120 + 300)
+        assert dev.stack.scheduler.dropped == 1 and dev.stack.scheduler.letters == []
+        (drop,) = dev.events("schedule_drop")
+        assert "MaximumEventAgeInSeconds" in drop["detail"]
+
+
+def test_with_no_retry_policy_aws_defaults_keep_retrying_for_a_day() -> None:
+    """AWS's default RetryPolicy: 185 attempts over 86,400 s; not given up after an hour."""
+    with dev_stack() as dev:
+        dev.stack.scheduler.faults.delivery_failure_rate = 1.0
+        _create(dev, "w", dev.clock.now() + 60, DeadLetterConfig={"Arn": DLQ})
+        dev.clock.advance(3600)
+        assert len(dev.events("schedule_retry")) > 10
+        assert dev.stack.scheduler.letters == [] and dev.stack.scheduler.dropped == 0
+        dev.clock.advance(86_400)
+        assert len(dev.stack.scheduler.letters) == 1
