@@ -33,9 +33,15 @@ ROLE = "arn:aws:iam::123456789012:role/pgkick-bench"
 
 
 def run(
-    dsn: str, jobs: int, reset: Callable[[], None], say: Callable[[str], None]
+    dsn: str,
+    jobs: int,
+    reset: Callable[[], None],
+    say: Callable[[str], None],
+    *,
+    throttle_rate: float = 0.0,
 ) -> dict[str, Any]:
-    """Enqueue `jobs` delayed jobs, each in its own minute, in one enqueue_many."""
+    """Enqueue `jobs` delayed jobs, each in its own minute, in one enqueue_many.
+    throttle_rate: the share of CreateSchedule calls the stack throttles (retried)."""
     base = datetime.now(UTC).replace(second=0, microsecond=0) + timedelta(hours=2)
     batch = [
         {"payload": {"n": n}, "task": "noop", "run_at": base + timedelta(minutes=n)}
@@ -49,6 +55,7 @@ def run(
     # The stack's scheduler on a clock that never moves: it keeps the schedules as AWS does,
     # without a timer thread for each of them.
     stack = Stack([FunctionSpec(FUNCTION)], clock=ManualClock(start=time.time()))
+    stack.scheduler.faults.api_throttle_rate = throttle_rate
     try:
         with ServerThread(make_app(stack)) as server:
             client = boto3.client(
@@ -73,6 +80,7 @@ def run(
         reset()
     result = {
         "jobs": jobs,
+        "throttle_rate": throttle_rate,
         "distinct_minutes": jobs,
         "scheduler_calls": kicker.wakes.stats.calls,
         "schedules_made": schedules,

@@ -94,8 +94,10 @@ class Scheduler:
     seed: int | None = None
     faults: SchedulerFaults = field(default_factory=SchedulerFaults)
     on_dead_letter: Callable[[DeadLetter], None] | None = None
+    on_settled: Callable[[], None] = lambda: None  # a retried delivery ended (waiters look)
     letters: list[DeadLetter] = field(default_factory=list)  # every dead letter, kept
     dropped: int = 0  # deliveries given up with no dead-letter queue (InvocationDroppedCount)
+    retrying: int = 0  # deliveries waiting for their next try (their schedule may be gone)
     _schedules: dict[tuple[str, str], Schedule] = field(default_factory=dict)
     _lock: threading.Lock = field(default_factory=threading.Lock)
     _calls: dict[tuple[str, str], list[float]] = field(default_factory=dict)
@@ -267,6 +269,12 @@ class Scheduler:
             )
         self._attempt(Delivery(f"{schedule.group}/{schedule.name}", body["Target"], event, due))
 
+    def _retry(self, delivery: Delivery) -> None:
+        with self._lock:
+            self.retrying -= 1
+        self._attempt(delivery)
+        self.on_settled()
+
     def _attempt(self, delivery: Delivery) -> None:
         """Deliver once; on a refusal, retry later under the RetryPolicy, then dead-letter."""
         function = _function({"Target": delivery.target}) or ""
@@ -288,7 +296,9 @@ class Scheduler:
                     detail=f"{delivery.schedule} {failure.code}, retry {delivery.retries} in "
                     f"{delay:.0f} s",
                 )
-                self.clock.call_later(delay, lambda: self._attempt(delivery))
+                with self._lock:
+                    self.retrying += 1
+                self.clock.call_later(delay, lambda: self._retry(delivery))
                 return
             letter = delivery.dead_letter(failure, condition)
         self.timeline.record(

@@ -89,6 +89,7 @@ class Stack:
             seed=seed,
             faults=scheduler_faults or SchedulerFaults(),
             on_dead_letter=self._dead_letter,
+            on_settled=self._notify,
         )
         self._letters: list[DeadLetter] = []  # waiting for the next SQS batch
 
@@ -122,7 +123,7 @@ class Stack:
         schedule still to fire: wake-ups and rescues)."""
         if any(not q.idle() for q in self.functions.values()):
             return False
-        return not include_schedules or not self.one_time_schedules()
+        return not include_schedules or not (self.one_time_schedules() or self.scheduler.retrying)
 
     def one_time_schedules(self) -> list[str]:
         return [
@@ -193,6 +194,10 @@ class Stack:
         if queue is None:
             raise DeliveryFailed("ResourceNotFoundException", f"Function not found: {function}")
         queue.submit(event, lineage=0)  # the scheduler's invocation starts a new chain
+
+    def _notify(self) -> None:
+        with self.lock:
+            self.lock.notify_all()
 
     def _dead_letter(self, letter: DeadLetter) -> None:
         """A schedule's dead letter: to the worker as an SQS event, in batches of up to
