@@ -17,10 +17,9 @@ import logging
 import random
 import time
 from collections.abc import Callable
-from dataclasses import asdict, dataclass, replace
-from datetime import UTC, datetime, timedelta
+from dataclasses import replace
+from datetime import UTC, datetime
 
-from pgkick import config
 from pgkick.kick.kickers import Kicker
 from pgkick.kick.watch import WorkerWatch
 from pgkick.store.worker import ClaimedJob, WorkerStore
@@ -28,69 +27,15 @@ from pgkick.tasks.registry import Registry
 from pgkick.worker.healing import heal_queues
 from pgkick.worker.lease import LeaseKeeper
 from pgkick.worker.linger import WakeUpLine
+from pgkick.worker.options import Summary, WorkerOptions, backoff_jitter
 from pgkick.worker.rescue import DeadMansSwitch
 from pgkick.worker.task_run import CANCELLED, run_task
 
 log = logging.getLogger("pgkick.worker")
 
 FLUSH_AFTER_SECONDS = 0.5  # complete finished jobs at once when a batch runs longer
-CANCEL_CHECK_SECONDS = 2.0  # a cancel reaches a running task within this (pgkick.worker.lease)
 
-
-@dataclass
-class Summary:
-    """What one invocation did: returned by the handler, turned into metrics."""
-
-    queue: str
-    claimed: int = 0
-    done: int = 0
-    failed: int = 0
-    retried: int = 0
-    lost: int = 0
-    rescued: int = 0  # expired leases a rescue re-queued before draining
-    wake_failures: int = 0  # retries (and snoozes) whose wake-up could not be booked
-    healed_kicks: int = 0  # other queues found ready and unwatched as it left (kicked)
-    healed_wakes: int = 0  # queues whose earliest future run_at got a wake-up as it left
-    snoozed: int = 0  # back in the queue by pgkick.Snooze, no attempt used
-    batches: int = 0
-    rekicked: bool = False
-    fanouts: int = 0
-    stopped_because: str = ""
-    duration_ms: int = 0
-
-    def as_dict(self) -> dict[str, object]:
-        return asdict(self)
-
-
-@dataclass(frozen=True, slots=True)
-class WorkerOptions:
-    """The loop's knobs. Runtime builds them from config.Settings; the defaults are
-    config's, except that the bare loop (tests, embedding) neither lingers nor waits
-    before fanning out unless asked."""
-
-    batch: int = config.DEFAULT_BATCH
-    lease: timedelta = timedelta(seconds=config.DEFAULT_LEASE_SECONDS)
-    min_remaining: timedelta = timedelta(milliseconds=config.DEFAULT_MIN_REMAINING_MS)
-    max_fanout: int = config.DEFAULT_MAX_FANOUT
-    fanout_after: timedelta = timedelta(0)  # full batches for this long before fanning out
-    backoff: timedelta | None = None  # None: the SQL's 10 s x 2^attempts, capped at 1 hour
-    backoff_cap: timedelta | None = None
-    heartbeat: bool = True  # False: leases are extended only when a task asks (tests)
-    linger: timedelta = timedelta(0)  # how long an empty queue is re-claimed before leaving
-    watch_ttl: timedelta = timedelta(seconds=config.DEFAULT_WATCH_SECONDS)  # pgkick.kick.watch
-    listen: str = "off"  # while lingering, wait for a NOTIFY: auto, on, off (pgkick.worker.linger)
-    max_hops: int = config.DEFAULT_MAX_HOPS  # self-kicks per chain, then a wake-up
-    heal: bool = True  # leaving, sweep every queue (pgkick.worker.healing)
-    kick_pending: timedelta = timedelta(milliseconds=10_000)  # PGKICK_KICK_PENDING_MS
-    backoff_jitter: float = 0.1  # a retry waits its backoff x (1 ± this), drawn at random
-    # While jobs run, cancel marks are read this often between two extensions (a third of
-    # the lease: 100 s and more on Lambda), so a cancel reaches its task within seconds.
-    cancel_check: timedelta = timedelta(seconds=CANCEL_CHECK_SECONDS)
-
-
-def backoff_jitter(source: random.Random, spread: float = 0.1) -> Callable[[], float]:
-    """Factors drawn uniformly from 1 - spread .. 1 + spread, from `source`."""
-    return lambda: source.uniform(1 - spread, 1 + spread)
+__all__ = ["Summary", "Worker", "WorkerOptions", "backoff_jitter"]
 
 
 class Worker:
