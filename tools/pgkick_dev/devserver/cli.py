@@ -215,6 +215,8 @@ def cmd_dev(args: argparse.Namespace) -> dict[str, Any]:
         lines.append(f"schedules from PGKICK_TASKS' @pgkick.periodic: {periodic or 'none'}")
     except Exception as exc:  # the app's modules fail to import: say so, serve anyway
         lines.append(f"PGKICK_TASKS did not import ({exc}): no periodic schedules")
+    wildcard = host in ("0.0.0.0", "::", "localhost")
+    stack.endpoint = f"http://{'127.0.0.1' if wildcard else host}:{args.port}"  # for the workers
     app = make_app(stack, dsn=dsn, allow_remote=bool(args.host), banner=banner)
     stop = threading.Event()
     try:
