@@ -1,4 +1,4 @@
-"""Handlers the dev server's tests run in its execution environments (PGKICK_LOCAL_HANDLER)."""
+"""Handlers the dev server's tests run in its execution environments (FunctionSpec.handler)."""
 
 from __future__ import annotations
 

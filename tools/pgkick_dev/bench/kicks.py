@@ -23,6 +23,7 @@ from pgkick.producer import enqueue as producer
 from pgkick_dev import queries as dev_queries
 from pgkick_dev.bench.figures import percentile
 from pgkick_dev.local.kicker import LocalKicker
+from pgkick_dev.sessions import SessionCounter
 
 
 @dataclass(frozen=True)
@@ -58,6 +59,7 @@ def measure(dsn: str, load: KickLoad, log: Path, concurrency: int = 4) -> dict[s
         output=log,
     )
     producers_before = linger.opened_total()
+    sessions = SessionCounter(dsn)
     try:
         started = time.monotonic()
         _paced(load, lambda: producer.enqueue_and_kick({}, task="noop", dsn=dsn, kicker=local))
@@ -65,6 +67,9 @@ def measure(dsn: str, load: KickLoad, log: Path, concurrency: int = 4) -> dict[s
         local.wait_idle(600, include_wakes=True)
     finally:
         local.close()
+    linger.close_all()  # the producers' lingering connections end: counted, then set apart
+    producer_sessions = linger.opened_total() - producers_before
+    worker_sessions = sessions.opened() - producer_sessions  # PostgreSQL's count
     with Database.open(dsn, application_name="pgkick-bench") as store:
         rows = store.dicts(dev_queries.JOB_LATENCY_ALL)
     claimed = sum(r.get("claimed", 0) for r in local.stats.results if isinstance(r, dict))
@@ -76,9 +81,9 @@ def measure(dsn: str, load: KickLoad, log: Path, concurrency: int = 4) -> dict[s
         "seconds": round(sent_in, 1),
         "invocations": stats.invocations,
         "invocations_per_job": round(stats.invocations / load.jobs, 4),
-        "worker_sessions": stats.db_sessions,
-        "worker_sessions_per_job": round(stats.db_sessions / load.jobs, 4),
-        "producer_sessions": linger.opened_total() - producers_before,
+        "worker_sessions": worker_sessions,
+        "worker_sessions_per_job": round(worker_sessions / load.jobs, 4),
+        "producer_sessions": producer_sessions,
         "throttles": stats.throttles,
         "dropped": len(stats.failed_kicks),
         "lambda_seconds": round(

@@ -38,6 +38,7 @@ def read(status: int, body: bytes) -> dict[str, Any]:
         elif out["failure"] is None:
             out["result"] = value
     if out["failure"] is not None:  # what the stack's stats keep for a failed invocation
-        out["result"] = {"error": f"{out['failure']['errorType']}: {out['failure']['errorMessage']}"}
+        failure = out["failure"]
+        out["result"] = {"error": f"{failure['errorType']}: {failure['errorMessage']}"}
     out["reset"] = out["timed_out"] or out["crashed"]
     return out

@@ -66,6 +66,7 @@ class Environment:
     frozen: bool = False
     retire_timer: Cancellable | None = None
     reported: threading.Event = field(default_factory=threading.Event)
+    runtime_pids: list[int] = field(default_factory=list)  # the RIE's children, last seen
 
 
 class Pool:
@@ -133,19 +134,23 @@ class Pool:
         if environment.retired:  # closing or reloading
             self._retire(environment)
             return
-        if self.freeze and not environment.frozen:
-            if environment.process.poll() is None:
-                self._signal(environment, signal.SIGSTOP)  # the RIE and its runtime
-                environment.frozen = True
-                self._timeline.record(
-                    "freeze",
-                    function=self.function,
-                    request_id=request_id,
-                    detail=f"pid {environment.process.pid}",
-                )
+        if self.freeze and not environment.frozen and environment.process.poll() is None:
+            self._signal(environment, signal.SIGSTOP)  # the RIE and its runtime
+            environment.frozen = True
+            self._timeline.record(
+                "freeze",
+                function=self.function,
+                request_id=request_id,
+                detail=f"pid {environment.process.pid}",
+            )
         environment.retire_timer = self._clock.call_later(
             self.idle_seconds, lambda: self._retire_if_idle(environment)
         )
+
+    def runtimes(self, environment: Environment) -> list[int]:
+        """The pids of the processes the environment's RIE started (its Python runtime):
+        what dies on Lambda when a worker is killed mid-job."""
+        return _descendants(environment.process.pid)
 
     def busy(self) -> list[Environment]:
         return [e for e in self._envs if e.busy is not None]
@@ -223,7 +228,9 @@ class Pool:
         assert process.stdout is not None
         environment = Environment(process=process, port=port, id=environment_id)
         self._envs.append(environment)
-        threading.Thread(target=self._stream, args=(environment, process.stdout), daemon=True).start()
+        stream = threading.Thread(target=self._stream, args=(environment, process.stdout))
+        stream.daemon = True
+        stream.start()
         return environment
 
     def _post(self, environment: Environment, item: Any, event: bytes) -> None:
@@ -256,6 +263,7 @@ class Pool:
         if not answer_["crashed"]:
             environment.reported.wait(2)  # the REPORT line follows the answer (none on a crash)
         answer_.update(duration_ms=elapsed, peak_rss_mb=_peak_rss_mb(environment.process.pid))
+        environment.runtime_pids = _descendants(environment.process.pid)
         with self._lock:
             environment.cold = bool(answer_["reset"])  # a timeout or a crash: init again
             if answer_["timed_out"]:
@@ -276,6 +284,9 @@ class Pool:
             if _REPORT.match(line):
                 environment.reported.set()
         environment.process.wait()
+        for pid in environment.runtime_pids:  # orphaned when the RIE itself was killed
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.kill(pid, signal.SIGKILL)
         with self._lock:
             if environment in self._envs:
                 self._envs.remove(environment)

@@ -306,8 +306,7 @@ class AsyncQueue:
 
 
 def _said(error: Any) -> str:
-    """An invocation's error in one line: Lambda's error payload by its message (which
-    names its type, as `Runtime.MarshalError: ...` does), anything else as text."""
+    """An invocation's error in one line: Lambda's error payload as "errorType: errorMessage"."""
     if isinstance(error, dict):
-        return str(error.get("errorMessage") or error.get("errorType") or error)
+        return f"{error.get('errorType')}: {error.get('errorMessage')}"
     return str(error)

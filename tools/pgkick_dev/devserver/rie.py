@@ -1,4 +1,4 @@
-"""Where the dev stack finds AWS's Runtime Interface Emulator (RIE), the binary behind each environment.
+"""Where the dev stack finds AWS's Runtime Interface Emulator (RIE), behind each environment.
 
 Why the emulator: Lambda's own runtime client (`awslambdaric`) runs the handler, and it
 speaks only the Runtime API; the RIE serves that API and the HTTP invoke endpoint, as

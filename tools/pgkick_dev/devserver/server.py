@@ -84,6 +84,7 @@ def make_app(
 ) -> ASGIApp:
     """The dev server's app; `with_dashboard=False` serves the APIs alone (the in-process
     stack of LocalKicker, which its environments call back)."""
+
     async def status(request: Request) -> Response:
         with stack.lock:
             pending = {name: q.pending() for name, q in stack.functions.items()}

@@ -29,7 +29,6 @@ from typing import Any
 from pgkick.kick.kickers import kick_event
 from pgkick.tasks.recurring import Periodic
 from pgkick_dev.devserver.clock import Clock
-from pgkick_dev.devserver.server import ServerThread, make_app
 from pgkick_dev.devserver.queue import (
     LOOP_LIMIT,
     RETRY_DELAYS,
@@ -37,6 +36,7 @@ from pgkick_dev.devserver.queue import (
     QueueOptions,
     QueueStats,
 )
+from pgkick_dev.devserver.server import ServerThread, make_app
 from pgkick_dev.devserver.stack import FunctionSpec, Stack
 from pgkick_dev.devserver.timeline import Timeline
 from pgkick_dev.local.ticks import PeriodicTimers, StartTimer, thread_timer
@@ -201,9 +201,10 @@ class LocalKicker:
         return self.stack.wait_idle(timeout, include_schedules=include_wakes)
 
     def processes(self) -> list[int]:
-        """The pids of the environments running an invocation now."""
+        """The pids of the runtimes (awslambdaric's Python) running an invocation now."""
         with self.stack.lock:
-            return [e.process.pid for e in self._queue.pool.busy()]
+            pool = self._queue.pool
+            return [pid for e in pool.busy() for pid in pool.runtimes(e)]
 
     def close(self) -> None:
         """Cancel ticks, wake-ups and retries, and let every environment exit."""
