@@ -201,6 +201,8 @@ class Pool:
             "AWS_LAMBDA_FUNCTION_TIMEOUT": str(self.timeout_s),
             "AWS_LAMBDA_FUNCTION_MEMORY_SIZE": str(self.memory_mb),
             "AWS_LAMBDA_FUNCTION_VERSION": "$LATEST",
+            "AWS_LAMBDA_LOG_GROUP_NAME": f"/aws/lambda/{self.function}",  # as Lambda sets them
+            "AWS_LAMBDA_LOG_STREAM_NAME": f"{time.strftime('%Y/%m/%d')}/[$LATEST]{environment_id}",
             "LAMBDA_TASK_ROOT": os.getcwd(),
             "PYTHONUNBUFFERED": "1",
         }
