@@ -81,7 +81,7 @@ def test_a_timeout_is_task_timed_out_and_the_next_invocation_is_a_cold_start() -
 def test_the_emulator_is_found_or_the_refusal_says_what_to_do(tmp_path: Path) -> None:
     """PGKICK_DEV_RIE naming nothing, or nothing found and PyPI unreachable: a refusal
     naming the variable and the SAM CLI to install."""
-    with pytest.raises(rie.RieMissing, match="PGKICK_DEV_RIE=.* is not an executable file"):
+    with pytest.raises(rie.RieMissing, match=r"PGKICK_DEV_RIE=.* is not an executable file"):
         rie.locate({"PGKICK_DEV_RIE": str(tmp_path / "nothing")})
 
     def unreachable(target: Path, say: Any) -> Path:
@@ -91,7 +91,7 @@ def test_the_emulator_is_found_or_the_refusal_says_what_to_do(tmp_path: Path) ->
     if any(path.exists() for path in rie.candidates(env)):  # this checkout's .venv-sam
         assert rie.locate(env, fetch=unreachable).name == rie.binary_name()
         return
-    with pytest.raises(rie.RieMissing, match="pip install aws-sam-cli==.*PGKICK_DEV_RIE"):
+    with pytest.raises(rie.RieMissing, match=r"pip install aws-sam-cli==.*PGKICK_DEV_RIE"):
         rie.locate(env, fetch=unreachable)
 
 
