@@ -1,7 +1,8 @@
 """`pgkick dev`: the app's local serverless stack in one long-running command.
 
 It serves Lambda's Invoke API and EventBridge Scheduler's API on 127.0.0.1:3001,
-runs the worker function's invocations in execution environments with the app's
+runs the worker function's invocations in execution environments (AWS's Runtime
+Interface Emulator running Lambda's runtime client, awslambdaric) with the app's
 tasks (PGKICK_TASKS, the current folder on the path), streams their log lines,
 and says in its banner which database it uses and which kindnesses are on.
 """
@@ -203,8 +204,16 @@ def cmd_dev(args: argparse.Namespace) -> dict[str, Any]:
 
     sys.path.insert(0, os.getcwd())
     signal.signal(signal.SIGTERM, _interrupt)  # stop as on Ctrl-C: environments, then PostgreSQL
+    from pgkick_dev.devserver import rie
+
+    try:  # before the database: a refusal leaves nothing started
+        emulator = rie.locate(say=lambda line: print(line, flush=True))
+    except rie.RieMissing as exc:
+        raise SystemExit(f"pgkick dev: {exc}") from exc
     dsn, source, embedded = _database(args)
     stack, lines = build_stack(args, dsn)
+    said = f"environments: awslambdaric behind AWS's Runtime Interface Emulator, {emulator}"
+    lines.insert(0, said)
     host = args.host or "127.0.0.1"
     url = f"http://{host}:{args.port}"
     banner = {"url": url, "database": source, "lines": lines}
