@@ -7,6 +7,8 @@ Driven through boto3 over HTTP, as an app drives Lambda."""
 from __future__ import annotations
 
 import json
+import os
+import signal
 from pathlib import Path
 from typing import Any
 
@@ -98,3 +100,32 @@ def test_the_emulator_is_found_or_the_refusal_says_what_to_do(tmp_path: Path) ->
 def test_the_emulator_fetched_is_the_sam_cli_the_tests_install() -> None:
     pins = (ROOT / "infra" / "sam-requirements.txt").read_text().splitlines()
     assert f"aws-sam-cli=={rie.SAM_VERSION}" in pins
+
+
+def test_a_runtime_killed_during_its_init_is_a_failure_retried_as_on_lambda(
+    tmp_path: Path,
+) -> None:
+    """The emulator answers 502 with no body when the runtime dies while importing the
+    handler: a failed invocation (retried when asynchronous), never an empty success."""
+    gate = tmp_path / "gate"
+    with dev_stack(
+        "tests.devserver_slow_init:handler",
+        env={"PGKICK_TEST_GATE": str(gate)},
+        retry_delays=(0.0, 0.0),
+        max_retries=1,
+    ) as dev:
+        dev.lambda_.invoke(FunctionName=FUNCTION, InvocationType="Event", Payload=b"{}")
+        dev.wait(lambda: bool(dev.stack.functions[FUNCTION].pool.busy()))
+        pool = dev.stack.functions[FUNCTION].pool
+        dev.wait(lambda: bool(pool.runtimes(pool.busy()[0])) if pool.busy() else False)
+        with dev.stack.lock:
+            (runtime,) = pool.runtimes(pool.busy()[0])
+        os.kill(runtime, signal.SIGKILL)
+        gate.touch()  # the retry's init goes through
+        dev.wait(lambda: "retry" in dev.kinds())
+        dev.clock.advance(0.0)  # the retry's delay (scaled to 0 s) on the stack's clock
+        dev.wait(lambda: dev.stack.functions[FUNCTION].stats.invocations == 2 and dev.stack.idle())
+        stats = dev.stack.functions[FUNCTION].stats
+    assert stats.crashes == 1 and stats.retries == 1 and stats.failed_kicks == []
+    assert stats.results[0]["error"].startswith("Runtime.ExitError")
+    assert stats.results[1] == {"initialised": True}

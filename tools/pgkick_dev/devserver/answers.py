@@ -6,7 +6,8 @@ leaves out the `X-Amz-Function-Error` header Lambda adds, so the stack reads the
   (an unhandled exception, `Runtime.MarshalError`, ...), passed on as it is;
 - `Task timed out after N.NN seconds` (plain text) is the RIE's timeout, reported in
   Lambda's shape (`Sandbox.Timedout`); the RIE has reset the runtime;
-- a 502 with `Runtime.ExitError` is a crashed runtime, reset too;
+- a 502 with `Runtime.ExitError`, or with no body (a runtime killed during its
+  init), is a crashed runtime, reset too;
 - anything else is the handler's answer, already marshalled by awslambdaric.
 """
 
@@ -30,12 +31,17 @@ def read(status: int, body: bytes) -> dict[str, Any]:
             value = json.loads(text) if text.strip() else None
         except ValueError:
             value = text  # not JSON: say what came
-            if status != 200:
-                out["failure"] = {"errorType": "Runtime.Unknown", "errorMessage": text[:1000]}
         if isinstance(value, dict) and "errorType" in value and "errorMessage" in value:
             out["failure"] = value
             out["crashed"] = status == 502 or value["errorType"] == "Runtime.ExitError"
-        elif out["failure"] is None:
+        elif status != 200:  # e.g. 502 with no body: the runtime died during its init
+            out["crashed"] = True
+            out["failure"] = {
+                "errorType": "Runtime.ExitError",
+                "errorMessage": f"Error: Runtime exited (the emulator answered {status}"
+                + (f": {text[:500]})" if text.strip() else " during the runtime's init)"),
+            }
+        else:
             out["result"] = value
     if out["failure"] is not None:  # what the stack's stats keep for a failed invocation
         failure = out["failure"]
