@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from pgkick.connections import linger
-from pgkick.connections.db import Database
+from pgkick.connections.db import Database, opened
 from pgkick.producer import enqueue as producer
 from pgkick_dev import queries as dev_queries
 from pgkick_dev.bench.figures import percentile
@@ -59,7 +59,7 @@ def measure(dsn: str, load: KickLoad, log: Path, concurrency: int = 4) -> dict[s
         output=log,
     )
     producers_before = linger.opened_total()
-    sessions = SessionCounter(dsn)
+    sessions, ours_before = SessionCounter(dsn), opened.count
     try:
         started = time.monotonic()
         _paced(load, lambda: producer.enqueue_and_kick({}, task="noop", dsn=dsn, kicker=local))
@@ -69,7 +69,8 @@ def measure(dsn: str, load: KickLoad, log: Path, concurrency: int = 4) -> dict[s
         local.close()
     linger.close_all()  # the producers' lingering connections end: counted, then set apart
     producer_sessions = linger.opened_total() - producers_before
-    worker_sessions = sessions.opened() - producer_sessions  # PostgreSQL's count
+    # PostgreSQL's count of every session, less those this process opened (its producers)
+    worker_sessions = sessions.opened() - (opened.count - ours_before)
     with Database.open(dsn, application_name="pgkick-bench") as store:
         rows = store.dicts(dev_queries.JOB_LATENCY_ALL)
     claimed = sum(r.get("claimed", 0) for r in local.stats.results if isinstance(r, dict))
