@@ -58,11 +58,21 @@ RUNTIME_DISTRIBUTIONS = (
 
 
 def rie_binary(rie_dir: Path = RIE_DIR) -> Path | None:
-    """The emulator for this machine's architecture, from the aws-sam-cli package."""
+    """The emulator for this machine's architecture, from the aws-sam-cli package in
+    .venv-sam; else wherever `pgkick dev` finds it (pgkick_dev.devserver.rie: PGKICK_DEV_RIE,
+    `sam` on PATH, its cache, PyPI's wheel once); None if nowhere."""
+    from pgkick_dev.devserver import rie
+
     arch = {"x86_64": "x86_64", "amd64": "x86_64", "aarch64": "arm64", "arm64": "arm64"}
     name = arch.get(platform.machine().lower())
     path = rie_dir / f"aws-lambda-rie-{name}"
-    return path if name and path.exists() else None
+    if name and path.exists():
+        return path
+    try:
+        return rie.locate()
+    except rie.RieMissing as exc:
+        print(f"rie_invoke: {exc}", flush=True)
+        return None
 
 
 def runtime_client_dir(target: Path) -> Path | None:

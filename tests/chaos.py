@@ -31,7 +31,7 @@ ROOT = Path(__file__).parent.parent
 
 class Chaos:
     def __init__(
-        self, dsn: str, folder: Path, *, concurrency: int = 2, timeout_ms: int = 2_000, **env: str
+        self, dsn: str, folder: Path, *, concurrency: int = 2, timeout_ms: int = 4_000, **env: str
     ) -> None:
         self.dsn = dsn
         self.traces = folder / "traces"

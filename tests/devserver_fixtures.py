@@ -93,6 +93,7 @@ def dev_stack(
     )
     try:
         with ServerThread(make_app(stack)) as server:
+            stack.endpoint = server.url  # the environments' workers call it back
             yield Running(
                 stack,
                 server.url,

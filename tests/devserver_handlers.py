@@ -1,4 +1,4 @@
-"""Handlers the dev server's tests run in its execution environments (PGKICK_LOCAL_HANDLER)."""
+"""Handlers the dev server's tests run in its execution environments (FunctionSpec.handler)."""
 
 from __future__ import annotations
 
@@ -41,3 +41,33 @@ def ticker(event: Any, context: Any) -> dict[str, Any]:
 
         threading.Thread(target=count, daemon=True).start()
     return {"pid": os.getpid(), "ticks": _ticks[0]}
+
+
+def unmarshallable(event: Any, context: Any) -> dict[str, Any]:
+    """Answers with a datetime, which Lambda's runtime cannot send back."""
+    from datetime import UTC, datetime
+
+    return {"at": datetime.now(UTC)}
+
+
+def context_seen(event: Any, context: Any) -> dict[str, Any]:
+    """What the handler sees of Lambda's context object, as awslambdaric builds it."""
+    return {
+        "remaining_ms": context.get_remaining_time_in_millis(),
+        "memory_limit_in_mb": context.memory_limit_in_mb,
+        "function_name": context.function_name,
+        "function_version": context.function_version,
+        "arn": context.invoked_function_arn,
+        "log_group_name": context.log_group_name,
+    }
+
+
+_inits = [0]
+
+
+def sleeper(event: Any, context: Any) -> dict[str, Any]:
+    """Sleeps `event["sleep"]` seconds; says its pid and how many invocations this
+    process's module has seen (1: a fresh, cold init)."""
+    _inits[0] += 1
+    time.sleep(float(event.get("sleep", 0)))
+    return {"pid": os.getpid(), "invocations": _inits[0]}

@@ -1,8 +1,8 @@
 """A producer process for the dispatch stress test: `python -m tests.stress_producer N SEED`.
 
 It calls `enqueue_and_kick` N times at random short intervals, as an app's process
-would, with PGKICK_KICKER=local inside a pipe to the test (PipeKicker): the test's
-LocalKicker receives its kicks. Prints each committed job id on stdout.
+would, with PGKICK_KICKER=lambda and boto3's endpoint pointing at the test's
+LocalKicker's stack, which receives its kicks over HTTP. Prints each committed job id on stdout.
 """
 
 from __future__ import annotations

@@ -5,39 +5,24 @@ reaper runs alongside. Every committed job must end done, and no job may run twi
 from __future__ import annotations
 
 import itertools
-import json
 import os
 import random
 import signal
 import subprocess
 import sys
-import threading
 import time
 from collections import defaultdict
-from datetime import datetime, timedelta
+from datetime import timedelta
 from pathlib import Path
 
 import psycopg
 
 from pgkick.worker.reaper import reap
-from pgkick_dev.local.kicker import LocalKicker
+from pgkick_dev.local.kicker import FUNCTION, LocalKicker
 from tests.store import JobStore
 
 ROOT = Path(__file__).parent.parent
 PRODUCERS, JOBS_EACH, KILLS = 3, 100, 4
-
-
-def _forward_kicks(fd: int, local: LocalKicker) -> None:
-    """The producers' PipeKicker messages, delivered to the test's LocalKicker."""
-    with os.fdopen(fd, "rb") as messages:
-        for raw in messages:
-            message = json.loads(raw)
-            if "kick" in message:
-                local.kick(message["kick"]["queue"], message["kick"]["reason"])
-            elif "wake" in message:
-                local.wake_at(
-                    message["wake"]["queue"], datetime.fromisoformat(message["wake"]["at"])
-                )
 
 
 def _spans(folder: Path) -> dict[int, list[tuple[int, int]]]:
@@ -76,25 +61,26 @@ def test_producers_kills_and_a_reaper_every_committed_job_done_none_twice_at_onc
         fast_scheduler=True,  # the labelled kindness: wake-ups at the second, not the minute
         output=tmp_path / "workers.log",
     )
-    read_fd, write_fd = os.pipe()
-    forwarder = threading.Thread(target=_forward_kicks, args=(read_fd, local), daemon=True)
-    forwarder.start()
     producers = [
         subprocess.Popen(
             [sys.executable, "-m", "tests.stress_producer", str(JOBS_EACH), str(seed)],
             env={
                 **os.environ,
                 **env,
-                "PGKICK_KICKER": "local",
-                "PGKICK_LOCAL_PIPE_FD": str(write_fd),
+                # the producers kick the test's stack as an app kicks Lambda: boto3, HTTP
+                "PGKICK_KICKER": "lambda",
+                "PGKICK_WORKER_FUNCTION": FUNCTION,
+                "AWS_ENDPOINT_URL_LAMBDA": local.url,
+                "AWS_ENDPOINT_URL_SCHEDULER": local.url,
+                "AWS_DEFAULT_REGION": "us-east-1",
+                "AWS_ACCESS_KEY_ID": "dev",
+                "AWS_SECRET_ACCESS_KEY": "dev",
             },
-            pass_fds=(write_fd,),
             stdout=subprocess.PIPE,
             cwd=ROOT,
         )
         for seed in range(PRODUCERS)
     ]
-    os.close(write_fd)
     killed = 0
     try:
         while any(p.poll() is None for p in producers):  # kill busy workers meanwhile

@@ -83,6 +83,12 @@ def test_a_dead_worker_is_rescued_by_its_own_wake_up_without_a_reaper(
     )
     _wait_running(dsn)
     if death == "sigkill":  # else it hangs past its timeout and the kicker kills it
+        # once its rescue is booked: through boto3 and HTTP that takes a moment after the
+        # claim (boto3's import, as on Lambda), and a death before it waits for the reaper
+        deadline = time.monotonic() + 30
+        while not local.rescues():
+            assert time.monotonic() < deadline, "the worker booked no rescue"
+            time.sleep(0.02)
         (pid,) = local.processes()[:1]
         os.kill(pid, signal.SIGKILL)
     assert local.wait_idle(60, include_wakes=True)

@@ -148,6 +148,14 @@ QUEUE_WATCHERS_CLEAR: Final = """\
 -- queue_watchers_clear: Forgets every worker announcement and pending kick between benchmark items (benchmarks only).
 DELETE FROM pgkick.queue_watchers;"""
 
+SESSION_COUNT_ESTABLISHED: Final = """\
+-- session_count_established: How many sessions this database has ever had (pg_stat_database.sessions; run in autocommit, so each read is fresh).
+SELECT sessions FROM pg_stat_database WHERE datname = current_database();"""
+
+SESSION_COUNT_OTHERS: Final = """\
+-- session_count_others: How many client sessions other than this one are connected to this database now.
+SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() AND pid <> pg_backend_pid() AND backend_type = 'client backend';"""
+
 SESSION_LIST_ACTIVITY: Final = """\
 -- session_list_activity: The server's now, how many sessions this database has ever had, and the sessions a serverless compute's activity monitor looks at: client backends of this database, autovacuum workers, walsenders (one row with a NULL pid when there are none).
 SELECT now() AS now,
@@ -162,6 +170,10 @@ LEFT JOIN pg_stat_activity AS a
 SESSION_LISTEN: Final = """\
 -- session_listen: Subscribes this session to job notifications (what LISTEN-based peers hold open).
 LISTEN pgkick_jobs;"""
+
+SESSION_STATS_FLUSH: Final = """\
+-- session_stats_flush: Makes this session's pending statistics (its own connection among them) reach pg_stat_database at the end of this statement.
+SELECT pg_stat_force_next_flush();"""
 
 SESSION_TERMINATE_CLIENTS: Final = """\
 -- session_terminate_clients: Closes the other client sessions of this database that have been idle for the whole window, as a suspending compute does (one that connected a moment ago is not caught); only those with one of the given application names, unless none are given.

@@ -18,11 +18,12 @@ from pathlib import Path
 from typing import Any
 
 from pgkick.connections import linger
-from pgkick.connections.db import Database
+from pgkick.connections.db import Database, opened
 from pgkick.producer import enqueue as producer
 from pgkick_dev import queries as dev_queries
 from pgkick_dev.bench.figures import percentile
 from pgkick_dev.local.kicker import LocalKicker
+from pgkick_dev.sessions import SessionCounter
 
 
 @dataclass(frozen=True)
@@ -60,6 +61,7 @@ def measure(dsn: str, load: KickLoad, log: Path, concurrency: int = 4) -> dict[s
         output=log,
     )
     producers_before = linger.opened_total()
+    sessions, ours_before = SessionCounter(dsn), opened.count
     try:
         started = time.monotonic()
         _paced(load, lambda: producer.enqueue_and_kick({}, task="noop", dsn=dsn, kicker=local))
@@ -67,6 +69,10 @@ def measure(dsn: str, load: KickLoad, log: Path, concurrency: int = 4) -> dict[s
         local.wait_idle(600, include_wakes=True)
     finally:
         local.close()
+    linger.close_all()  # the producers' lingering connections end: counted, then set apart
+    producer_sessions = linger.opened_total() - producers_before
+    # PostgreSQL's count of every session, less those this process opened (its producers)
+    worker_sessions = sessions.opened() - (opened.count - ours_before)
     with Database.open(dsn, application_name="pgkick-bench") as store:
         rows = store.dicts(dev_queries.JOB_LATENCY_ALL)
     claimed = sum(r.get("claimed", 0) for r in local.stats.results if isinstance(r, dict))
@@ -78,9 +84,9 @@ def measure(dsn: str, load: KickLoad, log: Path, concurrency: int = 4) -> dict[s
         "seconds": round(sent_in, 1),
         "invocations": stats.invocations,
         "invocations_per_job": round(stats.invocations / load.jobs, 4),
-        "worker_sessions": stats.db_sessions,
-        "worker_sessions_per_job": round(stats.db_sessions / load.jobs, 4),
-        "producer_sessions": linger.opened_total() - producers_before,
+        "worker_sessions": worker_sessions,
+        "worker_sessions_per_job": round(worker_sessions / load.jobs, 4),
+        "producer_sessions": producer_sessions,
         "throttles": stats.throttles,
         "dropped": len(stats.failed_kicks),
         "lambda_seconds": round(

@@ -1,7 +1,8 @@
 """`pgkick dev`: the app's local serverless stack in one long-running command.
 
 It serves Lambda's Invoke API and EventBridge Scheduler's API on 127.0.0.1:3001,
-runs the worker function's invocations in execution environments with the app's
+runs the worker function's invocations in execution environments (AWS's Runtime
+Interface Emulator running Lambda's runtime client, awslambdaric) with the app's
 tasks (PGKICK_TASKS, the current folder on the path), streams their log lines,
 and says in its banner which database it uses and which kindnesses are on.
 """
@@ -229,8 +230,16 @@ def cmd_dev(args: argparse.Namespace) -> dict[str, Any]:
 
     sys.path.insert(0, os.getcwd())
     signal.signal(signal.SIGTERM, _interrupt)  # stop as on Ctrl-C: environments, then PostgreSQL
+    from pgkick_dev.devserver import rie
+
+    try:  # before the database: a refusal leaves nothing started
+        emulator = rie.locate(say=lambda line: print(line, flush=True))
+    except rie.RieMissing as exc:
+        raise SystemExit(f"pgkick dev: {exc}") from exc
     dsn, source, embedded = _database(args)
     stack, lines = build_stack(args, dsn)
+    said = f"environments: awslambdaric behind AWS's Runtime Interface Emulator, {emulator}"
+    lines.insert(0, said)
     host = args.host or "127.0.0.1"
     url = f"http://{host}:{args.port}"
     banner = {"url": url, "database": source, "lines": lines}
@@ -241,6 +250,8 @@ def cmd_dev(args: argparse.Namespace) -> dict[str, Any]:
         lines.append(f"schedules from PGKICK_TASKS' @pgkick.periodic: {periodic or 'none'}")
     except Exception as exc:  # the app's modules fail to import: say so, serve anyway
         lines.append(f"PGKICK_TASKS did not import ({exc}): no periodic schedules")
+    wildcard = host in ("0.0.0.0", "::", "localhost")
+    stack.endpoint = f"http://{'127.0.0.1' if wildcard else host}:{args.port}"  # for the workers
     app = make_app(stack, dsn=dsn, allow_remote=bool(args.host), banner=banner)
     stop = threading.Event()
     try:

@@ -10,8 +10,11 @@ Errors are Lambda's: status, `x-amzn-ErrorType`, and {"Type", "message"}, which
 botocore turns into the same exception classes (ResourceNotFoundException,
 InvalidRequestContentException, RequestTooLargeException, ...). Payload limits are
 the documented ones: 1 MB asynchronous, 6 MB synchronous. The chain an event
-belongs to is read where AWS reads it: the Lineage in X-Amzn-Trace-Id, which
-botocore copies from the calling invocation's _X_AMZN_TRACE_ID.
+belongs to is read where AWS reads it, the Lineage in X-Amzn-Trace-Id (botocore
+copies it from the calling invocation's _X_AMZN_TRACE_ID), except for the stack's own
+environments: the emulator does not pass that header to the runtime, so their
+endpoint names them (`/_env/<id>/2015-03-31/...`) and the stack counts one hop past
+the invocation that environment is running.
 """
 
 from __future__ import annotations
@@ -74,6 +77,11 @@ def routes(stack: Stack) -> list[Route]:
         if kind == "DryRun":
             return Response(status_code=204, headers={"x-amzn-RequestId": request_id})
         hops = lineage(request)
+        sender = request.path_params.get("environment")
+        if sender is not None:
+            with stack.lock:
+                counted = stack.sender_lineage(sender)
+            hops = hops if counted is None else counted
         if kind == "Event":
             request_id = queue.submit(event, lineage=hops, request_id=request_id)
             return Response(status_code=202, headers={"x-amzn-RequestId": request_id})
@@ -98,4 +106,9 @@ def routes(stack: Stack) -> list[Route]:
             json.dumps(answer["result"]), 200, headers=headers, media_type="application/json"
         )
 
-    return [Route("/2015-03-31/functions/{name}/invocations", invoke, methods=["POST"])]
+    return [
+        Route("/2015-03-31/functions/{name}/invocations", invoke, methods=["POST"]),
+        Route(
+            "/_env/{environment}/2015-03-31/functions/{name}/invocations", invoke, methods=["POST"]
+        ),
+    ]

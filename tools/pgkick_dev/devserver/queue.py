@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import concurrent.futures
 import itertools
+import json
 import logging
 import random
 import threading
@@ -72,9 +73,8 @@ class QueueStats:
     timeouts: int = 0
     duplicates: int = 0  # injected second deliveries
     injected_drops: int = 0  # events lost on purpose (silent, as on AWS: no destination)
-    db_sessions: int = 0  # database connections the invocations opened
     failed_kicks: list[dict[str, Any]] = field(default_factory=list)  # dropped, with why
-    results: list[dict[str, Any]] = field(default_factory=list)
+    results: list[Any] = field(default_factory=list)  # each answer ({"error": ...} if failed)
     peak_rss_mb: int = 0  # the largest "Max Memory Used" of any environment so far
 
 
@@ -103,7 +103,6 @@ class AsyncQueue:
         clock: Clock,
         timeline: Timeline,
         lock: threading.Condition,
-        on_message: Callable[[AsyncQueue, Environment, dict[str, Any]], None],
     ) -> None:
         self.function = function
         self.options = options
@@ -115,9 +114,8 @@ class AsyncQueue:
         self._pending: list[Invocation] = []
         self._delayed: dict[int, Cancellable] = {}  # retries and throttle backoffs, armed
         self._keys = itertools.count()
-        self._extra_message = on_message
         self._closed = False
-        self.pool = pool_factory(lock=lock, on_message=self._on_message, on_exit=self._on_exit)
+        self.pool = pool_factory(lock=lock, on_answer=self._finish, on_exit=self._on_exit)
 
     # -- accepting ------------------------------------------------------------------
     def submit(self, event: Any, *, lineage: int = 0, request_id: str | None = None) -> str:
@@ -211,8 +209,7 @@ class AsyncQueue:
         self.stats.invocations += 1
         item.started = self._clock.now()
         self._record("invoke_start", item, detail=f"try {item.tries + 1}")
-        request = {"event": item.event, "request_id": item.request_id, "lineage": item.lineage}
-        self.pool.invoke(environment, item, request)
+        self.pool.invoke(environment, item, json.dumps(item.event).encode())
 
     def _arm(self, delay: float, fire: Callable[[int], None]) -> None:
         key = next(self._keys)
@@ -265,50 +262,43 @@ class AsyncQueue:
             **fields,
         )
 
-    # -- what environments say --------------------------------------------------------
-    def _on_message(self, environment: Environment, message: dict[str, Any]) -> None:
-        with self._lock:
-            if "started" in message:
-                self.pool.arm_deadline(environment)
-            elif "result" in message:
-                self._finish(environment, message)
-            else:
-                self._extra_message(self, environment, message)
-
+    # -- what environments answer ----------------------------------------------------
     def _finish(self, environment: Environment, message: dict[str, Any]) -> None:
+        """Under the lock: an environment's RIE answered (pgkick_dev.devserver.answers)."""
         result, failure = message["result"], message.get("failure")
         item = environment.busy
         self.stats.results.append(result)
-        self.stats.db_sessions += int(message.get("db_sessions", 0))
         self.stats.peak_rss_mb = max(self.stats.peak_rss_mb, int(message.get("peak_rss_mb", 0)))
-        failed = failure is not None or (isinstance(result, dict) and "error" in result)
+        if message.get("crashed"):
+            self.stats.crashes += 1
+        failed = failure is not None
         if isinstance(item, Invocation):
-            said = _said(failure) if failure is not None else _said(result.get("error"))
+            said = _said(failure)
             detail = f"error: {said}" if failed else "ok"
             self._record("invoke_end", item, duration_ms=message.get("duration_ms"), detail=detail)
             if item.answer is not None:
                 item.answer.set_result({"result": result, "failure": failure})
             elif failed:
-                self.stats.errors += 1  # the handler raised: Lambda retries that too
+                self.stats.errors += 1  # raised, timed out or crashed: Lambda retries it
                 self._retry(item, f"failed: {said}")
         self.pool.finished(environment)
         self._dispatch()
 
     def _on_exit(self, environment: Environment) -> None:
-        """An environment ended; one that died mid-invocation is retried, as Lambda does."""
+        """An environment's RIE itself ended (killed, or it never answered); one that was
+        running an invocation is retried, as Lambda retries a lost one."""
         item = environment.busy
-        if isinstance(item, Invocation):  # killed, or timed out
+        if isinstance(item, Invocation):
             self.stats.crashes += 1
             code = environment.process.returncode
             why = f"died (exit {code})"
             duration = round((self._clock.now() - item.started) * 1000, 2)
             self._record("invoke_end", item, duration_ms=duration, detail=why)
             if item.answer is not None:
-                timed_out = code == -9
                 failure = {
-                    "errorType": "Sandbox.Timedout" if timed_out else "Runtime.ExitError",
+                    "errorType": "Runtime.ExitError",
                     "errorMessage": f"RequestId: {item.request_id} Error: "
-                    + ("Task timed out" if timed_out else f"Runtime exited with error: {why}"),
+                    f"Runtime exited with error: {why}",
                 }
                 item.answer.set_result({"result": None, "failure": failure})
             self._retry(item, why)
@@ -316,8 +306,7 @@ class AsyncQueue:
 
 
 def _said(error: Any) -> str:
-    """An invocation's error in one line: Lambda's error payload by its message (which
-    names its type, as `Runtime.MarshalError: ...` does), anything else as text."""
+    """An invocation's error in one line: Lambda's error payload as "errorType: errorMessage"."""
     if isinstance(error, dict):
-        return str(error.get("errorMessage") or error.get("errorType") or error)
+        return f"{error.get('errorType')}: {error.get('errorMessage')}"
     return str(error)

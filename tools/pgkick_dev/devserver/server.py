@@ -80,7 +80,11 @@ def make_app(
     allow_remote: bool = False,
     allow_actions: bool = False,
     banner: dict[str, Any] | None = None,
+    with_dashboard: bool = True,
 ) -> ASGIApp:
+    """The dev server's app; `with_dashboard=False` serves the APIs alone (the in-process
+    stack of LocalKicker, which its environments call back)."""
+
     async def status(request: Request) -> Response:
         with stack.lock:
             pending = {name: q.pending() for name, q in stack.functions.items()}
@@ -102,8 +106,9 @@ def make_app(
         Route("/_pgkick/status", status),
         *lambda_api.routes(stack),
         *scheduler_api.routes(stack),
-        Mount("/", dashboard(dsn, stack, allow_actions)),
     ]
+    if with_dashboard:
+        routes.append(Mount("/", dashboard(dsn, stack, allow_actions)))
     return LocalOnly(Starlette(routes=routes), allow_remote)
 
 

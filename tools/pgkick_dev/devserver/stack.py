@@ -2,10 +2,13 @@
 
 Why one object: the dev server's HTTP APIs, the in-process stack the demo, the
 bench and the tests use (pgkick_dev.local.kicker.LocalKicker), and the thin
-client of PGKICK_KICKER=local all drive this, so there is one stand-in. What an
-environment says over its pipe lands here: a kick goes to its own function's
-queue one hop further down the chain; a wake-up or a rescue becomes a one-time
-schedule, named and timed exactly as pgkick.kick.LambdaKicker books it.
+client of PGKICK_KICKER=local all drive this, so there is one stand-in. Each
+environment runs Lambda's runtime client behind AWS's emulator
+(pgkick_dev.devserver.environments), and the worker inside calls this stack back
+as it calls AWS: boto3 over HTTP to the Lambda and Scheduler APIs at `endpoint`
+(`runtime_env` says how). Its kicks reach the Invoke API under a path naming the
+environment (`/_env/<id>/...`), which is how the stack counts the chain's hops:
+the emulator does not pass Lambda's trace header (and its Lineage) through.
 """
 
 from __future__ import annotations
@@ -20,9 +23,10 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
+from pgkick import config
 from pgkick.kick.kickers import booking_minute, kick_event, one_time_schedule, schedule_name
 from pgkick_dev.devserver.clock import Clock, RealClock
-from pgkick_dev.devserver.environments import Environment, Pool
+from pgkick_dev.devserver.environments import Pool
 from pgkick_dev.devserver.queue import AsyncQueue, QueueOptions
 from pgkick_dev.devserver.scheduler import Scheduler, SchedulerError, SchedulerFaults
 from pgkick_dev.devserver.scheduler_delivery import LOCAL_DLQ_ARN, DeadLetter, DeliveryFailed
@@ -40,6 +44,7 @@ class FunctionSpec:
     timeout_ms: int = 300_000  # pgkick's template: WorkerTimeout 300
     concurrency: int = 4
     idle_seconds: float = 300.0  # Lambda keeps an idle environment a few minutes
+    memory_mb: int = 512  # AWS_LAMBDA_FUNCTION_MEMORY_SIZE, what the context reports
     options: QueueOptions = field(default_factory=QueueOptions)
     env: Mapping[str, str] = field(default_factory=dict)
 
@@ -61,7 +66,11 @@ class Stack:
         fast_scheduler: bool = False,
         seed: int | None = None,
         scheduler_faults: SchedulerFaults | None = None,
+        endpoint: str | None = None,
     ) -> None:
+        """endpoint: the URL serving this stack's Lambda and Scheduler APIs, which the
+        environments call back (set it before the first invocation, once it is known)."""
+        self.endpoint = endpoint
         self.clock = clock or RealClock()
         self.timeline = timeline or Timeline(clock=self.clock.now)
         self.lock = threading.Condition()
@@ -79,7 +88,6 @@ class Stack:
                 clock=self.clock,
                 timeline=self.timeline,
                 lock=self.lock,
-                on_message=self._on_message,
             )
         self.scheduler = Scheduler(
             self._deliver,
@@ -95,10 +103,12 @@ class Stack:
 
     def _pool_factory(self, spec: FunctionSpec) -> Callable[..., Pool]:
         def make(**owner: Any) -> Pool:
-            env = {"PGKICK_LOCAL_HANDLER": spec.handler, **self.env, **spec.env}
             return Pool(
                 function=spec.name,
-                env=env,
+                handler=spec.handler,
+                env={**self.env, **spec.env},
+                runtime_env=lambda environment: self.runtime_env(spec.name, environment),
+                memory_mb=spec.memory_mb,
                 write_log=lambda line: self.write_log(line),
                 concurrency=spec.concurrency,
                 timeout_ms=spec.timeout_ms,
@@ -110,6 +120,40 @@ class Stack:
             )
 
         return make
+
+    def runtime_env(self, function: str, environment: str) -> dict[str, str]:
+        """What the worker in an environment needs to call this stack as it calls AWS:
+        boto3's endpoint variables, dummy credentials, the Lambda kicker's settings. The
+        schedules' fast kindness needs wake-ups booked at their second, which LambdaKicker
+        cannot (it books the minute): then the local kicker's in-environment form
+        (pgkick_dev.local.inside) books them, through the same Scheduler API."""
+        if self.endpoint is None:
+            raise RuntimeError("the stack's endpoint is not set: serve its API first")
+        return {
+            "PGKICK_KICKER": "local" if self.fast_scheduler else "lambda",
+            "PGKICK_DEV_WAKE_AT_SECOND": "1" if self.fast_scheduler else "",
+            "PGKICK_WORKER_FUNCTION": function,
+            "PGKICK_WORKER_ARN": f"arn:aws:lambda:us-east-1:123456789012:function:{function}",
+            "PGKICK_SCHEDULER_ROLE_ARN": "arn:aws:iam::123456789012:role/pgkick-dev-scheduler",
+            # as the template sets it: undeliverable wake-ups come back as SQS events
+            "PGKICK_SCHEDULE_DLQ_ARN": LOCAL_DLQ_ARN,
+            "PGKICK_SCHEMA": config.app_settings().schema,  # a CLI's --schema included
+            "AWS_ENDPOINT_URL_LAMBDA": f"{self.endpoint}/_env/{environment}",
+            "AWS_ENDPOINT_URL_SCHEDULER": self.endpoint,
+            "AWS_REGION": "us-east-1",
+            "AWS_DEFAULT_REGION": "us-east-1",
+            "AWS_ACCESS_KEY_ID": "pgkick-dev",  # never the developer's own credentials
+            "AWS_SECRET_ACCESS_KEY": "pgkick-dev",
+        }
+
+    def sender_lineage(self, environment: str) -> int | None:
+        """Under the lock: the chain position of a kick sent by `environment`'s running
+        invocation (one hop further), or None if it runs none now."""
+        for queue in self.functions.values():
+            found = queue.pool.find(environment)
+            if found is not None and found.busy is not None:
+                return int(found.busy.lineage) + 1
+        return None
 
     def function(self, name: str) -> AsyncQueue | None:
         """The function a name or ARN (…:function:NAME[:qualifier]) names, or None."""
@@ -217,19 +261,3 @@ class Stack:
             queue = self.function(target)
             if queue is not None:
                 queue.submit({"Records": [letter.sqs_record() for letter in batch]}, lineage=0)
-
-    def _on_message(
-        self, owner: AsyncQueue, environment: Environment, message: dict[str, Any]
-    ) -> None:
-        """Under the lock: what an environment's own kicker asked for."""
-        if "kick" in message:  # one hop further down the sender's chain
-            sender = environment.busy
-            lineage = sender.lineage + 1 if sender is not None else 0
-            owner.submit(message["kick"], lineage=lineage)  # the lock is re-entrant
-        elif "wake" in message or "rescue" in message:
-            booked = message.get("wake") or message["rescue"]
-            reason = "rescue" if "rescue" in message else "wake"
-            when = datetime.fromisoformat(booked["at"])
-            self.book(owner.function, booked["queue"], when, reason, booked.get("name"))
-        elif "cancel_rescue" in message:
-            self.cancel(message["cancel_rescue"])

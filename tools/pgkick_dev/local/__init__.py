@@ -1,10 +1,11 @@
 """PGKICK_KICKER=local: kicks handed to the local stack, `pgkick dev` (pgkick_dev.devserver).
 
-`make_kicker` is found here through the `pgkick.kickers` entry point. Inside one of
-the stack's execution environments (PGKICK_LOCAL_PIPE_FD set) the worker's own kicks
-go back to the stack over a pipe, which knows which invocation sent them (the chain's
-next hop). Outside, in an app, it is a thin client of a running `pgkick dev`
-(pgkick_dev.local.client), found or started before anything is written.
+`make_kicker` is found here through the `pgkick.kickers` entry point. In an app it is
+a thin client of a running `pgkick dev` (pgkick_dev.local.client), found or started
+before anything is written. Inside one of the stack's execution environments the
+worker uses PGKICK_KICKER=lambda against the stack; only with the fast-scheduler
+kindness (PGKICK_DEV_WAKE_AT_SECOND set by the stack) does it come here, for the
+same Lambda kicker with wake-ups at the second (pgkick_dev.local.inside).
 """
 
 from __future__ import annotations
@@ -18,10 +19,10 @@ from pgkick.kick.kickers import Kicker
 
 def make_kicker(settings: config.Settings, env: Mapping[str, str] | None = None) -> Kicker:
     env = os.environ if env is None else env
-    if env.get("PGKICK_LOCAL_PIPE_FD"):  # inside a local environment: report to the stack
-        from pgkick_dev.local.env import PipeKicker
+    if env.get("PGKICK_DEV_WAKE_AT_SECOND"):  # inside a stack's environment, kindly
+        from pgkick_dev.local import inside
 
-        return PipeKicker(int(env["PGKICK_LOCAL_PIPE_FD"]))
+        return inside.make(settings)
     from pgkick_dev.local.client import connect
 
     return connect(env)

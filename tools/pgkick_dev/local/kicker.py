@@ -1,13 +1,15 @@
 """LocalKicker: the local stack (pgkick_dev.devserver) in this process, behind the Kicker protocol.
 
 Why it exists beside `pgkick dev`: the demo, the bench and the tests drive the
-stack from inside their own process (its stats, `wait_idle`) without HTTP. It is
-the same stand-in as the dev server's, not a second one: one function's
-asynchronous queue (pgkick_dev.devserver.queue: kept, retried, aged, throttled
-with Lambda's backoff, loops cut after 16 hops), its environments
-(pgkick_dev.devserver.environments: processes, frozen between invocations), and
+stack from inside their own process (its stats, `wait_idle`). It is the same
+stand-in as the dev server's, not a second one: one function's asynchronous queue
+(pgkick_dev.devserver.queue: kept, retried, aged, throttled with Lambda's backoff,
+loops cut after 16 hops), its environments (pgkick_dev.devserver.environments:
+AWS's emulator running Lambda's runtime client, frozen between invocations), and
 its scheduler (pgkick_dev.devserver.scheduler: wake-ups and rescues booked as
 one-time schedules named as LambdaKicker names them, fired within the minute).
+The stack's Lambda and Scheduler APIs are served on a free local port (`url`):
+the workers in the environments kick and book wake-ups there, through boto3.
 
 Each kindness is an explicit, named argument: `fast_scheduler` (at the second),
 `freeze=False`, `instant_throttle`. Time compression for tests (`retry_delays`,
@@ -34,6 +36,7 @@ from pgkick_dev.devserver.queue import (
     QueueOptions,
     QueueStats,
 )
+from pgkick_dev.devserver.server import ServerThread, make_app
 from pgkick_dev.devserver.stack import FunctionSpec, Stack
 from pgkick_dev.devserver.timeline import Timeline
 from pgkick_dev.local.ticks import PeriodicTimers, StartTimer, thread_timer
@@ -125,6 +128,8 @@ class LocalKicker:
             fast_scheduler=fast_scheduler,
             seed=seed,
         )
+        self._server = ServerThread(make_app(self.stack, with_dashboard=False)).__enter__()
+        self.stack.endpoint = self._server.url
         self._queue = self.stack.functions[FUNCTION]
         self._ticks = PeriodicTimers(
             periodic,
@@ -138,6 +143,11 @@ class LocalKicker:
     @property
     def stats(self) -> QueueStats:
         return self._queue.stats
+
+    @property
+    def url(self) -> str:
+        """Where this stack's Lambda and Scheduler APIs listen (boto3's endpoint URL)."""
+        return self._server.url
 
     @property
     def timeline(self) -> Timeline:
@@ -191,9 +201,10 @@ class LocalKicker:
         return self.stack.wait_idle(timeout, include_schedules=include_wakes)
 
     def processes(self) -> list[int]:
-        """The pids of the environments running an invocation now."""
+        """The pids of the runtimes (awslambdaric's Python) running an invocation now."""
         with self.stack.lock:
-            return [e.process.pid for e in self._queue.pool.busy()]
+            pool = self._queue.pool
+            return [pid for e in pool.busy() for pid in pool.runtimes(e)]
 
     def close(self) -> None:
         """Cancel ticks, wake-ups and retries, and let every environment exit."""
@@ -201,6 +212,7 @@ class LocalKicker:
         with self.stack.lock:
             self._closed = True
         self.stack.close()
+        self._server.__exit__()
 
     def _fire_tick(self, event: dict[str, Any]) -> None:
         """A schedule's invocation, as the scheduler sends it: a new chain."""
