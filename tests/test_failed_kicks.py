@@ -212,3 +212,22 @@ def test_a_ticks_drain_emits_the_job_counts_its_failures_included(
     assert total(blobs, "failed") == 1 and total(blobs, "claimed") == 1
     assert again == {"batchItemFailures": []}
     assert total(later, "failed") == 1 and statuses(worker_env) == {"ticks:failed": 2}
+
+
+def test_the_dev_stacks_dead_letters_are_what_the_worker_drains() -> None:
+    """The local Scheduler's dead letter (pgkick_dev.devserver.scheduler_delivery), as the
+    stack hands it to the worker, is the record this module's handler reads: catches the
+    stand-in and the handler drifting apart (a dead letter the worker would drop as
+    malformed locally, or one AWS's shape would not match)."""
+    from pgkick.aws.failed_kicks import is_sqs_event, sort_records
+    from pgkick_dev.devserver.scheduler_delivery import LOCAL_DLQ_ARN, DeadLetter
+
+    letters = [
+        DeadLetter(LOCAL_DLQ_ARN, json.dumps(kick_event(queue, "wake")), {"ERROR_CODE": "x"})
+        for queue in ("mail", "mail", "billing")
+    ]
+    event = {"Records": [letter.sqs_record() for letter in letters]}
+    assert is_sqs_event(event)
+    batch = sort_records(event["Records"])
+    assert batch.dropped == 0
+    assert {queue: len(ids) for queue, ids in batch.kicks.items()} == {"mail": 2, "billing": 1}
