@@ -207,3 +207,20 @@ def test_purge_refuses_a_batch_below_one(store: JobStore) -> None:
 
     with pytest.raises(ValueError, match="batch: 0 must be at least 1"):
         store.purge_finished(timedelta(days=1), batch=0)
+
+
+def test_enqueue_waits_by_default_only_for_a_kicker_that_runs_jobs_nearby() -> None:
+    """`pgkick enqueue` waits for its job by default with the dev stack's kickers (which say
+    `runs_jobs_nearby`), never with Lambda's or none: catches the attribute dropped from the
+    local kickers (the command would answer before its job ran) or a production kicker made
+    to wait (a command blocked for a minute on a worker far away)."""
+    from pgkick.cli.main import LOCAL_WAIT, _local_wait
+    from pgkick.kick.kickers import NoKicker
+    from pgkick.kick.lambda_kicker import LambdaKicker
+    from pgkick_dev.local.client import DevClient
+    from pgkick_dev.local.kicker import LocalKicker
+
+    assert _local_wait(DevClient("http://127.0.0.1:1", "worker")) == LOCAL_WAIT > 0
+    assert LocalKicker.runs_jobs_nearby is True
+    assert _local_wait(LambdaKicker("worker")) == 0.0
+    assert _local_wait(NoKicker()) == 0.0

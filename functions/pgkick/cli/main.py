@@ -42,9 +42,10 @@ LOCAL_WAIT = 60.0  # seconds `pgkick enqueue` waits for its job by default with 
 
 
 def _local_wait(kicker: object) -> float:
-    """A development kicker (the local stack) runs the job within seconds: wait for it by
-    default, so the command shows how it ended; a production kicker's worker may be far."""
-    return LOCAL_WAIT if type(kicker).__module__.startswith("pgkick_dev.") else 0.0
+    """A development kicker (the local stack's: it says so with `runs_jobs_nearby = True`)
+    runs the job within seconds: wait for it by default, so the command shows how it ended;
+    a production kicker's worker may be far."""
+    return LOCAL_WAIT if getattr(kicker, "runs_jobs_nearby", False) else 0.0
 
 
 def cmd_migrate(args: argparse.Namespace) -> dict[str, Any]:

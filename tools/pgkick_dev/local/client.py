@@ -126,6 +126,8 @@ def _check_database(url: str, found: Mapping[str, Any]) -> None:
 class DevClient:
     """The Kicker protocol over the dev server's Lambda and Scheduler APIs."""
 
+    runs_jobs_nearby = True  # `pgkick enqueue` waits for the job (pgkick.cli.main)
+
     def __init__(self, url: str, function: str, timeout: float = 2.0) -> None:
         self.url, self.function, self.timeout = url, function, timeout
 

@@ -65,6 +65,8 @@ class _Log:
 
 
 class LocalKicker:
+    runs_jobs_nearby = True  # `pgkick enqueue` waits for the job (pgkick.cli.main)
+
     def __init__(
         self,
         *,
