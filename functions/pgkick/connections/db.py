@@ -42,8 +42,8 @@ DatabaseError = psycopg.Error  # what a statement raises when the server fails i
 
 
 class _Opened:
-    """Connections this process has opened (a local environment reports them per invocation:
-    on a serverless database each one is a session, and sessions are what cost)."""
+    """Connections this process has opened: on a serverless database each one is a session,
+    and sessions are what cost (the bench takes its own from PostgreSQL's count with it)."""
 
     count = 0
 
