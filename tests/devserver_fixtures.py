@@ -71,6 +71,7 @@ def dev_stack(
     fast_scheduler: bool = False,
     timeout_ms: int = 30_000,
     start: float = 1_800_000_000.0,  # 2027-01-15T08:00:00Z, a whole minute
+    awake: Any = None,  # an AwakeMonitor: the dashboard's timeline shows its measurements
     **options: Any,
 ) -> Iterator[Running]:
     clock = ManualClock(start=start)
@@ -92,7 +93,7 @@ def dev_stack(
         seed=7,
     )
     try:
-        with ServerThread(make_app(stack)) as server:
+        with ServerThread(make_app(stack, awake=awake)) as server:
             stack.endpoint = server.url  # the environments' workers call it back
             yield Running(
                 stack,

@@ -71,3 +71,12 @@ def sleeper(event: Any, context: Any) -> dict[str, Any]:
     _inits[0] += 1
     time.sleep(float(event.get("sleep", 0)))
     return {"pid": os.getpid(), "invocations": _inits[0]}
+
+
+def touch_database(event: Any, context: Any) -> dict[str, Any]:
+    """Holds a session busy on $DATABASE_URL for a moment, as application 'pgkick-test-app'."""
+    import psycopg
+
+    with psycopg.connect(os.environ["DATABASE_URL"], application_name="pgkick-test-app") as conn:
+        conn.execute("SELECT pg_sleep(0.5)")
+    return {"touched": True}

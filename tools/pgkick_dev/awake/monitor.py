@@ -116,9 +116,11 @@ class AwakeMonitor:
         self._sessions: int | None = None
         self._awake = True
         self.started = 0.0
+        self.started_at = 0.0  # wall clock (epoch seconds) at `started`, for the dashboard
 
     def start(self) -> AwakeMonitor:
         self.started = time.monotonic()
+        self.started_at = time.time()
         self._thread = threading.Thread(target=self._run, name="pgkick-awake", daemon=True)
         self._thread.start()
         return self
@@ -128,6 +130,23 @@ class AwakeMonitor:
         if self._thread is not None:
             self._thread.join()
         return self.report
+
+    def awake_spans(self) -> list[tuple[float, float]]:
+        """The measured awake spans so far, as (start, end) epoch seconds: what the dev
+        dashboard draws. A look covers the time since the one before it."""
+        spans: list[tuple[float, float]] = []
+        previous = 0.0
+        for at, awake in list(self.report.timeline):  # a copy: the thread appends
+            if awake and spans and spans[-1][1] == self.started_at + previous:
+                spans[-1] = (spans[-1][0], self.started_at + at)
+            elif awake:
+                spans.append((self.started_at + previous, self.started_at + at))
+            previous = at
+        return spans
+
+    def kept_awake_by(self) -> dict[str, float]:
+        """Seconds of awake time each application is responsible for, so far."""
+        return dict(self.report.kept_awake_by)
 
     def _run(self) -> None:
         previous = time.monotonic()

@@ -20,6 +20,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from pgkick_dev.devserver.awake import report_line, start_monitor
 from pgkick_dev.devserver.queue import QueueOptions
 from pgkick_dev.devserver.scheduler import SchedulerFaults
 from pgkick_dev.devserver.settings import read_template
@@ -47,6 +48,12 @@ def add_dev_command(command: Callable[..., argparse.ArgumentParser]) -> None:
     add("--recursive-loop", choices=["Allow", "Terminate"], help="default: the template's")
     add("--reload", action="store_true", help="restart environments when a .py file changes")
     add("--data-dir", type=Path, default=Path(".pgkick"), help="embedded PostgreSQL's folder")
+    add(
+        "--awake-monitor",
+        action="store_true",
+        help="run the activity monitor on a named database too (its session keeps a "
+        "serverless database awake); on the embedded one it always runs",
+    )
     kind = dev.add_argument_group("kindnesses (each one makes the stand-in nicer than AWS)")
     kind.add_argument(
         "--fast-scheduler",
@@ -238,6 +245,8 @@ def cmd_dev(args: argparse.Namespace) -> dict[str, Any]:
         raise SystemExit(f"pgkick dev: {exc}") from exc
     dsn, source, embedded = _database(args)
     stack, lines = build_stack(args, dsn)
+    monitor, said = start_monitor(dsn, embedded=embedded is not None, asked=args.awake_monitor)
+    lines.append(said)
     said = f"environments: awslambdaric behind AWS's Runtime Interface Emulator, {emulator}"
     lines.insert(0, said)
     host = args.host or "127.0.0.1"
@@ -252,7 +261,8 @@ def cmd_dev(args: argparse.Namespace) -> dict[str, Any]:
         lines.append(f"PGKICK_TASKS did not import ({exc}): no periodic schedules")
     wildcard = host in ("0.0.0.0", "::", "localhost")
     stack.endpoint = f"http://{'127.0.0.1' if wildcard else host}:{args.port}"  # for the workers
-    app = make_app(stack, dsn=dsn, allow_remote=bool(args.host), banner=banner)
+    measured = monitor if embedded is not None else None  # a named database: the estimate
+    app = make_app(stack, dsn=dsn, allow_remote=bool(args.host), banner=banner, awake=measured)
     stop = threading.Event()
     try:
         with ServerThread(app, host, args.port):
@@ -279,6 +289,8 @@ def cmd_dev(args: argparse.Namespace) -> dict[str, Any]:
     finally:
         stop.set()
         stack.close()
+        if monitor is not None:
+            print(report_line(monitor), flush=True)
         if embedded is not None:
             embedded.stop()
     return {"stopped": True}

@@ -57,8 +57,9 @@ class LocalOnly:
         await self.app(scope, receive, send)
 
 
-def dashboard(dsn: str | None, stack: Stack, allow_actions: bool) -> ASGIApp:
-    """The dashboard (pgkick_dev.ui.app.make_app) if installed, else a one-line page."""
+def dashboard(dsn: str | None, stack: Stack, allow_actions: bool, awake: Any = None) -> ASGIApp:
+    """The dashboard (pgkick_dev.ui.app.make_app) if installed, else a one-line page;
+    `awake`: the activity monitor whose measured spans its timeline shows."""
     try:
         make_dashboard = importlib.import_module("pgkick_dev.ui.app").make_app
     except ModuleNotFoundError as exc:
@@ -69,7 +70,10 @@ def dashboard(dsn: str | None, stack: Stack, allow_actions: bool) -> ASGIApp:
             return HTMLResponse(NOT_INSTALLED)
 
         return Starlette(routes=[Route("/{path:path}", missing)])
-    app: ASGIApp = make_dashboard(dsn or "", timeline=stack.timeline, allow_actions=allow_actions)
+    extra = {} if awake is None else {"awake": awake, "awake_window": awake.report.window}
+    app: ASGIApp = make_dashboard(
+        dsn or "", timeline=stack.timeline, allow_actions=allow_actions, **extra
+    )
     return app
 
 
@@ -81,9 +85,11 @@ def make_app(
     allow_actions: bool = False,
     banner: dict[str, Any] | None = None,
     with_dashboard: bool = True,
+    awake: Any = None,
 ) -> ASGIApp:
     """The dev server's app; `with_dashboard=False` serves the APIs alone (the in-process
-    stack of LocalKicker, which its environments call back)."""
+    stack of LocalKicker, which its environments call back). `awake`: an AwakeMonitor
+    on the embedded database, whose measurements the dashboard's timeline shows."""
 
     async def status(request: Request) -> Response:
         with stack.lock:
@@ -108,7 +114,7 @@ def make_app(
         *scheduler_api.routes(stack),
     ]
     if with_dashboard:
-        routes.append(Mount("/", dashboard(dsn, stack, allow_actions)))
+        routes.append(Mount("/", dashboard(dsn, stack, allow_actions, awake)))
     return LocalOnly(Starlette(routes=routes), allow_remote)
 
 

@@ -33,7 +33,7 @@ from pgkick.kick.kickers import Kicker
 from pgkick_dev.ui import actions, pages
 from pgkick_dev.ui.context import Settings, render
 from pgkick_dev.ui.guard import LOCALHOST, LocalOnly
-from pgkick_dev.ui.timeline import Timeline
+from pgkick_dev.ui.timeline import AwakeMeasure, Timeline
 
 TEMPLATES = Path(__file__).parent / "templates"
 
@@ -58,6 +58,7 @@ def make_app(
     kicker: Kicker | None = None,
     schema: str | None = None,
     awake_window: float = 300.0,
+    awake: AwakeMeasure | None = None,
 ) -> Starlette:
     """The dashboard for the database at `dsn`.
 
@@ -66,10 +67,12 @@ def make_app(
     allowed_hosts: client addresses served besides loopback ones; None: everyone (then the
     Host header is not checked either).
     kicker: what a retry kicks (default: PGKICK_KICKER's, as `pgkick retry`).
-    awake_window: seconds a serverless database stays awake after its last invocation."""
+    awake_window: seconds a serverless database stays awake after its last invocation.
+    awake: the activity monitor watching this database (dev mode on the embedded database):
+    the timeline shows its measured awake spans instead of the estimate."""
     modules, problem = _load_tasks()
     settings = Settings(
-        dsn, timeline, allow_actions, kicker, schema, awake_window, modules, problem
+        dsn, timeline, allow_actions, kicker, schema, awake_window, modules, problem, awake
     )
     environment = jinja2.Environment(
         loader=jinja2.FileSystemLoader(TEMPLATES), autoescape=True, undefined=jinja2.StrictUndefined

@@ -18,7 +18,7 @@ from starlette.templating import Jinja2Templates
 from pgkick.kick.kickers import Kicker
 from pgkick.store.inspect import JobReader
 from pgkick.store.operator import OperatorStore
-from pgkick_dev.ui.timeline import Timeline
+from pgkick_dev.ui.timeline import AwakeMeasure, Timeline
 
 APPLICATION_NAME = "pgkick-ui"  # how its sessions show in pg_stat_activity
 
@@ -33,6 +33,7 @@ class Settings:
     awake_window: float
     task_modules: tuple[str, ...] = field(default=())
     task_problem: str | None = None
+    awake: AwakeMeasure | None = None  # the activity monitor (dev, embedded database only)
 
     @contextmanager
     def reader(self) -> Iterator[JobReader]:

@@ -159,9 +159,16 @@ def timeline(request: Request) -> Response:
     except ValueError:
         raise InvalidArgument("minutes must be a number") from None
     now = time.time()
-    events = settings.timeline.events(since=now - minutes * 60, limit=2000)
+    since = now - minutes * 60
+    events = settings.timeline.events(since=since, limit=2000)
     runs = tl.invocations(events)
-    awake = tl.awake_spans(runs, settings.awake_window, now)
+    if settings.awake is not None:  # measured by the activity monitor
+        awake = tl.clipped(settings.awake.awake_spans(), since)
+        kept = sorted(settings.awake.kept_awake_by().items(), key=lambda item: -item[1])
+        lane = "database awake (measured)"
+    else:
+        awake, kept = tl.awake_spans(runs, settings.awake_window, now), []
+        lane = "database awake (est.)"
     return render(
         request,
         "timeline.html",
@@ -169,7 +176,9 @@ def timeline(request: Request) -> Response:
         runs=runs,
         awake=[(tl.when(a), tl.when(b), b - a) for a, b in awake],
         awake_total=sum(b - a for a, b in awake),
-        drawing=tl.drawing(events, settings.awake_window, now),
+        measured=settings.awake is not None,
+        kept_awake_by=kept,
+        drawing=tl.drawing(events, awake, now, lane),
         minutes=minutes,
         window=settings.awake_window,
         colours=tl.MARKS,

@@ -5,9 +5,13 @@ records kicks, invocations and the scheduler's ticks; the dashboard only needs i
 `events()` and must not import the stack. Anything with that method will do (the
 tests pass a list in a small class).
 
-Why the awake lane is an estimate: the dashboard reads no database for it (that would
-be a poll). A serverless database counts as awake while a worker runs and for the
-suspend `window` after its last invocation ends; that is what the lane shows.
+Why the awake lane is measured or estimated: the dashboard reads no database for it
+(that would be a poll). On the embedded PostgreSQL it started, `pgkick dev` runs the
+scale-to-zero activity monitor (pgkick_dev.awake.monitor, an `AwakeMeasure`), whose
+own session is harmless there; the lane then shows its measured spans. On a named
+database a monitor's session would keep a real serverless compute awake, so the lane
+is an estimate: awake while a worker runs and for the suspend `window` after its last
+invocation ends.
 """
 
 from __future__ import annotations
@@ -51,6 +55,19 @@ class Timeline(Protocol):
     duration_ms, detail."""
 
     def events(self, since: float | None = None, limit: int = 500) -> list[dict[str, Any]]: ...
+
+
+class AwakeMeasure(Protocol):
+    """The activity monitor's answers, as the dashboard reads them (AwakeMonitor)."""
+
+    def awake_spans(self) -> list[tuple[float, float]]: ...  # (start, end), epoch seconds
+
+    def kept_awake_by(self) -> dict[str, float]: ...  # application -> awake seconds
+
+
+def clipped(spans: list[tuple[float, float]], since: float) -> list[tuple[float, float]]:
+    """The spans' parts after `since` (the page's time range)."""
+    return [(max(a, since), b) for a, b in spans if b > since]
 
 
 @dataclass(frozen=True, slots=True)
@@ -133,9 +150,14 @@ WIDTH = 960.0
 LANE = 22.0
 
 
-def drawing(events: list[dict[str, Any]], window: float, now: float) -> dict[str, Any]:
+def drawing(
+    events: list[dict[str, Any]],
+    awake: list[tuple[float, float]],
+    now: float,
+    awake_lane: str = "database awake (est.)",
+) -> dict[str, Any]:
     """The SVG's shapes: one lane per function (invocation bars), one for the other events
-    (marks), one for the estimated awake time."""
+    (marks), one for the awake time (measured or estimated: `awake_lane` says which)."""
     runs = invocations(events)
     if not events:
         return {"bars": [], "marks": [], "lanes": [], "height": 0, "start": now, "end": now}
@@ -143,7 +165,7 @@ def drawing(events: list[dict[str, Any]], window: float, now: float) -> dict[str
     end = max(now, start + 1)
     scale = WIDTH / (end - start)
     functions = sorted({r.function for r in runs})
-    lanes = ["events", *functions, "database awake (est.)"]
+    lanes = ["events", *functions, awake_lane]
     bars = [
         Bar(
             x=(r.start - start) * scale,
@@ -163,7 +185,8 @@ def drawing(events: list[dict[str, Any]], window: float, now: float) -> dict[str
             label=f"awake {when(a)} to {when(b)} ({b - a:.1f} s)",
             colour="#f59e0b",
         )
-        for a, b in awake_spans(runs, window, now)
+        for a, b in awake
+        if b > start
     ]
     marks = [
         {
