@@ -45,21 +45,6 @@ def test_runtime_modules_never_import_the_tooling() -> None:
     assert len(offenders) > 20  # the walk saw the package, not an empty folder
 
 
-def test_only_the_connections_import_psycopg() -> None:
-    """Catches psycopg imported outside `pgkick.connections` (db.py and its adapters): the
-    rules for a connection (pooler-safe, autocommit, no prepared statements, our type
-    adapters) hold only if nothing else opens or drives one."""
-    connections = RUNTIME / "connections"
-    offenders = sorted(
-        str(path.relative_to(ROOT))
-        for path in RUNTIME.rglob("*.py")
-        if connections not in path.parents
-        and any(name.split(".")[0] == "psycopg" for name in _imports(path))
-    )
-    assert offenders == []
-    assert "psycopg" in _imports(connections / "db.py")  # the walk reads imports
-
-
 # The runtime's units from the bottom up: a unit imports only units below it (or itself).
 # The public faces (pgkick, aio, testing) and the adapters (aws, cli, contrib) sit on top.
 LAYERS: tuple[tuple[str, ...], ...] = (

@@ -181,13 +181,28 @@ def test_runtime_sql_comes_only_from_the_bundled_statements() -> None:
                 and isinstance(first.value, ast.Name)
                 and first.value.id == "statement"
             )
-            if not (_named(first) or passed_through or bound or renamed):
+            # pgkick.store.listen: LISTEN and UNLISTEN take a channel as an identifier, not a
+            # parameter: a bundled statement with the channel quoted in (checked below)
+            channel = path.name == "listen.py" and ast.unparse(first) == "statement.encode()"
+            if not (_named(first) or passed_through or bound or renamed or channel):
                 offenders.append(f"{path.relative_to(ROOT)}:{node.lineno}: {ast.unparse(first)}")
     assert offenders == []
+    # and every channel statement is a bundled one with the channel quoted in
+    listen = (ROOT / "functions" / "pgkick" / "store" / "listen.py").read_text()
+    sent = [
+        ast.unparse(node.args[0])
+        for node in ast.walk(ast.parse(listen))
+        if isinstance(node, ast.Call) and ast.unparse(node.func) == "self._channel_statement"
+    ]
+    assert sent and all(
+        text.startswith("queries.") and text.endswith(".format(channel=quote(channel))")
+        for text in sent
+    ), sent
 
 
 def test_only_db_py_imports_psycopg() -> None:
-    """One module talks to the driver; everything else runs named statements through it."""
+    """One module talks to the driver (with its type adapters beside it); everything else
+    runs named statements through it."""
     importers = []
     for path in sorted((ROOT / "functions").rglob("*.py")):
         for node in ast.walk(ast.parse(path.read_text())):
@@ -200,7 +215,10 @@ def test_only_db_py_imports_psycopg() -> None:
             )
             if any(name.split(".")[0] == "psycopg" for name in names):
                 importers.append(path.relative_to(ROOT).as_posix())
-    assert sorted(set(importers)) == ["functions/pgkick/connections/db.py"]
+    assert sorted(set(importers)) == [
+        "functions/pgkick/connections/adapters.py",  # its type adapters, registered by db.py
+        "functions/pgkick/connections/db.py",
+    ]
 
 
 def test_cli_enqueue_as_pgkick_producer_exits_0_after_its_commit(
