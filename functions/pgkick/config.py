@@ -26,48 +26,26 @@ from dataclasses import dataclass, replace
 from datetime import timedelta
 from urllib.parse import quote
 
+from pgkick import variables as _variables
 from pgkick.errors import ConfigError
 
 # Re-exported: the table and its defaults, read through pgkick.config by the layers above.
-from pgkick.variables import (
-    DEFAULT_BATCH as DEFAULT_BATCH,
-)
-from pgkick.variables import (
-    DEFAULT_LEASE_SECONDS as DEFAULT_LEASE_SECONDS,
-)
-from pgkick.variables import (
-    DEFAULT_MAX_FANOUT as DEFAULT_MAX_FANOUT,
-)
-from pgkick.variables import (
-    DEFAULT_MAX_HOPS as DEFAULT_MAX_HOPS,
-)
-from pgkick.variables import (
-    DEFAULT_MIN_REMAINING_MS as DEFAULT_MIN_REMAINING_MS,
-)
-from pgkick.variables import (
-    DEFAULT_SCHEMA as DEFAULT_SCHEMA,
-)
-from pgkick.variables import (
-    DEFAULT_WATCH_SECONDS as DEFAULT_WATCH_SECONDS,
-)
-from pgkick.variables import (
-    KICKERS as KICKERS,
-)
-from pgkick.variables import (
-    VARIABLES as VARIABLES,
-)
-from pgkick.variables import (
-    Variable as Variable,
-)
+DEFAULT_BATCH = _variables.DEFAULT_BATCH
+DEFAULT_LEASE_SECONDS = _variables.DEFAULT_LEASE_SECONDS
+DEFAULT_MAX_FANOUT = _variables.DEFAULT_MAX_FANOUT
+DEFAULT_MAX_HOPS = _variables.DEFAULT_MAX_HOPS
+DEFAULT_MIN_REMAINING_MS = _variables.DEFAULT_MIN_REMAINING_MS
+DEFAULT_SCHEMA = _variables.DEFAULT_SCHEMA
+DEFAULT_WATCH_SECONDS = _variables.DEFAULT_WATCH_SECONDS
+KICKERS = _variables.KICKERS
+VARIABLES = _variables.VARIABLES
+Variable = _variables.Variable
 
 # Nothing configured: enqueueing refuses (pgkick.kick.default.make_kicker says what to set),
 # rather than silently spawning workers inside a web server or leaving jobs unkicked.
 UNSET = "unset"
 # Lowercase, as PostgreSQL folds unquoted names: the schema reads the same in psql.
 _SCHEMA_NAME = re.compile(r"^[a-z_][a-z0-9_]{0,62}$")
-
-
-_VARIABLE = {variable.name: variable for variable in VARIABLES}
 
 
 @dataclass(frozen=True, slots=True)
@@ -114,24 +92,35 @@ class Settings:
             worker_function=function,
             worker_arn=arn,
             scheduler_role_arn=env.get("PGKICK_SCHEDULER_ROLE_ARN") or None,
-            schedule_group=env.get("PGKICK_SCHEDULE_GROUP") or _text("PGKICK_SCHEDULE_GROUP"),
-            batch=_setting(env, "PGKICK_BATCH"),
-            lease=timedelta(seconds=_setting(env, "PGKICK_LEASE_SECONDS")),
-            lease_margin=timedelta(seconds=_setting(env, "PGKICK_LEASE_MARGIN_SECONDS")),
-            min_remaining=timedelta(milliseconds=_setting(env, "PGKICK_MIN_REMAINING_MS")),
-            max_fanout=_setting(env, "PGKICK_MAX_FANOUT"),
-            fanout_after=timedelta(milliseconds=_setting(env, "PGKICK_FANOUT_AFTER_MS")),
-            backoff=timedelta(milliseconds=_setting(env, "PGKICK_BACKOFF_MS")),
-            backoff_cap=timedelta(seconds=_setting(env, "PGKICK_BACKOFF_CAP_SECONDS")),
-            retention=timedelta(days=_setting(env, "PGKICK_RETENTION_DAYS")),
+            schedule_group=env.get("PGKICK_SCHEDULE_GROUP")
+            or _variables.default_text("PGKICK_SCHEDULE_GROUP"),
+            batch=_variables.whole_number(env, "PGKICK_BATCH"),
+            lease=timedelta(seconds=_variables.whole_number(env, "PGKICK_LEASE_SECONDS")),
+            lease_margin=timedelta(
+                seconds=_variables.whole_number(env, "PGKICK_LEASE_MARGIN_SECONDS")
+            ),
+            min_remaining=timedelta(
+                milliseconds=_variables.whole_number(env, "PGKICK_MIN_REMAINING_MS")
+            ),
+            max_fanout=_variables.whole_number(env, "PGKICK_MAX_FANOUT"),
+            fanout_after=timedelta(
+                milliseconds=_variables.whole_number(env, "PGKICK_FANOUT_AFTER_MS")
+            ),
+            backoff=timedelta(milliseconds=_variables.whole_number(env, "PGKICK_BACKOFF_MS")),
+            backoff_cap=timedelta(
+                seconds=_variables.whole_number(env, "PGKICK_BACKOFF_CAP_SECONDS")
+            ),
+            retention=timedelta(days=_variables.whole_number(env, "PGKICK_RETENTION_DAYS")),
             task_modules=task_modules(env),
-            local_concurrency=_setting(env, "PGKICK_LOCAL_CONCURRENCY"),
-            connect_retries=_setting(env, "PGKICK_CONNECT_RETRIES"),
-            worker_linger=timedelta(milliseconds=_setting(env, "PGKICK_WORKER_LINGER_MS")),
-            worker_listen=_choice(env, "PGKICK_WORKER_LISTEN"),
-            watch_ttl=timedelta(seconds=_setting(env, "PGKICK_WATCH_SECONDS")),
-            max_hops=_setting(env, "PGKICK_MAX_HOPS"),
-            aws_timeout=_setting(env, "PGKICK_AWS_TIMEOUT_MS") / 1000,
+            local_concurrency=_variables.whole_number(env, "PGKICK_LOCAL_CONCURRENCY"),
+            connect_retries=_variables.whole_number(env, "PGKICK_CONNECT_RETRIES"),
+            worker_linger=timedelta(
+                milliseconds=_variables.whole_number(env, "PGKICK_WORKER_LINGER_MS")
+            ),
+            worker_listen=_variables.choice(env, "PGKICK_WORKER_LISTEN"),
+            watch_ttl=timedelta(seconds=_variables.whole_number(env, "PGKICK_WATCH_SECONDS")),
+            max_hops=_variables.whole_number(env, "PGKICK_MAX_HOPS"),
+            aws_timeout=_variables.whole_number(env, "PGKICK_AWS_TIMEOUT_MS") / 1000,
             schema=schema_name(env),
             schedule_dlq_arn=env.get("PGKICK_SCHEDULE_DLQ_ARN") or None,
         )
@@ -232,43 +221,6 @@ def overriding(*, schema: str | None = None, database_url: str | None = None) ->
         _overrides.update(before)
 
 
-def _setting(env: Mapping[str, str], name: str) -> int:
-    """The whole number `name` holds, with its default and bounds from VARIABLES."""
-    variable = _VARIABLE[name]
-    assert isinstance(variable.default, int) and variable.low is not None
-    assert variable.high is not None  # every bounded variable has both bounds
-    return _int(env, name, variable.default, variable.low, variable.high)
-
-
-def _choice(env: Mapping[str, str], name: str) -> str:
-    """A variable that holds one of its listed choices (its default when unset)."""
-    variable = _VARIABLE[name]
-    value = env.get(name) or _text(name)
-    if value not in variable.choices:
-        raise ConfigError(f"{name}={value!r}: expected one of {', '.join(variable.choices)}")
-    return value
-
-
-def _text(name: str) -> str:
-    """The default of a text variable, from VARIABLES."""
-    default = _VARIABLE[name].default
-    assert isinstance(default, str)
-    return default
-
-
-def _int(env: Mapping[str, str], name: str, default: int, low: int, high: int) -> int:
-    raw = env.get(name)
-    if raw is None or raw == "":
-        return default
-    try:
-        value = int(raw)
-    except ValueError:
-        raise ConfigError(f"{name}={raw!r}: expected a whole number") from None
-    if not low <= value <= high:
-        raise ConfigError(f"{name}={value}: expected {low}..{high}")
-    return value
-
-
 _MODULE = re.compile(r"[A-Za-z_]\w*(\.[A-Za-z_]\w*)*", re.ASCII)
 
 
@@ -291,7 +243,9 @@ def task_modules(env: Mapping[str, str] | None = None) -> tuple[str, ...]:
 def schema_name(env: Mapping[str, str] | None = None) -> str:
     """PGKICK_SCHEMA, the schema holding pgkick's tables: `pgkick` unless set."""
     env = os.environ if env is None else env
-    return check_schema_name(env.get("PGKICK_SCHEMA") or _text("PGKICK_SCHEMA"), "PGKICK_SCHEMA")
+    return check_schema_name(
+        env.get("PGKICK_SCHEMA") or _variables.default_text("PGKICK_SCHEMA"), "PGKICK_SCHEMA"
+    )
 
 
 def check_schema_name(name: str, source: str = "schema") -> str:
@@ -312,19 +266,19 @@ def check_schema_name(name: str, source: str = "schema") -> str:
 def producer_linger(env: Mapping[str, str] | None = None) -> float:
     """Seconds the producer's connection stays open after its last enqueue (0: never reused)."""
     env = os.environ if env is None else env
-    return _setting(env, "PGKICK_PRODUCER_LINGER_MS") / 1000
+    return _variables.whole_number(env, "PGKICK_PRODUCER_LINGER_MS") / 1000
 
 
 def failed_kick_wake(env: Mapping[str, str] | None = None) -> timedelta:
     """How long after a failed kick its wake-up is booked (the scheduler's minute)."""
     env = os.environ if env is None else env
-    return timedelta(milliseconds=_setting(env, "PGKICK_FAILED_KICK_WAKE_MS"))
+    return timedelta(milliseconds=_variables.whole_number(env, "PGKICK_FAILED_KICK_WAKE_MS"))
 
 
 def kick_pending(env: Mapping[str, str] | None = None) -> timedelta:
     """How long a kick sent counts as a worker on its way (pgkick.kick.watch)."""
     env = os.environ if env is None else env
-    return timedelta(milliseconds=_setting(env, "PGKICK_KICK_PENDING_MS"))
+    return timedelta(milliseconds=_variables.whole_number(env, "PGKICK_KICK_PENDING_MS"))
 
 
 def xray_trace_header(env: Mapping[str, str] | None = None) -> str | None:

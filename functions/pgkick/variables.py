@@ -8,7 +8,10 @@ tests/test_docs.py checks that every name the runtime mentions is here.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
+
+from pgkick.errors import ConfigError
 
 KICKERS = ("lambda", "local", "none")
 LISTEN_MODES = ("auto", "on", "off")  # PGKICK_WORKER_LISTEN (pgkick.worker.linger)
@@ -144,3 +147,44 @@ VARIABLES: tuple[Variable, ...] = (
              "The Lambda handlers' metrics namespace."),
 )
 # fmt: on
+
+BY_NAME = {variable.name: variable for variable in VARIABLES}
+
+
+# A variable's value, from an environment mapping given by pgkick.config (the one reader of
+# os.environ), checked against its row: a bad value is refused naming the variable.
+def whole_number(env: Mapping[str, str], name: str) -> int:
+    """The whole number `name` holds, with its default and bounds from VARIABLES."""
+    variable = BY_NAME[name]
+    assert isinstance(variable.default, int) and variable.low is not None
+    assert variable.high is not None  # every bounded variable has both bounds
+    return bounded_int(env, name, variable.default, variable.low, variable.high)
+
+
+def choice(env: Mapping[str, str], name: str) -> str:
+    """A variable that holds one of its listed choices (its default when unset)."""
+    variable = BY_NAME[name]
+    value = env.get(name) or default_text(name)
+    if value not in variable.choices:
+        raise ConfigError(f"{name}={value!r}: expected one of {', '.join(variable.choices)}")
+    return value
+
+
+def default_text(name: str) -> str:
+    """The default of a text variable, from VARIABLES."""
+    default = BY_NAME[name].default
+    assert isinstance(default, str)
+    return default
+
+
+def bounded_int(env: Mapping[str, str], name: str, default: int, low: int, high: int) -> int:
+    raw = env.get(name)
+    if raw is None or raw == "":
+        return default
+    try:
+        value = int(raw)
+    except ValueError:
+        raise ConfigError(f"{name}={raw!r}: expected a whole number") from None
+    if not low <= value <= high:
+        raise ConfigError(f"{name}={value}: expected {low}..{high}")
+    return value
