@@ -28,15 +28,7 @@ def make_kicker(settings: config.Settings, env: Mapping[str, str] | None = None)
     if settings.kicker == "none":
         return NoKicker()
     if settings.kicker == "lambda":
-        assert settings.worker_function is not None
-        return LambdaKicker(
-            settings.worker_function,
-            function_arn=settings.worker_arn,
-            scheduler_role_arn=settings.scheduler_role_arn,
-            schedule_group=settings.schedule_group,
-            dead_letter_arn=settings.schedule_dlq_arn,
-            timeout=settings.aws_timeout,
-        )
+        return LambdaKicker.from_settings(settings)
     if settings.kicker == config.UNSET:
         raise ConfigError(
             "no kicker configured: set PGKICK_WORKER_FUNCTION to the worker Lambda's name "

@@ -10,8 +10,9 @@ from __future__ import annotations
 import json
 import logging
 from datetime import datetime
-from typing import Any
+from typing import Any, Self
 
+from pgkick import config
 from pgkick.errors import KickRefused
 from pgkick.kick.bookings import WakeBooker
 from pgkick.kick.kickers import booking_minute, kick_event, one_time_schedule, schedule_name
@@ -51,6 +52,19 @@ class LambdaKicker:
         self.backoff = backoff or Backoff(budget=3.0)
         self.background_backoff = background_backoff or Backoff(budget=30.0)
         self.wakes = WakeBooker(self._book_wake)
+
+    @classmethod
+    def from_settings(cls, settings: config.Settings) -> Self:
+        """The worker's (or the CLI's) kicker, as the deployed function's variables set it."""
+        assert settings.worker_function is not None, "PGKICK_WORKER_FUNCTION names the worker"
+        return cls(
+            settings.worker_function,
+            function_arn=settings.worker_arn,
+            scheduler_role_arn=settings.scheduler_role_arn,
+            schedule_group=settings.schedule_group,
+            dead_letter_arn=settings.schedule_dlq_arn,
+            timeout=settings.aws_timeout,
+        )
 
     def kick(self, queue: str, reason: str, *, hop: int = 0) -> None:
         response = self._lambda_client().invoke(

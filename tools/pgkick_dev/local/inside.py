@@ -37,12 +37,4 @@ def _second(when: datetime) -> datetime:
 
 def make(settings: config.Settings) -> SecondWakeKicker:
     """Built from the settings as pgkick.kick.default builds a LambdaKicker."""
-    assert settings.worker_function is not None, "the stack sets PGKICK_WORKER_FUNCTION"
-    return SecondWakeKicker(
-        settings.worker_function,
-        function_arn=settings.worker_arn,
-        scheduler_role_arn=settings.scheduler_role_arn,
-        schedule_group=settings.schedule_group,
-        dead_letter_arn=settings.schedule_dlq_arn,
-        timeout=settings.aws_timeout,
-    )
+    return SecondWakeKicker.from_settings(settings)
