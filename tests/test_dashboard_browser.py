@@ -24,10 +24,10 @@ import psycopg
 import pytest
 import uvicorn
 from selenium import webdriver
+from selenium.common.exceptions import WebDriverException
 from selenium.webdriver.chrome.options import Options
 from selenium.webdriver.chrome.service import Service
 from selenium.webdriver.common.by import By
-from selenium.webdriver.support import expected_conditions
 from selenium.webdriver.support.ui import Select, WebDriverWait
 
 from pgkick.kick.kickers import NoKicker
@@ -162,12 +162,19 @@ def status(browser: webdriver.Chrome) -> str:
 
 
 def click_and_load(browser: webdriver.Chrome, by: str, value: str) -> None:
-    """Click what loads a new page (a link, a form's button) and wait until it has."""
-    old = browser.find_element(By.TAG_NAME, "html")
+    """Click what loads a new page (a link, a form's button) and wait until it has.
+
+    The old page is marked with a window property; a new document has none. (Waiting for the
+    old ``<html>`` element to go stale raced the navigation: chromedriver sometimes answered
+    "Node with given id does not belong to the document" instead of a stale reference, and
+    errors of that kind while the page is being replaced are retried here, not failed on.)
+    """
+    browser.execute_script("window.__pgkickOldPage = true;")
     browser.find_element(by, value).click()
-    WebDriverWait(browser, WAIT).until(expected_conditions.staleness_of(old))
-    WebDriverWait(browser, WAIT).until(
-        lambda b: b.execute_script("return document.readyState") == "complete"
+    WebDriverWait(browser, WAIT, ignored_exceptions=(WebDriverException,)).until(
+        lambda b: b.execute_script(
+            "return window.__pgkickOldPage === undefined && document.readyState === 'complete'"
+        )
     )
 
 
