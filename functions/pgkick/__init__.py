@@ -23,6 +23,7 @@ from pgkick.errors import (
 )
 from pgkick.producer.enqueue import enqueue_and_kick, enqueue_many, transaction
 from pgkick.producer.joined import PendingJobs, enqueue_in
+from pgkick.tasks.batch import BatchItem
 from pgkick.tasks.handle import Task
 from pgkick.tasks.recurring import periodic
 from pgkick.tasks.registry import JobContext, load_tasks, task
@@ -47,6 +48,7 @@ def migrate(dsn: str | None = None, *, schema: str | None = None) -> list[int]:
 
 __all__ = [
     "BadEvent",
+    "BatchItem",
     "ConfigError",
     "Connection",
     "DatabaseUnavailable",

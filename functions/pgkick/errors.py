@@ -112,6 +112,11 @@ class Snooze(PgkickError):
         self.seconds = float(seconds)
 
 
+class BatchResultError(PgkickError, TypeError):
+    """A batch task returned something other than None or a mapping of its own items' job
+    ids to outcomes: its whole batch fails (pgkick.tasks.batch says why)."""
+
+
 class JobFailed(PgkickError, RuntimeError):
     """The job ended failed: `error` is its last error (e.g. 'cancelled by operator')."""
 

@@ -22,10 +22,12 @@ import sys
 import threading
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
+from datetime import timedelta
 from typing import Any, Protocol, overload
 
 from pgkick import config, validation
 from pgkick.errors import ConfigError, InvalidArgument, UnknownTask
+from pgkick.tasks.batch import BatchItem, BatchSpec, batch_spec, single_call
 from pgkick.tasks.handle import Task, payload_loader
 from pgkick.validation import check_name
 
@@ -82,27 +84,59 @@ class TaskDecorator(Protocol):
     def __call__[P](self, fn: Callable[[P, JobContext], Any], /) -> Task[P]: ...
 
 
+class BatchTaskDecorator(Protocol):
+    """What `task("name", batch=N)` returns: the handle is typed by `P` of the function's
+    `items: list[BatchItem[P]]` (pgkick.tasks.batch)."""
+
+    def __call__[P](self, fn: Callable[[list[BatchItem[P]]], Any], /) -> Task[P]: ...
+
+
 class Registry:
     def __init__(self) -> None:
         # name: (the function, how the worker calls it, whether it takes the JobContext)
         self._tasks: dict[str, tuple[TaskFunction, Callable[[Any, JobContext], Any], bool]] = {}
+        self._batches: dict[str, BatchSpec] = {}  # the batch tasks among them
         self.modules: list[str] = []  # the modules load() imported (PGKICK_TASKS)
 
-    def task(self, name: str) -> TaskDecorator:
-        """Decorator: `@registry.task("send_email")` on `fn(payload)` or `fn(payload, job)`.
+    @overload
+    def task(self, name: str) -> TaskDecorator: ...
+    @overload
+    def task(
+        self, name: str, *, batch: int, batch_window: float | timedelta | None = None
+    ) -> BatchTaskDecorator: ...
+    def task(
+        self, name: str, *, batch: int | None = None, batch_window: float | timedelta | None = None
+    ) -> Any:
+        """Decorator: `@registry.task("send_email")` on `fn(payload)` or `fn(payload, job)`;
+        `@registry.task("index", batch=100)` on `fn(items: list[BatchItem[P]])`, called
+        with up to 100 jobs at once (pgkick.tasks.batch: per-job outcomes, batch_window).
 
         Returns a `pgkick.tasks.handle.Task` (callable as the function), typed by the payload."""
         check_name("task", name)
+        if batch is None and batch_window is not None:
+            raise InvalidArgument(f"task {name!r}: batch_window needs batch= (the group size)")
 
         def register(fn: TaskFunction) -> Task[Any]:
             fn = fn.fn if isinstance(fn, Task) else fn
             if name in self._tasks and self._tasks[name][0] is not fn:
                 raise InvalidArgument(f"task {name!r} is already registered")
+            if batch is not None:  # checked in full before anything is registered
+                spec = batch_spec(name, fn, batch, batch_window)
+                self._tasks[name] = (fn, single_call(spec), True)
+                self._batches[name] = spec
+                return Task(name, fn)
             wants_job = len(inspect.signature(fn).parameters) >= 2
             self._tasks[name] = (fn, _call(fn, wants_job, payload_loader(fn)), wants_job)
             return Task(name, fn)
 
         return register
+
+    def batch(self, name: str) -> BatchSpec | None:
+        """The batch declaration of task `name`, None for a plain (or unknown) task."""
+        spec = self._batches.get(name)
+        if spec is None or self._tasks.get(name, (None,))[0] is not spec.fn:
+            return None  # a module reloaded without it: what `get` runs is the truth
+        return spec
 
     def names(self) -> list[str]:
         return sorted(self._tasks)

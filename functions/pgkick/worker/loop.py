@@ -24,12 +24,13 @@ from pgkick.kick.kickers import Kicker
 from pgkick.kick.watch import WorkerWatch
 from pgkick.store.worker import ClaimedJob, WorkerStore
 from pgkick.tasks.registry import Registry
+from pgkick.worker.batch_run import run_jobs
 from pgkick.worker.healing import heal_queues
 from pgkick.worker.lease import LeaseKeeper
 from pgkick.worker.linger import WakeUpLine
 from pgkick.worker.options import Summary, WorkerOptions, backoff_jitter
 from pgkick.worker.rescue import DeadMansSwitch
-from pgkick.worker.task_run import CANCELLED, run_task
+from pgkick.worker.task_run import CANCELLED
 
 log = logging.getLogger("pgkick.worker")
 
@@ -201,8 +202,7 @@ class Worker:
         keeper.hold(jobs)
         finished: list[ClaimedJob] = []
         last_flush = time.monotonic()
-        for job in jobs:
-            outcome = run_task(self.registry, job, keeper)
+        for job, outcome in run_jobs(self.registry, jobs, keeper):  # batch tasks grouped
             if keeper.is_lost(job.id):
                 summary.lost += 1  # someone else's now: no write at all
                 keeper.release(job.id)

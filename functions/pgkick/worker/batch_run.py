@@ -1,0 +1,93 @@
+"""A claim's jobs run in order, a batch task's jobs together: one outcome per job.
+
+Why here, apart from the loop: the loop records outcomes (fenced by attempt, one
+write per job, successes completed together) and need not know whether a job ran
+alone or in a batch; this module turns a claim into `(job, outcome)` pairs, the
+same `TaskOutcome` a plain task's run gives (pgkick.worker.task_run). So a batch
+keeps every guarantee of a plain job by construction: the keeper holds and
+extends every job of the claim while the batch runs, a job whose lease was lost
+is not written, a failed job is retried alone by its own attempts and backoff,
+and each done job stores its own result.
+
+A batch task's jobs of one claim run at the first of them, in groups of at most
+its `batch`; the other jobs keep their order around it.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterator
+from typing import Any
+
+from pgkick.errors import PermanentError, Snooze
+from pgkick.store.worker import ClaimedJob
+from pgkick.tasks.batch import BatchSpec, settle
+from pgkick.tasks.registry import Registry, describe_error
+from pgkick.tasks.results import encode_result
+from pgkick.worker.lease import LeaseKeeper
+from pgkick.worker.task_run import TaskOutcome, run_task
+
+log = logging.getLogger("pgkick.batch_run")
+
+
+def run_jobs(
+    registry: Registry, jobs: list[ClaimedJob], keeper: LeaseKeeper
+) -> Iterator[tuple[ClaimedJob, TaskOutcome]]:
+    """Each job of the claim with its outcome, produced as it ends (the loop flushes
+    completions of a slow claim as they come)."""
+    groups: dict[str, list[ClaimedJob]] = {}
+    for job in jobs:
+        if registry.batch(job.task) is not None:
+            groups.setdefault(job.task, []).append(job)
+    for job in jobs:
+        group = groups.get(job.task)
+        if group is None:
+            yield job, run_task(registry, job, keeper)
+        elif group:  # the first of its task in the claim: the whole group runs now
+            spec = registry.batch(job.task)
+            assert spec is not None
+            for start in range(0, len(group), spec.size):
+                yield from run_batch(spec, group[start : start + spec.size])
+            group.clear()
+
+
+def run_batch(spec: BatchSpec, jobs: list[ClaimedJob]) -> list[tuple[ClaimedJob, TaskOutcome]]:
+    """One call of the batch task (no transaction is open); never raises for its errors.
+
+    A job whose payload cannot be rebuilt into the declared type fails alone, as a plain
+    task whose loader raised does; the others still run."""
+    outcomes: dict[int, TaskOutcome] = {}
+    items: list[Any] = []
+    for job in jobs:
+        try:
+            items.append(spec.item(job.id, job.payload, job.attempts, job.max_attempts, job.queue))
+        except Exception as exc:
+            outcomes[job.id] = TaskOutcome(describe_error(exc), False)
+    if items:
+        outcomes.update(_call(spec, items))
+    return [(job, outcomes[job.id]) for job in jobs]
+
+
+def _call(spec: BatchSpec, items: list[Any]) -> dict[int, TaskOutcome]:
+    try:
+        settled = settle(items, spec.fn(items))
+    except Exception as exc:  # the whole batch: each job by its own attempts
+        every = outcome_of(exc)
+        log.warning("batch of %s jobs failed as a whole: %s", len(items), every.error or "snooze")
+        return {item.id: every for item in items}
+    return {job_id: outcome_of(value) for job_id, value in settled.items()}
+
+
+def outcome_of(value: object) -> TaskOutcome:
+    """What one item's outcome means, as pgkick.worker.task_run maps a plain task's ending:
+    Snooze, PermanentError, another Exception, or a result that must be storable."""
+    if isinstance(value, Snooze):
+        return TaskOutcome(snooze=value.seconds)
+    if isinstance(value, PermanentError):
+        return TaskOutcome(describe_error(value), True)
+    if isinstance(value, Exception):
+        return TaskOutcome(describe_error(value), False)
+    try:
+        return TaskOutcome(result=encode_result(value))
+    except (TypeError, ValueError) as exc:  # the same result would fail every retry
+        return TaskOutcome(describe_error(exc), True)
