@@ -25,15 +25,13 @@ from pgkick.tasks.registry import Registry
 from pgkick.validation import JobSpec
 from pgkick.worker.loop import Worker, WorkerOptions
 from tests import batch_worker
-from tests.helpers import FakeClock, job_row, seed
+from tests.helpers import FakeClock, Ticks, job_row, seed
 from tests.spies import WatchedStore
 from tests.store import JobStore
 from tests.test_producer import RecordingKicker
 
 LEASE = timedelta(minutes=5)
-OPTIONS = WorkerOptions(
-    batch=10, lease=LEASE, max_fanout=0, heartbeat=False, backoff_jitter=0.0
-)
+OPTIONS = WorkerOptions(batch=10, lease=LEASE, max_fanout=0, heartbeat=False, backoff_jitter=0.0)
 
 
 def forever() -> int:
@@ -262,8 +260,9 @@ def test_a_batch_task_under_concurrent_worker_processes_runs_each_job_once(
     assert [worker.exitcode for worker in workers] == [0, 0, 0]
 
     runs = {
-        int(path.stem): [tuple(map(int, line.split())) for line in path.read_text().split("\n")
-                         if line]
+        int(path.stem): [
+            tuple(map(int, line.split())) for line in path.read_text().split("\n") if line
+        ]
         for path in tmp_path.glob("*.log")
     }
     assert len(runs) == 3 and all(runs.values())
@@ -275,6 +274,61 @@ def test_a_batch_task_under_concurrent_worker_processes_runs_each_job_once(
     assert final == {job_id: ("done", 1, {"by": by_pid[job_id]}) for job_id in ids}
     summaries = [json.loads(p.read_text()) for p in tmp_path.glob("*.summary")]
     assert sum(s["done"] for s in summaries) == 60 and sum(s["lost"] for s in summaries) == 0
+
+
+def window_worker(
+    store: JobStore, order: str, *, window: float, plain_takes: float = 0.0
+) -> tuple[Worker, list[int], list[int]]:
+    """A worker claiming 4 at a time over jobs laid out as `order` (B: a job of a batch=4
+    task with `window`, P: a plain job that moves the worker's clock by `plain_takes`).
+    Returns the worker, the sizes of the batch calls, and the jobs in order."""
+    tasks = Registry()
+    ticks = Ticks()
+    sizes: list[int] = []
+    tasks.task("grouped", batch=4, batch_window=window)(lambda items: sizes.append(len(items)))
+
+    @tasks.task("plain")
+    def plain(payload: Any) -> None:
+        ticks.now += plain_takes
+
+    ids = [seed(store, 1, task="grouped" if c == "B" else "plain")[0] for c in order]
+    options = WorkerOptions(batch=4, lease=LEASE, max_fanout=0, heartbeat=False)
+    worker = Worker(store, tasks, NoKicker(), options)
+    worker.monotonic = ticks
+    return worker, sizes, ids
+
+
+def test_batch_window_tops_a_short_group_up_from_the_next_claim_never_waiting(
+    dsn: str, timed: JobStore
+) -> None:
+    """Claims of 4 over B P B P | B P B P | B B: the first full claim leaves the group at 2,
+    held (leases kept) while the worker claims again at once; the second brings it to 4,
+    run in one call; the last claim is short, so its 2 run at once. A queue that empties
+    after a full claim runs what is held before the worker leaves: nothing is stranded.
+    Catches: a window that groups nothing across claims (calls of 2, 2, 2), a held job
+    left running when the queue empties (it would wait for its lease), or a window that
+    waits (the drain would sleep: it has no clock that moves here)."""
+    worker, sizes, ids = window_worker(timed, "BPBPBPBPBB", window=60)
+    summary = worker.drain("default", forever)
+    assert sizes == [4, 2]
+    assert {job_row(dsn, i)["status"] for i in ids} == {"done"}
+    assert (summary.claimed, summary.done, summary.stopped_because) == (10, 10, "empty")
+
+    worker, sizes, ids = window_worker(timed, "BPPP", window=60)
+    summary = worker.drain("default", forever)  # full claim, then an empty one
+    assert sizes == [1]
+    assert {job_row(dsn, i)["status"] for i in ids} == {"done"}
+    assert (summary.done, summary.stopped_because) == (4, "empty")
+
+
+def test_batch_window_runs_a_held_group_once_the_window_is_over(dsn: str, timed: JobStore) -> None:
+    """B P P P | B P P P | B with plain jobs taking 61 s (the worker's clock) against a 60 s
+    window: the job held after the first claim has waited past the window when the second
+    claim comes, so the group of 2 runs then, not topped up further. Catches: a window
+    that is never checked (one call of 3 at the end, the first job held two claims)."""
+    worker, sizes, _ids = window_worker(timed, "BPPPBPPPB", window=60, plain_takes=61)
+    worker.drain("default", forever)
+    assert sizes == [2, 1]
 
 
 @pytest.mark.parametrize(

@@ -73,9 +73,7 @@ class BatchSpec:
         return BatchItem(job_id, value, attempt, max_attempts, queue)
 
 
-def batch_spec(
-    name: str, fn: Callable[..., Any], batch: object, batch_window: object
-) -> BatchSpec:
+def batch_spec(name: str, fn: Callable[..., Any], batch: object, batch_window: object) -> BatchSpec:
     """The checked declaration: `batch` a whole number 1..the claim batch, `batch_window`
     0..5 min (seconds or a timedelta). Raises before anything is registered."""
     if isinstance(batch, bool) or not isinstance(batch, int):

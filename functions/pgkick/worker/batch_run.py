@@ -11,12 +11,19 @@ and each done job stores its own result.
 
 A batch task's jobs of one claim run at the first of them, in groups of at most
 its `batch`; the other jobs keep their order around it.
+
+`batch_window` (`BatchWindow`) never makes a worker wait: after a *full* claim (more
+jobs are ready now), a batch task's group short of `batch` may be held back, its
+leases kept by the heartbeat, and topped up by the next claim, made at once. A
+short or empty claim, the window running out (measured from the first job held),
+or the worker running out of time runs what is held at once. So nothing idles on
+an empty queue, and a job waits at most the window plus one claim's run.
 """
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
 from pgkick.errors import PermanentError, Snooze
@@ -91,3 +98,51 @@ def outcome_of(value: object) -> TaskOutcome:
         return TaskOutcome(result=encode_result(value))
     except (TypeError, ValueError) as exc:  # the same result would fail every retry
         return TaskOutcome(describe_error(exc), True)
+
+
+class BatchWindow:
+    """Jobs of batch tasks held back between claims of one drain (see the module's doc)."""
+
+    def __init__(self, registry: Registry, monotonic: Callable[[], float]) -> None:
+        self.registry = registry
+        self.monotonic = monotonic
+        self.held: list[ClaimedJob] = []
+        self._since: dict[str, float] = {}  # task: when its oldest held job was held
+
+    def take(self, claimed: list[ClaimedJob], *, full: bool) -> list[ClaimedJob]:
+        """What to run now: the held jobs (oldest first) and this claim's, less the batch
+        groups a full claim leaves short, held for the next claim while their window lasts.
+
+        A held job met again in the claim was taken over meanwhile (its lease ran out,
+        the reaper gave it back) and claimed anew: its old attempt is dropped unrun."""
+        again = {job.id for job in claimed}
+        jobs = [job for job in self.held if job.id not in again] + claimed
+        self.held = []
+        if not full:
+            self._since.clear()
+            return jobs
+        groups: dict[str, list[ClaimedJob]] = {}
+        for job in jobs:
+            spec = self.registry.batch(job.task)
+            if spec is not None and spec.window.total_seconds() > 0:
+                groups.setdefault(job.task, []).append(job)
+        now = self.monotonic()
+        for task, group in groups.items():
+            spec = self.registry.batch(task)
+            assert spec is not None
+            short = len(group) % spec.size
+            since = self._since.setdefault(task, now)
+            if short == 0 or now - since >= spec.window.total_seconds():
+                del self._since[task]  # a full group, or the window is over: run them all
+                continue
+            self.held += group[-short:]
+        if not self.held:
+            return jobs
+        holding = {job.id for job in self.held}
+        return [job for job in jobs if job.id not in holding]
+
+    def release(self) -> list[ClaimedJob]:
+        """Everything held, to run now (the queue is empty, or time runs short)."""
+        jobs, self.held = self.held, []
+        self._since.clear()
+        return jobs

@@ -24,7 +24,7 @@ from pgkick.kick.kickers import Kicker
 from pgkick.kick.watch import WorkerWatch
 from pgkick.store.worker import ClaimedJob, WorkerStore
 from pgkick.tasks.registry import Registry
-from pgkick.worker.batch_run import run_jobs
+from pgkick.worker.batch_run import BatchWindow, run_jobs
 from pgkick.worker.healing import heal_queues
 from pgkick.worker.lease import LeaseKeeper
 from pgkick.worker.linger import WakeUpLine
@@ -83,11 +83,14 @@ class Worker:
         full_since: float | None = None  # when this run of full batches began
         finished: list[ClaimedJob] = []  # run, not yet recorded: they ride with the next claim
         first_claim: int | None = None  # jobs the invocation's first claim got
+        window = BatchWindow(self.registry, lambda: self.monotonic())  # batch_window's hold
         try:
             while True:
                 before = remaining_ms()
                 reserve = self.options.min_remaining.total_seconds() * 1000 + longest_batch_ms
                 if before < reserve:  # another batch might not finish in time
+                    if window.held:  # claimed already: run now, not left to their leases
+                        finished += self._run_batch(window.release(), keeper, summary)
                     self._complete(finished, keeper, summary)
                     self._hand_over(queue, watch, last_batch_full, summary)
                     break
@@ -102,6 +105,9 @@ class Worker:
                 finished = []
                 if first_claim is None:
                     first_claim = len(jobs)
+                if not jobs and window.held:  # nothing more to group them with: run them now
+                    finished = self._run_batch(window.release(), keeper, summary)
+                    continue
                 if not jobs:
                     one_off = first_claim == 1 and summary.claimed == 1
                     if one_off and not self.flows(queue):
@@ -121,7 +127,8 @@ class Worker:
                 full_since = (full_since or self.monotonic()) if last_batch_full else None
                 if self._fan_out_now(full_since, summary):
                     summary.fanouts += int(self._kick(queue, "fanout"))
-                finished = self._run_batch(jobs, keeper, summary)
+                keeper.hold(jobs)  # (only the new claim: a held-back job keeps its marks)
+                finished = self._run_batch(window.take(jobs, full=last_batch_full), keeper, summary)
                 longest_batch_ms = max(longest_batch_ms, before - remaining_ms())
             self._heal(queue, summary)
             rescue.disarm()  # only on a clean finish: after a crash it must fire
@@ -198,8 +205,7 @@ class Worker:
     def _run_batch(
         self, jobs: list[ClaimedJob], keeper: LeaseKeeper, summary: Summary
     ) -> list[ClaimedJob]:
-        """Run a batch; failures are recorded at once, successes returned to be completed."""
-        keeper.hold(jobs)
+        """Run held jobs; failures are recorded at once, successes returned to be completed."""
         finished: list[ClaimedJob] = []
         last_flush = time.monotonic()
         for job, outcome in run_jobs(self.registry, jobs, keeper):  # batch tasks grouped
