@@ -331,6 +331,21 @@ def test_batch_window_runs_a_held_group_once_the_window_is_over(dsn: str, timed:
     assert sizes == [2, 1]
 
 
+def test_a_held_group_runs_before_the_worker_hands_over_for_lack_of_time(
+    dsn: str, timed: JobStore
+) -> None:
+    """B P P P | B with the invocation's time gone after the first claim: the job held back
+    for the window runs (and is completed) before the worker hands the queue over; the
+    second B is left queued for the next invocation. Catches: a held job left running
+    when time runs short (it would wait for its lease to expire, then the reaper)."""
+    worker, sizes, ids = window_worker(timed, "BPPPB", window=60)
+    budget = iter([600_000])
+    summary = worker.drain("default", lambda: next(budget, 0))
+    assert summary.stopped_because == "time"
+    assert sizes == [1]
+    assert [job_row(dsn, i)["status"] for i in ids] == ["done"] * 4 + ["queued"]
+
+
 @pytest.mark.parametrize(
     ("batch", "window", "error", "says"),
     [
@@ -373,3 +388,28 @@ def test_a_batch_above_a_raised_claim_batch_is_refused_at_the_cap(
     with pytest.raises(InvalidArgumentType, match="takes one parameter"):
         tasks.task("two", batch=5)(lambda items, job: None)
     assert tasks.names() == ["big"]
+
+
+def test_the_testing_kit_runs_a_batch_task_as_batches_of_one(dsn: str) -> None:
+    """pgkick.testing's manual mode drains through the worker with its own recording
+    registry, which knows no batch declaration: each job is a batch of one, through the
+    same outcome mapping (a failed item raises its exception to the test). Catches: a
+    batch task that cannot run outside a batch (its single-job form broken)."""
+    from pgkick import testing
+
+    tasks = Registry()
+
+    @tasks.task("halves", batch=5)
+    def halves(items: list[BatchItem[dict[str, int]]]) -> dict[int, object]:
+        return {
+            item.id: item.payload["n"] // 2 if item.payload["n"] % 2 == 0 else ValueError("odd")
+            for item in items
+        }
+
+    with testing.manual(dsn, tasks=tasks, raise_errors=False) as jobs:
+        even = halves.enqueue_and_kick({"n": 8})
+        odd = halves.enqueue_and_kick({"n": 3})
+        jobs.drain()
+    assert (job_row(dsn, even)["status"], job_row(dsn, even)["result"]) == ("done", 4)
+    assert job_row(dsn, odd)["last_error"] == "ValueError: odd"
+    assert [str(exc) for exc in jobs.errors] == ["odd"]
