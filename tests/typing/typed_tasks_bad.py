@@ -31,7 +31,13 @@ def refund(payload: Refund) -> None:
     pass
 
 
+@pgkick.task("typing_bad_refunds", batch=5)
+def refunds(items: list[pgkick.BatchItem[Refund]]) -> None:
+    pass
+
+
 def producer(conn: pgkick.Connection) -> None:
+    refunds.enqueue_and_kick({"order": 42, "cents": 5})  # E: a batch task's items' type
     send_receipt.enqueue_and_kick({"order": "42", "email": "a@b.c"})  # E: wrong field type
     send_receipt.enqueue_and_kick({"order": 42})  # E: missing field
     refund.enqueue_and_kick({"order": 42, "cents": 5})  # E: a dict, not the dataclass

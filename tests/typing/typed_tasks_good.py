@@ -32,7 +32,13 @@ def refund(payload: Refund, job: JobContext) -> None:
     pass
 
 
+@pgkick.task("typing_refunds", batch=5, batch_window=2.5)
+def refunds(items: list[pgkick.BatchItem[Refund]]) -> dict[int, object]:
+    return {item.id: item.payload.cents for item in items}
+
+
 def producer(conn: pgkick.Connection) -> None:
+    refunds.enqueue_and_kick(Refund(order=3, cents=4))  # typed by the items' payload
     send_receipt.enqueue_and_kick({"order": 42, "email": "a@b.c"}, queue="mail", delay=5)
     refund.enqueue_and_kick(Refund(order=42, cents=500), max_attempts=3)
     send_receipt.enqueue_many([{"order": 1, "email": "x@y.z"}], queue="mail")
