@@ -37,6 +37,7 @@ from typing import Any
 
 from pgkick import config, variables
 from pgkick.errors import BatchResultError, InvalidArgument, InvalidArgumentType
+from pgkick.tasks.handle import payload_loader
 
 MAX_BATCH = variables.BY_NAME["PGKICK_BATCH"].high or 1000  # no claim ever brings more
 MAX_BATCH_WINDOW = timedelta(minutes=5)  # held jobs keep their leases; longer is a mistake
@@ -127,15 +128,15 @@ def inspect_parameters(fn: Callable[..., Any]) -> list[str]:
 def batch_payload_loader(fn: Callable[..., Any]) -> Callable[[Any], Any] | None:
     """How to rebuild `P` of `items: list[BatchItem[P]]` (a dataclass or a pydantic model);
     None for a plain type (dict, TypedDict, Any), as a plain task's payload_loader."""
-    from pgkick.tasks.handle import payload_loader
-
     try:
         hints = typing.get_type_hints(fn)
     except Exception:  # a forward reference that cannot be resolved: no conversion
         return None
     declared = hints.get(inspect_parameters(fn)[0])
-    (item,) = typing.get_args(declared) or (None,)
-    (payload,) = typing.get_args(item) or (None,)
+    item = _only_argument(declared)  # list[X] -> X
+    if typing.get_origin(item) is not BatchItem:
+        return None
+    payload = _only_argument(item)  # BatchItem[P] -> P
     if payload is None:
         return None
 
@@ -144,6 +145,11 @@ def batch_payload_loader(fn: Callable[..., Any]) -> Callable[[Any], Any] | None:
 
     shaped.__annotations__ = {"value": payload}
     return payload_loader(shaped)
+
+
+def _only_argument(generic: object) -> Any:
+    args = typing.get_args(generic)
+    return args[0] if len(args) == 1 else None
 
 
 def settle(items: Sequence[BatchItem[Any]], returned: object) -> dict[int, object]:
