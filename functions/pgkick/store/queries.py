@@ -169,6 +169,15 @@ VALUES (%(queue)s, %(task)s, %(payload)s::jsonb,
         %(max_attempts)s, %(priority)s, %(group_key)s, %(traceparent)s, %(tracestate)s)
 RETURNING id, queue, run_at;"""
 
+JOB_INSERT_FLOW: Final = """\
+-- job_insert_flow: Enqueues one debounced or throttled job through pgkick.job_insert_flow (migration 0015): the job inserted, or its key's queued job with the new payload and due time (debounce), or the job holding the key for the period (throttle); touched says whether anything was written.
+SELECT id, queue, run_at, touched
+FROM pgkick.job_insert_flow(%(queue)s, %(task)s, %(payload)s::jsonb, %(run_at)s::timestamptz,
+                            %(delay)s::interval, %(max_attempts)s, %(priority)s, %(group_key)s,
+                            %(unique_key)s, %(traceparent)s, %(tracestate)s,
+                            %(debounce)s::interval, %(max_delay)s::interval,
+                            %(throttle)s::interval, %(now)s::timestamptz);"""
+
 JOB_INSERT_MANY: Final = """\
 -- job_insert_many: Inserts many queued jobs in one round trip from parallel arrays (binary; delays in seconds), returning ids in input order; one trace context for the whole batch (its enqueue_many's).
 INSERT INTO pgkick.jobs (queue, task, payload, run_at, max_attempts, priority, group_key,
@@ -671,6 +680,16 @@ GRANT SELECT (id, queue, run_at) ON pgkick.jobs TO pgkick_producer;
 -- Unique keys: a skipped duplicate reads back the newest job with its key.
 GRANT SELECT (unique_key) ON pgkick.jobs TO pgkick_producer;
 
+-- Debounce and throttle (migration 0015): a function that may replace the payload of its
+-- key's queued job and read the key's newest one, so the producer reads and updates nothing.
+REVOKE ALL ON FUNCTION pgkick.job_insert_flow(text, text, jsonb, timestamptz, interval, int, int,
+                                             text, text, text, text, interval, interval,
+                                             interval, timestamptz) FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION pgkick.job_insert_flow(text, text, jsonb, timestamptz, interval, int,
+                                                int, text, text, text, text, interval,
+                                                interval, interval, timestamptz)
+  TO pgkick_producer;
+
 -- Workers: claim, complete, fail, extend.
 GRANT SELECT ON pgkick.jobs TO pgkick_worker;
 GRANT UPDATE (status, attempts, run_at, locked_until, last_error, finished_at, claimed_at,
@@ -732,4 +751,4 @@ COMMIT;"""
 
 # The migrations' versions in the order they apply (their scripts:
 # pgkick.store.migration_scripts, which a Lambda handler never loads).
-MIGRATION_VERSIONS: Final[tuple[int, ...]] = (1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13,)
+MIGRATION_VERSIONS: Final[tuple[int, ...]] = (1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 15,)
