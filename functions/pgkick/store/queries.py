@@ -90,6 +90,13 @@ SELECT id
 FROM pgkick.job_complete(%(ids)s::bigint[], %(attempts)s::int[], %(results)s::text[],
                          %(now)s::timestamptz);"""
 
+JOB_DELETE_FINISHED_AMONG: Final = """\
+-- job_delete_finished_among: Deletes the jobs among ids that are done or failed (a job retried meanwhile is left alone); returns their ids.
+DELETE FROM pgkick.jobs
+WHERE id = ANY(%(ids)s::bigint[])
+  AND status IN ('done', 'failed')
+RETURNING id;"""
+
 JOB_EXTEND: Final = """\
 -- job_extend: Pushes a running job's lease forward, only while this attempt still holds it (fenced; 0 rows = stop working); also says whether an operator asked to cancel it.
 UPDATE pgkick.jobs
@@ -154,6 +161,22 @@ ORDER BY id;"""
 JOB_ID_LAST: Final = """\
 -- job_id_last: The highest job id in the table, 0 when it is empty: where the jobs of a pgkick.testing block begin.
 SELECT coalesce(max(id), 0) FROM pgkick.jobs;"""
+
+JOB_ID_PAGE_MATCHING: Final = """\
+-- job_id_page_matching: Up to `limit` ids (and statuses) of the jobs a bulk action selects, in id order above a cursor: by statuses, task, queue, unique key, group, created range and error text (case-insensitive substring); read-only and lock-free (the action's own statement re-checks each job's status as it writes).
+SELECT id, status
+FROM pgkick.jobs
+WHERE id > %(after)s::bigint
+  AND status = ANY(%(statuses)s::text[])
+  AND (%(task)s::text IS NULL OR task = %(task)s::text)
+  AND (%(queue)s::text IS NULL OR queue = %(queue)s::text)
+  AND (%(unique_key)s::text IS NULL OR unique_key = %(unique_key)s::text)
+  AND (%(group_key)s::text IS NULL OR group_key = %(group_key)s::text)
+  AND (%(since)s::timestamptz IS NULL OR created_at >= %(since)s::timestamptz)
+  AND (%(until)s::timestamptz IS NULL OR created_at < %(until)s::timestamptz)
+  AND (%(error)s::text IS NULL OR strpos(lower(last_error), lower(%(error)s::text)) > 0)
+ORDER BY id
+LIMIT %(limit)s::int;"""
 
 JOB_ID_RANGE: Final = """\
 -- job_id_range: The lowest and highest job ids (two probes of the primary key), where a bounded page of `pgkick jobs` starts and whether older ids remain.
