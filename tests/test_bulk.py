@@ -182,3 +182,25 @@ def test_the_python_api_counts_and_refuses_a_retry_that_would_break_a_unique_key
         assert rows(dsn, failed) == before
         with pytest.raises(InvalidArgument, match="timezone-aware"):
             bulk.JobSelection(since=datetime(2026, 1, 1))
+
+
+def test_pgkick_jobs_lists_with_the_filters_a_bulk_action_counts(
+    dsn: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Catches `pgkick jobs` ignoring --error, --since or --until: it must list exactly the
+    jobs the bulk retry with the same filters counts."""
+    with JobStore.open(dsn) as store:
+        insert(store, 3)
+        timeouts = fail_all(store, "q", "upstream TIMEOUT")
+        insert(store, 2)
+        fail_all(store, "q", "KeyError")
+        store.conn.execute(
+            "UPDATE pgkick.jobs SET created_at = now() - interval '3 days' WHERE id = %s",
+            (timeouts[0],),
+        )
+    filters = ["--error", "timeout", "--since", "2d", "--dsn", dsn]
+    listed = [job["id"] for job in run(capsys, "jobs", *filters)[1]["jobs"]]
+    assert sorted(listed) == timeouts[1:]
+    assert run(capsys, "retry", *filters)[1]["would_retry"] == 2
+    old = [job["id"] for job in run(capsys, "jobs", "--until", "2d", "--dsn", dsn)[1]["jobs"]]
+    assert old == [timeouts[0]]
