@@ -15,6 +15,7 @@ import pytest
 
 import pgkick
 from pgkick import aio
+from pgkick.cli.main import main
 from pgkick.errors import InvalidArgument, InvalidArgumentType
 from pgkick.kick.kickers import NoKicker
 from pgkick.producer import enqueue as producer
@@ -208,3 +209,20 @@ def test_bad_flow_options_are_refused_before_anything_is_written(
         producer.enqueue_many([{"payload": {}, "task": "t", **options}], dsn=dsn, kicker=NoKicker())
     with psycopg.connect(dsn) as conn:
         assert conn.execute("SELECT count(*) FROM pgkick.jobs").fetchone() == (0,)
+
+
+def test_pgkick_enqueue_debounces_and_refuses_a_bad_period(
+    dsn: str, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Catches `pgkick enqueue` dropping --debounce (a second job would be a duplicate
+    holding the first payload) or writing a job with a refused period."""
+    monkeypatch.setenv("PGKICK_KICKER", "none")
+    monkeypatch.setattr("pgkick.kick.default._default", None)
+    argv = ["enqueue", "noop", "--unique-key", "c", "--debounce", "5", "--dsn", dsn, "--json"]
+    assert main([*argv, "--payload", '{"n": 1}']) == 0
+    assert main([*argv, "--payload", '{"n": 2}']) == 0
+    assert [p for _, _, p, _ in jobs_with_key(dsn, "c")] == [{"n": 2}]
+    capsys.readouterr()
+    assert main(["enqueue", "noop", "--unique-key", "d", "--throttle", "0", "--dsn", dsn]) == 2
+    assert "throttle: 0 seconds is outside (0, 2592000]" in capsys.readouterr().err
+    assert jobs_with_key(dsn, "d") == []

@@ -332,7 +332,7 @@ def check_period(field: str, value: object) -> timedelta | None:
     elif not 0 < value <= MAX_FLOW_PERIOD.total_seconds():
         raise InvalidArgument(
             f"{field}: {_seconds(value)} seconds is outside (0, "
-            f"{MAX_FLOW_PERIOD.total_seconds():g}] (above zero, at most 30 days)"
+            f"{MAX_FLOW_PERIOD.total_seconds():.0f}] (above zero, at most 30 days)"
         )
     else:
         span = timedelta(seconds=value)
