@@ -13,12 +13,12 @@ from typing import Any
 import psycopg
 import pytest
 
-import pgkick
 from pgkick import aio
 from pgkick.cli.main import main
 from pgkick.errors import InvalidArgument, InvalidArgumentType
 from pgkick.kick.kickers import NoKicker
 from pgkick.producer import enqueue as producer
+from pgkick.tasks.registry import Registry
 from tests.helpers import FakeClock
 from tests.store import JobStore
 from tests.test_producer import RecordingKicker
@@ -173,7 +173,7 @@ def test_every_form_debounces_and_a_batch_ends_with_its_last_payload(dsn: str) -
         jobs.enqueue({"n": 1}, task="t", unique_key="x", debounce=5)
         jobs.enqueue({"n": 2}, task="t", unique_key="x", debounce=5)
 
-    @pgkick.task(name="flow_handle_task")
+    @Registry().task("flow_handle_task")
     def handle_task(payload: dict[str, int]) -> None:
         return None
 
