@@ -39,6 +39,16 @@ GRANT SELECT (id, queue, run_at) ON pgkick.jobs TO pgkick_producer;
 -- Unique keys: a skipped duplicate reads back the newest job with its key.
 GRANT SELECT (unique_key) ON pgkick.jobs TO pgkick_producer;
 
+-- Debounce and throttle (migration 0015): a function that may replace the payload of its
+-- key's queued job and read the key's newest one, so the producer reads and updates nothing.
+REVOKE ALL ON FUNCTION pgkick.job_insert_flow(text, text, jsonb, timestamptz, interval, int, int,
+                                             text, text, text, text, interval, interval,
+                                             interval, timestamptz) FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION pgkick.job_insert_flow(text, text, jsonb, timestamptz, interval, int,
+                                                int, text, text, text, text, interval,
+                                                interval, interval, timestamptz)
+  TO pgkick_producer;
+
 -- Workers: claim, complete, fail, extend.
 GRANT SELECT ON pgkick.jobs TO pgkick_worker;
 GRANT UPDATE (status, attempts, run_at, locked_until, last_error, finished_at, claimed_at,

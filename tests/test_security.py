@@ -83,6 +83,27 @@ def test_each_role_can_do_its_part_and_no_more(dsn: str, login_as: dict[str, str
         assert report["purged"] == 2
 
 
+def test_the_producer_role_debounces_and_throttles_yet_reads_and_updates_nothing(
+    dsn: str, login_as: dict[str, str]
+) -> None:
+    """Catches job_insert_flow (migration 0015) refused to pgkick_producer (EXECUTE not
+    granted, or the function run with the caller's rights, which may not read status)."""
+    app = login_as["producer"]
+    first = producer.enqueue_and_kick(
+        {"n": 1}, task="t", unique_key="d", debounce=5, dsn=app, kicker=NoKicker()
+    )
+    again = producer.enqueue_and_kick(
+        {"n": 2}, task="t", unique_key="d", debounce=5, dsn=app, kicker=NoKicker()
+    )
+    kept = producer.enqueue_and_kick(
+        {"n": 1}, task="t", unique_key="t", throttle=5, dsn=app, kicker=NoKicker()
+    )
+    assert again == first and kept != first
+    with psycopg.connect(dsn) as admin:
+        row = admin.execute("SELECT payload FROM pgkick.jobs WHERE id = %s", (first,)).fetchone()
+        assert row == ({"n": 2},)
+
+
 def test_no_password_in_any_log_line_error_or_summary(
     dsn: str,
     caplog: pytest.LogCaptureFixture,

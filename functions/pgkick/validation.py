@@ -46,6 +46,10 @@ class EnqueueOptions(TypedDict, total=False):
     priority: int
     group: str | None
     unique_key: str | None
+    # Flow control through the unique key (migration 0015; docs/guide/flow-control.md).
+    debounce: float | timedelta | None
+    max_delay: float | timedelta | None
+    throttle: float | timedelta | None
 
 
 # What one job of enqueue_many may hold: a payload, a task, and the options
@@ -68,6 +72,24 @@ class JobSpec(NamedTuple):
     # stored in its own columns; None without OpenTelemetry or an active span.
     traceparent: str | None = None
     tracestate: str | None = None
+    # Debounce or throttle (at most one, with a unique key): `check_flow`.
+    debounce: timedelta | None = None
+    max_delay: timedelta | None = None
+    throttle: timedelta | None = None
+
+    @property
+    def flow(self) -> bool:
+        """Debounced or throttled: inserted through job_insert_flow, one key at a time."""
+        return self.debounce is not None or self.throttle is not None
+
+    def flow_params(self) -> dict[str, Any]:
+        """job_insert_flow's parameters: the insert's, and the periods."""
+        return {
+            **self.insert_params(),
+            "debounce": self.debounce,
+            "max_delay": self.max_delay,
+            "throttle": self.throttle,
+        }
 
     def insert_params(self) -> dict[str, Any]:
         """The insert statements' parameters (job_insert, job_insert_unique), in one place."""
@@ -288,6 +310,70 @@ def _check_run_at(run_at: object) -> datetime:
     return run_at
 
 
+# Debounce and throttle periods: above zero, at most a month. A longer one is almost
+# certainly seconds mistaken for milliseconds, and would hold a key (and its payloads) for
+# longer than anyone waits on a job.
+MAX_FLOW_PERIOD = timedelta(days=30)
+_FLOW_FIELDS = ("debounce", "max_delay", "throttle")
+
+
+def check_period(field: str, value: object) -> timedelta | None:
+    """None, or seconds (int, float) or a timedelta within (0, MAX_FLOW_PERIOD]."""
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int | float | timedelta):
+        raise InvalidArgumentType(
+            f"{field}: must be seconds or a timedelta, got {type(value).__name__}"
+        )
+    if isinstance(value, timedelta):
+        span = value
+    elif isinstance(value, float) and not math.isfinite(value):
+        raise InvalidArgument(f"{field}: {value} is not a number of seconds")
+    elif not 0 < value <= MAX_FLOW_PERIOD.total_seconds():
+        raise InvalidArgument(
+            f"{field}: {_seconds(value)} seconds is outside (0, "
+            f"{MAX_FLOW_PERIOD.total_seconds():.0f}] (above zero, at most 30 days)"
+        )
+    else:
+        span = timedelta(seconds=value)
+    if not timedelta(0) < span <= MAX_FLOW_PERIOD:
+        raise InvalidArgument(f"{field}: {span} is outside (0, 30 days]")
+    return span
+
+
+def check_flow(
+    options: EnqueueOptions, unique_key: str | None
+) -> tuple[timedelta | None, timedelta | None, timedelta | None]:
+    """(debounce, max_delay, throttle): one of debounce and throttle at most, on a job with
+    a unique key (the key is what a burst shares); debounce decides the due time itself."""
+    debounce, max_delay, throttle = (check_period(f, options.get(f)) for f in _FLOW_FIELDS)
+    if debounce is None and throttle is None and max_delay is None:
+        return None, None, None
+    if debounce is not None and throttle is not None:
+        raise InvalidArgument(
+            "debounce and throttle: give one or the other (debounce keeps the last "
+            "payload, throttle the first)"
+        )
+    if max_delay is not None and debounce is None:
+        raise InvalidArgument("max_delay: only caps a debounce; pass debounce= too")
+    if unique_key is None:
+        field = "debounce" if debounce is not None else "throttle"
+        raise InvalidArgument(
+            f"{field}: needs a unique_key (the key the burst shares, e.g. 'reindex:42')"
+        )
+    if debounce is not None and (
+        options.get("run_at") is not None or options.get("delay") is not None
+    ):
+        raise InvalidArgument(
+            "debounce with run_at or delay: the debounce sets when the job runs; drop one"
+        )
+    if max_delay is not None and debounce is not None and max_delay < debounce:
+        raise InvalidArgument(
+            f"max_delay: {max_delay} is shorter than debounce {debounce}; make it at least as long"
+        )
+    return debounce, max_delay, throttle
+
+
 def job_spec(
     payload: object,
     *,
@@ -300,6 +386,8 @@ def job_spec(
     if unknown:  # as a signature with these keywords would refuse them
         raise InvalidArgumentType(f"unexpected keyword argument {sorted(unknown)[0]!r}")
     when, span = check_schedule(options.get("run_at"), options.get("delay"))
+    unique_key = check_unique_key(options.get("unique_key"))
+    debounce, max_delay, throttle = check_flow(options, unique_key)
     return JobSpec(
         queue=check_name("queue", options.get("queue", "default")),
         task=_check_task(task),
@@ -309,7 +397,10 @@ def job_spec(
         max_attempts=check_max_attempts(options.get("max_attempts", 5)),
         priority=check_priority(options.get("priority", 0)),
         group=check_group(options.get("group")),
-        unique_key=check_unique_key(options.get("unique_key")),
+        unique_key=unique_key,
+        debounce=debounce,
+        max_delay=max_delay,
+        throttle=throttle,
     )
 
 

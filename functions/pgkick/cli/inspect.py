@@ -15,6 +15,7 @@ from datetime import datetime
 from typing import Any
 
 from pgkick.cli import database
+from pgkick.cli.types import instant
 from pgkick.errors import JobNotFound
 from pgkick.store.inspect import JobFilter, JobReader, parse_id
 
@@ -35,6 +36,9 @@ def cmd_jobs(args: argparse.Namespace) -> dict[str, Any]:
         queue=args.queue,
         unique_key=args.unique_key,
         group=args.group,
+        since=args.since,
+        until=args.until,
+        error=args.error,
     )
     after = None if args.after is None else parse_id(args.after)
     with _reader(args) as store:
@@ -127,6 +131,9 @@ def add_inspect_commands(command: Command) -> list[argparse.ArgumentParser]:
     jobs.add_argument("--queue", help="only the jobs of this queue")
     jobs.add_argument("--unique-key", help="only the jobs enqueued with this unique key")
     jobs.add_argument("--group", help="only the jobs of this ordered group")
+    jobs.add_argument("--since", type=instant, help="created at or after (ISO time, or 7d ago)")
+    jobs.add_argument("--until", type=instant, help="created before (ISO time, or 7d ago)")
+    jobs.add_argument("--error", help="only the jobs whose last error contains this text")
     jobs.add_argument("--after", metavar="ID", help="the jobs older than this id (paging)")
     jobs.add_argument("--limit", type=int, default=50, help="jobs a page (1..500, 50)")
     job = command("job", cmd_job)

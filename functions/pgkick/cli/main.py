@@ -87,6 +87,9 @@ def cmd_enqueue(args: argparse.Namespace) -> dict[str, Any]:
             priority=args.priority,
             group=args.group,
             unique_key=args.unique_key,
+            debounce=args.debounce,
+            max_delay=args.max_delay,
+            throttle=args.throttle,
         )
         # Committed: from here nothing may fail the command (a retry would enqueue twice).
         after_commit.kick_committed(enqueuer.queued, kicker, lambda: contextlib.nullcontext(store))
@@ -158,6 +161,12 @@ def build_parser() -> argparse.ArgumentParser:
     enqueue.add_argument("--priority", type=int, default=0, help="-100..100, higher first")
     enqueue.add_argument("--group", help="jobs of one group run one at a time")
     enqueue.add_argument("--unique-key", help="skip if a queued or running job has this key")
+    for flag, what in (  # validated by the producer (docs/guide/flow-control.md)
+        ("--debounce", "seconds of quiet: the key's queued job takes this payload, runs later"),
+        ("--max-delay", "with --debounce: at most this many seconds after the first"),
+        ("--throttle", "seconds: the key's first job in the period is kept"),
+    ):
+        enqueue.add_argument(flag, type=float, help=what)
     enqueue.add_argument(
         "--wait",
         type=wait_seconds,

@@ -10,13 +10,14 @@ same `OperatorStore`.
 from __future__ import annotations
 
 import argparse
+from collections.abc import Callable
 from datetime import timedelta
 from typing import Any
 
 from pgkick import config
-from pgkick.cli import database, operations
+from pgkick.cli import bulk, database, operations
 from pgkick.cli.inspect import Command
-from pgkick.cli.types import extra_attempts, positive, span
+from pgkick.cli.types import extra_attempts, instant, positive, span
 from pgkick.errors import UsageError
 from pgkick.kick.default import default_kicker
 from pgkick.store import groups
@@ -43,8 +44,63 @@ def _selection(args: argparse.Namespace, store: OperatorStore, status: str) -> l
     return list(args.ids)
 
 
+# The filters that make a command a bulk action (counted first, acted on with --yes).
+BULK_FILTERS = ("status", "unique_key", "group", "since", "until", "error")
+
+
+def _bulk(args: argparse.Namespace, action: str) -> bulk.JobSelection | None:
+    """The selection of a bulk action, or None for the forms from before (ids, --queue,
+    --task, --all, purge --older-than), which act at once as they always did."""
+    # purge had no --queue/--task before: there they are filters too
+    triggers = BULK_FILTERS + (("task", "queue") if action == "purge" else ())
+    if not (args.dry_run or any(getattr(args, name) is not None for name in triggers)):
+        return None
+    if getattr(args, "ids", None):
+        raise UsageError("name job ids or give filters, not both")
+    if getattr(args, "older_than", None) is not None:
+        raise UsageError("--older-than with filters: give the created range as --until")
+    selection = bulk.JobSelection(
+        **{name: getattr(args, name) for name in ("task", "queue", *BULK_FILTERS)}
+    )
+    if selection.empty and not getattr(args, "all", False):
+        raise UsageError(f"give a filter, or --all for every job {action} applies to")
+    return selection
+
+
+def _bulk_command(
+    args: argparse.Namespace,
+    action: str,
+    act: Callable[[OperatorStore, bulk.JobSelection], dict[str, Any]],
+) -> dict[str, Any]:
+    """Count what `action` would take; act (a batch at a time) only with --yes."""
+    selection = _bulk(args, action)
+    if selection is None:  # the callers ask _bulk first
+        raise UsageError(f"{action}: give a filter")
+    with database.operator_store(args) as store:
+        counts = bulk.count_matching(store, selection, action)
+        total = sum(counts.values())
+        if args.dry_run or not args.yes:
+            return {
+                "would_" + action: total,
+                "by_status": counts,
+                "dry_run": True,
+                "to_act": "run it again with --yes" if total else "nothing to do",
+            }
+        return act(store, selection)
+
+
 def cmd_retry(args: argparse.Namespace) -> dict[str, Any]:
     """Put failed jobs back in the queue, with --extra-attempts more tries, and kick."""
+    if _bulk(args, "retry") is not None:
+
+        def retry(store: OperatorStore, selection: bulk.JobSelection) -> dict[str, Any]:
+            retried = bulk.retry_matching(
+                store, selection, extra_attempts=args.extra_attempts, batch=args.batch
+            )
+            operations.kick_queues(retried, default_kicker())
+            return {"retried": len(retried)}
+
+        return _bulk_command(args, "retry", retry)
     with database.operator_store(args) as store:
         ids = _selection(args, store, "failed")
         retried = operations.retry(
@@ -56,6 +112,13 @@ def cmd_retry(args: argparse.Namespace) -> dict[str, Any]:
 
 def cmd_cancel(args: argparse.Namespace) -> dict[str, Any]:
     """Cancel jobs: queued ones fail at once; running ones are marked, and fail when they stop."""
+    if _bulk(args, "cancel") is not None:
+
+        def cancel(store: OperatorStore, selection: bulk.JobSelection) -> dict[str, Any]:
+            cancelled, marked = bulk.cancel_matching(store, selection, batch=args.batch)
+            return {"cancelled": len(cancelled), "cancelling": len(marked)}
+
+        return _bulk_command(args, "cancel", cancel)
     with database.operator_store(args) as store:
         ids = _selection(args, store, "queued|running")
         cancelled, marked = operations.cancel(store, ids=ids, queue=args.queue, task=args.task)
@@ -64,6 +127,14 @@ def cmd_cancel(args: argparse.Namespace) -> dict[str, Any]:
 
 def cmd_purge(args: argparse.Namespace) -> dict[str, Any]:
     """Delete done and failed jobs finished longer ago than --older-than, in batches."""
+    if _bulk(args, "purge") is not None:
+
+        def purge(store: OperatorStore, selection: bulk.JobSelection) -> dict[str, Any]:
+            return {"purged": len(bulk.purge_matching(store, selection, batch=args.batch))}
+
+        return _bulk_command(args, "purge", purge)
+    if args.older_than is None:
+        raise UsageError("give --older-than (e.g. 7d), or filters (see pgkick purge --help)")
     with database.operator_store(args) as store:
         return {"purged": store.purge_finished(args.older_than, batch=args.batch)}
 
@@ -91,11 +162,34 @@ def cmd_limit(args: argparse.Namespace) -> dict[str, Any]:
     return {"limits": [{"queue": q, "max_running": m, "running": r} for q, m, r in limits]}
 
 
-def _selection_arguments(sub: argparse.ArgumentParser) -> None:
-    sub.add_argument("ids", nargs="*", type=int, help="job ids")
+def _selection_arguments(sub: argparse.ArgumentParser, *, ids: bool = True) -> None:
+    if ids:
+        sub.add_argument("ids", nargs="*", type=int, help="job ids")
     sub.add_argument("--queue", help="every job of this queue")
     sub.add_argument("--task", help="every job of this task")
     sub.add_argument("--all", action="store_true", help="every job in that state")
+    _bulk_arguments(sub)
+
+
+def _bulk_arguments(sub: argparse.ArgumentParser) -> None:
+    """`pgkick jobs`' filters and more: any of them makes the command count first."""
+    sub.add_argument("--status", help="only the jobs in this status (one the action applies to)")
+    sub.add_argument("--unique-key", help="only the jobs enqueued with this unique key")
+    sub.add_argument("--group", help="only the jobs of this ordered group")
+    sub.add_argument("--since", type=instant, help="created at or after (ISO time, or 7d ago)")
+    sub.add_argument("--until", type=instant, help="created before (ISO time, or 7d ago)")
+    sub.add_argument("--error", help="only the jobs whose last error contains this text")
+    sub.add_argument("--dry-run", action="store_true", help="count, change nothing")
+    sub.add_argument("--yes", action="store_true", help="act on what a filter selects")
+
+
+def _batch_argument(sub: argparse.ArgumentParser, default: int) -> None:
+    sub.add_argument(
+        "--batch",
+        type=lambda text: positive(text, bulk.MAX_BATCH),
+        default=default,
+        help=f"jobs changed per transaction, with filters ({default})",
+    )
 
 
 def add_queue_commands(command: Command) -> list[argparse.ArgumentParser]:
@@ -109,13 +203,18 @@ def add_queue_commands(command: Command) -> list[argparse.ArgumentParser]:
     )
     retry = command("retry", cmd_retry)
     _selection_arguments(retry)
+    _batch_argument(retry, bulk.BATCH)
     retry.add_argument(
         "--extra-attempts", type=extra_attempts, default=1, help="more attempts to allow (1)"
     )
     cancel = command("cancel", cmd_cancel)
     _selection_arguments(cancel)
+    _batch_argument(cancel, bulk.BATCH)
     purge = command("purge", cmd_purge)
-    purge.add_argument("--older-than", type=span, required=True, help="e.g. 7d, 12h, 30m")
+    purge.add_argument("--older-than", type=span, help="finished this long ago: 7d, 12h, 30m")
+    purge.add_argument("--queue", help="only the jobs of this queue (with filters)")
+    purge.add_argument("--task", help="only the jobs of this task (with filters)")
+    _bulk_arguments(purge)
     purge.add_argument(
         "--batch", type=positive, default=10_000, help="jobs deleted per statement (10000)"
     )

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import argparse
 import re
-from datetime import timedelta
+from datetime import UTC, datetime, timedelta
 
 from pgkick import config
 from pgkick.errors import ConfigError
@@ -63,4 +63,21 @@ def wait_seconds(text: str) -> float:
         raise argparse.ArgumentTypeError(f"{text!r} is not a number of seconds") from None
     if not 0 <= value <= MAX_WAIT:  # NaN fails this too
         raise argparse.ArgumentTypeError(f"{text!r}: expected 0..{MAX_WAIT:g} seconds")
+    return value
+
+
+def instant(text: str) -> datetime:
+    """--since/--until: an ISO 8601 time with its offset (2026-12-01T09:00+00:00), or a span
+    meaning that long ago (7d, 12h)."""
+    if SPAN.match(text):
+        return datetime.now(UTC) - span(text)
+    try:
+        value = datetime.fromisoformat(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(
+            f"{text!r}: expected an ISO time with its offset (2026-12-01T09:00+00:00) or a "
+            "span ago (7d)"
+        ) from None
+    if value.tzinfo is None:
+        raise argparse.ArgumentTypeError(f"{text!r}: give its offset (+00:00 for UTC)")
     return value

@@ -16,6 +16,7 @@ a million jobs as at a thousand.
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass
+from datetime import datetime
 from typing import Any
 
 from pgkick.connections.db import Database
@@ -38,6 +39,11 @@ class JobFilter:
     queue: str | None = None
     unique_key: str | None = None
     group: str | None = None
+    # Created at or after `since`, before `until`; `error`: text the last error contains
+    # (any case). The CLI's (`pgkick jobs --since/--until/--error`) and a bulk action's.
+    since: datetime | None = None
+    until: datetime | None = None
+    error: str | None = None
 
     def __post_init__(self) -> None:
         if self.status is not None and self.status not in STATUSES:
@@ -46,7 +52,7 @@ class JobFilter:
             )
 
     @classmethod
-    def of(cls, **values: str | None) -> JobFilter:
+    def of(cls, **values: Any) -> JobFilter:
         """A filter from form or command-line values (an empty string is no filter)."""
         return cls(**{name: value or None for name, value in values.items()})
 
@@ -57,14 +63,18 @@ class JobFilter:
             return True
         return self == JobFilter()  # no filter: every id along the primary key matches
 
-    def as_params(self) -> dict[str, str | None]:
+    def as_params(self) -> dict[str, Any]:
         values = asdict(self)
         values["group_key"] = values.pop("group")
         return values
 
     def as_query(self) -> dict[str, str]:
         """The filters that are set, by name (for links)."""
-        return {name: value for name, value in asdict(self).items() if value is not None}
+        return {
+            name: value.isoformat() if isinstance(value, datetime) else value
+            for name, value in asdict(self).items()
+            if value is not None
+        }
 
 
 @dataclass(frozen=True, slots=True)

@@ -82,6 +82,14 @@ class MaintenanceStore(ExpiredLeases, QueueHealing):
         rows = self.rows(queries.JOB_CANCEL_QUEUED, ids=ids, queue=queue, task=task)
         return [(row[0], row[1]) for row in rows]
 
+    def ids_matching(self, filters: dict[str, Any], *, after: int, limit: int) -> list[Any]:
+        """(id, status) of up to `limit` jobs a bulk action selects, above id `after`."""
+        return self.rows(queries.JOB_ID_PAGE_MATCHING, after=after, limit=limit, **filters)
+
+    def delete_finished_among(self, ids: list[int]) -> list[int]:
+        """Delete the done or failed jobs among `ids`; returns their ids."""
+        return [row[0] for row in self.rows(queries.JOB_DELETE_FINISHED_AMONG, ids=ids)]
+
     def get_many(self, ids: list[int]) -> list[dict[str, Any]]:
         return self.dicts(queries.JOB_GET_MANY, ids=ids)
 

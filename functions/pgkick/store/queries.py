@@ -90,6 +90,13 @@ SELECT id
 FROM pgkick.job_complete(%(ids)s::bigint[], %(attempts)s::int[], %(results)s::text[],
                          %(now)s::timestamptz);"""
 
+JOB_DELETE_FINISHED_AMONG: Final = """\
+-- job_delete_finished_among: Deletes the jobs among ids that are done or failed (a job retried meanwhile is left alone); returns their ids.
+DELETE FROM pgkick.jobs
+WHERE id = ANY(%(ids)s::bigint[])
+  AND status IN ('done', 'failed')
+RETURNING id;"""
+
 JOB_EXTEND: Final = """\
 -- job_extend: Pushes a running job's lease forward, only while this attempt still holds it (fenced; 0 rows = stop working); also says whether an operator asked to cancel it.
 UPDATE pgkick.jobs
@@ -155,6 +162,22 @@ JOB_ID_LAST: Final = """\
 -- job_id_last: The highest job id in the table, 0 when it is empty: where the jobs of a pgkick.testing block begin.
 SELECT coalesce(max(id), 0) FROM pgkick.jobs;"""
 
+JOB_ID_PAGE_MATCHING: Final = """\
+-- job_id_page_matching: Up to `limit` ids (and statuses) of the jobs a bulk action selects, in id order above a cursor: by statuses, task, queue, unique key, group, created range and error text (case-insensitive substring); read-only and lock-free (the action's own statement re-checks each job's status as it writes).
+SELECT id, status
+FROM pgkick.jobs
+WHERE id > %(after)s::bigint
+  AND status = ANY(%(statuses)s::text[])
+  AND (%(task)s::text IS NULL OR task = %(task)s::text)
+  AND (%(queue)s::text IS NULL OR queue = %(queue)s::text)
+  AND (%(unique_key)s::text IS NULL OR unique_key = %(unique_key)s::text)
+  AND (%(group_key)s::text IS NULL OR group_key = %(group_key)s::text)
+  AND (%(since)s::timestamptz IS NULL OR created_at >= %(since)s::timestamptz)
+  AND (%(until)s::timestamptz IS NULL OR created_at < %(until)s::timestamptz)
+  AND (%(error)s::text IS NULL OR strpos(lower(last_error), lower(%(error)s::text)) > 0)
+ORDER BY id
+LIMIT %(limit)s::int;"""
+
 JOB_ID_RANGE: Final = """\
 -- job_id_range: The lowest and highest job ids (two probes of the primary key), where a bounded page of `pgkick jobs` starts and whether older ids remain.
 SELECT (SELECT min(id) FROM pgkick.jobs) AS low, (SELECT max(id) FROM pgkick.jobs) AS high;"""
@@ -168,6 +191,15 @@ VALUES (%(queue)s, %(task)s, %(payload)s::jsonb,
                  coalesce(%(now)s::timestamptz, now()) + %(delay)s::interval),
         %(max_attempts)s, %(priority)s, %(group_key)s, %(traceparent)s, %(tracestate)s)
 RETURNING id, queue, run_at;"""
+
+JOB_INSERT_FLOW: Final = """\
+-- job_insert_flow: Enqueues one debounced or throttled job through pgkick.job_insert_flow (migration 0015): the job inserted, or its key's queued job with the new payload and due time (debounce), or the job holding the key for the period (throttle); touched says whether anything was written.
+SELECT id, queue, run_at, touched
+FROM pgkick.job_insert_flow(%(queue)s, %(task)s, %(payload)s::jsonb, %(run_at)s::timestamptz,
+                            %(delay)s::interval, %(max_attempts)s, %(priority)s, %(group_key)s,
+                            %(unique_key)s, %(traceparent)s, %(tracestate)s,
+                            %(debounce)s::interval, %(max_delay)s::interval,
+                            %(throttle)s::interval, %(now)s::timestamptz);"""
 
 JOB_INSERT_MANY: Final = """\
 -- job_insert_many: Inserts many queued jobs in one round trip from parallel arrays (binary; delays in seconds), returning ids in input order; one trace context for the whole batch (its enqueue_many's).
@@ -217,7 +249,7 @@ JOB_LEASE_LATEST_IN_QUEUE: Final = """\
 SELECT max(locked_until) FROM pgkick.jobs WHERE queue = %(queue)s AND status = 'running';"""
 
 JOB_LIST_PAGE: Final = """\
--- job_list_page: One page of jobs, newest first: ids below the cursor (after) and at or above the floor (a bound on how many ids a page may look at), filtered by status, task, queue, unique key and group; for `pgkick jobs` and the dashboard (keyset paging on the primary key or a partial index, never a count).
+-- job_list_page: One page of jobs, newest first: ids below the cursor (after) and at or above the floor (a bound on how many ids a page may look at), filtered by status, task, queue, unique key, group, created range and error text (the same filters a bulk retry, cancel or purge takes); for `pgkick jobs` and the dashboard (keyset paging on the primary key or a partial index, never a count).
 SELECT id, queue, task, status, attempts, max_attempts, priority, unique_key, group_key,
        run_at, created_at, claimed_at, finished_at, locked_until, last_error
 FROM pgkick.jobs
@@ -228,6 +260,9 @@ WHERE (%(after)s::bigint IS NULL OR id < %(after)s::bigint)
   AND (%(queue)s::text IS NULL OR queue = %(queue)s::text)
   AND (%(unique_key)s::text IS NULL OR unique_key = %(unique_key)s::text)
   AND (%(group_key)s::text IS NULL OR group_key = %(group_key)s::text)
+  AND (%(since)s::timestamptz IS NULL OR created_at >= %(since)s::timestamptz)
+  AND (%(until)s::timestamptz IS NULL OR created_at < %(until)s::timestamptz)
+  AND (%(error)s::text IS NULL OR strpos(lower(last_error), lower(%(error)s::text)) > 0)
 ORDER BY id DESC
 LIMIT %(limit)s::int;"""
 
@@ -671,6 +706,16 @@ GRANT SELECT (id, queue, run_at) ON pgkick.jobs TO pgkick_producer;
 -- Unique keys: a skipped duplicate reads back the newest job with its key.
 GRANT SELECT (unique_key) ON pgkick.jobs TO pgkick_producer;
 
+-- Debounce and throttle (migration 0015): a function that may replace the payload of its
+-- key's queued job and read the key's newest one, so the producer reads and updates nothing.
+REVOKE ALL ON FUNCTION pgkick.job_insert_flow(text, text, jsonb, timestamptz, interval, int, int,
+                                             text, text, text, text, interval, interval,
+                                             interval, timestamptz) FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION pgkick.job_insert_flow(text, text, jsonb, timestamptz, interval, int,
+                                                int, text, text, text, text, interval,
+                                                interval, interval, timestamptz)
+  TO pgkick_producer;
+
 -- Workers: claim, complete, fail, extend.
 GRANT SELECT ON pgkick.jobs TO pgkick_worker;
 GRANT UPDATE (status, attempts, run_at, locked_until, last_error, finished_at, claimed_at,
@@ -732,4 +777,4 @@ COMMIT;"""
 
 # The migrations' versions in the order they apply (their scripts:
 # pgkick.store.migration_scripts, which a Lambda handler never loads).
-MIGRATION_VERSIONS: Final[tuple[int, ...]] = (1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13,)
+MIGRATION_VERSIONS: Final[tuple[int, ...]] = (1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 15,)

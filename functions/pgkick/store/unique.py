@@ -40,6 +40,13 @@ job of the same retry shares) is refused before anything is written, naming the 
 and the job in the way (`job_retry_unique_conflicts`); should a producer take the key
 between that check and the retry, the index refuses the retry (nothing written).
 
+Debounce and throttle (`debounce=`, `throttle=`, with a key) go through
+`pgkick.job_insert_flow` (migration 0015 says why a function and a per-key lock): one
+statement per job, which answers the job and whether it wrote (inserted, or a debounced
+job's payload and due time replaced: either way its wake-up is booked again). In a batch
+they run after the other keyed jobs, in key order (the deadlock rule) and, for one key, in
+the batch's order: a debounce ends with the batch's last payload, a throttle keeps its first.
+
 The rounds are written once, as plans (`pgkick.store.statement.Steps`): the synchronous
 store drives them on its connection, the asyncio forms (pgkick.aio) on an
 AsyncConnection, so both send the same statements in the same order.
@@ -70,13 +77,21 @@ def _latest_holders(keys: Sequence[str | None]) -> Statement:
 
 
 def insert_one(spec: JobSpec) -> Steps[tuple[Row, bool]]:
-    """The job inserted (True) or the job holding its key (False)."""
+    """The job inserted (True) or the job holding its key (False); a debounced job whose
+    payload and due time were replaced counts as written (True: its wake-up is booked)."""
+    if spec.flow:
+        (row,) = yield _flow(spec)
+        return (row[0], row[1], row[2]), bool(row[3])
     for _ in range(MAX_ROUNDS):
         for row in (yield Statement(queries.JOB_INSERT_UNIQUE, spec.insert_params())):
             return (row[0], row[1], row[2]), True
         for held in (yield _latest_holders([spec.unique_key])):
             return (held[0], held[1], held[2]), False
     raise UniqueKeyChurn(f"unique_key {spec.unique_key!r}: its job kept vanishing; try again")
+
+
+def _flow(spec: JobSpec) -> Statement:
+    return Statement(queries.JOB_INSERT_FLOW, spec.flow_params())
 
 
 def describe_conflicts(conflicts: Iterable[tuple[int, str, int, str]]) -> str:
@@ -99,10 +114,11 @@ class UniqueBatch:
         self._first: dict[str, tuple[int, JobSpec]] = {}  # key -> its first job in the batch
         self._repeats: list[tuple[int, str]] = []  # later jobs of the batch with a seen key
         self._plain: list[tuple[list[tuple[int, JobSpec]], list[Any]]] = []  # jobs, their rows
+        self._flow: list[tuple[str, int, JobSpec]] = []  # debounced or throttled: key, index
 
     @property
     def keyed(self) -> bool:
-        return bool(self._first)
+        return bool(self._first or self._flow)
 
     def split(self, specs: Sequence[JobSpec]) -> list[tuple[int, JobSpec]]:
         """The chunk's jobs without a key, with their index in the whole batch."""
@@ -112,6 +128,8 @@ class UniqueBatch:
             key = spec.unique_key
             if key is None:
                 plain.append((index, spec))
+            elif spec.flow:
+                self._flow.append((key, index, spec))
             elif key in self._first:
                 self._repeats.append((index, key))
             else:
@@ -140,6 +158,12 @@ class UniqueBatch:
             raise UniqueKeyChurn(
                 f"unique keys {sorted(rounds.pending)[:5]}: their jobs kept vanishing"
             )
+        flown: dict[int, Row] = {}
+        for _, index, spec in sorted(self._flow, key=lambda job: job[:2]):
+            (row,) = yield _flow(spec)
+            flown[index] = (row[0], row[1], row[2])
+            if row[3]:
+                rounds.inserted.append(flown[index])
         plain: list[tuple[int, Row]] = [
             (index, row)
             for jobs, chunk in self._plain
@@ -148,6 +172,7 @@ class UniqueBatch:
         every = dict(plain)
         every.update((index, rounds.held[key]) for key, (index, _) in self._first.items())
         every.update((index, rounds.held[key]) for index, key in self._repeats)
+        every.update(flown)
         return [every[i] for i in range(len(every))], [r for _, r in plain] + rounds.inserted
 
 

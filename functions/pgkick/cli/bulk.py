@@ -1,0 +1,187 @@
+"""Bulk actions by filter: retry, cancel or purge every job a filter selects, counted first,
+then acted on a batch at a time. `pgkick retry|cancel|purge` with a filter (and `--yes`)
+and the Python API (`retry_matching`, `cancel_matching`, `purge_matching`, `count_matching`)
+run these same functions.
+
+Why ids first, then batches: the selection is read as pages of ids along the primary key
+(one short read-only statement a page, no lock, no transaction held), so a dry run counts
+exactly what an action would take without writing anything, and a retry is checked for
+unique-key conflicts over the whole selection before its first write (the one-live-job-
+per-key rule, pgkick.store.unique). Then each batch of ids is changed by the action's own
+statement, in its own short transaction: no lock outlives a batch, so workers claiming and
+producers enqueueing meanwhile wait for one batch at most. Each statement re-checks the
+job's status as it writes: a job that moved since it was counted (a queued job claimed, a
+failed one retried by someone else) is skipped or, for a cancel, takes the running path.
+
+A cancel of running jobs goes through the cancel request (job_cancel_running): the
+worker's heartbeat reads the mark and the job fails 'cancelled by operator' when its
+task stops, as `pgkick cancel ID` does.
+
+What was selected is what is acted on: jobs enqueued after the count are left alone.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Iterator
+from dataclasses import asdict, dataclass
+from datetime import datetime
+from typing import Any
+
+from pgkick.errors import InvalidArgument, UsageError
+from pgkick.store import unique
+from pgkick.store.operator import OperatorStore
+
+BATCH = 1_000  # ids per statement: each a short transaction (measured: tests/test_bulk.py)
+MAX_BATCH = 10_000
+# The statuses each action applies to: a filter's --status must be one of them.
+ACTIONS: dict[str, tuple[str, ...]] = {
+    "retry": ("failed",),
+    "cancel": ("queued", "running"),
+    "purge": ("done", "failed"),
+}
+
+
+@dataclass(frozen=True, slots=True)
+class JobSelection:
+    """The jobs a bulk action takes: `pgkick jobs`' filters (status, task, queue, unique key,
+    group), a created range [since, until) and `error`, text the last error contains
+    (case-insensitive). None: no filter on that field."""
+
+    status: str | None = None
+    task: str | None = None
+    queue: str | None = None
+    unique_key: str | None = None
+    group: str | None = None
+    since: datetime | None = None
+    until: datetime | None = None
+    error: str | None = None
+
+    def __post_init__(self) -> None:
+        for name in ("status", "task", "queue", "unique_key", "group", "error"):
+            value = getattr(self, name)
+            if value is not None and (not isinstance(value, str) or not value):
+                raise InvalidArgument(f"{name}: a non-empty string, or None for no filter")
+        for name in ("since", "until"):
+            value = getattr(self, name)
+            if value is not None and (not isinstance(value, datetime) or value.tzinfo is None):
+                raise InvalidArgument(f"{name}: a timezone-aware datetime, or None")
+        if self.since and self.until and self.since >= self.until:
+            raise InvalidArgument(f"since {self.since} is not before until {self.until}")
+
+    @property
+    def empty(self) -> bool:
+        return self == JobSelection()
+
+    def statuses(self, action: str) -> list[str]:
+        """The statuses `action` takes within this selection; refuses a status it cannot."""
+        allowed = ACTIONS[action]
+        if self.status is None:
+            return list(allowed)
+        if self.status not in allowed:
+            raise InvalidArgument(
+                f"status {self.status!r}: {action} applies to {' or '.join(allowed)} jobs"
+            )
+        return [self.status]
+
+    def params(self, action: str) -> dict[str, Any]:
+        values = asdict(self)
+        del values["status"]
+        values["group_key"] = values.pop("group")
+        return {**values, "statuses": self.statuses(action)}
+
+
+def _check_batch(batch: int) -> int:
+    if isinstance(batch, bool) or not isinstance(batch, int) or not 1 <= batch <= MAX_BATCH:
+        raise InvalidArgument(f"batch: {batch!r} must be a whole number in 1..{MAX_BATCH}")
+    return batch
+
+
+def _pages(
+    store: OperatorStore, selection: JobSelection, action: str, batch: int
+) -> Iterator[list[Any]]:
+    params, after = selection.params(action), 0
+    while True:
+        rows = store.ids_matching(params, after=after, limit=batch)
+        if rows:
+            yield rows
+        if len(rows) < batch:
+            return
+        after = rows[-1][0]
+
+
+def select(
+    store: OperatorStore, selection: JobSelection, action: str, *, batch: int = BATCH
+) -> tuple[list[int], dict[str, int]]:
+    """The ids `action` would take, in id order, and how many of each status."""
+    _check_batch(batch)
+    ids: list[int] = []
+    by_status: Counter[str] = Counter()
+    for rows in _pages(store, selection, action, batch):
+        ids += [row[0] for row in rows]
+        by_status.update(row[1] for row in rows)
+    return ids, dict(sorted(by_status.items()))
+
+
+def count_matching(store: OperatorStore, selection: JobSelection, action: str) -> dict[str, int]:
+    """The dry run: how many jobs `action` would take, by status (nothing written)."""
+    if action not in ACTIONS:
+        raise InvalidArgument(f"action {action!r}: one of {', '.join(ACTIONS)}")
+    return select(store, selection, action)[1]
+
+
+def _batches(ids: list[int], batch: int) -> Iterator[list[int]]:
+    for start in range(0, len(ids), batch):
+        yield ids[start : start + batch]
+
+
+def retry_matching(
+    store: OperatorStore,
+    selection: JobSelection,
+    *,
+    extra_attempts: int = 1,
+    batch: int = BATCH,
+) -> list[tuple[int, str]]:
+    """Put every failed job of the selection back in its queue with `extra_attempts` more,
+    a batch at a time; (id, queue) of each. Refused, nothing written, if a retry would put
+    a job next to a live one with its unique key. Kick the queues afterwards
+    (pgkick.cli.operations.kick_queues)."""
+    ids, _ = select(store, selection, "retry", batch=batch)
+    conflicts = store.retry_conflicts(ids=ids, queue=None, task=None) if ids else []
+    if conflicts:
+        raise UsageError(f"nothing changed: {unique.describe_conflicts(conflicts)}")
+    retried: list[tuple[int, str]] = []
+    for chunk in _batches(ids, batch):
+        with store.transaction():
+            retried += store.retry_failed(
+                ids=chunk, queue=None, task=None, extra_attempts=extra_attempts
+            )
+    return retried
+
+
+def cancel_matching(
+    store: OperatorStore, selection: JobSelection, *, batch: int = BATCH
+) -> tuple[list[int], list[int]]:
+    """Cancel every queued or running job of the selection, a batch at a time: queued ones
+    fail at once, running ones get the cancel request (they fail when their task stops).
+    Returns (cancelled, marked)."""
+    ids, _ = select(store, selection, "cancel", batch=batch)
+    cancelled: list[int] = []
+    marked: list[int] = []
+    for chunk in _batches(ids, batch):
+        with store.transaction():  # queued first: one claimed meanwhile is marked next
+            cancelled += [i for i, _ in store.cancel_queued(ids=chunk, queue=None, task=None)]
+            marked += [i for i, _ in store.cancel_running(ids=chunk, queue=None, task=None)]
+    return cancelled, marked
+
+
+def purge_matching(
+    store: OperatorStore, selection: JobSelection, *, batch: int = BATCH
+) -> list[int]:
+    """Delete every done or failed job of the selection, a batch at a time; their ids."""
+    ids, _ = select(store, selection, "purge", batch=batch)
+    purged: list[int] = []
+    for chunk in _batches(ids, batch):
+        with store.transaction():
+            purged += store.delete_finished_among(chunk)
+    return purged

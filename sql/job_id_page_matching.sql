@@ -1,0 +1,14 @@
+-- job_id_page_matching: Up to `limit` ids (and statuses) of the jobs a bulk action selects, in id order above a cursor: by statuses, task, queue, unique key, group, created range and error text (case-insensitive substring); read-only and lock-free (the action's own statement re-checks each job's status as it writes).
+SELECT id, status
+FROM pgkick.jobs
+WHERE id > %(after)s::bigint
+  AND status = ANY(%(statuses)s::text[])
+  AND (%(task)s::text IS NULL OR task = %(task)s::text)
+  AND (%(queue)s::text IS NULL OR queue = %(queue)s::text)
+  AND (%(unique_key)s::text IS NULL OR unique_key = %(unique_key)s::text)
+  AND (%(group_key)s::text IS NULL OR group_key = %(group_key)s::text)
+  AND (%(since)s::timestamptz IS NULL OR created_at >= %(since)s::timestamptz)
+  AND (%(until)s::timestamptz IS NULL OR created_at < %(until)s::timestamptz)
+  AND (%(error)s::text IS NULL OR strpos(lower(last_error), lower(%(error)s::text)) > 0)
+ORDER BY id
+LIMIT %(limit)s::int;

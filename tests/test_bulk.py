@@ -1,0 +1,206 @@
+"""Bulk actions by filter (issue 33 item 6): `pgkick retry|cancel|purge` with `pgkick jobs`'
+filters and more, counted first, acted on with --yes a batch per transaction; the Python API
+(pgkick.cli.bulk) the same, on real PostgreSQL."""
+
+from __future__ import annotations
+
+import json
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import psycopg
+import pytest
+
+from pgkick import cli
+from pgkick.cli import bulk
+from pgkick.errors import InvalidArgument, UsageError
+from pgkick.store.operator import OperatorStore
+from pgkick.validation import JobSpec
+from tests.store import JobStore
+
+LEASE = timedelta(minutes=5)
+
+
+@pytest.fixture(autouse=True)
+def no_kicks(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("PGKICK_KICKER", "none")
+    monkeypatch.delenv("DATABASE_URL", raising=False)
+    monkeypatch.setattr("pgkick.kick.default._default", None)
+
+
+def run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, Any, str]:
+    code = cli.main([*argv, "--json"])
+    captured = capsys.readouterr()
+    return code, json.loads(captured.out) if captured.out.strip() else None, captured.err
+
+
+def insert(store: JobStore, count: int, *, task: str = "t", queue: str = "q") -> list[int]:
+    spec = JobSpec(queue, task, "{}", None, timedelta(0), 1)
+    return [job.id for job in store.insert_many([[spec] * count])]
+
+
+def fail_all(store: JobStore, queue: str, error: str) -> list[int]:
+    """Claim every ready job of the queue and fail it for good with `error`."""
+    jobs = store.claim(queue, batch=1000, lease=LEASE)
+    for job in jobs:
+        store.fail(job.id, job.attempts, error, permanent=True)
+    return sorted(job.id for job in jobs)
+
+
+def rows(dsn: str, ids: list[int]) -> dict[int, tuple[str, Any, str]]:
+    """id -> (status, cancel_requested_at, xmin: the transaction that last wrote the row)."""
+    with psycopg.connect(dsn) as conn:
+        found = conn.execute(
+            "SELECT id, status, cancel_requested_at, xmin::text FROM pgkick.jobs "
+            "WHERE id = ANY(%s)",
+            (ids,),
+        ).fetchall()
+    return {row[0]: (row[1], row[2], row[3]) for row in found}
+
+
+def test_retry_by_error_text_counts_first_then_retries_only_those_a_batch_per_transaction(
+    dsn: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Catches a bulk retry that acts without --yes, takes jobs outside the filter (another
+    task, another error, a queued job), or changes them all in one long transaction: 25
+    jobs in batches of 10 are written by 3 transactions (their rows' xmin)."""
+    with JobStore.open(dsn) as store:
+        insert(store, 25, task="t")
+        timeouts = fail_all(store, "q", "TimeoutError: upstream took 31 s")
+        insert(store, 5, task="t")
+        other_error = fail_all(store, "q", "KeyError: 'sku'")
+        other_task = insert(store, 5, task="u")
+        fail_all(store, "q", "TimeoutError: again")
+        queued = insert(store, 3, task="t")
+    before = rows(dsn, timeouts + other_error + queued)
+    argv = ["retry", "--task", "t", "--error", "timeouterror", "--batch", "10", "--dsn", dsn]
+    code, out, _ = run(capsys, *argv)
+    assert (code, out["would_retry"], out["by_status"]) == (0, 25, {"failed": 25})
+    assert out["dry_run"] is True
+    assert rows(dsn, timeouts + other_error + queued) == before  # nothing written
+    code, out, _ = run(capsys, *argv, "--yes")
+    assert (code, out) == (0, {"retried": 25})
+    after = rows(dsn, timeouts + other_error + other_task + queued)
+    assert {i for i, (status, _, _) in after.items() if status == "queued"} == set(
+        timeouts + queued
+    )
+    assert len({after[i][2] for i in timeouts}) == 3  # ceil(25 / 10) transactions
+
+
+def test_bulk_cancel_fails_queued_jobs_and_requests_cancel_of_running_ones_in_the_range(
+    dsn: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Catches a cancel that fails running jobs outright (they must get the cancel request
+    and keep running until their task stops) or that ignores the created range."""
+    with JobStore.open(dsn) as store:
+        old = insert(store, 4)
+        store.conn.execute(
+            "UPDATE pgkick.jobs SET created_at = now() - interval '2 days' WHERE id = ANY(%s)",
+            (old,),
+        )
+        recent = insert(store, 6)
+        store.conn.execute(
+            "UPDATE pgkick.jobs SET run_at = now() + interval '1 hour' WHERE id = ANY(%s)",
+            (old + recent[2:],),
+        )
+        running = [job.id for job in store.claim("q", batch=10, lease=LEASE)]
+    assert running == recent[:2]
+    argv = ["cancel", "--queue", "q", "--since", "1d", "--dsn", dsn]
+    code, out, _ = run(capsys, *argv)
+    assert (out["would_cancel"], out["by_status"]) == (6, {"queued": 4, "running": 2})
+    code, out, _ = run(capsys, *argv, "--yes")
+    assert (code, out) == (0, {"cancelled": 4, "cancelling": 2})
+    after = rows(dsn, old + recent)
+    assert [after[i][0] for i in old] == ["queued"] * 4  # created before the range
+    assert [after[i][0] for i in recent[2:]] == ["failed"] * 4
+    assert all(after[i][0] == "running" and after[i][1] is not None for i in running)
+
+
+def test_bulk_purge_deletes_only_finished_jobs_of_the_filter(
+    dsn: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Catches a purge by filter that deletes a job of another status or task."""
+    with JobStore.open(dsn) as store:
+        done = insert(store, 3, task="report")
+        store.complete_many(store.claim("q", batch=10, lease=LEASE))
+        failed = insert(store, 2, task="report")
+        fail_all(store, "q", "boom")
+        kept = insert(store, 2, task="report") + insert(store, 2, task="other")
+    argv = ["purge", "--task", "report", "--status", "done", "--dsn", dsn]
+    assert run(capsys, *argv)[1]["would_purge"] == 3
+    assert run(capsys, *argv, "--yes")[1] == {"purged": 3}
+    assert set(rows(dsn, done + failed + kept)) == set(failed + kept)
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (["retry", "--status", "queued"], "retry applies to failed jobs"),
+        (["purge", "--status", "running"], "purge applies to done or failed jobs"),
+        (["cancel", "1", "--status", "queued"], "ids or give filters, not both"),
+        (["purge", "--older-than", "7d", "--task", "t"], "give the created range as --until"),
+        (["cancel", "--dry-run"], "give a filter, or --all"),
+        (["retry", "--since", "yesterday"], "expected an ISO time"),
+        (["retry", "--since", "2026-01-01T00:00"], "give its offset"),
+        (["retry", "--since", "1d", "--until", "2d"], "is not before until"),
+        (["cancel", "--queue", "q", "--batch", "0"], "must be at least 1"),
+        (["purge", "--task", "t", "--batch", "20000", "--yes"], "1..10000"),
+    ],
+)
+def test_bad_bulk_input_is_refused_and_writes_nothing(
+    dsn: str, capsys: pytest.CaptureFixture[str], argv: list[str], message: str
+) -> None:
+    with JobStore.open(dsn) as store:
+        insert(store, 2)
+        store.complete_many(store.claim("q", batch=1, lease=LEASE))
+        before = rows(dsn, [1, 2])
+    try:
+        code, _, err = run(capsys, *argv, "--dsn", dsn, "--yes")
+    except SystemExit as exit_info:  # the parser's refusals: exit 2, usage then the error
+        code, err = exit_info.code, capsys.readouterr().err.splitlines()[-1] + "\n"
+    assert code != 0 and message in err and err.count("\n") == 1
+    assert rows(dsn, [1, 2]) == before
+
+
+def test_the_python_api_counts_and_refuses_a_retry_that_would_break_a_unique_key(
+    dsn: str,
+) -> None:
+    """Catches a bulk retry that writes some batches before finding a unique-key conflict
+    in a later one: refused whole, nothing written."""
+    with JobStore.open(dsn) as store:
+        spec = JobSpec("q", "t", "{}", None, timedelta(0), 1, unique_key="k")
+        insert(store, 5)
+        store.insert_unique(spec)
+        failed = fail_all(store, "q", "boom")
+        store.insert_unique(spec)  # a live job holds "k" again
+        before = rows(dsn, failed)
+        selection = bulk.JobSelection(queue="q", since=datetime.now(UTC) - timedelta(hours=1))
+        ops = OperatorStore(store.conn, store.clock)
+        assert bulk.count_matching(ops, selection, "retry") == {"failed": 6}
+        with pytest.raises(UsageError, match="unique key 'k' is held by queued job"):
+            bulk.retry_matching(ops, selection, batch=2)
+        assert rows(dsn, failed) == before
+        with pytest.raises(InvalidArgument, match="timezone-aware"):
+            bulk.JobSelection(since=datetime(2026, 1, 1))
+
+
+def test_pgkick_jobs_lists_with_the_filters_a_bulk_action_counts(
+    dsn: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Catches `pgkick jobs` ignoring --error, --since or --until: it must list exactly the
+    jobs the bulk retry with the same filters counts."""
+    with JobStore.open(dsn) as store:
+        insert(store, 3)
+        timeouts = fail_all(store, "q", "upstream TIMEOUT")
+        insert(store, 2)
+        fail_all(store, "q", "KeyError")
+        store.conn.execute(
+            "UPDATE pgkick.jobs SET created_at = now() - interval '3 days' WHERE id = %s",
+            (timeouts[0],),
+        )
+    filters = ["--error", "timeout", "--since", "2d", "--dsn", dsn]
+    listed = [job["id"] for job in run(capsys, "jobs", *filters)[1]["jobs"]]
+    assert sorted(listed) == timeouts[1:]
+    assert run(capsys, "retry", *filters)[1]["would_retry"] == 2
+    old = [job["id"] for job in run(capsys, "jobs", "--until", "2d", "--dsn", dsn)[1]["jobs"]]
+    assert old == [timeouts[0]]
