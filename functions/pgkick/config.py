@@ -224,12 +224,6 @@ def overriding(*, schema: str | None = None, database_url: str | None = None) ->
 _MODULE = re.compile(r"[A-Za-z_]\w*(\.[A-Za-z_]\w*)*", re.ASCII)
 
 
-def claim_batch(env: Mapping[str, str] | None = None) -> int:
-    """PGKICK_BATCH alone: what a batch task's declaration checks its size against (a
-    task module is imported by the app too, whose other worker settings may be unset)."""
-    return _variables.whole_number(os.environ if env is None else env, "PGKICK_BATCH")
-
-
 def task_modules(env: Mapping[str, str] | None = None) -> tuple[str, ...]:
     """PGKICK_TASKS: the modules that register the tasks, comma-separated (`myapp.tasks,
     billing.jobs`). Anything else (spaces between names, a path, a file name) is refused

@@ -35,7 +35,7 @@ from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any
 
-from pgkick import config, variables
+from pgkick import variables
 from pgkick.errors import BatchResultError, InvalidArgument, InvalidArgumentType
 from pgkick.tasks.handle import payload_loader
 
@@ -75,22 +75,20 @@ class BatchSpec:
 
 
 def batch_spec(name: str, fn: Callable[..., Any], batch: object, batch_window: object) -> BatchSpec:
-    """The checked declaration: `batch` a whole number 1..the claim batch, `batch_window`
-    0..5 min (seconds or a timedelta). Raises before anything is registered."""
+    """The checked declaration: `batch` a whole number 1..1,000, `batch_window` 0..5 min
+    (seconds or a timedelta). Raises before anything is registered.
+
+    Not checked against the worker's claim batch (PGKICK_BATCH): the task module is
+    imported by producers too, whose environment has no say in how a worker claims. A
+    batch larger than one claim is filled across claims under a `batch_window`; without
+    one a call gets at most what a claim brought (docs/guide/batch.md)."""
     if isinstance(batch, bool) or not isinstance(batch, int):
         raise InvalidArgumentType(
             f"task {name!r}: batch must be a whole number of jobs, got {type(batch).__name__}"
         )
-    claim = config.claim_batch()
     if not 1 <= batch <= MAX_BATCH:
         raise InvalidArgument(
             f"task {name!r}: batch={batch} is out of range: a batch holds 1 to {MAX_BATCH} jobs"
-        )
-    if batch > claim:
-        raise InvalidArgument(
-            f"task {name!r}: batch={batch} is larger than the worker's claim batch "
-            f"(PGKICK_BATCH={claim}), so no batch could ever be full: lower batch= or set "
-            f"PGKICK_BATCH to at least {batch} (in the worker's environment and here)"
         )
     window = _window(name, batch_window)
     if len(inspect_parameters(fn)) != 1:
