@@ -12,6 +12,7 @@ from collections import Counter
 from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import timedelta
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -321,6 +322,10 @@ def test_batch_window_tops_a_short_group_up_from_the_next_claim_never_waiting(
     assert (summary.done, summary.stopped_because) == (4, "empty")
 
 
+def record_size(sizes: list[int], items: list[Any]) -> None:
+    sizes.append(len(items))
+
+
 def test_a_batch_larger_than_the_claim_batch_fills_across_claims_under_its_window(
     dsn: str, timed: JobStore
 ) -> None:
@@ -331,7 +336,7 @@ def test_a_batch_larger_than_the_claim_batch_fills_across_claims_under_its_windo
     for window, expected in ((60, [10]), (None, [4, 4, 2])):
         tasks = Registry()
         sizes: list[int] = []
-        tasks.task("wide", batch=10, batch_window=window)(lambda items: sizes.append(len(items)))
+        tasks.task("wide", batch=10, batch_window=window)(partial(record_size, sizes))
         ids = seed(timed, 10, task="wide")
         options = WorkerOptions(batch=4, lease=LEASE, max_fanout=0, heartbeat=False)
         worker = Worker(timed, tasks, NoKicker(), options)
