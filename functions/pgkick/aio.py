@@ -47,7 +47,13 @@ from pgkick.producer.options import (
     ProducerOptions,
     where_to_commit,
 )
-from pgkick.producer.plan import EnqueuePlan, commit_round_trip_async, execute_async, job_specs
+from pgkick.producer.plan import (
+    EnqueuePlan,
+    commit_round_trip_async,
+    execute_async,
+    job_specs,
+    refuse_after_async,
+)
 from pgkick.store import producer as statements
 from pgkick.store import unique
 from pgkick.store.producer import QueuedJob
@@ -70,6 +76,7 @@ class AsyncEnqueuer:
     async def enqueue(self, payload: Any, *, task: str, **options: Unpack[EnqueueOptions]) -> int:
         """Insert one job (a live job holding its unique key is answered, not kicked again)."""
         plan = EnqueuePlan.build(payload, task, options, max_payload_bytes=self.max_payload_bytes)
+        refuse_after_async([plan.spec])
         job, inserted = await execute_async(self.conn, self.clock, plan)
         if inserted:
             self.queued.append(job)
@@ -79,6 +86,7 @@ class AsyncEnqueuer:
     async def enqueue_many(self, jobs: Iterable[Mapping[str, Any]]) -> list[int]:
         """Each mapping holds enqueue's arguments; all validated before any is sent."""
         specs = job_specs(list(enumerate(jobs)), self.max_payload_bytes)
+        refuse_after_async(specs)
         batch = unique.UniqueBatch()  # keyed jobs wait, deduplicated, for the plain ones
         for chunk in itertools.batched(specs, INSERT_CHUNK):
             plain = batch.split(chunk)
@@ -97,6 +105,7 @@ async def enqueue_and_kick(payload: Any, *, task: str, **options: Unpack[Produce
     (with `unique_key`: a live job holding it is answered, nothing written or kicked)."""
     dsn, kicker, clock, job_options = where_to_commit(options)
     plan = EnqueuePlan.build(payload, task, job_options)  # bad input fails before anything connects
+    refuse_after_async([plan.spec])
     kicker = kicker or default_kicker()  # and so does a bad kicker setting
     plan = plan.reserving(kicker, clock)
     dsn = dsn or config.app_settings().dsn()

@@ -52,6 +52,7 @@ class FailOutcome:
     queue: str | None = None
     status: str | None = None
     run_at: datetime | None = None
+    has_dependants: bool = False  # jobs wait for it (migration 0017): their queues may be ready
 
 
 @dataclass(frozen=True, slots=True)
@@ -74,6 +75,29 @@ class WorkerStore(ExpiredLeases, QueueHealing, Listening):
     QueueHealing, the sweep of every queue it makes as it exits; from Listening, a
     lingering worker's wake-up line)."""
 
+    # Queues where a complete of this store released jobs waiting on the completed ones
+    # (migration 0017), not yet kicked: the worker takes them (take_released) after each
+    # complete. Filled from the complete statements' own rows: no statement of its own.
+    released: set[str]
+
+    def exclusive(self) -> Any:
+        """Hold this connection for several statements (a transaction the task opens to
+        spawn jobs): the lease keeper's thread waits instead of slipping into it."""
+        return self._io
+
+    def take_released(self) -> set[str]:
+        """The queues dependants entered since the last call (and forget them)."""
+        taken = getattr(self, "released", None) or set()
+        self.released = set()
+        return taken
+
+    def _note_released(self, rows: Sequence[tuple[Any, ...]]) -> None:
+        for row in rows:
+            if row[-1]:
+                if getattr(self, "released", None) is None:
+                    self.released = set()
+                self.released.update(row[-1].split("\n"))
+
     def claim(self, queue: str, *, batch: int, lease: timedelta) -> list[ClaimedJob]:
         """Claim up to `batch` ready jobs of `queue` under a lease: one statement, the
         server-side job_claim (migration 0007; pgkick.store.groups has its rules), in autocommit
@@ -89,7 +113,9 @@ class WorkerStore(ExpiredLeases, QueueHealing, Listening):
 
     def complete(self, job_id: int, attempts: int) -> bool:
         """True if this attempt still held the job and it is now done."""
-        return self.count(queries.JOB_COMPLETE, id=job_id, attempts=attempts) == 1
+        rows = self.rows(queries.JOB_COMPLETE, id=job_id, attempts=attempts)
+        self._note_released(rows)
+        return len(rows) == 1
 
     def complete_many(self, jobs: Sequence[ClaimedJob]) -> set[int]:
         """Complete a batch in one statement (the server-side job_complete, migration 0010);
@@ -102,6 +128,7 @@ class WorkerStore(ExpiredLeases, QueueHealing, Listening):
             attempts=[j.attempts for j in jobs],
             results=_results(jobs),
         )
+        self._note_released(rows)
         return {row[0] for row in rows}
 
     def complete_many_and_claim(
@@ -151,8 +178,11 @@ class WorkerStore(ExpiredLeases, QueueHealing, Listening):
                 sent = self.execute(queries.JOB_COMPLETE_AND_CLAIM, **params)
                 self._announce(queue, announce)
             rows = sent.fetchall()
-        held = {row[0] for row in rows if row[2] is None}
-        return held, [ClaimedJob(*row) for row in rows if row[2] is not None]
+        done = [row for row in rows if row[2] is None]
+        self._note_released(done)
+        return {row[0] for row in done}, [
+            ClaimedJob(*row[:11]) for row in rows if row[2] is not None
+        ]
 
     def _announce(self, queue: str, announce: Announcement) -> None:
         self.execute(
@@ -214,8 +244,20 @@ class WorkerStore(ExpiredLeases, QueueHealing, Listening):
         )
         if not rows:
             return FailOutcome(owned=False)
-        _, queue, status, run_at = rows[0]
-        return FailOutcome(owned=True, queue=queue, status=status, run_at=run_at)
+        _, queue, status, run_at, has_dependants = rows[0]
+        return FailOutcome(
+            owned=True, queue=queue, status=status, run_at=run_at, has_dependants=has_dependants
+        )
+
+    def dependants_ready_queues(self, job_id: int) -> set[str]:
+        """The queues of `job_id`'s dependants (transitively) that are queued now."""
+        return {row[0] for row in self.rows(queries.JOB_DEPENDANTS_READY_QUEUES, id=job_id)}
+
+    def reserve_kicks(self, queues: Sequence[str], pending: timedelta) -> list[str]:
+        """Of `queues`, those nobody watches, each marked with a pending kick (the producer's
+        queue_kick_reserve): the caller kicks exactly those."""
+        rows = self.rows(queries.QUEUE_KICK_RESERVE, queues=list(queues), pending=pending)
+        return [row[0] for row in rows if row[0] is not None]
 
     def extend(self, job_id: int, attempts: int, lease: timedelta) -> bool:
         """True if the lease was pushed forward; False means stop: the job is someone else's."""

@@ -1,0 +1,80 @@
+"""Jobs that wait for others (issue 34): linking a job just inserted to its parents, and
+reading a job's parents' results.
+
+Why two statements around the insert: the parents are checked first (job_parents_missing,
+a read), in the enqueue's own transaction, so an unknown parent refuses the enqueue before
+its row is written; then, once the children's ids are known, job_await (migration 0017,
+a server-side function: a producer may neither read a job's status nor update it) links
+them, flags and locks the parents, and sets the children waiting. Cycles cannot be made:
+a parent must exist before its child is inserted.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+from pgkick.connections.db import Database
+from pgkick.errors import UnknownParent
+from pgkick.store import queries
+
+# A child spawned by a running task waits on that attempt (JobContext.spawn): it is
+# cancelled, not released, if the attempt ends any other way than done.
+SPAWNED_POLICY = "cancel"
+
+
+def check_parents(db: Database, afters: Iterable[Sequence[tuple[int, str]]]) -> None:
+    """Raise UnknownParent for the first parent id with no job in this schema (a read:
+    nothing written). Runs in the caller's transaction, before the insert."""
+    ids = sorted({parent for after in afters for parent, _ in after})
+    if not ids:
+        return
+    missing = [row[0] for row in db.rows(queries.JOB_PARENTS_MISSING, ids=ids)]
+    if missing:
+        shown = ", ".join(str(m) for m in missing[:5])
+        raise UnknownParent(
+            f"after: no job {shown} in schema {db.schema!r}; a job waits only for jobs "
+            "enqueued before it, in its own schema (ids of another PGKICK_SCHEMA mean "
+            "nothing here)"
+        )
+
+
+def link(
+    db: Database,
+    children: Sequence[int],
+    afters: Sequence[Sequence[tuple[int, str]]],
+    *,
+    spawner: tuple[int, int] | None = None,
+) -> set[int]:
+    """Link each child to its parents (and to `spawner`, (job id, attempt), when a running
+    task spawns it); returns the children left waiting. In the caller's transaction."""
+    child_ids: list[int] = []
+    parent_ids: list[int] = []
+    policies: list[str] = []
+    attempts: list[int] = []  # 0: not bound to an attempt (the int list dumper takes no None)
+    for child, after in zip(children, afters, strict=True):
+        for parent, policy in after:
+            child_ids.append(child)
+            parent_ids.append(parent)
+            policies.append(policy)
+            attempts.append(0)
+        if spawner is not None:
+            child_ids.append(child)
+            parent_ids.append(spawner[0])
+            policies.append(SPAWNED_POLICY)
+            attempts.append(spawner[1])
+    if not child_ids:
+        return set()
+    rows = db.rows(
+        queries.JOB_AWAIT,
+        children=child_ids,
+        parents=parent_ids,
+        policies=policies,
+        attempts=attempts,
+    )
+    return {row[0] for row in rows}
+
+
+def parent_results(db: Database, job_id: int) -> dict[int, Any]:
+    """The results of `job_id`'s parents that ended done, by id (JobContext.parent_results)."""
+    return {row[0]: row[1] for row in db.rows(queries.JOB_PARENT_RESULTS, id=job_id)}
