@@ -24,6 +24,7 @@ import pytest
 import pgkick
 import tests.dependency_tasks  # noqa: F401  dag_node, fan_out, fan_child, fan_join
 from pgkick import aio
+from pgkick.cli.main import main
 from pgkick.connections.db import Database
 from pgkick.errors import InvalidArgument, InvalidArgumentType, MisuseError, UnknownParent
 from pgkick.kick.kickers import NoKicker
@@ -277,3 +278,21 @@ def test_a_parent_in_another_schema_is_refused(dsn: str) -> None:
         with pytest.raises(UnknownParent, match=f"no job {parent} in schema 'tenant'"):
             Enqueuer(tenant).enqueue({}, task="noop", after=[parent])
         assert conn.execute("SELECT count(*) FROM tenant.jobs").fetchone() == (0,)
+
+
+def test_pgkick_job_shows_parents_and_dependants_and_jobs_lists_the_waiting(
+    dsn: str, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("PGKICK_KICKER", "none")
+    with JobStore.open(dsn) as store:
+        enqueue = Enqueuer(store).enqueue
+        first, second = enqueue({}, task="noop"), enqueue({}, task="noop")
+        child = enqueue({}, task="noop", after=[first, (second, "run anyway")])
+    assert main(["job", str(child), "--dsn", dsn]) == 0
+    out = capsys.readouterr().out
+    assert f"job {child}: waiting" in out
+    assert f"after: {first}, {second}" in out and "waiting on: 2 parents" in out
+    assert main(["job", str(first), "--dsn", dsn]) == 0
+    assert f"dependants: {child}" in capsys.readouterr().out
+    assert main(["jobs", "--status", "waiting", "--dsn", dsn, "--json"]) == 0
+    assert '"id": %d' % child in capsys.readouterr().out
