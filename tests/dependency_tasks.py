@@ -39,6 +39,9 @@ def fan_out(payload: Any, job: JobContext) -> int:
         {"payload": {"i": i}, "task": "fan_child", "queue": queue} for i in range(payload["n"])
     )
     job.spawn({"n": payload["n"]}, task="fan_join", queue=queue, after=children)
+    if job.attempt in payload.get("hang_attempts", []):  # a test SIGKILLs this process now
+        _record(job, "spawned", time.monotonic_ns())
+        time.sleep(120)
     if job.attempt in payload.get("fail_attempts", []):
         raise RuntimeError(f"fan_out fails after spawning on attempt {job.attempt}")
     _record(job, "fan_out", time.monotonic_ns())

@@ -9,13 +9,14 @@ from __future__ import annotations
 
 import asyncio
 import os
+import signal
 import subprocess
 import sys
 import time
 from collections import Counter, defaultdict
 from collections.abc import Iterator
 from contextlib import contextmanager
-from datetime import timedelta
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import psycopg
@@ -33,6 +34,7 @@ from pgkick.store.migrations import migrate
 from pgkick.store.producer import ProducerStore
 from pgkick.tasks.registry import registry
 from pgkick.worker.loop import Worker, WorkerOptions
+from tests.helpers import FakeClock
 from tests.store import JobStore
 from tests.test_watch import RecordingKicker
 
@@ -295,4 +297,47 @@ def test_pgkick_job_shows_parents_and_dependants_and_jobs_lists_the_waiting(
     assert main(["job", str(first), "--dsn", dsn]) == 0
     assert f"dependants: {child}" in capsys.readouterr().out
     assert main(["jobs", "--status", "waiting", "--dsn", dsn, "--json"]) == 0
-    assert '"id": %d' % child in capsys.readouterr().out
+    assert f'"id": {child}' in capsys.readouterr().out
+
+
+def test_a_worker_killed_mid_fan_out_leaves_no_runnable_child_and_the_retry_spawns_afresh(
+    dsn: str, tmp_path: Path
+) -> None:
+    """SIGKILL after the spawn committed, before the spawning job completed: the reaper
+    re-queues it, which cancels what its attempt spawned; the retry's children and join
+    run, the join once."""
+    with JobStore.open(dsn) as store:
+        spawner = Enqueuer(store).enqueue({"n": 200, "hang_attempts": [1]}, task="fan_out")
+    env = {
+        **os.environ,
+        "DATABASE_URL": dsn,
+        "PGKICK_TEST_RECORD": str(tmp_path),
+        "PGKICK_TEST_STOP": str(tmp_path / "stop"),
+        "PYTHONPATH": str(ROOT),
+    }
+    proc = subprocess.Popen([sys.executable, "-m", "tests.dependency_worker", "default"], env=env)
+    try:
+        deadline = time.monotonic() + 30
+        while not any(r[0] == "spawned" for rs in _runs(tmp_path).values() for r in rs):
+            assert time.monotonic() < deadline, "the spawning task never got past its spawn"
+            time.sleep(0.02)
+    finally:
+        proc.send_signal(signal.SIGKILL)
+        proc.wait()
+    assert Counter(s for s, _ in _statuses(dsn).values()) == {"running": 1, "waiting": 201}
+    later = FakeClock(datetime.now(UTC) + timedelta(minutes=5))  # past the 30 s lease
+    with JobStore.open(dsn, later) as reaper:
+        assert [job.id for job in reaper.reap_expired()] == [spawner]
+    statuses = _statuses(dsn)
+    cancelled = [e for s, e in statuses.values() if s == "failed"]
+    assert len(cancelled) == 201
+    assert set(cancelled) == {
+        f"cancelled: spawned by attempt 1 of job {spawner}, which did not complete"
+    }
+    with JobStore.open(dsn) as store:
+        Worker(store, registry, NO_KICKS, FAST_RETRY).drain("default", _forever)
+        joined = store.rows(
+            "SELECT result FROM pgkick.jobs WHERE task = 'fan_join' AND status = 'done'"
+        )
+    assert joined == [(sum(range(200)),)]
+    assert Counter(s for s, _ in _statuses(dsn).values()) == {"done": 202, "failed": 201}
