@@ -27,7 +27,7 @@ import tests.dependency_tasks  # noqa: F401  dag_node, fan_out, fan_child, fan_j
 from pgkick import aio
 from pgkick.cli.main import main
 from pgkick.connections.db import Database
-from pgkick.errors import InvalidArgument, InvalidArgumentType, MisuseError, UnknownParent
+from pgkick.errors import InvalidArgument, InvalidArgumentType, UnknownParent
 from pgkick.kick.kickers import NoKicker
 from pgkick.producer.enqueue import Enqueuer
 from pgkick.store.migrations import migrate
@@ -263,8 +263,21 @@ def test_bad_dependencies_are_refused_before_anything_is_written(dsn: str) -> No
             with pytest.raises(error, match=words), pgkick.transaction(conn, kicker=NO_KICKS) as j:
                 j.enqueue({}, task="noop")
                 j.enqueue({}, task="noop", after=after)
-    with pytest.raises(MisuseError, match="asyncio"):
-        asyncio.run(aio.enqueue_and_kick({}, task="noop", dsn=dsn, kicker=NO_KICKS, after=[parent]))
+        with pytest.raises(error, match=words):
+            asyncio.run(
+                aio.enqueue_and_kick({}, task="noop", dsn=dsn, kicker=NO_KICKS, after=after)
+            )
+        with pytest.raises(error, match=words):
+            asyncio.run(
+                aio.enqueue_many(
+                    [
+                        {"payload": {}, "task": "noop"},
+                        {"payload": {}, "task": "noop", "after": after},
+                    ],
+                    dsn=dsn,
+                    kicker=NO_KICKS,
+                )
+            )
     assert _statuses(dsn) == before  # nothing written, not even the batch's other job
 
 
@@ -341,3 +354,32 @@ def test_a_worker_killed_mid_fan_out_leaves_no_runnable_child_and_the_retry_spaw
         )
     assert joined == [(sum(range(200)),)]
     assert Counter(s for s, _ in _statuses(dsn).values()) == {"done": 202, "failed": 201}
+
+
+def test_the_asyncio_forms_link_their_jobs_to_parents_too(dsn: str) -> None:
+    async def enqueue() -> tuple[int, int, int, int]:
+        first = await aio.enqueue_and_kick({}, task="noop", dsn=dsn, kicker=NO_KICKS)
+        second = await aio.enqueue_and_kick(
+            {}, task="noop", dsn=dsn, kicker=NO_KICKS, after=[first]
+        )
+        (third,) = await aio.enqueue_many(
+            [{"payload": {}, "task": "noop", "after": {first: "cancel", second: "fail"}}],
+            dsn=dsn,
+            kicker=NO_KICKS,
+        )
+        async with await psycopg.AsyncConnection.connect(dsn) as conn:
+            async with aio.transaction(conn, kicker=NO_KICKS) as jobs:
+                fourth = await jobs.enqueue({}, task="noop", after=[(third, "run anyway")])
+        return first, second, third, fourth
+
+    first, second, third, fourth = asyncio.run(enqueue())
+    statuses = _statuses(dsn)
+    assert [statuses[j][0] for j in (first, second, third, fourth)] == [
+        "queued",
+        "waiting",
+        "waiting",
+        "waiting",
+    ]
+    with JobStore.open(dsn) as store:
+        Worker(store, registry, NO_KICKS, FAST_RETRY).drain("default", _forever)
+    assert {_statuses(dsn)[j][0] for j in (first, second, third, fourth)} == {"done"}

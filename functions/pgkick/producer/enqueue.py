@@ -119,17 +119,16 @@ class Enqueuer:
     ) -> set[int]:
         """Link enqueue_many's new jobs to their parents (checked first: an unknown one
         raises, and the batch's transaction rolls back)."""
-        new = {job.id for job in inserted}
-        spawned = self.spawner is not None
-        pairs = [
-            (j.id, a) for j, a in zip(every, afters, strict=True) if (a or spawned) and j.id in new
-        ]
-        if not pairs:
-            return set()
-        dependencies.check_parents(self.store, [a for _, a in pairs])
-        return dependencies.link(
-            self.store, [c for c, _ in pairs], [a for _, a in pairs], spawner=self.spawner
+        children, parents = dependencies.new_pairs(
+            [job.id for job in every],
+            [job.id for job in inserted],
+            afters,
+            spawned=self.spawner is not None,
         )
+        if not children:
+            return set()
+        dependencies.check_parents(self.store, parents)
+        return dependencies.link(self.store, children, parents, spawner=self.spawner)
 
 
 @contextmanager

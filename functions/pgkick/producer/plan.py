@@ -17,7 +17,6 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from pgkick.connections.db import AsyncConnection, Clock
-from pgkick.errors import MisuseError
 from pgkick.kick.kickers import Kicker, NoKicker
 from pgkick.producer import trace_context
 from pgkick.producer.options import EnqueueOptions
@@ -85,16 +84,6 @@ class EnqueuePlan:
             return QueuedJob._make(row), inserted
         rows = yield statements.insert(self.spec)
         return QueuedJob._make(rows[0]), True
-
-
-def refuse_after_async(specs: Sequence[JobSpec]) -> None:
-    """The asyncio forms do not link dependencies yet (issue 34): refused before anything
-    is sent, rather than a job enqueued without the parents it was meant to wait for."""
-    if any(spec.after for spec in specs):
-        raise MisuseError(
-            "after=: the asyncio enqueue forms do not take dependencies yet; enqueue this job "
-            "with pgkick.enqueue_and_kick, pgkick.enqueue_many or pgkick.transaction"
-        )
 
 
 def execute_sync(store: ProducerStore, plan: EnqueuePlan) -> tuple[QueuedJob, bool]:

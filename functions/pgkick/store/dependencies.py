@@ -17,6 +17,7 @@ from typing import Any
 from pgkick.connections.db import Database
 from pgkick.errors import UnknownParent
 from pgkick.store import queries
+from pgkick.store.statement import Statement, Steps, drive
 
 # A child spawned by a running task waits on that attempt (JobContext.spawn): it is
 # cancelled, not released, if the attempt ends any other way than done.
@@ -26,14 +27,19 @@ SPAWNED_POLICY = "cancel"
 def check_parents(db: Database, afters: Iterable[Sequence[tuple[int, str]]]) -> None:
     """Raise UnknownParent for the first parent id with no job in this schema (a read:
     nothing written). Runs in the caller's transaction, before the insert."""
+    drive(db, checked(afters, db.schema))
+
+
+def checked(afters: Iterable[Sequence[tuple[int, str]]], schema: str) -> Steps[None]:
+    """check_parents as a plan, for the synchronous and the asyncio executors."""
     ids = sorted({parent for after in afters for parent, _ in after})
-    if not ids:
+    if not ids:  # (a spawned job may have no parent but its spawner)
         return
-    missing = [row[0] for row in db.rows(queries.JOB_PARENTS_MISSING, ids=ids)]
+    missing = [row[0] for row in (yield Statement(queries.JOB_PARENTS_MISSING, {"ids": ids}))]
     if missing:
         shown = ", ".join(str(m) for m in missing[:5])
         raise UnknownParent(
-            f"after: no job {shown} in schema {db.schema!r}; a job waits only for jobs "
+            f"after: no job {shown} in schema {schema!r}; a job waits only for jobs "
             "enqueued before it, in its own schema (ids of another PGKICK_SCHEMA mean "
             "nothing here)"
         )
@@ -48,6 +54,16 @@ def link(
 ) -> set[int]:
     """Link each child to its parents (and to `spawner`, (job id, attempt), when a running
     task spawns it); returns the children left waiting. In the caller's transaction."""
+    return drive(db, linked(children, afters, spawner=spawner))
+
+
+def linked(
+    children: Sequence[int],
+    afters: Sequence[Sequence[tuple[int, str]]],
+    *,
+    spawner: tuple[int, int] | None = None,
+) -> Steps[set[int]]:
+    """link as a plan, for the synchronous and the asyncio executors."""
     child_ids: list[int] = []
     parent_ids: list[int] = []
     policies: list[str] = []
@@ -63,16 +79,33 @@ def link(
             parent_ids.append(spawner[0])
             policies.append(SPAWNED_POLICY)
             attempts.append(spawner[1])
-    if not child_ids:
-        return set()
-    rows = db.rows(
-        queries.JOB_AWAIT,
-        children=child_ids,
-        parents=parent_ids,
-        policies=policies,
-        attempts=attempts,
-    )
+    params = {
+        "children": child_ids,
+        "parents": parent_ids,
+        "policies": policies,
+        "attempts": attempts,
+    }
+    rows = (yield Statement(queries.JOB_AWAIT, params)) if child_ids else []
     return {row[0] for row in rows}
+
+
+def new_pairs(
+    every: Sequence[int],
+    inserted: Iterable[int],
+    afters: Sequence[tuple[tuple[int, str], ...]],
+    *,
+    spawned: bool = False,
+) -> tuple[list[int], list[tuple[tuple[int, str], ...]]]:
+    """enqueue_many's jobs to link (`every`: each input's job id, `inserted`: the ids
+    written): (children, their parents), the jobs actually inserted
+    (a skipped duplicate is not linked) that have parents (or are `spawned`)."""
+    new = set(inserted)
+    pairs = [
+        (job, after)
+        for job, after in zip(every, afters, strict=True)
+        if (after or spawned) and job in new
+    ]
+    return [child for child, _ in pairs], [after for _, after in pairs]
 
 
 def parent_results(db: Database, job_id: int) -> dict[int, Any]:
