@@ -12,6 +12,7 @@ a parent must exist before its child is inserted.
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
+from datetime import timedelta
 from typing import Any
 
 from pgkick.connections.db import Database
@@ -111,3 +112,38 @@ def new_pairs(
 def parent_results(db: Database, job_id: int) -> dict[int, Any]:
     """The results of `job_id`'s parents that ended done, by id (JobContext.parent_results)."""
     return {row[0]: row[1] for row in db.rows(queries.JOB_PARENT_RESULTS, id=job_id)}
+
+
+class ReleasedDependants(Database):
+    """The worker's side (mixed into WorkerStore): the queues that its completes and fails
+    made ready for jobs waiting on its jobs, to kick (pgkick.worker.dependants)."""
+
+    # Queues where a complete of this store released jobs waiting on the completed ones
+    # (migration 0017), not yet kicked: the worker takes them (take_released) after each
+    # complete. Filled from the complete statements' own rows: no statement of its own.
+    _released: tuple[str, ...] = ()
+
+    def exclusive(self) -> Any:
+        """Hold this connection for several statements (a transaction the task opens to
+        spawn jobs): the lease keeper's thread waits instead of slipping into it."""
+        return self._io
+
+    def take_released(self) -> set[str]:
+        """The queues dependants entered since the last call (and forget them)."""
+        taken, self._released = set(self._released), ()
+        return taken
+
+    def _note_released(self, rows: Sequence[tuple[Any, ...]]) -> None:
+        for row in rows:
+            if row[-1]:  # newline-separated queue names (printable: never a newline)
+                self._released += tuple(row[-1].split("\n"))
+
+    def dependants_ready_queues(self, job_id: int) -> set[str]:
+        """The queues of `job_id`'s dependants (transitively) that are queued now."""
+        return {row[0] for row in self.rows(queries.JOB_DEPENDANTS_READY_QUEUES, id=job_id)}
+
+    def reserve_kicks(self, queues: Sequence[str], pending: timedelta) -> list[str]:
+        """Of `queues`, those nobody watches, each marked with a pending kick (the producer's
+        queue_kick_reserve): the caller kicks exactly those."""
+        rows = self.rows(queries.QUEUE_KICK_RESERVE, queues=list(queues), pending=pending)
+        return [row[0] for row in rows if row[0] is not None]

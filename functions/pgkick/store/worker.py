@@ -18,6 +18,7 @@ from datetime import datetime, timedelta
 from typing import Any, NamedTuple
 
 from pgkick.store import queries
+from pgkick.store.dependencies import ReleasedDependants
 from pgkick.store.expired import ExpiredLeases
 from pgkick.store.healing import QueueHealing
 from pgkick.store.listen import Listening
@@ -70,33 +71,11 @@ class Snoozed(NamedTuple):
     cancelled: bool
 
 
-class WorkerStore(ExpiredLeases, QueueHealing, Listening):
+class WorkerStore(ExpiredLeases, QueueHealing, Listening, ReleasedDependants):
     """What a worker runs (and, from ExpiredLeases, a rescue's sweep of its queue; from
     QueueHealing, the sweep of every queue it makes as it exits; from Listening, a
-    lingering worker's wake-up line)."""
-
-    # Queues where a complete of this store released jobs waiting on the completed ones
-    # (migration 0017), not yet kicked: the worker takes them (take_released) after each
-    # complete. Filled from the complete statements' own rows: no statement of its own.
-    released: set[str]
-
-    def exclusive(self) -> Any:
-        """Hold this connection for several statements (a transaction the task opens to
-        spawn jobs): the lease keeper's thread waits instead of slipping into it."""
-        return self._io
-
-    def take_released(self) -> set[str]:
-        """The queues dependants entered since the last call (and forget them)."""
-        taken = getattr(self, "released", None) or set()
-        self.released = set()
-        return taken
-
-    def _note_released(self, rows: Sequence[tuple[Any, ...]]) -> None:
-        for row in rows:
-            if row[-1]:
-                if getattr(self, "released", None) is None:
-                    self.released = set()
-                self.released.update(row[-1].split("\n"))
+    lingering worker's wake-up line; from ReleasedDependants, the queues its writes made
+    ready for jobs that waited on its jobs)."""
 
     def claim(self, queue: str, *, batch: int, lease: timedelta) -> list[ClaimedJob]:
         """Claim up to `batch` ready jobs of `queue` under a lease: one statement, the
@@ -248,16 +227,6 @@ class WorkerStore(ExpiredLeases, QueueHealing, Listening):
         return FailOutcome(
             owned=True, queue=queue, status=status, run_at=run_at, has_dependants=has_dependants
         )
-
-    def dependants_ready_queues(self, job_id: int) -> set[str]:
-        """The queues of `job_id`'s dependants (transitively) that are queued now."""
-        return {row[0] for row in self.rows(queries.JOB_DEPENDANTS_READY_QUEUES, id=job_id)}
-
-    def reserve_kicks(self, queues: Sequence[str], pending: timedelta) -> list[str]:
-        """Of `queues`, those nobody watches, each marked with a pending kick (the producer's
-        queue_kick_reserve): the caller kicks exactly those."""
-        rows = self.rows(queries.QUEUE_KICK_RESERVE, queues=list(queues), pending=pending)
-        return [row[0] for row in rows if row[0] is not None]
 
     def extend(self, job_id: int, attempts: int, lease: timedelta) -> bool:
         """True if the lease was pushed forward; False means stop: the job is someone else's."""
