@@ -34,8 +34,10 @@ from pgkick.store.migrations import migrate
 from pgkick.store.producer import ProducerStore
 from pgkick.tasks.registry import registry
 from pgkick.worker.loop import Worker, WorkerOptions
+from pgkick_dev.ui.app import make_app
 from tests.helpers import FakeClock
 from tests.store import JobStore
+from tests.test_dashboard import client as ui_client
 from tests.test_watch import RecordingKicker
 
 ROOT = Path(__file__).parent.parent
@@ -311,6 +313,11 @@ def test_pgkick_job_shows_parents_and_dependants_and_jobs_lists_the_waiting(
     assert f"dependants: {child}" in capsys.readouterr().out
     assert main(["jobs", "--status", "waiting", "--dsn", dsn, "--json"]) == 0
     assert f'"id": {child}' in capsys.readouterr().out
+    with ui_client(make_app(dsn)) as ui:  # the dashboard's job page links both ways
+        page = ui.get(f"/jobs/{child}").text
+        assert f'<a href="/jobs/{first}">{first}</a>, <a href="/jobs/{second}">' in page
+        assert "(waiting on 2)" in page
+        assert f'<a href="/jobs/{child}">{child}</a>' in ui.get(f"/jobs/{first}").text
 
 
 def test_a_worker_killed_mid_fan_out_leaves_no_runnable_child_and_the_retry_spawns_afresh(
