@@ -1,4 +1,4 @@
--- job_fail: Records a failed attempt (fenced): queued again after backoff x 2^attempts (default 10 s, at most the cap, default 1 hour) times the caller's jitter factor, or failed at max_attempts, when permanent, or 'cancelled by operator' when a cancel was requested since the worker's last heartbeat.
+-- job_fail: Records a failed attempt (fenced): queued again after backoff x 2^attempts (default 10 s, at most the cap, default 1 hour) times the caller's jitter factor, or failed at max_attempts, when permanent, or 'cancelled by operator' when a cancel was requested since the worker's last heartbeat; has_dependants says whether dependants may have been released (migration 0017).
 UPDATE pgkick.jobs
 SET status       = CASE WHEN %(permanent)s::boolean OR attempts >= max_attempts
                              OR cancel_requested_at IS NOT NULL
@@ -18,4 +18,4 @@ SET status       = CASE WHEN %(permanent)s::boolean OR attempts >= max_attempts
     last_error   = CASE WHEN cancel_requested_at IS NOT NULL THEN 'cancelled by operator'
                         ELSE left(%(error)s, 2000) END
 WHERE id = %(id)s AND status = 'running' AND attempts = %(attempts)s
-RETURNING id, queue, status, run_at;
+RETURNING id, queue, status, run_at, has_dependants;

@@ -147,7 +147,7 @@ def test_job_shows_payload_attempts_error_result_times_and_lease(
     [
         (
             ["jobs", "--status", "finished"],
-            "unknown status 'finished': use one of queued, running, done, failed",
+            "unknown status 'finished': use one of waiting, queued, running, done, failed",
         ),
         (["jobs", "--after", "ten"], "job id must be a whole number, not 'ten'"),
         (["jobs", "--limit", "0"], "limit must be between 1 and 500, not 0"),

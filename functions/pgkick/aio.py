@@ -47,11 +47,16 @@ from pgkick.producer.options import (
     ProducerOptions,
     where_to_commit,
 )
-from pgkick.producer.plan import EnqueuePlan, commit_round_trip_async, execute_async, job_specs
+from pgkick.producer.plan import (
+    EnqueuePlan,
+    commit_round_trip_async,
+    execute_async,
+    job_specs,
+)
+from pgkick.store import dependencies, unique
 from pgkick.store import producer as statements
-from pgkick.store import unique
 from pgkick.store.producer import QueuedJob
-from pgkick.store.statement import drive_async, rows_async
+from pgkick.store.statement import Steps, drive_async, rows_async
 from pgkick.validation import DEFAULT_MAX_PAYLOAD_BYTES
 
 log = logging.getLogger("pgkick.aio")
@@ -70,6 +75,21 @@ class AsyncEnqueuer:
     async def enqueue(self, payload: Any, *, task: str, **options: Unpack[EnqueueOptions]) -> int:
         """Insert one job (a live job holding its unique key is answered, not kicked again)."""
         plan = EnqueuePlan.build(payload, task, options, max_payload_bytes=self.max_payload_bytes)
+        return await self.enqueue_plan(plan)
+
+    async def enqueue_plan(self, plan: EnqueuePlan) -> int:
+        """Insert one planned job (and link it to its parents, `after=`: the parents'
+        check, the insert and the link in one transaction, a savepoint in the app's)."""
+        after = plan.spec.after
+        if after:
+            async with self.conn.transaction():
+                await self._drive(dependencies.checked([after], config.app_settings().schema))
+                job, inserted = await execute_async(self.conn, self.clock, plan)
+                linked = dependencies.linked([job.id], [after]) if inserted else None
+                waiting = await self._drive(linked) if linked else set()
+            if inserted and job.id not in waiting:  # a waiting job is kicked by its last parent
+                self.queued.append(job)
+            return job.id
         job, inserted = await execute_async(self.conn, self.clock, plan)
         if inserted:
             self.queued.append(job)
@@ -87,8 +107,19 @@ class AsyncEnqueuer:
                     plain, await rows_async(self.conn, self.clock, unique.insert_many(plain))
                 )
         every, inserted = await drive_async(self.conn, self.clock, batch.insert_keyed())
-        self.queued.extend(map(QueuedJob._make, inserted))  # a skipped duplicate: no kick
+        children, parents = dependencies.new_pairs(
+            [row[0] for row in every], [row[0] for row in inserted], [s.after for s in specs]
+        )
+        waiting: set[int] = set()
+        if children:  # in the caller's transaction: an unknown parent rolls the batch back
+            await self._drive(dependencies.checked(parents, config.app_settings().schema))
+            waiting = await self._drive(dependencies.linked(children, parents))
+        # a skipped duplicate is not kicked again, nor a waiting job (its last parent is)
+        self.queued.extend(QueuedJob._make(r) for r in inserted if r[0] not in waiting)
         return [row[0] for row in every]
+
+    async def _drive[T](self, steps: Steps[T]) -> T:
+        return await drive_async(self.conn, self.clock, steps)
 
 
 @schema_advice  # no schema: say to migrate
@@ -100,6 +131,13 @@ async def enqueue_and_kick(payload: Any, *, task: str, **options: Unpack[Produce
     kicker = kicker or default_kicker()  # and so does a bad kicker setting
     plan = plan.reserving(kicker, clock)
     dsn = dsn or config.app_settings().dsn()
+    if plan.spec.after:  # its own transaction, kicked only if ready at once
+        async with _pool(dsn).connection() as conn:
+            enqueuer = AsyncEnqueuer(conn, clock, DEFAULT_MAX_PAYLOAD_BYTES)
+            job_id = await enqueuer.enqueue_plan(plan)
+            reserved = await reserve(conn, clock, enqueuer.queued, kicker)
+        await kick(enqueuer.queued, kicker, lambda: producer_store(dsn, clock), reserved, clock)
+        return job_id
     async with _pool(dsn).connection() as conn:
         if plan.unique:  # each statement its own transaction (pgkick.store.unique says why)
             job, inserted = await execute_async(conn, clock, plan)

@@ -49,6 +49,11 @@ class InvalidArgumentType(PgkickError, TypeError):
     """A value handed to pgkick is of the wrong type; nothing was written."""
 
 
+class UnknownParent(InvalidArgument):
+    """`after=` names a job id that no job has in this enqueue's schema (never enqueued,
+    purged, or a job of another PGKICK_SCHEMA); nothing was written."""
+
+
 class MisuseError(PgkickError, RuntimeError):
     """pgkick was called where it cannot act (outside the transaction it needs, on a
     connection in the wrong state); the message says what to do instead."""

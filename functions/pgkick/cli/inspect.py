@@ -106,6 +106,11 @@ def render_job(job: dict[str, Any]) -> str:
     for key, label in (("unique_key", "unique key"), ("group_key", "group")):
         if job[key] is not None:
             lines.append(f"{label}: {job[key]}")
+    for key, label in (("parents", "after"), ("dependants", "dependants")):
+        if job.get(key):  # the first 50 (sql/job_get.sql)
+            lines.append(f"{label}: {', '.join(map(str, job[key]))}")
+    if job.get("waiting_on"):
+        lines.append(f"waiting on: {job['waiting_on']} parents")
     lines.append(f"payload: {json.dumps(job['payload'], sort_keys=True)}")
     lines.append("result: " + ("-" if job["result"] is None else json.dumps(job["result"])))
     lines.append(f"errors ({ERRORS_KEPT}):")
@@ -126,7 +131,7 @@ def render_job(job: dict[str, Any]) -> str:
 
 def add_inspect_commands(command: Command) -> list[argparse.ArgumentParser]:
     jobs = command("jobs", cmd_jobs)
-    jobs.add_argument("--status", help="queued, running, done or failed")
+    jobs.add_argument("--status", help="waiting, queued, running, done or failed")
     jobs.add_argument("--task", help="only the jobs of this task")
     jobs.add_argument("--queue", help="only the jobs of this queue")
     jobs.add_argument("--unique-key", help="only the jobs enqueued with this unique key")

@@ -41,8 +41,9 @@ from pgkick.producer.options import (
     where_to_commit,
 )
 from pgkick.producer.plan import EnqueuePlan, execute_sync, job_specs, now
+from pgkick.store import dependencies
 from pgkick.store.producer import ProducerStore, QueuedJob
-from pgkick.validation import DEFAULT_MAX_PAYLOAD_BYTES
+from pgkick.validation import DEFAULT_MAX_PAYLOAD_BYTES, JobSpec
 
 log = logging.getLogger("pgkick.producer")
 INSERT_CHUNK = 5_000  # measured: 100,000 jobs insert fastest in chunks of 5,000-10,000
@@ -52,17 +53,37 @@ class Enqueuer:
     """Inserts jobs through one store; remembers them so they are kicked after commit."""
 
     def __init__(
-        self, store: ProducerStore, max_payload_bytes: int = DEFAULT_MAX_PAYLOAD_BYTES
+        self,
+        store: ProducerStore,
+        max_payload_bytes: int = DEFAULT_MAX_PAYLOAD_BYTES,
+        *,
+        spawner: tuple[int, int] | None = None,
     ) -> None:
         self.store = store
         self.max_payload_bytes = max_payload_bytes
         self.queued: list[QueuedJob] = []
+        # (job id, attempt) of the running task whose children these jobs are
+        # (pgkick.worker.spawn): every job inserted waits for that attempt too.
+        self.spawner = spawner
 
     @schema_advice  # no schema: say to migrate
     def enqueue(self, payload: Any, *, task: str, **options: Unpack[EnqueueOptions]) -> int:
         """Insert one job (or find the live one holding its unique key: that one is not
         kicked again)."""
         plan = EnqueuePlan.build(payload, task, options, max_payload_bytes=self.max_payload_bytes)
+        return self.enqueue_plan(plan)
+
+    def enqueue_plan(self, plan: EnqueuePlan) -> int:
+        """Insert one planned job (and link it to its parents, `after=`)."""
+        after = plan.spec.after
+        if after:  # the parents' check, the insert and the link: one transaction
+            with self.store.transaction():
+                dependencies.check_parents(self.store, [after])
+                job, inserted = execute_sync(self.store, plan)
+                waiting = dependencies.link(self.store, [job.id], [after]) if inserted else set()
+            if inserted and job.id not in waiting:  # a waiting job is kicked by its last parent
+                self.queued.append(job)
+            return job.id
         job, inserted = execute_sync(self.store, plan)
         if inserted:
             self.queued.append(job)
@@ -75,13 +96,39 @@ class Enqueuer:
         Validated chunk by chunk while the server inserts the chunk before; a bad
         job anywhere raises (naming jobs[i]) and rolls back the chunks already sent.
         """
-        chunks = (
-            job_specs(chunk, self.max_payload_bytes)
-            for chunk in itertools.batched(enumerate(jobs), INSERT_CHUNK)
-        )
-        every, inserted = self.store.insert_many_unique(chunks)
-        self.queued.extend(inserted)  # a skipped duplicate is not kicked again
+        afters: list[tuple[tuple[int, str], ...]] = []  # each job's parents, in input order
+
+        def chunks() -> Iterator[list[JobSpec]]:
+            for chunk in itertools.batched(enumerate(jobs), INSERT_CHUNK):
+                specs = job_specs(chunk, self.max_payload_bytes)
+                afters.extend(spec.after for spec in specs)
+                yield specs
+
+        with self.store.transaction():  # jobs and their links commit together, or nothing
+            every, inserted = self.store.insert_many_unique(chunks())
+            waiting = self._link_many(every, inserted, afters)
+        # a skipped duplicate is not kicked again, nor a waiting job (its last parent is)
+        self.queued.extend(job for job in inserted if job.id not in waiting)
         return [job.id for job in every]
+
+    def _link_many(
+        self,
+        every: list[QueuedJob],
+        inserted: list[QueuedJob],
+        afters: list[tuple[tuple[int, str], ...]],
+    ) -> set[int]:
+        """Link enqueue_many's new jobs to their parents (checked first: an unknown one
+        raises, and the batch's transaction rolls back)."""
+        children, parents = dependencies.new_pairs(
+            [job.id for job in every],
+            [job.id for job in inserted],
+            afters,
+            spawned=self.spawner is not None,
+        )
+        if not children:
+            return set()
+        dependencies.check_parents(self.store, parents)
+        return dependencies.link(self.store, children, parents, spawner=self.spawner)
 
 
 @contextmanager
@@ -132,6 +179,8 @@ def enqueue_and_kick(payload: Any, *, task: str, **options: Unpack[ProducerOptio
     plan = EnqueuePlan.build(payload, task, job_options)  # bad input fails before anything connects
     kicker = kicker or default_kicker()  # and so does a bad kicker setting
     plan = plan.reserving(kicker, clock)
+    if plan.spec.after:
+        return _enqueue_after(plan, dsn, kicker, clock)
     if plan.unique:
         return _enqueue_unique(plan, dsn, kicker, clock)
     committer = group_commit.group_for(_producer_pool(dsn), clock)  # threads share commits
@@ -154,6 +203,17 @@ def _enqueue_unique(plan: EnqueuePlan, dsn: str | None, kicker: Kicker, clock: C
     if inserted:
         kick_committed([job], kicker, lambda: producer_store(dsn, clock), now=now(clock))
     return job.id
+
+
+def _enqueue_after(plan: EnqueuePlan, dsn: str | None, kicker: Kicker, clock: Clock) -> int:
+    """enqueue_and_kick of a job that waits for others: the parents' check, the insert and
+    the link in one transaction of its own (not a group's commit); kicked only if it is
+    ready at once (its parents all done)."""
+    with producer_store(dsn, clock) as store:
+        enqueuer = Enqueuer(store)
+        job_id = enqueuer.enqueue_plan(plan)
+    kick_committed(enqueuer.queued, kicker, lambda: producer_store(dsn, clock), now=now(clock))
+    return job_id
 
 
 @schema_advice  # no schema: say to migrate

@@ -23,7 +23,7 @@ from pgkick.connections.db import Database
 from pgkick.errors import InvalidArgument
 from pgkick.store import queries
 
-STATUSES = ("queued", "running", "done", "failed")
+STATUSES = ("waiting", "queued", "running", "done", "failed")  # waiting: migration 0017
 SCAN_WINDOW = 20_000  # ids a filtered page may look at, at most (a few ms at 1M jobs)
 MAX_LIMIT = 500
 # Filters that read an index of their own (migration 0009, 0004): no window needed.

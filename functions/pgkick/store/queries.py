@@ -26,6 +26,15 @@ DATABASE_DROP: Final = """\
 -- database_drop: Drop a database pgkick.testing's plugin created, ending its sessions (a worker or a lingering producer connection of the test); the name is a placeholder replaced by the plugin.
 DROP DATABASE IF EXISTS pgkick_test_db WITH (FORCE);"""
 
+JOB_AWAIT: Final = """\
+-- job_await: Links jobs just inserted (still queued, in this transaction) to their parents, as pairs (child, parent, policy, attempt; attempt 0: none): the server-side job_await of migration 0017, which flags and locks the parents, ends at once a child whose parent already failed, and returns the children left waiting.
+SELECT id
+FROM pgkick.job_await(%(children)s::bigint[], %(parents)s::bigint[], %(policies)s::text[],
+                      ARRAY(SELECT nullif(a, 0)
+                            FROM unnest(%(attempts)s::int[]) WITH ORDINALITY AS x(a, n)
+                            ORDER BY n),
+                      %(now)s::timestamptz);"""
+
 JOB_CANCEL_QUEUED: Final = """\
 -- job_cancel_queued: Fails queued jobs (by ids, or by queue and task) with last_error 'cancelled by operator'; running jobs are left to finish.
 UPDATE pgkick.jobs
@@ -69,24 +78,25 @@ JOB_COMMITTED_AMONG: Final = """\
 SELECT id, queue, run_at FROM pgkick.jobs WHERE id = ANY(%(ids)s::bigint[]);"""
 
 JOB_COMPLETE: Final = """\
--- job_complete: Marks one running job done, only while this attempt still holds it (fenced; 0 rows = lease lost): the server-side job_complete of migration 0010, for one job with no result.
-SELECT id
+-- job_complete: Marks one running job done, only while this attempt still holds it (fenced; 0 rows = lease lost): the server-side job_complete of migration 0010, for one job with no result; with the queues its dependants entered (migration 0017), NULL when none.
+SELECT id, nullif(current_setting('pgkick.released_queues', true), '')
 FROM pgkick.job_complete(ARRAY[%(id)s]::bigint[], ARRAY[%(attempts)s]::int[], NULL::text[],
                          %(now)s::timestamptz);"""
 
 JOB_COMPLETE_AND_CLAIM: Final = """\
--- job_complete_and_claim: Completes a worker's last batch (fenced, each job by its attempt, with its result) and then claims the next: one statement, the server-side function of migration 0008; rows with a NULL task are the completed ids still held, then the claimed jobs (with job_claim's trace context, and its times if timed).
+-- job_complete_and_claim: Completes a worker's last batch (fenced, each job by its attempt, with its result) and then claims the next: one statement, the server-side function of migration 0008; rows with a NULL task are the completed ids still held, then the claimed jobs (with job_claim's trace context, and its times if timed); the last column, on the completed ids' rows, the queues their dependants entered (migration 0017), NULL when none.
 SELECT id, queue, task, payload, attempts, max_attempts, traceparent, tracestate,
        CASE WHEN %(timed)s::bool THEN enqueued_at END,
        CASE WHEN %(timed)s::bool THEN run_at END,
-       CASE WHEN %(timed)s::bool THEN claimed_at END
+       CASE WHEN %(timed)s::bool THEN claimed_at END,
+       CASE WHEN task IS NULL THEN nullif(current_setting('pgkick.released_queues', true), '') END
 FROM pgkick.job_complete_and_claim(%(ids)s::bigint[], %(attempts)s::int[], %(results)s::text[],
                                    %(queue)s::text, %(batch)s::int, %(lease)s::interval,
                                    %(now)s::timestamptz);"""
 
 JOB_COMPLETE_MANY: Final = """\
--- job_complete_many: Marks a batch of running jobs done in one statement, each fenced by its own attempt, storing each one's result (JSON text or NULL): the server-side job_complete of migration 0010; returns the ids still held.
-SELECT id
+-- job_complete_many: Marks a batch of running jobs done in one statement, each fenced by its own attempt, storing each one's result (JSON text or NULL): the server-side job_complete of migration 0010; returns the ids still held, each with the queues that jobs waiting on them entered (migration 0017's pgkick.released_queues, set in this statement's transaction; NULL when none).
+SELECT id, nullif(current_setting('pgkick.released_queues', true), '')
 FROM pgkick.job_complete(%(ids)s::bigint[], %(attempts)s::int[], %(results)s::text[],
                          %(now)s::timestamptz);"""
 
@@ -96,6 +106,18 @@ DELETE FROM pgkick.jobs
 WHERE id = ANY(%(ids)s::bigint[])
   AND status IN ('done', 'failed')
 RETURNING id;"""
+
+JOB_DEPENDANTS_READY_QUEUES: Final = """\
+-- job_dependants_ready_queues: The queues of a job's dependants, direct or transitive, that are queued now: what a worker kicks after a job with dependants failed (its 'run anyway' dependants were released by migration 0017's trigger in the fail's own statement).
+WITH RECURSIVE below AS (
+  SELECT d.child_id FROM pgkick.job_dependencies d WHERE d.parent_id = %(id)s
+  UNION
+  SELECT d.child_id FROM pgkick.job_dependencies d JOIN below b ON d.parent_id = b.child_id
+)
+SELECT DISTINCT j.queue
+FROM below b JOIN pgkick.jobs j ON j.id = b.child_id
+WHERE j.status = 'queued'
+ORDER BY j.queue;"""
 
 JOB_EXTEND: Final = """\
 -- job_extend: Pushes a running job's lease forward, only while this attempt still holds it (fenced; 0 rows = stop working); also says whether an operator asked to cancel it.
@@ -113,7 +135,7 @@ WHERE j.id = held.id AND j.status = 'running' AND j.attempts = held.attempts
 RETURNING j.id, j.cancel_requested_at IS NOT NULL;"""
 
 JOB_FAIL: Final = """\
--- job_fail: Records a failed attempt (fenced): queued again after backoff x 2^attempts (default 10 s, at most the cap, default 1 hour) times the caller's jitter factor, or failed at max_attempts, when permanent, or 'cancelled by operator' when a cancel was requested since the worker's last heartbeat.
+-- job_fail: Records a failed attempt (fenced): queued again after backoff x 2^attempts (default 10 s, at most the cap, default 1 hour) times the caller's jitter factor, or failed at max_attempts, when permanent, or 'cancelled by operator' when a cancel was requested since the worker's last heartbeat; has_dependants says whether dependants may have been released (migration 0017).
 UPDATE pgkick.jobs
 SET status       = CASE WHEN %(permanent)s::boolean OR attempts >= max_attempts
                              OR cancel_requested_at IS NOT NULL
@@ -133,13 +155,18 @@ SET status       = CASE WHEN %(permanent)s::boolean OR attempts >= max_attempts
     last_error   = CASE WHEN cancel_requested_at IS NOT NULL THEN 'cancelled by operator'
                         ELSE left(%(error)s, 2000) END
 WHERE id = %(id)s AND status = 'running' AND attempts = %(attempts)s
-RETURNING id, queue, status, run_at;"""
+RETURNING id, queue, status, run_at, has_dependants;"""
 
 JOB_GET: Final = """\
--- job_get: Reads one job whole (payload, result, attempts, last error, timestamps, lease, cancel mark) with the instant it was read, for `pgkick job` and the dashboard's job page.
+-- job_get: Reads one job whole (payload, result, attempts, last error, timestamps, lease, cancel mark, and its first 50 parents and dependants with how many parents it still waits on) with the instant it was read, for `pgkick job` and the dashboard's job page.
 SELECT id, queue, task, status, payload, result, attempts, max_attempts, priority,
        unique_key, group_key, last_error, created_at, run_at, claimed_at, finished_at,
-       locked_until, cancel_requested_at, coalesce(%(now)s::timestamptz, now()) AS read_at
+       locked_until, cancel_requested_at, coalesce(%(now)s::timestamptz, now()) AS read_at,
+       waiting_on,
+       ARRAY(SELECT d.parent_id FROM pgkick.job_dependencies d
+             WHERE d.child_id = %(id)s::bigint ORDER BY d.parent_id LIMIT 50) AS parents,
+       ARRAY(SELECT d.child_id FROM pgkick.job_dependencies d
+             WHERE d.parent_id = %(id)s::bigint ORDER BY d.child_id LIMIT 50) AS dependants
 FROM pgkick.jobs
 WHERE id = %(id)s::bigint;"""
 
@@ -281,6 +308,21 @@ JOB_OUTCOME: Final = """\
 SELECT status, result, last_error
 FROM pgkick.jobs
 WHERE id = %(id)s;"""
+
+JOB_PARENT_RESULTS: Final = """\
+-- job_parent_results: The results of a job's parents that ended done (JobContext.parent_results), in id order; the job that spawned it (a dependency bound to an attempt) is left out.
+SELECT p.id, p.result
+FROM pgkick.job_dependencies d
+JOIN pgkick.jobs p ON p.id = d.parent_id
+WHERE d.child_id = %(id)s AND d.attempt IS NULL AND p.status = 'done'
+ORDER BY p.id;"""
+
+JOB_PARENTS_MISSING: Final = """\
+-- job_parents_missing: Of the job ids given as parents (after=), those with no job in this schema: checked in the enqueue's transaction before its row is written, so an unknown parent writes nothing.
+SELECT p
+FROM unnest(%(ids)s::bigint[]) AS p
+WHERE NOT EXISTS (SELECT 1 FROM pgkick.jobs j WHERE j.id = p)
+ORDER BY p;"""
 
 JOB_PURGE_FINISHED: Final = """\
 -- job_purge_finished: Deletes up to batch done or failed jobs that finished more than retention ago; never queued or running ones.
@@ -734,6 +776,18 @@ REVOKE ALL ON FUNCTION pgkick.job_complete_and_claim(bigint[], int[], text[], te
 GRANT EXECUTE ON FUNCTION pgkick.job_complete_and_claim(bigint[], int[], text[], text, int, interval,
                                                         timestamptz) TO pgkick_worker;
 
+-- Jobs that wait for others (migration 0017): producers and spawning tasks link a job to its
+-- parents through job_await (SECURITY DEFINER: it flags and reads parents they may not);
+-- workers read parents' results and the dependants their failures released, and insert the
+-- children a task spawns with every option an app's enqueue has.
+REVOKE ALL ON pgkick.job_dependencies FROM PUBLIC;
+GRANT SELECT ON pgkick.job_dependencies TO pgkick_worker;
+REVOKE ALL ON FUNCTION pgkick.job_await(bigint[], bigint[], text[], int[], timestamptz) FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION pgkick.job_await(bigint[], bigint[], text[], int[], timestamptz)
+  TO pgkick_producer, pgkick_worker;
+GRANT INSERT (run_at, priority, group_key, unique_key, traceparent, tracestate)
+  ON pgkick.jobs TO pgkick_worker;
+
 -- The reaper and operators: also retry (more attempts), purge and cancel.
 GRANT UPDATE (max_attempts, cancel_requested_at), DELETE ON pgkick.jobs TO pgkick_maintainer;
 
@@ -777,4 +831,4 @@ COMMIT;"""
 
 # The migrations' versions in the order they apply (their scripts:
 # pgkick.store.migration_scripts, which a Lambda handler never loads).
-MIGRATION_VERSIONS: Final[tuple[int, ...]] = (1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 15,)
+MIGRATION_VERSIONS: Final[tuple[int, ...]] = (1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 15, 17,)

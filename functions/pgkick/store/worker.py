@@ -18,6 +18,7 @@ from datetime import datetime, timedelta
 from typing import Any, NamedTuple
 
 from pgkick.store import queries
+from pgkick.store.dependencies import ReleasedDependants
 from pgkick.store.expired import ExpiredLeases
 from pgkick.store.healing import QueueHealing
 from pgkick.store.listen import Listening
@@ -52,6 +53,7 @@ class FailOutcome:
     queue: str | None = None
     status: str | None = None
     run_at: datetime | None = None
+    has_dependants: bool = False  # jobs wait for it (migration 0017): their queues may be ready
 
 
 @dataclass(frozen=True, slots=True)
@@ -69,10 +71,11 @@ class Snoozed(NamedTuple):
     cancelled: bool
 
 
-class WorkerStore(ExpiredLeases, QueueHealing, Listening):
+class WorkerStore(ExpiredLeases, QueueHealing, Listening, ReleasedDependants):
     """What a worker runs (and, from ExpiredLeases, a rescue's sweep of its queue; from
     QueueHealing, the sweep of every queue it makes as it exits; from Listening, a
-    lingering worker's wake-up line)."""
+    lingering worker's wake-up line; from ReleasedDependants, the queues its writes made
+    ready for jobs that waited on its jobs)."""
 
     def claim(self, queue: str, *, batch: int, lease: timedelta) -> list[ClaimedJob]:
         """Claim up to `batch` ready jobs of `queue` under a lease: one statement, the
@@ -89,7 +92,9 @@ class WorkerStore(ExpiredLeases, QueueHealing, Listening):
 
     def complete(self, job_id: int, attempts: int) -> bool:
         """True if this attempt still held the job and it is now done."""
-        return self.count(queries.JOB_COMPLETE, id=job_id, attempts=attempts) == 1
+        rows = self.rows(queries.JOB_COMPLETE, id=job_id, attempts=attempts)
+        self._note_released(rows)
+        return len(rows) == 1
 
     def complete_many(self, jobs: Sequence[ClaimedJob]) -> set[int]:
         """Complete a batch in one statement (the server-side job_complete, migration 0010);
@@ -102,6 +107,7 @@ class WorkerStore(ExpiredLeases, QueueHealing, Listening):
             attempts=[j.attempts for j in jobs],
             results=_results(jobs),
         )
+        self._note_released(rows)
         return {row[0] for row in rows}
 
     def complete_many_and_claim(
@@ -151,8 +157,11 @@ class WorkerStore(ExpiredLeases, QueueHealing, Listening):
                 sent = self.execute(queries.JOB_COMPLETE_AND_CLAIM, **params)
                 self._announce(queue, announce)
             rows = sent.fetchall()
-        held = {row[0] for row in rows if row[2] is None}
-        return held, [ClaimedJob(*row) for row in rows if row[2] is not None]
+        done = [row for row in rows if row[2] is None]
+        self._note_released(done)
+        return {row[0] for row in done}, [
+            ClaimedJob(*row[:11]) for row in rows if row[2] is not None
+        ]
 
     def _announce(self, queue: str, announce: Announcement) -> None:
         self.execute(
@@ -214,8 +223,10 @@ class WorkerStore(ExpiredLeases, QueueHealing, Listening):
         )
         if not rows:
             return FailOutcome(owned=False)
-        _, queue, status, run_at = rows[0]
-        return FailOutcome(owned=True, queue=queue, status=status, run_at=run_at)
+        _, queue, status, run_at, has_dependants = rows[0]
+        return FailOutcome(
+            owned=True, queue=queue, status=status, run_at=run_at, has_dependants=has_dependants
+        )
 
     def extend(self, job_id: int, attempts: int, lease: timedelta) -> bool:
         """True if the lease was pushed forward; False means stop: the job is someone else's."""

@@ -20,13 +20,13 @@ import importlib
 import inspect
 import sys
 import threading
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import Any, Protocol, overload
 
 from pgkick import config, validation
-from pgkick.errors import ConfigError, InvalidArgument, UnknownTask
+from pgkick.errors import ConfigError, InvalidArgument, MisuseError, UnknownTask
 from pgkick.tasks.batch import BatchItem, BatchSpec, batch_spec, single_call
 from pgkick.tasks.handle import Task, payload_loader
 from pgkick.validation import check_name
@@ -45,6 +45,30 @@ class JobContext:
     # Set when an operator ran `pgkick cancel` on this running job (seen by the heartbeat):
     # stop soon; whatever the task then returns or raises, the job ends failed.
     cancelled: threading.Event = field(default_factory=threading.Event)
+    # Jobs that wait for others (issue 34), set by the worker (pgkick.worker.spawn): enqueue
+    # children bound to this attempt, and read this job's parents' results.
+    spawner: Callable[[Iterable[Mapping[str, Any]]], list[int]] | None = None
+    parents: Callable[[], dict[int, Any]] | None = None
+
+    def spawn(self, payload: Any, *, task: str, **options: Any) -> int:
+        """Enqueue one child of this job (see spawn_many); returns its id."""
+        return self.spawn_many([{"payload": payload, "task": task, **options}])[0]
+
+    def spawn_many(self, jobs: Iterable[Mapping[str, Any]]) -> list[int]:
+        """Enqueue children (enqueue_many's mappings, `after=` included) that wait for this
+        attempt to complete: they are released by its completion, and cancelled if it ends
+        any other way (a retry spawns them afresh), so a crash never leaves half a fan-out.
+        A join is a child with `after=` the others' ids: it runs once they all finished."""
+        if self.spawner is None:
+            raise MisuseError("spawn: only a task run by a pgkick worker can spawn jobs")
+        return self.spawner(jobs)
+
+    def parent_results(self) -> dict[int, Any]:
+        """The results of this job's parents (`after=`) that ended done, by job id; a parent
+        that failed under 'run anyway' is absent."""
+        if self.parents is None:
+            raise MisuseError("parent_results: only a task run by a pgkick worker has parents")
+        return self.parents()
 
     def extend_lease(self) -> bool:
         """Push this job's lease forward now; False means stop: the job is someone else's."""

@@ -25,6 +25,7 @@ from pgkick.kick.watch import WorkerWatch
 from pgkick.store.worker import ClaimedJob, WorkerStore
 from pgkick.tasks.registry import Registry
 from pgkick.worker.batch_run import BatchWindow, run_jobs
+from pgkick.worker.dependants import kick_released, released_by_failure
 from pgkick.worker.healing import heal_queues
 from pgkick.worker.lease import LeaseKeeper
 from pgkick.worker.linger import WakeUpLine
@@ -102,6 +103,7 @@ class Worker:
                     announce=watch.announcement(),
                 )
                 self._account(finished, held, keeper, summary)
+                self._kick_dependants(queue, self.store.take_released(), summary)
                 finished = []
                 if first_claim is None:
                     first_claim = len(jobs)
@@ -232,6 +234,14 @@ class Worker:
     def _complete(self, finished: list[ClaimedJob], keeper: LeaseKeeper, summary: Summary) -> None:
         if finished:
             self._account(finished, self.store.complete_many(finished), keeper, summary)
+            self._kick_dependants(finished[0].queue, self.store.take_released(), summary)
+
+    def _kick_dependants(self, queue: str, released: set[str], summary: Summary) -> None:
+        """Kick the other queues where jobs waiting on this worker's jobs became ready."""
+        if released:
+            summary.dependant_kicks += kick_released(
+                self.store, self.kicker, released, skip=queue, pending=self.options.kick_pending
+            )
 
     def _account(
         self, finished: list[ClaimedJob], held: set[int], keeper: LeaseKeeper, summary: Summary
@@ -254,6 +264,8 @@ class Worker:
             jitter=self.jitter(),
         )
         extra = {"job_id": job.id, "queue": job.queue, "attempt": job.attempts}
+        if outcome.has_dependants:
+            self._kick_dependants(job.queue, released_by_failure(self.store, job.id), summary)
         if not outcome.owned:
             summary.lost += 1
         elif outcome.status == "queued" and outcome.run_at is not None:

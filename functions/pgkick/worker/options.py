@@ -30,6 +30,7 @@ class Summary:
     rescued: int = 0  # expired leases a rescue re-queued before draining
     wake_failures: int = 0  # retries (and snoozes) whose wake-up could not be booked
     healed_kicks: int = 0  # other queues found ready and unwatched as it left (kicked)
+    dependant_kicks: int = 0  # other queues kicked for jobs released by this worker's jobs
     healed_wakes: int = 0  # queues whose earliest future run_at got a wake-up as it left
     snoozed: int = 0  # back in the queue by pgkick.Snooze, no attempt used
     batches: int = 0

@@ -18,7 +18,7 @@ from pgkick.errors import PermanentError, Snooze
 from pgkick.store.worker import ClaimedJob
 from pgkick.tasks.registry import JobContext, Registry, describe_error
 from pgkick.tasks.results import encode_result
-from pgkick.worker import job_span
+from pgkick.worker import job_span, spawn
 from pgkick.worker.lease import LeaseKeeper
 
 log = logging.getLogger("pgkick.task_run")
@@ -105,4 +105,6 @@ def _context(job: ClaimedJob, keeper: LeaseKeeper) -> JobContext:
         lease_lost=lost,
         extend=lambda: keeper.extend(job),
         cancelled=cancelled,
+        spawner=spawn.spawner(keeper.store, job),
+        parents=spawn.parents(keeper.store, job),
     )

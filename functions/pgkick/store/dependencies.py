@@ -1,0 +1,149 @@
+"""Jobs that wait for others (issue 34): linking a job just inserted to its parents, and
+reading a job's parents' results.
+
+Why two statements around the insert: the parents are checked first (job_parents_missing,
+a read), in the enqueue's own transaction, so an unknown parent refuses the enqueue before
+its row is written; then, once the children's ids are known, job_await (migration 0017,
+a server-side function: a producer may neither read a job's status nor update it) links
+them, flags and locks the parents, and sets the children waiting. Cycles cannot be made:
+a parent must exist before its child is inserted.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from datetime import timedelta
+from typing import Any
+
+from pgkick.connections.db import Database
+from pgkick.errors import UnknownParent
+from pgkick.store import queries
+from pgkick.store.statement import Statement, Steps, drive
+
+# A child spawned by a running task waits on that attempt (JobContext.spawn): it is
+# cancelled, not released, if the attempt ends any other way than done.
+SPAWNED_POLICY = "cancel"
+
+
+def check_parents(db: Database, afters: Iterable[Sequence[tuple[int, str]]]) -> None:
+    """Raise UnknownParent for the first parent id with no job in this schema (a read:
+    nothing written). Runs in the caller's transaction, before the insert."""
+    drive(db, checked(afters, db.schema))
+
+
+def checked(afters: Iterable[Sequence[tuple[int, str]]], schema: str) -> Steps[None]:
+    """check_parents as a plan, for the synchronous and the asyncio executors."""
+    ids = sorted({parent for after in afters for parent, _ in after})
+    if not ids:  # (a spawned job may have no parent but its spawner)
+        return
+    missing = [row[0] for row in (yield Statement(queries.JOB_PARENTS_MISSING, {"ids": ids}))]
+    if missing:
+        shown = ", ".join(str(m) for m in missing[:5])
+        raise UnknownParent(
+            f"after: no job {shown} in schema {schema!r}; a job waits only for jobs "
+            "enqueued before it, in its own schema (ids of another PGKICK_SCHEMA mean "
+            "nothing here)"
+        )
+
+
+def link(
+    db: Database,
+    children: Sequence[int],
+    afters: Sequence[Sequence[tuple[int, str]]],
+    *,
+    spawner: tuple[int, int] | None = None,
+) -> set[int]:
+    """Link each child to its parents (and to `spawner`, (job id, attempt), when a running
+    task spawns it); returns the children left waiting. In the caller's transaction."""
+    return drive(db, linked(children, afters, spawner=spawner))
+
+
+def linked(
+    children: Sequence[int],
+    afters: Sequence[Sequence[tuple[int, str]]],
+    *,
+    spawner: tuple[int, int] | None = None,
+) -> Steps[set[int]]:
+    """link as a plan, for the synchronous and the asyncio executors."""
+    child_ids: list[int] = []
+    parent_ids: list[int] = []
+    policies: list[str] = []
+    attempts: list[int] = []  # 0: not bound to an attempt (the int list dumper takes no None)
+    for child, after in zip(children, afters, strict=True):
+        for parent, policy in after:
+            child_ids.append(child)
+            parent_ids.append(parent)
+            policies.append(policy)
+            attempts.append(0)
+        if spawner is not None:
+            child_ids.append(child)
+            parent_ids.append(spawner[0])
+            policies.append(SPAWNED_POLICY)
+            attempts.append(spawner[1])
+    params = {
+        "children": child_ids,
+        "parents": parent_ids,
+        "policies": policies,
+        "attempts": attempts,
+    }
+    rows = (yield Statement(queries.JOB_AWAIT, params)) if child_ids else []
+    return {row[0] for row in rows}
+
+
+def new_pairs(
+    every: Sequence[int],
+    inserted: Iterable[int],
+    afters: Sequence[tuple[tuple[int, str], ...]],
+    *,
+    spawned: bool = False,
+) -> tuple[list[int], list[tuple[tuple[int, str], ...]]]:
+    """enqueue_many's jobs to link (`every`: each input's job id, `inserted`: the ids
+    written): (children, their parents), the jobs actually inserted
+    (a skipped duplicate is not linked) that have parents (or are `spawned`)."""
+    new = set(inserted)
+    pairs = [
+        (job, after)
+        for job, after in zip(every, afters, strict=True)
+        if (after or spawned) and job in new
+    ]
+    return [child for child, _ in pairs], [after for _, after in pairs]
+
+
+def parent_results(db: Database, job_id: int) -> dict[int, Any]:
+    """The results of `job_id`'s parents that ended done, by id (JobContext.parent_results)."""
+    return {row[0]: row[1] for row in db.rows(queries.JOB_PARENT_RESULTS, id=job_id)}
+
+
+class ReleasedDependants(Database):
+    """The worker's side (mixed into WorkerStore): the queues that its completes and fails
+    made ready for jobs waiting on its jobs, to kick (pgkick.worker.dependants)."""
+
+    # Queues where a complete of this store released jobs waiting on the completed ones
+    # (migration 0017), not yet kicked: the worker takes them (take_released) after each
+    # complete. Filled from the complete statements' own rows: no statement of its own.
+    _released: tuple[str, ...] = ()
+
+    def exclusive(self) -> Any:
+        """Hold this connection for several statements (a transaction the task opens to
+        spawn jobs): the lease keeper's thread waits instead of slipping into it."""
+        return self._io
+
+    def take_released(self) -> set[str]:
+        """The queues dependants entered since the last call (and forget them)."""
+        taken, self._released = set(self._released), ()
+        return taken
+
+    def _note_released(self, rows: Sequence[tuple[Any, ...]]) -> None:
+        for row in rows:
+            if row[-1]:  # newline-separated queue names (printable: never a newline)
+                self._released += tuple(row[-1].split("\n"))
+
+    def dependants_ready_queues(self, job_id: int) -> set[str]:
+        """The queues of `job_id`'s dependants (transitively) that are queued now."""
+        return {row[0] for row in self.rows(queries.JOB_DEPENDANTS_READY_QUEUES, id=job_id)}
+
+    def reserve_kicks(self, queues: Sequence[str], pending: timedelta) -> list[str]:
+        """Of `queues`, those nobody watches, each marked with a pending kick (the producer's
+        queue_kick_reserve): the caller kicks exactly those."""
+        rows = self.rows(queries.QUEUE_KICK_RESERVE, queues=list(queues), pending=pending)
+        return [row[0] for row in rows if row[0] is not None]

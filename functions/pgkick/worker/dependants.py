@@ -1,0 +1,61 @@
+"""Kicking the queues that a worker's own writes made ready: jobs that waited for the ones
+it just completed or failed (issue 34, migration 0017).
+
+Why the worker kicks them: a dependant becomes ready in the transaction that finishes its
+last parent (the database's trigger), and nobody else knows it then: no producer
+committed it, no poller looks. The worker that wrote that transaction learns the queues
+from its complete's own rows (no statement when no job had dependants) and kicks those
+that nobody watches, reserving each kick first exactly as a producer does
+(queue_kick_reserve), so a worker already draining a queue is not sent a second one.
+Its own queue is left out: its next claim (in the same round trip as the complete) sees
+what was released there, and a worker out of time re-checks it before it hands over.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterable
+from datetime import timedelta
+
+from pgkick.kick.kickers import Kicker, NoKicker
+from pgkick.store.worker import WorkerStore
+
+log = logging.getLogger("pgkick.dependants")
+
+
+def kick_released(
+    store: WorkerStore,
+    kicker: Kicker,
+    queues: Iterable[str],
+    *,
+    skip: str,
+    pending: timedelta,
+) -> int:
+    """Kick each queue of `queues` (but `skip`) that nobody watches; returns the kicks sent.
+    Never raises: a lost kick here is healed by the next sweep (pgkick.worker.healing)."""
+    wanted = sorted(set(queues) - {skip})
+    if not wanted or isinstance(kicker, NoKicker):  # NoKicker: a reservation never sent
+        return 0
+    sent = 0
+    try:
+        reserved = store.reserve_kicks(wanted, pending)
+    except Exception:
+        log.exception("could not reserve kicks for released dependants in %s", wanted)
+        return 0
+    for queue in reserved:
+        try:
+            kicker.kick(queue, "dependants")
+            sent += 1
+        except Exception as exc:
+            log.warning("could not kick queue %s for released dependants (%s)", queue, exc)
+    return sent
+
+
+def released_by_failure(store: WorkerStore, job_id: int) -> set[str]:
+    """The queues a failed job's 'run anyway' dependants entered (one read, only for a job
+    that has dependants); never raises (the sweep heals a miss)."""
+    try:
+        return store.dependants_ready_queues(job_id)
+    except Exception:
+        log.exception("could not read the dependants released by job %s", job_id)
+        return set()

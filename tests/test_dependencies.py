@@ -1,0 +1,392 @@
+"""Jobs that wait for others (issue 34): `after=` on every synchronous enqueue form, the
+release by the last parent's completion (in the database, kicked by the worker that wrote
+it), failures and cancels propagated by policy, fan-out from inside a task and the join.
+
+The DAG and the fan-out run in several worker processes at once (tests/dependency_worker.py,
+the real Worker loop); the rest drive the worker in-process on the real code path."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections import Counter, defaultdict
+from collections.abc import Iterator
+from contextlib import contextmanager
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+import psycopg
+import pytest
+
+import pgkick
+import tests.dependency_tasks  # noqa: F401  dag_node, fan_out, fan_child, fan_join
+from pgkick import aio
+from pgkick.cli.main import main
+from pgkick.connections.db import Database
+from pgkick.errors import InvalidArgument, InvalidArgumentType, UnknownParent
+from pgkick.kick.kickers import NoKicker
+from pgkick.producer.enqueue import Enqueuer
+from pgkick.store.migrations import migrate
+from pgkick.store.producer import ProducerStore
+from pgkick.tasks.registry import registry
+from pgkick.worker.loop import Worker, WorkerOptions
+from pgkick_dev.ui.app import make_app
+from tests.helpers import FakeClock
+from tests.store import JobStore
+from tests.test_dashboard import client as ui_client
+from tests.test_watch import RecordingKicker
+
+ROOT = Path(__file__).parent.parent
+NO_KICKS = NoKicker()
+FAST_RETRY = WorkerOptions(heal=False, backoff=timedelta(milliseconds=1), backoff_cap=None)
+
+
+def _forever() -> int:
+    return 60_000
+
+
+def _runs(folder: Path) -> dict[int, list[tuple[str, int, int]]]:
+    """job id -> [(name, start_ns, end_ns), ...] over every worker process's file."""
+    runs: dict[int, list[tuple[str, int, int]]] = defaultdict(list)
+    for path in folder.glob("*.runs"):
+        for line in path.read_text().splitlines():
+            job_id, name, start, end = line.split()
+            runs[int(job_id)].append((name, int(start), int(end)))
+    return runs
+
+
+def _statuses(dsn: str) -> dict[int, tuple[str, str | None]]:
+    with psycopg.connect(dsn) as conn:
+        rows = conn.execute("SELECT id, status, last_error FROM pgkick.jobs ORDER BY id")
+        return {row[0]: (row[1], row[2]) for row in rows}
+
+
+@contextmanager
+def worker_processes(dsn: str, folder: Path, queues: list[str], count: int) -> Iterator[None]:
+    """`count` processes running the real Worker over `queues` until the block ends."""
+    stop = folder / "stop"
+    env = {
+        **os.environ,
+        "DATABASE_URL": dsn,
+        "PGKICK_TEST_RECORD": str(folder),
+        "PGKICK_TEST_STOP": str(stop),
+        "PYTHONPATH": str(ROOT),
+        "PGKICK_TASKS": "tests.dependency_tasks",
+    }
+    procs = [
+        subprocess.Popen([sys.executable, "-m", "tests.dependency_worker", *queues], env=env)
+        for _ in range(count)
+    ]
+    try:
+        yield
+    finally:
+        stop.touch()
+        for proc in procs:
+            assert proc.wait(timeout=60) == 0
+
+
+def _wait_final(dsn: str, deadline_s: float) -> dict[int, tuple[str, str | None]]:
+    deadline = time.monotonic() + deadline_s
+    while True:
+        statuses = _statuses(dsn)
+        if all(s in ("done", "failed") for s, _ in statuses.values()):
+            return statuses
+        if time.monotonic() > deadline:
+            return statuses
+        time.sleep(0.05)
+
+
+def test_diamond_dags_run_each_node_once_after_its_parents_across_worker_processes(
+    dsn: str, tmp_path: Path
+) -> None:
+    """20 diamonds (a; b and c after a, in two queues; d after b and c), enqueued while
+    three worker processes drain both queues: every node runs once, after its parents."""
+    parents: dict[int, list[int]] = {}
+    with worker_processes(dsn, tmp_path, ["default", "other"], 3):
+        for n in range(20):
+            node = {"sleep": 0.002}
+            a = pgkick.enqueue_and_kick(
+                {**node, "name": f"a{n}"}, task="dag_node", dsn=dsn, kicker=NO_KICKS
+            )
+            b = pgkick.enqueue_and_kick(
+                {**node, "name": f"b{n}"}, task="dag_node", dsn=dsn, kicker=NO_KICKS, after=[a]
+            )
+            c = pgkick.enqueue_many(
+                [
+                    {
+                        "payload": {**node, "name": f"c{n}"},
+                        "task": "dag_node",
+                        "queue": "other",
+                        "after": [(a, "fail")],
+                    }
+                ],
+                dsn=dsn,
+                kicker=NO_KICKS,
+            )[0]
+            with psycopg.connect(dsn) as conn, pgkick.transaction(conn, kicker=NO_KICKS) as jobs:
+                d = jobs.enqueue(
+                    {**node, "name": f"d{n}"}, task="dag_node", after={b: "fail", c: "fail"}
+                )
+            parents.update({a: [], b: [a], c: [a], d: [b, c]})
+        statuses = _wait_final(dsn, 60)
+    assert {s for s, _ in statuses.values()} == {"done"}, statuses
+    runs = _runs(tmp_path)
+    assert sorted(runs) == sorted(parents)
+    assert all(len(r) == 1 for r in runs.values()), {j: r for j, r in runs.items() if len(r) > 1}
+    for job, of in parents.items():
+        start = runs[job][0][1]
+        assert all(runs[p][0][2] <= start for p in of), (job, of, runs[job], [runs[p] for p in of])
+
+
+def test_a_failed_or_cancelled_parent_ends_its_dependants_by_policy_transitively(
+    dsn: str,
+) -> None:
+    with JobStore.open(dsn) as store:
+        enqueue = Enqueuer(store).enqueue
+        root = enqueue({"name": "root", "fail": True}, task="dag_node")
+        fails = enqueue({"name": "x"}, task="dag_node", after=[(root, "fail")])
+        cancels = enqueue({"name": "x"}, task="dag_node", after=[(root, "cancel")])
+        anyway = enqueue({"name": "anyway"}, task="dag_node", after=[(root, "run anyway")])
+        below_fails = enqueue({"name": "x"}, task="dag_node", after=[fails])
+        below_below = enqueue({"name": "x"}, task="dag_node", after=[(below_fails, "cancel")])
+        rescued = enqueue({"name": "rescued"}, task="dag_node", after=[(cancels, "run anyway")])
+        Worker(store, registry, NO_KICKS, FAST_RETRY).drain("default", _forever)
+        # an operator's cancel of a queued parent ends its dependants too
+        queued = enqueue({"name": "never"}, task="dag_node", queue="held")
+        cancelled_child = enqueue({"name": "x"}, task="dag_node", after=[(queued, "cancel")])
+        store.cancel_queued(ids=[queued], queue=None, task=None)
+    s = _statuses(dsn)
+    assert s[root] == ("failed", "PermanentError: node root fails")
+    assert s[fails] == ("failed", f"parent job {root} failed: PermanentError: node root fails")
+    assert s[cancels] == (
+        "failed",
+        f"cancelled: parent job {root} failed: PermanentError: node root fails",
+    )
+    assert s[anyway] == ("done", None)
+    assert s[below_fails][0] == "failed"
+    assert s[below_fails][1].startswith(f"parent job {fails} failed: parent job {root} failed")
+    assert s[below_below][0] == "failed"
+    assert s[below_below][1].startswith(f"cancelled: parent job {below_fails} failed")
+    assert s[rescued] == ("done", None)
+    assert s[cancelled_child] == (
+        "failed",
+        f"cancelled: parent job {queued} failed: cancelled by operator",
+    )
+
+
+def test_the_worker_completing_the_last_parent_kicks_the_dependants_queue(dsn: str) -> None:
+    """One kick, for the other queue, sent by the worker whose complete released the job;
+    none for a parent that still waits for another, none for jobs without dependants."""
+    kicker = RecordingKicker()
+    with JobStore.open(dsn) as store:
+        enqueue = Enqueuer(store).enqueue
+        first = enqueue({"name": "first"}, task="dag_node")
+        second = enqueue({"name": "second"}, task="dag_node", queue="later")
+        enqueue({"name": "plain"}, task="dag_node")
+        child = enqueue({"name": "child"}, task="dag_node", queue="children", after=[first, second])
+        worker = Worker(store, registry, kicker, WorkerOptions(heal=False))
+        worker.drain("default", _forever)
+        assert kicker.kicks == []  # `second` still runs: the child waits
+        assert _statuses(dsn)[child][0] == "waiting"
+        summary = worker.drain("later", _forever)
+        assert kicker.kicks == [("children", "dependants", 0)]
+        assert summary.dependant_kicks == 1
+        assert _statuses(dsn)[child][0] == "queued"
+
+
+def test_a_ten_thousand_way_fan_out_then_fan_in_runs_the_join_once(
+    dsn: str, tmp_path: Path
+) -> None:
+    """A task spawns 10,000 children and a join after them; three worker processes run
+    them; the join runs once, with every child's result."""
+    n = 10_000
+    with worker_processes(dsn, tmp_path, ["default"], 3):
+        spawner = pgkick.enqueue_and_kick({"n": n}, task="fan_out", dsn=dsn, kicker=NO_KICKS)
+        statuses = _wait_final(dsn, 80)
+    assert Counter(s for s, _ in statuses.values()) == {"done": n + 2}
+    joins = [r for runs in _runs(tmp_path).values() for r in runs if r[0].startswith("join")]
+    assert joins == [(f"join:{n}:{n * (n - 1) // 2}", joins[0][1], joins[0][2])]
+    assert spawner in _runs(tmp_path)
+
+
+def test_a_spawning_attempt_that_fails_cancels_its_children_and_the_retry_spawns_afresh(
+    dsn: str,
+) -> None:
+    with JobStore.open(dsn) as store:
+        spawner = Enqueuer(store).enqueue({"n": 50, "fail_attempts": [1]}, task="fan_out")
+        worker = Worker(store, registry, NO_KICKS, FAST_RETRY)
+        worker.drain("default", _forever)  # attempt 1 spawns 51 jobs, then fails: retried
+        time.sleep(0.01)  # the 1 ms backoff
+        worker.drain("default", _forever)
+        rows = store.rows(
+            "SELECT task, status, count(*) FROM pgkick.jobs WHERE id <> %(id)s GROUP BY 1, 2",
+            id=spawner,
+        )
+        result = store.rows(
+            "SELECT status, result FROM pgkick.jobs WHERE task = 'fan_join' AND status = 'done'"
+        )
+    assert sorted(rows) == [
+        ("fan_child", "done", 50),
+        ("fan_child", "failed", 50),
+        ("fan_join", "done", 1),
+        ("fan_join", "failed", 1),
+    ]
+    assert result == [("done", sum(range(50)))]
+
+
+def test_bad_dependencies_are_refused_before_anything_is_written(dsn: str) -> None:
+    with JobStore.open(dsn) as store:
+        parent = Enqueuer(store).enqueue({}, task="noop")
+        next_id = parent + 1  # the id the refused job would get: asking for itself
+    before = _statuses(dsn)
+    cases: list[tuple[object, type[Exception], str]] = [
+        ([parent + 10], UnknownParent, f"no job {parent + 10} in schema 'pgkick'"),
+        ([next_id], UnknownParent, f"no job {next_id}"),
+        ([(parent, "retry")], InvalidArgument, "unknown policy 'retry'"),
+        ([(parent, "fail"), (parent, "cancel")], InvalidArgument, "given twice"),
+        (["1"], InvalidArgumentType, "must be a job id"),
+        ([0], InvalidArgument, "job ids start at 1"),
+        (parent, InvalidArgumentType, "must be a list"),
+    ]
+    for after, error, words in cases:
+        with pytest.raises(error, match=words):
+            pgkick.enqueue_and_kick({}, task="noop", dsn=dsn, kicker=NO_KICKS, after=after)
+        with pytest.raises(error, match=words):
+            pgkick.enqueue_many(
+                [{"payload": {}, "task": "noop"}, {"payload": {}, "task": "noop", "after": after}],
+                dsn=dsn,
+                kicker=NO_KICKS,
+            )
+        with psycopg.connect(dsn) as conn:
+            with pytest.raises(error, match=words), pgkick.transaction(conn, kicker=NO_KICKS) as j:
+                j.enqueue({}, task="noop")
+                j.enqueue({}, task="noop", after=after)
+        with pytest.raises(error, match=words):
+            asyncio.run(
+                aio.enqueue_and_kick({}, task="noop", dsn=dsn, kicker=NO_KICKS, after=after)
+            )
+        with pytest.raises(error, match=words):
+            asyncio.run(
+                aio.enqueue_many(
+                    [
+                        {"payload": {}, "task": "noop"},
+                        {"payload": {}, "task": "noop", "after": after},
+                    ],
+                    dsn=dsn,
+                    kicker=NO_KICKS,
+                )
+            )
+    assert _statuses(dsn) == before  # nothing written, not even the batch's other job
+
+
+def test_a_parent_in_another_schema_is_refused(dsn: str) -> None:
+    """Job ids are per schema (PGKICK_SCHEMA): a parent enqueued in one means nothing in
+    another, and is refused naming the schema, before the child is written."""
+    with JobStore.open(dsn) as store:
+        parent = Enqueuer(store).enqueue({}, task="noop")
+    with Database.open(dsn, schema="tenant") as db:
+        migrate(db)
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        tenant = ProducerStore(conn, schema="tenant")
+        with pytest.raises(UnknownParent, match=f"no job {parent} in schema 'tenant'"):
+            Enqueuer(tenant).enqueue({}, task="noop", after=[parent])
+        assert conn.execute("SELECT count(*) FROM tenant.jobs").fetchone() == (0,)
+
+
+def test_pgkick_job_shows_parents_and_dependants_and_jobs_lists_the_waiting(
+    dsn: str, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("PGKICK_KICKER", "none")
+    with JobStore.open(dsn) as store:
+        enqueue = Enqueuer(store).enqueue
+        first, second = enqueue({}, task="noop"), enqueue({}, task="noop")
+        child = enqueue({}, task="noop", after=[first, (second, "run anyway")])
+    assert main(["job", str(child), "--dsn", dsn]) == 0
+    out = capsys.readouterr().out
+    assert f"job {child}: waiting" in out
+    assert f"after: {first}, {second}" in out and "waiting on: 2 parents" in out
+    assert main(["job", str(first), "--dsn", dsn]) == 0
+    assert f"dependants: {child}" in capsys.readouterr().out
+    assert main(["jobs", "--status", "waiting", "--dsn", dsn, "--json"]) == 0
+    assert f'"id": {child}' in capsys.readouterr().out
+    with ui_client(make_app(dsn)) as ui:  # the dashboard's job page links both ways
+        page = ui.get(f"/jobs/{child}").text
+        assert f'<a href="/jobs/{first}">{first}</a>, <a href="/jobs/{second}">' in page
+        assert "(waiting on 2)" in page
+        assert f'<a href="/jobs/{child}">{child}</a>' in ui.get(f"/jobs/{first}").text
+
+
+def test_a_worker_killed_mid_fan_out_leaves_no_runnable_child_and_the_retry_spawns_afresh(
+    dsn: str, tmp_path: Path
+) -> None:
+    """SIGKILL after the spawn committed, before the spawning job completed: the reaper
+    re-queues it, which cancels what its attempt spawned; the retry's children and join
+    run, the join once."""
+    with JobStore.open(dsn) as store:
+        spawner = Enqueuer(store).enqueue({"n": 200, "hang_attempts": [1]}, task="fan_out")
+    env = {
+        **os.environ,
+        "DATABASE_URL": dsn,
+        "PGKICK_TEST_RECORD": str(tmp_path),
+        "PGKICK_TEST_STOP": str(tmp_path / "stop"),
+        "PYTHONPATH": str(ROOT),
+    }
+    proc = subprocess.Popen([sys.executable, "-m", "tests.dependency_worker", "default"], env=env)
+    try:
+        deadline = time.monotonic() + 30
+        while not any(r[0] == "spawned" for rs in _runs(tmp_path).values() for r in rs):
+            assert time.monotonic() < deadline, "the spawning task never got past its spawn"
+            time.sleep(0.02)
+    finally:
+        proc.send_signal(signal.SIGKILL)
+        proc.wait()
+    assert Counter(s for s, _ in _statuses(dsn).values()) == {"running": 1, "waiting": 201}
+    later = FakeClock(datetime.now(UTC) + timedelta(minutes=5))  # past the 30 s lease
+    with JobStore.open(dsn, later) as reaper:
+        assert [job.id for job in reaper.reap_expired()] == [spawner]
+    statuses = _statuses(dsn)
+    cancelled = [e for s, e in statuses.values() if s == "failed"]
+    assert len(cancelled) == 201
+    assert set(cancelled) == {
+        f"cancelled: spawned by attempt 1 of job {spawner}, which did not complete"
+    }
+    with JobStore.open(dsn) as store:
+        Worker(store, registry, NO_KICKS, FAST_RETRY).drain("default", _forever)
+        joined = store.rows(
+            "SELECT result FROM pgkick.jobs WHERE task = 'fan_join' AND status = 'done'"
+        )
+    assert joined == [(sum(range(200)),)]
+    assert Counter(s for s, _ in _statuses(dsn).values()) == {"done": 202, "failed": 201}
+
+
+def test_the_asyncio_forms_link_their_jobs_to_parents_too(dsn: str) -> None:
+    async def enqueue() -> tuple[int, int, int, int]:
+        first = await aio.enqueue_and_kick({}, task="noop", dsn=dsn, kicker=NO_KICKS)
+        second = await aio.enqueue_and_kick(
+            {}, task="noop", dsn=dsn, kicker=NO_KICKS, after=[first]
+        )
+        (third,) = await aio.enqueue_many(
+            [{"payload": {}, "task": "noop", "after": {first: "cancel", second: "fail"}}],
+            dsn=dsn,
+            kicker=NO_KICKS,
+        )
+        async with await psycopg.AsyncConnection.connect(dsn) as conn:
+            async with aio.transaction(conn, kicker=NO_KICKS) as jobs:
+                fourth = await jobs.enqueue({}, task="noop", after=[(third, "run anyway")])
+        return first, second, third, fourth
+
+    first, second, third, fourth = asyncio.run(enqueue())
+    statuses = _statuses(dsn)
+    assert [statuses[j][0] for j in (first, second, third, fourth)] == [
+        "queued",
+        "waiting",
+        "waiting",
+        "waiting",
+    ]
+    with JobStore.open(dsn) as store:
+        Worker(store, registry, NO_KICKS, FAST_RETRY).drain("default", _forever)
+    assert {_statuses(dsn)[j][0] for j in (first, second, third, fourth)} == {"done"}
