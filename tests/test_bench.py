@@ -61,7 +61,19 @@ def test_bench_quick_runs_every_item_and_reports_targets(
     assert faulted["jobs"] == 60 and faulted["claimed_more_than_once"] == 0, faulted
     bookings = results["delayed_bookings"]  # issue 30: off the commit path, one call a minute
     assert bookings["all_booked"] and bookings["scheduler_calls"] == bookings["distinct_minutes"]
-    assert len(results["targets"]) == 25 and all(
+    cold = results["cold_path"]  # issue 32: a new environment's commit-to-claim, and the floor
+    assert cold["samples"] == 2 and cold["worker_ms"]["p50"] > 0 and cold["floor_ms"]["p50"] > 0
+    assert cold["ratio_p50"] > 0 and "a new environment" in report_text(tmp_path)
+    cost = results["cost"]  # issue 32: three workloads' days in dollars, by system
+    runs = {(r["workload"], r["linger_ms"]) for r in cost["runs"]}
+    assert runs == {(w, lg) for w in ("trickle", "steady", "burst") for lg in (0, 1000)}
+    assert all(r["exactly_once"] and r["billed_ms"] >= r["invocations"] for r in cost["runs"])
+    systems = [(d["workload"], d["system"].split(",")[0]) for d in cost["days"]]
+    assert len(systems) == 15 and all(d["bill"]["total"] > 0 for d in cost["days"]), systems
+    assert cost["memory_mb"] == 512 and cost["memory_from"] == "template.yaml"
+    assert cost["linger"]["chosen_ms"] in (0, 1000) and "Dollars a day" in report_text(tmp_path)
+    assert "linger default" in labels.lower() or "LINGER_MS" in labels
+    assert len(results["targets"]) == 27 and all(
         isinstance(t["met"], bool) for t in results["targets"]
     )
     report = (tmp_path / "bench.md").read_text()
@@ -74,6 +86,10 @@ def test_bench_quick_runs_every_item_and_reports_targets(
         "cold import of `pgkick.aws.worker`" in report
         and "cold import of `pgkick.aws.reaper`" in report
     )
+
+
+def report_text(folder: Path) -> str:
+    return (folder / "bench.md").read_text()
 
 
 def test_bench_quick_peers_drain_the_same_jobs_and_count_idle_statements(

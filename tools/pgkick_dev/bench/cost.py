@@ -173,6 +173,7 @@ def pgkick_day(
         billed_ms=billed + REAPER_MS,
         memory_mb=memory_mb,
         scheduler_invocations=round(run["schedules_fired"] * scale) + 1,
+        scheduler_calls=round(run["schedules_created"] * scale),
         secret_calls=model.secret_calls(invocations, cold, busy, cold),
         database_hours=round(hours, 3),
     )

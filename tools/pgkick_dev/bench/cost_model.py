@@ -24,8 +24,8 @@ SECRET_CACHE_SECONDS = 300.0  # pgkick.config: get_secret(max_age=300)
 
 def billed_ms(duration_ms: float) -> int:
     """Lambda's billed duration of one invocation: rounded up to the next 1 ms, at least 1.
-    (Rounded to a microsecond first, so 12.0000000001 from float arithmetic is 12.)"""
-    return max(1, math.ceil(round(duration_ms, 3)))
+    (Rounded to a nanosecond first, so 12.000000000000002 from float sums is 12.)"""
+    return max(1, math.ceil(round(duration_ms, 6)))
 
 
 def gb_seconds(total_billed_ms: int, memory_mb: int) -> float:
@@ -57,7 +57,8 @@ class Day:
     invocations: int = 0
     billed_ms: int = 0
     memory_mb: int = 512
-    scheduler_invocations: int = 0
+    scheduler_invocations: int = 0  # fires: what Scheduler bills
+    scheduler_calls: int = 0  # CreateSchedule calls (wake-ups, rescues): not billed
     secret_calls: int = 0
     sqs_requests: int = 0
     fargate_hours: float = 0.0

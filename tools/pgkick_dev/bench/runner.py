@@ -74,9 +74,9 @@ QUICK = Sizes(
     quiet_day_seconds=12.0,
     delayed_jobs=1_000,
     cold_imports=3,
-    cold_starts=3,
+    cold_starts=2,
     cost=CostSizes(
-        trickle_jobs=3, trickle_gap=1.5, steady_seconds=2.0, burst=1_000, lingers=(0, 1000)
+        trickle_jobs=2, trickle_gap=1.5, steady_seconds=1.5, burst=500, lingers=(0, 1000)
     ),
     awake=Workload(bursts=2, jobs_per_burst=20, gap=3.0, window=1.0),
 )
