@@ -118,7 +118,7 @@ def test_a_trickle_run_is_scaled_per_job_to_a_day_with_its_cold_start_once() -> 
     assert day.invocations == 1_440 + 1 + 1  # and the daily reaper
     assert day.billed_ms == 144_000 + 1_000 + bench_cost.REAPER_MS
     assert day.database_hours == 24.0 and day.scheduler_invocations == 1
-    assert day.scheduler_calls == 1_440  # a rescue booked per invocation, scaled likewise
+    assert day.scheduler_calls == 1_310  # 10 bookings in 11 invocations: 1,441 x 10 / 11
     assert day.secret_calls == 289
 
 
@@ -136,6 +136,7 @@ def test_one_worker_that_ran_throughout_hands_over_at_its_timeout_not_per_run() 
     day = bench_cost.pgkick_day(run, sizes, 512, 300.0)  # type: ignore[arg-type]
     assert day.invocations == 288 + 1  # a day of 300 s invocations, and the reaper
     assert day.billed_ms == 86_400_000 + bench_cost.REAPER_MS  # the whole day, billed
+    assert day.scheduler_calls == 288 * 10  # as many bookings per invocation as measured
 
 
 def test_the_sqs_model_bills_a_send_receive_and_delete_per_batch_and_the_idle_polls() -> None:

@@ -165,7 +165,7 @@ def pgkick_day(
             # it hands over before its timeout, so a day is that many invocations, no more
             per_day = math.ceil(model.DAY * 1000 / TEMPLATE_TIMEOUT_MS)
             invocations = min(invocations, max(1, run["invocations"]) * per_day)
-    invocations += 1  # the daily reaper
+    calls, invocations = invocations, invocations + 1  # the worker's, then the daily reaper
     return model.Day(
         system=f"pgkick, linger {run['linger_ms']} ms",
         jobs=PER_DAY[kind],
@@ -173,7 +173,8 @@ def pgkick_day(
         billed_ms=billed + REAPER_MS,
         memory_mb=memory_mb,
         scheduler_invocations=round(run["schedules_fired"] * scale) + 1,
-        scheduler_calls=round(run["schedules_created"] * scale),
+        # the rescues booked per invocation (a worker books one per claim of its own)
+        scheduler_calls=round(run["schedules_created"] / max(1, run["invocations"]) * calls),
         secret_calls=model.secret_calls(invocations, cold, busy, cold),
         database_hours=round(hours, 3),
     )
