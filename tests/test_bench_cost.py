@@ -111,9 +111,8 @@ def _run(kind: str, linger: int, **figures: object) -> dict[str, object]:
 
 
 def test_a_trickle_run_is_scaled_per_job_to_a_day_with_its_cold_start_once() -> None:
-    sizes = bench_cost.CostSizes()
     run = _run("trickle", 0, invocations=11, cold_starts=1, billed_ms=2_000, billed_ms_cold=1_000)
-    day = bench_cost.pgkick_day(run, sizes, 512, 300.0)  # type: ignore[arg-type]
+    day = bench_cost.pgkick_day(run, 512, 300.0)  # type: ignore[arg-type]
     # 10 warm invocations of 100 ms for 10 jobs: x144 for 1,440 jobs; the cold one once
     assert day.invocations == 1_440 + 1 + 1  # and the daily reaper
     assert day.billed_ms == 144_000 + 1_000 + bench_cost.REAPER_MS
@@ -123,7 +122,6 @@ def test_a_trickle_run_is_scaled_per_job_to_a_day_with_its_cold_start_once() -> 
 
 
 def test_one_worker_that_ran_throughout_hands_over_at_its_timeout_not_per_run() -> None:
-    sizes = bench_cost.CostSizes()
     run = _run(
         "steady",
         1000,
@@ -133,7 +131,7 @@ def test_one_worker_that_ran_throughout_hands_over_at_its_timeout_not_per_run() 
         billed_ms=20_000,
         duration_max_ms=20_000.0,
     )
-    day = bench_cost.pgkick_day(run, sizes, 512, 300.0)  # type: ignore[arg-type]
+    day = bench_cost.pgkick_day(run, 512, 300.0)  # type: ignore[arg-type]
     assert day.invocations == 288 + 1  # a day of 300 s invocations, and the reaper
     assert day.billed_ms == 86_400_000 + bench_cost.REAPER_MS  # the whole day, billed
     assert day.scheduler_calls == 288 * 10  # as many bookings per invocation as measured

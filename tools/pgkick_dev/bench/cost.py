@@ -40,6 +40,7 @@ from pgkick_dev.local.kicker import LocalKicker
 
 PROBE_WINDOW = 0.5  # the monitor's window: activity plus half a second, then asleep
 TEMPLATE_TIMEOUT_MS = 300_000  # template.yaml: WorkerTimeout's default
+REAPER_MS = 1_000  # ASSUMED: the daily reaper's invocation, a cold start (not measured here)
 CONCURRENCY = 4  # the stand-in's environments (the template reserves none: a 2-core machine)
 PER_DAY = {"trickle": 1_440, "steady": 864_000, "burst": 100_000}
 LABELS = {
@@ -138,9 +139,7 @@ def _play(dsn: str, kind: str, sizes: CostSizes, local: LocalKicker) -> int:
     return count
 
 
-def pgkick_day(
-    run: dict[str, Any], sizes: CostSizes, memory_mb: int, suspend_s: float
-) -> model.Day:
+def pgkick_day(run: dict[str, Any], memory_mb: int, suspend_s: float) -> model.Day:
     """A run scaled to its workload's day, with the daily reaper (an invocation, a Scheduler
     fire and, when the database would sleep, one suspend window) added."""
     kind, jobs = run["workload"], run["jobs"]
@@ -173,14 +172,11 @@ def pgkick_day(
         billed_ms=billed + REAPER_MS,
         memory_mb=memory_mb,
         scheduler_invocations=round(run["schedules_fired"] * scale) + 1,
-        # the rescues booked per invocation (a worker books one per claim of its own)
+        # the schedules workers booked (rescues), as many per invocation as measured
         scheduler_calls=round(run["schedules_created"] / max(1, run["invocations"]) * calls),
         secret_calls=model.secret_calls(invocations, cold, busy, cold),
         database_hours=round(hours, 3),
     )
-
-
-REAPER_MS = 1_000  # ASSUMED: the daily reaper's invocation, a cold start (not measured here)
 
 
 def _active(run: dict[str, Any], *, periods: int) -> float:

@@ -38,12 +38,7 @@ HEADER = [
 ]
 
 
-def build(
-    runs: list[dict[str, Any]],
-    sizes: bench_cost.CostSizes,
-    prices: Prices,
-    memory_mb: int,
-) -> dict[str, Any]:
+def build(runs: list[dict[str, Any]], prices: Prices, memory_mb: int) -> dict[str, Any]:
     """Every workload's days (pgkick at each linger, the two models), priced."""
     days: list[dict[str, Any]] = []
     for kind in bench_cost.PER_DAY:
@@ -51,7 +46,7 @@ def build(
         if not mine:
             continue
         ours = {
-            r["linger_ms"]: bench_cost.pgkick_day(r, sizes, memory_mb, prices.neon_suspend_seconds)
+            r["linger_ms"]: bench_cost.pgkick_day(r, memory_mb, prices.neon_suspend_seconds)
             for r in mine
         }
         job_ms, overhead_ms = job_durations(runs)

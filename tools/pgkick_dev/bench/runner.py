@@ -306,7 +306,7 @@ class Bench:
 
         memory_mb, memory_from = template_memory_mb(bench_artifact.repository())
         runs = bench_cost.run(self.dsn, self.sizes.cost, self.log, self.say)
-        built = cost_table.build(runs, self.sizes.cost, Prices(), memory_mb)
+        built = cost_table.build(runs, Prices(), memory_mb)
         self.results["cost"] = {"runs": runs, "memory_from": memory_from, **built}
 
     def producer_threads(self) -> None:
