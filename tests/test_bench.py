@@ -61,7 +61,8 @@ def test_bench_quick_runs_every_item_and_reports_targets(
     assert faulted["jobs"] == 60 and faulted["claimed_more_than_once"] == 0, faulted
     bookings = results["delayed_bookings"]  # issue 30: off the commit path, one call a minute
     assert bookings["all_booked"] and bookings["scheduler_calls"] == bookings["distinct_minutes"]
-    assert len(results["targets"]) == 25 and all(
+    assert results["cold_path"]["samples"] and results["cost"]["days"]  # test_bench_cost_items
+    assert len(results["targets"]) == 27 and all(
         isinstance(t["met"], bool) for t in results["targets"]
     )
     report = (tmp_path / "bench.md").read_text()
@@ -74,6 +75,33 @@ def test_bench_quick_runs_every_item_and_reports_targets(
         "cold import of `pgkick.aws.worker`" in report
         and "cold import of `pgkick.aws.reaper`" in report
     )
+
+
+def test_bench_quick_cost_and_cold_path_report_their_figures(
+    dsn: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Issue 32's cost model and cold path, run alone (about 30 s): each workload at each
+    linger done once, priced by system, and the cold path beside its floor."""
+    arguments = ["--items", "cold_path,cost", "--dsn", dsn, "--out", str(tmp_path), "--json"]
+    code = cli.main(["bench", "--quick", *arguments])
+    assert code == 0, capsys.readouterr().err[-2000:]
+    results = json.loads(capsys.readouterr().out)
+    report = (tmp_path / "bench.md").read_text()
+    cold = results["cold_path"]  # a new environment's commit-to-claim, and the floor's
+    assert cold["samples"] == 2 and cold["worker_ms"]["p50"] > 0 and cold["floor_ms"]["p50"] > 0
+    assert cold["ratio_p50"] > 0 and "a kick that starts a new environment" in report
+    cost = results["cost"]  # three workloads' days in dollars, by system
+    runs = {(r["workload"], r["linger_ms"]) for r in cost["runs"]}
+    assert runs == {(w, lg) for w in ("trickle", "steady", "burst") for lg in (0, 1000)}
+    assert all(r["exactly_once"] and r["billed_ms"] >= r["invocations"] > 0 for r in cost["runs"])
+    systems = [(d["workload"], d["system"].split(",")[0]) for d in cost["days"]]
+    assert len(systems) == 15 and all(d["bill"]["total"] > 0 for d in cost["days"]), systems
+    assert cost["memory_mb"] == 512 and cost["memory_from"] == "template.yaml"
+    assert cost["linger"]["chosen_ms"] in (0, 1000) and "Dollars a day" in report
+    assert "us-east-1, read on" in report and "ASSUMED" in report  # the prices, cited
+    labels = [t["target"] for t in results["targets"]]
+    assert any("cold path" in label for label in labels)
+    assert any("LINGER_MS's default" in label for label in labels)
 
 
 def test_bench_quick_peers_drain_the_same_jobs_and_count_idle_statements(

@@ -10,6 +10,7 @@ from __future__ import annotations
 from typing import Any
 
 from pgkick_dev.bench import artifact as bench_artifact
+from pgkick_dev.bench import cost_table as bench_cost_table
 from pgkick_dev.bench import figures as bench_figures
 from pgkick_dev.bench import trickle as bench_trickle
 from pgkick_dev.bench.report import ratio_text
@@ -37,7 +38,49 @@ def render(results: dict[str, Any]) -> str:
             "## Latency: a 20 jobs/s trickle, one lingering worker (item trickle)\n\n"
             + _table(bench_trickle.HEADER, bench_trickle.table(results["trickle"]))
         )
+    if results.get("cold_path"):
+        parts.append(_cold_path(results["cold_path"]))
+    if results.get("cost"):
+        parts.append(_dollars(results["cost"]))
     return "\n".join(parts)
+
+
+def _cold_path(cold: dict[str, Any]) -> str:
+    """Commit-to-claim on a new environment, beside the floor (item cold_path)."""
+    rows = [
+        [name, row["p50"], row["p99"], f"{row['min']}..{row['max']}"]
+        for name, row in (
+            ("pgkick worker (`pgkick.aws.worker`): commit to claim", cold["worker_ms"]),
+            ("floor (import psycopg + connect): commit to connected", cold["floor_ms"]),
+        )
+    ]
+    pairs = cold["ratio_pairs"]
+    return (
+        f"## Cold path: a kick that starts a new environment (item cold_path, "
+        f"{cold['samples']} cold starts each, interleaved)\n\n"
+        + _table(["handler", "p50 ms", "p99 ms", "min..max ms"], rows)
+        + f"\nRatio to the floor: p50 x{cold['ratio_p50']}, p99 x{cold['ratio_p99']}; "
+        f"sample by sample median x{pairs['median']} (x{pairs['min']}..x{pairs['max']}).\n"
+    )
+
+
+def _dollars(cost: dict[str, Any]) -> str:
+    """The cost model's day of each workload, by system, and the linger it chooses."""
+    linger = cost["linger"]
+    return (
+        "## Dollars a day: three workloads, by system (item cost)\n\n"
+        + _table(bench_cost_table.HEADER, bench_cost_table.table(cost))
+        + f"\nWorker memory {cost['memory_mb']} MB ({cost['memory_from']}); the SQS + Lambda "
+        f"model's job {cost['job_ms']} ms and one-job invocation overhead "
+        f"{cost['invocation_overhead_ms']} ms, from the shortest linger's burst and trickle. "
+        f"Linger chosen: **{linger['chosen_ms']} ms** (rule: {linger['rule']}; acceptable "
+        f"{linger['acceptable_ms']}; steady p99 by linger {linger['steady_p99_ms']}).\n\n"
+        "What each run measured, before scaling to a day:\n\n"
+        + _table(bench_cost_table.RUNS_HEADER, bench_cost_table.runs_table(cost["runs"]))
+        + "\nPrices: "
+        + "; ".join(cost["prices"])
+        + ".\n"
+    )
 
 
 def _table(header: list[str], rows: list[list[Any]]) -> str:

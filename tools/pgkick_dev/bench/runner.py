@@ -26,6 +26,7 @@ from pgkick_dev import queries as dev_queries
 from pgkick_dev.awake.compare import Workload, compare
 from pgkick_dev.bench import claim_order as bench_claim_order
 from pgkick_dev.bench import pgbench as bench_sql
+from pgkick_dev.bench.cost import CostSizes
 from pgkick_dev.bench.figures import percentile
 from pgkick_dev.local.kicker import LocalKicker
 
@@ -51,6 +52,8 @@ class Sizes:
     quiet_day_seconds: float = 48.0
     delayed_jobs: int = 10_000  # delayed_bookings: each in its own minute
     cold_imports: int = 7  # of each handler, in new processes (bench_artifact)
+    cold_starts: int = 20  # of the worker and of the floor, each a new environment (cold_path)
+    cost: CostSizes = field(default_factory=CostSizes)
     awake: Workload = field(
         default_factory=lambda: Workload(bursts=5, jobs_per_burst=200, gap=6.0, window=2.0)
     )
@@ -71,6 +74,10 @@ QUICK = Sizes(
     quiet_day_seconds=12.0,
     delayed_jobs=1_000,
     cold_imports=3,
+    cold_starts=2,
+    cost=CostSizes(
+        trickle_jobs=2, trickle_gap=1.5, steady_seconds=1.5, burst=500, lingers=(0, 1000)
+    ),
     awake=Workload(bursts=2, jobs_per_burst=20, gap=3.0, window=1.0),
 )
 
@@ -280,6 +287,27 @@ class Bench:
         from pgkick_dev.bench import artifact as bench_artifact
 
         self.results["artifact"] = bench_artifact.run(self.sizes.cold_imports, self.say)
+
+    def cold_path(self) -> None:
+        """Commit-to-claim on a new environment beside the import-and-connect floor."""
+        from pgkick_dev.bench import cold_path as bench_cold_path
+
+        self.results["cold_path"] = bench_cold_path.run(
+            self.dsn, self.sizes.cold_starts, self.log, self.say
+        )
+
+    def cost(self) -> None:
+        """Three workloads' days in dollars: pgkick measured at each linger, SQS + Lambda
+        and an always-on worker modelled from the same durations (bench_cost)."""
+        from pgkick_dev.bench import artifact as bench_artifact
+        from pgkick_dev.bench import cost as bench_cost
+        from pgkick_dev.bench import cost_table
+        from pgkick_dev.bench.prices import Prices, template_memory_mb
+
+        memory_mb, memory_from = template_memory_mb(bench_artifact.repository())
+        runs = bench_cost.run(self.dsn, self.sizes.cost, self.log, self.say)
+        built = cost_table.build(runs, Prices(), memory_mb)
+        self.results["cost"] = {"runs": runs, "memory_from": memory_from, **built}
 
     def producer_threads(self) -> None:
         """Single enqueues from 1, 4, 8 and 16 threads of one process (bench_threads)."""
