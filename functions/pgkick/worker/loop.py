@@ -24,6 +24,7 @@ from pgkick.kick.kickers import Kicker
 from pgkick.kick.watch import WorkerWatch
 from pgkick.store.worker import ClaimedJob, WorkerStore
 from pgkick.tasks.registry import Registry
+from pgkick.worker.continuation import StepBooks
 from pgkick.worker.healing import heal_queues
 from pgkick.worker.lease import LeaseKeeper
 from pgkick.worker.linger import WakeUpLine
@@ -56,6 +57,7 @@ class Worker:
         # environment, across invocations); the bare loop remembers nothing.
         self.flows: Callable[[str], bool] = lambda queue: False
         self._hop = 0
+        self._books: StepBooks | None = None
 
     def drain(self, queue: str, remaining_ms: Callable[[], int], *, hop: int = 0) -> Summary:
         """Work `queue` until it is empty or time runs short; never raises for a job's error.
@@ -74,6 +76,7 @@ class Worker:
         )
         line = WakeUpLine(self.store, queue, watch, mode=self.options.listen, sleep=self.sleep)
         self._hop = hop
+        books = self._books = StepBooks(self.store, remaining_ms, self.options.min_remaining)
         # after its announcement too has lapsed (pgkick.worker.rescue says why)
         after = self.options.lease + self.options.watch_ttl
         rescue = DeadMansSwitch(self.kicker, queue, watch.watcher, after=after)
@@ -86,7 +89,8 @@ class Worker:
             while True:
                 before = remaining_ms()
                 reserve = self.options.min_remaining.total_seconds() * 1000 + longest_batch_ms
-                if before < reserve:  # another batch might not finish in time
+                # another batch might not finish in time, or a job asked for a fresh one
+                if before < reserve or books.continued:
                     self._complete(finished, keeper, summary)
                     self._hand_over(queue, watch, last_batch_full, summary)
                     break
@@ -202,7 +206,9 @@ class Worker:
         finished: list[ClaimedJob] = []
         last_flush = time.monotonic()
         for job in jobs:
-            outcome = run_task(self.registry, job, keeper)
+            outcome = run_task(
+                self.registry, job, keeper, self._books.book if self._books else None
+            )
             if keeper.is_lost(job.id):
                 summary.lost += 1  # someone else's now: no write at all
                 keeper.release(job.id)
@@ -211,6 +217,8 @@ class Worker:
                 keeper.release(job.id)
             elif outcome.snooze is not None:
                 self._snooze(job, outcome.snooze, keeper, summary)
+            elif outcome.continued and self._books is not None:
+                self._books.continue_job(job, outcome.stalled, keeper, summary)
             elif outcome.error is None:  # (dataclasses.replace costs: only for a result)
                 finished.append(
                     job if outcome.result is None else replace(job, result=outcome.result)
