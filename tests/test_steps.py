@@ -23,11 +23,13 @@ import pytest
 from pgkick.errors import StepInputError
 from pgkick.tasks.registry import JobContext, Registry
 from pgkick.worker.loop import Worker, WorkerOptions
+from pgkick.worker.reaper import reap
 from tests.helpers import FakeClock, job_row, seed
 from tests.spies import CheckedRegistry
 from tests.step_tasks import steps_registry
 from tests.store import JobStore
 from tests.test_producer import RecordingKicker
+from tests.test_security import login_as  # noqa: F401  (a fixture)
 
 ROOT = Path(__file__).parent.parent
 LEASE = timedelta(minutes=20)
@@ -169,9 +171,9 @@ def test_a_worker_killed_mid_step_resumes_at_that_step_without_rerunning_the_fin
             "default", lambda: 600_000
         )
     assert summary.done == 1
-    started_twice = ["start 1", "done 1", "start 2", "done 2", "start 3", "start 3", "done 3"]
+    first_three = ["start 1", "done 1", "start 2", "done 2", "start 3", "start 3", "done 3"]
     assert Counter(effects.read_text().splitlines()) == Counter(
-        [*started_twice, "start 4", "done 4", "start 5", "done 5"]
+        [*first_three, "start 4", "done 4", "start 5", "done 5"]
     )
     row = job_row(dsn, job_id)
     assert (row["status"], row["attempts"], row["result"]) == ("done", 2, 55)
@@ -283,3 +285,42 @@ def test_bad_steps_fail_the_job_for_good_before_anything_is_stored(
     assert str(row["last_error"]).startswith(StepInputError.__name__)
     assert message in str(row["last_error"])
     assert steps_of(dsn, job_id) == {"fetch": (1, 1)}
+
+
+def test_the_worker_role_can_run_steps_and_the_purge_deletes_them(
+    dsn: str,
+    login_as: dict[str, str],
+    clock: FakeClock,  # noqa: F811
+) -> None:
+    """Steps, a continuation and a sleep as pgkick_worker (a login role in it, no more),
+    then the maintainer's purge. Catches a grant missing from role_setup (the step write's
+    share lock needs UPDATE on jobs, the continuation its columns) and steps left behind
+    by the purge (no ON DELETE CASCADE)."""
+    context = FakeLambdaContext(budget_ms=8 * MINUTE_MS)
+    tasks = Registry()
+
+    def five_minutes(n: int) -> int:
+        context.elapsed_ms += 5 * MINUTE_MS
+        return n
+
+    @tasks.task("as_worker")
+    def as_worker(payload: Any, job: JobContext) -> int:
+        total = job.step("a", five_minutes, 1) + job.step("b", five_minutes, 2)
+        job.sleep(60)
+        return total
+
+    with JobStore.open(dsn, clock) as admin:
+        (job_id,) = seed(admin, 1, task="as_worker", max_attempts=1)
+    with JobStore.open(login_as["worker"], clock) as worker:
+        for _ in range(3):  # continued at "b", asleep after "b", done
+            context.elapsed_ms = 0
+            Worker(worker, tasks, RecordingKicker(), OPTIONS).drain(
+                "default", context.get_remaining_time_in_millis
+            )
+            clock.advance(60)
+    row = job_row(dsn, job_id)
+    assert (row["status"], row["result"], row["continued"]) == ("done", 3, 1)
+    assert steps_of(dsn, job_id).keys() == {"a", "b", "sleep:1"}
+    with JobStore.open(login_as["maintainer"], clock) as maintainer:
+        assert reap(maintainer, RecordingKicker(), retention=timedelta(0))["purged"] == 1
+    assert steps_of(dsn, job_id) == {}
