@@ -106,6 +106,44 @@ def test_a_two_hour_job_of_steps_finishes_over_five_invocations_each_step_once(
     assert steps_of(dsn, job_id) == {f"part {n}": (1, n) for n in range(1, 11)}
 
 
+def test_a_worker_that_continued_a_job_claims_no_more_and_hands_the_queue_over(
+    dsn: str, timed: JobStore
+) -> None:
+    """A 10-minute step, then 1-minute ones: the second invocation runs five short steps and
+    continues with 10 minutes left, more than its own batch took, so its loop alone would
+    claim again. Catches a worker that does not stop at a continuation: it would claim the
+    job at once (continued again before any step: `stalled`), then run its next step with
+    less time left than the job's longest step."""
+    context = FakeLambdaContext()
+    tasks = Registry()
+
+    def minutes(n: int) -> int:
+        context.elapsed_ms += (10 if n == 1 else 1) * MINUTE_MS
+        return n
+
+    @tasks.task("uneven")
+    def uneven(payload: Any, job: JobContext) -> int:
+        return sum(job.step(f"part {n}", minutes, n) for n in range(1, 8))
+
+    (job_id,) = seed(timed, 1, task="uneven", max_attempts=1)
+    kicker = RecordingKicker()
+    invocations = []
+    while job_row(dsn, job_id)["status"] == "queued" and len(invocations) < 6:
+        context.elapsed_ms = 0
+        invocations.append(
+            Worker(timed, tasks, kicker, OPTIONS).drain(
+                "default", context.get_remaining_time_in_millis
+            )
+        )
+    assert [(s.claimed, s.continued, s.done) for s in invocations] == [
+        (1, 1, 0),
+        (1, 1, 0),
+        (1, 0, 1),
+    ]
+    assert kicker.kicks == [("default", "rekick")] * 2
+    assert job_row(dsn, job_id)["result"] == 28
+
+
 def test_a_step_longer_than_an_invocation_is_run_not_continued_for_ever(
     dsn: str, timed: JobStore
 ) -> None:
