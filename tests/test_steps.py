@@ -20,10 +20,12 @@ from typing import Any
 import psycopg
 import pytest
 
+from pgkick.config import Settings
 from pgkick.errors import StepInputError
 from pgkick.tasks.registry import JobContext, Registry
 from pgkick.worker.loop import Worker, WorkerOptions
 from pgkick.worker.reaper import reap
+from pgkick.worker.runtime import Runtime
 from tests.helpers import FakeClock, job_row, seed
 from tests.spies import CheckedRegistry
 from tests.step_tasks import steps_registry
@@ -35,6 +37,7 @@ ROOT = Path(__file__).parent.parent
 LEASE = timedelta(minutes=20)
 MINUTE_MS = 60_000
 RESERVE = timedelta(seconds=30)
+SETTINGS = Settings.from_env({"PGKICK_KICKER": "none", "PGKICK_MIN_REMAINING_MS": "30000"})
 OPTIONS = WorkerOptions(batch=10, lease=LEASE, max_fanout=0, heartbeat=False, min_remaining=RESERVE)
 
 
@@ -65,15 +68,18 @@ def timed(dsn: str, clock: FakeClock) -> Iterator[JobStore]:
         yield opened
 
 
+@pytest.mark.parametrize("through", ["worker", "runtime"])
 def test_a_two_hour_job_of_steps_finishes_over_five_invocations_each_step_once(
-    dsn: str, timed: JobStore
+    dsn: str, timed: JobStore, through: str
 ) -> None:
     """Ten 5-minute steps, 15-minute invocations (a reserve of 30 s): two steps fit in each,
     so the job continues four times and finishes in the fifth invocation, every step run
     once, no attempt used, each continuation handing the queue to a fresh invocation.
     Catches: no time budget (all ten steps in the first invocation, 50 minutes of a
     15-minute Lambda), a continuation that burns an attempt (max_attempts=1 fails the job),
-    steps not replayed (a step run twice), and no kick for the continuation."""
+    steps not replayed (a step run twice), and no kick for the continuation. `runtime`:
+    the same through what the Lambda handler calls (pgkick.worker.runtime.Runtime.drain with
+    the context's clock: its lease, its settings' reserve, its connection per invocation)."""
     runs: Counter[int] = Counter()
     context = FakeLambdaContext()
     tasks = Registry()
@@ -93,9 +99,12 @@ def test_a_two_hour_job_of_steps_finishes_over_five_invocations_each_step_once(
     while job_row(dsn, job_id)["status"] == "queued":
         assert len(invocations) < 10, "the job never finished"
         context.elapsed_ms = 0  # a fresh invocation: a full budget
-        summary = Worker(timed, tasks, kicker, OPTIONS).drain(
-            "default", context.get_remaining_time_in_millis
-        )
+        remaining = context.get_remaining_time_in_millis
+        if through == "worker":
+            summary = Worker(timed, tasks, kicker, OPTIONS).drain("default", remaining)
+        else:
+            runtime = Runtime(SETTINGS, kicker, dsn=lambda: dsn, tasks=tasks)
+            summary = runtime.drain("default", remaining)
         assert context.get_remaining_time_in_millis() > 0, "the invocation ran out of time"
         invocations.append(summary.as_dict())
     assert [(s["continued"], s["done"]) for s in invocations] == [(1, 0)] * 4 + [(0, 1)]
@@ -327,8 +336,8 @@ def test_bad_steps_fail_the_job_for_good_before_anything_is_stored(
 
 def test_the_worker_role_can_run_steps_and_the_purge_deletes_them(
     dsn: str,
-    login_as: dict[str, str],
-    clock: FakeClock,  # noqa: F811
+    login_as: dict[str, str],  # noqa: F811  (the fixture imported above)
+    clock: FakeClock,
 ) -> None:
     """Steps, a continuation and a sleep as pgkick_worker (a login role in it, no more),
     then the maintainer's purge. Catches a grant missing from role_setup (the step write's
