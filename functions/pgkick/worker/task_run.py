@@ -59,7 +59,9 @@ def run_task(
         return _run(registry, job, keeper, None, steps)
     with job_span.job_span(job) as span:
         outcome = _run(registry, job, keeper, span, steps)
-        span.ended(outcome.error, permanent=outcome.permanent, snoozed=outcome.snooze is not None)
+        # a continuation, like a snooze, is back in the queue with no attempt used
+        back = outcome.snooze is not None or outcome.continued
+        span.ended(outcome.error, permanent=outcome.permanent, snoozed=back)
         return outcome
 
 
