@@ -1,2 +1,2 @@
--- job_truncate_all: Empties the jobs table between benchmark items (benchmarks only: never on a real queue).
-TRUNCATE pgkick.jobs;
+-- job_truncate_all: Empties the jobs table between benchmark items, and with it the tables that reference jobs (durable steps: CASCADE), benchmarks only: never on a real queue.
+TRUNCATE pgkick.jobs CASCADE;
