@@ -97,3 +97,9 @@ GRANT SELECT, INSERT, UPDATE, DELETE ON pgkick.queue_watchers TO pgkick_producer
 REVOKE ALL ON pgkick.queue_limits FROM PUBLIC;
 GRANT SELECT ON pgkick.queue_limits TO pgkick_worker;
 GRANT INSERT, UPDATE, DELETE ON pgkick.queue_limits TO pgkick_maintainer;
+
+-- Durable steps (migration 0018): workers read and write a job's steps, and count its
+-- continuations; the purge deletes them with their job (ON DELETE CASCADE).
+REVOKE ALL ON pgkick.job_steps FROM PUBLIC;
+GRANT SELECT, INSERT ON pgkick.job_steps TO pgkick_worker;
+GRANT UPDATE (continued, continued_stalled) ON pgkick.jobs TO pgkick_worker;

@@ -53,7 +53,7 @@ def test_eight_sessions_naive_claim_loses_jobs_pgkick_claim_runs_each_once(
     ).fetchone() or (0, 0)
     assert done < 10_000 and max_attempts > 1, (done, max_attempts)
 
-    store.conn.execute("TRUNCATE pgkick.job_dependencies, pgkick.jobs")
+    store.conn.execute("TRUNCATE pgkick.jobs CASCADE")  # and its dependencies (0017), steps (0018)
     seed(store, 10_000)
 
     def pgkick_worker() -> None:

@@ -142,3 +142,27 @@ class JobNotFinished(PgkickError, RuntimeError):
         super().__init__(f"job {job_id} is {status}: no result yet")
         self.job_id = job_id
         self.status = status
+
+
+# -- durable steps (job.step, job.sleep: pgkick.tasks.steps) ---------------------------
+
+
+class StepInputError(PermanentError, InvalidArgument):
+    """A step called in a way no retry can fix (a name reused with other arguments, a result
+    or an argument that is not JSON); raised in the task before anything is written, and
+    the job fails for good with it (a retry would run the same code into the same error)."""
+
+
+class StepRefused(PgkickError, RuntimeError):
+    """A step's result was not stored: this attempt no longer holds the job (its lease was
+    taken over). The task stops there; the worker writes nothing more for the job."""
+
+
+class Continuation(PgkickError):
+    """Raised by `job.step` when the invocation's time left is too short for the next step:
+    the worker puts the job back in the queue (no attempt used) and hands the queue to a
+    fresh invocation, which replays the finished steps from storage. Let it propagate."""
+
+    def __init__(self, *, stalled: bool) -> None:
+        super().__init__("continued in a fresh invocation")
+        self.stalled = stalled  # no step ran in this invocation before it

@@ -125,8 +125,8 @@ JOB_TABLE_MARK_SCRATCH: Final = """\
 COMMENT ON TABLE pgkick.jobs IS 'pgkick scratch: made for pgkick bench and demo, which may empty it';"""
 
 JOB_TRUNCATE_ALL: Final = """\
--- job_truncate_all: Empties the jobs table (and the dependencies that reference it, migration 0017) between benchmark items (benchmarks only: never on a real queue).
-TRUNCATE pgkick.job_dependencies, pgkick.jobs;"""
+-- job_truncate_all: Empties the jobs table between benchmark items, and with it the tables that reference jobs (dependencies, durable steps: CASCADE), benchmarks only: never on a real queue.
+TRUNCATE pgkick.jobs CASCADE;"""
 
 PGQUEUER_JOB_COUNT: Final = """\
 -- pgqueuer_job_count: Counts the jobs still in pgqueuer's queue table, to check a peer's drain ran every job.

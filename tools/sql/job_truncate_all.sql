@@ -1,2 +1,2 @@
--- job_truncate_all: Empties the jobs table (and the dependencies that reference it, migration 0017) between benchmark items (benchmarks only: never on a real queue).
-TRUNCATE pgkick.job_dependencies, pgkick.jobs;
+-- job_truncate_all: Empties the jobs table between benchmark items, and with it the tables that reference jobs (dependencies, durable steps: CASCADE), benchmarks only: never on a real queue.
+TRUNCATE pgkick.jobs CASCADE;

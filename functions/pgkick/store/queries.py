@@ -100,6 +100,23 @@ SELECT id, nullif(current_setting('pgkick.released_queues', true), '')
 FROM pgkick.job_complete(%(ids)s::bigint[], %(attempts)s::int[], %(results)s::text[],
                          %(now)s::timestamptz);"""
 
+JOB_CONTINUE: Final = """\
+-- job_continue: Puts a running job whose invocation ran short of time for its next step back in the queue, due now, without using an attempt (a continuation: its finished steps stay stored), counting it (fenced: only while this attempt holds it); or, when a cancel was requested since the worker's last heartbeat, fails it 'cancelled by operator'. Returns its status.
+UPDATE pgkick.jobs
+SET status            = CASE WHEN cancel_requested_at IS NULL THEN 'queued' ELSE 'failed' END,
+    attempts          = CASE WHEN cancel_requested_at IS NULL THEN attempts - 1 ELSE attempts END,
+    run_at            = CASE WHEN cancel_requested_at IS NULL
+                             THEN coalesce(%(now)s::timestamptz, now()) ELSE run_at END,
+    finished_at       = CASE WHEN cancel_requested_at IS NULL THEN finished_at
+                             ELSE coalesce(%(now)s::timestamptz, now()) END,
+    last_error        = CASE WHEN cancel_requested_at IS NULL THEN last_error
+                             ELSE 'cancelled by operator' END,
+    continued         = continued + 1,
+    continued_stalled = %(stalled)s::boolean,
+    locked_until      = NULL
+WHERE id = %(id)s AND status = 'running' AND attempts = %(attempts)s
+RETURNING status;"""
+
 JOB_DELETE_FINISHED_AMONG: Final = """\
 -- job_delete_finished_among: Deletes the jobs among ids that are done or failed (a job retried meanwhile is left alone); returns their ids.
 DELETE FROM pgkick.jobs
@@ -499,6 +516,30 @@ FROM pgkick.jobs
 GROUP BY queue
 ORDER BY queue;"""
 
+JOB_STEP_LIST: Final = """\
+-- job_step_list: The steps a job finished (name, arguments' hash, result, duration, a sleep's seconds still to wait on the caller's clock), and whether its last continuation came before any step ran: what a task's steps replay from; one row with a NULL name when it has none.
+SELECT j.continued_stalled, s.name, s.args_hash, s.result, s.duration_ms,
+       CASE WHEN s.wake_at IS NOT NULL  -- (greatest() would turn a step's NULL into 0)
+            THEN greatest(extract(epoch FROM s.wake_at - coalesce(%(now)s::timestamptz, now())),
+                          0)::float8
+       END AS sleep_left
+FROM pgkick.jobs AS j
+LEFT JOIN pgkick.job_steps AS s ON s.job_id = j.id
+WHERE j.id = %(id)s;"""
+
+JOB_STEP_RECORD: Final = """\
+-- job_step_record: Stores one finished step's JSON result (or a sleep's end, now + sleep seconds) with its job, only while this attempt holds the job (fenced: the job row is share-locked and checked running under this attempt; 0 rows = the lease was lost, nothing written).
+INSERT INTO pgkick.job_steps (job_id, name, args_hash, result, attempt, duration_ms, wake_at,
+                              created_at)
+SELECT j.id, %(name)s, %(args_hash)s, %(result)s::jsonb, j.attempts, %(duration_ms)s,
+       coalesce(%(now)s::timestamptz, now()) + %(sleep)s::float8 * interval '1 second',
+       coalesce(%(now)s::timestamptz, now())
+FROM pgkick.jobs AS j
+WHERE j.id = %(id)s AND j.status = 'running' AND j.attempts = %(attempts)s
+FOR SHARE OF j
+ON CONFLICT (job_id, name) DO NOTHING
+RETURNING job_id;"""
+
 JOB_TABLE_HEALTH: Final = """\
 -- job_table_health: The jobs table's dead tuples and last (auto)vacuum, which the article says to watch.
 SELECT n_live_tup, n_dead_tup, last_vacuum, last_autovacuum
@@ -805,7 +846,13 @@ GRANT SELECT, INSERT, UPDATE, DELETE ON pgkick.queue_watchers TO pgkick_producer
 -- Per-queue running limits: workers read them in every claim; operators set them.
 REVOKE ALL ON pgkick.queue_limits FROM PUBLIC;
 GRANT SELECT ON pgkick.queue_limits TO pgkick_worker;
-GRANT INSERT, UPDATE, DELETE ON pgkick.queue_limits TO pgkick_maintainer;"""
+GRANT INSERT, UPDATE, DELETE ON pgkick.queue_limits TO pgkick_maintainer;
+
+-- Durable steps (migration 0018): workers read and write a job's steps, and count its
+-- continuations; the purge deletes them with their job (ON DELETE CASCADE).
+REVOKE ALL ON pgkick.job_steps FROM PUBLIC;
+GRANT SELECT, INSERT ON pgkick.job_steps TO pgkick_worker;
+GRANT UPDATE (continued, continued_stalled) ON pgkick.jobs TO pgkick_worker;"""
 
 ROLE_SETUP_DONE: Final = """\
 -- role_setup_done: Whether pgkick's three roles exist here, set up by an earlier `pgkick migrate --roles` (a later migrate then grants them what its new migrations need).
@@ -831,4 +878,4 @@ COMMIT;"""
 
 # The migrations' versions in the order they apply (their scripts:
 # pgkick.store.migration_scripts, which a Lambda handler never loads).
-MIGRATION_VERSIONS: Final[tuple[int, ...]] = (1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 15, 17,)
+MIGRATION_VERSIONS: Final[tuple[int, ...]] = (1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 15, 17, 18,)

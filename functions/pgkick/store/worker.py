@@ -22,6 +22,7 @@ from pgkick.store.dependencies import ReleasedDependants
 from pgkick.store.expired import ExpiredLeases
 from pgkick.store.healing import QueueHealing
 from pgkick.store.listen import Listening
+from pgkick.store.steps import StepStore
 
 
 @dataclass(frozen=True, slots=True)
@@ -71,11 +72,11 @@ class Snoozed(NamedTuple):
     cancelled: bool
 
 
-class WorkerStore(ExpiredLeases, QueueHealing, Listening, ReleasedDependants):
+class WorkerStore(ExpiredLeases, QueueHealing, Listening, ReleasedDependants, StepStore):
     """What a worker runs (and, from ExpiredLeases, a rescue's sweep of its queue; from
     QueueHealing, the sweep of every queue it makes as it exits; from Listening, a
     lingering worker's wake-up line; from ReleasedDependants, the queues its writes made
-    ready for jobs that waited on its jobs)."""
+    ready for jobs that waited on its jobs; from StepStore, a task's durable steps)."""
 
     def claim(self, queue: str, *, batch: int, lease: timedelta) -> list[ClaimedJob]:
         """Claim up to `batch` ready jobs of `queue` under a lease: one statement, the

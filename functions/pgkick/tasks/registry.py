@@ -29,6 +29,7 @@ from pgkick import config, validation
 from pgkick.errors import ConfigError, InvalidArgument, MisuseError, UnknownTask
 from pgkick.tasks.batch import BatchItem, BatchSpec, batch_spec, single_call
 from pgkick.tasks.handle import Task, payload_loader
+from pgkick.tasks.steps import Steps
 from pgkick.validation import check_name
 
 
@@ -69,6 +70,27 @@ class JobContext:
         if self.parents is None:
             raise MisuseError("parent_results: only a task run by a pgkick worker has parents")
         return self.parents()
+
+    # Durable steps (pgkick.tasks.steps): the worker hands in its job's book; a context
+    # made by hand gets one that keeps results for the run only, at the first step.
+    steps: Steps | None = None
+
+    def step[R](self, name: str, fn: Callable[..., R], *args: Any) -> R:
+        """`fn(*args)`, run once for this job: a retry or a continuation returns the stored
+        result. The result must be JSON (what a replay returns: tuples come back lists)."""
+        return self._steps().run(name, fn, args)  # type: ignore[no-any-return]
+
+    def sleep(self, seconds: float, name: str | None = None) -> None:
+        """End this run and resume the task after `seconds` (the job waits in the queue, a
+        wake-up booked, no attempt used); the task then replays its steps up to here."""
+        self._steps().sleep(seconds, name)
+
+    def _steps(self) -> Steps:
+        steps = self.steps
+        if steps is None:
+            steps = Steps()
+            object.__setattr__(self, "steps", steps)  # frozen: set once, for this run
+        return steps
 
     def extend_lease(self) -> bool:
         """Push this job's lease forward now; False means stop: the job is someone else's."""

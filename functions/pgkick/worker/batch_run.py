@@ -31,6 +31,7 @@ from pgkick.store.worker import ClaimedJob
 from pgkick.tasks.batch import BatchSpec, settle
 from pgkick.tasks.registry import Registry, describe_error
 from pgkick.tasks.results import encode_result
+from pgkick.tasks.steps import Steps
 from pgkick.worker.lease import LeaseKeeper
 from pgkick.worker.task_run import TaskOutcome, run_task
 
@@ -38,10 +39,14 @@ log = logging.getLogger("pgkick.batch_run")
 
 
 def run_jobs(
-    registry: Registry, jobs: list[ClaimedJob], keeper: LeaseKeeper
+    registry: Registry,
+    jobs: list[ClaimedJob],
+    keeper: LeaseKeeper,
+    steps: Callable[[ClaimedJob], Steps] | None = None,
 ) -> Iterator[tuple[ClaimedJob, TaskOutcome]]:
     """Each job of the claim with its outcome, produced as it ends (the loop flushes
-    completions of a slow claim as they come)."""
+    completions of a slow claim as they come). `steps`: a plain task's durable step book
+    (run_task's); a batch task's call has no JobContext, so no steps."""
     groups: dict[str, list[ClaimedJob]] = {}
     for job in jobs:
         if registry.batch(job.task) is not None:
@@ -49,7 +54,7 @@ def run_jobs(
     for job in jobs:
         group = groups.get(job.task)
         if group is None:
-            yield job, run_task(registry, job, keeper)
+            yield job, run_task(registry, job, keeper, steps)
         elif group:  # the first of its task in the claim: the whole group runs now
             spec = registry.batch(job.task)
             assert spec is not None

@@ -25,6 +25,7 @@ from pgkick.kick.watch import WorkerWatch
 from pgkick.store.worker import ClaimedJob, WorkerStore
 from pgkick.tasks.registry import Registry
 from pgkick.worker.batch_run import BatchWindow, run_jobs
+from pgkick.worker.continuation import StepBooks
 from pgkick.worker.dependants import kick_released, released_by_failure
 from pgkick.worker.healing import heal_queues
 from pgkick.worker.lease import LeaseKeeper
@@ -58,6 +59,7 @@ class Worker:
         # environment, across invocations); the bare loop remembers nothing.
         self.flows: Callable[[str], bool] = lambda queue: False
         self._hop = 0
+        self._books: StepBooks | None = None
 
     def drain(self, queue: str, remaining_ms: Callable[[], int], *, hop: int = 0) -> Summary:
         """Work `queue` until it is empty or time runs short; never raises for a job's error.
@@ -76,6 +78,7 @@ class Worker:
         )
         line = WakeUpLine(self.store, queue, watch, mode=self.options.listen, sleep=self.sleep)
         self._hop = hop
+        books = self._books = StepBooks(self.store, remaining_ms, self.options.min_remaining)
         # after its announcement too has lapsed (pgkick.worker.rescue says why)
         after = self.options.lease + self.options.watch_ttl
         rescue = DeadMansSwitch(self.kicker, queue, watch.watcher, after=after)
@@ -89,7 +92,8 @@ class Worker:
             while True:
                 before = remaining_ms()
                 reserve = self.options.min_remaining.total_seconds() * 1000 + longest_batch_ms
-                if before < reserve:  # another batch might not finish in time
+                # another batch might not finish in time, or a job asked for a fresh one
+                if before < reserve or books.continued:
                     if window.held:  # claimed already: run now, not left to their leases
                         finished += self._run_batch(window.release(), keeper, summary)
                     self._complete(finished, keeper, summary)
@@ -210,7 +214,8 @@ class Worker:
         """Run held jobs; failures are recorded at once, successes returned to be completed."""
         finished: list[ClaimedJob] = []
         last_flush = time.monotonic()
-        for job, outcome in run_jobs(self.registry, jobs, keeper):  # batch tasks grouped
+        books = self._books.book if self._books else None
+        for job, outcome in run_jobs(self.registry, jobs, keeper, books):  # batches grouped
             if keeper.is_lost(job.id):
                 summary.lost += 1  # someone else's now: no write at all
                 keeper.release(job.id)
@@ -219,6 +224,8 @@ class Worker:
                 keeper.release(job.id)
             elif outcome.snooze is not None:
                 self._snooze(job, outcome.snooze, keeper, summary)
+            elif outcome.continued and self._books is not None:
+                self._books.continue_job(job, outcome.stalled, keeper, summary)
             elif outcome.error is None:  # (dataclasses.replace costs: only for a result)
                 finished.append(
                     job if outcome.result is None else replace(job, result=outcome.result)

@@ -33,6 +33,7 @@ class Summary:
     dependant_kicks: int = 0  # other queues kicked for jobs released by this worker's jobs
     healed_wakes: int = 0  # queues whose earliest future run_at got a wake-up as it left
     snoozed: int = 0  # back in the queue by pgkick.Snooze, no attempt used
+    continued: int = 0  # back in the queue for a fresh invocation (job.step's time budget)
     batches: int = 0
     rekicked: bool = False
     fanouts: int = 0

@@ -14,10 +14,11 @@ from dataclasses import dataclass
 from typing import Any
 
 from pgkick import config
-from pgkick.errors import PermanentError, Snooze
+from pgkick.errors import Continuation, PermanentError, Snooze
 from pgkick.store.worker import ClaimedJob
 from pgkick.tasks.registry import JobContext, Registry, describe_error
 from pgkick.tasks.results import encode_result
+from pgkick.tasks.steps import Steps
 from pgkick.worker import job_span, spawn
 from pgkick.worker.lease import LeaseKeeper
 
@@ -40,31 +41,47 @@ class TaskOutcome:
     permanent: bool = False
     result: str | None = None
     snooze: float | None = None
+    continued: bool = False  # out of time for its next step (pgkick.worker.continuation)
+    stalled: bool = False  # ... before any step ran in this invocation
 
 
-def run_task(registry: Registry, job: ClaimedJob, keeper: LeaseKeeper) -> TaskOutcome:
+def run_task(
+    registry: Registry,
+    job: ClaimedJob,
+    keeper: LeaseKeeper,
+    steps: Callable[[ClaimedJob], Steps] | None = None,
+) -> TaskOutcome:
     """Run the task's code (no transaction is open); never raises for the task's errors.
     With OpenTelemetry loaded, in a span that is a child of the enqueuer's
-    (pgkick.worker.job_span)."""
+    (pgkick.worker.job_span). `steps` makes the job's durable step book (none: results
+    kept for the run only)."""
     if not job_span.enabled():
-        return _run(registry, job, keeper, None)
+        return _run(registry, job, keeper, None, steps)
     with job_span.job_span(job) as span:
-        outcome = _run(registry, job, keeper, span)
-        span.ended(outcome.error, permanent=outcome.permanent, snoozed=outcome.snooze is not None)
+        outcome = _run(registry, job, keeper, span, steps)
+        # a continuation, like a snooze, is back in the queue with no attempt used
+        back = outcome.snooze is not None or outcome.continued
+        span.ended(outcome.error, permanent=outcome.permanent, snoozed=back)
         return outcome
 
 
 def _run(
-    registry: Registry, job: ClaimedJob, keeper: LeaseKeeper, span: job_span.JobSpan | None
+    registry: Registry,
+    job: ClaimedJob,
+    keeper: LeaseKeeper,
+    span: job_span.JobSpan | None,
+    steps: Callable[[ClaimedJob], Steps] | None,
 ) -> TaskOutcome:
     fn = registry.get(job.task) or _reloaded(registry, job.task)
     if fn is None:  # retried: the deploy may be mid-rollout (a newer producer, older worker)
         return TaskOutcome(registry.unknown(job.task) + "; retried until max_attempts", False)
-    context = _context(job, keeper) if registry.takes_job(job.task) else UNREAD
+    context = _context(job, keeper, steps) if registry.takes_job(job.task) else UNREAD
     try:
         value = fn(job.payload, context)
     except Snooze as snooze:
         return TaskOutcome(snooze=snooze.seconds)
+    except Continuation as continuation:
+        return TaskOutcome(continued=True, stalled=continuation.stalled)
     except PermanentError as exc:
         if span is not None:
             span.raised(exc)
@@ -95,7 +112,9 @@ def _reloaded(registry: Registry, task: str) -> Callable[[Any, JobContext], Any]
     return registry.get(task)
 
 
-def _context(job: ClaimedJob, keeper: LeaseKeeper) -> JobContext:
+def _context(
+    job: ClaimedJob, keeper: LeaseKeeper, steps: Callable[[ClaimedJob], Steps] | None
+) -> JobContext:
     lost, cancelled = keeper.events(job.id)
     return JobContext(
         id=job.id,
@@ -107,4 +126,5 @@ def _context(job: ClaimedJob, keeper: LeaseKeeper) -> JobContext:
         cancelled=cancelled,
         spawner=spawn.spawner(keeper.store, job),
         parents=spawn.parents(keeper.store, job),
+        steps=None if steps is None else steps(job),
     )

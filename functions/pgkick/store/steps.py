@@ -1,0 +1,80 @@
+"""A job's durable steps in the database: read them back, store one (fenced), continue.
+
+Why a store of its own (mixed into WorkerStore): the steps are written from inside a
+task's run (pgkick.tasks.steps), each one a short autocommit statement on the worker's
+connection, never a transaction held while the task's code runs; and each write is
+fenced by the attempt like every outcome the worker records: a worker whose lease was
+taken over stores nothing.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from pgkick.connections.db import Database
+from pgkick.store import queries
+
+
+@dataclass(frozen=True, slots=True)
+class StoredStep:
+    """A finished step as stored: its arguments' hash, its result (decoded JSON), how long
+    it took, and for a sleep the seconds still to wait (0 once over; None for a step)."""
+
+    args_hash: str
+    result: Any
+    duration_ms: int
+    sleep_left: float | None
+
+
+@dataclass(frozen=True, slots=True)
+class StoredSteps:
+    """What a job's steps replay from; `stalled`: its last continuation ran no step first."""
+
+    steps: dict[str, StoredStep]
+    stalled: bool
+
+
+class StepStore(Database):
+    """The statements of durable steps."""
+
+    def steps_of(self, job_id: int) -> StoredSteps:
+        rows = self.rows(queries.JOB_STEP_LIST, id=job_id)
+        steps = {
+            name: StoredStep(args_hash, result, duration_ms, sleep_left)
+            for _stalled, name, args_hash, result, duration_ms, sleep_left in rows
+            if name is not None
+        }
+        return StoredSteps(steps, bool(rows and rows[0][0]))
+
+    def record_step(
+        self,
+        job_id: int,
+        attempts: int,
+        name: str,
+        *,
+        args_hash: str,
+        result: str | None,
+        duration_ms: int,
+        sleep: float | None = None,
+    ) -> bool:
+        """Store a finished step (`result`: JSON text or None), or a sleep's end (now +
+        `sleep` seconds); True if this attempt still held the job and it is written."""
+        written = self.count(
+            queries.JOB_STEP_RECORD,
+            id=job_id,
+            attempts=attempts,
+            name=name,
+            args_hash=args_hash,
+            result=result,
+            duration_ms=duration_ms,
+            sleep=sleep,
+        )
+        return bool(written == 1)
+
+    def continue_job(self, job_id: int, attempts: int, *, stalled: bool) -> str | None:
+        """Back to the queue, due now, the attempt given back (a continuation); returns the
+        status written ('queued', or 'failed' for a cancel requested meanwhile), or None
+        when this attempt no longer held the job (nothing written)."""
+        rows = self.rows(queries.JOB_CONTINUE, id=job_id, attempts=attempts, stalled=stalled)
+        return str(rows[0][0]) if rows else None
