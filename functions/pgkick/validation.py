@@ -46,6 +46,7 @@ class EnqueueOptions(TypedDict, total=False):
     priority: int
     group: str | None
     unique_key: str | None
+    rate_key: str | None
 
 
 # What one job of enqueue_many may hold: a payload, a task, and the options
@@ -68,6 +69,8 @@ class JobSpec(NamedTuple):
     # stored in its own columns; None without OpenTelemetry or an active span.
     traceparent: str | None = None
     tracestate: str | None = None
+    # The key a queue's rate limit counts this job's starts under (None: the queue's own).
+    rate_key: str | None = None
 
     def insert_params(self) -> dict[str, Any]:
         """The insert statements' parameters (job_insert, job_insert_unique), in one place."""
@@ -83,6 +86,7 @@ class JobSpec(NamedTuple):
             "unique_key": self.unique_key,
             "traceparent": self.traceparent,
             "tracestate": self.tracestate,
+            "rate_key": self.rate_key,
         }
 
 
@@ -192,6 +196,11 @@ def check_priority(value: object) -> int:
 def check_group(value: object) -> str | None:
     """None (no group) or a name like a queue's."""
     return None if value is None else check_name("group", value)
+
+
+def check_rate_key(value: object) -> str | None:
+    """None (the queue's own rate bucket) or a name like a queue's (a tenant, an API host)."""
+    return None if value is None else check_name("rate_key", value)
 
 
 def check_unique_key(value: object) -> str | None:
@@ -310,6 +319,7 @@ def job_spec(
         priority=check_priority(options.get("priority", 0)),
         group=check_group(options.get("group")),
         unique_key=check_unique_key(options.get("unique_key")),
+        rate_key=check_rate_key(options.get("rate_key")),
     )
 
 
