@@ -73,7 +73,11 @@ DECLARE
   cand record;
 BEGIN
   IF rate_n IS NOT NULL THEN
-    DELETE FROM job_starts s WHERE s.queue = claim_queue AND s.started_at <= at - rate_span;
+    -- Starts are counted from at - period with no upper bound: a claim whose now() (its
+    -- transaction's start) is older than a start recorded by a claim that took the lock
+    -- first still counts that start, so no window of the starts' own times ever holds
+    -- more than rate_n. Pruned a period later than needed, for the same reason.
+    DELETE FROM job_starts s WHERE s.queue = claim_queue AND s.started_at <= at - 2 * rate_span;
   END IF;
   SELECT c.after_key INTO stop_key FROM queue_claim_cursors c WHERE c.queue = claim_queue;
   stop_key := coalesce(stop_key, '');

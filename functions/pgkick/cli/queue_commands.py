@@ -10,6 +10,7 @@ same `OperatorStore`.
 from __future__ import annotations
 
 import argparse
+import logging
 from datetime import timedelta
 from typing import Any
 
@@ -22,6 +23,8 @@ from pgkick.kick.default import default_kicker
 from pgkick.store import flow, groups
 from pgkick.store.operator import OperatorStore
 from pgkick.worker.reaper import reap
+
+log = logging.getLogger("pgkick.cli")
 
 
 def cmd_status(args: argparse.Namespace) -> dict[str, Any]:
@@ -116,10 +119,15 @@ def cmd_pause(args: argparse.Namespace) -> dict[str, Any]:
 
 def cmd_resume(args: argparse.Namespace) -> dict[str, Any]:
     """Resume a paused queue and kick it once."""
+    kicker = default_kicker()  # a kicker that cannot be built fails before the write
     with database.operator_store(args) as store:
         flow.resume_queue(store, args.queue)
-    operations.kick_queues([(0, args.queue)], default_kicker())
-    return {"resumed": args.queue}
+    try:
+        kicker.kick(args.queue, "resume")
+    except Exception as exc:  # resumed all the same: the next enqueue, sweep or reaper kicks
+        log.warning("could not kick queue %s after resuming it (%s)", args.queue, exc)
+        return {"resumed": args.queue, "kicked": False}
+    return {"resumed": args.queue, "kicked": True}
 
 
 def _selection_arguments(sub: argparse.ArgumentParser) -> None:

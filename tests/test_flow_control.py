@@ -1,0 +1,385 @@
+"""Rate limits per key, concurrency per group key with a round-robin claim, queue pause
+(issue 33), all enforced by the claim (job_claim, migration 0014; pgkick.store.flow).
+
+Workers are real sessions racing the real claim; time is the claim's injected `now` (a
+shared clock that ticks at every statement), never a sleep."""
+
+from __future__ import annotations
+
+import json
+import threading
+from collections import defaultdict
+from datetime import datetime, timedelta
+from typing import Any
+
+import psycopg
+import pytest
+
+from pgkick import cli
+from pgkick.errors import InvalidArgument, InvalidArgumentType
+from pgkick.store import flow
+from pgkick.store.worker import ClaimedJob
+from pgkick.tasks.registry import Registry
+from pgkick.validation import job_spec
+from pgkick.worker.loop import Worker, WorkerOptions
+from tests.helpers import FakeClock
+from tests.store import JobStore
+from tests.test_producer import RecordingKicker
+
+LEASE = timedelta(minutes=5)
+OPTIONS = WorkerOptions(batch=5, heartbeat=False, kick_pending=timedelta(seconds=10), max_fanout=0)
+
+
+class Kicker(RecordingKicker):
+    """Records kicks and wake-ups (the kick protocol, not an AWS client); no rescues."""
+
+    def book_rescue(self, queue: str, when: datetime, name: str) -> None:
+        return None
+
+    def cancel_rescue(self, name: str) -> None:
+        return None
+
+
+class TickingClock(FakeClock):
+    """Every read moves time on by `step` (shared by racing workers: their claims reach the
+    claim lock in any order, so a claim may carry a now older than a start already made)."""
+
+    def __init__(self, step: float) -> None:
+        super().__init__()
+        self.step = timedelta(seconds=step)
+        self._lock = threading.Lock()
+
+    def __call__(self) -> datetime:
+        with self._lock:
+            self.now += self.step
+            return self.now
+
+
+def add(store: JobStore, n: int, **fields: object) -> int:
+    return store.insert(job_spec({"n": n}, task="t", **fields)).id
+
+
+def ns(jobs: list[ClaimedJob]) -> list[int]:
+    return [job.payload["n"] for job in jobs]
+
+
+def forever() -> int:
+    return 600_000
+
+
+def test_a_rate_per_key_is_never_exceeded_by_racing_workers(dsn: str) -> None:
+    """3 starts per key per sliding 10 s, 4 keys, 4 workers (the real loop) racing on a clock
+    that ticks at every statement. The tasks record each start (the claimed_at the claim
+    wrote, its injected now); every window of 10 s ending at a start is checked. Catches a
+    limit counted on a snapshot (two workers each see 2 starts and both start a third), a
+    start forgotten, or a window measured from the wrong end; and a rate that blocks a
+    key's neighbours (all 120 jobs must finish)."""
+    clock = TickingClock(0.05)
+    with JobStore.open(dsn, clock) as store:
+        flow.set_queue_rate(store, "api", 3, timedelta(seconds=10))
+        for n in range(120):
+            add(store, n, queue="api", rate_key=f"k{n % 4}")
+    ran: list[int] = []
+    errors: list[BaseException] = []
+    barrier = threading.Barrier(4)
+
+    def work() -> None:
+        try:
+            tasks = Registry()
+            tasks.task("t")(lambda payload: ran.append(payload["n"]))
+            with JobStore.open(dsn, clock) as mine:
+                worker = Worker(mine, tasks, Kicker(), OPTIONS)
+                barrier.wait()
+                while len(ran) < 120:
+                    worker.drain("api", forever)  # leaves when the rate holds every key
+        except BaseException as exc:  # reported below
+            errors.append(exc)
+
+    threads = [threading.Thread(target=work) for _ in range(4)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(120)
+    assert errors == []
+    assert sorted(ran) == list(range(120))
+    with psycopg.connect(dsn) as conn:
+        rows = conn.execute(
+            "SELECT rate_key, claimed_at FROM pgkick.jobs WHERE queue = 'api'"
+        ).fetchall()
+    starts: dict[str, list[datetime]] = defaultdict(list)
+    for key, at in rows:
+        starts[key].append(at)
+    busiest = 0
+    for key_starts in starts.values():
+        key_starts.sort()
+        for end in key_starts:
+            in_window = [t for t in key_starts if end - timedelta(seconds=10) < t <= end]
+            busiest = max(busiest, len(in_window))
+    assert busiest == 3  # reached, never passed
+
+
+def test_a_worker_held_by_the_rate_leaves_and_books_the_instant_the_window_admits(
+    dsn: str, clock: FakeClock
+) -> None:
+    """2 starts a minute: the worker runs 2 jobs, finds the other 3 held, does not wait for
+    them (it leaves at once, stopped "empty") and books its queue's wake-up at the second
+    start + 60 s. Catches a worker that idles on held work, or one that leaves without a
+    wake-up (the jobs would wait for the reaper)."""
+    with JobStore.open(dsn, clock) as store:
+        flow.set_queue_rate(store, "api", 2, timedelta(minutes=1))
+        for n in range(5):
+            add(store, n, queue="api", rate_key="host")
+        tasks = Registry()
+        tasks.task("t")(lambda payload: None)
+        kicker = Kicker()
+        summary = Worker(store, tasks, kicker, OPTIONS).drain("api", forever)
+        assert (summary.done, summary.stopped_because) == (2, "empty")
+        assert kicker.wakes == [("api", clock.now + timedelta(minutes=1))]
+        assert kicker.kicks == []  # held: nobody is kicked to find nothing
+        clock.advance(60)
+        summary = Worker(store, tasks, kicker, OPTIONS).drain("api", forever)
+        assert summary.done == 2
+
+
+def test_a_held_key_does_not_block_other_keys(dsn: str, clock: FakeClock) -> None:
+    with JobStore.open(dsn, clock) as store:
+        flow.set_queue_rate(store, "api", 1, timedelta(seconds=30))
+        for n in range(5):
+            add(store, n, queue="api", rate_key="busy")
+        add(store, 9, queue="api", rate_key="quiet")
+        add(store, 10, queue="api")  # no key: the queue's own bucket
+        assert sorted(ns(store.claim("api", batch=10, lease=LEASE))) == [0, 9, 10]
+        assert store.claim("api", batch=10, lease=LEASE) == []
+        clock.advance(30)
+        assert ns(store.claim("api", batch=10, lease=LEASE)) == [1]
+
+
+def test_a_quiet_keys_job_waits_at_most_one_batch_behind_a_flooded_key(
+    dsn: str, clock: FakeClock
+) -> None:
+    """Five tenants flood a queue (1,000 jobs each, concurrency 100 per key); a quiet
+    tenant's single job enqueued after them is claimed by the very next batch, and every
+    later quiet job too. Catches a claim in queue order (the quiet job would wait for 5,000
+    jobs) or a round robin that restarts from the first key (a key after the floods would
+    wait for every flood's turn)."""
+    with JobStore.open(dsn, clock) as store:
+        flow.set_queue_concurrency(store, "t", 100)
+        for tenant in "abcde":
+            store.insert_many(
+                [[job_spec({"n": 0}, task="t", queue="t", group=tenant) for _ in range(1_000)]]
+            )
+        waits = []
+        for n in range(1, 6):
+            store.complete_many(store.claim("t", batch=10, lease=LEASE))  # a batch in flight
+            add(store, n, queue="t", group=f"quiet{n}")
+            batches = 1
+            while n not in ns(jobs := store.claim("t", batch=10, lease=LEASE)):
+                store.complete_many(jobs)
+                batches += 1
+            store.complete_many(jobs)
+            waits.append(batches)
+        assert waits == [1] * 5
+
+
+def test_concurrency_per_key_is_never_exceeded_by_racing_workers_and_keeps_group_order(
+    dsn: str,
+) -> None:
+    """Concurrency 2 per group key, 6 workers racing over 8 groups of 30 jobs. The database
+    itself checks, at each claim's commit, that no group has 3 running; each group's jobs
+    start in their enqueue order, at most 2 apart. Catches a per-key count on a snapshot,
+    and a claim that takes a group's later jobs past its first ones."""
+    with JobStore.open(dsn) as store:
+        store.conn.execute(
+            """
+            CREATE FUNCTION check_per_key() RETURNS trigger LANGUAGE plpgsql AS $$
+            BEGIN
+              IF (SELECT count(*) FROM pgkick.jobs
+                  WHERE group_key = NEW.group_key AND status = 'running') > 2 THEN
+                RAISE EXCEPTION 'more than 2 running in %', NEW.group_key;
+              END IF;
+              RETURN NULL;
+            END $$;
+            CREATE CONSTRAINT TRIGGER per_key_check AFTER UPDATE ON pgkick.jobs
+              DEFERRABLE INITIALLY DEFERRED FOR EACH ROW
+              WHEN (NEW.status = 'running') EXECUTE FUNCTION check_per_key();
+            """
+        )
+        flow.set_queue_concurrency(store, "default", 2)
+        for n in range(240):
+            add(store, n, group=f"g{n % 8}")
+    errors: list[BaseException] = []
+    order: list[int] = []
+    lock = threading.Lock()
+    barrier = threading.Barrier(6)
+
+    def work() -> None:
+        try:
+            with JobStore.open(dsn) as mine:
+                barrier.wait()
+                while jobs := mine.claim("default", batch=3, lease=LEASE):
+                    with lock:
+                        order.extend(ns(jobs))
+                    mine.complete_many(jobs)
+        except BaseException as exc:  # reported below
+            errors.append(exc)
+
+    threads = [threading.Thread(target=work) for _ in range(6)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(120)
+    assert errors == []
+    assert sorted(order) == list(range(240))
+    for g in range(8):
+        mine = [n for n in order if n % 8 == g]
+        assert all(abs(mine.index(n) - i) <= 1 for i, n in enumerate(sorted(mine))), mine
+
+
+def test_concurrency_one_is_an_ordered_group(dsn: str, clock: FakeClock) -> None:
+    """0011's ordered group under the round-robin claim: one at a time, in the run_at order
+    the jobs were enqueued with, a job waiting for its retry holding its place."""
+    with JobStore.open(dsn, clock) as store:
+        flow.set_queue_concurrency(store, "default", 1)
+        add(store, 1, group="g", delay=30)  # enqueued first, due last
+        add(store, 2, group="g", max_attempts=2)
+        add(store, 3, group="g", delay=10)
+        add(store, 4, group="h")
+        first = store.claim("default", batch=10, lease=LEASE)
+        assert sorted(ns(first)) == [2, 4]
+        assert store.claim("default", batch=10, lease=LEASE) == []  # g and h are busy
+        two = next(job for job in first if job.payload["n"] == 2)
+        assert store.fail(two.id, two.attempts, "boom").status == "queued"  # retry at +20 s
+        clock.advance(15)
+        assert store.claim("default", batch=10, lease=LEASE) == []  # 2 holds g
+        clock.advance(10)
+        again = store.claim("default", batch=10, lease=LEASE)
+        assert ns(again) == [2]
+        store.complete_many(again)
+        then = store.claim("default", batch=10, lease=LEASE)
+        assert ns(then) == [3]
+        store.complete_many(then)
+        clock.advance(30)
+        assert ns(store.claim("default", batch=10, lease=LEASE)) == [1]
+
+
+def test_a_paused_queue_stops_a_running_worker_at_its_next_claim_and_is_not_kicked(
+    dsn: str,
+) -> None:
+    """A worker drains a queue in batches of 5; the first job it runs pauses the queue (an
+    operator, on another session). The worker's next claim takes nothing: it leaves with 15
+    jobs queued; a producer's enqueue does not kick the paused queue, nor does a sweep;
+    resumed, the jobs are claimed again. Catches a pause read once per worker, or a
+    paused queue kicked (a worker woken to find nothing)."""
+    with JobStore.open(dsn) as store:
+        for n in range(20):
+            add(store, n, queue="mail")
+        ran: list[int] = []
+
+        def task(payload: Any) -> None:
+            if not ran:
+                with JobStore.open(dsn) as operator:
+                    flow.pause_queue(operator, "mail")
+            ran.append(payload["n"])
+
+        tasks = Registry()
+        tasks.task("t")(task)
+        kicker = Kicker()
+        summary = Worker(store, tasks, kicker, OPTIONS).drain("mail", forever)
+        assert (summary.done, summary.stopped_because) == (5, "empty")
+        assert kicker.kicks == [] and kicker.wakes == []
+        assert store.reserve_kicks(["mail"], timedelta(seconds=10)) == set()  # a producer's
+        assert store.ready_exists("mail") is False
+        flow.resume_queue(store, "mail")
+        assert store.reserve_kicks(["mail"], timedelta(seconds=10)) == {"mail"}
+        assert len(store.claim("mail", batch=50, lease=LEASE)) == 15
+        rows = store.conn.execute("SELECT count(*) FROM pgkick.queue_limits").fetchone()
+        assert rows == (0,)  # resumed and nothing else set: the claim's plain branch again
+
+
+def test_pgkick_pause_resume_and_limit_rate_concurrency_from_the_cli(
+    dsn: str, capsys: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Resume kicks the queue once (its jobs were left unkicked while it was paused)."""
+    kicker = Kicker()
+    monkeypatch.setattr("pgkick.kick.default._default", kicker)
+    assert cli.main(["pause", "mail", "--dsn", dsn, "--json"]) == 0
+    assert json.loads(capsys.readouterr().out) == {"paused": "mail"}
+    args = ["limit", "mail", "--rate", "10/1m", "--concurrency", "3", "--dsn", dsn, "--json"]
+    assert cli.main(args) == 0
+    assert json.loads(capsys.readouterr().out)["limits"] == [
+        {
+            "queue": "mail",
+            "max_running": None,
+            "running": 0,
+            "rate": 10,
+            "rate_period_seconds": 60.0,
+            "concurrency": 3,
+            "paused": True,
+        }
+    ]
+    assert cli.main(["resume", "mail", "--dsn", dsn, "--json"]) == 0
+    assert json.loads(capsys.readouterr().out) == {"resumed": "mail", "kicked": True}
+    assert kicker.kicks == [("mail", "resume")]
+    assert cli.main(["limit", "mail", "--no-rate", "--no-concurrency", "--dsn", dsn]) == 0
+    capsys.readouterr()
+    assert cli.main(["limit", "--dsn", dsn, "--json"]) == 0
+    assert json.loads(capsys.readouterr().out) == {"limits": []}
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["--rate", "0/1m"],
+        ["--rate", "-1/1m"],
+        ["--rate", "ten/1m"],
+        ["--rate", "10"],
+        ["--rate", "10/0s"],
+        ["--rate", "10/2d"],
+        ["--rate", "10/1y"],
+        ["--rate", "99999999999/1m"],
+        ["--concurrency", "0"],
+        ["--concurrency", "-2"],
+        ["--rate", "5/1m", "--no-rate"],
+        [],
+    ],
+)
+def test_bad_limits_are_refused_before_anything_is_written(
+    dsn: str, capsys: Any, args: list[str]
+) -> None:
+    try:
+        code = cli.main(["limit", "api", *args, "--dsn", dsn])
+    except SystemExit as exc:  # argparse refuses a bad --rate or --concurrency itself
+        code = exc.code
+    assert code in (1, 2)
+    assert capsys.readouterr().err.strip()
+    with psycopg.connect(dsn) as conn:
+        assert conn.execute("SELECT count(*) FROM pgkick.queue_limits").fetchone() == (0,)
+
+
+@pytest.mark.parametrize(
+    ("limit", "period", "error"),
+    [
+        (0, timedelta(minutes=1), InvalidArgument),
+        (-3, timedelta(minutes=1), InvalidArgument),
+        ("10", timedelta(minutes=1), InvalidArgumentType),
+        (1.5, timedelta(minutes=1), InvalidArgumentType),
+        (True, timedelta(minutes=1), InvalidArgumentType),
+        (10, timedelta(0), InvalidArgument),
+        (10, timedelta(milliseconds=500), InvalidArgument),
+        (10, timedelta(days=2), InvalidArgument),
+        (10, 60, InvalidArgumentType),
+        (10, None, InvalidArgumentType),
+    ],
+)
+def test_bad_rates_and_concurrencies_are_refused_by_the_api(
+    dsn: str, limit: Any, period: Any, error: type[Exception]
+) -> None:
+    with JobStore.open(dsn) as store:
+        with pytest.raises(error, match="rate"):
+            flow.set_queue_rate(store, "api", limit, period)
+        with pytest.raises(InvalidArgument, match="concurrency"):
+            flow.set_queue_concurrency(store, "api", 0)
+        with pytest.raises(InvalidArgument, match="rate_key"):
+            job_spec({}, task="t", rate_key="")
+        rows = store.conn.execute("SELECT count(*) FROM pgkick.queue_limits").fetchone()
+        assert rows == (0,)
