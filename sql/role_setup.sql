@@ -33,7 +33,7 @@ GRANT SELECT ON pgkick.pgkick_migrations TO pgkick_producer, pgkick_worker;
 
 -- The app: insert jobs, and read back only what the insert returns (never payloads or status).
 GRANT INSERT (queue, task, payload, run_at, max_attempts, priority, group_key, unique_key,
-              traceparent, tracestate, rate_key)
+              traceparent, tracestate)
   ON pgkick.jobs TO pgkick_producer;
 GRANT SELECT (id, queue, run_at) ON pgkick.jobs TO pgkick_producer;
 -- Unique keys: a skipped duplicate reads back the newest job with its key.
@@ -75,11 +75,13 @@ GRANT SELECT, INSERT, UPDATE, DELETE ON pgkick.queue_watchers TO pgkick_producer
 REVOKE ALL ON pgkick.queue_limits FROM PUBLIC;
 GRANT SELECT ON pgkick.queue_limits TO pgkick_worker;
 GRANT INSERT, UPDATE, DELETE ON pgkick.queue_limits TO pgkick_maintainer;
--- A producer kicks no paused queue (queue_kick_reserve reads the flag).
-GRANT SELECT (queue, paused) ON pgkick.queue_limits TO pgkick_producer;
 
--- Rate limits and the round-robin claim (migration 0014): the claim records starts and
--- where it left off; operators clear a queue's starts with its rate.
+-- Flow control (migration 0014): a producer names rate keys and kicks no paused queue
+-- (queue_kick_reserve reads the flag); the claim records starts and where its round robin
+-- left off, and a sweep reads the starts.
+GRANT INSERT (rate_key) ON pgkick.jobs TO pgkick_producer;
+GRANT SELECT (queue, paused) ON pgkick.queue_limits TO pgkick_producer;
 REVOKE ALL ON pgkick.job_starts, pgkick.queue_claim_cursors FROM PUBLIC;
 GRANT SELECT, INSERT, DELETE ON pgkick.job_starts TO pgkick_worker;
 GRANT SELECT, INSERT, UPDATE ON pgkick.queue_claim_cursors TO pgkick_worker;
+GRANT DELETE ON pgkick.queue_claim_cursors TO pgkick_maintainer;

@@ -989,5 +989,40 @@ BEGIN
          c.traceparent, c.tracestate, c.created_at, c.run_at, c.claimed_at FROM claimed c
   ORDER BY c.priority DESC, c.run_at, c.id;
 END
-$claim$;"""),
+$claim$;
+
+-- Roles an operator made (not pgkick's own: role_setup, run again by `migrate`, grants
+-- theirs): a role that claims (may update a job's status) now records starts and cursors in
+-- its claims and reads the starts in its sweeps; a role that inserts payloads may name a
+-- rate key and reads the pause flag when it reserves its kick.
+DO $grant$
+DECLARE
+  role_name text;
+BEGIN
+  FOR role_name IN
+    SELECT DISTINCT CASE WHEN a.grantee = 0 THEN 'PUBLIC' ELSE a.grantee::regrole::text END
+    FROM pg_catalog.pg_attribute AS c, LATERAL aclexplode(c.attacl) AS a
+    WHERE c.attrelid = 'jobs'::regclass AND c.attname = 'status' AND a.privilege_type = 'UPDATE'
+    UNION
+    SELECT DISTINCT CASE WHEN a.grantee = 0 THEN 'PUBLIC' ELSE a.grantee::regrole::text END
+    FROM pg_catalog.pg_class AS t, LATERAL aclexplode(t.relacl) AS a
+    WHERE t.oid = 'jobs'::regclass AND a.privilege_type = 'UPDATE'
+  LOOP
+    EXECUTE format('GRANT SELECT, INSERT, DELETE ON job_starts TO %s', role_name);
+    EXECUTE format('GRANT SELECT, INSERT, UPDATE ON queue_claim_cursors TO %s', role_name);
+  END LOOP;
+  FOR role_name IN
+    SELECT DISTINCT CASE WHEN a.grantee = 0 THEN 'PUBLIC' ELSE a.grantee::regrole::text END
+    FROM pg_catalog.pg_attribute AS c, LATERAL aclexplode(c.attacl) AS a
+    WHERE c.attrelid = 'jobs'::regclass AND c.attname = 'payload' AND a.privilege_type = 'INSERT'
+    UNION
+    SELECT DISTINCT CASE WHEN a.grantee = 0 THEN 'PUBLIC' ELSE a.grantee::regrole::text END
+    FROM pg_catalog.pg_class AS t, LATERAL aclexplode(t.relacl) AS a
+    WHERE t.oid = 'jobs'::regclass AND a.privilege_type = 'INSERT'
+  LOOP
+    EXECUTE format('GRANT INSERT (rate_key) ON jobs TO %s', role_name);
+    EXECUTE format('GRANT SELECT (queue, paused) ON queue_limits TO %s', role_name);
+  END LOOP;
+END
+$grant$;"""),
 )
