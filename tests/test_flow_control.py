@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import threading
 from collections import defaultdict
+from dataclasses import replace
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -123,8 +124,9 @@ def test_a_worker_held_by_the_rate_leaves_and_books_the_instant_the_window_admit
 ) -> None:
     """2 starts a minute: the worker runs 2 jobs, finds the other 3 held, does not wait for
     them (it leaves at once, stopped "empty") and books its queue's wake-up at the second
-    start + 60 s. Catches a worker that idles on held work, or one that leaves without a
-    wake-up (the jobs would wait for the reaper)."""
+    start + 60 s. Catches a worker that idles on held work (even one configured to linger
+    on an empty queue), or one that leaves without a wake-up (the jobs would wait for the
+    reaper)."""
     with JobStore.open(dsn, clock) as store:
         flow.set_queue_rate(store, "api", 2, timedelta(minutes=1))
         for n in range(5):
@@ -132,8 +134,11 @@ def test_a_worker_held_by_the_rate_leaves_and_books_the_instant_the_window_admit
         tasks = Registry()
         tasks.task("t")(lambda payload: None)
         kicker = Kicker()
-        summary = Worker(store, tasks, kicker, OPTIONS).drain("api", forever)
-        assert (summary.done, summary.stopped_because) == (2, "empty")
+        worker = Worker(store, tasks, kicker, replace(OPTIONS, linger=timedelta(seconds=1)))
+        slept: list[float] = []
+        worker.sleep = slept.append  # a lingering worker would pause here, re-claiming
+        summary = worker.drain("api", forever)
+        assert (summary.done, summary.stopped_because, slept) == (2, "empty", [])
         assert kicker.wakes == [("api", clock.now + timedelta(minutes=1))]
         assert kicker.kicks == []  # held: nobody is kicked to find nothing
         clock.advance(60)

@@ -493,6 +493,17 @@ PERIODIC_TICK_PURGE: Final = """\
 DELETE FROM pgkick.periodic_ticks
 WHERE tick_at < coalesce(%(now)s::timestamptz, now()) - %(retention)s::interval;"""
 
+QUEUE_FLOW_HELD: Final = """\
+-- queue_flow_held: Says whether a queue's empty claim was its flow control's doing: the queue is paused, or it has a rate and ready jobs (held by the rate); a worker then leaves at once instead of lingering on it (its exit sweep books the rate's wake-up).
+SELECT EXISTS (
+  SELECT 1 FROM pgkick.queue_limits l
+  WHERE l.queue = %(queue)s
+    AND (l.paused
+         OR (l.rate_limit IS NOT NULL
+             AND EXISTS (SELECT 1 FROM pgkick.jobs j
+                         WHERE j.queue = l.queue AND j.status = 'queued'
+                           AND j.run_at <= coalesce(%(now)s::timestamptz, now())))));"""
+
 QUEUE_HEAL_PLAN: Final = """\
 -- queue_heal_plan: For each queue with queued jobs, the one wake-up to book for it (its earliest run_at still to come, or the instant its rate admits the next of its ready jobs held by the rate) and whether it needs a kick: a ready job its rate admits now, nobody watching, nothing running (a running holder heals its own queue when it exits), not paused, and not the caller's own queue; those queues get a pending kick (as queue_kick_reserve marks one), so of racing callers exactly one kicks.
 WITH relaxed AS (
