@@ -190,14 +190,17 @@ def test_concurrency_per_key_is_never_exceeded_by_racing_workers_and_keeps_group
     dsn: str,
 ) -> None:
     """Concurrency 2 per group key, 6 workers racing over 8 groups of 30 jobs. The database
-    itself checks, at each claim's commit, that no group has 3 running; each group's jobs
-    start in their enqueue order, at most 2 apart. Catches a per-key count on a snapshot,
+    itself checks, at each claim's commit, that no group has 3 running, and logs the claims
+    in commit order: each group's jobs start in their enqueue order (two of one claim in
+    either order). Catches a per-key count on a snapshot,
     and a claim that takes a group's later jobs past its first ones."""
     with JobStore.open(dsn) as store:
         store.conn.execute(
             """
+            CREATE TABLE claim_log (seq bigserial PRIMARY KEY, n int NOT NULL);
             CREATE FUNCTION check_per_key() RETURNS trigger LANGUAGE plpgsql AS $$
             BEGIN
+              INSERT INTO claim_log (n) VALUES ((NEW.payload->>'n')::int);
               IF (SELECT count(*) FROM pgkick.jobs
                   WHERE group_key = NEW.group_key AND status = 'running') > 2 THEN
                 RAISE EXCEPTION 'more than 2 running in %', NEW.group_key;
@@ -235,6 +238,8 @@ def test_concurrency_per_key_is_never_exceeded_by_racing_workers_and_keeps_group
         thread.join(120)
     assert errors == []
     assert sorted(order) == list(range(240))
+    with psycopg.connect(dsn) as conn:  # the claims' commit order (they hold the claim lock)
+        order = [n for (n,) in conn.execute("SELECT n FROM claim_log ORDER BY seq")]
     for g in range(8):
         mine = [n for n in order if n % 8 == g]
         assert all(abs(mine.index(n) - i) <= 1 for i, n in enumerate(sorted(mine))), mine

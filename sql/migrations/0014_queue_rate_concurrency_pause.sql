@@ -59,6 +59,9 @@ DECLARE
   ids bigint[] := '{}';
   rkeys text[] := '{}';  -- the rate bucket of each id taken ('' : the queue's)
   stop_key text;
+  fast_ids bigint[];
+  fast_rkeys text[];
+  fast_last text;
   wrapped boolean;
   k text;
   last_taken text;
@@ -81,7 +84,58 @@ BEGIN
   END IF;
   SELECT c.after_key INTO stop_key FROM queue_claim_cursors c WHERE c.queue = claim_queue;
   stop_key := coalesce(stop_key, '');
+  -- The common case in one statement (no PL/pgSQL step a key): lap 1 over the keys after
+  -- the cursor, each key's head if its group has room and its rate key a start left, the
+  -- walk stopping (a recursive CTE runs on demand) once claim_free heads are found. Taken
+  -- only if it fills the batch with distinct rate keys (each key's room was counted for
+  -- one start) and every row locks; else the walk below does the whole claim.
+  SELECT array_agg(f.id ORDER BY f.n), array_agg(f.rk ORDER BY f.n),
+         (array_agg(f.k ORDER BY f.n DESC))[1]
+  INTO fast_ids, fast_rkeys, fast_last
+  FROM (
+    WITH RECURSIVE walk (n, k) AS (
+      SELECT 1, (SELECT min(coalesce(j.group_key, j.rate_key)) FROM jobs j
+                 WHERE j.queue = claim_queue AND j.status = 'queued'
+                   AND (j.group_key IS NOT NULL OR j.rate_key IS NOT NULL)
+                   AND coalesce(j.group_key, j.rate_key) > stop_key)
+      UNION ALL
+      SELECT w.n + 1, (SELECT min(coalesce(j.group_key, j.rate_key)) FROM jobs j
+                       WHERE j.queue = claim_queue AND j.status = 'queued'
+                         AND (j.group_key IS NOT NULL OR j.rate_key IS NOT NULL)
+                         AND coalesce(j.group_key, j.rate_key) > w.k)
+      FROM walk w WHERE w.k IS NOT NULL
+    )
+    SELECT w.n, w.k, h.id, coalesce(h.rate_key, '') AS rk
+    FROM walk w,
+         LATERAL (SELECT j.id, j.group_key, j.rate_key, j.run_at FROM jobs j
+                  WHERE j.queue = claim_queue AND j.status = 'queued'
+                    AND (j.group_key IS NOT NULL OR j.rate_key IS NOT NULL)
+                    AND coalesce(j.group_key, j.rate_key) = w.k
+                    AND (j.group_key IS NOT NULL OR j.run_at <= at)
+                  ORDER BY -j.priority, j.ordered_at, j.id LIMIT 1) h
+    WHERE w.k IS NOT NULL AND h.run_at <= at
+      AND (h.group_key IS NULL
+           OR (SELECT count(*) FROM jobs r
+               WHERE r.queue = claim_queue AND r.group_key = h.group_key
+                 AND r.group_key IS NOT NULL AND r.status = 'running') < per_key)
+      AND (rate_n IS NULL
+           OR (SELECT count(*) FROM job_starts s
+               WHERE s.queue = claim_queue AND s.rate_key = coalesce(h.rate_key, '')
+                 AND s.started_at > at - rate_span) < rate_n)
+    LIMIT claim_free
+  ) f;
+  IF cardinality(fast_ids) = claim_free
+     AND (SELECT count(DISTINCT r) FROM unnest(fast_rkeys) AS r) = claim_free
+     AND cardinality(ARRAY(SELECT j.id FROM jobs j
+                           WHERE j.id = ANY (fast_ids) AND j.status = 'queued'
+                           FOR UPDATE SKIP LOCKED)) = claim_free
+  THEN
+    ids := fast_ids;
+    rkeys := fast_rkeys;
+    last_taken := fast_last;
+  END IF;
   FOR lap IN 1..2 LOOP
+    EXIT WHEN cardinality(ids) >= claim_free;  -- the statement above filled the batch
     -- Lap 1 takes at most one job a key (the round robin: a quiet key's job rides in the
     -- next batch whatever another key's backlog); lap 2 fills the batch from any key.
     share := CASE WHEN lap = 1 THEN 1 ELSE claim_free END;
