@@ -672,14 +672,16 @@ ALTER TABLE jobs ADD COLUMN rate_key text,
   ADD CONSTRAINT jobs_rate_key_named CHECK (rate_key <> '');
 
 -- One row per job started in a queue with a rate ('' : the queue's own bucket, for jobs
--- without a rate_key); pruned by the claim past the period.
+-- without a rate_key); pruned by the claim two periods on.
 CREATE TABLE job_starts (
   queue      text        NOT NULL,
   rate_key   text        NOT NULL,
   started_at timestamptz NOT NULL
 );
+-- One index: the claim counts a key's window and prunes the keys it starts through it (an
+-- index on (queue, started_at) would tempt a generic plan to count a key's window by
+-- scanning every key's).
 CREATE INDEX job_starts_key_idx ON job_starts (queue, rate_key, started_at);
-CREATE INDEX job_starts_age_idx ON job_starts (queue, started_at);
 
 -- Where the round-robin claim of a queue left off: the last key it took a job of
 -- ('' : the bucket of jobs with neither key).
@@ -731,13 +733,6 @@ DECLARE
   rk text;
   cand record;
 BEGIN
-  IF rate_n IS NOT NULL THEN
-    -- Starts are counted from at - period with no upper bound: a claim whose now() (its
-    -- transaction's start) is older than a start recorded by a claim that took the lock
-    -- first still counts that start, so no window of the starts' own times ever holds
-    -- more than rate_n. Pruned a period later than needed, for the same reason.
-    DELETE FROM job_starts s WHERE s.queue = claim_queue AND s.started_at <= at - 2 * rate_span;
-  END IF;
   SELECT c.after_key INTO stop_key FROM queue_claim_cursors c WHERE c.queue = claim_queue;
   stop_key := coalesce(stop_key, '');
   -- The common case in one statement (no PL/pgSQL step a key): lap 1 over the keys after
@@ -895,6 +890,15 @@ BEGIN
     EXIT WHEN cardinality(ids) >= claim_free OR lap_taken = 0;
   END LOOP;
   IF rate_n IS NOT NULL AND cardinality(ids) > 0 THEN
+    -- Starts are counted from at - period with no upper bound: a claim whose now() (its
+    -- transaction's start) is older than a start recorded by a claim that took the lock
+    -- first still counts that start, so no window of the starts' own times ever holds
+    -- more than rate_n. The keys started here lose their starts older than two periods
+    -- (a period more than needed, for the same reason): a key keeps at most the starts
+    -- of the two periods before its last claim.
+    DELETE FROM job_starts s
+    WHERE s.queue = claim_queue AND s.rate_key = ANY (rkeys)
+      AND s.started_at <= at - 2 * rate_span;
     INSERT INTO job_starts (queue, rate_key, started_at)
     SELECT claim_queue, r, at FROM unnest(rkeys) AS r;
   END IF;
