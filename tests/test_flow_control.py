@@ -69,7 +69,7 @@ def forever() -> int:
 
 
 def test_a_rate_per_key_is_never_exceeded_by_racing_workers(dsn: str) -> None:
-    """3 starts per key per sliding 10 s, 4 keys, 4 workers (the real loop) racing on a clock
+    """3 starts per key per sliding 10 s, 8 keys, 4 workers (the real loop) racing on a clock
     that ticks at every statement. The tasks record each start (the claimed_at the claim
     wrote, its injected now); every window of 10 s ending at a start is checked. Catches a
     limit counted on a snapshot (two workers each see 2 starts and both start a third), a
@@ -79,7 +79,7 @@ def test_a_rate_per_key_is_never_exceeded_by_racing_workers(dsn: str) -> None:
     with JobStore.open(dsn, clock) as store:
         flow.set_queue_rate(store, "api", 3, timedelta(seconds=10))
         for n in range(120):
-            add(store, n, queue="api", rate_key=f"k{n % 4}")
+            add(store, n, queue="api", rate_key=f"k{n % 8}")
     ran: list[int] = []
     errors: list[BaseException] = []
     barrier = threading.Barrier(4)
@@ -270,6 +270,27 @@ def test_concurrency_one_is_an_ordered_group(dsn: str, clock: FakeClock) -> None
         store.complete_many(then)
         clock.advance(30)
         assert ns(store.claim("default", batch=10, lease=LEASE)) == [1]
+
+
+def test_the_round_robin_skips_keys_at_their_concurrency_wherever_its_cursor_is(
+    dsn: str,
+) -> None:
+    """Six groups, concurrency 1, claims of 2: the claim walks the keys from where the last
+    one stopped, in one statement while the keys after its cursor fill the batch, else step
+    by step with the wrap-around. Catches either walk taking a job of a group already at
+    its concurrency (here: with the cursor on a, groups b..f all running)."""
+    with JobStore.open(dsn) as store:
+        flow.set_queue_concurrency(store, "default", 1)
+        for n in range(12):
+            add(store, n, group="abcdef"[n % 6])
+        held = [store.claim("default", batch=2, lease=LEASE) for _ in range(3)]
+        assert [ns(jobs) for jobs in held] == [[0, 1], [2, 3], [4, 5]]
+        assert store.claim("default", batch=2, lease=LEASE) == []  # every group runs
+        store.complete_many(held[0][:1])  # a's job: a is free
+        assert ns(store.claim("default", batch=2, lease=LEASE)) == [6]  # the cursor is on a
+        assert store.claim("default", batch=2, lease=LEASE) == []  # b..f, then a: all run
+        store.complete_many(held[1][:1])  # c's job
+        assert ns(store.claim("default", batch=2, lease=LEASE)) == [8]
 
 
 def test_a_paused_queue_stops_a_running_worker_at_its_next_claim_and_is_not_kicked(

@@ -120,7 +120,8 @@ BEGIN
     LIMIT claim_free
   ) f;
   IF cardinality(fast_ids) = claim_free
-     AND (SELECT count(DISTINCT r) FROM unnest(fast_rkeys) AS r) = claim_free
+     AND (rate_n IS NULL
+          OR (SELECT count(DISTINCT r) FROM unnest(fast_rkeys) AS r) = claim_free)
      AND cardinality(ARRAY(SELECT j.id FROM jobs j
                            WHERE j.id = ANY (fast_ids) AND j.status = 'queued'
                            FOR UPDATE SKIP LOCKED)) = claim_free
