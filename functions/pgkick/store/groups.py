@@ -18,6 +18,9 @@ The rules (all in the claim, `job_claim`, a server-side function: migrations 000
   back to 0 and its run_at later, let the next one of its group overtake it.)
 - A queue with a row in `queue_limits` never has more than `max_running` jobs
   running: a claim takes at most max_running - running.
+- Since 0014 the locked branch also reads the queue's pause, rate and concurrency per
+  key (pgkick.store.flow has those rules): paused, it claims nothing; with a rate or a
+  concurrency, it claims round-robin across keys; else as below, unchanged.
 
 Why SKIP LOCKED alone cannot enforce either: every claimer reads the queue in its
 own statement snapshot and skips rows others hold. Two claimers whose snapshots
