@@ -1,13 +1,13 @@
 -- job_insert_many_unique: Inserts many jobs with distinct unique keys from parallel arrays, skipping each key a queued or running job holds; returns the inserted jobs with their keys; one trace context for the whole batch.
 INSERT INTO pgkick.jobs (queue, task, payload, run_at, max_attempts, priority, group_key, unique_key,
-                         traceparent, tracestate)
+                         traceparent, tracestate, rate_key)
 SELECT q, t, p::jsonb,
        coalesce(r, coalesce(%(now)s::timestamptz, now()) + make_interval(secs => d)),
-       m, pr, g, u, %(traceparent)s::text, %(tracestate)s::text
+       m, pr, g, u, %(traceparent)s::text, %(tracestate)s::text, k
 FROM unnest(%(queues)b::text[], %(tasks)b::text[], %(payloads)b::text[],
             %(run_ats)b::timestamptz[], %(delays)b::float8[], %(max_attempts)b::int[],
-            %(priorities)b::int[], %(groups)b::text[], %(unique_keys)b::text[])
-     WITH ORDINALITY AS x(q, t, p, r, d, m, pr, g, u, n)
+            %(priorities)b::int[], %(groups)b::text[], %(unique_keys)b::text[], %(rate_keys)b::text[])
+     WITH ORDINALITY AS x(q, t, p, r, d, m, pr, g, u, k, n)
 ORDER BY n
 ON CONFLICT (unique_key) WHERE unique_key IS NOT NULL AND status IN ('queued', 'running')
 DO NOTHING

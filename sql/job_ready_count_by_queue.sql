@@ -1,4 +1,4 @@
--- job_ready_count_by_queue: Counts the jobs a claim could take now in each queue (which queues need a worker): ungrouped ready jobs, plus one for each group with no running job whose head is ready (a blocked group's jobs do not count).
+-- job_ready_count_by_queue: Counts the jobs a claim could take now in each queue (which queues need a worker): ungrouped ready jobs, plus one for each group with no running job whose head is ready (a blocked group's jobs do not count; a paused queue has none).
 WITH RECURSIVE groups AS (  -- every (queue, group) with queued jobs, one index probe each
   (SELECT queue, group_key FROM pgkick.jobs
    WHERE group_key IS NOT NULL AND status = 'queued'
@@ -26,6 +26,7 @@ claimable AS (
         <= coalesce(%(now)s::timestamptz, now())
 )
 SELECT queue, count(*) AS ready
-FROM claimable
+FROM claimable c
+WHERE NOT EXISTS (SELECT 1 FROM pgkick.queue_limits p WHERE p.queue = c.queue AND p.paused)
 GROUP BY queue
 ORDER BY queue;

@@ -1,5 +1,6 @@
--- job_ready_exists: Says whether a queue has a job a claim could take now: an ungrouped ready job among the first hundred in claim order (the cheap common answer), a ready head of a group with no running job (a loose index scan over its groups), or an ungrouped ready job further on; a blocked group's jobs do not count, so a worker out of time hands over only for claimable work.
-SELECT EXISTS (
+-- job_ready_exists: Says whether a queue has a job a claim could take now: an ungrouped ready job among the first hundred in claim order (the cheap common answer), a ready head of a group with no running job (a loose index scan over its groups), or an ungrouped ready job further on; a blocked group's jobs do not count, so a worker out of time hands over only for claimable work; a paused queue has none.
+SELECT NOT EXISTS (SELECT 1 FROM pgkick.queue_limits p WHERE p.queue = %(queue)s AND p.paused)
+  AND (EXISTS (
          SELECT 1 FROM (SELECT group_key FROM pgkick.jobs
                         WHERE queue = %(queue)s AND status = 'queued'
                           AND run_at <= coalesce(%(now)s::timestamptz, now())
@@ -31,4 +32,4 @@ SELECT EXISTS (
     OR EXISTS (
          SELECT 1 FROM pgkick.jobs
          WHERE queue = %(queue)s AND status = 'queued' AND group_key IS NULL
-           AND run_at <= coalesce(%(now)s::timestamptz, now()));
+           AND run_at <= coalesce(%(now)s::timestamptz, now())));

@@ -1,4 +1,4 @@
--- queue_kick_reserve: Of the queues given, returns those that nobody watches, marking each with a pending kick; the caller kicks exactly those. A worker lingering on one of them with a channel is NOTIFYed (delivered at this commit).
+-- queue_kick_reserve: Of the queues given, returns those that nobody watches and that are not paused, marking each with a pending kick; the caller kicks exactly those. A worker lingering on one of them with a channel is NOTIFYed (delivered at this commit).
 WITH relaxed AS (
   -- A reservation lost in a crash costs one spare kick: its commit need not wait for the disk.
   SELECT set_config('synchronous_commit', 'off', true)
@@ -8,6 +8,7 @@ WITH relaxed AS (
     SELECT 1 FROM pgkick.queue_watchers l
     WHERE l.queue = q AND l.until > coalesce(%(now)s::timestamptz, now())
   )
+  AND NOT EXISTS (SELECT 1 FROM pgkick.queue_limits p WHERE p.queue = q AND p.paused)
 ), reserved AS (
   INSERT INTO pgkick.queue_watchers AS w (queue, watcher, until)
   SELECT queue, 'kick', coalesce(%(now)s::timestamptz, now()) + %(pending)s::interval FROM wanted

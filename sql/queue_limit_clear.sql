@@ -1,2 +1,2 @@
--- queue_limit_clear: Removes a queue's running limit.
-DELETE FROM pgkick.queue_limits WHERE queue = %(queue)s;
+-- queue_limit_clear: Removes a queue's running limit (its rate, concurrency and pause stay; queue_limit_prune drops a row left empty).
+UPDATE pgkick.queue_limits SET max_running = NULL WHERE queue = %(queue)s;

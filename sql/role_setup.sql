@@ -98,6 +98,16 @@ REVOKE ALL ON pgkick.queue_limits FROM PUBLIC;
 GRANT SELECT ON pgkick.queue_limits TO pgkick_worker;
 GRANT INSERT, UPDATE, DELETE ON pgkick.queue_limits TO pgkick_maintainer;
 
+-- Flow control (migration 0014): a producer names rate keys and kicks no paused queue
+-- (queue_kick_reserve reads the flag); the claim records starts and where its round robin
+-- left off, and a sweep reads the starts.
+GRANT INSERT (rate_key) ON pgkick.jobs TO pgkick_producer;
+GRANT SELECT (queue, paused) ON pgkick.queue_limits TO pgkick_producer;
+REVOKE ALL ON pgkick.job_starts, pgkick.queue_claim_cursors FROM PUBLIC;
+GRANT SELECT, INSERT, DELETE ON pgkick.job_starts TO pgkick_worker;
+GRANT SELECT, INSERT, UPDATE ON pgkick.queue_claim_cursors TO pgkick_worker;
+GRANT DELETE ON pgkick.queue_claim_cursors TO pgkick_maintainer;
+
 -- Durable steps (migration 0018): workers read and write a job's steps, and count its
 -- continuations; the purge deletes them with their job (ON DELETE CASCADE).
 REVOKE ALL ON pgkick.job_steps FROM PUBLIC;

@@ -30,7 +30,13 @@ def test_bench_quick_runs_every_item_and_reports_targets(
     assert results["enqueue"]["many"]["jobs_per_s"] > 0
     assert results["kick_to_start_ms"]["samples"] > 0
     assert results["scale"]["ratio"] > 0
-    assert set(results["claim_order"]["ratio"]) == {"plain", "priorities", "priorities_and_groups"}
+    assert set(results["claim_order"]["ratio"]) == {
+        "plain",
+        "priorities",
+        "priorities_and_groups",
+        "rate_and_concurrency_per_key",
+    }
+    assert results["claim_order"]["keyed_vs_plain"] > 0
     modes = {m["mode"]: m for m in results["awake"]["modes"]}
     assert set(modes) == {"pgkick", "poll", "listen"}
     kicks = {row["load"]: row for row in results["kicks"]}
@@ -62,7 +68,7 @@ def test_bench_quick_runs_every_item_and_reports_targets(
     bookings = results["delayed_bookings"]  # issue 30: off the commit path, one call a minute
     assert bookings["all_booked"] and bookings["scheduler_calls"] == bookings["distinct_minutes"]
     assert results["cold_path"]["samples"] and results["cost"]["days"]  # test_bench_cost_items
-    assert len(results["targets"]) == 27 and all(
+    assert len(results["targets"]) == 28 and all(
         isinstance(t["met"], bool) for t in results["targets"]
     )
     report = (tmp_path / "bench.md").read_text()

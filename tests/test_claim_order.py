@@ -188,7 +188,17 @@ def test_pgkick_limit_sets_lists_and_clears_a_queue_limit(dsn: str, capsys: Any)
     """Catches a CLI that cannot set a limit the claim then honours, or cannot remove it."""
     assert cli.main(["limit", "mail", "1", "--dsn", dsn, "--json"]) == 0
     assert json.loads(capsys.readouterr().out) == {
-        "limits": [{"queue": "mail", "max_running": 1, "running": 0}]
+        "limits": [
+            {
+                "queue": "mail",
+                "max_running": 1,
+                "running": 0,
+                "rate": None,
+                "rate_period_seconds": None,
+                "concurrency": None,
+                "paused": False,
+            }
+        ]
     }
     with JobStore.open(dsn) as store:
         add(store, 1, queue="mail")

@@ -1,228 +1,416 @@
-"""Debounce and throttle on enqueue (issue 33 item 3): one job per key's burst, through the
-unique key, race-free under producers in other processes, refused when ill-formed."""
+"""Rate limits per key, concurrency per group key with a round-robin claim, queue pause
+(issue 33), all enforced by the claim (job_claim, migration 0014; pgkick.store.flow).
+
+Workers are real sessions racing the real claim; time is the claim's injected `now` (a
+shared clock that ticks at every statement), never a sleep."""
 
 from __future__ import annotations
 
-import asyncio
-import subprocess
-import sys
-from datetime import UTC, datetime, timedelta
-from pathlib import Path
+import json
+import threading
+from collections import defaultdict
+from dataclasses import replace
+from datetime import datetime, timedelta
 from typing import Any
 
 import psycopg
 import pytest
 
-from pgkick import aio
-from pgkick.cli.main import main
+from pgkick import cli
 from pgkick.errors import InvalidArgument, InvalidArgumentType
-from pgkick.kick.kickers import NoKicker
-from pgkick.producer import enqueue as producer
+from pgkick.store import flow
+from pgkick.store.worker import ClaimedJob
 from pgkick.tasks.registry import Registry
+from pgkick.validation import job_spec
+from pgkick.worker.loop import Worker, WorkerOptions
 from tests.helpers import FakeClock
 from tests.store import JobStore
 from tests.test_producer import RecordingKicker
 
-ROOT = Path(__file__).parent.parent
 LEASE = timedelta(minutes=5)
-PROCESSES, PER_PROCESS = 4, 250  # 1,000 enqueues
+OPTIONS = WorkerOptions(batch=5, heartbeat=False, kick_pending=timedelta(seconds=10), max_fanout=0)
 
 
-def jobs_with_key(dsn: str, key: str) -> list[tuple[int, str, Any, datetime]]:
-    with psycopg.connect(dsn) as conn:
-        return conn.execute(
-            "SELECT id, status, payload, run_at FROM pgkick.jobs WHERE unique_key = %s ORDER BY id",
-            (key,),
-        ).fetchall()
+class Kicker(RecordingKicker):
+    """Records kicks and wake-ups (the kick protocol, not an AWS client); no rescues."""
 
-
-def burst(dsn: str, mode: str) -> list[list[int]]:
-    """PROCESSES producer processes, started together, PER_PROCESS enqueues each: the ids
-    each got back."""
-    procs = [
-        subprocess.Popen(
-            [sys.executable, "-m", "tests.burst_producer", dsn, mode, str(p), str(PER_PROCESS)],
-            cwd=ROOT,
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-            text=True,
-        )
-        for p in range(PROCESSES)
-    ]
-    for proc in procs:  # every interpreter is up and waiting: let them all go at once
-        assert proc.stdin is not None
-        proc.stdin.write("go\n")
-        proc.stdin.flush()
-    outputs = [proc.communicate(timeout=120)[0] for proc in procs]
-    assert [proc.returncode for proc in procs] == [0] * PROCESSES
-    return [[int(line) for line in out.split()] for out in outputs]
-
-
-def test_a_burst_of_1000_enqueues_from_4_processes_is_one_job_run_once_with_the_last_payload(
-    dsn: str,
-) -> None:
-    """Catches a debounce that keeps the first payload (a plain unique key would), writes a
-    second job, or loses an update to a racing producer: after the burst there is one queued
-    job, whose payload is one process's *last* enqueue (every process's enqueues are in
-    order, so the last one committed overall is some process's last), and the worker's
-    claim, once the quiet period has passed, runs it once."""
-    ids = burst(dsn, "debounce")
-    assert {job_id for per_process in ids for job_id in per_process} == {ids[0][0]}
-    assert sum(map(len, ids)) == PROCESSES * PER_PROCESS
-    ((job_id, status, payload, run_at),) = jobs_with_key(dsn, "burst")
-    assert status == "queued"
-    assert payload in [{"process": p, "n": PER_PROCESS - 1} for p in range(PROCESSES)]
-    clock = FakeClock(datetime.now(UTC))
-    with JobStore.open(dsn, clock) as store:
-        assert store.claim("default", batch=10, lease=LEASE) == []  # still quiet: not due
-        clock.now = run_at
-        (job,) = store.claim("default", batch=10, lease=LEASE)
-        assert (job.id, job.payload) == (job_id, payload)
-        store.complete_many([job])
-        clock.now = run_at + timedelta(hours=2)
-        assert store.claim("default", batch=10, lease=LEASE) == []  # one run, not two
-
-
-def test_a_burst_of_throttled_enqueues_from_4_processes_keeps_the_first(dsn: str) -> None:
-    """Catches a throttle that lets a second job in under racing producers, or that keeps a
-    later payload: one job, the payload of its process's first enqueue."""
-    ids = burst(dsn, "throttle")
-    assert {job_id for per_process in ids for job_id in per_process} == {ids[0][0]}
-    ((_, status, payload, _),) = jobs_with_key(dsn, "burst")
-    assert status == "queued" and payload["n"] == 0
-
-
-def test_debounce_pushes_the_due_time_back_until_max_delay_and_books_each_wake_up(
-    dsn: str,
-) -> None:
-    """Catches a debounce that does not move the due time, one that lets a constant stream
-    postpone the job beyond max_delay after the burst's first enqueue, and a moved job whose
-    new due time gets no wake-up (the one booked for the old time would find nothing)."""
-    clock, kicker = FakeClock(), RecordingKicker()
-    t0 = clock.now
-
-    def enqueue(n: int) -> int:
-        return producer.enqueue_and_kick(
-            {"n": n}, task="t", unique_key="k", debounce=10, max_delay=30,
-            dsn=dsn, kicker=kicker, clock=clock,
-        )  # fmt: skip
-
-    first = enqueue(0)
-    for n, at in enumerate((8, 16, 24), start=1):
-        clock.now = t0 + timedelta(seconds=at)
-        assert enqueue(n) == first
-    ((_, _, payload, run_at),) = jobs_with_key(dsn, "k")
-    assert payload == {"n": 3}
-    assert run_at == t0 + timedelta(seconds=30)  # not 34: capped at max_delay
-    assert kicker.kicks == []
-    assert [when - t0 for _, when in kicker.wakes] == [
-        timedelta(seconds=s) for s in (10, 18, 26, 30)
-    ]
-
-
-def test_throttle_keeps_the_first_for_the_period_even_once_it_finished(
-    dsn: str, store: JobStore
-) -> None:
-    """Catches a throttle that only looks at live jobs (the unique index's view): a job done
-    within the period must still hold the key; past the period the key is free."""
-    clock = FakeClock(datetime.now(UTC))
-
-    def enqueue(n: int) -> int:
-        return producer.enqueue_and_kick(
-            {"n": n}, task="t", unique_key="k", throttle=60, dsn=dsn, kicker=NoKicker(),
-            clock=clock,
-        )  # fmt: skip
-
-    first = enqueue(1)
-    assert enqueue(2) == first
-    (job,) = store.claim("default", batch=10, lease=LEASE)
-    store.complete_many([job])
-    clock.advance(59)
-    assert enqueue(3) == first
-    clock.advance(2)
-    second = enqueue(4)
-    assert second != first
-    assert [(p["n"], s) for _, s, p, _ in jobs_with_key(dsn, "k")] == [(1, "done"), (4, "queued")]
-
-
-def test_every_form_debounces_and_a_batch_ends_with_its_last_payload(dsn: str) -> None:
-    """Catches a form that ignores debounce (inserting, or keeping the first payload):
-    enqueue_many (a key repeated in the batch), the asyncio forms, pgkick.transaction and a
-    typed task handle."""
-    many = [{"payload": {"n": n}, "task": "t", "unique_key": "m", "debounce": 5} for n in range(5)]
-    ids = producer.enqueue_many(many, dsn=dsn, kicker=NoKicker())
-    assert len(set(ids)) == 1
-    assert [p for _, _, p, _ in jobs_with_key(dsn, "m")] == [{"n": 4}]
-
-    async def both() -> list[int]:
-        return [
-            await aio.enqueue_and_kick(
-                {"n": 1}, task="t", unique_key="a", debounce=5, dsn=dsn, kicker=NoKicker()
-            ),
-            *await aio.enqueue_many(
-                [{"payload": {"n": 2}, "task": "t", "unique_key": "a", "debounce": 5}],
-                dsn=dsn,
-                kicker=NoKicker(),
-            ),
-        ]
-
-    first, again = asyncio.run(both())
-    assert first == again and [p for _, _, p, _ in jobs_with_key(dsn, "a")] == [{"n": 2}]
-
-    with psycopg.connect(dsn) as conn, producer.transaction(conn, kicker=NoKicker()) as jobs:
-        jobs.enqueue({"n": 1}, task="t", unique_key="x", debounce=5)
-        jobs.enqueue({"n": 2}, task="t", unique_key="x", debounce=5)
-
-    @Registry().task("flow_handle_task")
-    def handle_task(payload: dict[str, int]) -> None:
+    def book_rescue(self, queue: str, when: datetime, name: str) -> None:
         return None
 
-    handle_task.enqueue_and_kick({"n": 3}, unique_key="x", debounce=5, dsn=dsn, kicker=NoKicker())
-    assert [p for _, _, p, _ in jobs_with_key(dsn, "x")] == [{"n": 3}]
+    def cancel_rescue(self, name: str) -> None:
+        return None
+
+
+class TickingClock(FakeClock):
+    """Every read moves time on by `step` (shared by racing workers: their claims reach the
+    claim lock in any order, so a claim may carry a now older than a start already made)."""
+
+    def __init__(self, step: float) -> None:
+        super().__init__()
+        self.step = timedelta(seconds=step)
+        self._lock = threading.Lock()
+
+    def __call__(self) -> datetime:
+        with self._lock:
+            self.now += self.step
+            return self.now
+
+
+def add(store: JobStore, n: int, **fields: object) -> int:
+    return store.insert(job_spec({"n": n}, task="t", **fields)).id
+
+
+def ns(jobs: list[ClaimedJob]) -> list[int]:
+    return [job.payload["n"] for job in jobs]
+
+
+def forever() -> int:
+    return 600_000
+
+
+def test_a_rate_per_key_is_never_exceeded_by_racing_workers(dsn: str) -> None:
+    """3 starts per key per sliding 10 s, 8 keys, 4 workers (the real loop) racing on a clock
+    that ticks at every statement. The tasks record each start (the claimed_at the claim
+    wrote, its injected now); every window of 10 s ending at a start is checked. Catches a
+    limit counted on a snapshot (two workers each see 2 starts and both start a third), a
+    start forgotten, or a window measured from the wrong end; and a rate that blocks a
+    key's neighbours (all 120 jobs must finish)."""
+    clock = TickingClock(0.05)
+    with JobStore.open(dsn, clock) as store:
+        flow.set_queue_rate(store, "api", 3, timedelta(seconds=10))
+        for n in range(120):
+            add(store, n, queue="api", rate_key=f"k{n % 8}")
+    ran: list[int] = []
+    errors: list[BaseException] = []
+    barrier = threading.Barrier(4)
+
+    def work() -> None:
+        try:
+            tasks = Registry()
+            tasks.task("t")(lambda payload: ran.append(payload["n"]))
+            with JobStore.open(dsn, clock) as mine:
+                worker = Worker(mine, tasks, Kicker(), OPTIONS)
+                barrier.wait()
+                while len(ran) < 120:
+                    worker.drain("api", forever)  # leaves when the rate holds every key
+        except BaseException as exc:  # reported below
+            errors.append(exc)
+
+    threads = [threading.Thread(target=work) for _ in range(4)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(120)
+    assert errors == []
+    assert sorted(ran) == list(range(120))
+    with psycopg.connect(dsn) as conn:
+        rows = conn.execute(
+            "SELECT rate_key, claimed_at FROM pgkick.jobs WHERE queue = 'api'"
+        ).fetchall()
+    starts: dict[str, list[datetime]] = defaultdict(list)
+    for key, at in rows:
+        starts[key].append(at)
+    busiest = 0
+    for key_starts in starts.values():
+        key_starts.sort()
+        for end in key_starts:
+            in_window = [t for t in key_starts if end - timedelta(seconds=10) < t <= end]
+            busiest = max(busiest, len(in_window))
+    assert busiest == 3  # reached, never passed
+
+
+def test_a_worker_held_by_the_rate_leaves_and_books_the_instant_the_window_admits(
+    dsn: str, clock: FakeClock
+) -> None:
+    """2 starts a minute: the worker runs 2 jobs, finds the other 3 held, does not wait for
+    them (it leaves at once, stopped "empty") and books its queue's wake-up at the second
+    start + 60 s. Catches a worker that idles on held work (even one configured to linger
+    on an empty queue), or one that leaves without a wake-up (the jobs would wait for the
+    reaper)."""
+    with JobStore.open(dsn, clock) as store:
+        flow.set_queue_rate(store, "api", 2, timedelta(minutes=1))
+        for n in range(5):
+            add(store, n, queue="api", rate_key="host")
+        tasks = Registry()
+        tasks.task("t")(lambda payload: None)
+        kicker = Kicker()
+        worker = Worker(store, tasks, kicker, replace(OPTIONS, linger=timedelta(seconds=1)))
+        slept: list[float] = []
+        worker.sleep = slept.append  # a lingering worker would pause here, re-claiming
+        summary = worker.drain("api", forever)
+        assert (summary.done, summary.stopped_because, slept) == (2, "empty", [])
+        assert kicker.wakes == [("api", clock.now + timedelta(minutes=1))]
+        assert kicker.kicks == []  # held: nobody is kicked to find nothing
+        clock.advance(60)
+        summary = Worker(store, tasks, kicker, OPTIONS).drain("api", forever)
+        assert summary.done == 2
+
+
+def test_a_held_key_does_not_block_other_keys(dsn: str, clock: FakeClock) -> None:
+    with JobStore.open(dsn, clock) as store:
+        flow.set_queue_rate(store, "api", 1, timedelta(seconds=30))
+        for n in range(5):
+            add(store, n, queue="api", rate_key="busy")
+        add(store, 9, queue="api", rate_key="quiet")
+        add(store, 10, queue="api")  # no key: the queue's own bucket
+        assert sorted(ns(store.claim("api", batch=10, lease=LEASE))) == [0, 9, 10]
+        assert store.claim("api", batch=10, lease=LEASE) == []
+        clock.advance(30)
+        assert ns(store.claim("api", batch=10, lease=LEASE)) == [1]
+
+
+def test_a_quiet_keys_job_waits_at_most_one_batch_behind_a_flooded_key(
+    dsn: str, clock: FakeClock
+) -> None:
+    """Five tenants flood a queue (1,000 jobs each, concurrency 100 per key); a quiet
+    tenant's single job enqueued after them is claimed by the very next batch, and every
+    later quiet job too. Catches a claim in queue order (the quiet job would wait for 5,000
+    jobs) or a round robin that restarts from the first key (a key after the floods would
+    wait for every flood's turn)."""
+    with JobStore.open(dsn, clock) as store:
+        flow.set_queue_concurrency(store, "t", 100)
+        for tenant in "abcde":
+            store.insert_many(
+                [[job_spec({"n": 0}, task="t", queue="t", group=tenant) for _ in range(1_000)]]
+            )
+        waits = []
+        for n in range(1, 6):
+            store.complete_many(store.claim("t", batch=10, lease=LEASE))  # a batch in flight
+            add(store, n, queue="t", group=f"quiet{n}")
+            batches = 1
+            while n not in ns(jobs := store.claim("t", batch=10, lease=LEASE)):
+                store.complete_many(jobs)
+                batches += 1
+            store.complete_many(jobs)
+            waits.append(batches)
+        assert waits == [1] * 5
+
+
+def test_concurrency_per_key_is_never_exceeded_by_racing_workers_and_keeps_group_order(
+    dsn: str,
+) -> None:
+    """Concurrency 2 per group key, 6 workers racing over 8 groups of 30 jobs. The database
+    itself checks, at each claim's commit, that no group has 3 running, and logs the claims
+    in commit order: each group's jobs start in their enqueue order (two of one claim in
+    either order). Catches a per-key count on a snapshot,
+    and a claim that takes a group's later jobs past its first ones."""
+    with JobStore.open(dsn) as store:
+        store.conn.execute(
+            """
+            CREATE TABLE claim_log (seq bigserial PRIMARY KEY, n int NOT NULL);
+            CREATE FUNCTION check_per_key() RETURNS trigger LANGUAGE plpgsql AS $$
+            BEGIN
+              INSERT INTO claim_log (n) VALUES ((NEW.payload->>'n')::int);
+              IF (SELECT count(*) FROM pgkick.jobs
+                  WHERE group_key = NEW.group_key AND status = 'running') > 2 THEN
+                RAISE EXCEPTION 'more than 2 running in %', NEW.group_key;
+              END IF;
+              RETURN NULL;
+            END $$;
+            CREATE CONSTRAINT TRIGGER per_key_check AFTER UPDATE ON pgkick.jobs
+              DEFERRABLE INITIALLY DEFERRED FOR EACH ROW
+              WHEN (NEW.status = 'running') EXECUTE FUNCTION check_per_key();
+            """
+        )
+        flow.set_queue_concurrency(store, "default", 2)
+        for n in range(240):
+            add(store, n, group=f"g{n % 8}")
+    errors: list[BaseException] = []
+    order: list[int] = []
+    lock = threading.Lock()
+    barrier = threading.Barrier(6)
+
+    def work() -> None:
+        try:
+            with JobStore.open(dsn) as mine:
+                barrier.wait()
+                while jobs := mine.claim("default", batch=3, lease=LEASE):
+                    with lock:
+                        order.extend(ns(jobs))
+                    mine.complete_many(jobs)
+        except BaseException as exc:  # reported below
+            errors.append(exc)
+
+    threads = [threading.Thread(target=work) for _ in range(6)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(120)
+    assert errors == []
+    assert sorted(order) == list(range(240))
+    with psycopg.connect(dsn) as conn:  # the claims' commit order (they hold the claim lock)
+        order = [n for (n,) in conn.execute("SELECT n FROM claim_log ORDER BY seq")]
+    for g in range(8):
+        mine = [n for n in order if n % 8 == g]
+        assert all(abs(mine.index(n) - i) <= 1 for i, n in enumerate(sorted(mine))), mine
+
+
+def test_concurrency_one_is_an_ordered_group(dsn: str, clock: FakeClock) -> None:
+    """0011's ordered group under the round-robin claim: one at a time, in the run_at order
+    the jobs were enqueued with, a job waiting for its retry holding its place."""
+    with JobStore.open(dsn, clock) as store:
+        flow.set_queue_concurrency(store, "default", 1)
+        add(store, 1, group="g", delay=30)  # enqueued first, due last
+        add(store, 2, group="g", max_attempts=2)
+        add(store, 3, group="g", delay=10)
+        add(store, 4, group="h")
+        first = store.claim("default", batch=10, lease=LEASE)
+        assert sorted(ns(first)) == [2, 4]
+        assert store.claim("default", batch=10, lease=LEASE) == []  # g and h are busy
+        two = next(job for job in first if job.payload["n"] == 2)
+        assert store.fail(two.id, two.attempts, "boom").status == "queued"  # retry at +20 s
+        clock.advance(15)
+        assert store.claim("default", batch=10, lease=LEASE) == []  # 2 holds g
+        clock.advance(10)
+        again = store.claim("default", batch=10, lease=LEASE)
+        assert ns(again) == [2]
+        store.complete_many(again)
+        then = store.claim("default", batch=10, lease=LEASE)
+        assert ns(then) == [3]
+        store.complete_many(then)
+        clock.advance(30)
+        assert ns(store.claim("default", batch=10, lease=LEASE)) == [1]
+
+
+def test_the_round_robin_skips_keys_at_their_concurrency_wherever_its_cursor_is(
+    dsn: str,
+) -> None:
+    """Six groups, concurrency 1, claims of 2: the claim walks the keys from where the last
+    one stopped, in one statement while the keys after its cursor fill the batch, else step
+    by step with the wrap-around. Catches either walk taking a job of a group already at
+    its concurrency (here: with the cursor on a, groups b..f all running)."""
+    with JobStore.open(dsn) as store:
+        flow.set_queue_concurrency(store, "default", 1)
+        for n in range(12):
+            add(store, n, group="abcdef"[n % 6])
+        held = [store.claim("default", batch=2, lease=LEASE) for _ in range(3)]
+        assert [ns(jobs) for jobs in held] == [[0, 1], [2, 3], [4, 5]]
+        assert store.claim("default", batch=2, lease=LEASE) == []  # every group runs
+        store.complete_many(held[0][:1])  # a's job: a is free
+        assert ns(store.claim("default", batch=2, lease=LEASE)) == [6]  # the cursor is on a
+        assert store.claim("default", batch=2, lease=LEASE) == []  # b..f, then a: all run
+        store.complete_many(held[1][:1])  # c's job
+        assert ns(store.claim("default", batch=2, lease=LEASE)) == [8]
+
+
+def test_a_paused_queue_stops_a_running_worker_at_its_next_claim_and_is_not_kicked(
+    dsn: str,
+) -> None:
+    """A worker drains a queue in batches of 5; the first job it runs pauses the queue (an
+    operator, on another session). The worker's next claim takes nothing: it leaves with 15
+    jobs queued; a producer's enqueue does not kick the paused queue, nor does a sweep;
+    resumed, the jobs are claimed again. Catches a pause read once per worker, or a
+    paused queue kicked (a worker woken to find nothing)."""
+    with JobStore.open(dsn) as store:
+        for n in range(20):
+            add(store, n, queue="mail")
+        ran: list[int] = []
+
+        def task(payload: Any) -> None:
+            if not ran:
+                with JobStore.open(dsn) as operator:
+                    flow.pause_queue(operator, "mail")
+            ran.append(payload["n"])
+
+        tasks = Registry()
+        tasks.task("t")(task)
+        kicker = Kicker()
+        summary = Worker(store, tasks, kicker, OPTIONS).drain("mail", forever)
+        assert (summary.done, summary.stopped_because) == (5, "empty")
+        assert kicker.kicks == [] and kicker.wakes == []
+        assert store.reserve_kicks(["mail"], timedelta(seconds=10)) == set()  # a producer's
+        assert store.ready_exists("mail") is False
+        flow.resume_queue(store, "mail")
+        assert store.reserve_kicks(["mail"], timedelta(seconds=10)) == {"mail"}
+        assert len(store.claim("mail", batch=50, lease=LEASE)) == 15
+        rows = store.conn.execute("SELECT count(*) FROM pgkick.queue_limits").fetchone()
+        assert rows == (0,)  # resumed and nothing else set: the claim's plain branch again
+
+
+def test_pgkick_pause_resume_and_limit_rate_concurrency_from_the_cli(
+    dsn: str, capsys: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Resume kicks the queue once (its jobs were left unkicked while it was paused)."""
+    kicker = Kicker()
+    monkeypatch.setattr("pgkick.kick.default._default", kicker)
+    assert cli.main(["pause", "mail", "--dsn", dsn, "--json"]) == 0
+    assert json.loads(capsys.readouterr().out) == {"paused": "mail"}
+    args = ["limit", "mail", "--rate", "10/1m", "--concurrency", "3", "--dsn", dsn, "--json"]
+    assert cli.main(args) == 0
+    assert json.loads(capsys.readouterr().out)["limits"] == [
+        {
+            "queue": "mail",
+            "max_running": None,
+            "running": 0,
+            "rate": 10,
+            "rate_period_seconds": 60.0,
+            "concurrency": 3,
+            "paused": True,
+        }
+    ]
+    assert cli.main(["resume", "mail", "--dsn", dsn, "--json"]) == 0
+    assert json.loads(capsys.readouterr().out) == {"resumed": "mail", "kicked": True}
+    assert kicker.kicks == [("mail", "resume")]
+    assert cli.main(["limit", "mail", "--no-rate", "--no-concurrency", "--dsn", dsn]) == 0
+    capsys.readouterr()
+    assert cli.main(["limit", "--dsn", dsn, "--json"]) == 0
+    assert json.loads(capsys.readouterr().out) == {"limits": []}
 
 
 @pytest.mark.parametrize(
-    ("options", "error", "says"),
+    "args",
     [
-        ({"debounce": 5, "throttle": 5}, InvalidArgument, "one or the other"),
-        ({"debounce": 5}, InvalidArgument, "needs a unique_key"),
-        ({"throttle": 5}, InvalidArgument, "needs a unique_key"),
-        ({"debounce": 0, "unique_key": "k"}, InvalidArgument, "outside"),
-        ({"throttle": -1, "unique_key": "k"}, InvalidArgument, "outside"),
-        ({"debounce": 10**9, "unique_key": "k"}, InvalidArgument, "at most 30 days"),
-        ({"throttle": timedelta(days=31), "unique_key": "k"}, InvalidArgument, "outside"),
-        ({"debounce": float("nan"), "unique_key": "k"}, InvalidArgument, "not a number"),
-        ({"debounce": "5", "unique_key": "k"}, InvalidArgumentType, "seconds or a timedelta"),
-        ({"debounce": True, "unique_key": "k"}, InvalidArgumentType, "seconds or a timedelta"),
-        ({"max_delay": 5, "unique_key": "k"}, InvalidArgument, "pass debounce"),
-        ({"debounce": 10, "max_delay": 5, "unique_key": "k"}, InvalidArgument, "at least"),
-        ({"debounce": 5, "delay": 1, "unique_key": "k"}, InvalidArgument, "drop one"),
+        ["--rate", "0/1m"],
+        ["--rate", "-1/1m"],
+        ["--rate", "ten/1m"],
+        ["--rate", "10"],
+        ["--rate", "10/0s"],
+        ["--rate", "10/2d"],
+        ["--rate", "10/1y"],
+        ["--rate", "99999999999/1m"],
+        ["--concurrency", "0"],
+        ["--concurrency", "-2"],
+        ["--rate", "5/1m", "--no-rate"],
+        [],
     ],
 )
-def test_bad_flow_options_are_refused_before_anything_is_written(
-    dsn: str, options: dict[str, Any], error: type[Exception], says: str
+def test_bad_limits_are_refused_before_anything_is_written(
+    dsn: str, capsys: Any, args: list[str]
 ) -> None:
-    """Catches an ill-formed debounce or throttle reaching the database, by either form."""
-    with pytest.raises(error, match=says):
-        producer.enqueue_and_kick({}, task="t", dsn=dsn, kicker=NoKicker(), **options)
-    with pytest.raises(error, match=says):
-        producer.enqueue_many([{"payload": {}, "task": "t", **options}], dsn=dsn, kicker=NoKicker())
+    try:
+        code = cli.main(["limit", "api", *args, "--dsn", dsn])
+    except SystemExit as exc:  # argparse refuses a bad --rate or --concurrency itself
+        code = exc.code
+    assert code in (1, 2)
+    assert capsys.readouterr().err.strip()
     with psycopg.connect(dsn) as conn:
-        assert conn.execute("SELECT count(*) FROM pgkick.jobs").fetchone() == (0,)
+        assert conn.execute("SELECT count(*) FROM pgkick.queue_limits").fetchone() == (0,)
 
 
-def test_pgkick_enqueue_debounces_and_refuses_a_bad_period(
-    dsn: str, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+@pytest.mark.parametrize(
+    ("limit", "period", "error"),
+    [
+        (0, timedelta(minutes=1), InvalidArgument),
+        (-3, timedelta(minutes=1), InvalidArgument),
+        ("10", timedelta(minutes=1), InvalidArgumentType),
+        (1.5, timedelta(minutes=1), InvalidArgumentType),
+        (True, timedelta(minutes=1), InvalidArgumentType),
+        (10, timedelta(0), InvalidArgument),
+        (10, timedelta(milliseconds=500), InvalidArgument),
+        (10, timedelta(days=2), InvalidArgument),
+        (10, 60, InvalidArgumentType),
+        (10, None, InvalidArgumentType),
+    ],
+)
+def test_bad_rates_and_concurrencies_are_refused_by_the_api(
+    dsn: str, limit: Any, period: Any, error: type[Exception]
 ) -> None:
-    """Catches `pgkick enqueue` dropping --debounce (a second job would be a duplicate
-    holding the first payload) or writing a job with a refused period."""
-    monkeypatch.setenv("PGKICK_KICKER", "none")
-    monkeypatch.setattr("pgkick.kick.default._default", None)
-    argv = ["enqueue", "noop", "--unique-key", "c", "--debounce", "5", "--dsn", dsn, "--json"]
-    assert main([*argv, "--payload", '{"n": 1}']) == 0
-    assert main([*argv, "--payload", '{"n": 2}']) == 0
-    assert [p for _, _, p, _ in jobs_with_key(dsn, "c")] == [{"n": 2}]
-    capsys.readouterr()
-    assert main(["enqueue", "noop", "--unique-key", "d", "--throttle", "0", "--dsn", dsn]) == 2
-    assert "throttle: 0 seconds is outside (0, 2592000]" in capsys.readouterr().err
-    assert jobs_with_key(dsn, "d") == []
+    with JobStore.open(dsn) as store:
+        with pytest.raises(error, match="rate"):
+            flow.set_queue_rate(store, "api", limit, period)
+        with pytest.raises(InvalidArgument, match="concurrency"):
+            flow.set_queue_concurrency(store, "api", 0)
+        with pytest.raises(InvalidArgument, match="rate_key"):
+            job_spec({}, task="t", rate_key="")
+        rows = store.conn.execute("SELECT count(*) FROM pgkick.queue_limits").fetchone()
+        assert rows == (0,)

@@ -46,12 +46,14 @@ class EnqueueOptions(TypedDict, total=False):
     priority: int
     group: str | None
     unique_key: str | None
-    # Flow control through the unique key (migration 0015; docs/guide/flow-control.md).
+    # Flow control through the unique key (migration 0015; docs/guide/debounce.md).
     debounce: float | timedelta | None
     max_delay: float | timedelta | None
     throttle: float | timedelta | None
     # Jobs this one waits for (issue 34): ids, or (id, policy) pairs; see check_after.
     after: Sequence[int | tuple[int, str]] | Mapping[int, str] | None
+    # The key a queue's rate limit counts this job's starts under (migration 0014).
+    rate_key: str | None
 
 
 # What one job of enqueue_many may hold: a payload, a task, and the options
@@ -96,6 +98,9 @@ class JobSpec(NamedTuple):
     # The parents it waits for, each with its policy (check_after); () for most jobs.
     after: tuple[tuple[int, str], ...] = ()
 
+    # The key a queue's rate limit counts this job's starts under (None: the queue's own).
+    rate_key: str | None = None
+
     def insert_params(self) -> dict[str, Any]:
         """The insert statements' parameters (job_insert, job_insert_unique), in one place."""
         return {
@@ -110,6 +115,7 @@ class JobSpec(NamedTuple):
             "unique_key": self.unique_key,
             "traceparent": self.traceparent,
             "tracestate": self.tracestate,
+            "rate_key": self.rate_key,
         }
 
 
@@ -219,6 +225,11 @@ def check_priority(value: object) -> int:
 def check_group(value: object) -> str | None:
     """None (no group) or a name like a queue's."""
     return None if value is None else check_name("group", value)
+
+
+def check_rate_key(value: object) -> str | None:
+    """None (the queue's own rate bucket) or a name like a queue's (a tenant, an API host)."""
+    return None if value is None else check_name("rate_key", value)
 
 
 def check_unique_key(value: object) -> str | None:
@@ -393,6 +404,16 @@ def job_spec(
     when, span = check_schedule(options.get("run_at"), options.get("delay"))
     unique_key = check_unique_key(options.get("unique_key"))
     debounce, max_delay, throttle = check_flow(options, unique_key)
+    after = check_after(options.get("after"))
+    rate_key = check_rate_key(options.get("rate_key"))
+    if (debounce or throttle) and (after or rate_key):
+        # job_insert_flow (0015) may answer with a job inserted earlier, under its own
+        # parents and rate key: a second call's would be silently dropped.
+        raise InvalidArgument(
+            f"{'debounce' if debounce else 'throttle'}= cannot be combined with "
+            f"{'after' if after else 'rate_key'}= on one job: a burst answers with the "
+            "key's existing job, which keeps its own; enqueue without one of them"
+        )
     return JobSpec(
         queue=check_name("queue", options.get("queue", "default")),
         task=_check_task(task),
@@ -406,7 +427,8 @@ def job_spec(
         debounce=debounce,
         max_delay=max_delay,
         throttle=throttle,
-        after=check_after(options.get("after")),
+        after=after,
+        rate_key=rate_key,
     )
 
 

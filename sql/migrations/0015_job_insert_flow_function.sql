@@ -54,7 +54,7 @@ BEGIN
     IF FOUND THEN
       IF f_debounce IS NULL OR held.status <> 'queued' THEN
         -- Throttle: an older live job holds the key (kept). Debounce: it runs already
-        -- (the payload it started with is the one it runs; docs/guide/flow-control.md).
+        -- (the payload it started with is the one it runs; docs/guide/debounce.md).
         RETURN QUERY SELECT held.id, held.queue, held.run_at, false;
         RETURN;
       END IF;

@@ -38,6 +38,13 @@ INSERT INTO pgkick.jobs (queue, task, payload, run_at)
 SELECT 'default', 'noop', '{}', now() - interval '1 day' + n * interval '1 millisecond'
 FROM generate_series(1, %(count)s::int) AS n;"""
 
+JOB_BACKLOG_FILL_KEYED: Final = """\
+-- job_backlog_fill_keyed: Fills a queue with count ready jobs, due a millisecond apart in the past, spread over keys tenants (job n: group k<n mod keys> and the same rate key), for the claim with a rate per key and a concurrency per key (migration 0014).
+INSERT INTO pgkick.jobs (queue, task, payload, run_at, group_key, rate_key)
+SELECT 'default', 'noop', '{}', now() - interval '1 day' + n * interval '1 millisecond',
+       'k' || (n %% %(keys)s::int), 'k' || (n %% %(keys)s::int)
+FROM generate_series(1, %(count)s::int) AS n;"""
+
 JOB_CLAIM_BEFORE_GROUPS: Final = """\
 -- job_claim_before_groups: The claim as it was before migration 0004 (run_at order, no groups or limits): the baseline the bench holds the new claim against.
 WITH next AS (
@@ -143,6 +150,11 @@ TRUNCATE procrastinate_jobs CASCADE;"""
 PROCRASTINATE_SCHEMA_EXISTS: Final = """\
 -- procrastinate_schema_exists: Whether procrastinate's schema is installed in this database (the peer benchmark installs it once).
 SELECT to_regclass('procrastinate_jobs') IS NOT NULL AS installed;"""
+
+QUEUE_LIMITS_CLEAR_ALL: Final = """\
+-- queue_limits_clear_all: Removes every queue's limits, rates' starts and round-robin cursors (the bench's reset between variants).
+WITH starts AS (DELETE FROM pgkick.job_starts), cursors AS (DELETE FROM pgkick.queue_claim_cursors)
+DELETE FROM pgkick.queue_limits;"""
 
 QUEUE_WATCHERS_CLEAR: Final = """\
 -- queue_watchers_clear: Forgets every worker announcement and pending kick between benchmark items (benchmarks only).

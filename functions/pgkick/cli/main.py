@@ -161,7 +161,7 @@ def build_parser() -> argparse.ArgumentParser:
     enqueue.add_argument("--priority", type=int, default=0, help="-100..100, higher first")
     enqueue.add_argument("--group", help="jobs of one group run one at a time")
     enqueue.add_argument("--unique-key", help="skip if a queued or running job has this key")
-    for flag, what in (  # validated by the producer (docs/guide/flow-control.md)
+    for flag, what in (  # validated by the producer (docs/guide/debounce.md)
         ("--debounce", "seconds of quiet: the key's queued job takes this payload, runs later"),
         ("--max-delay", "with --debounce: at most this many seconds after the first"),
         ("--throttle", "seconds: the key's first job in the period is kept"),

@@ -1,5 +1,5 @@
-"""`pgkick status`, `retry`, `cancel`, `purge`, `reap` and `limit`: the operator's
-commands on queues and jobs.
+"""`pgkick status`, `retry`, `cancel`, `purge`, `reap`, `limit`, `pause` and `resume`: the
+operator's commands on queues and jobs.
 
 Why apart from pgkick.cli.main: main builds the parser and keeps the commands an app
 developer starts with (`migrate`, `enqueue`); these act on what is already queued,
@@ -10,6 +10,7 @@ same `OperatorStore`.
 from __future__ import annotations
 
 import argparse
+import logging
 from collections.abc import Callable
 from datetime import timedelta
 from typing import Any
@@ -17,12 +18,14 @@ from typing import Any
 from pgkick import config
 from pgkick.cli import bulk, database, operations
 from pgkick.cli.inspect import Command
-from pgkick.cli.types import extra_attempts, instant, positive, span
+from pgkick.cli.types import extra_attempts, instant, positive, rate, span
 from pgkick.errors import UsageError
 from pgkick.kick.default import default_kicker
-from pgkick.store import groups
+from pgkick.store import flow, groups
 from pgkick.store.operator import OperatorStore
 from pgkick.worker.reaper import reap
+
+log = logging.getLogger("pgkick.cli")
 
 
 def cmd_status(args: argparse.Namespace) -> dict[str, Any]:
@@ -147,19 +150,55 @@ def cmd_reap(args: argparse.Namespace) -> dict[str, Any]:
 
 
 def cmd_limit(args: argparse.Namespace) -> dict[str, Any]:
-    """Set (QUEUE N), remove (QUEUE --clear) or list the most jobs of a queue running at once."""
+    """Set or remove a queue's limits (running N, --rate N/period, --concurrency N), or list
+    every queue's."""
+    changes = (args.max_running, args.rate, args.concurrency)
+    removals = (args.clear, args.no_rate, args.no_concurrency)
+    if args.queue is None and (any(c is not None for c in changes) or any(removals)):
+        raise UsageError("name the QUEUE to limit")
+    if args.max_running is not None and args.max_running < 1:
+        raise UsageError(
+            f"N={args.max_running}: a limit lets at least 1 job run; to remove "
+            f"the queue's limit: pgkick limit {args.queue} --clear"
+        )
+    if args.queue is not None and all(c is None for c in changes) and not any(removals):
+        raise UsageError(
+            "give QUEUE and N, --rate N/period or --concurrency N (or --clear, --no-rate, "
+            "--no-concurrency), or nothing to list"
+        )
+    names = ("N", "--rate", "--concurrency")
+    for value, removed, name in zip(changes, removals, names, strict=True):
+        if value is not None and removed:
+            raise UsageError(f"{name} and its removal in one command: give one")
     with database.operator_store(args) as store:
         if args.queue is not None:
-            if (args.max_running is None) == (not args.clear):
-                raise UsageError("give QUEUE and N, or QUEUE --clear, or nothing to list")
-            if args.max_running is not None and args.max_running < 1:
-                raise UsageError(
-                    f"N={args.max_running}: a limit lets at least 1 job run; to remove "
-                    f"the queue's limit: pgkick limit {args.queue} --clear"
-                )
-            groups.set_queue_limit(store, args.queue, args.max_running)
-        limits = groups.queue_limits(store)
-    return {"limits": [{"queue": q, "max_running": m, "running": r} for q, m, r in limits]}
+            if args.max_running is not None or args.clear:
+                groups.set_queue_limit(store, args.queue, args.max_running)
+            if args.rate is not None or args.no_rate:
+                flow.set_queue_rate(store, args.queue, *(args.rate or (None, None)))
+            if args.concurrency is not None or args.no_concurrency:
+                flow.set_queue_concurrency(store, args.queue, args.concurrency)
+        return {"limits": groups.queue_limits(store)}
+
+
+def cmd_pause(args: argparse.Namespace) -> dict[str, Any]:
+    """Pause a queue: its claims take nothing, nobody kicks it; jobs stay queued."""
+    with database.operator_store(args) as store:
+        flow.pause_queue(store, args.queue)
+    return {"paused": args.queue}
+
+
+def cmd_resume(args: argparse.Namespace) -> dict[str, Any]:
+    """Resume a paused queue and kick it once."""
+    kicker = default_kicker()  # a kicker that cannot be built fails before the write
+    with database.operator_store(args) as store:
+        flow.resume_queue(store, args.queue)
+    try:
+        kicker.kick(args.queue, "resume")
+    except Exception as exc:  # resumed all the same: the next enqueue, sweep or reaper kicks
+        log.warning("could not kick queue %s after resuming it (%s)", args.queue, exc)
+        return {"resumed": args.queue, "kicked": False}
+    return {"resumed": args.queue, "kicked": True}
 
 
 def _selection_arguments(sub: argparse.ArgumentParser, *, ids: bool = True) -> None:
@@ -224,5 +263,19 @@ def add_queue_commands(command: Command) -> list[argparse.ArgumentParser]:
     limit.add_argument(
         "max_running", nargs="?", type=int, metavar="N", help="at most N of its jobs at once"
     )
-    limit.add_argument("--clear", action="store_true", help="remove the queue's limit")
-    return [status, retry, cancel, purge, reap_command, limit]
+    limit.add_argument("--clear", action="store_true", help="remove the queue's running limit")
+    limit.add_argument(
+        "--rate", type=rate, metavar="N/PERIOD", help="at most N starts per key per period (10/1m)"
+    )
+    limit.add_argument("--no-rate", action="store_true", help="remove the queue's rate")
+    limit.add_argument(
+        "--concurrency", type=positive, metavar="N", help="at most N running per group key"
+    )
+    limit.add_argument(
+        "--no-concurrency", action="store_true", help="remove the concurrency per group key"
+    )
+    pause = command("pause", cmd_pause)
+    pause.add_argument("queue", help="the queue to pause")
+    resume = command("resume", cmd_resume)
+    resume.add_argument("queue", help="the queue to resume (and kick once)")
+    return [status, retry, cancel, purge, reap_command, limit, pause, resume]

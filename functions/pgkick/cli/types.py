@@ -12,7 +12,8 @@ import re
 from datetime import UTC, datetime, timedelta
 
 from pgkick import config
-from pgkick.errors import ConfigError
+from pgkick.errors import ConfigError, InvalidArgument
+from pgkick.store import flow
 from pgkick.validation import MAX_ATTEMPTS_LIMIT
 
 SPAN = re.compile(r"^(\d+)([smhd])$")
@@ -37,6 +38,25 @@ def span(text: str) -> timedelta:
     if len(match[1]) > 9 or timedelta(**{UNITS[match[2]]: int(match[1])}) > MAX_SPAN:
         raise argparse.ArgumentTypeError(f"{text!r}: at most {MAX_SPAN.days}d")
     return timedelta(**{UNITS[match[2]]: int(match[1])})
+
+
+RATE = re.compile(r"^(\d{1,10})/(\d{0,9})([smhd])$")
+
+
+def rate(text: str) -> tuple[int, timedelta]:
+    """--rate N/period: '10/1m', '100/s', '5/30s' -> (jobs, period), checked as the API
+    checks it (at least 1 job, a period of 1 s..1 day)."""
+    match = RATE.match(text.strip())
+    if not match:
+        raise argparse.ArgumentTypeError(
+            f"{text!r}: expected N/period, N a whole number and the period a number and "
+            "s, m, h or d (10/1m, 100/s)"
+        )
+    count, period = int(match[1]), timedelta(**{UNITS[match[3]]: int(match[2] or 1)})
+    try:
+        return flow.check_rate(count, period)
+    except InvalidArgument as exc:
+        raise argparse.ArgumentTypeError(f"{text!r}: {exc}") from None
 
 
 def positive(text: str, most: int = 10**9) -> int:

@@ -18,6 +18,9 @@ The rules (all in the claim, `job_claim`, a server-side function: migrations 000
   back to 0 and its run_at later, let the next one of its group overtake it.)
 - A queue with a row in `queue_limits` never has more than `max_running` jobs
   running: a claim takes at most max_running - running.
+- Since 0014 the locked branch also reads the queue's pause, rate and concurrency per
+  key (pgkick.store.flow has those rules): paused, it claims nothing; with a rate or a
+  concurrency, it claims round-robin across keys; else as below, unchanged.
 
 Why SKIP LOCKED alone cannot enforce either: every claimer reads the queue in its
 own statement snapshot and skips rows others hold. Two claimers whose snapshots
@@ -69,6 +72,8 @@ a change to one is a change to all (the claim's, in a new migration).
 
 from __future__ import annotations
 
+from typing import Any
+
 from pgkick.connections.db import Database
 from pgkick.errors import InvalidArgument, InvalidArgumentType
 from pgkick.store import queries
@@ -83,6 +88,7 @@ def set_queue_limit(db: Database, queue: str, max_running: int | None) -> None:
     check_name("queue", queue)
     if max_running is None:
         db.execute(queries.QUEUE_LIMIT_CLEAR, queue=queue)
+        db.execute(queries.QUEUE_LIMIT_PRUNE, queue=queue)  # nothing else limited: no row
         return
     if isinstance(max_running, bool) or not isinstance(max_running, int):
         raise InvalidArgumentType(
@@ -95,6 +101,11 @@ def set_queue_limit(db: Database, queue: str, max_running: int | None) -> None:
     db.execute(queries.QUEUE_LIMIT_SET, queue=queue, max_running=max_running)
 
 
-def queue_limits(db: Database) -> list[tuple[str, int, int]]:
-    """(queue, max_running, running now) for every limited queue."""
-    return [(row[0], row[1], row[2]) for row in db.rows(queries.QUEUE_LIMIT_LIST)]
+def queue_limits(db: Database) -> list[dict[str, Any]]:
+    """Every queue with a row: its running limit, jobs running now, rate (jobs per period in
+    seconds), concurrency per group key and pause (pgkick.store.flow); None: not set."""
+    names = ("queue", "max_running", "running", "rate", "rate_period_seconds", "concurrency")
+    return [
+        {**dict(zip(names, row[:6], strict=True)), "paused": bool(row[6])}
+        for row in db.rows(queries.QUEUE_LIMIT_LIST)
+    ]

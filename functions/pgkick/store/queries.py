@@ -229,11 +229,12 @@ SELECT (SELECT min(id) FROM pgkick.jobs) AS low, (SELECT max(id) FROM pgkick.job
 JOB_INSERT: Final = """\
 -- job_insert: Inserts one queued job, due at run_at or after delay, and returns its id, queue and due time.
 INSERT INTO pgkick.jobs (queue, task, payload, run_at, max_attempts, priority, group_key,
-                         traceparent, tracestate)
+                         traceparent, tracestate, rate_key)
 VALUES (%(queue)s, %(task)s, %(payload)s::jsonb,
         coalesce(%(run_at)s::timestamptz,
                  coalesce(%(now)s::timestamptz, now()) + %(delay)s::interval),
-        %(max_attempts)s, %(priority)s, %(group_key)s, %(traceparent)s, %(tracestate)s)
+        %(max_attempts)s, %(priority)s, %(group_key)s, %(traceparent)s, %(tracestate)s,
+        %(rate_key)s)
 RETURNING id, queue, run_at;"""
 
 JOB_INSERT_FLOW: Final = """\
@@ -248,28 +249,28 @@ FROM pgkick.job_insert_flow(%(queue)s, %(task)s, %(payload)s::jsonb, %(run_at)s:
 JOB_INSERT_MANY: Final = """\
 -- job_insert_many: Inserts many queued jobs in one round trip from parallel arrays (binary; delays in seconds), returning ids in input order; one trace context for the whole batch (its enqueue_many's).
 INSERT INTO pgkick.jobs (queue, task, payload, run_at, max_attempts, priority, group_key,
-                         traceparent, tracestate)
+                         traceparent, tracestate, rate_key)
 SELECT q, t, p::jsonb,
        coalesce(r, coalesce(%(now)s::timestamptz, now()) + make_interval(secs => d)),
-       m, pr, g, %(traceparent)s::text, %(tracestate)s::text
+       m, pr, g, %(traceparent)s::text, %(tracestate)s::text, k
 FROM unnest(%(queues)b::text[], %(tasks)b::text[], %(payloads)b::text[],
             %(run_ats)b::timestamptz[], %(delays)b::float8[], %(max_attempts)b::int[],
-            %(priorities)b::int[], %(groups)b::text[])
-     WITH ORDINALITY AS x(q, t, p, r, d, m, pr, g, n)
+            %(priorities)b::int[], %(groups)b::text[], %(rate_keys)b::text[])
+     WITH ORDINALITY AS x(q, t, p, r, d, m, pr, g, k, n)
 ORDER BY n
 RETURNING id, queue, run_at;"""
 
 JOB_INSERT_MANY_UNIQUE: Final = """\
 -- job_insert_many_unique: Inserts many jobs with distinct unique keys from parallel arrays, skipping each key a queued or running job holds; returns the inserted jobs with their keys; one trace context for the whole batch.
 INSERT INTO pgkick.jobs (queue, task, payload, run_at, max_attempts, priority, group_key, unique_key,
-                         traceparent, tracestate)
+                         traceparent, tracestate, rate_key)
 SELECT q, t, p::jsonb,
        coalesce(r, coalesce(%(now)s::timestamptz, now()) + make_interval(secs => d)),
-       m, pr, g, u, %(traceparent)s::text, %(tracestate)s::text
+       m, pr, g, u, %(traceparent)s::text, %(tracestate)s::text, k
 FROM unnest(%(queues)b::text[], %(tasks)b::text[], %(payloads)b::text[],
             %(run_ats)b::timestamptz[], %(delays)b::float8[], %(max_attempts)b::int[],
-            %(priorities)b::int[], %(groups)b::text[], %(unique_keys)b::text[])
-     WITH ORDINALITY AS x(q, t, p, r, d, m, pr, g, u, n)
+            %(priorities)b::int[], %(groups)b::text[], %(unique_keys)b::text[], %(rate_keys)b::text[])
+     WITH ORDINALITY AS x(q, t, p, r, d, m, pr, g, u, k, n)
 ORDER BY n
 ON CONFLICT (unique_key) WHERE unique_key IS NOT NULL AND status IN ('queued', 'running')
 DO NOTHING
@@ -278,12 +279,12 @@ RETURNING id, queue, run_at, unique_key;"""
 JOB_INSERT_UNIQUE: Final = """\
 -- job_insert_unique: Inserts one job unless a queued or running job holds its unique key; returns its id, queue and due time, or no row when the key is held (then job_get_latest_by_unique_keys, in a later statement, sees the holder).
 INSERT INTO pgkick.jobs (queue, task, payload, run_at, max_attempts, priority, group_key, unique_key,
-                         traceparent, tracestate)
+                         traceparent, tracestate, rate_key)
 VALUES (%(queue)s, %(task)s, %(payload)s::jsonb,
         coalesce(%(run_at)s::timestamptz,
                  coalesce(%(now)s::timestamptz, now()) + %(delay)s::interval),
         %(max_attempts)s, %(priority)s, %(group_key)s, %(unique_key)s,
-        %(traceparent)s, %(tracestate)s)
+        %(traceparent)s, %(tracestate)s, %(rate_key)s)
 ON CONFLICT (unique_key) WHERE unique_key IS NOT NULL AND status IN ('queued', 'running')
 DO NOTHING
 RETURNING id, queue, run_at;"""
@@ -352,7 +353,7 @@ WHERE id IN (
 );"""
 
 JOB_READY_COUNT_BY_QUEUE: Final = """\
--- job_ready_count_by_queue: Counts the jobs a claim could take now in each queue (which queues need a worker): ungrouped ready jobs, plus one for each group with no running job whose head is ready (a blocked group's jobs do not count).
+-- job_ready_count_by_queue: Counts the jobs a claim could take now in each queue (which queues need a worker): ungrouped ready jobs, plus one for each group with no running job whose head is ready (a blocked group's jobs do not count; a paused queue has none).
 WITH RECURSIVE groups AS (  -- every (queue, group) with queued jobs, one index probe each
   (SELECT queue, group_key FROM pgkick.jobs
    WHERE group_key IS NOT NULL AND status = 'queued'
@@ -380,13 +381,15 @@ claimable AS (
         <= coalesce(%(now)s::timestamptz, now())
 )
 SELECT queue, count(*) AS ready
-FROM claimable
+FROM claimable c
+WHERE NOT EXISTS (SELECT 1 FROM pgkick.queue_limits p WHERE p.queue = c.queue AND p.paused)
 GROUP BY queue
 ORDER BY queue;"""
 
 JOB_READY_EXISTS: Final = """\
--- job_ready_exists: Says whether a queue has a job a claim could take now: an ungrouped ready job among the first hundred in claim order (the cheap common answer), a ready head of a group with no running job (a loose index scan over its groups), or an ungrouped ready job further on; a blocked group's jobs do not count, so a worker out of time hands over only for claimable work.
-SELECT EXISTS (
+-- job_ready_exists: Says whether a queue has a job a claim could take now: an ungrouped ready job among the first hundred in claim order (the cheap common answer), a ready head of a group with no running job (a loose index scan over its groups), or an ungrouped ready job further on; a blocked group's jobs do not count, so a worker out of time hands over only for claimable work; a paused queue has none.
+SELECT NOT EXISTS (SELECT 1 FROM pgkick.queue_limits p WHERE p.queue = %(queue)s AND p.paused)
+  AND (EXISTS (
          SELECT 1 FROM (SELECT group_key FROM pgkick.jobs
                         WHERE queue = %(queue)s AND status = 'queued'
                           AND run_at <= coalesce(%(now)s::timestamptz, now())
@@ -418,7 +421,7 @@ SELECT EXISTS (
     OR EXISTS (
          SELECT 1 FROM pgkick.jobs
          WHERE queue = %(queue)s AND status = 'queued' AND group_key IS NULL
-           AND run_at <= coalesce(%(now)s::timestamptz, now()));"""
+           AND run_at <= coalesce(%(now)s::timestamptz, now())));"""
 
 JOB_REAP_EXPIRED: Final = """\
 -- job_reap_expired: Re-queues running jobs whose lease expired (all queues, or the one a rescue names), or fails them at max_attempts (or when an operator asked to cancel them) with a last_error saying so.
@@ -608,8 +611,19 @@ PERIODIC_TICK_PURGE: Final = """\
 DELETE FROM pgkick.periodic_ticks
 WHERE tick_at < coalesce(%(now)s::timestamptz, now()) - %(retention)s::interval;"""
 
+QUEUE_FLOW_HELD: Final = """\
+-- queue_flow_held: Says whether a queue's empty claim was its flow control's doing: the queue is paused, or it has a rate and ready jobs (held by the rate); a worker then leaves at once instead of lingering on it (its exit sweep books the rate's wake-up).
+SELECT EXISTS (
+  SELECT 1 FROM pgkick.queue_limits l
+  WHERE l.queue = %(queue)s
+    AND (l.paused
+         OR (l.rate_limit IS NOT NULL
+             AND EXISTS (SELECT 1 FROM pgkick.jobs j
+                         WHERE j.queue = l.queue AND j.status = 'queued'
+                           AND j.run_at <= coalesce(%(now)s::timestamptz, now())))));"""
+
 QUEUE_HEAL_PLAN: Final = """\
--- queue_heal_plan: For each queue with queued jobs, its earliest run_at still to come (the one wake-up to book for it) and whether it needs a kick: a ready job, nobody watching, nothing running (a running holder heals its own queue when it exits), and not the caller's own queue; those queues get a pending kick (as queue_kick_reserve marks one), so of racing callers exactly one kicks.
+-- queue_heal_plan: For each queue with queued jobs, the one wake-up to book for it (its earliest run_at still to come, or the instant its rate admits the next of its ready jobs held by the rate) and whether it needs a kick: a ready job its rate admits now, nobody watching, nothing running (a running holder heals its own queue when it exits), not paused, and not the caller's own queue; those queues get a pending kick (as queue_kick_reserve marks one), so of racing callers exactly one kicks.
 WITH relaxed AS (
   -- A reservation lost in a crash costs one spare kick: its commit need not wait for the disk.
   SELECT set_config('synchronous_commit', 'off', true)
@@ -620,8 +634,37 @@ WITH relaxed AS (
   FROM pgkick.jobs
   WHERE status = 'queued'
   GROUP BY queue
+), rated AS (
+  -- A queue with a rate (migration 0014): each rate key with ready jobs is admitted again
+  -- once the newest rate_limit-th start of its window is a period old.
+  SELECT l.queue, min(a.admit) AS admit
+  FROM pgkick.queue_limits l,
+       LATERAL (SELECT DISTINCT coalesce(j.rate_key, '') AS rate_key FROM pgkick.jobs j
+                WHERE j.queue = l.queue AND j.status = 'queued'
+                  AND j.run_at <= coalesce(%(now)s::timestamptz, now())) k,
+       LATERAL (SELECT CASE WHEN count(*) < l.rate_limit
+                            THEN coalesce(%(now)s::timestamptz, now())
+                            ELSE (array_agg(s.started_at ORDER BY s.started_at DESC))[l.rate_limit]
+                                 + l.rate_period
+                       END AS admit
+                FROM pgkick.job_starts s
+                WHERE s.queue = l.queue AND s.rate_key = k.rate_key
+                  AND s.started_at > coalesce(%(now)s::timestamptz, now()) - l.rate_period) a
+  WHERE l.rate_limit IS NOT NULL
+  GROUP BY l.queue
+), planned AS (
+  SELECT q.queue,
+         CASE WHEN p.paused THEN q.next_run_at
+              WHEN r.admit > coalesce(%(now)s::timestamptz, now())
+              THEN least(q.next_run_at, r.admit)
+              ELSE q.next_run_at END AS next_run_at,
+         q.ready AND NOT coalesce(p.paused, false)
+           AND NOT coalesce(r.admit > coalesce(%(now)s::timestamptz, now()), false) AS ready
+  FROM queued q
+  LEFT JOIN rated r ON r.queue = q.queue
+  LEFT JOIN pgkick.queue_limits p ON p.queue = q.queue
 ), unwatched AS (
-  SELECT q.queue FROM queued q, relaxed
+  SELECT q.queue FROM planned q, relaxed
   WHERE q.ready
     AND q.queue IS DISTINCT FROM %(skip)s::text
     AND NOT EXISTS (SELECT 1 FROM pgkick.queue_watchers w
@@ -635,7 +678,7 @@ WITH relaxed AS (
   RETURNING w.queue
 )
 SELECT q.queue, q.next_run_at, r.queue IS NOT NULL AS kick
-FROM queued q LEFT JOIN reserved r ON r.queue = q.queue
+FROM planned q LEFT JOIN reserved r ON r.queue = q.queue
 ORDER BY q.queue;"""
 
 QUEUE_KICK_RELEASE: Final = """\
@@ -643,7 +686,7 @@ QUEUE_KICK_RELEASE: Final = """\
 DELETE FROM pgkick.queue_watchers WHERE queue = %(queue)s AND watcher = 'kick';"""
 
 QUEUE_KICK_RESERVE: Final = """\
--- queue_kick_reserve: Of the queues given, returns those that nobody watches, marking each with a pending kick; the caller kicks exactly those. A worker lingering on one of them with a channel is NOTIFYed (delivered at this commit).
+-- queue_kick_reserve: Of the queues given, returns those that nobody watches and that are not paused, marking each with a pending kick; the caller kicks exactly those. A worker lingering on one of them with a channel is NOTIFYed (delivered at this commit).
 WITH relaxed AS (
   -- A reservation lost in a crash costs one spare kick: its commit need not wait for the disk.
   SELECT set_config('synchronous_commit', 'off', true)
@@ -653,6 +696,7 @@ WITH relaxed AS (
     SELECT 1 FROM pgkick.queue_watchers l
     WHERE l.queue = q AND l.until > coalesce(%(now)s::timestamptz, now())
   )
+  AND NOT EXISTS (SELECT 1 FROM pgkick.queue_limits p WHERE p.queue = q AND p.paused)
 ), reserved AS (
   INSERT INTO pgkick.queue_watchers AS w (queue, watcher, until)
   SELECT queue, 'kick', coalesce(%(now)s::timestamptz, now()) + %(pending)s::interval FROM wanted
@@ -674,15 +718,41 @@ UNION ALL
 SELECT NULL FROM woken WHERE n < 0;"""
 
 QUEUE_LIMIT_CLEAR: Final = """\
--- queue_limit_clear: Removes a queue's running limit.
-DELETE FROM pgkick.queue_limits WHERE queue = %(queue)s;"""
+-- queue_limit_clear: Removes a queue's running limit (its rate, concurrency and pause stay; queue_limit_prune drops a row left empty).
+UPDATE pgkick.queue_limits SET max_running = NULL WHERE queue = %(queue)s;"""
+
+QUEUE_LIMIT_CONCURRENCY_SET: Final = """\
+-- queue_limit_concurrency_set: Sets (or, with NULL, removes) how many jobs of one group key of a queue may run at once; set, the queue is claimed round-robin across its keys (migration 0014).
+INSERT INTO pgkick.queue_limits (queue, concurrency) VALUES (%(queue)s, %(concurrency)s)
+ON CONFLICT (queue) DO UPDATE SET concurrency = excluded.concurrency;"""
 
 QUEUE_LIMIT_LIST: Final = """\
--- queue_limit_list: Every queue's running limit, with how many of its jobs run now.
+-- queue_limit_list: Every queue's limits (running, rate per period, concurrency per key, paused), with how many of its jobs run now.
 SELECT l.queue, l.max_running,
-       (SELECT count(*) FROM pgkick.jobs r WHERE r.queue = l.queue AND r.status = 'running') AS running
+       (SELECT count(*) FROM pgkick.jobs r WHERE r.queue = l.queue AND r.status = 'running') AS running,
+       l.rate_limit, extract(epoch FROM l.rate_period)::float8 AS rate_period_seconds,
+       l.concurrency, l.paused
 FROM pgkick.queue_limits l
 ORDER BY l.queue;"""
+
+QUEUE_LIMIT_PRUNE: Final = """\
+-- queue_limit_prune: Drops a queue's row once it limits nothing (no running limit, rate or concurrency, not paused), so its claims take the plain branch again; forgets its rate's starts and its round-robin cursor with it.
+WITH dropped AS (
+  DELETE FROM pgkick.queue_limits
+  WHERE queue = %(queue)s AND max_running IS NULL AND rate_limit IS NULL
+    AND concurrency IS NULL AND NOT paused
+  RETURNING queue
+), starts AS (
+  DELETE FROM pgkick.job_starts s USING dropped d WHERE s.queue = d.queue
+)
+DELETE FROM pgkick.queue_claim_cursors c USING dropped d WHERE c.queue = d.queue;"""
+
+QUEUE_LIMIT_RATE_SET: Final = """\
+-- queue_limit_rate_set: Sets (or, with NULLs, removes) a queue's rate: at most rate_limit jobs of each rate key started per sliding rate_period (the claim enforces it, migration 0014).
+INSERT INTO pgkick.queue_limits (queue, rate_limit, rate_period)
+VALUES (%(queue)s, %(rate_limit)s, %(rate_period)s::interval)
+ON CONFLICT (queue) DO UPDATE
+SET rate_limit = excluded.rate_limit, rate_period = excluded.rate_period;"""
 
 QUEUE_LIMIT_SET: Final = """\
 -- queue_limit_set: Sets the most jobs of a queue that may run at once (the claim enforces it).
@@ -723,6 +793,11 @@ LEFT JOIN running r ON r.queue = n.queue
 LEFT JOIN failed f ON f.queue = n.queue
 LEFT JOIN pgkick.queue_limits l ON l.queue = n.queue
 ORDER BY n.queue;"""
+
+QUEUE_PAUSE_SET: Final = """\
+-- queue_pause_set: Pauses or resumes a queue: a paused queue's claims take nothing and nobody kicks it (migration 0014).
+INSERT INTO pgkick.queue_limits (queue, paused) VALUES (%(queue)s, %(paused)s)
+ON CONFLICT (queue) DO UPDATE SET paused = excluded.paused;"""
 
 QUEUE_WATCHER_ANNOUNCE: Final = """\
 -- queue_watcher_announce: A worker says it is draining a queue until the given instant; it takes up the pending kick and clears expired watchers.
@@ -848,6 +923,16 @@ REVOKE ALL ON pgkick.queue_limits FROM PUBLIC;
 GRANT SELECT ON pgkick.queue_limits TO pgkick_worker;
 GRANT INSERT, UPDATE, DELETE ON pgkick.queue_limits TO pgkick_maintainer;
 
+-- Flow control (migration 0014): a producer names rate keys and kicks no paused queue
+-- (queue_kick_reserve reads the flag); the claim records starts and where its round robin
+-- left off, and a sweep reads the starts.
+GRANT INSERT (rate_key) ON pgkick.jobs TO pgkick_producer;
+GRANT SELECT (queue, paused) ON pgkick.queue_limits TO pgkick_producer;
+REVOKE ALL ON pgkick.job_starts, pgkick.queue_claim_cursors FROM PUBLIC;
+GRANT SELECT, INSERT, DELETE ON pgkick.job_starts TO pgkick_worker;
+GRANT SELECT, INSERT, UPDATE ON pgkick.queue_claim_cursors TO pgkick_worker;
+GRANT DELETE ON pgkick.queue_claim_cursors TO pgkick_maintainer;
+
 -- Durable steps (migration 0018): workers read and write a job's steps, and count its
 -- continuations; the purge deletes them with their job (ON DELETE CASCADE).
 REVOKE ALL ON pgkick.job_steps FROM PUBLIC;
@@ -878,4 +963,4 @@ COMMIT;"""
 
 # The migrations' versions in the order they apply (their scripts:
 # pgkick.store.migration_scripts, which a Lambda handler never loads).
-MIGRATION_VERSIONS: Final[tuple[int, ...]] = (1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 15, 17, 18,)
+MIGRATION_VERSIONS: Final[tuple[int, ...]] = (1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 17, 18,)

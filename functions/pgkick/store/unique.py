@@ -215,6 +215,7 @@ def arrays(specs: Sequence[tuple[int, JobSpec]], *, keys: bool = False) -> dict[
         "max_attempts": [s.max_attempts for _, s in specs],
         "priorities": [s.priority for _, s in specs],
         "groups": [s.group for _, s in specs],
+        "rate_keys": [s.rate_key for _, s in specs],
         "traceparent": first.traceparent if first else None,
         "tracestate": first.tracestate if first else None,
     }

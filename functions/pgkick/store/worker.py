@@ -199,6 +199,10 @@ class WorkerStore(ExpiredLeases, QueueHealing, Listening, ReleasedDependants, St
     def ready_exists(self, queue: str) -> bool:
         return bool(self.one(queries.JOB_READY_EXISTS, queue=queue)[0])
 
+    def flow_held(self, queue: str) -> bool:
+        """The queue is paused, or its rate holds ready jobs (pgkick.store.flow)."""
+        return bool(self.one(queries.QUEUE_FLOW_HELD, queue=queue)[0])
+
     def fail(
         self,
         job_id: int,

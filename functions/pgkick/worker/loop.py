@@ -60,6 +60,7 @@ class Worker:
         self.flows: Callable[[str], bool] = lambda queue: False
         self._hop = 0
         self._books: StepBooks | None = None
+        self._held_checked = False
 
     def drain(self, queue: str, remaining_ms: Callable[[], int], *, hop: int = 0) -> Summary:
         """Work `queue` until it is empty or time runs short; never raises for a job's error.
@@ -79,6 +80,7 @@ class Worker:
         line = WakeUpLine(self.store, queue, watch, mode=self.options.listen, sleep=self.sleep)
         self._hop = hop
         books = self._books = StepBooks(self.store, remaining_ms, self.options.min_remaining)
+        self._held_checked = False  # flow_held: asked once per idle window
         # after its announcement too has lapsed (pgkick.worker.rescue says why)
         after = self.options.lease + self.options.watch_ttl
         rescue = DeadMansSwitch(self.kicker, queue, watch.watcher, after=after)
@@ -126,6 +128,7 @@ class Worker:
                         break
                     jobs = last
                 watch.busy()
+                self._held_checked = False
                 rescue.arm()
                 summary.batches += 1
                 summary.claimed += len(jobs)
@@ -183,6 +186,12 @@ class Worker:
         and return None (claim again), or withdraw and claim once more (the protocol of
         pgkick.kick.watch), returning what that last claim got."""
         pause = watch.next_pause()
+        if pause is not None and not self._held_checked:
+            # Work held by a pause or a rate is not waited for (billed time, a held
+            # connection): leave now; the exit sweep books the rate's next admission.
+            self._held_checked = True
+            if self.store.flow_held(queue):
+                pause = None
         if pause is not None and remaining_ms() - pause * 1000 > reserve:
             line.wait(pause)
             return None

@@ -9,7 +9,10 @@ The bench builds that table in the schema pgkick_before_groups from migrations
 migration 0007, which takes the queue's claim lock only for a queue with a limit or
 grouped jobs) on the current table with the same backlog: plain, with priorities
 spread over -5..5, and with priorities and half the jobs in interleaved groups
-(1,000 groups, so a batch of 10 finds 10 heads among its first candidates).
+(1,000 groups, so a batch of 10 finds 10 heads among its first candidates); and (issue 33)
+every job keyed over 1,000 keys in a queue with a rate per key and a concurrency of 2 per
+key (the round-robin claim of migration 0014), reported against the plain claim of the
+same round (`keyed_vs_plain`, target <= 1.3).
 
 Each figure is ms per claim-of-10 + complete, one connection, `cycles` cycles,
 so the backlog stays within 20% of its size throughout. `rounds` rounds run every
@@ -24,7 +27,8 @@ from collections.abc import Callable
 from datetime import timedelta
 from typing import Any
 
-from pgkick.store import migration_scripts
+from pgkick.store import flow, migration_scripts
+from pgkick.store.operator import OperatorStore
 from pgkick.store.worker import ClaimedJob, WorkerStore
 from pgkick_dev import queries as dev_queries
 from pgkick_dev.bench.figures import spread
@@ -73,6 +77,25 @@ def _current(dsn: str, backlog: int, cycles: int, priorities: bool, groups: int)
         return _cycle_cost(store, lambda: store.claim("default", batch=10, lease=LEASE), cycles)
 
 
+def _keyed(dsn: str, backlog: int, cycles: int, keys: int) -> float:
+    """The claim of a queue with a rate per key and a concurrency per key (0014's round
+    robin): the rate is far above what the cycles start, so every claim takes 10, as the
+    plain one does; what is measured is the rule's cost, not its holding back."""
+    with WorkerStore.open(dsn, application_name="pgkick-bench") as db:
+        db.execute(dev_queries.JOB_TRUNCATE_ALL)
+        db.execute(dev_queries.JOB_BACKLOG_FILL_KEYED, count=backlog, keys=keys)
+        db.execute(dev_queries.JOB_TABLE_ANALYZE)
+    with OperatorStore.open(dsn, application_name="pgkick-bench") as operator:
+        flow.set_queue_rate(operator, "default", 1_000_000, timedelta(days=1))
+        flow.set_queue_concurrency(operator, "default", 2)
+    try:
+        with WorkerStore.open(dsn, application_name="pgkick-bench") as store:
+            return _cycle_cost(store, lambda: store.claim("default", batch=10, lease=LEASE), cycles)
+    finally:
+        with WorkerStore.open(dsn, application_name="pgkick-bench") as db:
+            db.execute(dev_queries.QUEUE_LIMITS_CLEAR_ALL)
+
+
 def _before(dsn: str, backlog: int, cycles: int) -> float:
     # Every statement, the completions too, rewritten for that schema (pgkick.connections.qualify).
     with WorkerStore.open(dsn, schema=BEFORE, application_name="pgkick-bench") as store:
@@ -95,6 +118,7 @@ def run(
     backlog: int = 100_000,
     cycles: int = 2_000,
     rounds: int = 5,
+    keys: int = 1_000,
     say: Callable[[str], None] = print,
 ) -> dict[str, Any]:
     """ms per claim + complete for each variant, and each variant's ratio to the claim before
@@ -106,6 +130,7 @@ def run(
         "plain": lambda: _current(dsn, backlog, cycles, False, 0),
         "priorities": lambda: _current(dsn, backlog, cycles, True, 0),
         "priorities_and_groups": lambda: _current(dsn, backlog, cycles, True, 1_000),
+        "rate_and_concurrency_per_key": lambda: _keyed(dsn, backlog, cycles, keys),
     }
     try:
         for _ in range(rounds):
@@ -121,8 +146,16 @@ def run(
         for name, values in measured.items()
         if name != "before_0004"
     }
+    keyed = [
+        round(k / p, 2)
+        for k, p in zip(measured["rate_and_concurrency_per_key"], measured["plain"], strict=True)
+    ]
     result = {
         "backlog": backlog,
+        "keys": keys,
+        # issue 33's target: the claim with a rate and a concurrency per key <= 1.3x plain
+        "keyed_vs_plain": spread(keyed)["median"],
+        "spread_keyed_vs_plain": spread(keyed),
         "cycles": cycles,
         "rounds": rounds,
         "ms_per_claim_complete": {k: spread(v)["median"] for k, v in measured.items()},

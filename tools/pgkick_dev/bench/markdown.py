@@ -196,6 +196,16 @@ def _once(results: dict[str, Any]) -> list[list[Any]]:
                 f"{costs['priorities_and_groups']} ms ({ratio_of('priorities_and_groups')})",
             ]
         )
+        if "rate_and_concurrency_per_key" in costs:
+            keyed = order.get("spread_keyed_vs_plain", {})
+            rows.append(
+                [
+                    f"claim + complete with a rate and a concurrency per key, "
+                    f"{order.get('keys', 0):,} keys (ratio to plain within each round)",
+                    f"{costs['rate_and_concurrency_per_key']} ms vs {costs['plain']} ms "
+                    f"(x{order.get('keyed_vs_plain')}, x{keyed.get('min')}..x{keyed.get('max')})",
+                ]
+            )
     return rows
 
 

@@ -93,6 +93,7 @@ def insert_one() -> str:
         "group_key": "NULL",
         "traceparent": "NULL",  # no span: what an app without OpenTelemetry sends
         "tracestate": "NULL",
+        "rate_key": "NULL",
     }
     return _one_line(_bind(queries.JOB_INSERT, values)) + ";\n"
 

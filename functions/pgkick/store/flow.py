@@ -1,0 +1,105 @@
+"""Flow control enforced in the claim: rates per key, concurrency per group key, pause.
+
+The rules (all in `job_claim`, migration 0014; pgkick.store.groups has the claim lock's
+reasoning, which these rules reuse):
+- Rate: a queue with a rate (`set_queue_rate(db, queue, 10, timedelta(minutes=1))`) starts
+  at most 10 jobs of each rate key (`rate_key=` on enqueue; jobs without one share the
+  queue's own key) in any sliding minute. Each claim records its starts (`job_starts`)
+  under the queue's claim lock, so concurrent workers see each other's starts: the
+  limit is counted, never sampled. A job over the limit stays queued; other keys are
+  claimed around it. A worker that finds only held jobs leaves (pgkick.worker.loop), and
+  its sweep books a wake-up at the instant the window admits the next job
+  (queue_heal_plan).
+- Concurrency: a queue with a concurrency N runs at most N jobs of one group key at once,
+  the group's first N queued jobs in its fixed order (0011's head rule; N=1 is today's
+  ordered group). Such a queue (and any queue with a rate) is claimed round-robin: a lap
+  over its keys (a group key, else a rate key, then the jobs with neither) takes one job
+  a key, starting after the key the last claim took from, then a second lap fills the
+  batch. A key's backlog of 100,000 jobs thus delays another key's single job by at most
+  one batch. Across keys the order is the keys', not the priorities' (priority orders a
+  key's own jobs); a queue with neither setting keeps the claim's priority order.
+- Pause: a paused queue's claim takes nothing (a worker already running sees it at its
+  next claim and leaves), producers and sweeps do not kick it; `resume_queue` kicks it.
+
+Bad input raises before anything is written (InvalidArgument / InvalidArgumentType).
+"""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+from pgkick.connections.db import Database
+from pgkick.errors import InvalidArgument, InvalidArgumentType
+from pgkick.store import queries
+from pgkick.store.groups import MAX_LIMIT
+from pgkick.validation import check_name
+
+MIN_RATE_PERIOD = timedelta(seconds=1)  # the schema's bounds (0014's check constraint)
+MAX_RATE_PERIOD = timedelta(days=1)
+
+
+def _count(field: str, value: object) -> int:
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise InvalidArgumentType(f"{field}: must be an integer, got {type(value).__name__}")
+    if not 1 <= value <= MAX_LIMIT:
+        raise InvalidArgument(f"{field}: {value} is outside 1..{MAX_LIMIT} (None: no limit)")
+    return value
+
+
+def check_rate(limit: object, period: object) -> tuple[int, timedelta]:
+    """At least 1 job per period of 1 s..1 day: anything else names what is wrong."""
+    count = _count("rate", limit)
+    if not isinstance(period, timedelta):
+        raise InvalidArgumentType(f"rate period: must be a timedelta, got {type(period).__name__}")
+    if not MIN_RATE_PERIOD <= period <= MAX_RATE_PERIOD:
+        raise InvalidArgument(
+            f"rate period: {period} is outside {MIN_RATE_PERIOD}..{MAX_RATE_PERIOD} "
+            "(a shorter one is not measured by a claim, a longer one is a quota, not a rate)"
+        )
+    return count, period
+
+
+def _prune(db: Database, queue: str) -> None:
+    db.execute(queries.QUEUE_LIMIT_PRUNE, queue=queue)
+
+
+def set_queue_rate(
+    db: Database, queue: str, limit: int | None, period: timedelta | None = None
+) -> None:
+    """At most `limit` jobs of each rate key of `queue` start per sliding `period`;
+    None removes the rate."""
+    check_name("queue", queue)
+    if limit is None:
+        db.execute(queries.QUEUE_LIMIT_RATE_SET, queue=queue, rate_limit=None, rate_period=None)
+        _prune(db, queue)
+        return
+    count, span = check_rate(limit, period)
+    db.execute(queries.QUEUE_LIMIT_RATE_SET, queue=queue, rate_limit=count, rate_period=span)
+
+
+def set_queue_concurrency(db: Database, queue: str, concurrency: int | None) -> None:
+    """At most `concurrency` jobs of one group key of `queue` run at once, claimed
+    round-robin across keys; None removes it (groups run one at a time, in priority order)."""
+    check_name("queue", queue)
+    if concurrency is None:
+        db.execute(queries.QUEUE_LIMIT_CONCURRENCY_SET, queue=queue, concurrency=None)
+        _prune(db, queue)
+        return
+    db.execute(
+        queries.QUEUE_LIMIT_CONCURRENCY_SET,
+        queue=queue,
+        concurrency=_count("concurrency", concurrency),
+    )
+
+
+def pause_queue(db: Database, queue: str) -> None:
+    """Claims of `queue` take nothing until it is resumed (jobs stay queued)."""
+    check_name("queue", queue)
+    db.execute(queries.QUEUE_PAUSE_SET, queue=queue, paused=True)
+
+
+def resume_queue(db: Database, queue: str) -> None:
+    """Claims of `queue` take its jobs again; the caller kicks it (pgkick.cli, pgkick.api)."""
+    check_name("queue", queue)
+    db.execute(queries.QUEUE_PAUSE_SET, queue=queue, paused=False)
+    _prune(db, queue)
