@@ -82,6 +82,7 @@ def _faulted(dsn: str, day: QuietDay, log: Path) -> dict[str, Any]:
     scaled = {
         "PGKICK_WORKER_LINGER_MS": str(max(1, round(day.scaled(1000)))),
         "PGKICK_FAILED_KICK_WAKE_MS": str(round(day.scaled(60_000))),
+        "PGKICK_KICK_SAFETY_MS": str(round(day.scaled(60_000))),
         "PGKICK_PRODUCER_LINGER_MS": "0",
     }
     env = {
@@ -121,6 +122,7 @@ def _play(dsn: str, day: QuietDay, log: Path, *, reapers: int, jobs: bool) -> di
     scaled = {
         "PGKICK_WORKER_LINGER_MS": str(max(1, round(day.scaled(1000)))),
         "PGKICK_FAILED_KICK_WAKE_MS": str(round(day.scaled(60_000))),
+        "PGKICK_KICK_SAFETY_MS": str(round(day.scaled(60_000))),
         "PGKICK_PRODUCER_LINGER_MS": "0",  # a lingering second would be half an hour here
     }
     local = LocalKicker(
