@@ -108,3 +108,17 @@ def test_a_kick_whose_minute_is_booked_already_makes_no_scheduler_call(dsn: str)
         assert dev.stack.functions[FUNCTION].stats.events == 1  # the kick was sent
         assert app.wakes.stats.calls == booked  # and no Scheduler call for its safety
         assert len(created(dev)) == booked
+
+
+def test_the_test_kit_books_no_safety_for_its_in_process_kicks(dsn: str) -> None:
+    """pgkick.testing's kicks run in the test's own process and are never lost: its `wakes`
+    stay the later jobs' own, as an app's tests assert them, with the safety on."""
+    from pgkick import testing
+
+    tasks = Registry()
+    tasks.task("noop")(lambda payload: None)
+    with testing.inline(dsn, tasks=tasks) as jobs:
+        producer.enqueue_and_kick({}, task="noop", dsn=dsn)
+        producer.enqueue_and_kick({}, task="noop", dsn=dsn, delay=3600)
+    assert jobs.kicks == ["default"]
+    assert [queue for queue, _when in jobs.wakes] == ["default"]  # the delayed job's alone

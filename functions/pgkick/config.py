@@ -207,10 +207,18 @@ def app_settings() -> AppSettings:
 
 
 @contextmanager
-def overriding(*, schema: str | None = None, database_url: str | None = None) -> Iterator[None]:
+def overriding(
+    *,
+    schema: str | None = None,
+    database_url: str | None = None,
+    kick_safety: timedelta | None = None,
+) -> Iterator[None]:
     """Use this schema or database for the block, process-wide (the CLI's --schema, the
-    test kit's database), instead of writing os.environ."""
+    test kit's database, and its in-process kicks, which need no safety wake-up), instead
+    of writing os.environ."""
     changes: dict[str, object] = {}
+    if kick_safety is not None:
+        changes["kick_safety"] = kick_safety
     if schema is not None:
         changes["schema"] = check_schema_name(schema)
     if database_url is not None:
