@@ -31,6 +31,10 @@ from tests.store import JobStore
 # The tests' tasks are not production's (pgkick.tasks.registry knows noop only): this process
 # registers them by the import above, the worker processes it starts by PGKICK_TASKS.
 os.environ.setdefault("PGKICK_TASKS", "pgkick_dev.tasks")
+# The suite's tests count kicks and wake-ups exactly, and wait for the stack's schedules to
+# fire: the safety wake-up after each kick (pgkick.kick.safety, a minute later) would add one
+# to each. It is tested on its own, switched on (tests/test_safety.py).
+os.environ.setdefault("PGKICK_KICK_SAFETY_MS", "0")
 
 TEMPLATE = "pgkick_test_template"
 # Test-only durability shortcuts: nothing here must survive a power cut.

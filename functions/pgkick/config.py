@@ -137,6 +137,7 @@ class AppSettings:
     producer_linger: float  # seconds a producer's connection outlives its last use
     kick_pending: timedelta  # how long a kick sent counts as a worker on its way
     failed_kick_wake: timedelta  # how long after a failed kick its wake-up is booked
+    kick_safety: timedelta  # how long after a kick or a wake-up its safety wake-up (0: none)
     tasks_variable: str  # PGKICK_TASKS as set (errors about an unknown task quote it)
 
     @classmethod
@@ -148,6 +149,7 @@ class AppSettings:
             producer_linger=producer_linger(env),
             kick_pending=kick_pending(env),
             failed_kick_wake=failed_kick_wake(env),
+            kick_safety=kick_safety(env),
             tasks_variable=env.get("PGKICK_TASKS", ""),
         )
 
@@ -172,11 +174,12 @@ _APP_NAMES = (  # what AppSettings reads: the cache's key is their values
     "PGKICK_PRODUCER_LINGER_MS",
     "PGKICK_KICK_PENDING_MS",
     "PGKICK_FAILED_KICK_WAKE_MS",
+    "PGKICK_KICK_SAFETY_MS",
     "PGKICK_TASKS",
 )
 # The cache's key is read at every call (several a job on the producer's path): through
 # os.environ's mapping that costs ~1.7 us a name (each key encoded, each value decoded),
-# 12 us for the seven; CPython keeps the raw bytes in os.environ._data, which os.environ's
+# about 14 us for the eight; CPython keeps the raw bytes in os.environ._data, which os.environ's
 # own writes (and monkeypatch's) update, and comparing those bytes costs 1.6 us for all.
 _RAW_ENVIRON: dict[bytes, bytes] | None = getattr(os.environ, "_data", None)
 _APP_KEYS = tuple(name.encode() for name in _APP_NAMES)
@@ -204,10 +207,18 @@ def app_settings() -> AppSettings:
 
 
 @contextmanager
-def overriding(*, schema: str | None = None, database_url: str | None = None) -> Iterator[None]:
+def overriding(
+    *,
+    schema: str | None = None,
+    database_url: str | None = None,
+    kick_safety: timedelta | None = None,
+) -> Iterator[None]:
     """Use this schema or database for the block, process-wide (the CLI's --schema, the
-    test kit's database), instead of writing os.environ."""
+    test kit's database, and its in-process kicks, which need no safety wake-up), instead
+    of writing os.environ."""
     changes: dict[str, object] = {}
+    if kick_safety is not None:
+        changes["kick_safety"] = kick_safety
     if schema is not None:
         changes["schema"] = check_schema_name(schema)
     if database_url is not None:
@@ -273,6 +284,12 @@ def failed_kick_wake(env: Mapping[str, str] | None = None) -> timedelta:
     """How long after a failed kick its wake-up is booked (the scheduler's minute)."""
     env = os.environ if env is None else env
     return timedelta(milliseconds=_variables.whole_number(env, "PGKICK_FAILED_KICK_WAKE_MS"))
+
+
+def kick_safety(env: Mapping[str, str] | None = None) -> timedelta:
+    """How long after a kick (or a wake-up's time) its safety wake-up (pgkick.kick.safety)."""
+    env = os.environ if env is None else env
+    return timedelta(milliseconds=_variables.whole_number(env, "PGKICK_KICK_SAFETY_MS"))
 
 
 def kick_pending(env: Mapping[str, str] | None = None) -> timedelta:

@@ -137,6 +137,10 @@ VARIABLES: tuple[Variable, ...] = (
        "call (0: a connection per call)."),
     _n("PGKICK_FAILED_KICK_WAKE_MS", 60_000, 0, 3_600_000, "ms",
        "After a failed kick, its wake-up is booked this far out (the scheduler's minute)."),
+    _n("PGKICK_KICK_SAFETY_MS", 60_000, 0, 3_600_000, "ms",
+       "After each kick and wake-up, a safety wake-up of its queue is booked this far out "
+       "(the scheduler's minute, once per queue and minute): a kick Lambda drops silently "
+       "still runs its jobs (0: none)."),
     _n("PGKICK_KICK_PENDING_MS", 10_000, 100, 3_600_000, "ms",
        "How long a reserved kick counts as a worker on its way, so racing producers send "
        "one kick."),

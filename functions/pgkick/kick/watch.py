@@ -60,10 +60,11 @@ reservation statement runs after c (its snapshot S is taken after c).
   and the retry drains the queue.
 - A pending kick that never becomes a worker (dropped by Lambda after its
   maximum age, or cut by loop detection) expires after its window; jobs
-  committed meanwhile are run by the next producer's kick, a wake-up, or the
-  next worker to leave any queue (pgkick.worker.healing kicks a ready queue
-  nobody watches). With no such traffic afterwards, and no dead letter of the
-  lost event reaching a worker, only the reaper is left.
+  committed meanwhile are run by the kick's safety wake-up a minute later
+  (pgkick.kick.safety), the next producer's kick, a wake-up, or the next worker
+  to leave any queue (pgkick.worker.healing kicks a ready queue nobody watches,
+  and books that kick's safety). Only if the safety is lost too and no traffic
+  follows is the reaper left.
 Jobs not ready yet (`run_at` in the future) never rely on this: each books a
 wake-up at its `run_at`.
 """

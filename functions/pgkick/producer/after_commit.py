@@ -19,6 +19,7 @@ from datetime import UTC, datetime
 
 from pgkick import config
 from pgkick.kick.kickers import Kicker, NoKicker
+from pgkick.kick.safety import book_safety
 from pgkick.store.producer import ProducerStore, QueuedJob
 
 log = logging.getLogger("pgkick.producer")
@@ -30,6 +31,7 @@ class ProducerStats:
     kick_failures: int = 0  # kicks and wake-ups that raised
     wake_failures: int = 0  # of which wake-ups
     wakes: int = 0
+    safeties: int = 0  # safety wake-ups noted (pgkick.kick.safety)
 
 
 stats = ProducerStats()
@@ -60,13 +62,20 @@ def kick_committed(
     except Exception as exc:  # cannot tell whether a worker watches: kick anyway
         log.warning("could not check who watches %s (%s); kicking", ready, one_line(exc))
         reserved = set(ready)
+    safety = config.app_settings().kick_safety
     for queue in sorted(reserved or ()):
         if not _guard(functools.partial(kicker.kick, queue, "enqueue"), queue, jobs):
             _after_failed_kick(queue, jobs, kicker, store_for, now)
+        else:  # a kick Lambda accepts may still be lost: its safety (pgkick.kick.safety)
+            stats.safeties += book_safety(kicker, queue, now, safety)
         stats.kicks += 1
+    covered: set[str] = set()
     for queue, when in later:
         if not _guard(functools.partial(kicker.wake_at, queue, when), queue, jobs):
             stats.wake_failures += 1  # `pgkick status` shows such jobs once they are stranded
+        elif queue not in covered:  # the earliest: its worker, leaving, books the next
+            covered.add(queue)
+            stats.safeties += book_safety(kicker, queue, when, safety)
         stats.wakes += 1
 
 

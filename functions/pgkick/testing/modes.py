@@ -195,7 +195,9 @@ def _installed(
     previous_kicker = set_default_kicker(mode)
     previous_check, validation.known_task = validation.known_task, tasks.check_known
     try:
-        with config.overriding(database_url=dsn):  # the app's enqueue_and_kick(...) commits here
+        # the app's enqueue_and_kick(...) commits here; an in-process kick is never lost, so
+        # no safety wake-up follows it (`wakes` lists the later jobs' own, as before)
+        with config.overriding(database_url=dsn, kick_safety=timedelta(0)):
             yield mode
     finally:
         validation.known_task = previous_check

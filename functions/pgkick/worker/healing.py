@@ -11,16 +11,19 @@ the queue and, leaving, books the next), and kicks each queue with a ready job, 
 watching and nothing running (its pending kick reserved in the same statement, so racing
 workers and producers send one). A queue with running jobs is left to their holder, who
 sweeps as it leaves (or to its rescue): kicking there could only find nothing to claim
-(a group or a limit held) and, leaving, kick again.
+(a group or a limit held) and, leaving, kick again. Each kick and wake-up it sends is
+followed by its safety wake-up (pgkick.kick.safety): the sweep's own kick can be lost too.
+The reaper runs the same sweep for its wake-ups (`kick=False`: it kicked every ready queue).
 """
 
 from __future__ import annotations
 
 import logging
 from dataclasses import dataclass, field
-from datetime import timedelta
+from datetime import UTC, datetime, timedelta
 
 from pgkick.kick.kickers import Kicker, NoKicker
+from pgkick.kick.safety import book_safety, kick_with_safety
 from pgkick.store.healing import QueueHealing
 
 log = logging.getLogger("pgkick.healing")
@@ -36,17 +39,28 @@ class Healed:
 
 
 def heal_queues(
-    store: QueueHealing, kicker: Kicker, *, pending: timedelta, skip: str | None = None
+    store: QueueHealing,
+    kicker: Kicker,
+    *,
+    pending: timedelta,
+    safety: timedelta = timedelta(0),
+    skip: str | None = None,
+    kick: bool = True,
 ) -> Healed:
     """Book each queue's next wake-up and kick the ready queues nobody will see; never raises
-    for a kicker's failure (the next sweep, or the reaper, tries again)."""
+    for a kicker's failure (the next sweep, or the reaper, tries again).
+
+    safety: each kick and wake-up is followed by a safety wake-up this much later
+    (pgkick.kick.safety; 0: none). kick=False: wake-ups only, for a caller that kicked
+    every ready queue itself (the reaper); the plan still marks those kicks as pending."""
     healed = Healed()
     if isinstance(kicker, NoKicker):  # workers run by other means: reserve no kick
         return healed
+    now = datetime.now(UTC)
     for plan in store.heal_plan(pending, skip=skip):
-        if plan.kick:
+        if plan.kick and kick:
             try:
-                kicker.kick(plan.queue, "heal")
+                kick_with_safety(kicker, plan.queue, "heal", after=safety, now=now)
                 healed.kicked.append(plan.queue)
             except Exception as exc:
                 healed.failures += 1
@@ -58,4 +72,6 @@ def heal_queues(
             except Exception as exc:
                 healed.failures += 1
                 log.warning("could not book the wake-up of queue %s (%s)", plan.queue, exc)
+            else:
+                book_safety(kicker, plan.queue, plan.next_run_at, safety)
     return healed

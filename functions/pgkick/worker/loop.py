@@ -18,9 +18,10 @@ import random
 import time
 from collections.abc import Callable
 from dataclasses import replace
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 
 from pgkick.kick.kickers import Kicker
+from pgkick.kick.safety import kick_with_safety
 from pgkick.kick.watch import WorkerWatch
 from pgkick.store.worker import ClaimedJob, WorkerStore
 from pgkick.tasks.registry import Registry
@@ -154,7 +155,11 @@ class Worker:
             return
         try:
             healed = heal_queues(
-                self.store, self.kicker, pending=self.options.kick_pending, skip=queue
+                self.store,
+                self.kicker,
+                pending=self.options.kick_pending,
+                safety=self.options.kick_safety,
+                skip=queue,
             )
         except Exception:  # a sweep that fails loses nothing: the next one, or the reaper
             log.exception("could not sweep the queues while leaving %s", queue)
@@ -336,7 +341,9 @@ class Worker:
                 log.info("chain of %s hops on queue %s: handing over by a wake-up", hop, queue)
                 self.kicker.wake_at(queue, datetime.now(UTC))
             else:
-                self.kicker.kick(queue, reason, hop=hop)
+                # a lost rekick strands the queue: its safety; a fan-out's worker is extra
+                safety = self.options.kick_safety if reason == "rekick" else timedelta(0)
+                kick_with_safety(self.kicker, queue, reason, after=safety, hop=hop)
         except Exception:
             log.exception("could not kick queue %s (%s); the reaper will", queue, reason)
             return False

@@ -47,8 +47,8 @@ class Summary:
 @dataclass(frozen=True, slots=True)
 class WorkerOptions:
     """The loop's knobs. Runtime builds them from config.Settings; the defaults are
-    config's, except that the bare loop (tests, embedding) neither lingers nor waits
-    before fanning out unless asked."""
+    config's, except that the bare loop (tests, embedding) neither lingers, nor waits
+    before fanning out, nor books safety wake-ups unless asked."""
 
     batch: int = config.DEFAULT_BATCH
     lease: timedelta = timedelta(seconds=config.DEFAULT_LEASE_SECONDS)
@@ -64,6 +64,7 @@ class WorkerOptions:
     max_hops: int = config.DEFAULT_MAX_HOPS  # self-kicks per chain, then a wake-up
     heal: bool = True  # leaving, sweep every queue (pgkick.worker.healing)
     kick_pending: timedelta = timedelta(milliseconds=10_000)  # PGKICK_KICK_PENDING_MS
+    kick_safety: timedelta = timedelta(0)  # PGKICK_KICK_SAFETY_MS (pgkick.kick.safety)
     backoff_jitter: float = 0.1  # a retry waits its backoff x (1 ± this), drawn at random
     # While jobs run, cancel marks are read this often between two extensions (a third of
     # the lease: 100 s and more on Lambda), so a cancel reaches its task within seconds.

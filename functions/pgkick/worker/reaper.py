@@ -25,7 +25,9 @@ from typing import Any
 
 from pgkick import config
 from pgkick.kick.kickers import Kicker
+from pgkick.kick.safety import kick_with_safety
 from pgkick.store.maintenance import MaintenanceStore
+from pgkick.worker.healing import heal_queues
 
 log = logging.getLogger("pgkick.reaper")
 
@@ -56,7 +58,7 @@ def reap(
     kicked, kick_failures = [], []
     for queue in ready:
         try:
-            kicker.kick(queue, "reaper")
+            kick_with_safety(kicker, queue, "reaper", after=config.kick_safety())
             kicked.append(queue)
         except Exception:
             log.exception("reaper could not kick queue %s", queue)
@@ -95,24 +97,17 @@ def reap(
 
 
 def book_wakes(store: MaintenanceStore, kicker: Kicker) -> list[str]:
-    """Book one wake-up per queue at its earliest run_at still to come (pgkick.worker.healing):
-    a delayed job whose wake-up was lost then runs on time instead of at the next reap.
-    The ready queues were kicked above: the plan's reservation marks that kick as on its way."""
-    woken: list[str] = []
+    """Book one wake-up per queue at its earliest run_at still to come, each with its safety
+    (pgkick.worker.healing's sweep, without its kicks: every ready queue was kicked above,
+    and the plan's reservation marks that kick as on its way)."""
     try:
-        plans = store.heal_plan(config.kick_pending())
+        healed = heal_queues(
+            store, kicker, pending=config.kick_pending(), safety=config.kick_safety(), kick=False
+        )
     except Exception:
         log.exception("reaper could not read the queues' next run_at")
-        return woken
-    for plan in plans:
-        if plan.next_run_at is None:
-            continue
-        try:
-            kicker.wake_at(plan.queue, plan.next_run_at)
-            woken.append(plan.queue)
-        except Exception:
-            log.exception("reaper could not book the wake-up of queue %s", plan.queue)
-    return woken
+        return []
+    return healed.woken
 
 
 def json_native(value: Any) -> Any:

@@ -104,6 +104,7 @@ class Runtime:
             watch_ttl=self.settings.watch_ttl,
             max_hops=self.settings.max_hops,
             kick_pending=config.kick_pending(),
+            kick_safety=config.kick_safety(),
         )
         try:
             with self._store(WorkerStore) as store:

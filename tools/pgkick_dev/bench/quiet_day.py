@@ -33,6 +33,11 @@ from pgkick_dev.local.kicker import LocalKicker
 
 DAY = 86_400.0
 WINDOW = 600.0  # a 10-minute suspend window (Relyt One)
+# A kick's safety wake-up comes a minute after it on AWS, long after the kick's worker
+# (a cold start: about a second) has run. Scaled alone it would fire 33 ms after the kick,
+# while that worker still starts (cold starts are not scaled): two cold starts at once
+# under a 2 s timeout. So it keeps a real floor, as leases do.
+SAFETY_FLOOR_MS = 3_000
 
 
 @dataclass(frozen=True)
@@ -82,6 +87,7 @@ def _faulted(dsn: str, day: QuietDay, log: Path) -> dict[str, Any]:
     scaled = {
         "PGKICK_WORKER_LINGER_MS": str(max(1, round(day.scaled(1000)))),
         "PGKICK_FAILED_KICK_WAKE_MS": str(round(day.scaled(60_000))),
+        "PGKICK_KICK_SAFETY_MS": str(max(round(day.scaled(60_000)), SAFETY_FLOOR_MS)),
         "PGKICK_PRODUCER_LINGER_MS": "0",
     }
     env = {
@@ -121,6 +127,7 @@ def _play(dsn: str, day: QuietDay, log: Path, *, reapers: int, jobs: bool) -> di
     scaled = {
         "PGKICK_WORKER_LINGER_MS": str(max(1, round(day.scaled(1000)))),
         "PGKICK_FAILED_KICK_WAKE_MS": str(round(day.scaled(60_000))),
+        "PGKICK_KICK_SAFETY_MS": str(max(round(day.scaled(60_000)), SAFETY_FLOOR_MS)),
         "PGKICK_PRODUCER_LINGER_MS": "0",  # a lingering second would be half an hour here
     }
     local = LocalKicker(

@@ -1,0 +1,69 @@
+"""Safety wake-ups: every kick and every wake-up is followed, a minute later, by another.
+
+Why: Lambda accepts an asynchronous invoke (202) and may still lose it: past the maximum
+event age, or "deleted without being sent" (AWS documents both), and a schedule's
+delivery to the worker is such an invoke too. The sender cannot tell. The sweep of a
+leaving worker (pgkick.worker.healing) heals such a loss only if some worker leaves
+afterwards; on a quiet day the last burst's lost kick, and the heal kick sent for it if
+that too is lost, left its jobs to the daily reaper (`pgkick bench` quiet_day: 5 of 60).
+
+So whoever sends a kick (a producer after its commit, a leaving worker's sweep, the
+reaper, a worker handing its queue over) or books a wake-up at `run_at` also books a
+safety wake-up of the same queue at `PGKICK_KICK_SAFETY_MS` later (60 s: Scheduler's
+minute, at least 65 s ahead). It is an ordinary wake-up, named per queue and minute, so:
+- one Scheduler call per queue and minute at most, per process: a wake-up of that queue
+  and minute booked or noted already costs nothing more (pgkick.kick.bookings), and the
+  safety of a wake-up at minute M is the wake-up of M+1 when jobs are due then too;
+- it is never cancelled: when the queue was served, its worker claims nothing and leaves
+  (one invocation and one short session, a minute after the burst, while a serverless
+  database is still awake from it: it lengthens the awake time by that minute, it wakes
+  nothing), and leaving, it sweeps every queue (kicks, wake-ups, and their safeties).
+A lost safety is itself a lost event: the chain holds while one of its links arrives; each
+dispatch has two chances, and every worker that arrives sweeps again.
+
+Nothing here polls: a safety is booked only when a kick or a wake-up was sent, and fires
+once.
+"""
+
+from __future__ import annotations
+
+import logging
+from datetime import UTC, datetime, timedelta
+
+from pgkick.kick.kickers import Kicker
+
+log = logging.getLogger("pgkick.kick")
+
+
+def book_safety(kicker: Kicker, queue: str, sent_for: datetime, after: timedelta) -> bool:
+    """Book `queue`'s safety wake-up at `sent_for + after` (sent_for: the kick's moment, or
+    the wake-up's run_at). Never raises: a safety that cannot be booked loses nothing that
+    its kick or wake-up has not (the next sweep, or the reaper). False: none booked."""
+    if after <= timedelta(0):
+        return False
+    try:
+        kicker.wake_at(queue, sent_for + after)
+    except Exception as exc:
+        log.warning(
+            "no safety wake-up for queue %s (%s: %s); a lost kick waits for the next sweep",
+            queue,
+            type(exc).__name__,
+            " ".join(str(exc).split())[:300],
+        )
+        return False
+    return True
+
+
+def kick_with_safety(
+    kicker: Kicker,
+    queue: str,
+    reason: str,
+    *,
+    after: timedelta,
+    hop: int = 0,
+    now: datetime | None = None,
+) -> None:
+    """Kick `queue`, then book its safety wake-up. Raises as `kicker.kick` raises (no
+    safety then: the caller's failed-kick path books its own wake-up)."""
+    kicker.kick(queue, reason, hop=hop)
+    book_safety(kicker, queue, now or datetime.now(UTC), after)
