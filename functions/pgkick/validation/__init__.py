@@ -1,5 +1,9 @@
 """Checks on what a producer hands pgkick, before anything is written.
 
+Names, payloads, attempts, priorities and keys here; when a job is due in `schedule`,
+debounce and throttle in `flow`, the jobs it waits for in `dependencies`; `job_spec`
+puts them together.
+
 Why strict: a job row is a promise that some worker will run it. A payload
 that cannot round-trip through jsonb (NaN, a lone surrogate, a NUL character,
 non-string keys that JSON would silently turn into strings) or a name a worker
@@ -13,11 +17,14 @@ import json
 import math
 import re
 from collections.abc import Callable, Mapping, Sequence
-from datetime import UTC, datetime, timedelta
+from datetime import datetime, timedelta
 from decimal import Decimal
 from typing import Any, NamedTuple, TypedDict, Unpack
 
 from pgkick.errors import InvalidArgument, InvalidArgumentType
+from pgkick.validation.dependencies import check_after
+from pgkick.validation.flow import check_flow
+from pgkick.validation.schedule import check_schedule
 
 MAX_NAME_LENGTH = 128
 MAX_ATTEMPTS_LIMIT = 1_000
@@ -27,7 +34,6 @@ MIN_PRIORITY, MAX_PRIORITY = -100, 100
 MAX_UNIQUE_KEY_LENGTH = 512
 DEFAULT_MAX_PAYLOAD_BYTES = 256 * 1024
 _NUL = re.compile(r"(?<!\\)(?:\\\\)*\\u0000")
-_NO_DELAY = timedelta(0)
 _ENCODER = json.JSONEncoder(allow_nan=False, ensure_ascii=False, separators=(",", ":"))
 # Names already checked: enqueue_many repeats a few queue and task names 100,000 times.
 _GOOD_NAMES: set[str] = set()
@@ -257,139 +263,6 @@ def check_unique_key(value: object) -> str | None:
     return value
 
 
-# The latest due time pgkick accepts: Python (and so psycopg reading a row back) ends at
-# year 9999, and a session in another time zone must still be able to read the row.
-LATEST_RUN_AT = datetime(9999, 12, 30, tzinfo=UTC)
-EARLIEST_RUN_AT = datetime(1, 1, 2, tzinfo=UTC)
-
-
-def check_schedule(
-    run_at: object, delay: object, now: datetime | None = None
-) -> tuple[datetime | None, timedelta]:
-    """At most one of run_at (timezone-aware) and delay (seconds or timedelta, >= 0), due
-    no later than LATEST_RUN_AT: a later one would commit and then fail to read back."""
-    if run_at is None and delay is None:
-        return None, _NO_DELAY
-    if run_at is not None and delay is not None:
-        raise InvalidArgument("run_at and delay: give one or the other, not both")
-    if run_at is not None:
-        return _check_run_at(run_at), _NO_DELAY
-    if isinstance(delay, bool) or not isinstance(delay, int | float | timedelta):
-        raise InvalidArgumentType(
-            f"delay: must be seconds or a timedelta, got {type(delay).__name__}"
-        )
-    now = now or datetime.now(UTC)
-    room = LATEST_RUN_AT - now
-    if isinstance(delay, timedelta):
-        span = delay
-    elif isinstance(delay, float) and not math.isfinite(delay):
-        raise InvalidArgument(f"delay: {delay} is not a number of seconds")
-    elif delay < 0:
-        raise InvalidArgument(f"delay: {_seconds(delay)} seconds is negative")
-    elif delay > room.total_seconds():
-        raise InvalidArgument(
-            f"delay: {_seconds(delay)} seconds would be due after {LATEST_RUN_AT:%Y-%m-%d}"
-        )
-    else:
-        span = timedelta(seconds=delay)
-    if span < timedelta(0):
-        raise InvalidArgument(f"delay: {span} is negative")
-    if span > room:
-        raise InvalidArgument(f"delay: {span} would be due after {LATEST_RUN_AT:%Y-%m-%d}")
-    return None, span
-
-
-def _seconds(delay: float) -> str:
-    """A delay for a message: huge ints are not printed in full (or converted to float)."""
-    if isinstance(delay, float) or abs(delay) < 10**20:
-        return f"{delay:g}" if isinstance(delay, float) else str(delay)
-    return ("-" if delay < 0 else "") + "more than 10**20"
-
-
-def _check_run_at(run_at: object) -> datetime:
-    if not isinstance(run_at, datetime):
-        raise InvalidArgumentType(f"run_at: must be a datetime, got {type(run_at).__name__}")
-    if run_at.tzinfo is None or run_at.utcoffset() is None:
-        raise InvalidArgument(
-            f"run_at: {run_at.isoformat()} is naive; pass a timezone-aware datetime "
-            "(e.g. datetime.now(UTC) + timedelta(minutes=5))"
-        )
-    try:
-        utc = run_at.astimezone(UTC)
-    except OverflowError:
-        utc = None
-    if utc is None or not EARLIEST_RUN_AT <= utc <= LATEST_RUN_AT:
-        raise InvalidArgument(
-            f"run_at: {run_at.isoformat()} is outside {EARLIEST_RUN_AT.date().isoformat()}.."
-            f"{LATEST_RUN_AT.date().isoformat()} (UTC), which PostgreSQL and Python both hold"
-        )
-    return run_at
-
-
-# Debounce and throttle periods: above zero, at most a month. A longer one is almost
-# certainly seconds mistaken for milliseconds, and would hold a key (and its payloads) for
-# longer than anyone waits on a job.
-MAX_FLOW_PERIOD = timedelta(days=30)
-_FLOW_FIELDS = ("debounce", "max_delay", "throttle")
-
-
-def check_period(field: str, value: object) -> timedelta | None:
-    """None, or seconds (int, float) or a timedelta within (0, MAX_FLOW_PERIOD]."""
-    if value is None:
-        return None
-    if isinstance(value, bool) or not isinstance(value, int | float | timedelta):
-        raise InvalidArgumentType(
-            f"{field}: must be seconds or a timedelta, got {type(value).__name__}"
-        )
-    if isinstance(value, timedelta):
-        span = value
-    elif isinstance(value, float) and not math.isfinite(value):
-        raise InvalidArgument(f"{field}: {value} is not a number of seconds")
-    elif not 0 < value <= MAX_FLOW_PERIOD.total_seconds():
-        raise InvalidArgument(
-            f"{field}: {_seconds(value)} seconds is outside (0, "
-            f"{MAX_FLOW_PERIOD.total_seconds():.0f}] (above zero, at most 30 days)"
-        )
-    else:
-        span = timedelta(seconds=value)
-    if not timedelta(0) < span <= MAX_FLOW_PERIOD:
-        raise InvalidArgument(f"{field}: {span} is outside (0, 30 days]")
-    return span
-
-
-def check_flow(
-    options: EnqueueOptions, unique_key: str | None
-) -> tuple[timedelta | None, timedelta | None, timedelta | None]:
-    """(debounce, max_delay, throttle): one of debounce and throttle at most, on a job with
-    a unique key (the key is what a burst shares); debounce decides the due time itself."""
-    debounce, max_delay, throttle = (check_period(f, options.get(f)) for f in _FLOW_FIELDS)
-    if debounce is None and throttle is None and max_delay is None:
-        return None, None, None
-    if debounce is not None and throttle is not None:
-        raise InvalidArgument(
-            "debounce and throttle: give one or the other (debounce keeps the last "
-            "payload, throttle the first)"
-        )
-    if max_delay is not None and debounce is None:
-        raise InvalidArgument("max_delay: only caps a debounce; pass debounce= too")
-    if unique_key is None:
-        field = "debounce" if debounce is not None else "throttle"
-        raise InvalidArgument(
-            f"{field}: needs a unique_key (the key the burst shares, e.g. 'reindex:42')"
-        )
-    if debounce is not None and (
-        options.get("run_at") is not None or options.get("delay") is not None
-    ):
-        raise InvalidArgument(
-            "debounce with run_at or delay: the debounce sets when the job runs; drop one"
-        )
-    if max_delay is not None and debounce is not None and max_delay < debounce:
-        raise InvalidArgument(
-            f"max_delay: {max_delay} is shorter than debounce {debounce}; make it at least as long"
-        )
-    return debounce, max_delay, throttle
-
-
 def job_spec(
     payload: object,
     *,
@@ -448,53 +321,3 @@ def job_spec_of(job: Mapping[str, Any], max_bytes: int, index: int) -> JobSpec:
         return job_spec(job["payload"], task=job["task"], max_payload_bytes=max_bytes, **options)
     except (TypeError, ValueError) as exc:
         raise type(exc)(f"jobs[{index}]: {exc}") from None
-
-
-# What a dependant does when a parent fails or is cancelled (issue 34): fail with the
-# parent's reason, end cancelled, or count the parent as finished and run anyway.
-DEPENDENCY_POLICIES = ("fail", "cancel", "run anyway")
-MAX_PARENTS = 100_000
-
-
-def check_after(after: object) -> tuple[tuple[int, str], ...]:
-    """`after=`: job ids (policy 'fail'), (id, policy) pairs, or a mapping id -> policy.
-
-    Why here, before anything connects: a wrong policy name or a parent given twice with
-    two policies is a typo that would otherwise surface as a job that never runs. Whether
-    the parents exist is the database's to say (pgkick.store.dependencies), in the
-    enqueue's own transaction, before the job's row is written."""
-    if after is None:
-        return ()
-    if isinstance(after, (str, bytes)) or not isinstance(after, (Sequence, Mapping)):
-        raise InvalidArgumentType(
-            f"after: must be a list of job ids or (id, policy) pairs, got {type(after).__name__}"
-        )
-    items = list(after.items()) if isinstance(after, Mapping) else list(after)
-    if len(items) > MAX_PARENTS:
-        raise InvalidArgument(f"after: {len(items)} parents, at most {MAX_PARENTS} allowed")
-    chosen: dict[int, str] = {}
-    for item in items:
-        parent, policy = (item, "fail") if not isinstance(item, (tuple, list)) else _pair(item)
-        if type(parent) is not int:
-            raise InvalidArgumentType(
-                f"after: a parent must be a job id (int), got {type(parent).__name__}"
-            )
-        if parent < 1:
-            raise InvalidArgument(f"after: job ids start at 1, got {parent}")
-        if policy not in DEPENDENCY_POLICIES:
-            raise InvalidArgument(
-                f"after: unknown policy {policy!r} for job {parent}; use one of "
-                f"{', '.join(repr(p) for p in DEPENDENCY_POLICIES)}"
-            )
-        if chosen.setdefault(parent, policy) != policy:
-            raise InvalidArgument(
-                f"after: job {parent} is given twice, with policies {chosen[parent]!r} and "
-                f"{policy!r}; give it once"
-            )
-    return tuple(chosen.items())
-
-
-def _pair(item: tuple[Any, ...] | list[Any]) -> tuple[object, object]:
-    if len(item) != 2:
-        raise InvalidArgumentType(f"after: a pair is (job id, policy), got {item!r}")
-    return item[0], item[1]
