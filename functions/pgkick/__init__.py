@@ -28,6 +28,7 @@ from pgkick.tasks.handle import Task
 from pgkick.tasks.recurring import periodic
 from pgkick.tasks.registry import JobContext, load_tasks, task
 from pgkick.tasks.results import result, wait
+from pgkick.tasks.workflow import Workflow, WorkflowRun
 
 
 def migrate(dsn: str | None = None, *, schema: str | None = None) -> list[int]:
@@ -63,6 +64,8 @@ __all__ = [
     "Snooze",
     "Task",
     "UnknownTask",
+    "Workflow",
+    "WorkflowRun",
     "enqueue_and_kick",
     "enqueue_in",
     "enqueue_many",

@@ -54,6 +54,11 @@ class UnknownParent(InvalidArgument):
     purged, or a job of another PGKICK_SCHEMA); nothing was written."""
 
 
+class InvalidWorkflow(InvalidArgument):
+    """A `pgkick.Workflow` that cannot be enqueued as built (empty, a node of another
+    workflow, a part linked to no other, a unique key on a node); nothing was written."""
+
+
 class MisuseError(PgkickError, RuntimeError):
     """pgkick was called where it cannot act (outside the transaction it needs, on a
     connection in the wrong state); the message says what to do instead."""

@@ -23,6 +23,7 @@ from pgkick.cli.inspect import add_inspect_commands
 from pgkick.cli.output import json_value, summary, text, tooling_missing, versions
 from pgkick.cli.queue_commands import add_queue_commands
 from pgkick.cli.types import schema_name, wait_seconds
+from pgkick.cli.workflow import add_workflow_command
 from pgkick.connections.db import DatabaseError
 from pgkick.connections.redact import redact
 from pgkick.errors import JobFailed, PgkickError, UsageError
@@ -35,7 +36,7 @@ from pgkick.tasks.registry import registry
 from pgkick.validation import check_name
 
 Handler = Callable[[argparse.Namespace], dict[str, Any]]
-PRINT_THEIR_OWN = ("demo", "bench", "jobs", "job")  # a report or a table, unless --json
+PRINT_THEIR_OWN = ("demo", "bench", "jobs", "job", "workflow")  # a report or a table, unless --json
 
 
 LOCAL_WAIT = 60.0  # seconds `pgkick enqueue` waits for its job by default with PGKICK_KICKER=local
@@ -174,7 +175,7 @@ def build_parser() -> argparse.ArgumentParser:
         help="seconds to wait for the job to finish, then exit 1 if it failed (0: don't; "
         f"default: {LOCAL_WAIT:g} with the local kicker, else 0)",
     )
-    inspect = add_inspect_commands(command)
+    inspect = [*add_inspect_commands(command), add_workflow_command(command)]
     for sub in (migrate, enqueue, *add_queue_commands(command), *inspect):
         sub.add_argument(
             "--schema",

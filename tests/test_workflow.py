@@ -1,0 +1,145 @@
+"""pgkick.Workflow (issue 34 item 3): a DAG built in Python, checked whole, enqueued in one
+transaction on top of `after=`, and shown as one unit by `pgkick workflow ID`.
+
+The diamonds run in worker processes (tests/dependency_worker.py, the real Worker loop);
+the CLI's view drives the worker in-process."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import psycopg
+import pytest
+
+import pgkick
+from pgkick.cli.main import main
+from pgkick.errors import InvalidArgument, InvalidArgumentType, InvalidWorkflow
+from pgkick.kick.kickers import NoKicker
+from pgkick.producer.enqueue import Enqueuer
+from pgkick.tasks.registry import registry
+from pgkick.worker.loop import Worker, WorkerOptions
+from tests.dependency_tasks import dag_node
+from tests.store import JobStore
+from tests.test_dependencies import _runs, _statuses, _wait_final, worker_processes
+from tests.test_watch import RecordingKicker
+
+NO_KICKS = NoKicker()
+
+
+def _diamond(name: str) -> tuple[pgkick.Workflow, list[Any]]:
+    """a; b (queue other) and c after a; d after b and c."""
+    wf = pgkick.Workflow()
+    a = wf.add(dag_node, {"name": f"a{name}", "sleep": 0.002})
+    b = wf.add("dag_node", {"name": f"b{name}", "sleep": 0.002}, queue="other", after=[a])
+    c = wf.add(dag_node, {"name": f"c{name}", "sleep": 0.002}, after=[(a, "fail")])
+    d = wf.add(dag_node, {"name": f"d{name}"}, after={b: "fail", c: "fail"})
+    return wf, [a, b, c, d]
+
+
+def test_a_diamond_built_as_a_workflow_runs_each_node_once_after_its_parents(
+    dsn: str, tmp_path: Path
+) -> None:
+    """10 diamonds, each one Workflow.enqueue (5 of them into the app's own transaction),
+    drained by two worker processes over both queues: every node once, after its parents,
+    and only the root kicked by the producer."""
+    kicker = RecordingKicker()
+    parents: dict[int, list[int]] = {}
+    with worker_processes(dsn, tmp_path, ["default", "other"], 2):
+        for n in range(10):
+            wf, (a, b, c, d) = _diamond(str(n))
+            if n % 2:
+                run = wf.enqueue(dsn=dsn, kicker=kicker)
+            else:
+                with psycopg.connect(dsn) as conn, pgkick.transaction(conn, kicker=kicker) as jobs:
+                    run = wf.enqueue_with(jobs)
+            assert run.id == run[a] == min(run.job_ids)
+            parents.update({run[a]: [], run[b]: [run[a]], run[c]: [run[a]]})
+            parents[run[d]] = [run[b], run[c]]
+        statuses = _wait_final(dsn, 60)
+    assert {s for s, _ in statuses.values()} == {"done"}, statuses
+    runs = _runs(tmp_path)
+    assert sorted(runs) == sorted(parents)
+    assert all(len(r) == 1 for r in runs.values()), {j: r for j, r in runs.items() if len(r) > 1}
+    for job, of in parents.items():
+        assert all(runs[p][0][2] <= runs[job][0][1] for p in of), (job, of)
+    assert {queue for queue, _, _ in kicker.kicks} == {"default"}  # the roots' queue only
+
+
+def test_a_bad_workflow_is_refused_before_anything_is_written(dsn: str) -> None:
+    foreign = pgkick.Workflow().add("dag_node", {"name": "x"})
+    wf = pgkick.Workflow()
+    with pytest.raises(InvalidWorkflow, match="no node"):
+        wf.enqueue(dsn=dsn, kicker=NO_KICKS)
+    a = wf.add("dag_node", {"name": "a"})
+    with pytest.raises(InvalidWorkflow, match="node of another workflow"):
+        wf.add("dag_node", {}, after=[foreign])
+    with pytest.raises(InvalidWorkflow, match="unknown policy 'ignore'"):
+        wf.add("dag_node", {}, after=[(a, "ignore")])
+    with pytest.raises(InvalidWorkflow, match="given twice"):
+        wf.add("dag_node", {}, after=[(a, "fail"), (a, "cancel")])
+    with pytest.raises(InvalidArgumentType, match="is not a node"):
+        wf.add("dag_node", {}, after=[1])
+    with pytest.raises(InvalidWorkflow, match="unique_key= is not taken"):
+        wf.add("dag_node", {}, after=[a], unique_key="k")
+    with pytest.raises(InvalidArgument, match="priority"):
+        wf.add("dag_node", {}, after=[a], priority=1000)
+    with pytest.raises(InvalidArgumentType):
+        wf.add("dag_node", {"not json": object()}, after=[a])
+    wf.add("dag_node", {"name": "b"}, after=[a])
+    wf.add("dag_node", {"name": "alone"})  # added fine; linked to nothing
+    assert len(wf) == 3  # the refused adds left no node behind
+    with pytest.raises(InvalidWorkflow, match=r"node 2 \(dag_node\) is linked to no path"):
+        wf.enqueue(dsn=dsn, kicker=NO_KICKS)
+    with psycopg.connect(dsn) as conn:
+        with pytest.raises(InvalidWorkflow), pgkick.transaction(conn, kicker=NO_KICKS) as jobs:
+            wf.enqueue_with(jobs)
+        assert conn.execute("SELECT count(*) FROM pgkick.jobs").fetchone() == (0,)
+
+
+def test_pgkick_workflow_lists_its_jobs_states_and_critical_path(
+    dsn: str, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """From any of its jobs' ids; a job enqueued later after one of its nodes is not part
+    of it. Unfinished, the critical path is the longest chain, through the jobs left."""
+    monkeypatch.setenv("PGKICK_KICKER", "none")
+    wf = pgkick.Workflow()
+    a = wf.add(dag_node, {"name": "a"})
+    b = wf.add(dag_node, {"name": "b"}, after=[a])
+    c = wf.add(dag_node, {"name": "c"}, queue="later", after=[a])
+    d = wf.add(dag_node, {"name": "d"}, after=[b, c])
+    run = wf.enqueue(dsn=dsn, kicker=NO_KICKS)
+    with JobStore.open(dsn) as store:
+        outsider = Enqueuer(store).enqueue({"name": "x"}, task="dag_node", after=[run[a]])
+        worker = Worker(store, registry, NO_KICKS, WorkerOptions(heal=False))
+        worker.drain("default", lambda: 60_000)  # a, b and the outsider; c waits in 'later'
+        assert main(["workflow", str(run[d]), "--dsn", dsn]) == 0
+        out = capsys.readouterr().out
+        assert out.splitlines()[0] == f"workflow {run.id}: 4 jobs (2 done, 1 queued, 1 waiting)"
+        listed = {line.split()[0]: line.split()[1:3] for line in out.splitlines()[2:-1]}
+        assert listed == {
+            str(run[a]): ["done", "dag_node"],
+            str(run[b]): ["done", "dag_node"],
+            str(run[c]): ["queued", "dag_node"],
+            str(run[d]): ["waiting", "dag_node"],
+        }
+        assert str(outsider) not in listed
+        assert out.splitlines()[-1] == (
+            f"critical path (links, unfinished): {run[a]} -> {run[c]} -> {run[d]}"
+        )
+        worker.drain("later", lambda: 60_000)
+        worker.drain("default", lambda: 60_000)
+    assert main(["workflow", str(run.id), "--dsn", dsn, "--json"]) == 0
+    shown = json.loads(capsys.readouterr().out)
+    assert shown["statuses"] == {"done": 4}
+    assert [job["parents"] for job in shown["jobs"]] == [
+        [],
+        [run[a]],
+        [run[a]],
+        sorted([run[b], run[c]]),
+    ]
+    path = shown["critical_path"]
+    assert path["by"] == "durations" and path["ids"][0] == run[a] and path["ids"][-1] == run[d]
+    assert _statuses(dsn)[outsider][0] == "done"
+    assert main(["workflow", "999999", "--dsn", dsn]) == 2
