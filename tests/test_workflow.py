@@ -41,22 +41,27 @@ def _diamond(name: str) -> tuple[pgkick.Workflow, list[Any]]:
 def test_a_diamond_built_as_a_workflow_runs_each_node_once_after_its_parents(
     dsn: str, tmp_path: Path
 ) -> None:
-    """10 diamonds, each one Workflow.enqueue (5 of them into the app's own transaction),
-    drained by two worker processes over both queues: every node once, after its parents,
-    and only the root kicked by the producer."""
+    """10 diamonds, each one Workflow.enqueue (5 of them into the app's own transaction):
+    only the roots are queued and kicked, the rest wait; then two worker processes drain
+    both queues, and every node runs once, after its parents."""
     kicker = RecordingKicker()
     parents: dict[int, list[int]] = {}
+    for n in range(10):
+        wf, (a, b, c, d) = _diamond(str(n))
+        if n % 2:
+            run = wf.enqueue(dsn=dsn, kicker=kicker)
+        else:
+            with psycopg.connect(dsn) as conn, pgkick.transaction(conn, kicker=kicker) as jobs:
+                run = wf.enqueue_with(jobs)
+        assert run.id == run[a] == min(run.job_ids)
+        parents.update({run[a]: [], run[b]: [run[a]], run[c]: [run[a]]})
+        parents[run[d]] = [run[b], run[c]]
+    waiting = {job for job, of in parents.items() if of}
+    assert {j: s for j, (s, _) in _statuses(dsn).items()} == {
+        job: "waiting" if job in waiting else "queued" for job in parents
+    }
+    assert {queue for queue, _, _ in kicker.kicks} == {"default"}  # the roots' queue only
     with worker_processes(dsn, tmp_path, ["default", "other"], 2):
-        for n in range(10):
-            wf, (a, b, c, d) = _diamond(str(n))
-            if n % 2:
-                run = wf.enqueue(dsn=dsn, kicker=kicker)
-            else:
-                with psycopg.connect(dsn) as conn, pgkick.transaction(conn, kicker=kicker) as jobs:
-                    run = wf.enqueue_with(jobs)
-            assert run.id == run[a] == min(run.job_ids)
-            parents.update({run[a]: [], run[b]: [run[a]], run[c]: [run[a]]})
-            parents[run[d]] = [run[b], run[c]]
         statuses = _wait_final(dsn, 60)
     assert {s for s, _ in statuses.values()} == {"done"}, statuses
     runs = _runs(tmp_path)
@@ -64,7 +69,6 @@ def test_a_diamond_built_as_a_workflow_runs_each_node_once_after_its_parents(
     assert all(len(r) == 1 for r in runs.values()), {j: r for j, r in runs.items() if len(r) > 1}
     for job, of in parents.items():
         assert all(runs[p][0][2] <= runs[job][0][1] for p in of), (job, of)
-    assert {queue for queue, _, _ in kicker.kicks} == {"default"}  # the roots' queue only
 
 
 def test_a_bad_workflow_is_refused_before_anything_is_written(dsn: str) -> None:
@@ -143,3 +147,25 @@ def test_pgkick_workflow_lists_its_jobs_states_and_critical_path(
     assert path["by"] == "durations" and path["ids"][0] == run[a] and path["ids"][-1] == run[d]
     assert _statuses(dsn)[outsider][0] == "done"
     assert main(["workflow", "999999", "--dsn", dsn]) == 2
+
+
+def test_a_failure_between_two_levels_leaves_no_job_of_the_workflow(
+    dsn: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The levels share one transaction: the connection lost (here: an error injected)
+    while the second level is sent rolls back the first."""
+    real = Enqueuer.enqueue_many
+    calls: list[int] = []
+
+    def second_level_fails(self: Enqueuer, jobs: Any) -> list[int]:
+        calls.append(1)
+        if len(calls) == 2:
+            raise psycopg.OperationalError("injected: the connection dropped")
+        return real(self, jobs)
+
+    monkeypatch.setattr(Enqueuer, "enqueue_many", second_level_fails)
+    wf, _ = _diamond("x")
+    with pytest.raises(psycopg.OperationalError, match="injected"):
+        wf.enqueue(dsn=dsn, kicker=NO_KICKS)
+    assert calls == [1, 1]
+    assert _statuses(dsn) == {}

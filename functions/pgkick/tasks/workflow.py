@@ -179,13 +179,7 @@ class Workflow:
         self.check()
         ids: list[int] = [0] * len(self._jobs)
         for level in self._levels():
-            batch = [
-                {
-                    **self._jobs[i].mapping,
-                    "after": [(ids[p], pol) for p, pol in self._jobs[i].after],
-                }
-                for i in level
-            ]
+            batch = [self._with_ids(self._jobs[i], ids) for i in level]
             for i, job_id in zip(level, jobs.enqueue_many(batch), strict=True):
                 ids[i] = job_id
         return WorkflowRun(ids[0], tuple(ids))
