@@ -184,7 +184,14 @@ def test_only_this_machine_unless_a_host_was_given(dsn: str, ids: list[int]) -> 
 
 
 def test_no_session_stays_open_after_a_page(dsn: str, ids: list[int], ui: TestClient) -> None:
-    for url in ("/", "/jobs", "/jobs?task=mail", f"/jobs/{ids[0]}", "/jobs/987654"):
+    for url in (
+        "/",
+        "/jobs",
+        "/jobs?task=mail",
+        f"/jobs/{ids[0]}",
+        "/jobs/987654",
+        f"/workflows/{ids[0]}",
+    ):
         ui.get(url)
         assert sessions_of(dsn, "pgkick-ui") == 0, url
     acting = client(make_app(dsn, allow_actions=True, kicker=Kicks()))

@@ -20,8 +20,10 @@ from pgkick.kick.kickers import NoKicker
 from pgkick.producer.enqueue import Enqueuer
 from pgkick.tasks.registry import registry
 from pgkick.worker.loop import Worker, WorkerOptions
+from pgkick_dev.ui.app import make_app
 from tests.dependency_tasks import dag_node
 from tests.store import JobStore
+from tests.test_dashboard import client as ui_client
 from tests.test_dependencies import _runs, _statuses, _wait_final, worker_processes
 from tests.test_watch import RecordingKicker
 
@@ -132,6 +134,11 @@ def test_pgkick_workflow_lists_its_jobs_states_and_critical_path(
         assert out.splitlines()[-1] == (
             f"critical path (links, unfinished): {run[a]} -> {run[c]} -> {run[d]}"
         )
+        with ui_client(make_app(dsn)) as ui:  # the dashboard shows the same workflow
+            page = ui.get(f"/workflows/{run[b]}").text
+            assert f'<a href="/jobs/{run[d]}">{run[d]}</a>' in page
+            assert "4 jobs: 2 done, 1 queued, 1 waiting" in page
+            assert f'href="/workflows/{run[d]}"' in ui.get(f"/jobs/{run[d]}").text
         worker.drain("later", lambda: 60_000)
         worker.drain("default", lambda: 60_000)
     assert main(["workflow", str(run.id), "--dsn", dsn, "--json"]) == 0

@@ -85,6 +85,7 @@ def make_app(
             Route("/jobs/{job_id}", pages.job, name="job"),
             Route("/jobs/{job_id}/retry", actions.retry, methods=["POST"], name="retry"),
             Route("/jobs/{job_id}/cancel", actions.cancel, methods=["POST"], name="cancel"),
+            Route("/workflows/{job_id}", pages.workflow, name="workflow"),
             Route("/timeline", pages.timeline, name="timeline"),
         ],
         middleware=[Middleware(LocalOnly, allowed=allowed_hosts)],

@@ -19,6 +19,7 @@ from starlette.responses import Response
 from pgkick.errors import InvalidArgument
 from pgkick.kick.kickers import schedule_name, wake_minute
 from pgkick.store.inspect import STATUSES, JobFilter, parse_id
+from pgkick.store.workflows import critical_path, summary, workflow_jobs
 from pgkick.tasks.recurring import periodic_registry
 from pgkick_dev.local.cron import next_tick
 from pgkick_dev.ui import timeline as tl
@@ -103,6 +104,19 @@ def jobs(request: Request) -> Response:
         after=after,
         limit=limit,
         sizes=PAGE_SIZES,
+    )
+
+
+def workflow(request: Request) -> Response:
+    """A workflow (pgkick.Workflow) from any of its jobs: `pgkick workflow ID`'s view."""
+    job_id = parse_id(request.path_params["job_id"])
+    with settings_of(request).reader() as reader:
+        found = workflow_jobs(reader, job_id)
+    if not found:
+        raise HTTPException(404, f"job {job_id} does not exist")
+    path = critical_path(found)
+    return render(
+        request, "workflow.html", jobs=found, statuses=summary(found), path=path, on=set(path.ids)
     )
 
 
