@@ -34,6 +34,7 @@ from pgkick.store.migrations import migrate
 from pgkick.store.producer import ProducerStore
 from pgkick.tasks.registry import registry
 from pgkick.worker.loop import Worker, WorkerOptions
+from pgkick_dev.local.kicker import LocalKicker
 from pgkick_dev.ui.app import make_app
 from tests.helpers import FakeClock
 from tests.store import JobStore
@@ -196,6 +197,29 @@ def test_the_worker_completing_the_last_parent_kicks_the_dependants_queue(dsn: s
         assert kicker.kicks == [("children", "dependants", 0)]
         assert summary.dependant_kicks == 1
         assert _statuses(dsn)[child][0] == "queued"
+
+
+def test_a_dependant_in_another_queue_runs_on_lambda_by_its_parents_kick(
+    dsn: str, tmp_path: Path
+) -> None:
+    """The worker's kick for released dependants goes through the real Lambda handler (the
+    dev stack's local Lambda): the handler must accept it. Before the fix it answered
+    `reason 'dependants' is not one of [...]` and the child waited for good."""
+    kicker = LocalKicker(
+        env={"DATABASE_URL": dsn, "PGKICK_WORKER_LINGER_MS": "0", "POWERTOOLS_LOG_LEVEL": "INFO"},
+        concurrency=2,
+        output=tmp_path / "workers.log",
+    )
+    try:
+        # one transaction: the child is waiting when the parent's kick is sent
+        with psycopg.connect(dsn) as conn, pgkick.transaction(conn, kicker=kicker) as jobs:
+            parent = jobs.enqueue({}, task="noop")
+            child = jobs.enqueue({}, task="noop", queue="elsewhere", after=[parent])
+        assert kicker.wait_idle(60)
+    finally:
+        kicker.close()
+    assert _statuses(dsn)[child][0] == "done", (tmp_path / "workers.log").read_text()[-3000:]
+    assert "rejected" not in (tmp_path / "workers.log").read_text()
 
 
 def test_a_ten_thousand_way_fan_out_then_fan_in_runs_the_join_once(

@@ -27,7 +27,10 @@ from pgkick.validation import check_name
 log = logging.getLogger("pgkick.kick")
 
 # heal: a worker leaving, or the reaper, found the queue ready and unwatched (pgkick.worker.healing)
-REASONS = frozenset({"enqueue", "wake", "rescue", "rekick", "fanout", "reaper", "manual", "heal"})
+# dependants: a worker's complete released jobs waiting on it (pgkick.worker.dependants)
+REASONS = frozenset(
+    {"enqueue", "wake", "rescue", "rekick", "fanout", "reaper", "manual", "heal", "dependants"}
+)
 
 
 class Kicker(Protocol):
