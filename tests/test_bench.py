@@ -68,7 +68,10 @@ def test_bench_quick_runs_every_item_and_reports_targets(
     bookings = results["delayed_bookings"]  # issue 30: off the commit path, one call a minute
     assert bookings["all_booked"] and bookings["scheduler_calls"] == bookings["distinct_minutes"]
     assert results["cold_path"]["samples"] and results["cost"]["days"]  # test_bench_cost_items
-    assert len(results["targets"]) == 28 and all(
+    assert all(
+        row["all_done"] for row in results["dependencies"]
+    )  # the figures: test_bench_quick_dependencies_*
+    assert len(results["targets"]) == 29 and all(
         isinstance(t["met"], bool) for t in results["targets"]
     )
     report = (tmp_path / "bench.md").read_text()
@@ -127,3 +130,31 @@ def test_bench_quick_peers_drain_the_same_jobs_and_count_idle_statements(
     versus = [t for t in results["targets"] if "best peer" in t["target"]]
     assert len(versus) == 2 and all("peers not run" not in str(t["measured"]) for t in versus)
     assert [p["repeat"] for p in peers] == [0, 0, 0]  # --quick: one repeat
+
+
+def test_bench_quick_dependencies_count_each_job_and_time_each_release(
+    dsn: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Issue 34.5, run alone: a 10-step chain and a fan-out/fan-in on the local Lambda,
+    every job done, and their invocations, sessions and statements per job reported with
+    the time from the last parent's finish to the dependant's claim."""
+    arguments = ["--items", "dependencies", "--dsn", dsn, "--out", str(tmp_path), "--json"]
+    code = cli.main(["bench", "--quick", *arguments])
+    assert code == 0, capsys.readouterr().err[-2000:]
+    results = json.loads(capsys.readouterr().out)
+    chain, across, fan = results["dependencies"]
+    assert chain["shape"] == "10-step chain, one queue" and chain["jobs"] == 2 * 10
+    assert across["shape"] == "10-step chain, two queues" and across["jobs"] == 2 * 10
+    # every step but the first waited on one parent
+    assert chain["release_samples"] == across["release_samples"] == 2 * 9
+    assert fan["jobs"] == 100 + 2 and fan["all_done"] and fan["release_samples"] == 1  # the join
+    for row in (chain, across, fan):
+        assert row["all_done"], row
+        assert row["invocations"] >= 1 and row["worker_sessions"] >= 1, row
+        assert row["counted"] == "statements" and row["statements_per_job"] > 0, row
+        assert 0 <= row["release_to_start_p50_ms"] <= row["release_to_start_p99_ms"], row
+    assert fan["child_start_after_spawner_p50_ms"] >= 0
+    labels = [t["target"] for t in results["targets"]]
+    assert any("after its last parent's finish" in label for label in labels), labels
+    assert across["invocations"] >= 2  # the other queue kicked (its worker may linger after)
+    assert "dependencies, 10-step chain, two queues" in (tmp_path / "bench.md").read_text()

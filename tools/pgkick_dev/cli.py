@@ -32,7 +32,7 @@ from pgkick_dev.demo import scenario as demo
 # alone, the same artifact; README, Performance).
 ITEMS = (
     "artifact,article_table,sql_ceiling,drain,enqueue,kick_to_start,producer_threads,kicks,"
-    "trickle,cold_path,scale,claim_order,awake,quiet_day,delayed_bookings,cost"
+    "trickle,dependencies,cold_path,scale,claim_order,awake,quiet_day,delayed_bookings,cost"
 )
 Command = Callable[[str, Callable[[argparse.Namespace], dict[str, Any]]], argparse.ArgumentParser]
 

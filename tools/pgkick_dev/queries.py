@@ -88,6 +88,16 @@ SELECT count(*) FILTER (WHERE status = 'done') AS done,
        coalesce(max(extract(epoch FROM finished_at - run_at)), 0)::float AS worst_delay_s
 FROM pgkick.jobs;"""
 
+JOB_DEPENDANT_START_WAIT: Final = """\
+-- job_dependant_start_wait: Each finished dependant's task and the ms from its last parent's finish to its claim (the dependencies benchmark's release latency).
+SELECT c.task,
+       extract(epoch FROM c.claimed_at - max(p.finished_at)) * 1000 AS wait_ms
+FROM pgkick.job_dependencies AS d
+JOIN pgkick.jobs AS c ON c.id = d.child_id
+JOIN pgkick.jobs AS p ON p.id = d.parent_id
+WHERE c.status = 'done'
+GROUP BY c.id, c.task, c.claimed_at;"""
+
 JOB_DONE_SPAN: Final = """\
 -- job_done_span: How many jobs are done and the seconds from the first claim to the last finish (the pipelined ceiling's time: neither pgbench's connecting nor its rounds on an empty queue).
 SELECT count(*) AS done,
@@ -208,3 +218,11 @@ WHERE dbid = (SELECT oid FROM pg_database WHERE datname = current_database())
 STATEMENT_STATS_INSTALL: Final = """\
 -- statement_stats_install: Installs pg_stat_statements in this database when the server preloads it (for the idle query rate).
 CREATE EXTENSION IF NOT EXISTS pg_stat_statements;"""
+
+STATEMENT_STATS_LOADED: Final = """\
+-- statement_stats_loaded: Whether the server preloads pg_stat_statements, so its counts can be read (else the benchmark counts transactions instead).
+SELECT position('pg_stat_statements' IN current_setting('shared_preload_libraries')) > 0 AS loaded;"""
+
+TRANSACTION_TOTAL: Final = """\
+-- transaction_total: Transactions committed and rolled back in this database so far (pg_stat_database; final once the sessions that ran them have ended), the statement count's stand-in without pg_stat_statements.
+SELECT xact_commit + xact_rollback AS transactions FROM pg_stat_database WHERE datname = current_database();"""

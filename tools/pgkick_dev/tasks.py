@@ -40,3 +40,28 @@ def crash(payload: Any) -> None:
     """Kills its own worker process, as an out-of-memory job would (the poison-job case)."""
     time.sleep(float(payload.get("after", 0)))
     os.kill(os.getpid(), signal.SIGKILL)
+
+
+@task("bench_fan_out")
+def bench_fan_out(payload: Any, job: JobContext) -> int:
+    """Spawns payload["n"] `bench_fan_child` jobs and a `bench_fan_join` after them all:
+    the dependencies benchmark's fan-out (pgkick_dev.bench.dependencies)."""
+    children = job.spawn_many(
+        {"payload": {"i": i}, "task": "bench_fan_child"} for i in range(int(payload["n"]))
+    )
+    job.spawn({"n": len(children)}, task="bench_fan_join", after=children)
+    return len(children)
+
+
+@task("bench_fan_child")
+def bench_fan_child(payload: Any) -> int:
+    return int(payload["i"])
+
+
+@task("bench_fan_join")
+def bench_fan_join(payload: Any, job: JobContext) -> int:
+    """Sums its parents' results; refuses to finish if one is missing (the fan-in's check)."""
+    results = job.parent_results()
+    if len(results) != int(payload["n"]):
+        raise PermanentError(f"join: {len(results)} results of {payload['n']} children")
+    return sum(results.values())

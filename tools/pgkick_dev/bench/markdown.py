@@ -11,6 +11,7 @@ from typing import Any
 
 from pgkick_dev.bench import artifact as bench_artifact
 from pgkick_dev.bench import cost_table as bench_cost_table
+from pgkick_dev.bench import dependencies as bench_dependencies
 from pgkick_dev.bench import figures as bench_figures
 from pgkick_dev.bench import trickle as bench_trickle
 from pgkick_dev.bench.report import ratio_text
@@ -255,4 +256,5 @@ def _cost(results: dict[str, Any]) -> list[list[Any]]:
     else:
         rows.append(["awake fraction", "not measured (item awake)"])
     rows += bench_artifact.cost_rows(results.get("artifact"))
+    rows += bench_dependencies.cost_rows(results.get("dependencies", []))
     return rows

@@ -11,6 +11,7 @@ from typing import Any
 from pgkick_dev.bench import artifact as bench_artifact
 from pgkick_dev.bench import cold_path as bench_cold_path
 from pgkick_dev.bench import cost_table as bench_cost_table
+from pgkick_dev.bench import dependencies as bench_dependencies
 from pgkick_dev.bench import figures as bench_figures
 from pgkick_dev.bench import trickle as bench_trickle
 
@@ -30,6 +31,7 @@ def targets(results: dict[str, Any]) -> list[dict[str, Any]]:
         *bench_artifact.targets(results.get("artifact")),
         _threads_target(results.get("producer_threads", [])),
         bench_trickle.target(results.get("trickle", [])),
+        bench_dependencies.target(results.get("dependencies", [])),
         bench_cold_path.target(results.get("cold_path")),
         bench_cost_table.target(results.get("cost")),
         *_versus_ceiling(results, ratios),

@@ -53,6 +53,8 @@ class Sizes:
     delayed_jobs: int = 10_000  # delayed_bookings: each in its own minute
     cold_imports: int = 7  # of each handler, in new processes (bench_artifact)
     cold_starts: int = 20  # of the worker and of the floor, each a new environment (cold_path)
+    chains: tuple[int, int] = (20, 10)  # chains, steps (dependencies)
+    fan_outs: tuple[int, int] = (3, 1_000)  # fan-outs, children, each with its join
     cost: CostSizes = field(default_factory=CostSizes)
     awake: Workload = field(
         default_factory=lambda: Workload(bursts=5, jobs_per_burst=200, gap=6.0, window=2.0)
@@ -75,6 +77,8 @@ QUICK = Sizes(
     delayed_jobs=1_000,
     cold_imports=3,
     cold_starts=2,
+    chains=(2, 10),
+    fan_outs=(1, 100),
     cost=CostSizes(
         trickle_jobs=2, trickle_gap=1.5, steady_seconds=1.5, burst=500, lingers=(0, 1000)
     ),
@@ -339,6 +343,19 @@ class Bench:
             log=self.log,
             say=self.say,
             peers=self.trickle_peers,
+        )
+
+    def dependencies(self) -> None:
+        """A chain and a fan-out/fan-in: cost per job, release to start (bench_dependencies)."""
+        from pgkick_dev.bench import dependencies as bench_dependencies
+
+        self.results["dependencies"] = bench_dependencies.run(
+            self.dsn,
+            chain=self.sizes.chains,
+            fan_out=self.sizes.fan_outs,
+            log=self.log,
+            reset=self.reset,
+            say=self.say,
         )
 
     # 7 -------------------------------------------------------------------------
