@@ -414,3 +414,32 @@ def test_the_asyncio_forms_link_their_jobs_to_parents_too(dsn: str) -> None:
     with JobStore.open(dsn) as store:
         Worker(store, registry, NO_KICKS, FAST_RETRY).drain("default", _forever)
     assert {_statuses(dsn)[j][0] for j in (first, second, third, fourth)} == {"done"}
+
+
+def test_pgkick_cancel_by_id_and_by_filter_fails_waiting_jobs_and_their_dependants_follow(
+    dsn: str, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A waiting job is neither queued nor running: before the fix `pgkick cancel ID` left it
+    waiting (and the filter form refused `--status waiting`), so its dependants waited too.
+    Cancelled, its waiting_on count is cleared and the trigger settles its dependants."""
+    monkeypatch.setenv("PGKICK_KICKER", "none")
+    with JobStore.open(dsn) as store:
+        enqueue = Enqueuer(store).enqueue
+        root = enqueue({}, task="noop", queue="held")
+        waiting = enqueue({}, task="noop", queue="held", after=[root])
+        fails = enqueue({}, task="noop", queue="held", after=[(waiting, "fail")])
+        anyway = enqueue({}, task="noop", queue="held", after=[(waiting, "run anyway")])
+        by_filter = enqueue({}, task="noop", queue="filtered", after=[root])
+        below = enqueue({}, task="noop", queue="held", after=[(by_filter, "cancel")])
+    assert main(["cancel", str(waiting), "--dsn", dsn, "--json"]) == 0
+    assert f"{waiting}" in capsys.readouterr().out
+    s = _statuses(dsn)
+    assert s[waiting] == ("failed", "cancelled by operator")
+    assert s[fails] == ("failed", f"parent job {waiting} failed: cancelled by operator")
+    assert s[anyway] == ("queued", None)  # released: its only parent ended
+    argv = ["cancel", "--queue", "filtered", "--status", "waiting", "--yes", "--dsn", dsn]
+    assert main(argv) == 0
+    s = _statuses(dsn)
+    assert s[by_filter] == ("failed", "cancelled by operator")
+    assert s[below] == ("failed", f"cancelled: parent job {by_filter} failed: cancelled by operator")
+    assert s[root][0] == "queued"

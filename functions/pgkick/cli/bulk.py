@@ -37,7 +37,7 @@ MAX_BATCH = 10_000
 # The statuses each action applies to: a filter's --status must be one of them.
 ACTIONS: dict[str, tuple[str, ...]] = {
     "retry": ("failed",),
-    "cancel": ("queued", "running"),
+    "cancel": ("waiting", "queued", "running"),
     "purge": ("done", "failed"),
 }
 
@@ -162,9 +162,9 @@ def retry_matching(
 def cancel_matching(
     store: OperatorStore, selection: JobSelection, *, batch: int = BATCH
 ) -> tuple[list[int], list[int]]:
-    """Cancel every queued or running job of the selection, a batch at a time: queued ones
-    fail at once, running ones get the cancel request (they fail when their task stops).
-    Returns (cancelled, marked)."""
+    """Cancel every waiting, queued or running job of the selection, a batch at a time:
+    waiting and queued ones fail at once (their dependants follow their policy), running ones
+    get the cancel request (they fail when their task stops). Returns (cancelled, marked)."""
     ids, _ = select(store, selection, "cancel", batch=batch)
     cancelled: list[int] = []
     marked: list[int] = []

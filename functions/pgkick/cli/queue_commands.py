@@ -114,7 +114,8 @@ def cmd_retry(args: argparse.Namespace) -> dict[str, Any]:
 
 
 def cmd_cancel(args: argparse.Namespace) -> dict[str, Any]:
-    """Cancel jobs: queued ones fail at once; running ones are marked, and fail when they stop."""
+    """Cancel jobs: waiting and queued ones fail at once; running ones are marked, and fail when
+    they stop."""
     if _bulk(args, "cancel") is not None:
 
         def cancel(store: OperatorStore, selection: bulk.JobSelection) -> dict[str, Any]:
@@ -123,7 +124,7 @@ def cmd_cancel(args: argparse.Namespace) -> dict[str, Any]:
 
         return _bulk_command(args, "cancel", cancel)
     with database.operator_store(args) as store:
-        ids = _selection(args, store, "queued|running")
+        ids = _selection(args, store, "waiting|queued|running")
         cancelled, marked = operations.cancel(store, ids=ids, queue=args.queue, task=args.task)
     return {"cancelled": cancelled, "cancelling": marked}
 

@@ -78,7 +78,8 @@ class MaintenanceStore(ExpiredLeases, QueueHealing):
     def cancel_queued(
         self, *, ids: list[int] | None, queue: str | None, task: str | None
     ) -> list[tuple[int, str]]:
-        """Queued jobs to failed ('cancelled by operator'); returns (id, queue) of each."""
+        """Queued or waiting jobs to failed ('cancelled by operator'); returns (id, queue) of
+        each. A waiting job's dependants then follow their policy (the dependency trigger)."""
         rows = self.rows(queries.JOB_CANCEL_QUEUED, ids=ids, queue=queue, task=task)
         return [(row[0], row[1]) for row in rows]
 

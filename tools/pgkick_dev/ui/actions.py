@@ -1,4 +1,4 @@
-"""The dashboard's buttons: retry a failed job, cancel a queued or running one.
+"""The dashboard's buttons: retry a failed job, cancel a waiting, queued or running one.
 
 Why so guarded: these change production rows. Each is a POST (a link or a prefetch
 cannot trigger it) from one of the dashboard's own pages (guard.cross_origin), on a
