@@ -34,7 +34,7 @@ from pgkick.store.migrations import migrate
 from pgkick.store.producer import ProducerStore
 from pgkick.tasks.registry import registry
 from pgkick.worker.loop import Worker, WorkerOptions
-from pgkick_dev.local.kicker import LocalKicker
+from pgkick_dev.local.kicker import LOOP_LIMIT, LocalKicker
 from pgkick_dev.ui.app import make_app
 from tests.helpers import FakeClock
 from tests.store import JobStore
@@ -194,7 +194,7 @@ def test_the_worker_completing_the_last_parent_kicks_the_dependants_queue(dsn: s
         assert kicker.kicks == []  # `second` still runs: the child waits
         assert _statuses(dsn)[child][0] == "waiting"
         summary = worker.drain("later", _forever)
-        assert kicker.kicks == [("children", "dependants", 0)]
+        assert kicker.kicks == [("children", "dependants", 1)]  # this invocation's hop + 1
         assert summary.dependant_kicks == 1
         assert _statuses(dsn)[child][0] == "queued"
 
@@ -220,6 +220,40 @@ def test_a_dependant_in_another_queue_runs_on_lambda_by_its_parents_kick(
         kicker.close()
     assert _statuses(dsn)[child][0] == "done", (tmp_path / "workers.log").read_text()[-3000:]
     assert "rejected" not in (tmp_path / "workers.log").read_text()
+
+
+def test_a_chain_of_dependants_across_two_queues_longer_than_16_hops_runs_to_its_end(
+    dsn: str, tmp_path: Path
+) -> None:
+    """Each link's kick comes from the invocation that released it, so Lambda (and the
+    stand-in, following where each kick came from) counts one chain across both queues and
+    cuts its 17th invocation. Before the fix the dependants kick carried hop 0, so the
+    worker never handed over: the 17th kick was dropped ('recursive loop detected') and
+    the chain stalled. With the hop carried, past PGKICK_MAX_HOPS it books a wake-up."""
+    kicker = LocalKicker(
+        env={
+            "DATABASE_URL": dsn,
+            "PGKICK_WORKER_LINGER_MS": "0",
+            "PGKICK_MAX_HOPS": "5",
+            "POWERTOOLS_LOG_LEVEL": "WARNING",
+        },
+        concurrency=2,
+        fast_scheduler=True,  # the labelled kindness: a hand-over's wake-up at the second
+        output=tmp_path / "workers.log",
+    )
+    links = LOOP_LIMIT + 6
+    try:
+        with psycopg.connect(dsn) as conn, pgkick.transaction(conn, kicker=kicker) as jobs:
+            chain = [jobs.enqueue({}, task="noop", queue="a")]
+            for n in range(1, links):
+                chain.append(jobs.enqueue({}, task="noop", queue="ab"[n % 2], after=[chain[-1]]))
+        assert kicker.wait_idle(180, include_wakes=True)
+    finally:
+        kicker.close()
+    log = (tmp_path / "workers.log").read_text()[-3000:]
+    assert [k["why"] for k in kicker.stats.failed_kicks] == [], log
+    s = _statuses(dsn)
+    assert [s[job][0] for job in chain] == ["done"] * links, log
 
 
 def test_a_ten_thousand_way_fan_out_then_fan_in_runs_the_join_once(

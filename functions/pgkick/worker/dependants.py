@@ -9,13 +9,18 @@ that nobody watches, reserving each kick first exactly as a producer does
 (queue_kick_reserve), so a worker already draining a queue is not sent a second one.
 Its own queue is left out: its next claim (in the same round trip as the complete) sees
 what was released there, and a worker out of time re-checks it before it hands over.
+
+Why a kick carries the releasing invocation's hop + 1: a chain of dependants across two
+queues is a chain of invocations, each kicked from the one before, which Lambda's
+recursive-loop detection cuts after about 16 whatever the queue. Past `max_hops` the queue
+gets a wake-up instead (a fresh chain from the scheduler), as a worker's own rekick does.
 """
 
 from __future__ import annotations
 
 import logging
 from collections.abc import Iterable
-from datetime import timedelta
+from datetime import UTC, datetime, timedelta
 
 from pgkick.kick.kickers import Kicker, NoKicker
 from pgkick.store.worker import WorkerStore
@@ -30,8 +35,11 @@ def kick_released(
     *,
     skip: str,
     pending: timedelta,
+    hop: int,
+    max_hops: int,
 ) -> int:
-    """Kick each queue of `queues` (but `skip`) that nobody watches; returns the kicks sent.
+    """Kick each queue of `queues` (but `skip`) that nobody watches, at `hop` (the releasing
+    invocation's + 1), or past `max_hops` book it a wake-up now; returns the kicks sent.
     Never raises: a lost kick here is healed by the next sweep (pgkick.worker.healing)."""
     wanted = sorted(set(queues) - {skip})
     if not wanted or isinstance(kicker, NoKicker):  # NoKicker: a reservation never sent
@@ -44,7 +52,11 @@ def kick_released(
         return 0
     for queue in reserved:
         try:
-            kicker.kick(queue, "dependants")
+            if hop > max_hops:
+                log.info("chain of %s hops: waking queue %s for released dependants", hop, queue)
+                kicker.wake_at(queue, datetime.now(UTC))
+            else:
+                kicker.kick(queue, "dependants", hop=hop)
             sent += 1
         except Exception as exc:
             log.warning("could not kick queue %s for released dependants (%s)", queue, exc)

@@ -258,10 +258,17 @@ class Worker:
             self._kick_dependants(finished[0].queue, self.store.take_released(), summary)
 
     def _kick_dependants(self, queue: str, released: set[str], summary: Summary) -> None:
-        """Kick the other queues where jobs waiting on this worker's jobs became ready."""
+        """Kick the other queues where jobs waiting on this worker's jobs became ready, one
+        hop further down this invocation's chain (see pgkick.worker.dependants)."""
         if released:
             summary.dependant_kicks += kick_released(
-                self.store, self.kicker, released, skip=queue, pending=self.options.kick_pending
+                self.store,
+                self.kicker,
+                released,
+                skip=queue,
+                pending=self.options.kick_pending,
+                hop=self._hop + 1,
+                max_hops=self.options.max_hops,
             )
 
     def _account(
