@@ -5,6 +5,7 @@ Each test names the break it catches; each break was applied by hand and seen to
 
 from __future__ import annotations
 
+import json
 import os
 import select
 import signal
@@ -20,15 +21,18 @@ from typing import Any
 import psycopg
 import pytest
 
+from pgkick.cli.main import main
 from pgkick.config import Settings
 from pgkick.errors import StepInputError
 from pgkick.tasks.registry import JobContext, Registry
 from pgkick.worker.loop import Worker, WorkerOptions
 from pgkick.worker.reaper import reap
 from pgkick.worker.runtime import Runtime
+from pgkick_dev.ui.app import make_app
 from tests.helpers import FakeClock, job_row, seed
 from tests.spies import CheckedRegistry
 from tests.step_tasks import steps_registry
+from tests.test_dashboard import client as ui_client
 from tests.store import JobStore
 from tests.test_producer import RecordingKicker
 from tests.test_security import login_as  # noqa: F401  (a fixture)
@@ -371,3 +375,37 @@ def test_the_worker_role_can_run_steps_and_the_purge_deletes_them(
     with JobStore.open(login_as["maintainer"], clock) as maintainer:
         assert reap(maintainer, RecordingKicker(), retention=timedelta(0))["purged"] == 1
     assert steps_of(dsn, job_id) == {}
+
+
+def test_pgkick_job_and_the_dashboard_show_a_jobs_durable_steps(
+    dsn: str, timed: JobStore, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Catches a job page that hides where a task of steps stands: each step's name, the
+    attempt that wrote it, its duration and its stored result (cut: a result may be large),
+    and a sleep with its end, in `pgkick job ID` (text and --json) and the dashboard."""
+    monkeypatch.setenv("PGKICK_KICKER", "none")
+    tasks = Registry()
+
+    @tasks.task("stepped")
+    def stepped(payload: Any, job: JobContext) -> None:
+        job.step("small", lambda: {"rows": 7})
+        job.step("large", lambda: "x" * 5000)
+        job.sleep(3600)
+
+    (job_id,) = seed(timed, 1, task="stepped", max_attempts=1)
+    Worker(timed, tasks, RecordingKicker(), OPTIONS).drain("default", lambda: 600_000)
+    assert main(["job", str(job_id), "--dsn", dsn]) == 0
+    out = capsys.readouterr().out
+    assert "steps (3):" in out
+    assert 'small  attempt 1  ' in out and 'result: {"rows": 7}' in out
+    large = next(line for line in out.splitlines() if line.startswith("  large"))
+    assert large.endswith('"' + "x" * 199 + "...") and len(large) < 300
+    assert "sleep until" in out
+    assert main(["job", str(job_id), "--dsn", dsn, "--json"]) == 0
+    shown = json.loads(capsys.readouterr().out)["steps"]
+    cut = {s["name"]: (s["attempt"], s["result_cut"]) for s in shown}
+    assert (cut["small"], cut["large"]) == ((1, False), (1, True))
+    with ui_client(make_app(dsn)) as ui:
+        page = ui.get(f"/jobs/{job_id}").text
+    assert 'id="steps"' in page and "<td>small</td>" in page
+    assert "x" * 199 + "…" in page and "x" * 201 not in page

@@ -95,6 +95,22 @@ def render_jobs(jobs: list[dict[str, Any]], next_after: int | None, looked: int 
     return "\n".join(line.rstrip() for line in text)
 
 
+def render_steps(steps: list[dict[str, Any]]) -> list[str]:
+    """The durable steps' lines: name, attempt, duration (or a sleep's end), result."""
+    if not steps:
+        return []
+    lines = [f"steps ({len(steps)}{'+' if len(steps) == 100 else ''}):"]
+    for step in steps:
+        took = f"sleep until {_when(step['wake_at'])}" if step["wake_at"] else "step"
+        result = "-" if step["result"] is None else step["result"]
+        cut = "..." if step["result_cut"] else ""
+        lines.append(
+            f"  {step['name']}  attempt {step['attempt']}  {step['duration_ms']} ms  {took}"
+            f"  result: {result}{cut}"
+        )
+    return lines
+
+
 def render_job(job: dict[str, Any]) -> str:
     lines = [
         f"job {job['id']}: {job['status']}",
@@ -113,6 +129,7 @@ def render_job(job: dict[str, Any]) -> str:
         lines.append(f"waiting on: {job['waiting_on']} parents")
     lines.append(f"payload: {json.dumps(job['payload'], sort_keys=True)}")
     lines.append("result: " + ("-" if job["result"] is None else json.dumps(job["result"])))
+    lines += render_steps(job.get("steps", []))
     lines.append(f"errors ({ERRORS_KEPT}):")
     lines += [f"  {line}" for e in job["errors"] for line in e.splitlines()] or ["  none"]
     for key, label in (

@@ -132,8 +132,14 @@ class JobReader(Database):
         return params | {"_low": low}
 
     def job(self, job_id: int) -> dict[str, Any] | None:
+        """One job, with its durable steps (`steps`: the first 100, results cut to 200
+        characters of JSON), so the shell and the dashboard show where a task stands."""
         rows = self.dicts(queries.JOB_GET, id=job_id)
-        return rows[0] if rows else None
+        if not rows:
+            return None
+        job = rows[0]
+        job["steps"] = self.dicts(queries.JOB_STEP_LIST_SHOWN, id=job_id)
+        return job
 
     def queues(self) -> list[dict[str, Any]]:
         """Every queue with live or failed jobs or a limit (see sql/queue_overview.sql)."""

@@ -531,6 +531,16 @@ FROM pgkick.jobs AS j
 LEFT JOIN pgkick.job_steps AS s ON s.job_id = j.id
 WHERE j.id = %(id)s;"""
 
+JOB_STEP_LIST_SHOWN: Final = """\
+-- job_step_list_shown: A job's durable steps for an operator (`pgkick job ID`, the dashboard's job page), in the order they finished (by name within one instant): name, the attempt that wrote each, its duration, a sleep's end, and the stored result as JSON text cut to 200 characters (a step's result may be large); the first 100.
+SELECT name, attempt, duration_ms, wake_at, created_at,
+       left(result::text, 200) AS result,
+       length(result::text) > 200 AS result_cut
+FROM pgkick.job_steps
+WHERE job_id = %(id)s
+ORDER BY created_at, name
+LIMIT 100;"""
+
 JOB_STEP_RECORD: Final = """\
 -- job_step_record: Stores one finished step's JSON result (or a sleep's end, now + sleep seconds) with its job, only while this attempt holds the job (fenced: the job row is share-locked and checked running under this attempt; 0 rows = the lease was lost, nothing written).
 INSERT INTO pgkick.job_steps (job_id, name, args_hash, result, attempt, duration_ms, wake_at,
