@@ -475,5 +475,6 @@ def test_pgkick_cancel_by_id_and_by_filter_fails_waiting_jobs_and_their_dependan
     assert main(argv) == 0
     s = _statuses(dsn)
     assert s[by_filter] == ("failed", "cancelled by operator")
-    assert s[below] == ("failed", f"cancelled: parent job {by_filter} failed: cancelled by operator")
+    cancelled = f"cancelled: parent job {by_filter} failed: cancelled by operator"
+    assert s[below] == ("failed", cancelled)
     assert s[root][0] == "queued"

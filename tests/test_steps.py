@@ -32,8 +32,8 @@ from pgkick_dev.ui.app import make_app
 from tests.helpers import FakeClock, job_row, seed
 from tests.spies import CheckedRegistry
 from tests.step_tasks import steps_registry
-from tests.test_dashboard import client as ui_client
 from tests.store import JobStore
+from tests.test_dashboard import client as ui_client
 from tests.test_producer import RecordingKicker
 from tests.test_security import login_as  # noqa: F401  (a fixture)
 
@@ -397,7 +397,7 @@ def test_pgkick_job_and_the_dashboard_show_a_jobs_durable_steps(
     assert main(["job", str(job_id), "--dsn", dsn]) == 0
     out = capsys.readouterr().out
     assert "steps (3):" in out
-    assert 'small  attempt 1  ' in out and 'result: {"rows": 7}' in out
+    assert "small  attempt 1  " in out and 'result: {"rows": 7}' in out
     large = next(line for line in out.splitlines() if line.startswith("  large"))
     assert large.endswith('"' + "x" * 199 + "...") and len(large) < 300
     assert "sleep until" in out

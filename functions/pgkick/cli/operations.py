@@ -60,8 +60,8 @@ def cancel(
     queue: str | None = None,
     task: str | None = None,
 ) -> tuple[list[int], list[int]]:
-    """Queued and waiting jobs fail at once, running ones are marked (they fail when they stop): queued
-    first, so one claimed meanwhile is marked by the second statement."""
+    """Queued and waiting jobs fail at once, running ones are marked (they fail when they
+    stop): queued first, so one claimed meanwhile is marked by the second statement."""
     cancelled = store.cancel_queued(ids=ids, queue=queue, task=task)
     marked = store.cancel_running(ids=ids, queue=queue, task=task)
     return [i for i, _ in cancelled], [i for i, _ in marked]
