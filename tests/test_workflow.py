@@ -6,6 +6,7 @@ the CLI's view drives the worker in-process."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 from pathlib import Path
 from typing import Any
@@ -14,6 +15,7 @@ import psycopg
 import pytest
 
 import pgkick
+from pgkick import aio
 from pgkick.cli.main import main
 from pgkick.errors import InvalidArgument, InvalidArgumentType, InvalidWorkflow
 from pgkick.kick.kickers import NoKicker
@@ -176,3 +178,59 @@ def test_a_failure_between_two_levels_leaves_no_job_of_the_workflow(
         wf.enqueue(dsn=dsn, kicker=NO_KICKS)
     assert calls == [1, 1]
     assert _statuses(dsn) == {}
+
+
+def test_the_asyncio_forms_enqueue_a_workflow_in_one_transaction_and_kick_the_roots(
+    dsn: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`await wf.enqueue_async(...)` and `await wf.enqueue_with_async(jobs)` inside
+    `pgkick.aio.transaction(conn)`: only the roots queued and kicked, the rest waiting, all
+    of one workflow (one created_at: one transaction); a failure between two levels, or the
+    app's transaction rolled back, leaves no job of it."""
+    kicker = RecordingKicker()
+
+    async def enqueue() -> tuple[pgkick.WorkflowRun, pgkick.WorkflowRun]:
+        wf, _ = _diamond("own")
+        own = await wf.enqueue_async(dsn=dsn, kicker=kicker)
+        wf, _ = _diamond("app")
+        async with await psycopg.AsyncConnection.connect(dsn) as conn:
+            async with aio.transaction(conn, kicker=kicker) as jobs:
+                app = await wf.enqueue_with_async(jobs)
+            with pytest.raises(ZeroDivisionError):
+                async with aio.transaction(conn, kicker=kicker) as jobs:
+                    await _diamond("rolled back")[0].enqueue_with_async(jobs)
+                    1 / 0  # noqa: B018
+        return own, app
+
+    own, app = asyncio.run(enqueue())
+    statuses = _statuses(dsn)
+    for run in (own, app):
+        assert [statuses[job][0] for job in run.job_ids] == [
+            "queued",
+            "waiting",
+            "waiting",
+            "waiting",
+        ]
+        with psycopg.connect(dsn) as conn:
+            created = conn.execute(
+                "SELECT count(DISTINCT created_at) FROM pgkick.jobs WHERE id = ANY(%s)",
+                (list(run.job_ids),),
+            ).fetchone()
+        assert created == (1,)
+    assert len(statuses) == 8
+    assert {queue for queue, _, _ in kicker.kicks} == {"default"}  # the roots' queue only
+    kicks = len(kicker.kicks)
+
+    real = aio.AsyncEnqueuer.enqueue_many
+    calls: list[int] = []
+
+    async def second_level_fails(self: aio.AsyncEnqueuer, jobs: Any) -> list[int]:
+        calls.append(1)
+        if len(calls) == 2:
+            raise psycopg.OperationalError("injected: the connection dropped")
+        return await real(self, jobs)
+
+    monkeypatch.setattr(aio.AsyncEnqueuer, "enqueue_many", second_level_fails)
+    with pytest.raises(psycopg.OperationalError, match="injected"):
+        asyncio.run(_diamond("x")[0].enqueue_async(dsn=dsn, kicker=kicker))
+    assert calls == [1, 1] and len(_statuses(dsn)) == 8 and len(kicker.kicks) == kicks

@@ -28,7 +28,7 @@ from __future__ import annotations
 
 import itertools
 import logging
-from collections.abc import AsyncIterator, Iterable, Mapping
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mapping
 from contextlib import asynccontextmanager
 from typing import Any, Unpack
 
@@ -157,16 +157,26 @@ async def enqueue_many(
     jobs: Iterable[Mapping[str, Any]], **where: Unpack[CommitOptions]
 ) -> list[int]:
     """Insert many jobs in one commit, then kick once per queue; a bad job sends nothing."""
+    return await commit_and_kick(lambda enqueuer: enqueuer.enqueue_many(jobs), **where)
+
+
+async def commit_and_kick[T](
+    fill: Callable[[AsyncEnqueuer], Awaitable[T]], **where: Unpack[CommitOptions]
+) -> T:
+    """Run `fill` on an enqueuer in one transaction of its own on one of this loop's
+    lingering connections, commit, then kick once per queue of the jobs it left ready
+    (the async form of `pgkick.Workflow.enqueue` builds on it); an exception rolls back
+    and kicks nothing."""
     dsn, kicker, clock, _ = where_to_commit(where)
     kicker = kicker or default_kicker()  # a bad setting fails here, before anything is written
     dsn = dsn or config.app_settings().dsn()
     async with _pool(dsn).connection() as conn:
         enqueuer = AsyncEnqueuer(conn, clock, DEFAULT_MAX_PAYLOAD_BYTES)
         async with conn.transaction():
-            ids = await enqueuer.enqueue_many(jobs)
+            result = await fill(enqueuer)
         reserved = await reserve(conn, clock, enqueuer.queued, kicker)
     await kick(enqueuer.queued, kicker, lambda: producer_store(dsn, clock), reserved, clock)
-    return ids
+    return result
 
 
 @asynccontextmanager
@@ -202,4 +212,4 @@ def _pool(dsn: str) -> aio_pool.AsyncLingeringPool:
     return aio_pool.shared(dsn, config.app_settings().producer_linger)
 
 
-__all__ = ["AsyncEnqueuer", "enqueue_and_kick", "enqueue_many", "transaction"]
+__all__ = ["AsyncEnqueuer", "commit_and_kick", "enqueue_and_kick", "enqueue_many", "transaction"]

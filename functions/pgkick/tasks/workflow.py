@@ -18,12 +18,13 @@ connected graph: enqueue refuses unlinked parts) and created by the same transac
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any, Protocol, TypedDict, Unpack, cast
 
+from pgkick import aio
 from pgkick.connections.db import Clock
 from pgkick.errors import InvalidArgumentType, InvalidWorkflow
 from pgkick.kick.default import default_kicker
@@ -58,6 +59,12 @@ class ManyJobSink(Protocol):
     """Where a workflow's jobs go in a transaction someone else commits."""
 
     def enqueue_many(self, jobs: Sequence[Mapping[str, Any]], /) -> list[int]: ...
+
+
+class AsyncManyJobSink(Protocol):
+    """The same for asyncio (`pgkick.aio.transaction(conn)`'s enqueuer)."""
+
+    async def enqueue_many(self, jobs: Iterable[Mapping[str, Any]], /) -> list[int]: ...
 
 
 @dataclass(frozen=True, slots=True, eq=False)
@@ -194,6 +201,23 @@ class Workflow:
             run = self.enqueue_with(enqueuer)
         kick_committed(enqueuer.queued, kicker, lambda: producer_store(dsn, clock), now=now(clock))
         return run
+
+    async def enqueue_with_async(self, jobs: AsyncManyJobSink) -> WorkflowRun:
+        """`enqueue_with` for asyncio: into `pgkick.aio.transaction(conn)`, kicked after
+        the app's commit, the roots only."""
+        self.check()
+        ids: list[int] = [0] * len(self._jobs)
+        for level in self._levels():
+            batch = [self._with_ids(self._jobs[i], ids) for i in level]
+            for i, job_id in zip(level, await jobs.enqueue_many(batch), strict=True):
+                ids[i] = job_id
+        return WorkflowRun(ids[0], tuple(ids))
+
+    async def enqueue_async(self, **where: Unpack[CommitOptions]) -> WorkflowRun:
+        """`enqueue` for asyncio: every node in one transaction of its own on one of the
+        loop's lingering connections (pgkick.aio), then the roots' queues kicked."""
+        self.check()  # before a connection is taken
+        return await aio.commit_and_kick(self.enqueue_with_async, **where)
 
     @staticmethod
     def _with_ids(job: _Job, ids: list[int]) -> dict[str, Any]:
