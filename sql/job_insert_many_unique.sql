@@ -1,4 +1,4 @@
--- job_insert_many_unique: Inserts many jobs with distinct unique keys from parallel arrays, skipping each key a queued or running job holds; returns the inserted jobs with their keys; one trace context for the whole batch.
+-- job_insert_many_unique: Inserts many jobs with distinct unique keys from parallel arrays, skipping each key a waiting, queued or running job holds; returns the inserted jobs with their keys; one trace context for the whole batch.
 INSERT INTO pgkick.jobs (queue, task, payload, run_at, max_attempts, priority, group_key, unique_key,
                          traceparent, tracestate, rate_key)
 SELECT q, t, p::jsonb,
@@ -9,6 +9,6 @@ FROM unnest(%(queues)b::text[], %(tasks)b::text[], %(payloads)b::text[],
             %(priorities)b::int[], %(groups)b::text[], %(unique_keys)b::text[], %(rate_keys)b::text[])
      WITH ORDINALITY AS x(q, t, p, r, d, m, pr, g, u, k, n)
 ORDER BY n
-ON CONFLICT (unique_key) WHERE unique_key IS NOT NULL AND status IN ('queued', 'running')
+ON CONFLICT (unique_key) WHERE unique_key IS NOT NULL AND status IN ('waiting', 'queued', 'running')
 DO NOTHING
 RETURNING id, queue, run_at, unique_key;

@@ -478,3 +478,32 @@ def test_pgkick_cancel_by_id_and_by_filter_fails_waiting_jobs_and_their_dependan
     cancelled = f"cancelled: parent job {by_filter} failed: cancelled by operator"
     assert s[below] == ("failed", cancelled)
     assert s[root][0] == "queued"
+
+
+def test_a_waiting_job_holds_its_unique_key_against_plain_debounced_and_retried_enqueues(
+    dsn: str, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Before the fix the live-key index covered queued and running jobs only: a second
+    enqueue of a waiting job's key inserted a second live job beside it."""
+    monkeypatch.setenv("PGKICK_KICKER", "none")
+    with JobStore.open(dsn) as store:
+        enqueue = Enqueuer(store).enqueue
+        old = enqueue({"v": 0}, task="noop", queue="held", unique_key="k")
+        store.cancel_queued(ids=[old], queue=None, task=None)  # a failed job with the key
+        parent = enqueue({}, task="noop", queue="held")
+        waiting = enqueue({"v": 1}, task="noop", queue="held", unique_key="k", after=[parent])
+        assert _statuses(dsn)[waiting][0] == "waiting"
+        assert enqueue({"v": 2}, task="noop", queue="held", unique_key="k") == waiting
+        assert Enqueuer(store).enqueue_many(
+            [{"payload": {"v": 3}, "task": "noop", "queue": "held", "unique_key": "k"}]
+        ) == [waiting]
+        debounced = enqueue({"v": 4}, task="noop", queue="held", unique_key="k", debounce=60)
+        assert debounced == waiting
+        throttled = enqueue({"v": 5}, task="noop", queue="held", unique_key="k", throttle=60)
+        assert throttled == waiting
+    with psycopg.connect(dsn) as conn:
+        assert conn.execute(
+            "SELECT id, status, payload FROM pgkick.jobs WHERE unique_key = 'k' ORDER BY id"
+        ).fetchall() == [(old, "failed", {"v": 0}), (waiting, "waiting", {"v": 4})]
+    assert main(["retry", str(old), "--dsn", dsn]) == 1  # the waiting job holds the key
+    assert f"job {waiting}" in capsys.readouterr().err

@@ -1,4 +1,4 @@
--- 0017_job_dependencies: jobs that wait for others (issue 34): a job status 'waiting', the job_dependencies table (child, parent, policy, and the parent's attempt for a child spawned by a running task), a flag on parents that have dependants, the server-side job_await that links children to existing parents, and the trigger that releases, fails or cancels dependants when a parent finishes, transitively.
+-- 0017_job_dependencies: jobs that wait for others (issue 34): a job status 'waiting', the job_dependencies table (child, parent, policy, and the parent's attempt for a child spawned by a running task), a flag on parents that have dependants, the server-side job_await that links children to existing parents, and the trigger that releases, fails or cancels dependants when a parent finishes, transitively; and the live-key unique index and job_insert_flow (0015) widened to 'waiting', so a waiting job holds its unique key.
 -- Why in the database: the dependant must become ready in the transaction that finishes its
 -- last parent, whoever finishes it (a worker's complete or fail, the reaper, an operator's
 -- cancel), with no poller. Why a flag column (has_dependants) and a WHEN clause: the trigger
@@ -166,3 +166,91 @@ CREATE TRIGGER jobs_dependants_settle AFTER UPDATE OF status ON jobs
 FOR EACH ROW WHEN (NEW.has_dependants AND OLD.status IS DISTINCT FROM NEW.status
                    AND (NEW.status IN ('done', 'failed') OR OLD.status = 'running'))
 EXECUTE FUNCTION job_dependants_settle();
+
+-- A waiting job holds its unique key as a queued or running one does: the live-key index
+-- (0004) covers 'waiting' too, so a second enqueue of the key is answered with the waiting
+-- job, not inserted beside it. Its inserts' ON CONFLICT predicates name the same statuses
+-- (sql/job_insert_unique.sql, job_insert_many_unique.sql), and job_insert_flow (0015) is
+-- replaced, unchanged but for 'waiting': its look-up sees a waiting holder (else its
+-- insert would skip on the index and it would look again fifty times), and a debounce
+-- updates a waiting holder's payload and due time as a queued one's (neither has started).
+DROP INDEX jobs_unique_live_idx;
+CREATE UNIQUE INDEX jobs_unique_live_idx ON jobs (unique_key)
+  WHERE unique_key IS NOT NULL AND status IN ('waiting', 'queued', 'running');
+
+CREATE OR REPLACE FUNCTION job_insert_flow(f_queue text, f_task text, f_payload jsonb, f_run_at timestamptz,
+                                f_delay interval, f_max_attempts int, f_priority int,
+                                f_group text, f_key text, f_traceparent text, f_tracestate text,
+                                f_debounce interval, f_max_delay interval, f_throttle interval,
+                                f_now timestamptz)
+RETURNS TABLE (id bigint, queue text, run_at timestamptz, touched boolean)
+LANGUAGE plpgsql VOLATILE SECURITY DEFINER
+SET search_path FROM CURRENT
+AS $flow$
+#variable_conflict use_column
+DECLARE
+  at timestamptz := coalesce(f_now, now());
+  due timestamptz;
+  held record;
+BEGIN
+  IF f_key IS NULL OR (f_debounce IS NULL) = (f_throttle IS NULL) THEN
+    RAISE EXCEPTION 'job_insert_flow: a unique key and exactly one of debounce and throttle'
+      USING ERRCODE = 'invalid_parameter_value';
+  END IF;
+  PERFORM pg_advisory_xact_lock(hashtextextended('pgkick.flow:' || f_key, 0));
+  due := CASE
+    WHEN f_debounce IS NULL THEN coalesce(f_run_at, at + f_delay)
+    ELSE at + least(f_debounce, coalesce(f_max_delay, f_debounce))
+  END;
+  FOR attempt IN 1..50 LOOP
+    IF f_throttle IS NOT NULL THEN
+      -- The key's newest job, whatever its status: made within the period, it is the answer.
+      SELECT j.id, j.queue, j.run_at INTO held FROM jobs j
+      WHERE j.unique_key = f_key AND j.created_at > at - f_throttle
+      ORDER BY j.id DESC LIMIT 1;
+      IF FOUND THEN
+        RETURN QUERY SELECT held.id, held.queue, held.run_at, false;
+        RETURN;
+      END IF;
+    END IF;
+    SELECT j.id, j.queue, j.run_at, j.status, j.created_at INTO held FROM jobs j
+    WHERE j.unique_key = f_key AND j.status IN ('waiting', 'queued', 'running');
+    IF FOUND THEN
+      IF f_debounce IS NULL OR held.status = 'running' THEN
+        -- Throttle: an older live job holds the key (kept). Debounce: it runs already
+        -- (the payload it started with is the one it runs; docs/guide/debounce.md).
+        RETURN QUERY SELECT held.id, held.queue, held.run_at, false;
+        RETURN;
+      END IF;
+      -- Debounce: the burst goes on; the last payload, due `debounce` after this enqueue,
+      -- but never later than max_delay after the burst's first (the job's created_at).
+      RETURN QUERY
+      UPDATE jobs j
+      SET payload = f_payload,
+          run_at = least(at + f_debounce, j.created_at + coalesce(f_max_delay, 'infinity')),
+          traceparent = f_traceparent, tracestate = f_tracestate
+      WHERE j.id = held.id AND j.status IN ('queued', 'waiting')
+      RETURNING j.id, j.queue, j.run_at, true;
+      IF FOUND THEN
+        RETURN;
+      END IF;
+      CONTINUE;  -- claimed meanwhile (a worker takes no lock of ours): look again
+    END IF;
+    RETURN QUERY
+    INSERT INTO jobs AS j (queue, task, payload, run_at, max_attempts, priority, group_key,
+                           unique_key, traceparent, tracestate, created_at)
+    VALUES (f_queue, f_task, f_payload, due, f_max_attempts, f_priority, f_group, f_key,
+            f_traceparent, f_tracestate, at)
+    ON CONFLICT (unique_key)
+      WHERE unique_key IS NOT NULL AND status IN ('waiting', 'queued', 'running')
+    DO NOTHING
+    RETURNING j.id, j.queue, j.run_at, true;
+    IF FOUND THEN
+      RETURN;
+    END IF;
+    -- A plain unique enqueue of the key (which takes no lock) got in first: look again.
+  END LOOP;
+  RAISE EXCEPTION 'unique_key %: its job kept changing under a debounce or throttle; try again',
+    f_key USING ERRCODE = 'serialization_failure';
+END
+$flow$;

@@ -262,7 +262,7 @@ ORDER BY n
 RETURNING id, queue, run_at;"""
 
 JOB_INSERT_MANY_UNIQUE: Final = """\
--- job_insert_many_unique: Inserts many jobs with distinct unique keys from parallel arrays, skipping each key a queued or running job holds; returns the inserted jobs with their keys; one trace context for the whole batch.
+-- job_insert_many_unique: Inserts many jobs with distinct unique keys from parallel arrays, skipping each key a waiting, queued or running job holds; returns the inserted jobs with their keys; one trace context for the whole batch.
 INSERT INTO pgkick.jobs (queue, task, payload, run_at, max_attempts, priority, group_key, unique_key,
                          traceparent, tracestate, rate_key)
 SELECT q, t, p::jsonb,
@@ -273,12 +273,12 @@ FROM unnest(%(queues)b::text[], %(tasks)b::text[], %(payloads)b::text[],
             %(priorities)b::int[], %(groups)b::text[], %(unique_keys)b::text[], %(rate_keys)b::text[])
      WITH ORDINALITY AS x(q, t, p, r, d, m, pr, g, u, k, n)
 ORDER BY n
-ON CONFLICT (unique_key) WHERE unique_key IS NOT NULL AND status IN ('queued', 'running')
+ON CONFLICT (unique_key) WHERE unique_key IS NOT NULL AND status IN ('waiting', 'queued', 'running')
 DO NOTHING
 RETURNING id, queue, run_at, unique_key;"""
 
 JOB_INSERT_UNIQUE: Final = """\
--- job_insert_unique: Inserts one job unless a queued or running job holds its unique key; returns its id, queue and due time, or no row when the key is held (then job_get_latest_by_unique_keys, in a later statement, sees the holder).
+-- job_insert_unique: Inserts one job unless a waiting, queued or running job holds its unique key; returns its id, queue and due time, or no row when the key is held (then job_get_latest_by_unique_keys, in a later statement, sees the holder).
 INSERT INTO pgkick.jobs (queue, task, payload, run_at, max_attempts, priority, group_key, unique_key,
                          traceparent, tracestate, rate_key)
 VALUES (%(queue)s, %(task)s, %(payload)s::jsonb,
@@ -286,7 +286,7 @@ VALUES (%(queue)s, %(task)s, %(payload)s::jsonb,
                  coalesce(%(now)s::timestamptz, now()) + %(delay)s::interval),
         %(max_attempts)s, %(priority)s, %(group_key)s, %(unique_key)s,
         %(traceparent)s, %(tracestate)s, %(rate_key)s)
-ON CONFLICT (unique_key) WHERE unique_key IS NOT NULL AND status IN ('queued', 'running')
+ON CONFLICT (unique_key) WHERE unique_key IS NOT NULL AND status IN ('waiting', 'queued', 'running')
 DO NOTHING
 RETURNING id, queue, run_at;"""
 
@@ -455,7 +455,7 @@ WHERE status = 'failed'
 RETURNING id, queue;"""
 
 JOB_RETRY_UNIQUE_CONFLICTS: Final = """\
--- job_retry_unique_conflicts: For the failed jobs a retry would select (by ids, or by queue and task), each whose unique key a queued or running job holds, or an earlier selected job shares: the job, its key, and the job in the way (a retry of it would break the one-live-job-per-key rule).
+-- job_retry_unique_conflicts: For the failed jobs a retry would select (by ids, or by queue and task), each whose unique key a waiting, queued or running job holds, or an earlier selected job shares: the job, its key, and the job in the way (a retry of it would break the one-live-job-per-key rule).
 WITH chosen AS (
   SELECT id, unique_key FROM pgkick.jobs
   WHERE status = 'failed'
@@ -468,7 +468,7 @@ WITH chosen AS (
 SELECT c.id, c.unique_key, live.id AS holder, live.status
 FROM chosen c
 JOIN pgkick.jobs live
-  ON live.unique_key = c.unique_key AND live.status IN ('queued', 'running')
+  ON live.unique_key = c.unique_key AND live.status IN ('waiting', 'queued', 'running')
 UNION ALL
 SELECT c.id, c.unique_key, other.id, 'failed'
 FROM chosen c
