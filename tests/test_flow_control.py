@@ -474,3 +474,22 @@ def test_a_queue_held_by_its_concurrency_is_neither_handed_over_nor_kicked(
         assert store.ready_by_queue() == {"c": 1}
         assert ns(store.claim("c", batch=10, lease=LEASE)) == [2]
         assert store.ready_exists("c") is False
+
+
+def test_pgkick_enqueue_rate_key_is_counted_by_the_queues_rate(
+    dsn: str, capsys: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`pgkick enqueue --rate-key` names the job's rate key: with 1 start a minute a key,
+    two jobs of key a and one of key b claim a's first and b's. An empty key is refused,
+    nothing written. Catches a flag dropped on its way to the producer."""
+    monkeypatch.setattr("pgkick.kick.default._default", Kicker())
+    with JobStore.open(dsn) as store:
+        flow.set_queue_rate(store, "api", 1, timedelta(minutes=1))
+        for n, key in ((0, "a"), (1, "a"), (2, "b")):
+            args = ["enqueue", "noop", "--payload", json.dumps({"n": n}), "--queue", "api"]
+            assert cli.main([*args, "--rate-key", key, "--dsn", dsn, "--wait", "0"]) == 0
+        assert cli.main(["enqueue", "noop", "--queue", "api", "--rate-key", "", "--dsn", dsn]) == 2
+        assert "rate_key" in capsys.readouterr().err
+        keys = store.conn.execute("SELECT rate_key FROM pgkick.jobs ORDER BY id").fetchall()
+        assert keys == [("a",), ("a",), ("b",)]
+        assert sorted(ns(store.claim("api", batch=10, lease=LEASE))) == [0, 2]
