@@ -94,27 +94,41 @@ BEGIN
          (array_agg(f.k ORDER BY f.n DESC))[1]
   INTO fast_ids, fast_rkeys, fast_last
   FROM (
-    WITH RECURSIVE walk (n, k) AS (
-      SELECT 1, (SELECT min(coalesce(j.group_key, j.rate_key)) FROM jobs j
-                 WHERE j.queue = claim_queue AND j.status = 'queued'
-                   AND (j.group_key IS NOT NULL OR j.rate_key IS NOT NULL)
-                   AND coalesce(j.group_key, j.rate_key) > stop_key)
+    -- Each step is one index probe: the first queued job after the last key in the keys'
+    -- index order is the next key's first job, its head unless it is a rate-keyed job not
+    -- due yet (then the head is looked up: the key's first due or grouped job).
+    WITH RECURSIVE walk (n, k, id, group_key, rate_key, run_at) AS (
+      (SELECT 1, coalesce(j.group_key, j.rate_key), j.id, j.group_key, j.rate_key, j.run_at
+       FROM jobs j
+       WHERE j.queue = claim_queue AND j.status = 'queued'
+         AND (j.group_key IS NOT NULL OR j.rate_key IS NOT NULL)
+         AND coalesce(j.group_key, j.rate_key) > stop_key
+       ORDER BY coalesce(j.group_key, j.rate_key), -j.priority, j.ordered_at, j.id LIMIT 1)
       UNION ALL
-      SELECT w.n + 1, (SELECT min(coalesce(j.group_key, j.rate_key)) FROM jobs j
-                       WHERE j.queue = claim_queue AND j.status = 'queued'
-                         AND (j.group_key IS NOT NULL OR j.rate_key IS NOT NULL)
-                         AND coalesce(j.group_key, j.rate_key) > w.k)
-      FROM walk w WHERE w.k IS NOT NULL
+      SELECT w.n + 1, nx.k, nx.id, nx.group_key, nx.rate_key, nx.run_at
+      FROM walk w,
+           LATERAL (SELECT coalesce(j.group_key, j.rate_key) AS k, j.id, j.group_key,
+                           j.rate_key, j.run_at
+                    FROM jobs j
+                    WHERE j.queue = claim_queue AND j.status = 'queued'
+                      AND (j.group_key IS NOT NULL OR j.rate_key IS NOT NULL)
+                      AND coalesce(j.group_key, j.rate_key) > w.k
+                    ORDER BY coalesce(j.group_key, j.rate_key), -j.priority, j.ordered_at, j.id
+                    LIMIT 1) nx
     )
     SELECT w.n, w.k, h.id, coalesce(h.rate_key, '') AS rk
     FROM walk w,
-         LATERAL (SELECT j.id, j.group_key, j.rate_key, j.run_at FROM jobs j
-                  WHERE j.queue = claim_queue AND j.status = 'queued'
-                    AND (j.group_key IS NOT NULL OR j.rate_key IS NOT NULL)
-                    AND coalesce(j.group_key, j.rate_key) = w.k
-                    AND (j.group_key IS NOT NULL OR j.run_at <= at)
-                  ORDER BY -j.priority, j.ordered_at, j.id LIMIT 1) h
-    WHERE w.k IS NOT NULL AND h.run_at <= at
+         LATERAL (SELECT w.id, w.group_key, w.rate_key, w.run_at
+                  WHERE w.group_key IS NOT NULL OR w.run_at <= at
+                  UNION ALL
+                  (SELECT j.id, j.group_key, j.rate_key, j.run_at FROM jobs j
+                   WHERE j.queue = claim_queue AND j.status = 'queued'
+                     AND (j.group_key IS NOT NULL OR j.rate_key IS NOT NULL)
+                     AND coalesce(j.group_key, j.rate_key) = w.k
+                     AND (j.group_key IS NOT NULL OR j.run_at <= at)
+                   ORDER BY -j.priority, j.ordered_at, j.id LIMIT 1)
+                  LIMIT 1) h
+    WHERE h.run_at <= at
       AND (h.group_key IS NULL
            OR (SELECT count(*) FROM jobs r
                WHERE r.queue = claim_queue AND r.group_key = h.group_key
