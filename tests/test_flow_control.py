@@ -493,3 +493,16 @@ def test_pgkick_enqueue_rate_key_is_counted_by_the_queues_rate(
         keys = store.conn.execute("SELECT rate_key FROM pgkick.jobs ORDER BY id").fetchall()
         assert keys == [("a",), ("a",), ("b",)]
         assert sorted(ns(store.claim("api", batch=10, lease=LEASE))) == [0, 2]
+
+
+def test_the_fast_walk_skips_a_rate_keyed_first_job_not_yet_due(dsn: str, clock: FakeClock) -> None:
+    """A key's first job in its order (priority 5) is due in a minute, its second is due:
+    the one-statement walk (a batch it fills) takes the second, never the first early."""
+    with JobStore.open(dsn, clock) as store:
+        flow.set_queue_rate(store, "api", 10, timedelta(minutes=1))
+        add(store, 0, queue="api", rate_key="a", priority=5, delay=60)
+        add(store, 1, queue="api", rate_key="a")
+        assert ns(store.claim("api", batch=1, lease=LEASE)) == [1]
+        assert store.claim("api", batch=1, lease=LEASE) == []
+        clock.advance(60)
+        assert ns(store.claim("api", batch=1, lease=LEASE)) == [0]
