@@ -1,6 +1,9 @@
--- job_ready_exists: Says whether a queue has a job a claim could take now: an ungrouped ready job among the first hundred in claim order (the cheap common answer), a ready head of a group with no running job (a loose index scan over its groups), or an ungrouped ready job further on; a blocked group's jobs do not count, so a worker out of time hands over only for claimable work; a paused queue has none.
-SELECT NOT EXISTS (SELECT 1 FROM pgkick.queue_limits p WHERE p.queue = %(queue)s AND p.paused)
-  AND (EXISTS (
+-- job_ready_exists: Says whether a queue has a job a claim could take now; a queue without a rate or a concurrency (the common case, one probe of queue_limits first): an ungrouped ready job among the first hundred in claim order (the cheap common answer), a ready head of a group with no running job (a loose index scan over its groups), or an ungrouped ready job further on; a queue with a rate or a concurrency (migration 0014): a ready job its key's rate and its group's concurrency admit now (job_ready_fair_count, migration 0014: a loose index scan over its keys, planned apart so this statement stays cheap to plan); a held job does not count, so a worker out of time hands over only for claimable work (the exit sweep books a held queue's wake-up); a paused queue has none.
+SELECT CASE
+  WHEN NOT EXISTS (SELECT 1 FROM pgkick.queue_limits p
+                   WHERE p.queue = %(queue)s
+                     AND (p.paused OR p.rate_limit IS NOT NULL OR p.concurrency IS NOT NULL))
+  THEN (EXISTS (
          SELECT 1 FROM (SELECT group_key FROM pgkick.jobs
                         WHERE queue = %(queue)s AND status = 'queued'
                           AND run_at <= coalesce(%(now)s::timestamptz, now())
@@ -32,4 +35,6 @@ SELECT NOT EXISTS (SELECT 1 FROM pgkick.queue_limits p WHERE p.queue = %(queue)s
     OR EXISTS (
          SELECT 1 FROM pgkick.jobs
          WHERE queue = %(queue)s AND status = 'queued' AND group_key IS NULL
-           AND run_at <= coalesce(%(now)s::timestamptz, now())));
+           AND run_at <= coalesce(%(now)s::timestamptz, now())))
+  ELSE pgkick.job_ready_fair_count(%(queue)s, coalesce(%(now)s::timestamptz, now()), 1) > 0
+END;

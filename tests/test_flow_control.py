@@ -23,6 +23,7 @@ from pgkick.store.worker import ClaimedJob
 from pgkick.tasks.registry import Registry
 from pgkick.validation import job_spec
 from pgkick.worker.loop import Worker, WorkerOptions
+from pgkick.worker.reaper import reap
 from tests.helpers import FakeClock
 from tests.store import JobStore
 from tests.test_producer import RecordingKicker
@@ -414,3 +415,94 @@ def test_bad_rates_and_concurrencies_are_refused_by_the_api(
             job_spec({}, task="t", rate_key="")
         rows = store.conn.execute("SELECT count(*) FROM pgkick.queue_limits").fetchone()
         assert rows == (0,)
+
+
+def test_a_queue_held_by_its_rate_is_neither_handed_over_nor_kicked_by_the_reaper(
+    dsn: str, clock: FakeClock
+) -> None:
+    """1 start per 30 s a key: once each key has started its job, the queue's other jobs
+    are all held. The worker's hand-over check (ready_exists) says no work and the reaper
+    kicks nothing (a worker kicked would find nothing; the sweep books the wake-up); a
+    new key's job, or the window moving on, is claimable again. A plain queue beside it
+    keeps its count. Catches ready checks that count ready jobs without their rate."""
+    with JobStore.open(dsn, clock) as store:
+        flow.set_queue_rate(store, "api", 1, timedelta(seconds=30))
+        for n in range(3):
+            add(store, n, queue="api", rate_key="busy")
+        add(store, 9, queue="api")  # no key: the queue's own bucket
+        add(store, 20, queue="plain")
+        add(store, 21, queue="plain")
+        assert sorted(ns(store.claim("api", batch=10, lease=LEASE))) == [0, 9]
+        add(store, 10, queue="api")  # the queue's bucket has started its one job
+        assert store.ready_exists("api") is False
+        assert store.ready_by_queue() == {"plain": 2}
+        kicker = Kicker()
+        reap(store, kicker, retention=timedelta(days=7))
+        assert [queue for queue, _ in kicker.kicks] == ["plain"]
+        add(store, 11, queue="api", rate_key="quiet")
+        assert store.ready_exists("api") is True
+        assert store.ready_by_queue() == {"api": 1, "plain": 2}
+        assert ns(store.claim("api", batch=10, lease=LEASE)) == [11]
+        assert store.ready_exists("api") is False
+        clock.advance(30)
+        assert store.ready_exists("api") is True
+        assert store.ready_by_queue() == {"api": 2, "plain": 2}  # busy's key, the bucket's job
+
+
+def test_a_queue_held_by_its_concurrency_is_neither_handed_over_nor_kicked(
+    dsn: str, clock: FakeClock
+) -> None:
+    """Concurrency 2: a group with two running jobs holds its third; a group whose next
+    job in its order is not due holds its place (0011's head rule, N at a time). Catches
+    ready checks that know one running job a group, not N."""
+    with JobStore.open(dsn, clock) as store:
+        flow.set_queue_concurrency(store, "c", 2)
+        for n in range(3):
+            add(store, n, queue="c", group="g")
+        running = store.claim("c", batch=10, lease=LEASE)
+        assert ns(running) == [0, 1]
+        add(store, 5, queue="c", group="h", delay=60)  # h's head: due in a minute
+        add(store, 6, queue="c", group="h")
+        assert ns(store.claim("c", batch=10, lease=LEASE)) == [6]  # h runs 1 of 2
+        assert store.ready_exists("c") is False  # g is full, h's next (5) is not due
+        assert store.ready_by_queue() == {}
+        kicker = Kicker()
+        reap(store, kicker, retention=timedelta(days=7))
+        assert kicker.kicks == []
+        store.complete_many(running[:1])
+        assert store.ready_exists("c") is True
+        assert store.ready_by_queue() == {"c": 1}
+        assert ns(store.claim("c", batch=10, lease=LEASE)) == [2]
+        assert store.ready_exists("c") is False
+
+
+def test_pgkick_enqueue_rate_key_is_counted_by_the_queues_rate(
+    dsn: str, capsys: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`pgkick enqueue --rate-key` names the job's rate key: with 1 start a minute a key,
+    two jobs of key a and one of key b claim a's first and b's. An empty key is refused,
+    nothing written. Catches a flag dropped on its way to the producer."""
+    monkeypatch.setattr("pgkick.kick.default._default", Kicker())
+    with JobStore.open(dsn) as store:
+        flow.set_queue_rate(store, "api", 1, timedelta(minutes=1))
+        for n, key in ((0, "a"), (1, "a"), (2, "b")):
+            args = ["enqueue", "noop", "--payload", json.dumps({"n": n}), "--queue", "api"]
+            assert cli.main([*args, "--rate-key", key, "--dsn", dsn, "--wait", "0"]) == 0
+        assert cli.main(["enqueue", "noop", "--queue", "api", "--rate-key", "", "--dsn", dsn]) == 2
+        assert "rate_key" in capsys.readouterr().err
+        keys = store.conn.execute("SELECT rate_key FROM pgkick.jobs ORDER BY id").fetchall()
+        assert keys == [("a",), ("a",), ("b",)]
+        assert sorted(ns(store.claim("api", batch=10, lease=LEASE))) == [0, 2]
+
+
+def test_the_fast_walk_skips_a_rate_keyed_first_job_not_yet_due(dsn: str, clock: FakeClock) -> None:
+    """A key's first job in its order (priority 5) is due in a minute, its second is due:
+    the one-statement walk (a batch it fills) takes the second, never the first early."""
+    with JobStore.open(dsn, clock) as store:
+        flow.set_queue_rate(store, "api", 10, timedelta(minutes=1))
+        add(store, 0, queue="api", rate_key="a", priority=5, delay=60)
+        add(store, 1, queue="api", rate_key="a")
+        assert ns(store.claim("api", batch=1, lease=LEASE)) == [1]
+        assert store.claim("api", batch=1, lease=LEASE) == []
+        clock.advance(60)
+        assert ns(store.claim("api", batch=1, lease=LEASE)) == [0]

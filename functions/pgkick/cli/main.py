@@ -88,6 +88,7 @@ def cmd_enqueue(args: argparse.Namespace) -> dict[str, Any]:
             priority=args.priority,
             group=args.group,
             unique_key=args.unique_key,
+            rate_key=args.rate_key,
             debounce=args.debounce,
             max_delay=args.max_delay,
             throttle=args.throttle,
@@ -162,6 +163,9 @@ def build_parser() -> argparse.ArgumentParser:
     enqueue.add_argument("--priority", type=int, default=0, help="-100..100, higher first")
     enqueue.add_argument("--group", help="jobs of one group run one at a time")
     enqueue.add_argument("--unique-key", help="skip if a queued or running job has this key")
+    enqueue.add_argument(  # validated by the producer (docs/guide/flow-control.md)
+        "--rate-key", help="the key whose starts the queue's rate counts (pgkick limit --rate)"
+    )
     for flag, what in (  # validated by the producer (docs/guide/debounce.md)
         ("--debounce", "seconds of quiet: the key's queued job takes this payload, runs later"),
         ("--max-delay", "with --debounce: at most this many seconds after the first"),

@@ -750,27 +750,41 @@ BEGIN
          (array_agg(f.k ORDER BY f.n DESC))[1]
   INTO fast_ids, fast_rkeys, fast_last
   FROM (
-    WITH RECURSIVE walk (n, k) AS (
-      SELECT 1, (SELECT min(coalesce(j.group_key, j.rate_key)) FROM jobs j
-                 WHERE j.queue = claim_queue AND j.status = 'queued'
-                   AND (j.group_key IS NOT NULL OR j.rate_key IS NOT NULL)
-                   AND coalesce(j.group_key, j.rate_key) > stop_key)
+    -- Each step is one index probe: the first queued job after the last key in the keys'
+    -- index order is the next key's first job, its head unless it is a rate-keyed job not
+    -- due yet (then the head is looked up: the key's first due or grouped job).
+    WITH RECURSIVE walk (n, k, id, group_key, rate_key, run_at) AS (
+      (SELECT 1, coalesce(j.group_key, j.rate_key), j.id, j.group_key, j.rate_key, j.run_at
+       FROM jobs j
+       WHERE j.queue = claim_queue AND j.status = 'queued'
+         AND (j.group_key IS NOT NULL OR j.rate_key IS NOT NULL)
+         AND coalesce(j.group_key, j.rate_key) > stop_key
+       ORDER BY coalesce(j.group_key, j.rate_key), -j.priority, j.ordered_at, j.id LIMIT 1)
       UNION ALL
-      SELECT w.n + 1, (SELECT min(coalesce(j.group_key, j.rate_key)) FROM jobs j
-                       WHERE j.queue = claim_queue AND j.status = 'queued'
-                         AND (j.group_key IS NOT NULL OR j.rate_key IS NOT NULL)
-                         AND coalesce(j.group_key, j.rate_key) > w.k)
-      FROM walk w WHERE w.k IS NOT NULL
+      SELECT w.n + 1, nx.k, nx.id, nx.group_key, nx.rate_key, nx.run_at
+      FROM walk w,
+           LATERAL (SELECT coalesce(j.group_key, j.rate_key) AS k, j.id, j.group_key,
+                           j.rate_key, j.run_at
+                    FROM jobs j
+                    WHERE j.queue = claim_queue AND j.status = 'queued'
+                      AND (j.group_key IS NOT NULL OR j.rate_key IS NOT NULL)
+                      AND coalesce(j.group_key, j.rate_key) > w.k
+                    ORDER BY coalesce(j.group_key, j.rate_key), -j.priority, j.ordered_at, j.id
+                    LIMIT 1) nx
     )
     SELECT w.n, w.k, h.id, coalesce(h.rate_key, '') AS rk
     FROM walk w,
-         LATERAL (SELECT j.id, j.group_key, j.rate_key, j.run_at FROM jobs j
-                  WHERE j.queue = claim_queue AND j.status = 'queued'
-                    AND (j.group_key IS NOT NULL OR j.rate_key IS NOT NULL)
-                    AND coalesce(j.group_key, j.rate_key) = w.k
-                    AND (j.group_key IS NOT NULL OR j.run_at <= at)
-                  ORDER BY -j.priority, j.ordered_at, j.id LIMIT 1) h
-    WHERE w.k IS NOT NULL AND h.run_at <= at
+         LATERAL (SELECT w.id, w.group_key, w.rate_key, w.run_at
+                  WHERE w.group_key IS NOT NULL OR w.run_at <= at
+                  UNION ALL
+                  (SELECT j.id, j.group_key, j.rate_key, j.run_at FROM jobs j
+                   WHERE j.queue = claim_queue AND j.status = 'queued'
+                     AND (j.group_key IS NOT NULL OR j.rate_key IS NOT NULL)
+                     AND coalesce(j.group_key, j.rate_key) = w.k
+                     AND (j.group_key IS NOT NULL OR j.run_at <= at)
+                   ORDER BY -j.priority, j.ordered_at, j.id LIMIT 1)
+                  LIMIT 1) h
+    WHERE h.run_at <= at
       AND (h.group_key IS NULL
            OR (SELECT count(*) FROM jobs r
                WHERE r.queue = claim_queue AND r.group_key = h.group_key
@@ -916,6 +930,88 @@ BEGIN
   RETURN ids;
 END
 $fair$;
+
+-- What job_claim_fair_ids would take now, read only (no lock, no start, no cursor): the
+-- ready checks' answer for a queue with a rate or a concurrency (job_ready_exists asks for 1,
+-- job_ready_count_by_queue for all). A function, so those statements (run at every hand-over
+-- and reap) stay as cheap to plan for queues without limits as they were; its own plans are
+-- kept by the session. Counts the ready jobs with neither key if the queue's bucket has a
+-- start left, plus one for each key with a ready job its rate and its group's concurrency
+-- admit (a group's first `concurrency` jobs in its order, less those running).
+CREATE FUNCTION job_ready_fair_count(ready_queue text, at timestamptz, up_to int)
+RETURNS bigint
+LANGUAGE plpgsql STABLE
+SET search_path FROM CURRENT
+SET plan_cache_mode = force_generic_plan
+SET enable_seqscan = off  -- as job_claim_fair_ids: job_starts through its index at any size
+AS $ready$
+#variable_conflict use_column
+DECLARE
+  lim record;
+  unkeyed bigint;
+BEGIN
+  SELECT l.rate_limit, l.rate_period, l.concurrency, l.paused INTO lim
+  FROM queue_limits l WHERE l.queue = ready_queue;
+  IF NOT FOUND OR lim.paused THEN
+    RETURN 0;
+  END IF;
+  unkeyed := (SELECT count(*) FROM (SELECT 1 FROM jobs j
+                                    WHERE j.queue = ready_queue AND j.status = 'queued'
+                                      AND j.group_key IS NULL AND j.rate_key IS NULL
+                                      AND j.run_at <= at
+                                    LIMIT up_to) u);
+  IF unkeyed > 0 AND lim.rate_limit IS NOT NULL
+     AND (SELECT count(*) FROM job_starts s
+          WHERE s.queue = ready_queue AND s.rate_key = ''
+            AND s.started_at > at - lim.rate_period) >= lim.rate_limit
+  THEN
+    unkeyed := 0;  -- the queue's own bucket has no start left
+  END IF;
+  IF unkeyed >= up_to THEN
+    RETURN unkeyed;
+  END IF;
+  RETURN unkeyed + (
+    SELECT count(*) FROM (
+      WITH RECURSIVE keys (k) AS (  -- the queue's keys with queued jobs, one probe each
+        SELECT (SELECT min(coalesce(j.group_key, j.rate_key)) FROM jobs j
+                WHERE j.queue = ready_queue AND j.status = 'queued'
+                  AND (j.group_key IS NOT NULL OR j.rate_key IS NOT NULL))
+        UNION ALL
+        SELECT (SELECT min(coalesce(j.group_key, j.rate_key)) FROM jobs j
+                WHERE j.queue = ready_queue AND j.status = 'queued'
+                  AND (j.group_key IS NOT NULL OR j.rate_key IS NOT NULL)
+                  AND coalesce(j.group_key, j.rate_key) > keys.k)
+        FROM keys WHERE keys.k IS NOT NULL
+      )
+      SELECT 1 FROM keys
+      WHERE keys.k IS NOT NULL
+        AND ((EXISTS (SELECT 1 FROM jobs j  -- a rate key's ungrouped jobs
+                      WHERE j.queue = ready_queue AND j.status = 'queued'
+                        AND (j.group_key IS NOT NULL OR j.rate_key IS NOT NULL)
+                        AND coalesce(j.group_key, j.rate_key) = keys.k
+                        AND j.group_key IS NULL AND j.run_at <= at)
+              AND (lim.rate_limit IS NULL
+                   OR (SELECT count(*) FROM job_starts s
+                       WHERE s.queue = ready_queue AND s.rate_key = keys.k
+                         AND s.started_at > at - lim.rate_period) < lim.rate_limit))
+          OR EXISTS (  -- a group's first jobs its concurrency leaves room for
+               SELECT 1 FROM (
+                 SELECT h.run_at, h.rate_key FROM jobs h
+                 WHERE h.queue = ready_queue AND h.group_key = keys.k AND h.status = 'queued'
+                 ORDER BY -h.priority, h.ordered_at, h.id
+                 LIMIT greatest(coalesce(lim.concurrency, 1)
+                                - (SELECT count(*) FROM jobs r
+                                   WHERE r.queue = ready_queue AND r.group_key = keys.k
+                                     AND r.status = 'running'), 0)) h
+               WHERE h.run_at <= at
+                 AND (lim.rate_limit IS NULL
+                      OR (SELECT count(*) FROM job_starts s
+                          WHERE s.queue = ready_queue
+                            AND s.rate_key = coalesce(h.rate_key, '')
+                            AND s.started_at > at - lim.rate_period) < lim.rate_limit)))
+      LIMIT up_to - unkeyed) f);
+END
+$ready$;
 
 -- The claim of 0012 (same signature, return shape and grants: CREATE OR REPLACE keeps them;
 -- job_complete_and_claim calls it by name and is unchanged). The plain branch is 0012's,

@@ -354,7 +354,7 @@ WHERE id IN (
 );"""
 
 JOB_READY_COUNT_BY_QUEUE: Final = """\
--- job_ready_count_by_queue: Counts the jobs a claim could take now in each queue (which queues need a worker): ungrouped ready jobs, plus one for each group with no running job whose head is ready (a blocked group's jobs do not count; a paused queue has none).
+-- job_ready_count_by_queue: Counts the jobs a claim could take now in each queue (which queues need a worker); a queue without a rate or a concurrency: ungrouped ready jobs, plus one for each group with no running job whose head is ready (a blocked group's jobs do not count); a queue with a rate or a concurrency (job_ready_fair_count, migration 0014; only those queues pay for it): its ready jobs with neither key if its own rate bucket has room, plus one for each key with a ready job its rate and its group's concurrency admit now (a held queue is not kicked: the sweep books its wake-up); a paused queue has none.
 WITH RECURSIVE groups AS (  -- every (queue, group) with queued jobs, one index probe each
   (SELECT queue, group_key FROM pgkick.jobs
    WHERE group_key IS NOT NULL AND status = 'queued'
@@ -380,17 +380,34 @@ claimable AS (
          WHERE h.queue = g.queue AND h.group_key = g.group_key AND h.status = 'queued'
          ORDER BY -h.priority, h.ordered_at, h.id LIMIT 1)
         <= coalesce(%(now)s::timestamptz, now())
+),
+plain AS (
+  SELECT queue, count(*) AS ready
+  FROM claimable c
+  WHERE NOT EXISTS (SELECT 1 FROM pgkick.queue_limits p
+                    WHERE p.queue = c.queue
+                      AND (p.paused OR p.rate_limit IS NOT NULL OR p.concurrency IS NOT NULL))
+  GROUP BY queue
+),
+limited AS (  -- job_ready_fair_count (migration 0014): job_claim_fair_ids's rules, read only
+  SELECT l.queue,
+         pgkick.job_ready_fair_count(l.queue, coalesce(%(now)s::timestamptz, now()), 2147483647)
+           AS ready
+  FROM pgkick.queue_limits l
+  WHERE NOT l.paused AND (l.rate_limit IS NOT NULL OR l.concurrency IS NOT NULL)
 )
-SELECT queue, count(*) AS ready
-FROM claimable c
-WHERE NOT EXISTS (SELECT 1 FROM pgkick.queue_limits p WHERE p.queue = c.queue AND p.paused)
-GROUP BY queue
+SELECT queue, ready FROM plain
+UNION ALL
+SELECT queue, ready FROM limited WHERE ready > 0
 ORDER BY queue;"""
 
 JOB_READY_EXISTS: Final = """\
--- job_ready_exists: Says whether a queue has a job a claim could take now: an ungrouped ready job among the first hundred in claim order (the cheap common answer), a ready head of a group with no running job (a loose index scan over its groups), or an ungrouped ready job further on; a blocked group's jobs do not count, so a worker out of time hands over only for claimable work; a paused queue has none.
-SELECT NOT EXISTS (SELECT 1 FROM pgkick.queue_limits p WHERE p.queue = %(queue)s AND p.paused)
-  AND (EXISTS (
+-- job_ready_exists: Says whether a queue has a job a claim could take now; a queue without a rate or a concurrency (the common case, one probe of queue_limits first): an ungrouped ready job among the first hundred in claim order (the cheap common answer), a ready head of a group with no running job (a loose index scan over its groups), or an ungrouped ready job further on; a queue with a rate or a concurrency (migration 0014): a ready job its key's rate and its group's concurrency admit now (job_ready_fair_count, migration 0014: a loose index scan over its keys, planned apart so this statement stays cheap to plan); a held job does not count, so a worker out of time hands over only for claimable work (the exit sweep books a held queue's wake-up); a paused queue has none.
+SELECT CASE
+  WHEN NOT EXISTS (SELECT 1 FROM pgkick.queue_limits p
+                   WHERE p.queue = %(queue)s
+                     AND (p.paused OR p.rate_limit IS NOT NULL OR p.concurrency IS NOT NULL))
+  THEN (EXISTS (
          SELECT 1 FROM (SELECT group_key FROM pgkick.jobs
                         WHERE queue = %(queue)s AND status = 'queued'
                           AND run_at <= coalesce(%(now)s::timestamptz, now())
@@ -422,7 +439,9 @@ SELECT NOT EXISTS (SELECT 1 FROM pgkick.queue_limits p WHERE p.queue = %(queue)s
     OR EXISTS (
          SELECT 1 FROM pgkick.jobs
          WHERE queue = %(queue)s AND status = 'queued' AND group_key IS NULL
-           AND run_at <= coalesce(%(now)s::timestamptz, now())));"""
+           AND run_at <= coalesce(%(now)s::timestamptz, now())))
+  ELSE pgkick.job_ready_fair_count(%(queue)s, coalesce(%(now)s::timestamptz, now()), 1) > 0
+END;"""
 
 JOB_REAP_EXPIRED: Final = """\
 -- job_reap_expired: Re-queues running jobs whose lease expired (all queues, or the one a rescue names), or fails them at max_attempts (or when an operator asked to cancel them) with a last_error saying so.
