@@ -2,10 +2,11 @@
 chromedriver, against the dashboard served by uvicorn on a real PostgreSQL.
 
 Opens the pages, filters, opens a job, retries a failed job and sees it run (the real
-worker loop), cancels a running one, and checks that a page refreshes only when asked
-and only while visible. A screenshot of each page is saved (the folder is printed).
-Without chromium the tests skip, saying so, unless PGKICK_REQUIRE_BROWSER=1 (CI): then
-they fail.
+worker loop), cancels a running one, follows a workflow from one of its jobs to its
+jobs' states and critical path, reads a job's durable steps, and checks that a page
+refreshes only when asked and only while visible. A screenshot of each page is saved
+(the folder is printed). Without chromium the tests skip, saying so, unless
+PGKICK_REQUIRE_BROWSER=1 (CI): then they fail.
 """
 
 from __future__ import annotations
@@ -30,6 +31,7 @@ from selenium.webdriver.chrome.service import Service
 from selenium.webdriver.common.by import By
 from selenium.webdriver.support.ui import Select, WebDriverWait
 
+import pgkick
 from pgkick.kick.kickers import NoKicker
 from pgkick.tasks.registry import JobContext, Registry
 from pgkick.worker.loop import Worker, WorkerOptions
@@ -262,6 +264,57 @@ def test_cancel_a_running_job(dsn: str, url: str, browser: webdriver.Chrome, sho
     assert browser.find_element(By.ID, "last-error").text == "cancelled by operator"
     browser.save_screenshot(str(shots / "6-job-cancelled.png"))
     assert job_row(dsn, job_id)["last_error"] == "cancelled by operator"
+
+
+def test_a_workflow_and_a_jobs_steps_in_the_browser(
+    dsn: str, url: str, browser: webdriver.Chrome, shots: Path
+) -> None:
+    """A diamond whose one branch failed: from a node's page to the workflow's, each job's
+    state, the dependant failed with its parent's reason, the critical path marked; then
+    a job of durable steps shows each step's result and its sleep."""
+    registry = tasks()
+
+    @registry.task("stepped")
+    def stepped(payload: Any, job: JobContext) -> None:
+        job.step("fetch", lambda: {"rows": 7})
+        job.sleep(3600)
+
+    @registry.task("broken")
+    def broken(payload: Any) -> None:
+        raise ValueError("no such invoice")
+
+    wf = pgkick.Workflow()
+    a = wf.add("mail", {"to": "a"})
+    b = wf.add("stepped", {}, after=[a])
+    c = wf.add("broken", {}, after=[a], max_attempts=1)
+    d = wf.add("mail", {"to": "d"}, after=[b, c])
+    run = wf.enqueue(dsn=dsn, kicker=NoKicker())
+    with JobStore.open(dsn) as store:
+        Worker(store, registry, NoKicker(), WorkerOptions(max_fanout=0)).drain(
+            "default", lambda: 600_000
+        )
+
+    browser.get(url + f"/jobs/{run[a]}")
+    assert status(browser) == "done"
+    click_and_load(browser, By.ID, "workflow")
+    assert browser.find_element(By.ID, "statuses").text == "4 jobs: 1 done, 2 failed, 1 queued"
+    rows = browser.find_elements(By.CSS_SELECTOR, "#workflow-jobs tbody tr")
+    shown_rows = {int(r.find_element(By.TAG_NAME, "a").text): r for r in rows}
+    assert list(shown_rows) == [run[a], run[b], run[c], run[d]]
+    states = {i: r.find_element(By.CSS_SELECTOR, "span.status").text for i, r in shown_rows.items()}
+    assert states == {run[a]: "done", run[b]: "queued", run[c]: "failed", run[d]: "failed"}
+    assert f"parent job {run[c]} failed" in shown_rows[run[d]].text
+    path = [int(x.text) for x in browser.find_elements(By.CSS_SELECTOR, "#critical-path a")]
+    assert path[0] == run[a] and path[-1] == run[d]
+    marked = {i for i, r in shown_rows.items() if "critical" in (r.get_attribute("class") or "")}
+    assert marked == set(path)
+    browser.save_screenshot(str(shots / "8-workflow.png"))
+
+    click_and_load(browser, By.LINK_TEXT, str(run[b]))
+    assert status(browser) == "queued"  # asleep: re-queued with a wake-up
+    steps = browser.find_element(By.ID, "steps").text
+    assert "fetch" in steps and '"rows": 7' in steps
+    browser.save_screenshot(str(shots / "9-job-steps.png"))
 
 
 def test_timeline_page(url: str, browser: webdriver.Chrome, shots: Path) -> None:
