@@ -506,3 +506,36 @@ def test_the_fast_walk_skips_a_rate_keyed_first_job_not_yet_due(dsn: str, clock:
         assert store.claim("api", batch=1, lease=LEASE) == []
         clock.advance(60)
         assert ns(store.claim("api", batch=1, lease=LEASE)) == [0]
+
+
+def _starts(store: JobStore) -> list[tuple[str, str]]:
+    rows = store.conn.execute("SELECT queue, rate_key FROM pgkick.job_starts ORDER BY 1, 2")
+    return [(queue, key) for queue, key in rows.fetchall()]
+
+
+def test_the_reaper_forgets_the_starts_of_keys_gone_quiet(dsn: str, clock: FakeClock) -> None:
+    """A claim prunes only the keys it starts, so a tenant that never starts again kept its
+    starts for ever (one table row per start, per key ever seen). The reaper drops the starts
+    older than two of their queue's periods, and those of a queue whose rate was removed
+    (its concurrency kept, so its limits row stays); the starts a window still counts stay,
+    and the key they hold is still held after the purge."""
+    with JobStore.open(dsn, clock) as store:
+        flow.set_queue_rate(store, "api", 1, timedelta(seconds=30))
+        flow.set_queue_rate(store, "other", 1, timedelta(seconds=30))
+        flow.set_queue_concurrency(store, "other", 2)
+        add(store, 0, queue="api", rate_key="gone")
+        add(store, 1, queue="other", rate_key="x")
+        assert ns(store.claim("api", batch=5, lease=LEASE)) == [0]
+        assert ns(store.claim("other", batch=5, lease=LEASE)) == [1]
+        clock.advance(45)
+        add(store, 2, queue="api", rate_key="recent")
+        add(store, 3, queue="api", rate_key="recent")
+        assert ns(store.claim("api", batch=5, lease=LEASE)) == [2]
+        clock.advance(20)  # gone's start is 65 s old (over 2 x 30 s); recent's is 20 s old
+        flow.set_queue_rate(store, "other", None)
+        assert _starts(store) == [("api", "gone"), ("api", "recent"), ("other", "x")]
+        report = reap(store, Kicker(), retention=timedelta(days=7))
+        assert report["purged_starts"] == 2
+        assert _starts(store) == [("api", "recent")]
+        assert store.claim("api", batch=5, lease=LEASE) == []  # recent's window still holds 3
+        assert reap(store, Kicker(), retention=timedelta(days=7))["purged_starts"] == 0

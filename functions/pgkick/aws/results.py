@@ -60,5 +60,6 @@ class ReaperResult(TypedDict):
     purged: int
     purge_complete: bool  # False: stopped for time, older finished jobs left for the next run
     purged_ticks: int
+    purged_starts: int
     queues: list[dict[str, Any]]
     table: dict[str, Any]

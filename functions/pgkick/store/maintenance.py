@@ -107,3 +107,8 @@ class MaintenanceStore(ExpiredLeases, QueueHealing):
     def purge_ticks(self, retention: timedelta) -> int:
         """Forget periodic ticks older than the retention; returns how many."""
         return self.count(queries.PERIODIC_TICK_PURGE, retention=retention)
+
+    def purge_stale_starts(self) -> int:
+        """Forget rate-limit starts no window counts any more (of keys no claim prunes: a
+        tenant gone quiet); returns how many."""
+        return self.count(queries.JOB_START_PURGE_STALE)

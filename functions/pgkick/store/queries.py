@@ -510,6 +510,15 @@ SET status       = CASE WHEN cancel_requested_at IS NULL THEN 'queued' ELSE 'fai
 WHERE id = %(id)s AND status = 'running' AND attempts = %(attempts)s
 RETURNING run_at, status;"""
 
+JOB_START_PURGE_STALE: Final = """\
+-- job_start_purge_stale: Deletes the rate-limit starts no window can count any more: older than two of their queue's periods, or of a queue that has no rate now (a claim prunes only the keys it starts, so a key never claimed again would keep its starts for ever).
+DELETE FROM pgkick.job_starts s
+WHERE NOT EXISTS (
+  SELECT 1 FROM pgkick.queue_limits l
+  WHERE l.queue = s.queue AND l.rate_period IS NOT NULL
+    AND s.started_at > coalesce(%(now)s::timestamptz, now()) - 2 * l.rate_period
+);"""
+
 JOB_STATS_BY_QUEUE: Final = """\
 -- job_stats_by_queue: Per queue: jobs by status, the oldest ready job's age, the next lease to expire, failures in the last day, and ready jobs waiting past stranded_after with no worker watching.
 SELECT queue,

@@ -93,6 +93,7 @@ def reap(
             extra={"purged": purged},
         )
     report["purged_ticks"] = store.purge_ticks(retention)  # recurring's dedupe keys
+    report["purged_starts"] = store.purge_stale_starts()  # rate limits' keys gone quiet
     return report
 
 
