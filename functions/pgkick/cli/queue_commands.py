@@ -93,15 +93,16 @@ def _bulk_command(
 
 
 def cmd_retry(args: argparse.Namespace) -> dict[str, Any]:
-    """Put failed jobs back in the queue, with --extra-attempts more tries, and kick."""
+    """Put failed jobs back in the queue, with --extra-attempts more tries, and kick; the
+    dependants their failure had failed or cancelled wait for them again (counted)."""
     if _bulk(args, "retry") is not None:
 
         def retry(store: OperatorStore, selection: bulk.JobSelection) -> dict[str, Any]:
             retried = bulk.retry_matching(
                 store, selection, extra_attempts=args.extra_attempts, batch=args.batch
             )
-            operations.kick_queues(retried, default_kicker())
-            return {"retried": len(retried)}
+            operations.kick_queues(retried.jobs, default_kicker())
+            return {"retried": len(retried.jobs), "revived_dependants": retried.revived}
 
         return _bulk_command(args, "retry", retry)
     with database.operator_store(args) as store:
@@ -109,8 +110,11 @@ def cmd_retry(args: argparse.Namespace) -> dict[str, Any]:
         retried = operations.retry(
             store, ids=ids, queue=args.queue, task=args.task, extra_attempts=args.extra_attempts
         )
-    operations.kick_queues(retried, default_kicker())
-    return {"retried": [job_id for job_id, _ in retried]}
+    operations.kick_queues(retried.jobs, default_kicker())
+    return {
+        "retried": [job_id for job_id, _ in retried.jobs],
+        "revived_dependants": retried.revived,
+    }
 
 
 def cmd_cancel(args: argparse.Namespace) -> dict[str, Any]:
