@@ -146,6 +146,9 @@ def test_a_diamond_revives_its_join_only_once_no_parent_of_it_is_failed(
         _drain(store)  # b runs; d is not released by it
         assert _jobs(dsn)[b][0] == "done" and _jobs(dsn)[d][0] == "failed"
 
+        counted = _cli(capsys, "retry", "--queue", "c", "--status", "failed", "--dsn", dsn)
+        assert (counted["would_retry"], counted["would_revive_up_to"]) == (1, 2)  # d and e
+        assert _jobs(dsn)[d][0] == "failed"  # a dry run
         out = _cli(capsys, "retry", "--queue", "c", "--status", "failed", "--yes", "--dsn", dsn)
         assert out == {"retried": 1, "revived_dependants": 2}
         jobs = _jobs(dsn)

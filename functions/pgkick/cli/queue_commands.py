@@ -80,12 +80,14 @@ def _bulk_command(
     if selection is None:  # the callers ask _bulk first
         raise UsageError(f"{action}: give a filter")
     with database.operator_store(args) as store:
-        counts = bulk.count_matching(store, selection, action)
+        ids, counts = bulk.select(store, selection, action)
         total = sum(counts.values())
         if args.dry_run or not args.yes:
+            counted: dict[str, Any] = {"would_" + action: total, "by_status": counts}
+            if action == "retry":  # the dependants outside the selection it would revive
+                counted["would_revive_up_to"] = store.revivable_count(ids) if ids else 0
             return {
-                "would_" + action: total,
-                "by_status": counts,
+                **counted,
                 "dry_run": True,
                 "to_act": "run it again with --yes" if total else "nothing to do",
             }

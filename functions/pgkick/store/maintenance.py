@@ -74,6 +74,11 @@ class MaintenanceStore(ExpiredLeases, QueueHealing):
         one: the count lives as long as the transaction)."""
         return int(self.one(queries.JOB_REVIVED_DEPENDANTS_COUNT)[0])
 
+    def revivable_count(self, ids: list[int]) -> int:
+        """How many failed jobs outside `ids` a retry of them would revive, at most (the
+        dependants their failures ended, transitively): the bulk retry's dry run."""
+        return int(self.one(queries.JOB_REVIVABLE_COUNT, ids=ids)[0])
+
     def retry_conflicts(
         self, *, ids: list[int] | None, queue: str | None, task: str | None
     ) -> list[tuple[int, str, int, str]]:

@@ -504,6 +504,23 @@ FROM chosen c
 JOIN chosen other ON other.unique_key = c.unique_key AND other.id < c.id
 ORDER BY 1, 3;"""
 
+JOB_REVIVABLE_COUNT: Final = """\
+-- job_revivable_count: For the failed jobs a retry selects (ids), how many jobs outside them it would revive at most (the bulk retry's dry run): the dependants their failures ended (policy fail or cancel, no spawning attempt, a last_error naming a parent's failure), transitively, as migration 0019's trigger finds them; an upper bound, since one with another parent still failed stays failed.
+WITH RECURSIVE ended (id) AS (
+  SELECT d.child_id
+  FROM pgkick.job_dependencies d JOIN pgkick.jobs c ON c.id = d.child_id
+  WHERE d.parent_id = ANY(%(ids)s::bigint[]) AND d.attempt IS NULL AND d.policy <> 'run anyway'
+    AND c.status = 'failed' AND c.last_error ~ '^(cancelled: )?parent job [0-9]+ failed: '
+  UNION
+  SELECT d.child_id
+  FROM ended e
+  JOIN pgkick.job_dependencies d ON d.parent_id = e.id
+  JOIN pgkick.jobs c ON c.id = d.child_id
+  WHERE d.attempt IS NULL AND d.policy <> 'run anyway'
+    AND c.status = 'failed' AND c.last_error ~ '^(cancelled: )?parent job [0-9]+ failed: '
+)
+SELECT count(*)::int FROM ended WHERE id <> ALL(%(ids)s::bigint[]);"""
+
 JOB_REVIVED_DEPENDANTS_COUNT: Final = """\
 -- job_revived_dependants_count: How many dependants retries revived in this transaction (migration 0019's trigger adds them up in the transaction-local pgkick.revived_dependants; 0 when none): read after the retry, before its commit.
 SELECT coalesce(nullif(current_setting('pgkick.revived_dependants', true), ''), '0')::int"""
