@@ -210,6 +210,24 @@ def test_the_maintainer_role_retries_and_revives(
     assert _jobs(dsn)[b][:2] == ("waiting", 1)
 
 
+def test_a_dependant_whose_unique_key_a_live_job_took_stays_failed(
+    dsn: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """b (unique key "k") failed with its parent a; a new job took "k" since. Revived, b
+    would hold the key beside it: the retry of a refused as a whole by the live-key index
+    (a raw unique violation). b stays failed; a is retried."""
+    with JobStore.open(dsn) as store:
+        enqueue = Enqueuer(store).enqueue
+        a = enqueue(_node("a", fail_attempts=[1]), task="dag_node", max_attempts=1)
+        b = enqueue(_node("b"), task="dag_node", after=[a], unique_key="k")
+        _drain(store)
+        holder = enqueue(_node("b2"), task="dag_node", queue="held", unique_key="k")
+    out = _cli(capsys, "retry", str(a), "--dsn", dsn)
+    assert out == {"retried": [a], "revived_dependants": 0}
+    jobs = _jobs(dsn)
+    assert (jobs[a][0], jobs[b][0], jobs[holder][0]) == ("queued", "failed", "queued")
+
+
 def test_the_dashboard_button_says_how_many_dependants_wait_again(dsn: str) -> None:
     with JobStore.open(dsn) as store:
         enqueue = Enqueuer(store).enqueue

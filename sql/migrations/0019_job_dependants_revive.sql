@@ -13,6 +13,7 @@
 -- A dependant with another parent still failed under fail or cancel (one not retried with
 -- this one) stays failed, as do its own dependants: revived, it would fail again at once.
 -- Retrying that other parent later revives it (its last_error may name either parent).
+-- So does a dependant whose unique_key a live job took since it failed.
 -- Why locks: a revived dependant counts its parents still to finish (waiting_on). Another
 -- parent finishing concurrently decrements only a waiting dependant, so it must not finish
 -- between this count and this commit: every parent of the dependants is locked FOR SHARE
@@ -61,6 +62,11 @@ BEGIN
     FROM parents
     WHERE c.id = parents.child_id AND c.status = 'failed'
       AND NOT parents.blocked AND parents.pending > 0
+      -- A live job took its unique key meanwhile: it stays failed (waiting, it would hold
+      -- the key beside that job, which jobs_unique_live_idx refuses).
+      AND NOT EXISTS (SELECT 1 FROM jobs o
+                      WHERE c.unique_key IS NOT NULL AND o.unique_key = c.unique_key
+                        AND o.status IN ('waiting', 'queued', 'running'))
     RETURNING c.id
   )
   SELECT count(*) INTO revived FROM revive;
