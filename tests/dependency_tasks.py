@@ -21,11 +21,12 @@ def _record(job: JobContext, name: str, started: int) -> None:
 
 @task("dag_node")
 def dag_node(payload: Any, job: JobContext) -> str:
-    """A node of a DAG: records its run (and fails for good if payload says so)."""
+    """A node of a DAG: records its run (and fails for good if payload says so, or on the
+    attempts listed in payload['fail_attempts'])."""
     started = time.monotonic_ns()
     time.sleep(payload.get("sleep", 0))
     _record(job, payload["name"], started)
-    if payload.get("fail"):
+    if payload.get("fail") or job.attempt in payload.get("fail_attempts", []):
         raise PermanentError(f"node {payload['name']} fails")
     return str(payload["name"])
 

@@ -79,7 +79,7 @@ def test_retry_by_error_text_counts_first_then_retries_only_those_a_batch_per_tr
     assert out["dry_run"] is True
     assert rows(dsn, timeouts + other_error + queued) == before  # nothing written
     code, out, _ = run(capsys, *argv, "--yes")
-    assert (code, out) == (0, {"retried": 25})
+    assert (code, out) == (0, {"retried": 25, "revived_dependants": 0})
     after = rows(dsn, timeouts + other_error + other_task + queued)
     assert {i for i, (status, _, _) in after.items() if status == "queued"} == set(
         timeouts + queued

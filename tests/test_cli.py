@@ -56,7 +56,7 @@ def test_enqueue_status_cancel_retry_purge_reap(
     code, out, _ = run(
         capsys, "retry", str(job_id), "--dsn", dsn, "--json", "--extra-attempts", "2"
     )
-    assert (code, out) == (0, {"retried": [job_id]})
+    assert (code, out) == (0, {"retried": [job_id], "revived_dependants": 0})
     row = job_row(dsn, job_id)
     assert (row["status"], row["max_attempts"], row["finished_at"]) == ("queued", 2, None)
 
@@ -182,7 +182,7 @@ def test_retry_never_takes_max_attempts_past_1000(
     assert code == 1 and f"job {spent} has used all 1000 attempts" in err
     assert job_row(dsn, near)["status"] == "failed"
     code, out, _ = run(capsys, "retry", "--all", "--extra-attempts", "999", "--dsn", dsn, "--json")
-    assert (code, out) == (0, {"retried": [near]})
+    assert (code, out) == (0, {"retried": [near], "revived_dependants": 0})
     assert (job_row(dsn, near)["max_attempts"], job_row(dsn, spent)["status"]) == (1000, "failed")
 
 

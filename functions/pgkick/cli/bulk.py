@@ -28,6 +28,7 @@ from dataclasses import asdict, dataclass
 from datetime import datetime
 from typing import Any
 
+from pgkick.cli.operations import Retried
 from pgkick.errors import InvalidArgument, UsageError
 from pgkick.store import unique
 from pgkick.store.operator import OperatorStore
@@ -141,22 +142,26 @@ def retry_matching(
     *,
     extra_attempts: int = 1,
     batch: int = BATCH,
-) -> list[tuple[int, str]]:
+) -> Retried:
     """Put every failed job of the selection back in its queue with `extra_attempts` more,
-    a batch at a time; (id, queue) of each. Refused, nothing written, if a retry would put
-    a job next to a live one with its unique key. Kick the queues afterwards
-    (pgkick.cli.operations.kick_queues)."""
+    a batch at a time, reviving the dependants their failure ended (migration 0019); the
+    jobs, (id, queue) each, and how many dependants wait again. Refused, nothing written,
+    if a retry would put a job next to a live one with its unique key. Kick the queues
+    afterwards (pgkick.cli.operations.kick_queues)."""
     ids, _ = select(store, selection, "retry", batch=batch)
     conflicts = store.retry_conflicts(ids=ids, queue=None, task=None) if ids else []
     if conflicts:
         raise UsageError(f"nothing changed: {unique.describe_conflicts(conflicts)}")
     retried: list[tuple[int, str]] = []
+    revived = 0
     for chunk in _batches(ids, batch):
         with store.transaction():
-            retried += store.retry_failed(
+            jobs = store.retry_failed(
                 ids=chunk, queue=None, task=None, extra_attempts=extra_attempts
             )
-    return retried
+            retried += jobs
+            revived += store.revived_dependants() if jobs else 0
+    return Retried(retried, revived)
 
 
 def cancel_matching(

@@ -9,6 +9,7 @@ the same rows, so the checks and the statements are called from one place.
 from __future__ import annotations
 
 from collections.abc import Iterable
+from typing import NamedTuple
 
 from pgkick.errors import JobMissing, UsageError
 from pgkick.kick.kickers import Kicker
@@ -37,6 +38,14 @@ def check_ids(store: OperatorStore, ids: list[int], status: str) -> None:
         raise error(f"nothing changed: {'; '.join(problems)} (expected {status})")
 
 
+class Retried(NamedTuple):
+    """What a retry did: the jobs queued again, (id, queue) each, and how many of their
+    dependants (failed or cancelled by their failure, transitively) wait again."""
+
+    jobs: list[tuple[int, str]]
+    revived: int
+
+
 def retry(
     store: OperatorStore,
     *,
@@ -44,13 +53,16 @@ def retry(
     queue: str | None = None,
     task: str | None = None,
     extra_attempts: int = 1,
-) -> list[tuple[int, str]]:
-    """Put failed jobs back in the queue with more attempts; (id, queue) of each. Kick their
-    queues after this connection's work (`kick_queues`)."""
+) -> Retried:
+    """Put failed jobs back in the queue with more attempts, reviving the dependants their
+    failure ended (migration 0019), in one transaction. Kick their queues after this
+    connection's work (`kick_queues`); the revived wait for them, nothing to kick."""
     conflicts = store.retry_conflicts(ids=ids, queue=queue, task=task)
     if conflicts:  # the index would refuse it too, less clearly
         raise UsageError(f"nothing changed: {unique.describe_conflicts(conflicts)}")
-    return store.retry_failed(ids=ids, queue=queue, task=task, extra_attempts=extra_attempts)
+    with store.transaction():  # the count is the transaction's
+        jobs = store.retry_failed(ids=ids, queue=queue, task=task, extra_attempts=extra_attempts)
+        return Retried(jobs, store.revived_dependants() if jobs else 0)
 
 
 def cancel(

@@ -80,12 +80,14 @@ def _bulk_command(
     if selection is None:  # the callers ask _bulk first
         raise UsageError(f"{action}: give a filter")
     with database.operator_store(args) as store:
-        counts = bulk.count_matching(store, selection, action)
+        ids, counts = bulk.select(store, selection, action)
         total = sum(counts.values())
         if args.dry_run or not args.yes:
+            counted: dict[str, Any] = {"would_" + action: total, "by_status": counts}
+            if action == "retry":  # the dependants outside the selection it would revive
+                counted["would_revive_up_to"] = store.revivable_count(ids) if ids else 0
             return {
-                "would_" + action: total,
-                "by_status": counts,
+                **counted,
                 "dry_run": True,
                 "to_act": "run it again with --yes" if total else "nothing to do",
             }
@@ -93,15 +95,16 @@ def _bulk_command(
 
 
 def cmd_retry(args: argparse.Namespace) -> dict[str, Any]:
-    """Put failed jobs back in the queue, with --extra-attempts more tries, and kick."""
+    """Put failed jobs back in the queue, with --extra-attempts more tries, and kick; the
+    dependants their failure had failed or cancelled wait for them again (counted)."""
     if _bulk(args, "retry") is not None:
 
         def retry(store: OperatorStore, selection: bulk.JobSelection) -> dict[str, Any]:
             retried = bulk.retry_matching(
                 store, selection, extra_attempts=args.extra_attempts, batch=args.batch
             )
-            operations.kick_queues(retried, default_kicker())
-            return {"retried": len(retried)}
+            operations.kick_queues(retried.jobs, default_kicker())
+            return {"retried": len(retried.jobs), "revived_dependants": retried.revived}
 
         return _bulk_command(args, "retry", retry)
     with database.operator_store(args) as store:
@@ -109,8 +112,11 @@ def cmd_retry(args: argparse.Namespace) -> dict[str, Any]:
         retried = operations.retry(
             store, ids=ids, queue=args.queue, task=args.task, extra_attempts=args.extra_attempts
         )
-    operations.kick_queues(retried, default_kicker())
-    return {"retried": [job_id for job_id, _ in retried]}
+    operations.kick_queues(retried.jobs, default_kicker())
+    return {
+        "retried": [job_id for job_id, _ in retried.jobs],
+        "revived_dependants": retried.revived,
+    }
 
 
 def cmd_cancel(args: argparse.Namespace) -> dict[str, Any]:

@@ -61,11 +61,23 @@ class MaintenanceStore(ExpiredLeases, QueueHealing):
     def retry_failed(
         self, *, ids: list[int] | None, queue: str | None, task: str | None, extra_attempts: int
     ) -> list[tuple[int, str]]:
-        """Failed jobs back to queued; returns (id, queue) of each."""
+        """Failed jobs back to queued; returns (id, queue) of each. The dependants their
+        failure had ended wait for them again (migration 0019's trigger, in this statement):
+        `revived_dependants` counts them, in the same transaction."""
         rows = self.rows(
             queries.JOB_RETRY_FAILED, ids=ids, queue=queue, task=task, extra_attempts=extra_attempts
         )
         return [(row[0], row[1]) for row in rows]
+
+    def revived_dependants(self) -> int:
+        """How many dependants the retries of the current transaction revived (0 outside
+        one: the count lives as long as the transaction)."""
+        return int(self.one(queries.JOB_REVIVED_DEPENDANTS_COUNT)[0])
+
+    def revivable_count(self, ids: list[int]) -> int:
+        """How many failed jobs outside `ids` a retry of them would revive, at most (the
+        dependants their failures ended, transitively): the bulk retry's dry run."""
+        return int(self.one(queries.JOB_REVIVABLE_COUNT, ids=ids)[0])
 
     def retry_conflicts(
         self, *, ids: list[int] | None, queue: str | None, task: str | None

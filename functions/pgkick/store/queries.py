@@ -459,19 +459,29 @@ WHERE status = 'running' AND locked_until < coalesce(%(now)s::timestamptz, now()
 RETURNING id, queue, status, attempts;"""
 
 JOB_RETRY_FAILED: Final = """\
--- job_retry_failed: Puts failed jobs (by ids, or by queue and task) back in the queue with more attempts, never more than 1000 in all (a job that used 1000 stays failed); attempts keep counting up, so fencing stays sound; a cancel mark is cleared.
-UPDATE pgkick.jobs
+-- job_retry_failed: Puts failed jobs (by ids, or by queue and task) back in the queue with more attempts, never more than 1000 in all (a job that used 1000 stays failed); attempts keep counting up, so fencing stays sound; a cancel mark is cleared. A selected job that a parent's failure ended (its last_error says so, policy fail or cancel), whose failed parent this retry selects too, is left to that parent: migration 0019's trigger revives it as waiting, so it runs after its parent, not beside it.
+UPDATE pgkick.jobs AS j
 SET status       = 'queued',
     run_at       = coalesce(%(now)s::timestamptz, now()),
     finished_at  = NULL,
-    max_attempts = least(attempts + %(extra_attempts)s::int, 1000),
+    max_attempts = least(j.attempts + %(extra_attempts)s::int, 1000),
     cancel_requested_at = NULL  -- a job cancelled while running may be retried: a fresh start
-WHERE status = 'failed'
-  AND attempts < 1000
-  AND (%(ids)s::bigint[] IS NULL OR id = ANY(%(ids)s::bigint[]))
-  AND (%(queue)s::text IS NULL OR queue = %(queue)s)
-  AND (%(task)s::text IS NULL OR task = %(task)s)
-RETURNING id, queue;"""
+WHERE j.status = 'failed'
+  AND j.attempts < 1000
+  AND (%(ids)s::bigint[] IS NULL OR j.id = ANY(%(ids)s::bigint[]))
+  AND (%(queue)s::text IS NULL OR j.queue = %(queue)s)
+  AND (%(task)s::text IS NULL OR j.task = %(task)s)
+  AND NOT (coalesce(j.last_error, '') ~ '^(cancelled: )?parent job [0-9]+ failed: ' AND EXISTS (
+    SELECT 1
+    FROM pgkick.job_dependencies d JOIN pgkick.jobs p ON p.id = d.parent_id
+    WHERE d.child_id = j.id AND d.attempt IS NULL AND d.policy <> 'run anyway'
+      AND p.status = 'failed'
+      AND p.attempts < 1000
+      AND (%(ids)s::bigint[] IS NULL OR p.id = ANY(%(ids)s::bigint[]))
+      AND (%(queue)s::text IS NULL OR p.queue = %(queue)s)
+      AND (%(task)s::text IS NULL OR p.task = %(task)s)
+  ))
+RETURNING j.id, j.queue;"""
 
 JOB_RETRY_UNIQUE_CONFLICTS: Final = """\
 -- job_retry_unique_conflicts: For the failed jobs a retry would select (by ids, or by queue and task), each whose unique key a waiting, queued or running job holds, or an earlier selected job shares: the job, its key, and the job in the way (a retry of it would break the one-live-job-per-key rule).
@@ -493,6 +503,27 @@ SELECT c.id, c.unique_key, other.id, 'failed'
 FROM chosen c
 JOIN chosen other ON other.unique_key = c.unique_key AND other.id < c.id
 ORDER BY 1, 3;"""
+
+JOB_REVIVABLE_COUNT: Final = """\
+-- job_revivable_count: For the failed jobs a retry selects (ids), how many jobs outside them it would revive at most (the bulk retry's dry run): the dependants their failures ended (policy fail or cancel, no spawning attempt, a last_error naming a parent's failure), transitively, as migration 0019's trigger finds them; an upper bound, since one with another parent still failed stays failed.
+WITH RECURSIVE ended (id) AS (
+  SELECT d.child_id
+  FROM pgkick.job_dependencies d JOIN pgkick.jobs c ON c.id = d.child_id
+  WHERE d.parent_id = ANY(%(ids)s::bigint[]) AND d.attempt IS NULL AND d.policy <> 'run anyway'
+    AND c.status = 'failed' AND c.last_error ~ '^(cancelled: )?parent job [0-9]+ failed: '
+  UNION
+  SELECT d.child_id
+  FROM ended e
+  JOIN pgkick.job_dependencies d ON d.parent_id = e.id
+  JOIN pgkick.jobs c ON c.id = d.child_id
+  WHERE d.attempt IS NULL AND d.policy <> 'run anyway'
+    AND c.status = 'failed' AND c.last_error ~ '^(cancelled: )?parent job [0-9]+ failed: '
+)
+SELECT count(*)::int FROM ended WHERE id <> ALL(%(ids)s::bigint[]);"""
+
+JOB_REVIVED_DEPENDANTS_COUNT: Final = """\
+-- job_revived_dependants_count: How many dependants retries revived in this transaction (migration 0019's trigger adds them up in the transaction-local pgkick.revived_dependants; 0 when none): read after the retry, before its commit.
+SELECT coalesce(nullif(current_setting('pgkick.revived_dependants', true), ''), '0')::int"""
 
 JOB_SNOOZE: Final = """\
 -- job_snooze: Puts a running job back in the queue at now + seconds without using an attempt (fenced: only while this attempt holds it), or, when a cancel was requested since the worker's last heartbeat, fails it 'cancelled by operator'; returns its status and when it is due.
@@ -1030,4 +1061,4 @@ COMMIT;"""
 
 # The migrations' versions in the order they apply (their scripts:
 # pgkick.store.migration_scripts, which a Lambda handler never loads).
-MIGRATION_VERSIONS: Final[tuple[int, ...]] = (1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 17, 18,)
+MIGRATION_VERSIONS: Final[tuple[int, ...]] = (1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 17, 18, 19,)

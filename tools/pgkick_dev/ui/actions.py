@@ -51,8 +51,11 @@ def retry(request: Request) -> Response:
             retried = operations.retry(store, ids=[job_id])
     except UsageError as exc:
         raise _refused(exc) from None
-    operations.kick_queues(retried, settings.kicker or default_kicker())
-    return _done(request, job_id, "retried: queued again with one more attempt")
+    operations.kick_queues(retried.jobs, settings.kicker or default_kicker())
+    message = "retried: queued again with one more attempt"
+    if retried.revived:
+        message += f"; {retried.revived} dependant(s) it had failed wait for it again"
+    return _done(request, job_id, message)
 
 
 def cancel(request: Request) -> Response:
