@@ -39,6 +39,7 @@ from pgkick_dev.ui.app import make_app
 from tests.helpers import FakeClock
 from tests.store import JobStore
 from tests.test_dashboard import client as ui_client
+from tests.test_security import login_as  # noqa: F401  (a fixture)
 from tests.test_watch import RecordingKicker
 
 ROOT = Path(__file__).parent.parent
@@ -361,6 +362,21 @@ def test_spawned_children_are_kicked_after_the_commit_or_woken_when_delayed(dsn:
     assert kicker.wakes == ["later"]
     statuses = Counter(s for s, _ in _statuses(dsn).values())
     assert statuses == {"done": 2, "queued": 6, "waiting": 2}
+
+
+def test_the_worker_role_spawns_with_reserved_ids_and_joins(
+    dsn: str,
+    login_as: dict[str, str],  # noqa: F811  (the fixture imported above)
+) -> None:
+    """As pgkick_worker (a login role in it, no more): the id reservation (USAGE on the
+    jobs' sequence), the insert with those ids (INSERT on id, rate_key) and the links.
+    Catches a grant missing from role_setup."""
+    with JobStore.open(dsn) as admin:
+        Enqueuer(admin).enqueue({"n": 20}, task="spawn_then")
+    with JobStore.open(login_as["worker"]) as worker:
+        summary = Worker(worker, registry, NO_KICKS, FAST_RETRY).drain("default", _forever)
+    assert summary.done == 22
+    assert Counter(s for s, _ in _statuses(dsn).values()) == {"done": 22}
 
 
 def test_bad_spawns_are_refused_at_the_call_before_anything_is_written(dsn: str) -> None:
