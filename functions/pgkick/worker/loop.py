@@ -8,7 +8,8 @@ so a backlog spreads over as many workers as the concurrency cap allows.
 
 Outcomes are fenced: a job whose lease was lost is abandoned without a write.
 Successes are completed together in one statement per batch (flushed early
-when jobs are slow, so a crash re-runs little).
+when jobs are slow, so a crash re-runs little); a job that spawned children is
+completed alone, in one transaction with their inserts (pgkick.worker.spawn).
 """
 
 from __future__ import annotations
