@@ -70,12 +70,15 @@ AFTER_SPAWN: list[Callable[[JobContext], None]] = []
 
 @task("spawn_then")
 def spawn_then(payload: Any, job: JobContext) -> list[int]:
-    """Spawns payload['n'] children (in payload's queue, delayed by its delay) and a join
+    """Spawns payload['n'] children (in payload's queue, delayed by its delay, after its
+    parent) and a join
     after them; runs the test's hooks; then sleeps payload['sleep'] seconds if given (a
     durable sleep: this run ends, the next replays it and spawns again)."""
     options = {"queue": payload.get("queue", "default")}
     if "delay" in payload:
         options["delay"] = payload["delay"]
+    if "parent" in payload:  # a parent outside the fan-out, for every child
+        options["after"] = [payload["parent"]]
     children = job.spawn_many(
         {"payload": {"i": i}, "task": "fan_child", **options} for i in range(payload["n"])
     )

@@ -328,6 +328,35 @@ def test_a_spawning_run_whose_lease_was_taken_over_writes_no_child(dsn: str) -> 
     assert [(job, s) for job, (s, _) in _statuses(dsn).items()] == [(spawner, "running")]
 
 
+def test_a_completion_whose_children_cannot_be_written_rolls_back_and_fails_the_run(
+    dsn: str,
+) -> None:
+    """The children's parent outside the fan-out is deleted between the spawn and the
+    completion: their link fails in the completion's transaction, which rolls back (the
+    job is not done, no child exists) and the worker records the run as failed, naming
+    the cause, instead of raising."""
+    with JobStore.open(dsn) as store:
+        enqueue = Enqueuer(store).enqueue
+        parent = enqueue({}, task="noop", queue="elsewhere")
+        spawner = enqueue({"n": 3, "parent": parent}, task="spawn_then", max_attempts=1)
+
+    def parent_purged(job: pgkick.JobContext) -> None:
+        with psycopg.connect(dsn, autocommit=True) as admin:
+            admin.execute("DELETE FROM pgkick.jobs WHERE id = %s", (parent,))
+
+    tests.dependency_tasks.AFTER_SPAWN.append(parent_purged)
+    try:
+        with JobStore.open(dsn) as store:
+            summary = Worker(store, registry, NO_KICKS, FAST_RETRY).drain("default", _forever)
+    finally:
+        tests.dependency_tasks.AFTER_SPAWN.clear()
+    assert (summary.done, summary.failed) == (0, 1)
+    assert _count(dsn) == 1
+    status, error = _statuses(dsn)[spawner]
+    assert status == "failed"
+    assert error is not None and error.startswith("spawn: ForeignKeyViolation: pgkick: parent job")
+
+
 def test_a_spawning_run_that_sleeps_writes_its_children_once_when_it_completes(
     dsn: str,
 ) -> None:
