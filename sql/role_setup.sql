@@ -70,14 +70,17 @@ GRANT EXECUTE ON FUNCTION pgkick.job_complete_and_claim(bigint[], int[], text[],
 -- Jobs that wait for others (migration 0017): producers and spawning tasks link a job to its
 -- parents through job_await (SECURITY DEFINER: it flags and reads parents they may not);
 -- workers read parents' results and the dependants their failures released, and insert the
--- children a task spawns with every option an app's enqueue has.
+-- children a task spawns with every option an app's enqueue has, with ids reserved from the
+-- jobs' sequence while the task ran (pgkick.worker.spawn: the insert commits with the
+-- spawning job's completion, and the task has named the ids already).
 REVOKE ALL ON pgkick.job_dependencies FROM PUBLIC;
 GRANT SELECT ON pgkick.job_dependencies TO pgkick_worker;
 REVOKE ALL ON FUNCTION pgkick.job_await(bigint[], bigint[], text[], int[], timestamptz) FROM PUBLIC;
 GRANT EXECUTE ON FUNCTION pgkick.job_await(bigint[], bigint[], text[], int[], timestamptz)
   TO pgkick_producer, pgkick_worker;
-GRANT INSERT (run_at, priority, group_key, unique_key, traceparent, tracestate)
+GRANT INSERT (id, run_at, priority, group_key, unique_key, traceparent, tracestate, rate_key)
   ON pgkick.jobs TO pgkick_worker;
+GRANT USAGE ON SEQUENCE pgkick.jobs_id_seq TO pgkick_worker;
 
 -- The reaper and operators: also retry (more attempts), purge and cancel.
 GRANT UPDATE (max_attempts, cancel_requested_at), DELETE ON pgkick.jobs TO pgkick_maintainer;

@@ -23,7 +23,7 @@ import psycopg
 import pytest
 
 import pgkick
-import tests.dependency_tasks  # noqa: F401  dag_node, fan_out, fan_child, fan_join
+import tests.dependency_tasks  # dag_node, fan_out, fan_child, fan_join, spawn_then, ...
 from pgkick import aio
 from pgkick.cli.main import main
 from pgkick.connections.db import Database
@@ -39,6 +39,7 @@ from pgkick_dev.ui.app import make_app
 from tests.helpers import FakeClock
 from tests.store import JobStore
 from tests.test_dashboard import client as ui_client
+from tests.test_security import login_as  # noqa: F401  (a fixture)
 from tests.test_watch import RecordingKicker
 
 ROOT = Path(__file__).parent.parent
@@ -271,15 +272,24 @@ def test_a_ten_thousand_way_fan_out_then_fan_in_runs_the_join_once(
     assert spawner in _runs(tmp_path)
 
 
-def test_a_spawning_attempt_that_fails_cancels_its_children_and_the_retry_spawns_afresh(
-    dsn: str,
-) -> None:
+def _count(dsn: str) -> int:
+    """Rows in the jobs table, whatever their status (a cancelled child counts too)."""
+    with psycopg.connect(dsn) as conn:
+        row = conn.execute("SELECT count(*) FROM pgkick.jobs").fetchone()
+        assert row is not None
+        return int(row[0])
+
+
+def test_a_spawning_run_that_fails_writes_no_child_and_the_retry_spawns_once(dsn: str) -> None:
+    """The children are written with the spawning job's completion: a run that spawned,
+    then failed, leaves no child row at all (not even a cancelled one); the retry's
+    children and join run, the join once."""
     with JobStore.open(dsn) as store:
         spawner = Enqueuer(store).enqueue({"n": 50, "fail_attempts": [1]}, task="fan_out")
         worker = Worker(store, registry, NO_KICKS, FAST_RETRY)
-        worker.drain("default", _forever)  # attempt 1 spawns 51 jobs, then fails: retried
-        time.sleep(0.01)  # the 1 ms backoff
-        worker.drain("default", _forever)
+        # attempt 1 spawns 51 jobs, then fails; the retry (due 1 ms later) spawns again
+        summary = worker.drain("default", _forever)
+        assert (summary.retried, summary.done) == (1, 52)
         rows = store.rows(
             "SELECT task, status, count(*) FROM pgkick.jobs WHERE id <> %(id)s GROUP BY 1, 2",
             id=spawner,
@@ -287,13 +297,134 @@ def test_a_spawning_attempt_that_fails_cancels_its_children_and_the_retry_spawns
         result = store.rows(
             "SELECT status, result FROM pgkick.jobs WHERE task = 'fan_join' AND status = 'done'"
         )
-    assert sorted(rows) == [
-        ("fan_child", "done", 50),
-        ("fan_child", "failed", 50),
-        ("fan_join", "done", 1),
-        ("fan_join", "failed", 1),
-    ]
+    assert sorted(rows) == [("fan_child", "done", 50), ("fan_join", "done", 1)]
     assert result == [("done", sum(range(50)))]
+    assert _count(dsn) == 52  # no row of attempt 1's children, cancelled or otherwise
+
+
+def test_a_spawning_run_whose_lease_was_taken_over_writes_no_child(dsn: str) -> None:
+    """The completion that would write the children is fenced by the attempt: after the
+    spawn, the job's lease expires and another worker reaps and claims it (attempt 2);
+    the first worker's complete then finds the job no longer its own and writes nothing,
+    children included (the ids it reserved are gaps in the sequence)."""
+    with JobStore.open(dsn) as store:
+        spawner = Enqueuer(store).enqueue({"n": 20}, task="spawn_then")
+    later = FakeClock(datetime.now(UTC) + timedelta(hours=1))  # past any lease
+
+    def taken_over(job: pgkick.JobContext) -> None:
+        with JobStore.open(dsn, later) as other:
+            assert [j.id for j in other.reap_expired()] == [job.id]
+            claimed = other.claim("default", batch=1, lease=timedelta(hours=1))
+            assert [(j.id, j.attempts) for j in claimed] == [(job.id, 2)]
+
+    tests.dependency_tasks.AFTER_SPAWN.append(taken_over)
+    try:
+        with JobStore.open(dsn) as store:
+            summary = Worker(store, registry, NO_KICKS, FAST_RETRY).drain("default", _forever)
+    finally:
+        tests.dependency_tasks.AFTER_SPAWN.clear()
+    assert (summary.done, summary.lost) == (0, 1)
+    assert _count(dsn) == 1
+    assert [(job, s) for job, (s, _) in _statuses(dsn).items()] == [(spawner, "running")]
+
+
+def test_a_completion_whose_children_cannot_be_written_rolls_back_and_fails_the_run(
+    dsn: str,
+) -> None:
+    """The children's parent outside the fan-out is deleted between the spawn and the
+    completion: their link fails in the completion's transaction, which rolls back (the
+    job is not done, no child exists) and the worker records the run as failed, naming
+    the cause, instead of raising."""
+    with JobStore.open(dsn) as store:
+        enqueue = Enqueuer(store).enqueue
+        parent = enqueue({}, task="noop", queue="elsewhere")
+        spawner = enqueue({"n": 3, "parent": parent}, task="spawn_then", max_attempts=1)
+
+    def parent_purged(job: pgkick.JobContext) -> None:
+        with psycopg.connect(dsn, autocommit=True) as admin:
+            admin.execute("DELETE FROM pgkick.jobs WHERE id = %s", (parent,))
+
+    tests.dependency_tasks.AFTER_SPAWN.append(parent_purged)
+    try:
+        with JobStore.open(dsn) as store:
+            summary = Worker(store, registry, NO_KICKS, FAST_RETRY).drain("default", _forever)
+    finally:
+        tests.dependency_tasks.AFTER_SPAWN.clear()
+    assert (summary.done, summary.failed) == (0, 1)
+    assert _count(dsn) == 1
+    status, error = _statuses(dsn)[spawner]
+    assert status == "failed"
+    assert error is not None and error.startswith("spawn: ForeignKeyViolation: pgkick: parent job")
+
+
+def test_a_spawning_run_that_sleeps_writes_its_children_once_when_it_completes(
+    dsn: str,
+) -> None:
+    """job.sleep after a spawn ends the run: nothing written; the replay spawns again and
+    its completion writes the children, once."""
+    clock = FakeClock(datetime.now(UTC))
+    with JobStore.open(dsn, clock) as store:
+        spawner = Enqueuer(store).enqueue({"n": 5, "sleep": 60}, task="spawn_then")
+        worker = Worker(store, registry, NO_KICKS, FAST_RETRY)
+        assert worker.drain("default", _forever).snoozed == 1
+        assert _count(dsn) == 1
+        clock.advance(61)
+        summary = worker.drain("default", _forever)
+        joined = store.rows("SELECT result FROM pgkick.jobs WHERE task = 'fan_join'")
+    assert summary.done == 7  # the spawner, its 5 children and the join
+    assert _count(dsn) == 7
+    assert joined == [(sum(range(5)),)]
+    assert _statuses(dsn)[spawner] == ("done", None)
+
+
+def test_spawned_children_are_kicked_after_the_commit_or_woken_when_delayed(dsn: str) -> None:
+    """Children due now in another queue: one kick ("dependants", the worker's hop + 1)
+    once the completion committed; delayed children: a wake-up for their queue, no kick."""
+    kicker = RecordingKicker()
+    with JobStore.open(dsn) as store:
+        enqueue = Enqueuer(store).enqueue
+        enqueue({"n": 3, "queue": "kids"}, task="spawn_then")
+        enqueue({"n": 3, "queue": "later", "delay": 3600}, task="spawn_then")
+        summary = Worker(store, registry, kicker, FAST_RETRY).drain("default", _forever)
+    assert summary.done == 2
+    assert kicker.kicks == [("kids", "dependants", 1)]
+    assert kicker.wakes == ["later"]
+    statuses = Counter(s for s, _ in _statuses(dsn).values())
+    assert statuses == {"done": 2, "queued": 6, "waiting": 2}
+
+
+def test_the_worker_role_spawns_with_reserved_ids_and_joins(
+    dsn: str,
+    login_as: dict[str, str],  # noqa: F811  (the fixture imported above)
+) -> None:
+    """As pgkick_worker (a login role in it, no more): the id reservation (USAGE on the
+    jobs' sequence), the insert with those ids (INSERT on id, rate_key) and the links.
+    Catches a grant missing from role_setup."""
+    with JobStore.open(dsn) as admin:
+        Enqueuer(admin).enqueue({"n": 20}, task="spawn_then")
+    with JobStore.open(login_as["worker"]) as worker:
+        summary = Worker(worker, registry, NO_KICKS, FAST_RETRY).drain("default", _forever)
+    assert summary.done == 22
+    assert Counter(s for s, _ in _statuses(dsn).values()) == {"done": 22}
+
+
+def test_bad_spawns_are_refused_at_the_call_before_anything_is_written(dsn: str) -> None:
+    """A unique key, a debounce, an unknown parent, a bad job anywhere in a spawn_many, a
+    spawn inside a step: each raises in the task, at the call; no row is written and no
+    id is even reserved."""
+    with JobStore.open(dsn) as store:
+        job = Enqueuer(store).enqueue({"missing": 10**9}, task="spawn_badly")
+        (last_id,) = store.one("SELECT last_value FROM pgkick.jobs_id_seq")
+        Worker(store, registry, NO_KICKS, FAST_RETRY).drain("default", _forever)
+        (said,) = store.one("SELECT result FROM pgkick.jobs WHERE id = %(id)s", id=job)
+        assert store.one("SELECT last_value FROM pgkick.jobs_id_seq") == (last_id,)
+    assert _count(dsn) == 1
+    assert said[0].startswith("InvalidArgument: spawn: jobs[0]: unique_key cannot be used")
+    assert said[1].startswith("InvalidArgument: spawn: jobs[0]: debounce cannot be used")
+    assert said[2].startswith(f"UnknownParent: after: no job {10**9} in schema 'pgkick'")
+    assert said[3].startswith("InvalidArgumentType: jobs[1]: unknown fields ['x']")
+    assert said[4].startswith("MisuseError: spawn: not inside job.step")
+    assert len(said) == 5
 
 
 def test_bad_dependencies_are_refused_before_anything_is_written(dsn: str) -> None:
@@ -378,12 +509,12 @@ def test_pgkick_job_shows_parents_and_dependants_and_jobs_lists_the_waiting(
         assert f'<a href="/jobs/{child}">{child}</a>' in ui.get(f"/jobs/{first}").text
 
 
-def test_a_worker_killed_mid_fan_out_leaves_no_runnable_child_and_the_retry_spawns_afresh(
+def test_a_worker_killed_mid_fan_out_leaves_no_child_row_and_the_retry_joins_once(
     dsn: str, tmp_path: Path
 ) -> None:
-    """SIGKILL after the spawn committed, before the spawning job completed: the reaper
-    re-queues it, which cancels what its attempt spawned; the retry's children and join
-    run, the join once."""
+    """SIGKILL after the spawn returned, before the spawning job completed: not one child
+    row exists (their ids were reserved, nothing written); the reaper re-queues the job,
+    the retry spawns again, and its children and join run, the join once."""
     with JobStore.open(dsn) as store:
         spawner = Enqueuer(store).enqueue({"n": 200, "hang_attempts": [1]}, task="fan_out")
     env = {
@@ -402,23 +533,18 @@ def test_a_worker_killed_mid_fan_out_leaves_no_runnable_child_and_the_retry_spaw
     finally:
         proc.send_signal(signal.SIGKILL)
         proc.wait()
-    assert Counter(s for s, _ in _statuses(dsn).values()) == {"running": 1, "waiting": 201}
+    assert [(job, s) for job, (s, _) in _statuses(dsn).items()] == [(spawner, "running")]
     later = FakeClock(datetime.now(UTC) + timedelta(minutes=5))  # past the 30 s lease
     with JobStore.open(dsn, later) as reaper:
         assert [job.id for job in reaper.reap_expired()] == [spawner]
-    statuses = _statuses(dsn)
-    cancelled = [e for s, e in statuses.values() if s == "failed"]
-    assert len(cancelled) == 201
-    assert set(cancelled) == {
-        f"cancelled: spawned by attempt 1 of job {spawner}, which did not complete"
-    }
+    assert _count(dsn) == 1
     with JobStore.open(dsn) as store:
         Worker(store, registry, NO_KICKS, FAST_RETRY).drain("default", _forever)
         joined = store.rows(
             "SELECT result FROM pgkick.jobs WHERE task = 'fan_join' AND status = 'done'"
         )
     assert joined == [(sum(range(200)),)]
-    assert Counter(s for s, _ in _statuses(dsn).values()) == {"done": 202, "failed": 201}
+    assert Counter(s for s, _ in _statuses(dsn).values()) == {"done": 202}
 
 
 def test_the_asyncio_forms_link_their_jobs_to_parents_too(dsn: str) -> None:

@@ -377,6 +377,46 @@ def test_the_worker_role_can_run_steps_and_the_purge_deletes_them(
     assert steps_of(dsn, job_id) == {}
 
 
+def test_a_continued_job_writes_what_it_spawned_once_when_it_completes(
+    dsn: str, clock: FakeClock
+) -> None:
+    """A task spawns, then its second step does not fit the invocation: the continuation
+    writes no child (the buffer is dropped: pgkick.worker.spawn); the fresh invocation's
+    replay spawns again (not a step) and its completion writes the children, once.
+    Catches a continuation that kept or wrote the first invocation's children."""
+    context = FakeLambdaContext(budget_ms=8 * MINUTE_MS)
+    tasks = Registry()
+    spawned: list[list[int]] = []
+
+    def five_minutes(n: int) -> int:
+        context.elapsed_ms += 5 * MINUTE_MS
+        return n
+
+    @tasks.task("spawns_then_steps")
+    def spawns_then_steps(payload: Any, job: JobContext) -> int:
+        spawned.append(
+            job.spawn_many({"payload": i, "task": "kid", "queue": "kids"} for i in range(3))
+        )
+        return int(job.step("a", five_minutes, 1) + job.step("b", five_minutes, 2))
+
+    with JobStore.open(dsn, clock) as store:
+        (job_id,) = seed(store, 1, task="spawns_then_steps")
+
+        def invocation() -> Any:
+            context.elapsed_ms = 0
+            return Worker(store, tasks, RecordingKicker(), OPTIONS).drain(
+                "default", context.get_remaining_time_in_millis
+            )
+
+        assert invocation().continued == 1
+        assert store.one("SELECT count(*) FROM pgkick.jobs") == (1,)
+        assert invocation().done == 1
+        kids = store.rows("SELECT id FROM pgkick.jobs WHERE task = 'kid' ORDER BY id")
+    assert len(spawned) == 2 and spawned[0] != spawned[1]  # the replay's ids are fresh
+    assert [row[0] for row in kids] == spawned[1]
+    assert job_row(dsn, job_id)["result"] == 3
+
+
 def test_pgkick_job_and_the_dashboard_show_a_jobs_durable_steps(
     dsn: str, timed: JobStore, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:

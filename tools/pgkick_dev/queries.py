@@ -129,6 +129,12 @@ JOB_NOTIFY_LISTENERS: Final = """\
 -- job_notify_listeners: Tells LISTENing workers that a queue has work (the article's trigger, sent by the producer in the comparison).
 SELECT pg_notify('pgkick_jobs', %(queue)s);"""
 
+JOB_SPAWNED_START_WAIT: Final = """\
+-- job_spawned_start_wait: Each finished child of the dependencies benchmark's fan-out and the ms from its row's creation (its spawner's completion transaction, where a spawned job is written) to its claim.
+SELECT extract(epoch FROM claimed_at - created_at) * 1000 AS wait_ms
+FROM pgkick.jobs
+WHERE task = 'bench_fan_child' AND status = 'done';"""
+
 JOB_TABLE_ANALYZE: Final = """\
 -- job_table_analyze: Refreshes the planner's statistics of the jobs table after a bulk load.
 ANALYZE pgkick.jobs;"""

@@ -56,15 +56,10 @@ class Enqueuer:
         self,
         store: ProducerStore,
         max_payload_bytes: int = DEFAULT_MAX_PAYLOAD_BYTES,
-        *,
-        spawner: tuple[int, int] | None = None,
     ) -> None:
         self.store = store
         self.max_payload_bytes = max_payload_bytes
         self.queued: list[QueuedJob] = []
-        # (job id, attempt) of the running task whose children these jobs are
-        # (pgkick.worker.spawn): every job inserted waits for that attempt too.
-        self.spawner = spawner
 
     @schema_advice  # no schema: say to migrate
     def enqueue(self, payload: Any, *, task: str, **options: Unpack[EnqueueOptions]) -> int:
@@ -123,12 +118,11 @@ class Enqueuer:
             [job.id for job in every],
             [job.id for job in inserted],
             afters,
-            spawned=self.spawner is not None,
         )
         if not children:
             return set()
         dependencies.check_parents(self.store, parents)
-        return dependencies.link(self.store, children, parents, spawner=self.spawner)
+        return dependencies.link(self.store, children, parents)
 
 
 @contextmanager

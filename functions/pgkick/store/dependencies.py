@@ -20,10 +20,6 @@ from pgkick.errors import UnknownParent
 from pgkick.store import queries
 from pgkick.store.statement import Statement, Steps, drive
 
-# A child spawned by a running task waits on that attempt (JobContext.spawn): it is
-# cancelled, not released, if the attempt ends any other way than done.
-SPAWNED_POLICY = "cancel"
-
 
 def check_parents(db: Database, afters: Iterable[Sequence[tuple[int, str]]]) -> None:
     """Raise UnknownParent for the first parent id with no job in this schema (a read:
@@ -34,7 +30,7 @@ def check_parents(db: Database, afters: Iterable[Sequence[tuple[int, str]]]) -> 
 def checked(afters: Iterable[Sequence[tuple[int, str]]], schema: str) -> Steps[None]:
     """check_parents as a plan, for the synchronous and the asyncio executors."""
     ids = sorted({parent for after in afters for parent, _ in after})
-    if not ids:  # (a spawned job may have no parent but its spawner)
+    if not ids:
         return
     missing = [row[0] for row in (yield Statement(queries.JOB_PARENTS_MISSING, {"ids": ids}))]
     if missing:
@@ -47,44 +43,32 @@ def checked(afters: Iterable[Sequence[tuple[int, str]]], schema: str) -> Steps[N
 
 
 def link(
-    db: Database,
-    children: Sequence[int],
-    afters: Sequence[Sequence[tuple[int, str]]],
-    *,
-    spawner: tuple[int, int] | None = None,
+    db: Database, children: Sequence[int], afters: Sequence[Sequence[tuple[int, str]]]
 ) -> set[int]:
-    """Link each child to its parents (and to `spawner`, (job id, attempt), when a running
-    task spawns it); returns the children left waiting. In the caller's transaction."""
-    return drive(db, linked(children, afters, spawner=spawner))
+    """Link each child to its parents; returns the children left waiting. In the caller's
+    transaction."""
+    return drive(db, linked(children, afters))
 
 
-def linked(
-    children: Sequence[int],
-    afters: Sequence[Sequence[tuple[int, str]]],
-    *,
-    spawner: tuple[int, int] | None = None,
-) -> Steps[set[int]]:
-    """link as a plan, for the synchronous and the asyncio executors."""
+def linked(children: Sequence[int], afters: Sequence[Sequence[tuple[int, str]]]) -> Steps[set[int]]:
+    """link as a plan, for the synchronous and the asyncio executors.
+
+    job_await's `attempt` (a dependency bound to a spawning attempt, migration 0017) is
+    always 0 (none) now: a spawned child is written with its spawner's completion
+    (pgkick.worker.spawn), so it never waits on an attempt."""
     child_ids: list[int] = []
     parent_ids: list[int] = []
     policies: list[str] = []
-    attempts: list[int] = []  # 0: not bound to an attempt (the int list dumper takes no None)
     for child, after in zip(children, afters, strict=True):
         for parent, policy in after:
             child_ids.append(child)
             parent_ids.append(parent)
             policies.append(policy)
-            attempts.append(0)
-        if spawner is not None:
-            child_ids.append(child)
-            parent_ids.append(spawner[0])
-            policies.append(SPAWNED_POLICY)
-            attempts.append(spawner[1])
     params = {
         "children": child_ids,
         "parents": parent_ids,
         "policies": policies,
-        "attempts": attempts,
+        "attempts": [0] * len(child_ids),  # the int list dumper takes no None
     }
     rows = (yield Statement(queries.JOB_AWAIT, params)) if child_ids else []
     return {row[0] for row in rows}
@@ -94,18 +78,12 @@ def new_pairs(
     every: Sequence[int],
     inserted: Iterable[int],
     afters: Sequence[tuple[tuple[int, str], ...]],
-    *,
-    spawned: bool = False,
 ) -> tuple[list[int], list[tuple[tuple[int, str], ...]]]:
     """enqueue_many's jobs to link (`every`: each input's job id, `inserted`: the ids
     written): (children, their parents), the jobs actually inserted
-    (a skipped duplicate is not linked) that have parents (or are `spawned`)."""
+    (a skipped duplicate is not linked) that have parents."""
     new = set(inserted)
-    pairs = [
-        (job, after)
-        for job, after in zip(every, afters, strict=True)
-        if (after or spawned) and job in new
-    ]
+    pairs = [(job, after) for job, after in zip(every, afters, strict=True) if after and job in new]
     return [child for child, _ in pairs], [after for _, after in pairs]
 
 
@@ -124,8 +102,9 @@ class ReleasedDependants(Database):
     _released: tuple[str, ...] = ()
 
     def exclusive(self) -> Any:
-        """Hold this connection for several statements (a transaction the task opens to
-        spawn jobs): the lease keeper's thread waits instead of slipping into it."""
+        """Hold this connection for several statements (the transaction that completes a
+        job with the children it spawned, pgkick.worker.spawn): the lease keeper's thread
+        waits instead of slipping into it."""
         return self._io
 
     def take_released(self) -> set[str]:

@@ -227,6 +227,13 @@ JOB_ID_RANGE: Final = """\
 -- job_id_range: The lowest and highest job ids (two probes of the primary key), where a bounded page of `pgkick jobs` starts and whether older ids remain.
 SELECT (SELECT min(id) FROM pgkick.jobs) AS low, (SELECT max(id) FROM pgkick.jobs) AS high;"""
 
+JOB_ID_RESERVE: Final = """\
+-- job_id_reserve: Reserves n ids from the jobs' identity sequence in one statement, in ascending order (the children a running task spawns, inserted with these ids in its completion's transaction; a sequence is not transactional: an id never used is a harmless gap).
+SELECT nextval(s.seq)
+FROM (SELECT pg_get_serial_sequence(quote_ident(%(schema)s) || '.jobs', 'id')::regclass AS seq) s,
+     generate_series(1, %(n)s::int) AS g(n)
+ORDER BY g.n;"""
+
 JOB_INSERT: Final = """\
 -- job_insert: Inserts one queued job, due at run_at or after delay, and returns its id, queue and due time.
 INSERT INTO pgkick.jobs (queue, task, payload, run_at, max_attempts, priority, group_key,
@@ -258,6 +265,21 @@ FROM unnest(%(queues)b::text[], %(tasks)b::text[], %(payloads)b::text[],
             %(run_ats)b::timestamptz[], %(delays)b::float8[], %(max_attempts)b::int[],
             %(priorities)b::int[], %(groups)b::text[], %(rate_keys)b::text[])
      WITH ORDINALITY AS x(q, t, p, r, d, m, pr, g, k, n)
+ORDER BY n
+RETURNING id, queue, run_at;"""
+
+JOB_INSERT_MANY_RESERVED: Final = """\
+-- job_insert_many_reserved: Inserts many queued jobs with ids reserved earlier (job_id_reserve) from parallel arrays (binary; delays in seconds), returning id, queue and due time in input order; one trace context for the whole batch (its spawn's): a spawning task's children, written in its completion's transaction.
+INSERT INTO pgkick.jobs (id, queue, task, payload, run_at, max_attempts, priority, group_key,
+                         traceparent, tracestate, rate_key)
+OVERRIDING SYSTEM VALUE
+SELECT i, q, t, p::jsonb,
+       coalesce(r, coalesce(%(now)s::timestamptz, now()) + make_interval(secs => d)),
+       m, pr, g, %(traceparent)s::text, %(tracestate)s::text, k
+FROM unnest(%(ids)b::bigint[], %(queues)b::text[], %(tasks)b::text[], %(payloads)b::text[],
+            %(run_ats)b::timestamptz[], %(delays)b::float8[], %(max_attempts)b::int[],
+            %(priorities)b::int[], %(groups)b::text[], %(rate_keys)b::text[])
+     WITH ORDINALITY AS x(i, q, t, p, r, d, m, pr, g, k, n)
 ORDER BY n
 RETURNING id, queue, run_at;"""
 
@@ -993,14 +1015,17 @@ GRANT EXECUTE ON FUNCTION pgkick.job_complete_and_claim(bigint[], int[], text[],
 -- Jobs that wait for others (migration 0017): producers and spawning tasks link a job to its
 -- parents through job_await (SECURITY DEFINER: it flags and reads parents they may not);
 -- workers read parents' results and the dependants their failures released, and insert the
--- children a task spawns with every option an app's enqueue has.
+-- children a task spawns with every option an app's enqueue has, with ids reserved from the
+-- jobs' sequence while the task ran (pgkick.worker.spawn: the insert commits with the
+-- spawning job's completion, and the task has named the ids already).
 REVOKE ALL ON pgkick.job_dependencies FROM PUBLIC;
 GRANT SELECT ON pgkick.job_dependencies TO pgkick_worker;
 REVOKE ALL ON FUNCTION pgkick.job_await(bigint[], bigint[], text[], int[], timestamptz) FROM PUBLIC;
 GRANT EXECUTE ON FUNCTION pgkick.job_await(bigint[], bigint[], text[], int[], timestamptz)
   TO pgkick_producer, pgkick_worker;
-GRANT INSERT (run_at, priority, group_key, unique_key, traceparent, tracestate)
+GRANT INSERT (id, run_at, priority, group_key, unique_key, traceparent, tracestate, rate_key)
   ON pgkick.jobs TO pgkick_worker;
+GRANT USAGE ON SEQUENCE pgkick.jobs_id_seq TO pgkick_worker;
 
 -- The reaper and operators: also retry (more attempts), purge and cancel.
 GRANT UPDATE (max_attempts, cancel_requested_at), DELETE ON pgkick.jobs TO pgkick_maintainer;

@@ -46,22 +46,32 @@ class JobContext:
     # Set when an operator ran `pgkick cancel` on this running job (seen by the heartbeat):
     # stop soon; whatever the task then returns or raises, the job ends failed.
     cancelled: threading.Event = field(default_factory=threading.Event)
-    # Jobs that wait for others (issue 34), set by the worker (pgkick.worker.spawn): enqueue
-    # children bound to this attempt, and read this job's parents' results.
+    # Jobs that wait for others (issue 34), set by the worker (pgkick.worker.spawn): spawn
+    # children, written with this run's completion, and read this job's parents' results.
     spawner: Callable[[Iterable[Mapping[str, Any]]], list[int]] | None = None
     parents: Callable[[], dict[int, Any]] | None = None
 
     def spawn(self, payload: Any, *, task: str, **options: Any) -> int:
-        """Enqueue one child of this job (see spawn_many); returns its id."""
+        """Spawn one child of this job (see spawn_many); returns its id."""
         return self.spawn_many([{"payload": payload, "task": task, **options}])[0]
 
     def spawn_many(self, jobs: Iterable[Mapping[str, Any]]) -> list[int]:
-        """Enqueue children (enqueue_many's mappings, `after=` included) that wait for this
-        attempt to complete: they are released by its completion, and cancelled if it ends
-        any other way (a retry spawns them afresh), so a crash never leaves half a fan-out.
-        A join is a child with `after=` the others' ids: it runs once they all finished."""
+        """Spawn children (enqueue_many's mappings, `after=` included; not unique_key,
+        debounce or throttle) and return their ids at once. Checked now (bad input raises
+        here, nothing written), but written only in the transaction that completes this
+        run: if it ends any other way (a failure, a retry, a sleep, a continuation, a lost
+        lease, a crash), no child ever exists, and the next run spawns afresh. A join is a
+        child with `after=` the others' ids: it runs once they all finished. Not inside
+        `job.step` (a replay would return ids whose children were never written)."""
         if self.spawner is None:
             raise MisuseError("spawn: only a task run by a pgkick worker can spawn jobs")
+        if self.steps is not None and self.steps.running:
+            raise MisuseError(
+                "spawn: not inside job.step: a replay returns the step's stored result "
+                "without running it, so children spawned there would never be written; "
+                "spawn outside the step (each run of the task spawns them again, and they "
+                "are written once, when the job completes)"
+            )
         return self.spawner(jobs)
 
     def parent_results(self) -> dict[int, Any]:

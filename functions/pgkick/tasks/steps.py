@@ -58,6 +58,12 @@ class Steps:
         self._stored: StoredSteps | None = None  # read on the first step: one statement
         self._ran = 0  # steps run (not replayed) in this invocation
         self._sleeps = 0  # sleeps met in this run, to name the unnamed ones
+        self._running = 0  # steps whose fn is running now (nested: a step in a step)
+
+    @property
+    def running(self) -> bool:
+        """Inside a step's fn (JobContext.spawn refuses to run there)."""
+        return self._running > 0
 
     def run(self, name: str, fn: Callable[..., Any], args: tuple[Any, ...]) -> Any:
         """`fn(*args)`'s result: the stored one if this step finished before (in this job,
@@ -73,7 +79,11 @@ class Steps:
             return done.result
         self._check_time(name)
         before = self._now_ms()
-        value = fn(*args)
+        self._running += 1
+        try:
+            value = fn(*args)
+        finally:
+            self._running -= 1
         try:
             text = payload_json(value, MAX_RESULT_BYTES) if value is not None else None
         except (TypeError, ValueError) as exc:

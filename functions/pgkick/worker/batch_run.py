@@ -33,6 +33,7 @@ from pgkick.tasks.registry import Registry, describe_error
 from pgkick.tasks.results import encode_result
 from pgkick.tasks.steps import Steps
 from pgkick.worker.lease import LeaseKeeper
+from pgkick.worker.spawn import Spawns
 from pgkick.worker.task_run import TaskOutcome, run_task
 
 log = logging.getLogger("pgkick.batch_run")
@@ -43,10 +44,12 @@ def run_jobs(
     jobs: list[ClaimedJob],
     keeper: LeaseKeeper,
     steps: Callable[[ClaimedJob], Steps] | None = None,
+    spawns: Spawns | None = None,
 ) -> Iterator[tuple[ClaimedJob, TaskOutcome]]:
     """Each job of the claim with its outcome, produced as it ends (the loop flushes
     completions of a slow claim as they come). `steps`: a plain task's durable step book
-    (run_task's); a batch task's call has no JobContext, so no steps."""
+    (run_task's), `spawns` its spawned children's buffer; a batch task's call has no
+    JobContext, so no steps and no spawns."""
     groups: dict[str, list[ClaimedJob]] = {}
     for job in jobs:
         if registry.batch(job.task) is not None:
@@ -54,7 +57,7 @@ def run_jobs(
     for job in jobs:
         group = groups.get(job.task)
         if group is None:
-            yield job, run_task(registry, job, keeper, steps)
+            yield job, run_task(registry, job, keeper, steps, spawns)
         elif group:  # the first of its task in the claim: the whole group runs now
             spec = registry.batch(job.task)
             assert spec is not None

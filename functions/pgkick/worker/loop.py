@@ -8,7 +8,8 @@ so a backlog spreads over as many workers as the concurrency cap allows.
 
 Outcomes are fenced: a job whose lease was lost is abandoned without a write.
 Successes are completed together in one statement per batch (flushed early
-when jobs are slow, so a crash re-runs little).
+when jobs are slow, so a crash re-runs little); a job that spawned children is
+completed alone, in one transaction with their inserts (pgkick.worker.spawn).
 """
 
 from __future__ import annotations
@@ -20,11 +21,12 @@ from collections.abc import Callable
 from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 
+from pgkick.connections.db import DatabaseError
 from pgkick.kick.kickers import Kicker
 from pgkick.kick.safety import kick_with_safety
 from pgkick.kick.watch import WorkerWatch
 from pgkick.store.worker import ClaimedJob, WorkerStore
-from pgkick.tasks.registry import Registry
+from pgkick.tasks.registry import Registry, describe_error
 from pgkick.worker.batch_run import BatchWindow, run_jobs
 from pgkick.worker.continuation import StepBooks
 from pgkick.worker.dependants import kick_released, released_by_failure
@@ -33,6 +35,7 @@ from pgkick.worker.lease import LeaseKeeper
 from pgkick.worker.linger import WakeUpLine
 from pgkick.worker.options import Summary, WorkerOptions, backoff_jitter
 from pgkick.worker.rescue import DeadMansSwitch
+from pgkick.worker.spawn import Buffered, Spawns, due_and_later
 from pgkick.worker.task_run import CANCELLED
 
 log = logging.getLogger("pgkick.worker")
@@ -61,6 +64,7 @@ class Worker:
         self.flows: Callable[[str], bool] = lambda queue: False
         self._hop = 0
         self._books: StepBooks | None = None
+        self._spawns: Spawns | None = None
         self._held_checked = False
 
     def drain(self, queue: str, remaining_ms: Callable[[], int], *, hop: int = 0) -> Summary:
@@ -81,6 +85,7 @@ class Worker:
         line = WakeUpLine(self.store, queue, watch, mode=self.options.listen, sleep=self.sleep)
         self._hop = hop
         books = self._books = StepBooks(self.store, remaining_ms, self.options.min_remaining)
+        spawns = self._spawns = Spawns(self.store)
         self._held_checked = False  # flow_held: asked once per idle window
         # after its announcement too has lapsed (pgkick.worker.rescue says why)
         after = self.options.lease + self.options.watch_ttl
@@ -143,6 +148,7 @@ class Worker:
             self._heal(queue, summary)
             rescue.disarm()  # only on a clean finish: after a crash it must fire
         finally:
+            spawns.drop_all()  # a run not completed by now never wrote its children
             line.close()  # still listening only if it left without withdrawing through it
             keeper.close()
             summary.duration_ms = int((time.monotonic() - started) * 1000)
@@ -229,7 +235,10 @@ class Worker:
         finished: list[ClaimedJob] = []
         last_flush = time.monotonic()
         books = self._books.book if self._books else None
-        for job, outcome in run_jobs(self.registry, jobs, keeper, books):  # batches grouped
+        spawns = self._spawns
+        for job, outcome in run_jobs(self.registry, jobs, keeper, books, spawns):  # batches grouped
+            # the children it spawned: written only with its completion, else dropped
+            buffered = spawns.take(job) if spawns is not None else None
             if keeper.is_lost(job.id):
                 summary.lost += 1  # someone else's now: no write at all
                 keeper.release(job.id)
@@ -241,9 +250,11 @@ class Worker:
             elif outcome.continued and self._books is not None:
                 self._books.continue_job(job, outcome.stalled, keeper, summary)
             elif outcome.error is None:  # (dataclasses.replace costs: only for a result)
-                finished.append(
-                    job if outcome.result is None else replace(job, result=outcome.result)
-                )
+                done = job if outcome.result is None else replace(job, result=outcome.result)
+                if buffered:  # completed alone, with its children (pgkick.worker.spawn)
+                    self._complete_spawning(done, buffered, keeper, summary)
+                else:
+                    finished.append(done)
             else:
                 self._record_failure(job, outcome.error, outcome.permanent, summary)
                 keeper.release(job.id)
@@ -256,6 +267,29 @@ class Worker:
         if finished:
             self._account(finished, self.store.complete_many(finished), keeper, summary)
             self._kick_dependants(finished[0].queue, self.store.take_released(), summary)
+
+    def _complete_spawning(
+        self, job: ClaimedJob, buffered: list[Buffered], keeper: LeaseKeeper, summary: Summary
+    ) -> None:
+        """Complete a job that spawned children, in its own transaction with their inserts
+        (pgkick.worker.spawn), then kick their queues (one hop further, as for released
+        dependants: this worker's own queue is its next claim's) or book their wake-ups."""
+        assert self._spawns is not None
+        try:
+            queued = self._spawns.complete(job, buffered)
+        except DatabaseError as exc:  # rolled back: neither the complete nor any child
+            self.store.take_released()  # noted by the rolled-back complete: not released
+            keeper.release(job.id)
+            self._record_failure(job, "spawn: " + describe_error(exc), False, summary)
+            return
+        self._account([job], set() if queued is None else {job.id}, keeper, summary)
+        if not queued:
+            self._kick_dependants(job.queue, self.store.take_released(), summary)
+            return
+        due, later = due_and_later(queued, self.store.clock() or datetime.now(UTC))
+        self._kick_dependants(job.queue, self.store.take_released() | due, summary)
+        for queue, run_at in later.items():
+            summary.wake_failures += int(not self._wake(replace(job, queue=queue), run_at))
 
     def _kick_dependants(self, queue: str, released: set[str], summary: Summary) -> None:
         """Kick the other queues where jobs waiting on this worker's jobs became ready, one

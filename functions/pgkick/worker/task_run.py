@@ -21,6 +21,7 @@ from pgkick.tasks.results import encode_result
 from pgkick.tasks.steps import Steps
 from pgkick.worker import job_span, spawn
 from pgkick.worker.lease import LeaseKeeper
+from pgkick.worker.spawn import Spawns
 
 log = logging.getLogger("pgkick.task_run")
 
@@ -50,15 +51,16 @@ def run_task(
     job: ClaimedJob,
     keeper: LeaseKeeper,
     steps: Callable[[ClaimedJob], Steps] | None = None,
+    spawns: Spawns | None = None,
 ) -> TaskOutcome:
     """Run the task's code (no transaction is open); never raises for the task's errors.
     With OpenTelemetry loaded, in a span that is a child of the enqueuer's
     (pgkick.worker.job_span). `steps` makes the job's durable step book (none: results
-    kept for the run only)."""
+    kept for the run only); `spawns` buffers the children it spawns (none: it cannot)."""
     if not job_span.enabled():
-        return _run(registry, job, keeper, None, steps)
+        return _run(registry, job, keeper, None, steps, spawns)
     with job_span.job_span(job) as span:
-        outcome = _run(registry, job, keeper, span, steps)
+        outcome = _run(registry, job, keeper, span, steps, spawns)
         # a continuation, like a snooze, is back in the queue with no attempt used
         back = outcome.snooze is not None or outcome.continued
         span.ended(outcome.error, permanent=outcome.permanent, snoozed=back)
@@ -71,11 +73,12 @@ def _run(
     keeper: LeaseKeeper,
     span: job_span.JobSpan | None,
     steps: Callable[[ClaimedJob], Steps] | None,
+    spawns: Spawns | None,
 ) -> TaskOutcome:
     fn = registry.get(job.task) or _reloaded(registry, job.task)
     if fn is None:  # retried: the deploy may be mid-rollout (a newer producer, older worker)
         return TaskOutcome(registry.unknown(job.task) + "; retried until max_attempts", False)
-    context = _context(job, keeper, steps) if registry.takes_job(job.task) else UNREAD
+    context = _context(job, keeper, steps, spawns) if registry.takes_job(job.task) else UNREAD
     try:
         value = fn(job.payload, context)
     except Snooze as snooze:
@@ -113,7 +116,10 @@ def _reloaded(registry: Registry, task: str) -> Callable[[Any, JobContext], Any]
 
 
 def _context(
-    job: ClaimedJob, keeper: LeaseKeeper, steps: Callable[[ClaimedJob], Steps] | None
+    job: ClaimedJob,
+    keeper: LeaseKeeper,
+    steps: Callable[[ClaimedJob], Steps] | None,
+    spawns: Spawns | None,
 ) -> JobContext:
     lost, cancelled = keeper.events(job.id)
     return JobContext(
@@ -124,7 +130,7 @@ def _context(
         lease_lost=lost,
         extend=lambda: keeper.extend(job),
         cancelled=cancelled,
-        spawner=spawn.spawner(keeper.store, job),
+        spawner=None if spawns is None else spawns.spawner(job),
         parents=spawn.parents(keeper.store, job),
         steps=None if steps is None else steps(job),
     )
