@@ -13,7 +13,7 @@ WHERE j.status = 'failed'
   AND NOT (coalesce(j.last_error, '') ~ '^(cancelled: )?parent job [0-9]+ failed: ' AND EXISTS (
     SELECT 1
     FROM pgkick.job_dependencies d JOIN pgkick.jobs p ON p.id = d.parent_id
-    WHERE d.child_id = j.id AND d.attempt IS NULL AND d.policy <> 'run anyway'
+    WHERE d.child_id = j.id AND d.policy <> 'run anyway'
       AND p.status = 'failed'
       AND p.attempts < 1000
       AND (%(ids)s::bigint[] IS NULL OR p.id = ANY(%(ids)s::bigint[]))

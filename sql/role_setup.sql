@@ -75,8 +75,8 @@ GRANT EXECUTE ON FUNCTION pgkick.job_complete_and_claim(bigint[], int[], text[],
 -- spawning job's completion, and the task has named the ids already).
 REVOKE ALL ON pgkick.job_dependencies FROM PUBLIC;
 GRANT SELECT ON pgkick.job_dependencies TO pgkick_worker;
-REVOKE ALL ON FUNCTION pgkick.job_await(bigint[], bigint[], text[], int[], timestamptz) FROM PUBLIC;
-GRANT EXECUTE ON FUNCTION pgkick.job_await(bigint[], bigint[], text[], int[], timestamptz)
+REVOKE ALL ON FUNCTION pgkick.job_await(bigint[], bigint[], text[], timestamptz) FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION pgkick.job_await(bigint[], bigint[], text[], timestamptz)
   TO pgkick_producer, pgkick_worker;
 GRANT INSERT (id, run_at, priority, group_key, unique_key, traceparent, tracestate, rate_key)
   ON pgkick.jobs TO pgkick_worker;

@@ -1,4 +1,4 @@
--- 0017_job_dependencies: jobs that wait for others (issue 34): a job status 'waiting', the job_dependencies table (child, parent, policy, and the parent's attempt for a child spawned by a running task), a flag on parents that have dependants, the server-side job_await that links children to existing parents, and the trigger that releases, fails or cancels dependants when a parent finishes, transitively; and the live-key unique index and job_insert_flow (0015) widened to 'waiting', so a waiting job holds its unique key.
+-- 0017_job_dependencies: jobs that wait for others (issue 34): a job status 'waiting', the job_dependencies table (child, parent, policy), a flag on parents that have dependants, the server-side job_await that links children to existing parents, and the trigger that releases, fails or cancels dependants when a parent finishes, transitively; and the live-key unique index and job_insert_flow (0015) widened to 'waiting', so a waiting job holds its unique key.
 -- Why in the database: the dependant must become ready in the transaction that finishes its
 -- last parent, whoever finishes it (a worker's complete or fail, the reaper, an operator's
 -- cancel), with no poller. Why a flag column (has_dependants) and a WHEN clause: the trigger
@@ -22,24 +22,19 @@ CREATE TABLE job_dependencies (
   child_id  bigint NOT NULL REFERENCES jobs (id) ON DELETE CASCADE,
   parent_id bigint NOT NULL REFERENCES jobs (id) ON DELETE CASCADE,
   policy    text   NOT NULL CHECK (policy IN ('fail', 'cancel', 'run anyway')),
-  -- Set when a running task spawned the child (JobContext.spawn): the child runs only if this
-  -- attempt completes; any other end of the attempt (a retry, a lease lost, a snooze)
-  -- cancels it, so a crash never leaves half a fan-out and a retry spawns afresh.
-  attempt   int,
   PRIMARY KEY (parent_id, child_id),
   CONSTRAINT job_dependencies_not_self CHECK (child_id <> parent_id)
 );
 CREATE INDEX job_dependencies_child_idx ON job_dependencies (child_id);
 
 -- Links children (just inserted in the caller's transaction, still queued) to their parents:
--- pairs (child, parent, policy, attempt). Parents must exist (so no cycle can be made) and
+-- pairs (child, parent, policy). Parents must exist (so no cycle can be made) and
 -- are locked by the flag's update, so none finishes unseen between the look and the commit.
 -- A parent already done (or failed under 'run anyway') counts as finished; one failed under
--- 'fail' or 'cancel' ends the child at once. A spawning parent must still be held by the
--- attempt named. Returns the children left waiting. SECURITY DEFINER: a producer may neither
+-- 'fail' or 'cancel' ends the child at once. Returns the children left waiting. SECURITY DEFINER: a producer may neither
 -- read a job's status nor update it.
 CREATE FUNCTION job_await(child_ids bigint[], parent_ids bigint[], policies text[],
-                          attempts int[], await_now timestamptz)
+                          await_now timestamptz)
 RETURNS TABLE (id bigint)
 LANGUAGE plpgsql VOLATILE SECURITY DEFINER
 SET search_path FROM CURRENT
@@ -51,7 +46,6 @@ DECLARE
   at timestamptz := coalesce(await_now, now());
   p_ids bigint[];
   p_status text[];
-  p_attempts int[];
   p_errors text[];
 BEGIN
   SELECT p INTO bad_policy FROM unnest(policies) AS p
@@ -66,10 +60,10 @@ BEGIN
   ), flagged AS (
     UPDATE jobs j SET has_dependants = true
     FROM locked WHERE j.id = locked.id
-    RETURNING j.id, j.status, j.attempts, j.last_error
+    RETURNING j.id, j.status, j.last_error
   )
-  SELECT array_agg(f.id), array_agg(f.status), array_agg(f.attempts), array_agg(f.last_error)
-  INTO p_ids, p_status, p_attempts, p_errors
+  SELECT array_agg(f.id), array_agg(f.status), array_agg(f.last_error)
+  INTO p_ids, p_status, p_errors
   FROM flagged f;
   SELECT p INTO missing FROM unnest(parent_ids) AS p
   WHERE p_ids IS NULL OR p <> ALL (p_ids) LIMIT 1;
@@ -77,16 +71,8 @@ BEGIN
     RAISE EXCEPTION 'pgkick: parent job % does not exist in schema %', missing, current_schema()
       USING HINT = 'a job can wait only for jobs enqueued before it', ERRCODE = '23503';
   END IF;
-  SELECT a.p INTO missing
-  FROM unnest(parent_ids, attempts) AS a(p, n)
-  JOIN unnest(p_ids, p_status, p_attempts) AS f(id, status, attempts) ON f.id = a.p
-  WHERE a.n IS NOT NULL AND (f.status <> 'running' OR f.attempts <> a.n) LIMIT 1;
-  IF FOUND THEN
-    RAISE EXCEPTION 'pgkick: job % is no longer held by the attempt spawning children', missing
-      USING ERRCODE = '40001';
-  END IF;
-  INSERT INTO job_dependencies (child_id, parent_id, policy, attempt)
-  SELECT c, p, pol, n FROM unnest(child_ids, parent_ids, policies, attempts) AS x(c, p, pol, n)
+  INSERT INTO job_dependencies (child_id, parent_id, policy)
+  SELECT c, p, pol FROM unnest(child_ids, parent_ids, policies) AS x(c, p, pol)
   ON CONFLICT (parent_id, child_id) DO NOTHING;
   -- A parent already failed under 'fail' or 'cancel': the child ends now, with the reason.
   UPDATE jobs j
@@ -121,19 +107,6 @@ AS $settle$
 DECLARE
   released text;
 BEGIN
-  -- Children spawned by this attempt: it did not complete (retried, lost, snoozed, failed).
-  IF OLD.status = 'running' AND NEW.status <> 'done' THEN
-    UPDATE jobs c
-    SET status = 'failed', waiting_on = 0, finished_at = now(),
-        last_error = format('cancelled: spawned by attempt %s of job %s, which did not complete',
-                            OLD.attempts, NEW.id)
-    FROM job_dependencies d
-    WHERE d.parent_id = NEW.id AND d.attempt = OLD.attempts AND c.id = d.child_id
-      AND c.status = 'waiting';
-  END IF;
-  IF NEW.status NOT IN ('done', 'failed') THEN
-    RETURN NULL;
-  END IF;
   IF NEW.status = 'failed' THEN
     UPDATE jobs c
     SET status = 'failed', waiting_on = 0, finished_at = now(),
@@ -164,7 +137,7 @@ $settle$;
 
 CREATE TRIGGER jobs_dependants_settle AFTER UPDATE OF status ON jobs
 FOR EACH ROW WHEN (NEW.has_dependants AND OLD.status IS DISTINCT FROM NEW.status
-                   AND (NEW.status IN ('done', 'failed') OR OLD.status = 'running'))
+                   AND NEW.status IN ('done', 'failed'))
 EXECUTE FUNCTION job_dependants_settle();
 
 -- A waiting job holds its unique key as a queued or running one does: the live-key index

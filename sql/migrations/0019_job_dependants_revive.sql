@@ -6,10 +6,10 @@
 -- revived dependant's own revival fires it again for the next generation.
 -- Which dependants: failed ones whose last_error says a parent's failure ended them (the
 -- text 0017's trigger and job_await write: 'parent job N failed: ...' under policy fail,
--- 'cancelled: parent job N failed: ...' under cancel), linked to this job with no spawning
--- attempt. Not revived: children cancelled because the attempt that spawned them did not
--- complete (a retried spawner spawns afresh), jobs cancelled by an operator, jobs that
--- failed on their own, and dependants under 'run anyway' (they were released, not failed).
+-- 'cancelled: parent job N failed: ...' under cancel), linked to this job. Not revived:
+-- jobs cancelled by an operator, jobs that failed on their own, and dependants under 'run
+-- anyway' (they were released, not failed). (A spawning run that failed wrote no children:
+-- they are inserted with its completion, pgkick.worker.spawn; its retry spawns them.)
 -- A dependant with another parent still failed under fail or cancel (one not retried with
 -- this one) stays failed, as do its own dependants: revived, it would fail again at once.
 -- Retrying that other parent later revives it (its last_error may name either parent).
@@ -32,7 +32,7 @@ DECLARE
 BEGIN
   SELECT array_agg(d.child_id ORDER BY d.child_id) INTO candidates
   FROM job_dependencies d JOIN jobs c ON c.id = d.child_id
-  WHERE d.parent_id = NEW.id AND d.attempt IS NULL AND d.policy <> 'run anyway'
+  WHERE d.parent_id = NEW.id AND d.policy <> 'run anyway'
     AND c.status = 'failed' AND c.last_error ~ '^(cancelled: )?parent job [0-9]+ failed: ';
   IF candidates IS NULL THEN
     RETURN NULL;
@@ -42,15 +42,11 @@ BEGIN
   ORDER BY p.id FOR SHARE;
   PERFORM 1 FROM jobs c WHERE c.id = ANY (candidates) ORDER BY c.id FOR UPDATE;
   -- Counted after the locks (a statement of its own, so it sees what committed meanwhile).
-  -- A parent blocks the revival if it is failed under fail or cancel, or if it spawned
-  -- the dependant in an attempt that is neither running nor the one that completed.
+  -- A parent blocks the revival if it is failed under fail or cancel.
   WITH parents AS (
     SELECT d.child_id,
            count(*) FILTER (WHERE p.status NOT IN ('done', 'failed'))::int AS pending,
-           bool_or(CASE WHEN d.attempt IS NULL
-                        THEN d.policy <> 'run anyway' AND p.status = 'failed'
-                        ELSE p.attempts <> d.attempt OR p.status NOT IN ('running', 'done')
-                   END) AS blocked
+           bool_or(d.policy <> 'run anyway' AND p.status = 'failed') AS blocked
     FROM job_dependencies d JOIN jobs p ON p.id = d.parent_id
     WHERE d.child_id = ANY (candidates)
     GROUP BY d.child_id

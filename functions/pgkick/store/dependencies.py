@@ -51,11 +51,7 @@ def link(
 
 
 def linked(children: Sequence[int], afters: Sequence[Sequence[tuple[int, str]]]) -> Steps[set[int]]:
-    """link as a plan, for the synchronous and the asyncio executors.
-
-    job_await's `attempt` (a dependency bound to a spawning attempt, migration 0017) is
-    always 0 (none) now: a spawned child is written with its spawner's completion
-    (pgkick.worker.spawn), so it never waits on an attempt."""
+    """link as a plan, for the synchronous and the asyncio executors."""
     child_ids: list[int] = []
     parent_ids: list[int] = []
     policies: list[str] = []
@@ -64,12 +60,7 @@ def linked(children: Sequence[int], afters: Sequence[Sequence[tuple[int, str]]])
             child_ids.append(child)
             parent_ids.append(parent)
             policies.append(policy)
-    params = {
-        "children": child_ids,
-        "parents": parent_ids,
-        "policies": policies,
-        "attempts": [0] * len(child_ids),  # the int list dumper takes no None
-    }
+    params = {"children": child_ids, "parents": parent_ids, "policies": policies}
     rows = (yield Statement(queries.JOB_AWAIT, params)) if child_ids else []
     return {row[0] for row in rows}
 

@@ -27,12 +27,9 @@ DATABASE_DROP: Final = """\
 DROP DATABASE IF EXISTS pgkick_test_db WITH (FORCE);"""
 
 JOB_AWAIT: Final = """\
--- job_await: Links jobs just inserted (still queued, in this transaction) to their parents, as pairs (child, parent, policy, attempt; attempt 0: none): the server-side job_await of migration 0017, which flags and locks the parents, ends at once a child whose parent already failed, and returns the children left waiting.
+-- job_await: Links jobs just inserted (still queued, in this transaction) to their parents, as pairs (child, parent, policy): the server-side job_await of migration 0017, which flags and locks the parents, ends at once a child whose parent already failed, and returns the children left waiting.
 SELECT id
 FROM pgkick.job_await(%(children)s::bigint[], %(parents)s::bigint[], %(policies)s::text[],
-                      ARRAY(SELECT nullif(a, 0)
-                            FROM unnest(%(attempts)s::int[]) WITH ORDINALITY AS x(a, n)
-                            ORDER BY n),
                       %(now)s::timestamptz);"""
 
 JOB_CANCEL_QUEUED: Final = """\
@@ -351,11 +348,11 @@ FROM pgkick.jobs
 WHERE id = %(id)s;"""
 
 JOB_PARENT_RESULTS: Final = """\
--- job_parent_results: The results of a job's parents that ended done (JobContext.parent_results), in id order; the job that spawned it (a dependency bound to an attempt) is left out.
+-- job_parent_results: The results of a job's parents that ended done (JobContext.parent_results), in id order.
 SELECT p.id, p.result
 FROM pgkick.job_dependencies d
 JOIN pgkick.jobs p ON p.id = d.parent_id
-WHERE d.child_id = %(id)s AND d.attempt IS NULL AND p.status = 'done'
+WHERE d.child_id = %(id)s AND p.status = 'done'
 ORDER BY p.id;"""
 
 JOB_PARENTS_MISSING: Final = """\
@@ -496,7 +493,7 @@ WHERE j.status = 'failed'
   AND NOT (coalesce(j.last_error, '') ~ '^(cancelled: )?parent job [0-9]+ failed: ' AND EXISTS (
     SELECT 1
     FROM pgkick.job_dependencies d JOIN pgkick.jobs p ON p.id = d.parent_id
-    WHERE d.child_id = j.id AND d.attempt IS NULL AND d.policy <> 'run anyway'
+    WHERE d.child_id = j.id AND d.policy <> 'run anyway'
       AND p.status = 'failed'
       AND p.attempts < 1000
       AND (%(ids)s::bigint[] IS NULL OR p.id = ANY(%(ids)s::bigint[]))
@@ -527,18 +524,18 @@ JOIN chosen other ON other.unique_key = c.unique_key AND other.id < c.id
 ORDER BY 1, 3;"""
 
 JOB_REVIVABLE_COUNT: Final = """\
--- job_revivable_count: For the failed jobs a retry selects (ids), how many jobs outside them it would revive at most (the bulk retry's dry run): the dependants their failures ended (policy fail or cancel, no spawning attempt, a last_error naming a parent's failure), transitively, as migration 0019's trigger finds them; an upper bound, since one with another parent still failed stays failed.
+-- job_revivable_count: For the failed jobs a retry selects (ids), how many jobs outside them it would revive at most (the bulk retry's dry run): the dependants their failures ended (policy fail or cancel, a last_error naming a parent's failure), transitively, as migration 0019's trigger finds them; an upper bound, since one with another parent still failed stays failed.
 WITH RECURSIVE ended (id) AS (
   SELECT d.child_id
   FROM pgkick.job_dependencies d JOIN pgkick.jobs c ON c.id = d.child_id
-  WHERE d.parent_id = ANY(%(ids)s::bigint[]) AND d.attempt IS NULL AND d.policy <> 'run anyway'
+  WHERE d.parent_id = ANY(%(ids)s::bigint[]) AND d.policy <> 'run anyway'
     AND c.status = 'failed' AND c.last_error ~ '^(cancelled: )?parent job [0-9]+ failed: '
   UNION
   SELECT d.child_id
   FROM ended e
   JOIN pgkick.job_dependencies d ON d.parent_id = e.id
   JOIN pgkick.jobs c ON c.id = d.child_id
-  WHERE d.attempt IS NULL AND d.policy <> 'run anyway'
+  WHERE d.policy <> 'run anyway'
     AND c.status = 'failed' AND c.last_error ~ '^(cancelled: )?parent job [0-9]+ failed: '
 )
 SELECT count(*)::int FROM ended WHERE id <> ALL(%(ids)s::bigint[]);"""
@@ -652,17 +649,17 @@ WITH RECURSIVE anchor AS (
   FROM member m
   CROSS JOIN LATERAL (
     SELECT d.child_id AS other FROM pgkick.job_dependencies d
-    WHERE d.parent_id = m.id AND d.attempt IS NULL
+    WHERE d.parent_id = m.id
     UNION ALL
     SELECT d.parent_id FROM pgkick.job_dependencies d
-    WHERE d.child_id = m.id AND d.attempt IS NULL
+    WHERE d.child_id = m.id
   ) e
   JOIN pgkick.jobs j ON j.id = e.other
   WHERE j.created_at = (SELECT created_at FROM anchor)
 )
 SELECT j.id, j.task, j.queue, j.status, j.attempts, j.claimed_at, j.finished_at, j.last_error,
        array(SELECT d.parent_id FROM pgkick.job_dependencies d
-             WHERE d.child_id = j.id AND d.attempt IS NULL
+             WHERE d.child_id = j.id
                AND d.parent_id IN (SELECT id FROM member)
              ORDER BY d.parent_id) AS parents
 FROM pgkick.jobs j
@@ -1020,8 +1017,8 @@ GRANT EXECUTE ON FUNCTION pgkick.job_complete_and_claim(bigint[], int[], text[],
 -- spawning job's completion, and the task has named the ids already).
 REVOKE ALL ON pgkick.job_dependencies FROM PUBLIC;
 GRANT SELECT ON pgkick.job_dependencies TO pgkick_worker;
-REVOKE ALL ON FUNCTION pgkick.job_await(bigint[], bigint[], text[], int[], timestamptz) FROM PUBLIC;
-GRANT EXECUTE ON FUNCTION pgkick.job_await(bigint[], bigint[], text[], int[], timestamptz)
+REVOKE ALL ON FUNCTION pgkick.job_await(bigint[], bigint[], text[], timestamptz) FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION pgkick.job_await(bigint[], bigint[], text[], timestamptz)
   TO pgkick_producer, pgkick_worker;
 GRANT INSERT (id, run_at, priority, group_key, unique_key, traceparent, tracestate, rate_key)
   ON pgkick.jobs TO pgkick_worker;
