@@ -72,7 +72,8 @@ QUICK = Sizes(
     history=20_000,
     scale_jobs=2_000,
     claim_backlog=(5_000, 200),
-    kick_seconds=2.0,
+    kick_seconds=5.0,  # longer than a cold start on a loaded 2-core machine (2.0 let one
+    # invocation of the linger-off load drain all its jobs, as the lingering one did)
     quiet_day_seconds=12.0,
     delayed_jobs=1_000,
     cold_imports=3,
