@@ -89,3 +89,39 @@ def test_repeat_below_one_is_refused_before_anything_runs(
     assert cli.main(["bench", "--quick", "--repeat", "0", "--out", str(out)]) == 2
     assert "--repeat must be 1 or more" in capsys.readouterr().err
     assert not out.exists()
+
+
+def test_claim_order_times_the_keyed_claim_beside_the_plain_one_chunk_by_chunk(
+    dsn: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Catches a keyed_vs_plain taken against a plain claim timed at another moment (the
+    "plain" variant, seconds apart: ratios from x0.4 to x4.0 within one run on the shared
+    machine) instead of the plain backlog beside the keyed one: the claims (the real ones,
+    each taking 10) must alternate chunk by chunk between the two queues of one table, and
+    each round's ratio must be the keyed figure over the plain one beside it."""
+    from pgkick.store.worker import WorkerStore
+    from pgkick_dev.bench import claim_order
+
+    scratch.claim(dsn, "bench")
+    queues: list[str] = []
+    real_claim = WorkerStore.claim
+
+    def claim(self: WorkerStore, queue: str, **kwargs: Any) -> Any:
+        queues.append(queue)
+        return real_claim(self, queue, **kwargs)
+
+    monkeypatch.setattr(WorkerStore, "claim", claim)
+    keyed, plain = claim_order._keyed_beside_plain(dsn, backlog=300, cycles=8, keys=10, chunk=2)
+    assert keyed > 0 and plain > 0
+    pairs = ["default"] * 2 + ["plain"] * 4 + ["default"] * 2
+    assert queues == pairs * 2
+
+    result = claim_order.run(
+        dsn, backlog=300, cycles=8, rounds=2, keys=10, chunk=2, say=lambda _: None
+    )
+    beside = result["plain_beside_keyed_ms"]["values"]
+    keyed_ms = result["spread_ms"]["rate_and_concurrency_per_key"]["values"]
+    assert len(beside) == 2 and all(ms > 0 for ms in beside)
+    assert result["spread_keyed_vs_plain"]["values"] == [
+        round(k / p, 2) for k, p in zip(keyed_ms, beside, strict=True)
+    ]
