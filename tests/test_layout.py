@@ -140,7 +140,8 @@ def test_import_pgkick_loads_the_producer_only() -> None:
 def test_the_worker_lambda_cold_start_skips_the_parts_it_does_not_use() -> None:
     """Catches `import pgkick.aws.worker` (a kick's cold start, issue 32's cold path) loading
     what its drain never uses: pgkick's face names (asyncio, workflows, joined enqueues),
-    the producer (imported at a task's first spawn or result lookup), the reaper's modules.
+    the producer (imported at a task's first spawn or result lookup), the reaper's modules,
+    schedules (imported at a tick).
     Each is a few milliseconds of a new environment's commit-to-claim. And `import pgkick`
     alone loads none of its parts: they load on first use of a name."""
     code = (
@@ -163,6 +164,7 @@ def test_the_worker_lambda_cold_start_skips_the_parts_it_does_not_use() -> None:
         "pgkick.store.producer",
         "pgkick.store.maintenance",
         "pgkick.worker.reaper",
+        "pgkick.tasks.recurring",
     }
     assert {"pgkick.worker.loop", "pgkick.store.worker", "pgkick.tasks.registry"} <= set(worker)
 

@@ -24,7 +24,6 @@ from pgkick.kick.default import default_kicker, make_kicker
 from pgkick.kick.kickers import Kicker, KickEvent, parse_kick_event
 from pgkick.store import migrations as schema
 from pgkick.store.worker import WorkerStore
-from pgkick.tasks.recurring import parse_tick, periodic_registry
 from pgkick.tasks.registry import Registry, registry
 from pgkick.worker.loop import Summary, Worker, WorkerOptions
 from pgkick.worker.rescue import rescue_queue
@@ -127,7 +126,12 @@ class Runtime:
                 log.warning("wake-ups still being booked as the invocation ends")
 
     def tick(self, event: Mapping[str, Any], remaining_ms: Callable[[], int]) -> dict[str, Any]:
-        """A periodic schedule fired: insert its tick's job (once per tick), drain its queue."""
+        """A periodic schedule fired: insert its tick's job (once per tick), drain its queue.
+
+        Schedules are imported here (an app that declares one imported them with its tasks):
+        a kick's cold start does not pay for cron expressions and time zones."""
+        from pgkick.tasks.recurring import parse_tick, periodic_registry
+
         name, tick_at = parse_tick(event)
         declared = periodic_registry.get(name)
         if declared is None:  # removed from code, schedule not yet synced: nothing to run
