@@ -68,20 +68,21 @@ _FACE = {
 }
 
 
-def __getattr__(name: str) -> Any:
-    """`pgkick.<name>`: imported from where it lives on first use, then kept in this module."""
-    where = _FACE.get(name)
-    if where is None:
-        raise AttributeError(f"module 'pgkick' has no attribute {name!r}")
-    import importlib
+if not TYPE_CHECKING:  # a type checker sees the imports above: a misspelt name stays an error
 
-    value = getattr(importlib.import_module(where), name)
-    globals()[name] = value
-    return value
+    def __getattr__(name: str) -> Any:
+        """`pgkick.<name>`: imported from where it lives on first use, then kept here."""
+        where = _FACE.get(name)
+        if where is None:
+            raise AttributeError(f"module 'pgkick' has no attribute {name!r}")
+        import importlib
 
+        value = getattr(importlib.import_module(where), name)
+        globals()[name] = value
+        return value
 
-def __dir__() -> list[str]:
-    return sorted([*globals(), *_FACE])
+    def __dir__() -> list[str]:
+        return sorted([*globals(), *_FACE])
 
 
 def migrate(dsn: str | None = None, *, schema: str | None = None) -> list[int]:
