@@ -114,7 +114,7 @@ def test_import_pgkick_loads_the_producer_only() -> None:
     here, as pgkick[otel]: pgkick uses it only once the app loaded it), in a fresh
     interpreter."""
     code = (
-        "import sys, json, pgkick; light = sorted(sys.modules);"
+        "import sys, json, pgkick; pgkick.enqueue_and_kick; light = sorted(sys.modules);"
         "import pgkick.aws.worker, pgkick.aws.reaper;"
         "print(json.dumps([light, sorted(sys.modules)]))"
     )
@@ -135,6 +135,54 @@ def test_import_pgkick_loads_the_producer_only() -> None:
     assert {"pgkick.producer.enqueue", "pgkick.store.producer"} <= loaded
     assert not [name for name in handlers if name.split(".")[0] in TOOLING]
     assert not [name for name in handlers if name.startswith("opentelemetry")]
+
+
+def test_the_worker_lambda_cold_start_skips_the_parts_it_does_not_use() -> None:
+    """Catches `import pgkick.aws.worker` (a kick's cold start, issue 32's cold path) loading
+    what its drain never uses: pgkick's face names (asyncio, workflows, joined enqueues),
+    the producer (imported at a task's first spawn or result lookup), the reaper's modules,
+    schedules (imported at a tick).
+    Each is a few milliseconds of a new environment's commit-to-claim. And `import pgkick`
+    alone loads none of its parts: they load on first use of a name."""
+    code = (
+        "import sys, json, pgkick; bare = sorted(sys.modules);"
+        "import pgkick.aws.worker; print(json.dumps([bare, sorted(sys.modules)]))"
+    )
+    env = {"PGKICK_WORKER_FUNCTION": "pgkick-worker", "AWS_DEFAULT_REGION": "eu-west-1"}
+    done = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, env=env, check=True
+    )
+    bare, worker = json.loads(done.stdout)
+    assert [name for name in bare if name.startswith("pgkick.")] == []
+    assert not set(worker) & {
+        "pgkick.aio",
+        "pgkick.connections.aio_pool",
+        "pgkick.tasks.workflow",
+        "pgkick.producer.joined",
+        "pgkick.producer.enqueue",
+        "pgkick.producer.group_commit",
+        "pgkick.store.producer",
+        "pgkick.store.maintenance",
+        "pgkick.worker.reaper",
+        "pgkick.tasks.recurring",
+    }
+    assert {"pgkick.worker.loop", "pgkick.store.worker", "pgkick.tasks.registry"} <= set(worker)
+
+
+def test_the_lazy_face_gives_every_name_it_lists() -> None:
+    """Each name of `pgkick.__all__` resolves (a typo in the lazy face's table would only
+    fail at an app's first use), `from pgkick import ...` works, and an unknown name is an
+    AttributeError as for any module."""
+    import pgkick
+
+    for name in pgkick.__all__:
+        assert getattr(pgkick, name) is not None, name
+    from pgkick import Workflow, enqueue_and_kick, task
+
+    assert Workflow.__module__ == "pgkick.tasks.workflow"
+    assert callable(enqueue_and_kick) and callable(task)
+    with pytest.raises(AttributeError, match="no attribute 'nothing_here'"):
+        pgkick.nothing_here  # noqa: B018
 
 
 def test_production_registry_knows_noop_only() -> None:

@@ -33,7 +33,6 @@ from typing import Any
 
 from pgkick.errors import BadEvent, InvalidArgument
 from pgkick.kick.kickers import parse_kick_event
-from pgkick.tasks.recurring import parse_tick
 
 log = logging.getLogger("pgkick.failed_kicks")
 
@@ -91,6 +90,9 @@ def sort_records(records: list[Mapping[str, Any]]) -> Batch:
                 )
                 continue
             if "periodic" in event:
+                # imported here: schedules are rare, and a kick's cold start skips them
+                from pgkick.tasks.recurring import parse_tick
+
                 parse_tick(event)  # a malformed tick is dropped here, before any run
                 batch.ticks.append((message, event))
                 continue

@@ -32,7 +32,6 @@ from pgkick.errors import (
     JobNotFinished,
     JobNotFound,
 )
-from pgkick.store.producer import ProducerStore
 from pgkick.validation import payload_json
 
 MAX_RESULT_BYTES = 64 * 1024
@@ -100,6 +99,10 @@ def wait(
 
 
 def _look(job_id: int, dsn: str | None) -> tuple[str, Any, str | None]:
+    # Imported here: the worker imports this module for encode_result, and a cold start
+    # should not pay for the producer's statements it never sends.
+    from pgkick.store.producer import ProducerStore
+
     settings = config.app_settings()
     shared = pool.shared(dsn or settings.dsn(), settings.producer_linger)
     with shared.connection() as conn:

@@ -23,12 +23,9 @@ from pgkick.errors import BadEvent, DatabaseUnavailable
 from pgkick.kick.default import default_kicker, make_kicker
 from pgkick.kick.kickers import Kicker, KickEvent, parse_kick_event
 from pgkick.store import migrations as schema
-from pgkick.store.maintenance import MaintenanceStore
 from pgkick.store.worker import WorkerStore
-from pgkick.tasks.recurring import parse_tick, periodic_registry
 from pgkick.tasks.registry import Registry, registry
 from pgkick.worker.loop import Summary, Worker, WorkerOptions
-from pgkick.worker.reaper import reap
 from pgkick.worker.rescue import rescue_queue
 
 log = logging.getLogger("pgkick.runtime")
@@ -129,7 +126,12 @@ class Runtime:
                 log.warning("wake-ups still being booked as the invocation ends")
 
     def tick(self, event: Mapping[str, Any], remaining_ms: Callable[[], int]) -> dict[str, Any]:
-        """A periodic schedule fired: insert its tick's job (once per tick), drain its queue."""
+        """A periodic schedule fired: insert its tick's job (once per tick), drain its queue.
+
+        Schedules are imported here (an app that declares one imported them with its tasks):
+        a kick's cold start does not pay for cron expressions and time zones."""
+        from pgkick.tasks.recurring import parse_tick, periodic_registry
+
         name, tick_at = parse_tick(event)
         declared = periodic_registry.get(name)
         if declared is None:  # removed from code, schedule not yet synced: nothing to run
@@ -152,7 +154,13 @@ class Runtime:
         on_health: Callable[[dict[str, Any]], None] | None = None,
     ) -> dict[str, Any]:
         """One reaper run: reports (on_health) first, then purges while remaining_ms leaves
-        time (pgkick.worker.reaper); the wake-ups it booked are sent before it answers."""
+        time (pgkick.worker.reaper); the wake-ups it booked are sent before it answers.
+
+        The reaper's modules are imported here, not at the top: the worker Lambda shares
+        this module and should not pay for them at each cold start."""
+        from pgkick.store.maintenance import MaintenanceStore
+        from pgkick.worker.reaper import reap
+
         try:
             with self._store(MaintenanceStore) as store:
                 return reap(

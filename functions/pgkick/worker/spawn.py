@@ -32,15 +32,18 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable, Iterable, Mapping
 from datetime import datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pgkick.errors import InvalidArgument
-from pgkick.producer.enqueue import INSERT_CHUNK
-from pgkick.producer.plan import job_specs
-from pgkick.store import dependencies, spawned
-from pgkick.store.producer import QueuedJob
+from pgkick.store import dependencies
 from pgkick.store.worker import ClaimedJob, WorkerStore
 from pgkick.validation import DEFAULT_MAX_PAYLOAD_BYTES, JobSpec
+
+# The producer's checks and statements are imported at a task's first spawn, not here:
+# every worker imports this module, few tasks spawn, and a kick's cold start (issue 32's
+# cold path) should not pay for the producer.
+if TYPE_CHECKING:
+    from pgkick.store.producer import QueuedJob
 
 log = logging.getLogger("pgkick.spawn")
 
@@ -59,6 +62,9 @@ class Spawns:
         """JobContext.spawn_many for `job`: check, reserve ids, buffer; returns the ids."""
 
         def spawn_many(jobs: Iterable[Mapping[str, Any]]) -> list[int]:
+            from pgkick.producer.plan import job_specs
+            from pgkick.store import spawned
+
             specs = job_specs(list(enumerate(jobs)), DEFAULT_MAX_PAYLOAD_BYTES)
             _refuse_keys(specs)
             buffers = self._buffers.get((job.id, job.attempts), [])
@@ -86,6 +92,9 @@ class Spawns:
         """Complete `job` (its result with it) and write its children, in one transaction;
         None when this attempt no longer holds the job (nothing written). Returns the
         children queued at once (not waiting on an unfinished parent), to kick or wake."""
+        from pgkick.producer.enqueue import INSERT_CHUNK
+        from pgkick.store import spawned
+
         store = self.store
         with store.exclusive(), store.transaction():  # the lease keeper waits meanwhile
             if job.id not in store.complete_many([job]):  # fenced: lost or cancelled
