@@ -44,7 +44,10 @@ from tests.test_watch import RecordingKicker
 
 ROOT = Path(__file__).parent.parent
 NO_KICKS = NoKicker()
-FAST_RETRY = WorkerOptions(heal=False, backoff=timedelta(milliseconds=1), backoff_cap=None)
+# A retry due at once (backoff 0: run_at = the failure's now): due for the same drain's next
+# claim. A 1 ms backoff raced that claim (a fast claim came before it was due, the drain
+# ended, and the retry was left undone: flaky under some loads).
+FAST_RETRY = WorkerOptions(heal=False, backoff=timedelta(0), backoff_cap=None)
 
 
 def _forever() -> int:
