@@ -122,6 +122,10 @@ class UniqueBatch:
 
     def split(self, specs: Sequence[JobSpec]) -> list[tuple[int, JobSpec]]:
         """The chunk's jobs without a key, with their index in the whole batch."""
+        start = self._next
+        if all(spec.unique_key is None for spec in specs):  # most chunks: nothing to sort
+            self._next += len(specs)
+            return list(zip(range(start, self._next), specs, strict=True))
         plain = []
         for spec in specs:
             index, self._next = self._next, self._next + 1
@@ -236,7 +240,7 @@ def arrays(specs: Sequence[tuple[int, JobSpec]], *, keys: bool = False) -> dict[
     }
     for many, one, field in _COLUMNS:
         values = by_field[_FIELD[field]] if specs else ()
-        if values and values.count(values[0]) == len(values):
+        if len(set(values)) == 1:  # (every value is hashable: str, int, datetime, None)
             columns[many], columns[one] = None, values[0]
         else:
             columns[many], columns[one] = list(values), None

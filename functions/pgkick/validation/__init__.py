@@ -309,7 +309,7 @@ def job_spec_of(job: Mapping[str, Any], max_bytes: int, index: int) -> JobSpec:
     """One job of enqueue_many (a mapping of enqueue's arguments), checked; an error names
     jobs[index]."""
     try:
-        if not isinstance(job, Mapping):
+        if type(job) is not dict and not isinstance(job, Mapping):
             raise InvalidArgumentType(
                 f"must be a mapping of enqueue's arguments, got {type(job).__name__}"
             )
