@@ -35,6 +35,23 @@ MAX_UNIQUE_KEY_LENGTH = 512
 DEFAULT_MAX_PAYLOAD_BYTES = 256 * 1024
 _NUL = re.compile(r"(?<!\\)(?:\\\\)*\\u0000")
 _ENCODER = json.JSONEncoder(allow_nan=False, ensure_ascii=False, separators=(",", ":"))
+# The same encoder's C core, made once: JSONEncoder.encode builds it again for every
+# payload (4/5 of a small payload's encoding time; issue 32). No circular-reference
+# markers: _check_keys has already refused a payload nested over 500 deep, cycles included.
+_C_MAKE_ENCODER: Any = getattr(json.encoder, "c_make_encoder", None)  # what iterencode uses
+_C_ENCODER = (
+    _C_MAKE_ENCODER(
+        None, _ENCODER.default, json.encoder.encode_basestring, None, ":", ",", False, False, False
+    )
+    if _C_MAKE_ENCODER is not None
+    else None
+)
+
+
+def _encode(payload: object) -> str:
+    if _C_ENCODER is None:  # a Python without the _json accelerator
+        return _ENCODER.encode(payload)
+    return "".join(_C_ENCODER(payload, 0))
 # Names already checked: enqueue_many repeats a few queue and task names 100,000 times.
 _GOOD_NAMES: set[str] = set()
 # Set by pgkick.load_tasks(): this process knows every task, so an unknown name is refused
@@ -156,7 +173,7 @@ def payload_json(payload: object, max_bytes: int = DEFAULT_MAX_PAYLOAD_BYTES) ->
     """The payload as compact JSON text that jsonb will store and give back unchanged."""
     _check_keys(payload)
     try:
-        text = _ENCODER.encode(payload)
+        text = _encode(payload)
     except ValueError:  # Python will not write an int of more than 4,300 digits as text
         raise InvalidArgument("payload: an integer has more than 4,300 digits") from None
     except TypeError as exc:
