@@ -52,6 +52,8 @@ def _encode(payload: object) -> str:
     if _C_ENCODER is None:  # a Python without the _json accelerator
         return _ENCODER.encode(payload)
     return "".join(_C_ENCODER(payload, 0))
+
+
 # Names already checked: enqueue_many repeats a few queue and task names 100,000 times.
 _GOOD_NAMES: set[str] = set()
 # Set by pgkick.load_tasks(): this process knows every task, so an unknown name is refused
