@@ -328,9 +328,7 @@ def job_spec_of(job: Mapping[str, Any], max_bytes: int, index: int) -> JobSpec:
     """One job of enqueue_many (a mapping of enqueue's arguments), checked; an error names
     jobs[index]."""
     try:
-        if type(job) is dict and len(job) == 2 and "payload" in job and "task" in job:
-            return _plain_spec(job, max_bytes)  # what every check below would let through
-        if not isinstance(job, Mapping):
+        if type(job) is not dict and not isinstance(job, Mapping):
             raise InvalidArgumentType(
                 f"must be a mapping of enqueue's arguments, got {type(job).__name__}"
             )
