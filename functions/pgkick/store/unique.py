@@ -56,6 +56,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 from datetime import datetime
+from operator import attrgetter
 from typing import Any
 
 from pgkick.errors import UniqueKeyChurn
@@ -64,6 +65,7 @@ from pgkick.store.statement import Statement, Steps
 from pgkick.validation import JobSpec
 
 MAX_ROUNDS = 50
+_UNIQUE_KEY = attrgetter("unique_key")
 Row = tuple[int, str, datetime]  # id, queue, run_at: what a QueuedJob is made of
 
 
@@ -123,7 +125,7 @@ class UniqueBatch:
     def split(self, specs: Sequence[JobSpec]) -> list[tuple[int, JobSpec]]:
         """The chunk's jobs without a key, with their index in the whole batch."""
         start = self._next
-        if all(spec.unique_key is None for spec in specs):  # most chunks: nothing to sort
+        if not any(map(_UNIQUE_KEY, specs)):  # most chunks: nothing to sort ("" is refused)
             self._next += len(specs)
             return list(zip(range(start, self._next), specs, strict=True))
         plain = []
