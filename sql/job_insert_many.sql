@@ -1,9 +1,13 @@
--- job_insert_many: Inserts many queued jobs in one round trip from parallel arrays (binary; delays in seconds), returning ids in input order; one trace context for the whole batch (its enqueue_many's).
+-- job_insert_many: Inserts many queued jobs in one round trip from parallel arrays (a NULL array: every job has the one value given beside it) (binary; delays in seconds), returning ids in input order; one trace context for the whole batch (its enqueue_many's).
 INSERT INTO pgkick.jobs (queue, task, payload, run_at, max_attempts, priority, group_key,
                          traceparent, tracestate, rate_key)
-SELECT q, t, p::jsonb,
-       coalesce(r, coalesce(%(now)s::timestamptz, now()) + make_interval(secs => d)),
-       m, pr, g, %(traceparent)s::text, %(tracestate)s::text, k
+SELECT coalesce(q, %(queue)s::text), coalesce(t, %(task)s::text), p::jsonb,
+       coalesce(r, %(run_at)s::timestamptz,
+                coalesce(%(now)s::timestamptz, now())
+                + make_interval(secs => coalesce(d, %(delay)s::float8))),
+       coalesce(m, %(max_attempt)s::int), coalesce(pr, %(priority)s::int),
+       coalesce(g, %(group)s::text), %(traceparent)s::text, %(tracestate)s::text,
+       coalesce(k, %(rate_key)s::text)
 FROM unnest(%(queues)b::text[], %(tasks)b::text[], %(payloads)b::text[],
             %(run_ats)b::timestamptz[], %(delays)b::float8[], %(max_attempts)b::int[],
             %(priorities)b::int[], %(groups)b::text[], %(rate_keys)b::text[])

@@ -16,6 +16,7 @@ import logging
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
+from itertools import repeat
 from typing import Any, NamedTuple
 
 from pgkick.connections.db import Database, DatabaseError
@@ -34,6 +35,12 @@ class QueuedJob(NamedTuple):
     id: int
     queue: str
     run_at: datetime
+
+
+def _queued_jobs(rows: list[Any]) -> list[QueuedJob]:
+    """QueuedJobs straight from rows of (id, queue, run_at), all in C: QueuedJob._make is a
+    Python call and a length check per row, as long again for 100,000 rows."""
+    return list(map(tuple.__new__, repeat(QueuedJob), rows))
 
 
 class Outcome(NamedTuple):
@@ -157,7 +164,8 @@ class ProducerStore(Database):
             for plain, cursor in sent:
                 batch.took_plain(plain, cursor.fetchall())
             every, inserted = drive(self, batch.insert_keyed())
-        return [QueuedJob._make(row) for row in every], [QueuedJob._make(r) for r in inserted]
+        jobs = _queued_jobs(every)  # a batch without keys inserted every job: one list
+        return jobs, jobs if inserted is every else _queued_jobs(inserted)
 
     def outcome(self, job_id: int) -> Outcome | None:
         """The job's status, result and last error; None if no such job (the app's read)."""

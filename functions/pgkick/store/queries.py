@@ -252,12 +252,16 @@ FROM pgkick.job_insert_flow(%(queue)s, %(task)s, %(payload)s::jsonb, %(run_at)s:
                             %(throttle)s::interval, %(now)s::timestamptz);"""
 
 JOB_INSERT_MANY: Final = """\
--- job_insert_many: Inserts many queued jobs in one round trip from parallel arrays (binary; delays in seconds), returning ids in input order; one trace context for the whole batch (its enqueue_many's).
+-- job_insert_many: Inserts many queued jobs in one round trip from parallel arrays (a NULL array: every job has the one value given beside it) (binary; delays in seconds), returning ids in input order; one trace context for the whole batch (its enqueue_many's).
 INSERT INTO pgkick.jobs (queue, task, payload, run_at, max_attempts, priority, group_key,
                          traceparent, tracestate, rate_key)
-SELECT q, t, p::jsonb,
-       coalesce(r, coalesce(%(now)s::timestamptz, now()) + make_interval(secs => d)),
-       m, pr, g, %(traceparent)s::text, %(tracestate)s::text, k
+SELECT coalesce(q, %(queue)s::text), coalesce(t, %(task)s::text), p::jsonb,
+       coalesce(r, %(run_at)s::timestamptz,
+                coalesce(%(now)s::timestamptz, now())
+                + make_interval(secs => coalesce(d, %(delay)s::float8))),
+       coalesce(m, %(max_attempt)s::int), coalesce(pr, %(priority)s::int),
+       coalesce(g, %(group)s::text), %(traceparent)s::text, %(tracestate)s::text,
+       coalesce(k, %(rate_key)s::text)
 FROM unnest(%(queues)b::text[], %(tasks)b::text[], %(payloads)b::text[],
             %(run_ats)b::timestamptz[], %(delays)b::float8[], %(max_attempts)b::int[],
             %(priorities)b::int[], %(groups)b::text[], %(rate_keys)b::text[])
@@ -266,13 +270,17 @@ ORDER BY n
 RETURNING id, queue, run_at;"""
 
 JOB_INSERT_MANY_RESERVED: Final = """\
--- job_insert_many_reserved: Inserts many queued jobs with ids reserved earlier (job_id_reserve) from parallel arrays (binary; delays in seconds), returning id, queue and due time in input order; one trace context for the whole batch (its spawn's): a spawning task's children, written in its completion's transaction.
+-- job_insert_many_reserved: Inserts many queued jobs with ids reserved earlier (job_id_reserve) from parallel arrays (a NULL array: every job has the one value given beside it) (binary; delays in seconds), returning id, queue and due time in input order; one trace context for the whole batch (its spawn's): a spawning task's children, written in its completion's transaction.
 INSERT INTO pgkick.jobs (id, queue, task, payload, run_at, max_attempts, priority, group_key,
                          traceparent, tracestate, rate_key)
 OVERRIDING SYSTEM VALUE
-SELECT i, q, t, p::jsonb,
-       coalesce(r, coalesce(%(now)s::timestamptz, now()) + make_interval(secs => d)),
-       m, pr, g, %(traceparent)s::text, %(tracestate)s::text, k
+SELECT i, coalesce(q, %(queue)s::text), coalesce(t, %(task)s::text), p::jsonb,
+       coalesce(r, %(run_at)s::timestamptz,
+                coalesce(%(now)s::timestamptz, now())
+                + make_interval(secs => coalesce(d, %(delay)s::float8))),
+       coalesce(m, %(max_attempt)s::int), coalesce(pr, %(priority)s::int),
+       coalesce(g, %(group)s::text), %(traceparent)s::text, %(tracestate)s::text,
+       coalesce(k, %(rate_key)s::text)
 FROM unnest(%(ids)b::bigint[], %(queues)b::text[], %(tasks)b::text[], %(payloads)b::text[],
             %(run_ats)b::timestamptz[], %(delays)b::float8[], %(max_attempts)b::int[],
             %(priorities)b::int[], %(groups)b::text[], %(rate_keys)b::text[])
@@ -281,12 +289,16 @@ ORDER BY n
 RETURNING id, queue, run_at;"""
 
 JOB_INSERT_MANY_UNIQUE: Final = """\
--- job_insert_many_unique: Inserts many jobs with distinct unique keys from parallel arrays, skipping each key a waiting, queued or running job holds; returns the inserted jobs with their keys; one trace context for the whole batch.
+-- job_insert_many_unique: Inserts many jobs with distinct unique keys from parallel arrays (a NULL array: every job has the one value given beside it), skipping each key a waiting, queued or running job holds; returns the inserted jobs with their keys; one trace context for the whole batch.
 INSERT INTO pgkick.jobs (queue, task, payload, run_at, max_attempts, priority, group_key, unique_key,
                          traceparent, tracestate, rate_key)
-SELECT q, t, p::jsonb,
-       coalesce(r, coalesce(%(now)s::timestamptz, now()) + make_interval(secs => d)),
-       m, pr, g, u, %(traceparent)s::text, %(tracestate)s::text, k
+SELECT coalesce(q, %(queue)s::text), coalesce(t, %(task)s::text), p::jsonb,
+       coalesce(r, %(run_at)s::timestamptz,
+                coalesce(%(now)s::timestamptz, now())
+                + make_interval(secs => coalesce(d, %(delay)s::float8))),
+       coalesce(m, %(max_attempt)s::int), coalesce(pr, %(priority)s::int),
+       coalesce(g, %(group)s::text), u, %(traceparent)s::text, %(tracestate)s::text,
+       coalesce(k, %(rate_key)s::text)
 FROM unnest(%(queues)b::text[], %(tasks)b::text[], %(payloads)b::text[],
             %(run_ats)b::timestamptz[], %(delays)b::float8[], %(max_attempts)b::int[],
             %(priorities)b::int[], %(groups)b::text[], %(unique_keys)b::text[], %(rate_keys)b::text[])
