@@ -1,4 +1,4 @@
--- 0015_job_insert_flow_function: debounce and throttle on enqueue (issue 33), as one server-side function job_insert_flow(...) that producers may call without reading or updating jobs themselves.
+-- 0015_job_insert_flow_function: debounce and throttle on enqueue (issue 33), as one server-side function job_insert_flow(...) that producers may call without reading or updating jobs themselves; with the live-key unique index, it counts a waiting job (0017) as a live holder of its key.
 -- Why a function, SECURITY DEFINER: a debounced enqueue replaces the payload and pushes
 -- back the due time of the queued job holding its key, and a throttled one looks at the
 -- key's newest job whatever its status; pgkick_producer may neither read status nor
@@ -14,6 +14,16 @@
 -- payload to two producers updating at once: under the lock, both are one at a time.
 -- A plain unique enqueue of the same key (no lock) is still kept out by the index: the
 -- insert below skips, and the loop reads the holder again.
+-- A waiting job (status 'waiting', migration 0017: a job whose parents have not all
+-- finished) holds its unique key as a queued or running one does, and a debounce updates
+-- a waiting holder as a queued one (neither has started): this function and the live-key
+-- index (0004, recreated here) name 'waiting' ahead of 0017, so the function is written
+-- once. A status value in a predicate needs no status to exist yet; migrations run
+-- together, and 0017 adds it before any job can be waiting.
+DROP INDEX jobs_unique_live_idx;
+CREATE UNIQUE INDEX jobs_unique_live_idx ON jobs (unique_key)
+  WHERE unique_key IS NOT NULL AND status IN ('waiting', 'queued', 'running');
+
 CREATE FUNCTION job_insert_flow(f_queue text, f_task text, f_payload jsonb, f_run_at timestamptz,
                                 f_delay interval, f_max_attempts int, f_priority int,
                                 f_group text, f_key text, f_traceparent text, f_tracestate text,
@@ -50,9 +60,9 @@ BEGIN
       END IF;
     END IF;
     SELECT j.id, j.queue, j.run_at, j.status, j.created_at INTO held FROM jobs j
-    WHERE j.unique_key = f_key AND j.status IN ('queued', 'running');
+    WHERE j.unique_key = f_key AND j.status IN ('waiting', 'queued', 'running');
     IF FOUND THEN
-      IF f_debounce IS NULL OR held.status <> 'queued' THEN
+      IF f_debounce IS NULL OR held.status = 'running' THEN
         -- Throttle: an older live job holds the key (kept). Debounce: it runs already
         -- (the payload it started with is the one it runs; docs/guide/debounce.md).
         RETURN QUERY SELECT held.id, held.queue, held.run_at, false;
@@ -65,7 +75,7 @@ BEGIN
       SET payload = f_payload,
           run_at = least(at + f_debounce, j.created_at + coalesce(f_max_delay, 'infinity')),
           traceparent = f_traceparent, tracestate = f_tracestate
-      WHERE j.id = held.id AND j.status = 'queued'
+      WHERE j.id = held.id AND j.status IN ('queued', 'waiting')
       RETURNING j.id, j.queue, j.run_at, true;
       IF FOUND THEN
         RETURN;
@@ -77,7 +87,8 @@ BEGIN
                            unique_key, traceparent, tracestate, created_at)
     VALUES (f_queue, f_task, f_payload, due, f_max_attempts, f_priority, f_group, f_key,
             f_traceparent, f_tracestate, at)
-    ON CONFLICT (unique_key) WHERE unique_key IS NOT NULL AND status IN ('queued', 'running')
+    ON CONFLICT (unique_key)
+      WHERE unique_key IS NOT NULL AND status IN ('waiting', 'queued', 'running')
     DO NOTHING
     RETURNING j.id, j.queue, j.run_at, true;
     IF FOUND THEN
