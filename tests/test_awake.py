@@ -131,6 +131,7 @@ def test_the_demos_picture_says_what_its_table_says(tmp_path: Path) -> None:
         "attempts": {"1": 1},
         "burst_jobs_per_second": 500,
         "single_invocations": 1,
+        "single_trickle": {"environments": 1, "pauses": 0, "hand_overs": 0},
         "kick_to_start_ms": {"p50": 1.0, "p99": 2.0},
         "killed_job": {"id": 1, "attempts": 2},
         "awake": {},

@@ -54,6 +54,7 @@ def summarise(run: DemoRun, jobs_in_burst: int) -> dict[str, Any]:
         if run.drain_seconds
         else None,
         "single_invocations": run.single_invocations,
+        "single_trickle": run.trickle,
         "kick_to_start_ms": {
             "p50": round(percentile(latencies, 0.5), 1),
             "p99": round(percentile(latencies, 0.99), 1),
@@ -73,7 +74,8 @@ def render(summary: dict[str, Any], comparison: list[dict[str, Any]]) -> str:
         f"jobs: {summary['jobs']}  by status: {summary['by_status']}  "
         f"attempts: {summary['attempts']}",
         f"burst drain: {summary['burst_jobs_per_second']} jobs/s (cold starts included)",
-        f"trickle of 20 single enqueues: {summary['single_invocations']} worker invocation(s); "
+        f"trickle of 20 single enqueues: {summary['single_invocations']} worker invocation(s) "
+        f"in {summary['single_trickle']['environments']} environment(s); "
         f"commit-to-claim p50 {summary['kick_to_start_ms']['p50']} ms, "
         f"p99 {summary['kick_to_start_ms']['p99']} ms",
         f"killed job {summary['killed_job']['id']}: rescued, done at attempt "

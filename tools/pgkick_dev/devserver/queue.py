@@ -208,7 +208,13 @@ class AsyncQueue:
     def _start(self, environment: Environment, item: Invocation) -> None:
         self.stats.invocations += 1
         item.started = self._clock.now()
-        self._record("invoke_start", item, detail=f"try {item.tries + 1}")
+        self._record(
+            "invoke_start",
+            item,
+            detail=f"try {item.tries + 1}",
+            environment=environment.id,  # which one ran it: a cold one, or one seen before
+            cold=environment.cold,
+        )
         self.pool.invoke(environment, item, json.dumps(item.event).encode())
 
     def _arm(self, delay: float, fire: Callable[[int], None]) -> None:

@@ -26,7 +26,7 @@ from typing import Any, Final
 KINDS: Final = frozenset(
     {
         "kick",  # an Event invoke accepted (202), or a local kick handed over
-        "invoke_start",  # an environment starts running an event (or a RequestResponse)
+        "invoke_start",  # an environment (its id; cold or not) starts running an event
         "invoke_end",  # ... and finished: duration_ms, detail = "ok" or the error
         "throttle",  # no free environment under the concurrency cap: backing off
         "retry",  # a failed event is queued again (after 1 then 2 minutes)
