@@ -10,6 +10,7 @@ Outcomes are fenced: a job whose lease was lost is abandoned without a write.
 Successes are completed together in one statement per batch (flushed early
 when jobs are slow, so a crash re-runs little); a job that spawned children is
 completed alone, in one transaction with their inserts (pgkick.worker.spawn).
+What each ending writes and sets in motion is pgkick.worker.outcomes'.
 """
 
 from __future__ import annotations
@@ -21,21 +22,20 @@ from collections.abc import Callable
 from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 
-from pgkick.connections.db import DatabaseError
 from pgkick.kick.kickers import Kicker
 from pgkick.kick.safety import kick_with_safety
 from pgkick.kick.watch import WorkerWatch
 from pgkick.store.worker import ClaimedJob, WorkerStore
-from pgkick.tasks.registry import Registry, describe_error
+from pgkick.tasks.registry import Registry
 from pgkick.worker.batch_run import BatchWindow, run_jobs
 from pgkick.worker.continuation import StepBooks
-from pgkick.worker.dependants import kick_released, released_by_failure
 from pgkick.worker.healing import heal_queues
 from pgkick.worker.lease import LeaseKeeper
 from pgkick.worker.linger import WakeUpLine
 from pgkick.worker.options import Summary, WorkerOptions, backoff_jitter
+from pgkick.worker.outcomes import Outcomes
 from pgkick.worker.rescue import DeadMansSwitch
-from pgkick.worker.spawn import Buffered, Spawns, due_and_later
+from pgkick.worker.spawn import Spawns
 from pgkick.worker.task_run import CANCELLED
 
 log = logging.getLogger("pgkick.worker")
@@ -65,6 +65,7 @@ class Worker:
         self._hop = 0
         self._books: StepBooks | None = None
         self._spawns: Spawns | None = None
+        self._outcomes: Outcomes | None = None
         self._held_checked = False
 
     def drain(self, queue: str, remaining_ms: Callable[[], int], *, hop: int = 0) -> Summary:
@@ -86,6 +87,9 @@ class Worker:
         self._hop = hop
         books = self._books = StepBooks(self.store, remaining_ms, self.options.min_remaining)
         spawns = self._spawns = Spawns(self.store)
+        outcomes = self._outcomes = Outcomes(
+            self.store, self.kicker, self.options, jitter=self.jitter, hop=hop, spawns=spawns
+        )
         self._held_checked = False  # flow_held: asked once per idle window
         # after its announcement too has lapsed (pgkick.worker.rescue says why)
         after = self.options.lease + self.options.watch_ttl
@@ -104,7 +108,7 @@ class Worker:
                 if before < reserve or books.continued:
                     if window.held:  # claimed already: run now, not left to their leases
                         finished += self._run_batch(window.release(), keeper, summary)
-                    self._complete(finished, keeper, summary)
+                    outcomes.complete(finished, keeper, summary)
                     self._hand_over(queue, watch, last_batch_full, summary)
                     break
                 held, jobs = self.store.complete_many_and_claim(
@@ -114,8 +118,8 @@ class Worker:
                     lease=self.options.lease,
                     announce=watch.announcement(),
                 )
-                self._account(finished, held, keeper, summary)
-                self._kick_dependants(queue, self.store.take_released(), summary)
+                outcomes.account(finished, held, keeper, summary)
+                outcomes.kick_dependants(queue, self.store.take_released(), summary)
                 finished = []
                 if first_claim is None:
                     first_claim = len(jobs)
@@ -235,7 +239,8 @@ class Worker:
         finished: list[ClaimedJob] = []
         last_flush = time.monotonic()
         books = self._books.book if self._books else None
-        spawns = self._spawns
+        spawns, outcomes = self._spawns, self._outcomes
+        assert outcomes is not None  # made by drain, which alone runs batches
         for job, outcome in run_jobs(self.registry, jobs, keeper, books, spawns):  # batches grouped
             # the children it spawned: written only with its completion, else dropped
             buffered = spawns.take(job) if spawns is not None else None
@@ -243,132 +248,25 @@ class Worker:
                 summary.lost += 1  # someone else's now: no write at all
                 keeper.release(job.id)
             elif keeper.is_cancelled(job.id):  # whatever the task did: the operator's word
-                self._record_failure(job, CANCELLED, True, summary)
+                outcomes.fail(job, CANCELLED, True, summary)
                 keeper.release(job.id)
             elif outcome.snooze is not None:
-                self._snooze(job, outcome.snooze, keeper, summary)
+                outcomes.snooze(job, outcome.snooze, keeper, summary)
             elif outcome.continued and self._books is not None:
                 self._books.continue_job(job, outcome.stalled, keeper, summary)
             elif outcome.error is None:  # (dataclasses.replace costs: only for a result)
                 done = job if outcome.result is None else replace(job, result=outcome.result)
                 if buffered:  # completed alone, with its children (pgkick.worker.spawn)
-                    self._complete_spawning(done, buffered, keeper, summary)
+                    outcomes.complete_spawning(done, buffered, keeper, summary)
                 else:
                     finished.append(done)
             else:
-                self._record_failure(job, outcome.error, outcome.permanent, summary)
+                outcomes.fail(job, outcome.error, outcome.permanent, summary)
                 keeper.release(job.id)
             if finished and time.monotonic() - last_flush > FLUSH_AFTER_SECONDS:
-                self._complete(finished, keeper, summary)
+                outcomes.complete(finished, keeper, summary)
                 finished, last_flush = [], time.monotonic()
         return finished
-
-    def _complete(self, finished: list[ClaimedJob], keeper: LeaseKeeper, summary: Summary) -> None:
-        if finished:
-            self._account(finished, self.store.complete_many(finished), keeper, summary)
-            self._kick_dependants(finished[0].queue, self.store.take_released(), summary)
-
-    def _complete_spawning(
-        self, job: ClaimedJob, buffered: list[Buffered], keeper: LeaseKeeper, summary: Summary
-    ) -> None:
-        """Complete a job that spawned children, in its own transaction with their inserts
-        (pgkick.worker.spawn), then kick their queues (one hop further, as for released
-        dependants: this worker's own queue is its next claim's) or book their wake-ups."""
-        assert self._spawns is not None
-        try:
-            queued = self._spawns.complete(job, buffered)
-        except DatabaseError as exc:  # rolled back: neither the complete nor any child
-            self.store.take_released()  # noted by the rolled-back complete: not released
-            keeper.release(job.id)
-            self._record_failure(job, "spawn: " + describe_error(exc), False, summary)
-            return
-        self._account([job], set() if queued is None else {job.id}, keeper, summary)
-        if not queued:
-            self._kick_dependants(job.queue, self.store.take_released(), summary)
-            return
-        due, later = due_and_later(queued, self.store.clock() or datetime.now(UTC))
-        self._kick_dependants(job.queue, self.store.take_released() | due, summary)
-        for queue, run_at in later.items():
-            summary.wake_failures += int(not self._wake(replace(job, queue=queue), run_at))
-
-    def _kick_dependants(self, queue: str, released: set[str], summary: Summary) -> None:
-        """Kick the other queues where jobs waiting on this worker's jobs became ready, one
-        hop further down this invocation's chain (see pgkick.worker.dependants)."""
-        if released:
-            summary.dependant_kicks += kick_released(
-                self.store,
-                self.kicker,
-                released,
-                skip=queue,
-                pending=self.options.kick_pending,
-                hop=self._hop + 1,
-                max_hops=self.options.max_hops,
-            )
-
-    def _account(
-        self, finished: list[ClaimedJob], held: set[int], keeper: LeaseKeeper, summary: Summary
-    ) -> None:
-        """Count what a batch complete did: done if still held, lost if taken over."""
-        summary.done += len(held)
-        summary.lost += len(finished) - len(held)
-        keeper.release_many([job.id for job in finished])
-
-    def _record_failure(
-        self, job: ClaimedJob, error: str, permanent: bool, summary: Summary
-    ) -> None:
-        outcome = self.store.fail(
-            job.id,
-            job.attempts,
-            error,
-            permanent=permanent,
-            backoff=self.options.backoff,
-            backoff_cap=self.options.backoff_cap,
-            jitter=self.jitter(),
-        )
-        extra = {"job_id": job.id, "queue": job.queue, "attempt": job.attempts}
-        if outcome.has_dependants:
-            self._kick_dependants(job.queue, released_by_failure(self.store, job.id), summary)
-        if not outcome.owned:
-            summary.lost += 1
-        elif outcome.status == "queued" and outcome.run_at is not None:
-            summary.retried += 1
-            log.warning(
-                "job %s failed, retry at %s: %s",
-                job.id,
-                outcome.run_at.isoformat(),
-                error,
-                extra=extra,
-            )
-            summary.wake_failures += int(not self._wake(job, outcome.run_at))
-        else:
-            summary.failed += 1
-            log.error("job %s failed for good: %s", job.id, error, extra=extra)
-
-    def _snooze(
-        self, job: ClaimedJob, seconds: float, keeper: LeaseKeeper, summary: Summary
-    ) -> None:
-        """Back to the queue with the attempt given back, and a wake-up booked for it."""
-        keeper.forget(job.id)  # the next claim reuses this attempt number: never extend again
-        snoozed = self.store.snooze(job.id, job.attempts, seconds)
-        if snoozed is None:
-            summary.lost += 1
-            return
-        if snoozed.cancelled:  # a cancel since the last heartbeat: the job failed instead
-            summary.failed += 1
-            return
-        summary.snoozed += 1
-        summary.wake_failures += int(not self._wake(job, snoozed.run_at))
-
-    def _wake(self, job: ClaimedJob, run_at: datetime) -> bool:
-        try:
-            self.kicker.wake_at(job.queue, run_at)
-        except Exception:
-            extra = {"job_id": job.id, "queue": job.queue}
-            log.exception(
-                "no wake-up for job %s: a kick or the reaper runs it", job.id, extra=extra
-            )
-            return False
-        return True
 
     def _kick(self, queue: str, reason: str) -> bool:
         """Kick this worker's own function, one hop further down the chain.
