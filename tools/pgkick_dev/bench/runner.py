@@ -17,7 +17,6 @@ from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
-from pgkick.connections.db import Database
 from pgkick.kick.kickers import NoKicker
 from pgkick.producer import enqueue as producer
 from pgkick.store.maintenance import MaintenanceStore
@@ -27,7 +26,6 @@ from pgkick_dev.awake.compare import Workload, compare
 from pgkick_dev.bench import claim_order as bench_claim_order
 from pgkick_dev.bench import pgbench as bench_sql
 from pgkick_dev.bench.cost import CostSizes
-from pgkick_dev.bench.figures import percentile
 from pgkick_dev.local.kicker import LocalKicker
 
 
@@ -190,85 +188,18 @@ class Bench:
 
     # 5 and 6 -------------------------------------------------------------------
     def enqueue(self) -> None:
-        self.reset()
-        out: dict[str, Any] = {}
-        out["single_none"] = self._one_at_a_time(
-            lambda: producer.enqueue_and_kick({}, task="noop", dsn=self.dsn, kicker=NoKicker())
-        )
-        local = LocalKicker(env={"DATABASE_URL": self.dsn}, concurrency=2, output=self.log)
-        out["single_local"] = self._one_at_a_time(
-            lambda: producer.enqueue_and_kick({}, task="noop", dsn=self.dsn, kicker=local)
-        )
-        local.wait_idle(120)
-        local.close()
-        out["single_in_app_transaction"] = self._enqueue_on_app_connection()
-        out["single_sql_ceiling"] = self._single_insert_ceiling()
-        self.reset()
-        jobs = [{"payload": {"n": n}, "task": "noop"} for n in range(self.sizes.many)]
-        started = time.monotonic()
-        producer.enqueue_many(jobs, dsn=self.dsn, kicker=NoKicker())
-        out["many"] = {
-            "jobs": self.sizes.many,
-            "jobs_per_s": round(self.sizes.many / (time.monotonic() - started)),
-        }
-        self.results["enqueue"] = out
-        self.say(f"enqueue: {out}")
+        """Single enqueues (none kicker, local stack, app transaction) beside pgbench's same
+        insert, and enqueue_many (bench_enqueue)."""
+        from pgkick_dev.bench import enqueue as bench_enqueue
 
-    def _enqueue_on_app_connection(self) -> dict[str, Any]:
-        """One job per transaction on a connection the app keeps (its pool's), kicked after
-        each commit (none kicker): what a web request that enqueues pays."""
-        with Database.open(self.dsn, autocommit=False, application_name="app") as app:
-
-            def one_job() -> None:
-                with producer.transaction(app.conn, kicker=NoKicker()) as jobs:
-                    jobs.enqueue({}, task="noop")
-
-            return self._one_at_a_time(one_job)
-
-    def _one_at_a_time(self, call: Callable[[], object]) -> dict[str, Any]:
-        """`singles` calls in a row: the rate, and each call's latency."""
-        latencies = []
-        started = time.monotonic()
-        for _ in range(self.sizes.singles):
-            one = time.perf_counter()
-            call()
-            latencies.append((time.perf_counter() - one) * 1000)
-        return {
-            "jobs_per_s": round(self.sizes.singles / (time.monotonic() - started)),
-            "p50_ms": percentile(latencies, 0.5),
-            "p99_ms": percentile(latencies, 0.99),
-        }
-
-    def _single_insert_ceiling(self) -> dict[str, Any]:
-        """pgbench, one client, one job per durable commit: what the disk allows one caller."""
-        self.reset()
-        n = self.sizes.singles
-        run = bench_sql.pgbench(
-            self.bin_dir, self.dsn, bench_sql.insert_one(), clients=1, transactions=n
-        )
-        return {"jobs_per_s": round(n / run.seconds)}
+        self.results["enqueue"] = bench_enqueue.rates(self)
+        self.say(f"enqueue: {self.results['enqueue']}")
 
     def kick_to_start(self) -> None:
-        self.reset()
-        # A warm environment whose worker had left (no linger): a kick's start-up cost.
-        local = LocalKicker(
-            env={"DATABASE_URL": self.dsn, "PGKICK_WORKER_LINGER_MS": "0"},
-            concurrency=2,
-            output=self.log,
-        )
-        ids = []
-        for _ in range(self.sizes.latency_samples):
-            ids.append(producer.enqueue_and_kick({}, task="noop", dsn=self.dsn, kicker=local))
-            local.wait_idle(60)
-        local.close()
-        with self.store() as store:
-            jobs = store.get_many(ids[1:])  # the first one paid the cold start
-        waits = [(j["claimed_at"] - j["created_at"]).total_seconds() * 1000 for j in jobs]
-        self.results["kick_to_start_ms"] = {
-            "p50": percentile(waits, 0.5),
-            "p99": percentile(waits, 0.99),
-            "samples": len(waits),
-        }
+        """A kick's start-up cost on a warm environment (bench_enqueue)."""
+        from pgkick_dev.bench import enqueue as bench_enqueue
+
+        self.results["kick_to_start_ms"] = bench_enqueue.kick_to_start(self)
         self.say(f"kick-to-start: {self.results['kick_to_start_ms']}")
 
     def quiet_day(self) -> None:
