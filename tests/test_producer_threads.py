@@ -290,3 +290,50 @@ def test_a_group_whose_session_dies_fails_every_member_and_retries_none(dsn: str
         lock.rollback()
     assert all(isinstance(c.error, psycopg.OperationalError) for c in queued)
     assert rows(dsn) == [] and the_group(dsn).groups == 0
+
+
+def test_a_groups_members_coming_back_are_waited_for_and_share_the_next_commit(
+    dsn: str,
+) -> None:
+    """Catches: the first member back from a group sending its job alone while the others
+    come back behind it (threads enqueuing in a loop formed groups of 1, 8, 1, 8: half the
+    round trips carried one job)."""
+    group = the_group(dsn)
+    group.return_wait = 60.0  # the bound is never reached: the member's arrival ends the wait
+    with psycopg.connect(dsn) as lock:
+        first, queued = first_waits_then_others_queue(
+            dsn, lock, lambda: [Caller(dsn, n) for n in (1, 2)]
+        )
+        for caller in [first, *queued]:
+            caller.result()
+    assert group.groups == 1  # {1, 2}: its two members are on their way back
+    back = Caller(dsn, 3)  # the first one back leads, and waits for the other
+    assert group.wait_for_waiting(1, 20)  # queued, not sent
+    other = Caller(dsn, 4)
+    assert back.result() is not None and other.result() is not None
+    xids = {n: xid for n, _, xid in rows(dsn)}
+    assert xids[3] == xids[4] and xids[3] != xids[1]  # one transaction for the two
+    assert group.groups == 2
+
+
+def test_a_lone_caller_never_waits_and_a_member_that_stays_away_costs_the_bound_once(
+    dsn: str,
+) -> None:
+    """Catches: a caller waiting for company that is not on its way (after a group of one,
+    or forever for a member that does not come back)."""
+    group = the_group(dsn)
+    group.return_wait = 60.0
+    started = time.monotonic()
+    for n in range(3):  # each a group of one: nobody to wait for (a wait would last 60 s)
+        producer.enqueue_and_kick({"n": n}, task="t", dsn=dsn, kicker=NoKicker())
+    assert time.monotonic() - started < 30
+    group.return_wait = 0.2
+    with psycopg.connect(dsn) as lock:
+        first, queued = first_waits_then_others_queue(
+            dsn, lock, lambda: [Caller(dsn, n) for n in (3, 4)]
+        )
+        for caller in [first, *queued]:
+            caller.result()
+    # {3, 4} ended; only one caller comes: it waits for the other at most 0.2 s, then goes
+    assert Caller(dsn, 5).result() is not None
+    assert [n for n, _, _ in rows(dsn)] == [0, 0, 1, 2, 3, 4, 5]  # the lock's first is 0 too

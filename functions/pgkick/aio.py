@@ -49,7 +49,6 @@ from pgkick.producer.options import (
 )
 from pgkick.producer.plan import (
     EnqueuePlan,
-    commit_round_trip_async,
     execute_async,
     job_specs,
 )
@@ -139,14 +138,11 @@ async def enqueue_and_kick(payload: Any, *, task: str, **options: Unpack[Produce
         await kick(enqueuer.queued, kicker, lambda: producer_store(dsn, clock), reserved, clock)
         return job_id
     async with _pool(dsn).connection() as conn:
-        if plan.unique:  # each statement its own transaction (pgkick.store.unique says why)
-            job, inserted = await execute_async(conn, clock, plan)
-            reserved = await reserve(conn, clock, [job], kicker) if inserted else set()
-        else:
-            job, must_kick = await commit_round_trip_async(
-                conn, clock, plan, config.app_settings().kick_pending
-            )
-            inserted, reserved = True, {job.queue} if must_kick else set()
+        # Each statement its own transaction: the INSERT (with a unique key, its steps:
+        # pgkick.store.unique), then the reservation after its commit, as the synchronous
+        # lone job does (ProducerStore.insert_and_reserve says why not a pipeline).
+        job, inserted = await execute_async(conn, clock, plan)
+        reserved = await reserve(conn, clock, [job], kicker) if inserted else set()
     if inserted:
         await kick([job], kicker, lambda: producer_store(dsn, clock), reserved, clock)
     return job.id

@@ -22,8 +22,8 @@ from pgkick.producer import trace_context
 from pgkick.producer.options import EnqueueOptions
 from pgkick.store import producer as statements
 from pgkick.store import unique
-from pgkick.store.producer import CommitRoundTrip, ProducerStore, QueuedJob
-from pgkick.store.statement import Steps, drive, drive_async, send_async
+from pgkick.store.producer import ProducerStore, QueuedJob
+from pgkick.store.statement import Steps, drive, drive_async
 from pgkick.validation import DEFAULT_MAX_PAYLOAD_BYTES, JobSpec, job_spec, job_spec_of
 
 
@@ -96,16 +96,6 @@ async def execute_async(
 ) -> tuple[QueuedJob, bool]:
     """Carry out a plan's insert on an AsyncConnection: (the job, whether it was inserted)."""
     return await drive_async(conn, clock, plan.steps())
-
-
-async def commit_round_trip_async(
-    conn: AsyncConnection, clock: Clock, plan: EnqueuePlan, pending: timedelta
-) -> tuple[QueuedJob, bool]:
-    """ProducerStore.insert_and_reserve on an AsyncConnection: the same `CommitRoundTrip`
-    (BEGIN; INSERT; COMMIT; reserve, in one round trip)."""
-    trip = CommitRoundTrip([plan.spec], [plan.spec.queue] if plan.reserve else [], pending)
-    (job,), kick = trip.outcome(*await send_async(conn, clock, trip.statements()))
-    return job, bool(kick)
 
 
 def job_specs(jobs: Sequence[tuple[int, Mapping[str, Any]]], max_bytes: int) -> list[JobSpec]:

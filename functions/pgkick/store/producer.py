@@ -5,9 +5,9 @@ Why a store of its own: the producer runs inside the app, on its connection and 
 transaction, as the least-privileged role (pgkick_producer: insert, and read back what
 the insert returned); it has no business holding the worker's or the operators'
 statements. Its rules (the kick reserved after the commit, a committed job never
-followed by an exception) are `CommitRoundTrip`'s. Each statement is bound once, as a
-`Statement` (pgkick.store.statement), so the asyncio producer (pgkick.aio) sends exactly
-what `ProducerStore` sends.
+followed by an exception) are `insert_and_reserve`'s and `CommitRoundTrip`'s. Each
+statement is bound once, as a `Statement` (pgkick.store.statement), so the asyncio
+producer (pgkick.aio) sends exactly what `ProducerStore` sends.
 """
 
 from __future__ import annotations
@@ -20,8 +20,9 @@ from itertools import repeat
 from typing import Any, NamedTuple
 
 from pgkick.connections.db import Database, DatabaseError
+from pgkick.errors import MisuseError
 from pgkick.store import queries, unique
-from pgkick.store.statement import BEGIN, COMMIT, Answer, Statement, drive, send
+from pgkick.store.statement import BEGIN, COMMIT, Answer, Statement, drive
 from pgkick.validation import JobSpec
 
 log = logging.getLogger("pgkick.store")
@@ -67,8 +68,9 @@ def committed_among(ids: list[int]) -> Statement:
 
 @dataclass(frozen=True, slots=True)
 class CommitRoundTrip:
-    """BEGIN; INSERT (one a job); COMMIT; then reserve the kicks of the `reserve` queues: one
-    round trip, one commit (one wait for the disk) for every job.
+    """A group's jobs (pgkick.producer.group_commit): BEGIN; INSERT (one a job); COMMIT; then
+    reserve the kicks of the `reserve` queues: one round trip, one commit (one wait for the
+    disk) for every job. (A lone job takes two plain statements: `insert_and_reserve`.)
 
     The reservation runs after the COMMIT, in its own transaction: a check made before
     the commit could miss a worker's withdrawal and strand the job. Once the COMMIT
@@ -107,16 +109,30 @@ class ProducerStore(Database):
     def insert_and_reserve(
         self, spec: JobSpec, *, reserve: bool, pending: timedelta
     ) -> tuple[QueuedJob, bool]:
-        """Insert and commit one job, then (if `reserve`) reserve its queue's kick: one round
-        trip (`CommitRoundTrip`). Returns the job and whether this caller must kick."""
-        (job,), kick = self.commit_round_trip([spec], [spec.queue] if reserve else [], pending)
-        return job, bool(kick)
+        """Insert and commit one job, then (if `reserve`) reserve its queue's kick. Returns
+        the job and whether this caller must kick.
 
-    def commit_round_trip(
-        self, specs: Sequence[JobSpec], reserve: Sequence[str], pending: timedelta
-    ) -> tuple[list[QueuedJob], set[str]]:
-        trip = CommitRoundTrip(specs, reserve, pending)
-        return trip.outcome(*send(self, trip.statements()))
+        Two plain statements, not a group's pipeline (`CommitRoundTrip`): on the autocommit
+        connection the INSERT is its own transaction (one commit, one wait for the disk),
+        and the reservation follows it in one of its own, after the commit as the rule
+        wants. psycopg's pipeline mode cost a lone job about 70 us of client CPU a
+        statement and the server a wake-up for each of BEGIN, INSERT and COMMIT; with
+        nothing to reserve (no kicker, a delayed job) a lone job is now one statement, as
+        pgbench sends it. Once the INSERT returned nothing raises: a failed reservation
+        means kick, as if nobody watched."""
+        if not self.conn.autocommit:
+            raise MisuseError(
+                "insert_and_reserve commits by itself: it needs an autocommit connection "
+                "(use pgkick.transaction or enqueue_in inside the app's transaction)"
+            )
+        job = self.insert(spec)
+        if not reserve:
+            return job, False
+        try:
+            return job, bool(self.reserve_kicks([spec.queue], pending))
+        except DatabaseError as exc:  # committed: who watches is unknown, so kick
+            log.warning("job committed; kick check failed (%s), kicking", exc)
+            return job, True
 
     def reserve_kicks(self, queues: Sequence[str], pending: timedelta) -> set[str]:
         """The queues nobody watches, each now marked with this caller's pending kick."""
