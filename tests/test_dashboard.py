@@ -183,6 +183,18 @@ def test_only_this_machine_unless_a_host_was_given(dsn: str, ids: list[int]) -> 
     assert client(served, "10.1.2.3").get("/jobs").status_code == 200
 
 
+def ui_sessions_gone(dsn: str) -> bool:
+    """The page's session has left pg_stat_activity within 0.5 s: a backend whose client
+    closed it needs a moment to exit on a loaded machine (seen: 1 still listed at once);
+    a session kept open (a lingering connection lives 1 s or more) is still there."""
+    deadline = time.monotonic() + 0.5
+    while sessions_of(dsn, "pgkick-ui"):
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.02)
+    return True
+
+
 def test_no_session_stays_open_after_a_page(dsn: str, ids: list[int], ui: TestClient) -> None:
     for url in (
         "/",
@@ -193,10 +205,10 @@ def test_no_session_stays_open_after_a_page(dsn: str, ids: list[int], ui: TestCl
         f"/workflows/{ids[0]}",
     ):
         ui.get(url)
-        assert sessions_of(dsn, "pgkick-ui") == 0, url
+        assert ui_sessions_gone(dsn), url
     acting = client(make_app(dsn, allow_actions=True, kicker=Kicks()))
     acting.post(f"/jobs/{ids[1]}/retry", headers={"origin": LOCAL})
-    assert sessions_of(dsn, "pgkick-ui") == 0
+    assert ui_sessions_gone(dsn)
 
 
 def test_timeline_and_a_jobs_wake_ups_from_the_local_stack(dsn: str, ids: list[int]) -> None:
