@@ -726,7 +726,6 @@ DECLARE
   fast_ids bigint[];
   fast_rkeys text[];
   fast_last text;
-  fast_distinct bigint;
   wrapped boolean;
   k text;
   last_taken text;
@@ -746,11 +745,10 @@ BEGIN
   -- the cursor, each key's head if its group has room and its rate key a start left, the
   -- walk stopping (a recursive CTE runs on demand) once claim_free heads are found. Taken
   -- only if it fills the batch with distinct rate keys (each key's room was counted for
-  -- one start) and every row locks; else the walk below does the whole claim. The walk's
-  -- keys rise step by step, so its last key is the greatest.
-  SELECT array_agg(f.id ORDER BY f.n), array_agg(f.rk ORDER BY f.n), max(f.k),
-         count(DISTINCT f.rk)
-  INTO fast_ids, fast_rkeys, fast_last, fast_distinct
+  -- one start) and every row locks; else the walk below does the whole claim.
+  SELECT array_agg(f.id ORDER BY f.n), array_agg(f.rk ORDER BY f.n),
+         (array_agg(f.k ORDER BY f.n DESC))[1]
+  INTO fast_ids, fast_rkeys, fast_last
   FROM (
     -- Each step is one index probe: the first queued job after the last key in the keys'
     -- index order is the next key's first job, its head unless it is a rate-keyed job not
@@ -799,7 +797,7 @@ BEGIN
   ) f;
   IF cardinality(fast_ids) = claim_free
      AND (rate_n IS NULL
-          OR fast_distinct = claim_free)
+          OR (SELECT count(DISTINCT r) FROM unnest(fast_rkeys) AS r) = claim_free)
      AND cardinality(ARRAY(SELECT j.id FROM jobs j
                            WHERE j.id = ANY (fast_ids) AND j.status = 'queued'
                            FOR UPDATE SKIP LOCKED)) = claim_free
@@ -912,24 +910,20 @@ BEGIN
     END LOOP;
     EXIT WHEN cardinality(ids) >= claim_free OR lap_taken = 0;
   END LOOP;
-  IF last_taken IS NOT NULL THEN  -- a job was taken (each one sets last_taken)
-    -- One statement: with a rate, the starts written and the keys started here pruned; the
-    -- cursor moved. Starts are counted from at - period with no upper bound: a claim whose
-    -- now() (its transaction's start) is older than a start recorded by a claim that took
-    -- the lock first still counts that start, so no window of the starts' own times ever
-    -- holds more than rate_n. The keys started here lose their starts older than two
-    -- periods (a period more than needed, for the same reason): a key keeps at most the
-    -- starts of the two periods before its last claim. The delete's snapshot does not see
-    -- the rows inserted beside it, and none of them is that old.
-    WITH pruned AS (
-      DELETE FROM job_starts s
-      WHERE rate_n IS NOT NULL AND s.queue = claim_queue AND s.rate_key = ANY (rkeys)
-        AND s.started_at <= at - 2 * rate_span
-    ),
-    started AS (
-      INSERT INTO job_starts (queue, rate_key, started_at)
-      SELECT claim_queue, r, at FROM unnest(rkeys) AS r WHERE rate_n IS NOT NULL
-    )
+  IF rate_n IS NOT NULL AND cardinality(ids) > 0 THEN
+    -- Starts are counted from at - period with no upper bound: a claim whose now() (its
+    -- transaction's start) is older than a start recorded by a claim that took the lock
+    -- first still counts that start, so no window of the starts' own times ever holds
+    -- more than rate_n. The keys started here lose their starts older than two periods
+    -- (a period more than needed, for the same reason): a key keeps at most the starts
+    -- of the two periods before its last claim.
+    DELETE FROM job_starts s
+    WHERE s.queue = claim_queue AND s.rate_key = ANY (rkeys)
+      AND s.started_at <= at - 2 * rate_span;
+    INSERT INTO job_starts (queue, rate_key, started_at)
+    SELECT claim_queue, r, at FROM unnest(rkeys) AS r;
+  END IF;
+  IF last_taken IS NOT NULL THEN
     INSERT INTO queue_claim_cursors AS c (queue, after_key) VALUES (claim_queue, last_taken)
     ON CONFLICT (queue) DO UPDATE SET after_key = excluded.after_key;
   END IF;
