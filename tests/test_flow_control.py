@@ -528,8 +528,8 @@ def test_a_claim_prunes_the_old_starts_of_the_keys_it_starts_and_no_others(
     could, stays), a key that does not start keeps all of its starts, and the new start is
     written; in the one-statement walk (a batch it fills) and in the step-by-step one (a
     batch it does not). A queue with a concurrency and no rate writes no start at all.
-    Catches the claim's writes (one statement since 2026-12-02) losing the prune, pruning
-    every key, or recording starts for a queue without a rate."""
+    Catches a rewrite of the claim's writes that loses the prune, prunes every key, or
+    records starts for a queue without a rate."""
     with JobStore.open(dsn, clock) as store:
         flow.set_queue_rate(store, "api", 2, timedelta(seconds=30))
         add(store, 0, queue="api", rate_key="a")
