@@ -513,6 +513,49 @@ def _starts(store: JobStore) -> list[tuple[str, str]]:
     return [(queue, key) for queue, key in rows.fetchall()]
 
 
+def _start_ages(store: JobStore, clock: FakeClock) -> list[tuple[str, int]]:
+    rows = store.conn.execute(
+        "SELECT rate_key, started_at FROM pgkick.job_starts ORDER BY rate_key, started_at"
+    )
+    return [(key, round((clock.now - at).total_seconds())) for key, at in rows.fetchall()]
+
+
+def test_a_claim_prunes_the_old_starts_of_the_keys_it_starts_and_no_others(
+    dsn: str, clock: FakeClock
+) -> None:
+    """Rate 2 per 30 s: a key that starts again loses its starts older than two periods (its
+    start 65 s old goes; one 45 s old, which no window counts but a claim with an older now
+    could, stays), a key that does not start keeps all of its starts, and the new start is
+    written; in the one-statement walk (a batch it fills) and in the step-by-step one (a
+    batch it does not). A queue with a concurrency and no rate writes no start at all.
+    Catches a rewrite of the claim's writes that loses the prune, prunes every key, or
+    records starts for a queue without a rate."""
+    with JobStore.open(dsn, clock) as store:
+        flow.set_queue_rate(store, "api", 2, timedelta(seconds=30))
+        add(store, 0, queue="api", rate_key="a")
+        add(store, 1, queue="api", rate_key="b")
+        assert sorted(ns(store.claim("api", batch=5, lease=LEASE))) == [0, 1]
+        clock.advance(20)
+        add(store, 2, queue="api", rate_key="a")
+        assert ns(store.claim("api", batch=5, lease=LEASE)) == [2]
+        clock.advance(45)
+        add(store, 3, queue="api", rate_key="a")
+        assert ns(store.claim("api", batch=1, lease=LEASE)) == [3]  # fills its batch of 1
+        assert _start_ages(store, clock) == [("a", 45), ("a", 0), ("b", 65)]
+        clock.advance(20)
+        add(store, 4, queue="api", rate_key="a")
+        assert ns(store.claim("api", batch=5, lease=LEASE)) == [4]  # the step-by-step walk
+        assert _start_ages(store, clock) == [("a", 20), ("a", 0), ("b", 85)]
+
+        flow.set_queue_concurrency(store, "c", 2)
+        add(store, 5, queue="c", group="g")
+        add(store, 6, queue="c", group="h")
+        assert sorted(ns(store.claim("c", batch=2, lease=LEASE))) == [5, 6]
+        assert store.conn.execute(
+            "SELECT count(*) FROM pgkick.job_starts WHERE queue = 'c'"
+        ).fetchone() == (0,)
+
+
 def test_the_reaper_forgets_the_starts_of_keys_gone_quiet(dsn: str, clock: FakeClock) -> None:
     """A claim prunes only the keys it starts, so a tenant that never starts again kept its
     starts for ever (one table row per start, per key ever seen). The reaper drops the starts
