@@ -37,7 +37,7 @@ from __future__ import annotations
 import os
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import timedelta
 
@@ -67,18 +67,12 @@ class GroupCommit:
     """The group of one pool and one clock (jobs of one group share their `now`)."""
 
     def __init__(
-        self,
-        pool: LingeringPool,
-        clock: Clock,
-        *,
-        return_wait: float = RETURN_WAIT,
-        monotonic: Callable[[], float] = time.monotonic,
+        self, pool: LingeringPool, clock: Clock, *, return_wait: float = RETURN_WAIT
     ) -> None:
         self.pool = pool
         self.clock = clock
         self.groups = 0  # transactions of two jobs or more, for tests and the benchmark
         self.return_wait = return_wait
-        self._monotonic = monotonic
         self._lock = threading.Condition()
         self._waiting: list[_Member] = []
         self._leading = False
@@ -114,7 +108,7 @@ class GroupCommit:
 
     def _lead(self, pending: timedelta) -> None:
         with self._lock:
-            left = self._returned_by - self._monotonic()
+            left = self._returned_by - time.monotonic()
             if self._returning and left > 0:  # the last group's members are on their way
                 self._lock.wait_for(lambda: not self._returning, timeout=left)
             self._returning = 0  # whoever is not back by now comes as a caller of its own
@@ -125,7 +119,7 @@ class GroupCommit:
             with self._lock:
                 if len(group) > 1:
                     self._returning = len(group)
-                    self._returned_by = self._monotonic() + self.return_wait
+                    self._returned_by = time.monotonic() + self.return_wait
                 if self._waiting:
                     self._waiting[0].turn.set()  # it leads the next group
                 else:
