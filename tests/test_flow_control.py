@@ -294,6 +294,38 @@ def test_the_round_robin_skips_keys_at_their_concurrency_wherever_its_cursor_is(
         assert ns(store.claim("default", batch=2, lease=LEASE)) == [8]
 
 
+INDEX_ENTRIES_READ = """
+    SELECT sum(pg_stat_get_xact_tuples_returned(i.indexrelid))::int
+    FROM pg_index i WHERE i.indrelid = 'pgkick.jobs'::regclass"""
+
+
+def test_a_groups_running_count_reads_that_groups_running_jobs_only(dsn: str) -> None:
+    """A queue with a concurrency per key, 100,000 jobs in 100 groups. A worker's session
+    makes its plans while no job runs; other workers then run 1,000 of the jobs (10 a
+    group); that session's next claim of 10 reads about a hundred index entries. Catches
+    each candidate group's running count planned (generic, kept by the session) through a
+    queue-wide index of running jobs, the planner's pick while both running indexes were
+    empty: every running job of the queue read again for each key of each claim (10,000
+    entries here, 0.1 ms a key), before migration 0020 left one running index, on (queue,
+    group_key)."""
+    with JobStore.open(dsn) as store:
+        flow.set_queue_concurrency(store, "t", 1_000)
+        flood = [
+            job_spec({"n": 0}, task="t", queue="t", group=f"g{n % 100}") for n in range(100_000)
+        ]
+        store.insert_many([flood])
+        store.conn.execute("ANALYZE pgkick.jobs")
+    with JobStore.open(dsn) as worker, JobStore.open(dsn) as others:
+        worker.complete_many(worker.claim("t", batch=10, lease=LEASE))  # its plans made
+        running = sum(len(others.claim("t", batch=100, lease=LEASE)) for _ in range(10))
+        assert running == 1_000
+        with worker.transaction():  # the entries this transaction read, through every index
+            assert len(worker.claim("t", batch=10, lease=LEASE)) == 10
+            row = worker.conn.execute(INDEX_ENTRIES_READ).fetchone()
+    assert row is not None
+    assert row[0] < 1_000, f"a claim of 10 jobs read {row[0]} index entries"
+
+
 def test_a_paused_queue_stops_a_running_worker_at_its_next_claim_and_is_not_kicked(
     dsn: str,
 ) -> None:
