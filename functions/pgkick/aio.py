@@ -34,11 +34,11 @@ from typing import Any, Unpack
 
 from pgkick import config
 from pgkick.connections import aio_pool
-from pgkick.connections.db import AsyncConnection, Clock, DatabaseError, async_state, server_clock
+from pgkick.connections.db import AsyncConnection, Clock, async_state, server_clock
 from pgkick.connections.schema_advice import schema_advice
 from pgkick.errors import MisuseError
 from pgkick.kick.default import default_kicker
-from pgkick.kick.kickers import Kicker
+from pgkick.kick.kickers import Kicker, NoKicker
 from pgkick.producer.aio_after_commit import kick, no_sync_store, reserve
 from pgkick.producer.enqueue import INSERT_CHUNK, producer_store
 from pgkick.producer.options import (
@@ -190,15 +190,14 @@ async def transaction(
     enqueuer = AsyncEnqueuer(conn, clock, DEFAULT_MAX_PAYLOAD_BYTES)
     async with conn.transaction():
         yield enqueuer
-    if not enqueuer.queued:
+        if not enqueuer.queued or isinstance(kicker, NoKicker):
+            return  # nothing to kick: nothing more to send
+        # Read in the app's transaction just before its COMMIT (pgkick.producer.enqueue's
+        # _committing says why): a savepoint the app rolled back may have taken some away.
+        among = statements.committed_among([j.id for j in enqueuer.queued])
+        committed = [QueuedJob._make(row) for row in await rows_async(conn, clock, among)]
+    if not committed:
         return
-    committed = enqueuer.queued
-    try:  # a savepoint the app rolled back may have taken some of them away
-        async with conn.transaction():
-            among = statements.committed_among([j.id for j in enqueuer.queued])
-            committed = [QueuedJob._make(row) for row in await rows_async(conn, clock, among)]
-    except DatabaseError as exc:
-        log.warning("could not re-read the jobs just committed (%s)", exc)
     async with conn.transaction():  # its own short transaction, as the producer's
         reserved = await reserve(conn, clock, committed, kicker)
     await kick(committed, kicker, no_sync_store, reserved, clock)

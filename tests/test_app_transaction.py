@@ -1,0 +1,78 @@
+"""`pgkick.transaction(conn)` and `pgkick.aio.transaction(conn)`: what the app's own
+transaction sends for its jobs, read from the server (pg_stat_statements).
+
+Which of its jobs the transaction commits (a savepoint the app rolled back may have taken
+some away: tests/test_watch.py) is read inside it, just before its COMMIT, when every
+savepoint is closed: one round trip. It used to be read after the commit in a transaction
+of its own (BEGIN, SELECT, COMMIT), and for a kicker that kicks nothing too.
+"""
+
+from __future__ import annotations
+
+import asyncio
+
+import psycopg
+
+from pgkick import aio
+from pgkick.kick.kickers import NoKicker
+from pgkick.producer import enqueue as producer
+from tests.helpers import statement_calls
+from tests.test_producer import RecordingKicker
+
+SENT = {
+    "begin": ["BEGIN"],
+    "commit": ["COMMIT"],
+    "reread": ["-- job_committed_among:%"],
+    "reserve": ["-- queue_kick_reserve:%"],
+}
+
+
+def sent(dsn: str) -> dict[str, int]:
+    return {name: statement_calls(dsn, patterns) for name, patterns in SENT.items()}
+
+
+def delta(before: dict[str, int], after: dict[str, int]) -> dict[str, int]:
+    return {name: after[name] - before[name] for name in before}
+
+
+def test_the_app_transaction_reads_its_jobs_before_its_commit(dsn: str) -> None:
+    """Catches: the re-read in a transaction of its own after the commit (a BEGIN and a
+    COMMIT more), and a re-read for a kicker that kicks nothing."""
+    kicker = RecordingKicker()
+    with psycopg.connect(dsn) as conn:
+        with producer.transaction(conn, kicker=NoKicker()) as jobs:  # the session warmed
+            jobs.enqueue({}, task="t")
+        before = sent(dsn)
+        with producer.transaction(conn, kicker=NoKicker()) as jobs:
+            jobs.enqueue({}, task="t")
+        middle = sent(dsn)
+        with producer.transaction(conn, kicker=kicker) as jobs:
+            jobs.enqueue({}, task="t", queue="q")
+        after = sent(dsn)
+    assert delta(before, middle) == {"begin": 1, "commit": 1, "reread": 0, "reserve": 0}
+    assert delta(middle, after) == {"begin": 2, "commit": 2, "reread": 1, "reserve": 1}
+    assert kicker.kicks == [("q", "enqueue")]
+
+
+def test_the_asyncio_app_transaction_sends_what_the_synchronous_one_sends(dsn: str) -> None:
+    """Catches: pgkick.aio re-reading after the commit, or opening a transaction for a
+    reservation a kicker that kicks nothing does not make."""
+    kicker = RecordingKicker()
+
+    async def main() -> list[dict[str, int]]:
+        async with await psycopg.AsyncConnection.connect(dsn) as conn:
+            async with aio.transaction(conn, kicker=NoKicker()) as jobs:  # the session
+                await jobs.enqueue({}, task="t")
+            marks = [sent(dsn)]
+            async with aio.transaction(conn, kicker=NoKicker()) as jobs:
+                await jobs.enqueue({}, task="t")
+            marks.append(sent(dsn))
+            async with aio.transaction(conn, kicker=kicker) as jobs:
+                await jobs.enqueue({}, task="t", queue="q")
+            marks.append(sent(dsn))
+        return marks
+
+    before, middle, after = asyncio.run(asyncio.wait_for(main(), 30))
+    assert delta(before, middle) == {"begin": 1, "commit": 1, "reread": 0, "reserve": 0}
+    assert delta(middle, after) == {"begin": 2, "commit": 2, "reread": 1, "reserve": 1}
+    assert kicker.kicks == [("q", "enqueue")]
