@@ -4,7 +4,9 @@ transaction sends for its jobs, read from the server (pg_stat_statements).
 Which of its jobs the transaction commits (a savepoint the app rolled back may have taken
 some away: tests/test_watch.py) is read inside it, just before its COMMIT, when every
 savepoint is closed: one round trip. It used to be read after the commit in a transaction
-of its own (BEGIN, SELECT, COMMIT), and for a kicker that kicks nothing too.
+of its own (BEGIN, SELECT, COMMIT), and for a kicker that kicks nothing too. The kick's
+reservation, after the commit, is one statement in autocommit (the app's setting given
+back), not BEGIN, reservation, COMMIT.
 """
 
 from __future__ import annotations
@@ -49,8 +51,30 @@ def test_the_app_transaction_reads_its_jobs_before_its_commit(dsn: str) -> None:
         with producer.transaction(conn, kicker=kicker) as jobs:
             jobs.enqueue({}, task="t", queue="q")
         after = sent(dsn)
+        assert not conn.autocommit  # the app's setting given back
+        assert conn.info.transaction_status == psycopg.pq.TransactionStatus.IDLE
     assert delta(before, middle) == {"begin": 1, "commit": 1, "reread": 0, "reserve": 0}
-    assert delta(middle, after) == {"begin": 2, "commit": 2, "reread": 1, "reserve": 1}
+    assert delta(middle, after) == {"begin": 1, "commit": 1, "reread": 1, "reserve": 1}
+    assert kicker.kicks == [("q", "enqueue")]
+
+
+def test_a_refused_reservation_after_the_app_commit_kicks_and_gives_its_connection_back(
+    dsn: str,
+) -> None:
+    """Catches: an exception after the app's commit (it would enqueue again), no kick when
+    who watches is unknown, and the app's connection left in autocommit."""
+    with psycopg.connect(dsn, autocommit=True) as conn:  # the reservation's insert refused
+        conn.execute(
+            "ALTER TABLE pgkick.queue_watchers ADD CONSTRAINT refuse CHECK (false) NOT VALID"
+        )
+    kicker = RecordingKicker()
+    with psycopg.connect(dsn) as conn:
+        with producer.transaction(conn, kicker=kicker) as jobs:
+            job_id = jobs.enqueue({}, task="t", queue="q")
+        assert not conn.autocommit
+        row = conn.execute("SELECT status FROM pgkick.jobs WHERE id = %s", (job_id,)).fetchone()
+        conn.rollback()
+    assert row == ("queued",)
     assert kicker.kicks == [("q", "enqueue")]
 
 
@@ -70,9 +94,10 @@ def test_the_asyncio_app_transaction_sends_what_the_synchronous_one_sends(dsn: s
             async with aio.transaction(conn, kicker=kicker) as jobs:
                 await jobs.enqueue({}, task="t", queue="q")
             marks.append(sent(dsn))
+            assert not conn.autocommit  # the app's setting given back
         return marks
 
     before, middle, after = asyncio.run(asyncio.wait_for(main(), 30))
     assert delta(before, middle) == {"begin": 1, "commit": 1, "reread": 0, "reserve": 0}
-    assert delta(middle, after) == {"begin": 2, "commit": 2, "reread": 1, "reserve": 1}
+    assert delta(middle, after) == {"begin": 1, "commit": 1, "reread": 1, "reserve": 1}
     assert kicker.kicks == [("q", "enqueue")]

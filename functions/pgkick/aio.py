@@ -198,8 +198,13 @@ async def transaction(
         committed = [QueuedJob._make(row) for row in await rows_async(conn, clock, among)]
     if not committed:
         return
-    async with conn.transaction():  # its own short transaction, as the producer's
+    # The reservation, a transaction of its own: one statement in autocommit (one round
+    # trip, not BEGIN, statement, COMMIT), the app's autocommit (off) given back after.
+    await conn.set_autocommit(True)
+    try:
         reserved = await reserve(conn, clock, committed, kicker)
+    finally:
+        await conn.set_autocommit(False)
     await kick(committed, kicker, no_sync_store, reserved, clock)
 
 

@@ -146,8 +146,14 @@ def transaction(
 
     @contextmanager
     def same_connection() -> Iterator[ProducerStore]:
-        with store.transaction():
+        """The app's connection, idle since its commit, each statement a transaction of its
+        own (one round trip, not BEGIN, statement, COMMIT); its autocommit (off, as this
+        form requires) given back after."""
+        conn.autocommit = True
+        try:
             yield store
+        finally:
+            conn.autocommit = False
 
     kick_committed(committed, kicker, same_connection, now=now(clock))
 
