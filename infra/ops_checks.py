@@ -22,7 +22,7 @@ USED_ACTIONS = {
     "scheduler:CreateSchedule",  # wake-ups and rescues (kick.py)
     "scheduler:DeleteSchedule",  # the worker's rescue, deleted when it ends cleanly (rescue.py)
     "iam:PassRole",  # the wake role, handed to Scheduler with each schedule
-    "secretsmanager:GetSecretValue",  # the database secret (config.py)
+    "secretsmanager:GetSecretValue",  # the database secret (pgkick/config/app.py)
     "logs:CreateLogStream",
     "logs:PutLogEvents",
     "sqs:SendMessage",  # Lambda's on-failure destination, Scheduler's dead letters

@@ -294,7 +294,7 @@ def test_pruning_fails_the_build_when_a_kept_module_imports_a_removed_one(
     cold start would not show. Catches a prune list that breaks an import at run time."""
     parameters = "aws_lambda_powertools.utilities.parameters"
     assert build_artifact.dangling_imports(assembled, [parameters]) == [
-        f"pgkick/config.py: {parameters}"
+        f"pgkick/config/app.py: {parameters}"
     ]
     # The one import of a removed package that stays: reached only for a pydantic model.
     removed = ["aws_lambda_powertools.event_handler.openapi.compat"]

@@ -13,7 +13,8 @@ from pgkick import config
 from pgkick.connections.db import Database
 
 ROOT = Path(__file__).resolve().parent.parent
-READERS = {"functions/pgkick/config.py"}  # the one module of the runtime that reads os.environ
+# The one package of the runtime that reads os.environ (pgkick.config, split into three modules)
+READERS = {f"functions/pgkick/config/{name}.py" for name in ("__init__", "app", "readers")}
 
 
 def _environ_uses(path: Path) -> list[str]:
