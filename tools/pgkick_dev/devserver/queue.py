@@ -33,7 +33,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from pgkick_dev.devserver.clock import Cancellable, Clock
-from pgkick_dev.devserver.environments import Environment, Pool
+from pgkick_dev.devserver.environments import Pool
+from pgkick_dev.devserver.rie_process import Environment
 from pgkick_dev.devserver.timeline import Timeline
 
 log = logging.getLogger("pgkick_dev.devserver.queue")
