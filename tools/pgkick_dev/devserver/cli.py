@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from pgkick_dev.devserver.awake import report_line, start_monitor
-from pgkick_dev.devserver.queue import QueueOptions
+from pgkick_dev.devserver.invocations import QueueOptions
 from pgkick_dev.devserver.schedules import SchedulerFaults
 from pgkick_dev.devserver.settings import read_template
 from pgkick_dev.devserver.stack import REAPER_HANDLER, FunctionSpec, Stack
