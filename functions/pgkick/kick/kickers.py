@@ -121,7 +121,7 @@ def wake_minute(when: datetime) -> datetime:
 
 
 # A one-time schedule's at() already past is refused by EventBridge Scheduler (a
-# ValidationException; pgkick_dev.devserver.scheduler cites the source), and the call
+# ValidationException; pgkick_dev.devserver.schedules cites the source), and the call
 # reaches AWS some time after we computed it, from a clock that may be a little off. So a
 # wake-up is booked at least a minute and a margin ahead: its minute is then still to come
 # when AWS reads it, whatever the round trip, and the scheduler fires within that minute.

@@ -18,55 +18,47 @@ connection stops there too (`freeze=False` is the labelled kindness). `reload()`
 them all, so the next invocation imports the app's code afresh.
 
 Inside, the worker's own kicks and wake-ups go to the stack over HTTP through boto3
-(pgkick_dev.devserver.runtime_env builds that environment). Each environment's log
+(the stack's `runtime_env` builds that environment). Each environment's log
 (RIE's START/END/REPORT and the handler's lines) is streamed, each line prefixed with
 the stack's request id and the job id it names. The owner's lock guards the state.
+This module is the pool's bookkeeping; what is done to an environment's processes
+(started, posted to, signalled, measured) is pgkick_dev.devserver.rie_process.
 """
 
 from __future__ import annotations
 
-import contextlib
 import itertools
 import math
-import os
-import re
 import signal
-import socket
 import subprocess
-import sys
 import threading
 import time
-import urllib.error
-import urllib.request
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any
 
 from pgkick_dev.devserver import answers
-from pgkick_dev.devserver.clock import Cancellable, Clock
+from pgkick_dev.devserver.clock import Clock
 from pgkick_dev.devserver.rie import locate
+from pgkick_dev.devserver.rie_process import (
+    REPORT,
+    START,
+    Environment,
+    descendants,
+    free_port,
+    function_env,
+    kill_orphans,
+    label,
+    launch,
+    peak_rss_mb,
+    post,
+    signal_all,
+)
 from pgkick_dev.devserver.timeline import Timeline
 
-INVOKE_PATH = "/2015-03-31/functions/function/invocations"
-_START = re.compile(r"^START RequestId: (\S+)")
-_REPORT = re.compile(r"^REPORT RequestId: ")
-_JOB = re.compile(r"\bjob[ _]?(?:id)?\"?[:= ]\s*(\d+)|\bjob (\d+)\b")
+__all__ = ["Environment", "Pool"]
+
 _ids = itertools.count(1)
-
-
-@dataclass
-class Environment:
-    process: subprocess.Popen[bytes]
-    port: int
-    id: str
-    busy: Any = None  # the owner's invocation while one runs
-    cold: bool = True  # the next invocation initialises the runtime (first, or after a reset)
-    retired: bool = False
-    frozen: bool = False
-    retire_timer: Cancellable | None = None
-    reported: threading.Event = field(default_factory=threading.Event)
-    runtime_pids: list[int] = field(default_factory=list)  # the RIE's children, last seen
 
 
 class Pool:
@@ -135,7 +127,7 @@ class Pool:
             self._retire(environment)
             return
         if self.freeze and not environment.frozen and environment.process.poll() is None:
-            self._signal(environment, signal.SIGSTOP)  # the RIE and its runtime
+            signal_all(environment, signal.SIGSTOP)  # the RIE and its runtime
             environment.frozen = True
             self._timeline.record(
                 "freeze",
@@ -150,7 +142,7 @@ class Pool:
     def runtimes(self, environment: Environment) -> list[int]:
         """The pids of the processes the environment's RIE started (its Python runtime):
         what dies on Lambda when a worker is killed mid-job."""
-        return _descendants(environment.process.pid)
+        return descendants(environment.process.pid)
 
     def busy(self) -> list[Environment]:
         return [e for e in self._envs if e.busy is not None]
@@ -186,7 +178,7 @@ class Pool:
             try:
                 environment.process.wait(max(0.1, deadline - time.monotonic()))
             except subprocess.TimeoutExpired:
-                self._signal(environment, signal.SIGKILL)
+                signal_all(environment, signal.SIGKILL)
                 environment.process.wait()
 
     # -- one environment ----------------------------------------------------------------
@@ -194,39 +186,15 @@ class Pool:
         if self._rie is None:
             self._rie = locate(say=self.write_log)
         port, environment_id = free_port(), f"{self.function}-{next(_ids)}"
-        env = {
-            **self.env,
-            **self.runtime_env(environment_id),
-            "AWS_LAMBDA_FUNCTION_NAME": self.function,
-            "AWS_LAMBDA_FUNCTION_TIMEOUT": str(self.timeout_s),
-            "AWS_LAMBDA_FUNCTION_MEMORY_SIZE": str(self.memory_mb),
-            "AWS_LAMBDA_FUNCTION_VERSION": "$LATEST",
-            "AWS_LAMBDA_LOG_GROUP_NAME": f"/aws/lambda/{self.function}",  # as Lambda sets them
-            "AWS_LAMBDA_LOG_STREAM_NAME": f"{time.strftime('%Y/%m/%d')}/[$LATEST]{environment_id}",
-            "LAMBDA_TASK_ROOT": os.getcwd(),
-            "PYTHONUNBUFFERED": "1",
-        }
-        for name in ("AWS_SESSION_TOKEN", "AWS_SECURITY_TOKEN", "AWS_PROFILE"):
-            env.pop(name, None)  # the dummy credentials alone: nothing of the developer's
-        process = subprocess.Popen(
-            [
-                str(self._rie),
-                "--log-level",
-                "error",
-                "--runtime-interface-emulator-address",
-                f"127.0.0.1:{port}",
-                "--runtime-api-address",
-                f"127.0.0.1:{free_port()}",
-                sys.executable,
-                "-m",
-                "awslambdaric",
-                self.handler,
-            ],
-            stdout=subprocess.PIPE,
-            stderr=subprocess.STDOUT,
-            env=env,
-            start_new_session=True,  # its own process group: frozen whole; Ctrl-C is the server's
+        env = function_env(
+            self.env,
+            self.runtime_env(environment_id),
+            function=self.function,
+            environment_id=environment_id,
+            timeout_s=self.timeout_s,
+            memory_mb=self.memory_mb,
         )
+        process = launch(self._rie, self.handler, port, env)
         assert process.stdout is not None
         environment = Environment(process=process, port=port, id=environment_id)
         self._envs.append(environment)
@@ -239,33 +207,17 @@ class Pool:
         """One invocation through the RIE; its answer (or the environment's death) to the owner."""
         started = time.monotonic()
         environment.reported.clear()
-        url = f"http://127.0.0.1:{environment.port}{INVOKE_PATH}"
-        deadline = started + 10  # a cold RIE listens within milliseconds
-        while True:
-            try:
-                request = urllib.request.Request(url, data=event, method="POST")
-                with urllib.request.urlopen(request, timeout=self.timeout_s + 30) as answer:
-                    status, body = answer.status, answer.read()
-                break
-            except urllib.error.HTTPError as exc:  # 502: the runtime exited (Runtime.ExitError)
-                status, body = exc.code, exc.read()
-                break
-            except (ConnectionRefusedError, urllib.error.URLError) as exc:
-                refused = isinstance(getattr(exc, "reason", exc), ConnectionRefusedError)
-                if refused and time.monotonic() < deadline and environment.process.poll() is None:
-                    time.sleep(0.01)
-                    continue
-                self._signal(environment, signal.SIGKILL)  # its exit hands the item back
-                return
-            except OSError:
-                self._signal(environment, signal.SIGKILL)
-                return
+        answered = post(environment, event, self.timeout_s)
+        if answered is None:
+            signal_all(environment, signal.SIGKILL)  # its exit hands the item back
+            return
+        status, body = answered
         elapsed = round((time.monotonic() - started) * 1000, 2)
         answer_ = answers.read(status, body)
         if not answer_["crashed"]:
             environment.reported.wait(2)  # the REPORT line follows the answer (none on a crash)
-        answer_.update(duration_ms=elapsed, peak_rss_mb=_peak_rss_mb(environment.process.pid))
-        environment.runtime_pids = _descendants(environment.process.pid)
+        answer_.update(duration_ms=elapsed, peak_rss_mb=peak_rss_mb(environment.process.pid))
+        environment.runtime_pids = descendants(environment.process.pid)
         with self._lock:
             environment.cold = bool(answer_["reset"])  # a timeout or a crash: init again
             if answer_["timed_out"]:
@@ -278,17 +230,13 @@ class Pool:
         request = "-"
         for raw in output:
             line = raw.decode(errors="replace").rstrip("\n")
-            if _START.match(line):
+            if START.match(line):
                 request = str(getattr(environment.busy, "request_id", None) or "-")
-            job = _JOB.search(line)
-            label = f"[{request[:8]}{f' job {job.group(1) or job.group(2)}' if job else ''}]"
-            self.write_log(f"{self.function} {label} {line}")
-            if _REPORT.match(line):
+            self.write_log(label(self.function, request, line))
+            if REPORT.match(line):
                 environment.reported.set()
         environment.process.wait()
-        for pid in environment.runtime_pids:  # orphaned when the RIE itself was killed
-            with contextlib.suppress(ProcessLookupError, PermissionError):
-                os.kill(pid, signal.SIGKILL)
+        kill_orphans(environment.runtime_pids)  # orphaned when the RIE itself was killed
         with self._lock:
             if environment in self._envs:
                 self._envs.remove(environment)
@@ -298,7 +246,7 @@ class Pool:
 
     def _thaw(self, environment: Environment, request_id: str | None) -> None:
         if environment.frozen:
-            self._signal(environment, signal.SIGCONT)
+            signal_all(environment, signal.SIGCONT)
             environment.frozen = False
             self._timeline.record(
                 "thaw",
@@ -306,16 +254,6 @@ class Pool:
                 request_id=request_id,
                 detail=f"pid {environment.process.pid}",
             )
-
-    def _signal(self, environment: Environment, signum: int) -> None:
-        """To the RIE's process group and to every process under it: the RIE starts its
-        runtime in a process group of its own."""
-        pids = [environment.process.pid, *_descendants(environment.process.pid)]
-        with contextlib.suppress(ProcessLookupError, PermissionError):
-            os.killpg(environment.process.pid, signum)
-        for pid in pids:
-            with contextlib.suppress(ProcessLookupError, PermissionError):
-                os.kill(pid, signum)
 
     def _retire_if_idle(self, environment: Environment) -> None:
         with self._lock:
@@ -326,32 +264,4 @@ class Pool:
         """Stop it: thawed first (a stopped process acts on no signal but KILL), then TERM."""
         environment.retired = True
         self._thaw(environment, None)
-        self._signal(environment, signal.SIGTERM)
-
-
-def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return int(probe.getsockname()[1])
-
-
-def _descendants(pid: int) -> list[int]:
-    """Every process under `pid` (children of any of its threads, recursively)."""
-    found: list[int] = []
-    with contextlib.suppress(OSError, ValueError):
-        tasks = Path(f"/proc/{pid}/task").glob("*/children")
-        for child in sorted({int(c) for task in tasks for c in task.read_text().split()}):
-            found += [child, *_descendants(child)]
-    return found
-
-
-def _peak_rss_mb(rie_pid: int) -> int:
-    """The runtime's peak RSS (Lambda's "Max Memory Used"; the RIE's own REPORT line says
-    the memory size instead): VmHWM of the processes under the RIE."""
-    peak = 0
-    with contextlib.suppress(OSError, ValueError):
-        for child in _descendants(rie_pid):
-            for line in Path(f"/proc/{child}/status").read_text().splitlines():
-                if line.startswith("VmHWM:"):
-                    peak = max(peak, int(line.split()[1]))
-    return round(peak / 1024)
+        signal_all(environment, signal.SIGTERM)

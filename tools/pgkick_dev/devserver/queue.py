@@ -17,6 +17,9 @@ user's deploy fails. So, as Lambda's asynchronous queue does:
   (`duplicate_rate`), an event lost silently (`drop_rate`).
 Synchronous invokes (RequestResponse) share the environments and the cap; one
 that finds no free environment is refused (TooManyRequestsException).
+This module is the queue's machinery (the lock, the timers, the environments);
+what it holds, its settings with Lambda's defaults, what it counts and the rules
+for one event are pgkick_dev.devserver.invocations.
 """
 
 from __future__ import annotations
@@ -27,68 +30,40 @@ import json
 import logging
 import random
 import threading
-import uuid
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from typing import Any
 
 from pgkick_dev.devserver.clock import Cancellable, Clock
-from pgkick_dev.devserver.environments import Environment, Pool
+from pgkick_dev.devserver.environments import Pool
+from pgkick_dev.devserver.invocations import (
+    LOOP_LIMIT,
+    RETRY_DELAYS,
+    THROTTLE_BACKOFF,
+    Invocation,
+    QueueOptions,
+    QueueStats,
+    Throttled,
+    error_line,
+    expired,
+    loop_cut,
+    next_backoff,
+    next_try,
+)
+from pgkick_dev.devserver.rie_process import Environment
 from pgkick_dev.devserver.timeline import Timeline
 
+__all__ = [
+    "LOOP_LIMIT",
+    "RETRY_DELAYS",
+    "THROTTLE_BACKOFF",
+    "AsyncQueue",
+    "Invocation",
+    "QueueOptions",
+    "QueueStats",
+    "Throttled",
+]
+
 log = logging.getLogger("pgkick_dev.devserver.queue")
-
-RETRY_DELAYS = (60.0, 120.0)  # Lambda retries a failed asynchronous invocation after these
-THROTTLE_BACKOFF = (1.0, 300.0)  # Lambda's throttle backoff: from 1 s, doubling, to 5 minutes
-LOOP_LIMIT = 16  # invocations of one chain before Lambda stops the next one
-
-
-class Throttled(Exception):
-    """A synchronous invoke found every environment busy (Lambda answers 429)."""
-
-
-@dataclass
-class Invocation:
-    event: Any
-    lineage: int  # invocations of this chain before this one (AWS's count, not the payload's)
-    born: float  # epoch seconds: the maximum age counts from here
-    request_id: str = field(default_factory=lambda: str(uuid.uuid4()))
-    tries: int = 0
-    throttled: bool = False
-    backoff: float = 0.0  # the last throttle backoff, seconds
-    ready_at: float = 0.0  # not dispatched before this (a throttle's backoff)
-    started: float = 0.0
-    answer: concurrent.futures.Future[dict[str, Any]] | None = None  # RequestResponse only
-
-
-@dataclass
-class QueueStats:
-    events: int = 0  # accepted by the async queue (retries and duplicates not counted)
-    invocations: int = 0
-    cold_starts: int = 0
-    throttles: int = 0  # events that had to wait for a free environment
-    retries: int = 0
-    crashes: int = 0
-    errors: int = 0
-    timeouts: int = 0
-    duplicates: int = 0  # injected second deliveries
-    injected_drops: int = 0  # events lost on purpose (silent, as on AWS: no destination)
-    failed_kicks: list[dict[str, Any]] = field(default_factory=list)  # dropped, with why
-    results: list[Any] = field(default_factory=list)  # each answer ({"error": ...} if failed)
-    peak_rss_mb: int = 0  # the largest "Max Memory Used" of any environment so far
-
-
-@dataclass
-class QueueOptions:
-    retry_delays: tuple[float, ...] = RETRY_DELAYS
-    max_retries: int = 2  # MaximumRetryAttempts
-    max_event_age: float = 3600.0  # MaximumEventAgeInSeconds (pgkick's template)
-    allow_loops: bool = False  # RecursiveLoop: Allow
-    throttle_backoff: tuple[float, float] = THROTTLE_BACKOFF
-    instant_throttle: bool = False  # kindness: a throttled event runs when a slot frees
-    duplicate_rate: float = 0.0
-    drop_rate: float = 0.0
-    seed: int | None = None
 
 
 class AsyncQueue:
@@ -127,7 +102,7 @@ class AsyncQueue:
             self._record("kick", item)
             if self._closed:
                 return item.request_id
-            if item.lineage >= LOOP_LIMIT and not self.options.allow_loops:
+            if loop_cut(item, self.options):
                 self._drop(item, "recursive loop detected")
                 return item.request_id
             self.stats.events += 1
@@ -178,7 +153,7 @@ class AsyncQueue:
     def _dispatch(self) -> None:
         """Under the lock: hand ready events to free environments, up to the cap."""
         now = self._clock.now()
-        for item in [i for i in self._pending if now - i.born > self.options.max_event_age]:
+        for item in [i for i in self._pending if expired(i, now, self.options)]:
             self._pending.remove(item)
             self._drop(item, "maximum event age exceeded")
         for item in [i for i in self._pending if i.ready_at <= now]:
@@ -193,14 +168,13 @@ class AsyncQueue:
 
     def _throttle(self, items: list[Invocation], now: float) -> None:
         """Every environment busy: each ready event waits its backoff (1 s, doubling, 5 min)."""
-        first, cap = self.options.throttle_backoff
         for item in items:
             if not item.throttled:
                 item.throttled = True
                 self.stats.throttles += 1
             if self.options.instant_throttle:
                 continue  # kindness: retried by the next _dispatch, when a slot frees
-            item.backoff = first if item.backoff == 0 else min(cap, item.backoff * 2)
+            item.backoff = next_backoff(item, self.options)
             item.ready_at = now + item.backoff
             self._record("throttle", item, detail=f"backoff {item.backoff:g} s")
             self._arm(item.backoff, self._dispatch_later)
@@ -239,12 +213,12 @@ class AsyncQueue:
         """A failed asynchronous invocation runs again after Lambda's delay."""
         if item.answer is not None or self._closed:
             return  # a synchronous caller got its error; nothing is retried for it
-        if item.tries >= min(self.options.max_retries, len(self.options.retry_delays)):
+        planned = next_try(item, self.options)
+        if planned is None:
             self._drop(item, f"retries exhausted ({why})")
             return
         self.stats.retries += 1
-        again = Invocation(item.event, item.lineage, item.born, item.request_id, item.tries + 1)
-        delay = self.options.retry_delays[item.tries]
+        again, delay = planned
         self._record("retry", again, detail=f"in {delay:g} s: {why}")
 
         def requeue(key: int) -> None:
@@ -279,7 +253,7 @@ class AsyncQueue:
             self.stats.crashes += 1
         failed = failure is not None
         if isinstance(item, Invocation):
-            said = _said(failure)
+            said = error_line(failure)
             detail = f"error: {said}" if failed else "ok"
             self._record("invoke_end", item, duration_ms=message.get("duration_ms"), detail=detail)
             if item.answer is not None:
@@ -309,10 +283,3 @@ class AsyncQueue:
                 item.answer.set_result({"result": None, "failure": failure})
             self._retry(item, why)
         self._dispatch()
-
-
-def _said(error: Any) -> str:
-    """An invocation's error in one line: Lambda's error payload as "errorType: errorMessage"."""
-    if isinstance(error, dict):
-        return f"{error.get('errorType')}: {error.get('errorMessage')}"
-    return str(error)

@@ -7,11 +7,8 @@ stand-in kinder than AWS lets a test pass where the deploy loses a job. As AWS d
   that minute; `fast=True`, the labelled kindness, fires at the whole second;
 - FlexibleTimeWindow FLEXIBLE fires at a random moment within MaximumWindowInMinutes after
   that (same guide, "Configuring flexible time windows");
-- a one-time at() already past is refused with a ValidationException. AWS's API reference
-  does not say so in words; it is observed: "AWS rejects a fire time in the past at
-  create" (github.com/DefangLabs/pulumi-defang/pull/425, a one-time schedule guarded for
-  it), and issue #30 reports the same; pgkick books at least a minute ahead
-  (pgkick.kick.kickers.booking_minute);
+- a one-time at() already past is refused with a ValidationException
+  (pgkick_dev.devserver.schedules: what a schedule is, when it falls due, the errors);
 - CreateSchedule is throttled at 10 TPS per schedule (Scheduler quotas, "Schedule
   invocation throttle limit": a fixed 10 requests per second per schedule) and, on request,
   at a share of calls (`api_throttle_rate`, the account's TPS quota), ThrottlingException;
@@ -32,57 +29,25 @@ import random
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
 from typing import Any
-from zoneinfo import ZoneInfo
 
-from pgkick_dev.devserver.clock import Cancellable, Clock
+from pgkick_dev.devserver.clock import Clock
 from pgkick_dev.devserver.scheduler_delivery import DeadLetter, Delivery, DeliveryFailed
+from pgkick_dev.devserver.schedules import (
+    Schedule,
+    SchedulerError,
+    SchedulerFaults,
+    first_due,
+    iso,
+    next_due,
+    target_function,
+    target_queue,
+)
 from pgkick_dev.devserver.timeline import Timeline
-from pgkick_dev.local.cron import next_tick
 
-ACCOUNT_ARN = "arn:aws:scheduler:us-east-1:123456789012"
+__all__ = ["Schedule", "Scheduler", "SchedulerError", "SchedulerFaults"]
+
 PER_SCHEDULE_TPS = 10  # CreateSchedule/UpdateSchedule calls per second on one schedule
-
-
-@dataclass
-class SchedulerFaults:
-    """Faults AWS documents, injected on request (0: none)."""
-
-    api_throttle_rate: float = 0.0  # share of CreateSchedule calls throttled (account TPS)
-    delivery_failure_rate: float = 0.0  # share of deliveries the target refuses (throttled)
-
-
-class SchedulerError(Exception):
-    """An API error: `code` is the exception name boto3 raises, `status` the HTTP status."""
-
-    def __init__(self, code: str, status: int, message: str) -> None:
-        super().__init__(message)
-        self.code, self.status, self.message = code, status, message
-
-
-@dataclass
-class Schedule:
-    name: str
-    group: str
-    body: dict[str, Any]  # as created (ScheduleExpression, Target, ...)
-    created: float
-    timer: Cancellable | None = None
-    fired: int = 0
-    due: float | None = None
-
-    def describe(self) -> dict[str, Any]:
-        return {
-            "Arn": f"{ACCOUNT_ARN}:schedule/{self.group}/{self.name}",
-            "Name": self.name,
-            "GroupName": self.group,
-            "State": self.body.get("State", "ENABLED"),
-            "ScheduleExpressionTimezone": "UTC",
-            "ActionAfterCompletion": "NONE",
-            **self.body,
-            "CreationDate": self.created,
-            "LastModificationDate": self.created,
-        }
 
 
 @dataclass
@@ -111,7 +76,7 @@ class Scheduler:
         for required in ("ScheduleExpression", "Target", "FlexibleTimeWindow"):
             if required not in body:
                 raise SchedulerError("ValidationException", 400, f"{required} is required")
-        first = self._first_due(body)
+        first = first_due(body, self.clock.now)
         self._throttle(group, name)
         with self._lock:
             old = self._schedules.get((group, name))
@@ -128,8 +93,8 @@ class Scheduler:
             self._arm(schedule, first)
         self.timeline.record(
             "schedule_create",
-            function=_function(body),
-            queue=_queue(body),
+            function=target_function(body),
+            queue=target_queue(body),
             detail=f"{group}/{name} {body['ScheduleExpression']}",
         )
         return schedule
@@ -154,8 +119,8 @@ class Scheduler:
             schedule.timer.cancel()
         self.timeline.record(
             "schedule_delete",
-            function=_function(schedule.body),
-            queue=_queue(schedule.body),
+            function=target_function(schedule.body),
+            queue=target_queue(schedule.body),
             detail=f"{schedule.group}/{name} {why}",
         )
 
@@ -177,39 +142,6 @@ class Scheduler:
                     schedule.timer.cancel()
 
     # -- timing -------------------------------------------------------------------------
-    def _first_due(self, body: dict[str, Any]) -> float | None:
-        return self._next_due(body, self.clock.now(), first=True)
-
-    def _next_due(self, body: dict[str, Any], after: float, *, first: bool = False) -> float | None:
-        """When the scheduler's own expression falls next (before the within-the-minute offset)."""
-        expression = str(body["ScheduleExpression"])
-        zone = str(body.get("ScheduleExpressionTimezone") or "UTC")
-        if expression.startswith("at(") and expression.endswith(")"):
-            if not first:
-                return None
-            try:
-                local = datetime.fromisoformat(expression[3:-1])
-            except ValueError:
-                raise SchedulerError(
-                    "ValidationException", 400, f"Invalid Schedule Expression {expression}."
-                ) from None
-            due = local.replace(tzinfo=ZoneInfo(zone)).timestamp()
-            if due < self.clock.now():
-                raise SchedulerError(
-                    "ValidationException",
-                    400,
-                    f"The ScheduleExpression {expression} is in the past: a one-time schedule "
-                    "must be set to a time in the future.",
-                )
-            return due
-        try:
-            tick = next_tick(expression, zone, datetime.fromtimestamp(after, UTC))
-        except ValueError as exc:
-            raise SchedulerError(
-                "ValidationException", 400, f"Invalid Schedule Expression {expression}: {exc}"
-            ) from None
-        return tick.timestamp() if tick else None
-
     def _arm(self, schedule: Schedule, due: float | None) -> None:
         """Under the lock: one timer for the schedule's next firing, at a moment within the
         minute of `due` (60 s precision), plus, with a flexible window, a moment within it;
@@ -247,24 +179,24 @@ class Scheduler:
             if self._schedules.get((schedule.group, schedule.name)) is not schedule:
                 return  # deleted or replaced meanwhile
             schedule.fired += 1
-            follow = self._next_due(body, due)
+            follow = next_due(body, due)
             self._arm(schedule, follow)
             done = follow is None and body.get("ActionAfterCompletion") == "DELETE"
             if done:  # gone before its event is out: a waiter never sees it fired and kept
                 del self._schedules[(schedule.group, schedule.name)]
         text = json.dumps(json.loads(body["Target"].get("Input") or "{}"))
-        event = json.loads(text.replace("<aws.scheduler.scheduled-time>", _iso(due)))
+        event = json.loads(text.replace("<aws.scheduler.scheduled-time>", iso(due)))
         self.timeline.record(
             "schedule_fire",
-            function=_function(body),
-            queue=_queue(body),
-            detail=f"{schedule.group}/{schedule.name} due {_iso(due)}",
+            function=target_function(body),
+            queue=target_queue(body),
+            detail=f"{schedule.group}/{schedule.name} due {iso(due)}",
         )
         if done:
             self.timeline.record(
                 "schedule_delete",
-                function=_function(body),
-                queue=_queue(body),
+                function=target_function(body),
+                queue=target_queue(body),
                 detail=f"{schedule.group}/{schedule.name} after completion",
             )
         self._attempt(Delivery(f"{schedule.group}/{schedule.name}", body["Target"], event, due))
@@ -277,7 +209,7 @@ class Scheduler:
 
     def _attempt(self, delivery: Delivery) -> None:
         """Deliver once; on a refusal, retry later under the RetryPolicy, then dead-letter."""
-        function = _function({"Target": delivery.target}) or ""
+        function = target_function({"Target": delivery.target}) or ""
         try:
             if self._faults.random() < self.faults.delivery_failure_rate:
                 raise DeliveryFailed("TooManyRequestsException", "Rate Exceeded. (injected)")
@@ -292,7 +224,7 @@ class Scheduler:
                 self.timeline.record(
                     "schedule_retry",
                     function=function,
-                    queue=_queue({"Target": delivery.target}),
+                    queue=target_queue({"Target": delivery.target}),
                     detail=f"{delivery.schedule} {failure.code}, retry {delivery.retries} in "
                     f"{delay:.0f} s",
                 )
@@ -304,7 +236,7 @@ class Scheduler:
         self.timeline.record(
             "schedule_dead_letter" if letter else "schedule_drop",
             function=function,
-            queue=_queue({"Target": delivery.target}),
+            queue=target_queue({"Target": delivery.target}),
             detail=f"{delivery.schedule} after {delivery.retries} retries ({condition})",
         )
         if letter is None:
@@ -315,24 +247,3 @@ class Scheduler:
             self.letters.append(letter)
         if self.on_dead_letter is not None:
             self.on_dead_letter(letter)
-
-
-def _iso(at: float) -> str:
-    return datetime.fromtimestamp(at, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
-
-
-def _function(body: dict[str, Any]) -> str | None:
-    """The target's function name, from its ARN (arn:aws:lambda:...:function:NAME[:qualifier])."""
-    arn = str(body.get("Target", {}).get("Arn", ""))
-    parts = arn.split(":")
-    if "function" in parts:
-        return parts[parts.index("function") + 1]
-    return arn or None
-
-
-def _queue(body: dict[str, Any]) -> str | None:
-    try:
-        event = json.loads(body.get("Target", {}).get("Input") or "{}")
-    except ValueError:
-        return None
-    return event.get("queue") if isinstance(event, dict) else None

@@ -15,7 +15,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
-from pgkick_dev.devserver.scheduler import SchedulerError
+from pgkick_dev.devserver.schedules import SchedulerError
 from pgkick_dev.devserver.stack import Stack
 
 

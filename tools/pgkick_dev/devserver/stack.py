@@ -27,9 +27,11 @@ from pgkick import config
 from pgkick.kick.kickers import booking_minute, kick_event, one_time_schedule, schedule_name
 from pgkick_dev.devserver.clock import Clock, RealClock
 from pgkick_dev.devserver.environments import Pool
-from pgkick_dev.devserver.queue import AsyncQueue, QueueOptions
-from pgkick_dev.devserver.scheduler import Scheduler, SchedulerError, SchedulerFaults
+from pgkick_dev.devserver.invocations import QueueOptions
+from pgkick_dev.devserver.queue import AsyncQueue
+from pgkick_dev.devserver.scheduler import Scheduler
 from pgkick_dev.devserver.scheduler_delivery import LOCAL_DLQ_ARN, DeadLetter, DeliveryFailed
+from pgkick_dev.devserver.schedules import SchedulerError, SchedulerFaults
 from pgkick_dev.devserver.timeline import Timeline
 
 WORKER_HANDLER = "pgkick.aws.worker:handler"

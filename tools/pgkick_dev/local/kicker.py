@@ -29,7 +29,7 @@ from typing import Any
 from pgkick.kick.kickers import kick_event
 from pgkick.tasks.recurring import Periodic
 from pgkick_dev.devserver.clock import Clock
-from pgkick_dev.devserver.queue import (
+from pgkick_dev.devserver.invocations import (
     LOOP_LIMIT,
     RETRY_DELAYS,
     THROTTLE_BACKOFF,
