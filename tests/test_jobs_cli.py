@@ -163,6 +163,18 @@ def test_bad_input_is_one_line_and_exit_2(
     assert err == f"pgkick {argv[0]}: {message}\n"
 
 
+def test_jobs_refuses_the_created_range_a_bulk_action_refuses(
+    dsn: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Catches the listing and the bulk actions checking their shared filters apart: a
+    --since not before --until is refused by both, in one line (JobFilter's one check)."""
+    for command in ("jobs", "retry"):
+        code, out, err = run(capsys, command, "--since", "1d", "--until", "2d", "--dsn", dsn)
+        assert code == 2 and out == ""
+        assert err.startswith(f"pgkick {command}: since ") and " is not before until " in err
+        assert err.count("\n") == 1
+
+
 def test_enqueue_wait_fails_with_the_jobs_error(dsn: str) -> None:
     """`pgkick enqueue` of a job the local worker fails: the command says why and exits 1,
     where it printed `status: failed` and exited 0."""

@@ -24,13 +24,13 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Iterator
-from dataclasses import asdict, dataclass
-from datetime import datetime
+from dataclasses import dataclass
 from typing import Any
 
 from pgkick.cli.operations import Retried
 from pgkick.errors import InvalidArgument, UsageError
 from pgkick.store import unique
+from pgkick.store.inspect import JobFilter
 from pgkick.store.operator import OperatorStore
 
 BATCH = 1_000  # ids per statement: each a short transaction (measured: tests/test_bulk.py)
@@ -44,35 +44,17 @@ ACTIONS: dict[str, tuple[str, ...]] = {
 
 
 @dataclass(frozen=True, slots=True)
-class JobSelection:
+class JobSelection(JobFilter):
     """The jobs a bulk action takes: `pgkick jobs`' filters (status, task, queue, unique key,
     group), a created range [since, until) and `error`, text the last error contains
-    (case-insensitive). None: no filter on that field."""
+    (case-insensitive). None: no filter on that field.
 
-    status: str | None = None
-    task: str | None = None
-    queue: str | None = None
-    unique_key: str | None = None
-    group: str | None = None
-    since: datetime | None = None
-    until: datetime | None = None
-    error: str | None = None
+    Why a JobFilter: the listing's fields, checks and parameters are the selection's, defined
+    once (pgkick.store.inspect), so a bulk action takes what `pgkick jobs` lists. What is a
+    bulk action's own: its status is one the action applies to (ACTIONS), or all of those."""
 
-    def __post_init__(self) -> None:
-        for name in ("status", "task", "queue", "unique_key", "group", "error"):
-            value = getattr(self, name)
-            if value is not None and (not isinstance(value, str) or not value):
-                raise InvalidArgument(f"{name}: a non-empty string, or None for no filter")
-        for name in ("since", "until"):
-            value = getattr(self, name)
-            if value is not None and (not isinstance(value, datetime) or value.tzinfo is None):
-                raise InvalidArgument(f"{name}: a timezone-aware datetime, or None")
-        if self.since and self.until and self.since >= self.until:
-            raise InvalidArgument(f"since {self.since} is not before until {self.until}")
-
-    @property
-    def empty(self) -> bool:
-        return self == JobSelection()
+    def check_status(self) -> None:
+        """Not checked here: `statuses` checks it against the action's, when it is known."""
 
     def statuses(self, action: str) -> list[str]:
         """The statuses `action` takes within this selection; refuses a status it cannot."""
@@ -86,9 +68,8 @@ class JobSelection:
         return [self.status]
 
     def params(self, action: str) -> dict[str, Any]:
-        values = asdict(self)
+        values = self.as_params()
         del values["status"]
-        values["group_key"] = values.pop("group")
         return {**values, "statuses": self.statuses(action)}
 
 

@@ -17,7 +17,7 @@ from typing import Any
 from pgkick.cli import database
 from pgkick.cli.types import instant
 from pgkick.errors import JobNotFound
-from pgkick.store.inspect import JobFilter, JobReader, parse_id
+from pgkick.store.inspect import FILTERS, JobFilter, JobReader, parse_id
 
 Command = Callable[[str, Callable[[argparse.Namespace], dict[str, Any]]], argparse.ArgumentParser]
 
@@ -30,16 +30,7 @@ def _reader(args: argparse.Namespace) -> AbstractContextManager[JobReader]:
 
 def cmd_jobs(args: argparse.Namespace) -> dict[str, Any]:
     """List jobs, newest first, with filters; page on with the printed `--after N`."""
-    filters = JobFilter.of(
-        status=args.status,
-        task=args.task,
-        queue=args.queue,
-        unique_key=args.unique_key,
-        group=args.group,
-        since=args.since,
-        until=args.until,
-        error=args.error,
-    )
+    filters = JobFilter.of(**{name: getattr(args, name) for name in FILTERS})
     after = None if args.after is None else parse_id(args.after)
     with _reader(args) as store:
         page = store.page(filters, after=after, limit=args.limit)
@@ -146,16 +137,23 @@ def render_job(job: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
+def add_filter_arguments(sub: argparse.ArgumentParser) -> None:
+    """The options of JobFilter's fields past --status, --task and --queue, as `pgkick jobs`
+    and the bulk retry, cancel and purge take them (those three each word their own way:
+    pgkick.cli.queue_commands), so a filter's option is defined once."""
+    sub.add_argument("--unique-key", help="only the jobs enqueued with this unique key")
+    sub.add_argument("--group", help="only the jobs of this ordered group")
+    sub.add_argument("--since", type=instant, help="created at or after (ISO time, or 7d ago)")
+    sub.add_argument("--until", type=instant, help="created before (ISO time, or 7d ago)")
+    sub.add_argument("--error", help="only the jobs whose last error contains this text")
+
+
 def add_inspect_commands(command: Command) -> list[argparse.ArgumentParser]:
     jobs = command("jobs", cmd_jobs)
     jobs.add_argument("--status", help="waiting, queued, running, done or failed")
     jobs.add_argument("--task", help="only the jobs of this task")
     jobs.add_argument("--queue", help="only the jobs of this queue")
-    jobs.add_argument("--unique-key", help="only the jobs enqueued with this unique key")
-    jobs.add_argument("--group", help="only the jobs of this ordered group")
-    jobs.add_argument("--since", type=instant, help="created at or after (ISO time, or 7d ago)")
-    jobs.add_argument("--until", type=instant, help="created before (ISO time, or 7d ago)")
-    jobs.add_argument("--error", help="only the jobs whose last error contains this text")
+    add_filter_arguments(jobs)
     jobs.add_argument("--after", metavar="ID", help="the jobs older than this id (paging)")
     jobs.add_argument("--limit", type=int, default=50, help="jobs a page (1..500, 50)")
     job = command("job", cmd_job)

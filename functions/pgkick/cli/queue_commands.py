@@ -17,11 +17,12 @@ from typing import Any
 
 from pgkick import config
 from pgkick.cli import bulk, database, operations
-from pgkick.cli.inspect import Command
-from pgkick.cli.types import extra_attempts, instant, positive, rate, span
+from pgkick.cli.inspect import Command, add_filter_arguments
+from pgkick.cli.types import extra_attempts, positive, rate, span
 from pgkick.errors import UsageError
 from pgkick.kick.default import default_kicker
 from pgkick.store import flow, groups
+from pgkick.store.inspect import FILTERS
 from pgkick.store.operator import OperatorStore
 from pgkick.worker.reaper import reap
 
@@ -47,8 +48,10 @@ def _selection(args: argparse.Namespace, store: OperatorStore, status: str) -> l
     return list(args.ids)
 
 
-# The filters that make a command a bulk action (counted first, acted on with --yes).
-BULK_FILTERS = ("status", "unique_key", "group", "since", "until", "error")
+# The filters that make a command a bulk action (counted first, acted on with --yes):
+# `pgkick jobs`' all but --task and --queue, which retry and cancel took before, alone, as a
+# selection acted on at once (purge had neither: there they are filters too, see _bulk).
+BULK_FILTERS = tuple(name for name in FILTERS if name not in ("task", "queue"))
 
 
 def _bulk(args: argparse.Namespace, action: str) -> bulk.JobSelection | None:
@@ -62,9 +65,7 @@ def _bulk(args: argparse.Namespace, action: str) -> bulk.JobSelection | None:
         raise UsageError("name job ids or give filters, not both")
     if getattr(args, "older_than", None) is not None:
         raise UsageError("--older-than with filters: give the created range as --until")
-    selection = bulk.JobSelection(
-        **{name: getattr(args, name) for name in ("task", "queue", *BULK_FILTERS)}
-    )
+    selection = bulk.JobSelection(**{name: getattr(args, name) for name in FILTERS})
     if selection.empty and not getattr(args, "all", False):
         raise UsageError(f"give a filter, or --all for every job {action} applies to")
     return selection
@@ -220,11 +221,7 @@ def _selection_arguments(sub: argparse.ArgumentParser, *, ids: bool = True) -> N
 def _bulk_arguments(sub: argparse.ArgumentParser) -> None:
     """`pgkick jobs`' filters and more: any of them makes the command count first."""
     sub.add_argument("--status", help="only the jobs in this status (one the action applies to)")
-    sub.add_argument("--unique-key", help="only the jobs enqueued with this unique key")
-    sub.add_argument("--group", help="only the jobs of this ordered group")
-    sub.add_argument("--since", type=instant, help="created at or after (ISO time, or 7d ago)")
-    sub.add_argument("--until", type=instant, help="created before (ISO time, or 7d ago)")
-    sub.add_argument("--error", help="only the jobs whose last error contains this text")
+    add_filter_arguments(sub)
     sub.add_argument("--dry-run", action="store_true", help="count, change nothing")
     sub.add_argument("--yes", action="store_true", help="act on what a filter selects")
 

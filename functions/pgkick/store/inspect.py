@@ -15,9 +15,9 @@ a million jobs as at a thousand.
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, fields
 from datetime import datetime
-from typing import Any
+from typing import Any, Self
 
 from pgkick.connections.db import Database
 from pgkick.errors import InvalidArgument
@@ -28,11 +28,16 @@ SCAN_WINDOW = 20_000  # ids a filtered page may look at, at most (a few ms at 1M
 MAX_LIMIT = 500
 # Filters that read an index of their own (migration 0009, 0004): no window needed.
 _INDEXED_STATUSES = ("failed", "running")
+_TEXT_FILTERS = ("task", "queue", "unique_key", "group", "error")  # and status, checked first
 
 
 @dataclass(frozen=True, slots=True)
 class JobFilter:
-    """Which jobs to list; None everywhere: all of them."""
+    """Which jobs to list; None everywhere: all of them.
+
+    Why the one definition: `pgkick jobs`, the dashboard and the bulk retry, cancel and
+    purge (pgkick.cli.bulk.JobSelection, a subclass) select with these fields, these
+    checks and these parameters, so what a listing shows is what a bulk action takes."""
 
     status: str | None = None
     task: str | None = None
@@ -46,22 +51,42 @@ class JobFilter:
     error: str | None = None
 
     def __post_init__(self) -> None:
+        self.check_status()
+        for name in ("status", *_TEXT_FILTERS):
+            value = getattr(self, name)
+            if value is not None and (not isinstance(value, str) or not value):
+                raise InvalidArgument(f"{name}: a non-empty string, or None for no filter")
+        for name in ("since", "until"):
+            value = getattr(self, name)
+            if value is not None and (not isinstance(value, datetime) or value.tzinfo is None):
+                raise InvalidArgument(f"{name}: a timezone-aware datetime, or None")
+        if self.since and self.until and self.since >= self.until:
+            raise InvalidArgument(f"since {self.since} is not before until {self.until}")
+
+    def check_status(self) -> None:
+        """A listing takes any status there is; a bulk selection overrides this and checks
+        the status against its action's (pgkick.cli.bulk), once the action is known."""
         if self.status is not None and self.status not in STATUSES:
             raise InvalidArgument(
                 f"unknown status {self.status!r}: use one of {', '.join(STATUSES)}"
             )
 
     @classmethod
-    def of(cls, **values: Any) -> JobFilter:
+    def of(cls, **values: Any) -> Self:
         """A filter from form or command-line values (an empty string is no filter)."""
         return cls(**{name: value or None for name, value in values.items()})
+
+    @property
+    def empty(self) -> bool:
+        """No filter set: every job."""
+        return all(getattr(self, name) is None for name in FILTERS)
 
     @property
     def indexed(self) -> bool:
         """True when an index finds the matching rows, newest first, without a window."""
         if self.unique_key is not None or self.status in _INDEXED_STATUSES:
             return True
-        return self == JobFilter()  # no filter: every id along the primary key matches
+        return self.empty  # no filter: every id along the primary key matches
 
     def as_params(self) -> dict[str, Any]:
         values = asdict(self)
@@ -75,6 +100,10 @@ class JobFilter:
             for name, value in asdict(self).items()
             if value is not None
         }
+
+
+# Each filter's name, as a field of JobFilter and a `pgkick jobs` option (--unique-key: _ to -).
+FILTERS = tuple(field.name for field in fields(JobFilter))
 
 
 @dataclass(frozen=True, slots=True)

@@ -5,15 +5,18 @@ together hold. Each item resets the jobs table, runs, and records a row; the
 report states each target and whether this run met it. The compared items (the
 pipelined ceiling, the drains, the peers) run --repeat times, interleaved, and
 are read pair by pair: see pgkick_dev.bench.repeat.
+
+This module holds what every item shares: the sizes of a full and a quick run, the
+bench's own connection, the reset and the seed, and the items as `Bench`'s methods
+(what `--items` names). Each item's measurement lives in its own module (the drains in
+pgkick_dev.bench.drains, the peers in .peers, ...), so the runner stays a list.
 """
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable
 from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
-from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
@@ -24,9 +27,9 @@ from pgkick.store.worker import WorkerStore
 from pgkick_dev import queries as dev_queries
 from pgkick_dev.awake.compare import Workload, compare
 from pgkick_dev.bench import claim_order as bench_claim_order
+from pgkick_dev.bench import drains as bench_drains
 from pgkick_dev.bench import pgbench as bench_sql
 from pgkick_dev.bench.cost import CostSizes
-from pgkick_dev.local.kicker import LocalKicker
 
 
 class BenchStore(WorkerStore, MaintenanceStore):
@@ -116,75 +119,15 @@ class Bench:
 
     # 1 (2, the pipelined ceiling, is in bench_repeat) ----------------------------------
     def article_table(self) -> None:
-        n, clients = self.sizes.article_jobs, 8
-        table = {}
-        for name, script in (
-            ("naive", bench_sql.naive()),
-            ("pgkick", bench_sql.claim_and_complete_batch(1)),
-        ):
-            self.reset()
-            self.seed(n, max_attempts=10)  # room for the naive claim's repeats (up to 8)
-            run = bench_sql.pgbench(
-                self.bin_dir, self.dsn, script, clients=clients, transactions=n // clients
-            )
-            table[name] = {"seconds": round(run.seconds, 2), **self.counts()}
-        self.results["article"] = {"jobs": n, "clients": clients, **table}
+        """The article's naive claim beside pgkick's, through pgbench (bench_drains)."""
+        table = bench_drains.article_table(self)
+        self.results["article"] = table
         self.say(f"article: naive {table['naive']}, pgkick {table['pgkick']}")
 
     # 3 (4, the peers, is in bench_repeat) ----------------------------------------
     def drain(self, repeat: int = 0) -> None:
-        """Cold: 8 new local execution environments, start-up included; then the same number
-        of jobs again while they are warm (as a peer's long-lived workers are). Then the
-        tuned configuration (2 workers x batch 25) on the first size, as the peers run."""
-        rows = []
-        for n in self.sizes.drains:
-            rows += self._drain(n, self.sizes.workers, 10)
-        rows += self._drain(self.sizes.drains[0], *self.sizes.tuned)
-        for row in rows:
-            row["repeat"] = repeat
-        self.results.setdefault("drain", []).extend(rows)
-
-    def _drain(self, n: int, workers: int, batch: int) -> list[dict[str, Any]]:
-        kicker = LocalKicker(
-            env={
-                "DATABASE_URL": self.dsn,
-                "POWERTOOLS_LOG_LEVEL": "WARNING",
-                "PGKICK_MAX_FANOUT": "0",
-                "PGKICK_BATCH": str(batch),
-                "PGKICK_WORKER_LINGER_MS": "0",  # timed until idle: no idle tail in the rate
-            },
-            concurrency=workers,
-            timeout_ms=900_000,
-            output=self.log,
-        )
-        rows = [{"start": "cold", **self._drain_once(kicker, n, workers, batch)}]
-        rows.append({"start": "warm", **self._drain_once(kicker, n, workers, batch)})
-        kicker.close()
-        for row in rows:
-            self.say(f"drain: {row}")
-        return rows
-
-    def _drain_once(self, kicker: LocalKicker, n: int, workers: int, batch: int) -> dict[str, Any]:
-        self.reset()
-        self.seed(n)
-        before = sum(r.get("claimed", 0) for r in kicker.stats.results)
-        started = time.monotonic()
-        for _ in range(workers):
-            kicker.kick("default", "manual")
-        kicker.wait_idle(1_800)
-        seconds = time.monotonic() - started
-        claimed = sum(r.get("claimed", 0) for r in kicker.stats.results) - before
-        counts = self.counts()
-        return {
-            "jobs": n,
-            "workers": workers,
-            "batch": batch,
-            "seconds": round(seconds, 2),
-            "jobs_per_s": round(n / seconds),
-            "executions": claimed,
-            "exactly_once": claimed == n and counts == {"done": {"count": n, "max_attempts": 1}},
-            "worker_peak_rss_mb": kicker.stats.peak_rss_mb,  # the largest environment's
-        }
+        """pgkick's drains on the local stack, cold then warm, and tuned (bench_drains)."""
+        self.results.setdefault("drain", []).extend(bench_drains.drain(self, repeat))
 
     # 5 and 6 -------------------------------------------------------------------
     def enqueue(self) -> None:
@@ -292,27 +235,8 @@ class Bench:
 
     # 7 -------------------------------------------------------------------------
     def scale(self) -> None:
-        costs = {}
-        for label, history in (("empty", 0), ("history", self.sizes.history)):
-            self.reset()
-            with self.store() as db:
-                if history:
-                    db.execute(dev_queries.JOB_HISTORY_FILL, count=history)
-                db.execute(dev_queries.JOB_TABLE_ANALYZE)
-            self.seed(self.sizes.scale_jobs)
-            with self.store() as store:
-                started = time.perf_counter()
-                cycles = 0
-                while jobs := store.claim("default", batch=10, lease=timedelta(minutes=5)):
-                    store.complete_many(jobs)
-                    cycles += 1
-                costs[label] = round((time.perf_counter() - started) * 1000 / cycles, 3)
-        ratio = round(costs["history"] / costs["empty"], 2)
-        self.results["scale"] = {
-            "history_rows": self.sizes.history,
-            "ms_per_claim_complete": costs,
-            "ratio": ratio,
-        }
+        """A claim + complete's cost beside a long history of finished jobs (bench_drains)."""
+        self.results["scale"] = bench_drains.scale(self)
         self.say(f"scale: {self.results['scale']}")
 
     # 7b: the claim with priorities and groups at a backlog vs the claim before 0004 ------
