@@ -101,3 +101,26 @@ def test_the_asyncio_app_transaction_sends_what_the_synchronous_one_sends(dsn: s
     assert delta(before, middle) == {"begin": 1, "commit": 1, "reread": 0, "reserve": 0}
     assert delta(middle, after) == {"begin": 1, "commit": 1, "reread": 1, "reserve": 1}
     assert kicker.kicks == [("q", "enqueue")]
+
+
+def test_the_asyncio_app_transaction_kicks_when_its_reservation_is_refused(dsn: str) -> None:
+    """Catches: an exception out of pgkick.aio.transaction after the app's commit, no kick
+    when who watches is unknown, and the app's connection left in autocommit."""
+    with psycopg.connect(dsn, autocommit=True) as conn:  # the reservation's insert refused
+        conn.execute(
+            "ALTER TABLE pgkick.queue_watchers ADD CONSTRAINT refuse CHECK (false) NOT VALID"
+        )
+    kicker = RecordingKicker()
+
+    async def main() -> tuple[bool, tuple[object, ...] | None]:
+        async with await psycopg.AsyncConnection.connect(dsn) as conn:
+            async with aio.transaction(conn, kicker=kicker) as jobs:
+                job_id = await jobs.enqueue({}, task="t", queue="q")
+            cur = await conn.execute("SELECT status FROM pgkick.jobs WHERE id = %s", (job_id,))
+            row = await cur.fetchone()
+            await conn.rollback()
+            return conn.autocommit, row
+
+    autocommit, row = asyncio.run(asyncio.wait_for(main(), 30))
+    assert (autocommit, row) == (False, ("queued",))
+    assert kicker.kicks == [("q", "enqueue")]

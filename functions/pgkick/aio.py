@@ -39,7 +39,12 @@ from pgkick.connections.schema_advice import schema_advice
 from pgkick.errors import MisuseError
 from pgkick.kick.default import default_kicker
 from pgkick.kick.kickers import Kicker, NoKicker
-from pgkick.producer.aio_after_commit import kick, no_sync_store, reserve
+from pgkick.producer.aio_after_commit import (
+    kick,
+    no_sync_store,
+    reserve,
+    reserve_in_autocommit,
+)
 from pgkick.producer.enqueue import INSERT_CHUNK, producer_store
 from pgkick.producer.options import (
     CommitOptions,
@@ -198,13 +203,7 @@ async def transaction(
         committed = [QueuedJob._make(row) for row in await rows_async(conn, clock, among)]
     if not committed:
         return
-    # The reservation, a transaction of its own: one statement in autocommit (one round
-    # trip, not BEGIN, statement, COMMIT), the app's autocommit (off) given back after.
-    await conn.set_autocommit(True)
-    try:
-        reserved = await reserve(conn, clock, committed, kicker)
-    finally:
-        await conn.set_autocommit(False)
+    reserved = await reserve_in_autocommit(conn, clock, committed, kicker)
     await kick(committed, kicker, no_sync_store, reserved, clock)
 
 

@@ -42,6 +42,24 @@ async def reserve(
         return set(ready)
 
 
+async def reserve_in_autocommit(
+    conn: AsyncConnection, clock: Clock, jobs: list[QueuedJob], kicker: Kicker
+) -> set[str]:
+    """reserve() on the app's connection, idle since its commit: one statement in
+    autocommit (one round trip, not BEGIN, statement, COMMIT), the connection's autocommit
+    (off, as pgkick.aio.transaction requires) given back after. Never raises, the jobs
+    being committed: a connection that cannot switch means kick, as if nobody watched."""
+    try:
+        await conn.set_autocommit(True)
+        try:
+            return await reserve(conn, clock, jobs, kicker)
+        finally:
+            await conn.set_autocommit(False)
+    except DatabaseError as exc:
+        log.warning("could not reserve the kicks after the commit (%s); kicking", exc)
+        return set() if isinstance(kicker, NoKicker) else set(ready_queues(jobs, now(clock)))
+
+
 async def kick(
     jobs: list[QueuedJob],
     kicker: Kicker,
