@@ -114,6 +114,17 @@ def sessions_of(dsn: str, application: str = "pgkick") -> int:
     return int(row[0]) if row else 0
 
 
+def statements_sent(dsn: str, kinds: dict[str, list[str]]) -> dict[str, int]:
+    """statement_calls for each kind of statement, by name (a test takes two readings
+    and compares them with calls_between)."""
+    return {name: statement_calls(dsn, patterns) for name, patterns in kinds.items()}
+
+
+def calls_between(before: dict[str, int], after: dict[str, int]) -> dict[str, int]:
+    """The calls of each kind sent between two readings of statements_sent."""
+    return {name: after[name] - before[name] for name in before}
+
+
 def statement_calls(dsn: str, patterns: list[str]) -> int:
     """Calls so far, in this database, of statements whose text is LIKE any pattern
     (pgkick's statements start with `-- <name>:`); needs pg_stat_statements preloaded."""

@@ -18,7 +18,7 @@ import psycopg
 from pgkick import aio
 from pgkick.kick.kickers import NoKicker
 from pgkick.producer import enqueue as producer
-from tests.helpers import statement_calls
+from tests.helpers import calls_between, statements_sent
 from tests.test_producer import RecordingKicker
 
 SENT = {
@@ -30,11 +30,7 @@ SENT = {
 
 
 def sent(dsn: str) -> dict[str, int]:
-    return {name: statement_calls(dsn, patterns) for name, patterns in SENT.items()}
-
-
-def delta(before: dict[str, int], after: dict[str, int]) -> dict[str, int]:
-    return {name: after[name] - before[name] for name in before}
+    return statements_sent(dsn, SENT)
 
 
 def test_the_app_transaction_reads_its_jobs_before_its_commit(dsn: str) -> None:
@@ -53,8 +49,8 @@ def test_the_app_transaction_reads_its_jobs_before_its_commit(dsn: str) -> None:
         after = sent(dsn)
         assert not conn.autocommit  # the app's setting given back
         assert conn.info.transaction_status == psycopg.pq.TransactionStatus.IDLE
-    assert delta(before, middle) == {"begin": 1, "commit": 1, "reread": 0, "reserve": 0}
-    assert delta(middle, after) == {"begin": 1, "commit": 1, "reread": 1, "reserve": 1}
+    assert calls_between(before, middle) == {"begin": 1, "commit": 1, "reread": 0, "reserve": 0}
+    assert calls_between(middle, after) == {"begin": 1, "commit": 1, "reread": 1, "reserve": 1}
     assert kicker.kicks == [("q", "enqueue")]
 
 
@@ -98,8 +94,8 @@ def test_the_asyncio_app_transaction_sends_what_the_synchronous_one_sends(dsn: s
         return marks
 
     before, middle, after = asyncio.run(asyncio.wait_for(main(), 30))
-    assert delta(before, middle) == {"begin": 1, "commit": 1, "reread": 0, "reserve": 0}
-    assert delta(middle, after) == {"begin": 1, "commit": 1, "reread": 1, "reserve": 1}
+    assert calls_between(before, middle) == {"begin": 1, "commit": 1, "reread": 0, "reserve": 0}
+    assert calls_between(middle, after) == {"begin": 1, "commit": 1, "reread": 1, "reserve": 1}
     assert kicker.kicks == [("q", "enqueue")]
 
 

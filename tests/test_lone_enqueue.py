@@ -20,7 +20,7 @@ from pgkick.kick.kickers import NoKicker
 from pgkick.producer import enqueue as producer
 from pgkick.store.producer import ProducerStore
 from pgkick.validation import job_spec
-from tests.helpers import statement_calls
+from tests.helpers import calls_between, statements_sent
 from tests.test_producer import RecordingKicker
 
 SENT = {
@@ -32,11 +32,7 @@ SENT = {
 
 
 def sent(dsn: str) -> dict[str, int]:
-    return {name: statement_calls(dsn, patterns) for name, patterns in SENT.items()}
-
-
-def delta(before: dict[str, int], after: dict[str, int]) -> dict[str, int]:
-    return {name: after[name] - before[name] for name in before}
+    return statements_sent(dsn, SENT)
 
 
 def test_a_lone_job_is_one_insert_and_one_reservation_when_it_has_a_kick(dsn: str) -> None:
@@ -46,10 +42,10 @@ def test_a_lone_job_is_one_insert_and_one_reservation_when_it_has_a_kick(dsn: st
     before = sent(dsn)
     producer.enqueue_and_kick({}, task="t", dsn=dsn, kicker=NoKicker())
     middle = sent(dsn)
-    assert delta(before, middle) == {"begin": 0, "commit": 0, "insert": 1, "reserve": 0}
+    assert calls_between(before, middle) == {"begin": 0, "commit": 0, "insert": 1, "reserve": 0}
     kicker = RecordingKicker()
     producer.enqueue_and_kick({}, task="t", queue="q", dsn=dsn, kicker=kicker)
-    assert delta(middle, sent(dsn)) == {"begin": 0, "commit": 0, "insert": 1, "reserve": 1}
+    assert calls_between(middle, sent(dsn)) == {"begin": 0, "commit": 0, "insert": 1, "reserve": 1}
     assert kicker.kicks == [("q", "enqueue")]
 
 
@@ -66,8 +62,8 @@ def test_the_asyncio_lone_job_sends_what_the_synchronous_one_sends(dsn: str) -> 
         return marks
 
     before, middle, after = asyncio.run(asyncio.wait_for(main(), 30))
-    assert delta(before, middle) == {"begin": 0, "commit": 0, "insert": 1, "reserve": 0}
-    assert delta(middle, after) == {"begin": 0, "commit": 0, "insert": 1, "reserve": 1}
+    assert calls_between(before, middle) == {"begin": 0, "commit": 0, "insert": 1, "reserve": 0}
+    assert calls_between(middle, after) == {"begin": 0, "commit": 0, "insert": 1, "reserve": 1}
 
 
 def test_a_failed_reservation_after_the_commit_kicks_and_never_raises(dsn: str) -> None:
