@@ -62,6 +62,10 @@ def test_bench_quick_runs_every_item_and_reports_targets(
     trickle = {row["load"]: row for row in results["trickle"]}
     assert set(trickle) == {"trickle 20/s, listen", "trickle 20/s, pauses only"}, trickle
     assert all(row["exactly_once"] for row in trickle.values()), trickle
+    # both readings of "served": after the first batch is a later start, so fewer jobs
+    assert all(
+        row["after_first_batch_jobs"] <= row["warm_jobs"] <= row["jobs"] for row in trickle.values()
+    ), trickle
     assert "one lingering worker" in labels and "## Latency" in (tmp_path / "bench.md").read_text()
     faulted = day["a day with drops, duplicates and throttles, no reaper"]
     assert faulted["jobs"] == 60 and faulted["claimed_more_than_once"] == 0, faulted

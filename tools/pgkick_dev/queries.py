@@ -112,6 +112,13 @@ SELECT 'default', 'noop', '{}', 'done', now() - interval '1 day', 1,
        now() - interval '1 day', now() - interval '1 day'
 FROM generate_series(1, %(count)s);"""
 
+JOB_LATENCY_AFTER_FIRST_BATCH: Final = """\
+-- job_latency_after_first_batch: Wait from commit to claim in ms of the jobs inserted after the first job finished (those a worker served once its first batch had run: its cold start and its first batch's start-up, the rescue's booking, behind it).
+SELECT extract(epoch FROM claimed_at - created_at) * 1000 AS wait_ms
+FROM pgkick.jobs
+WHERE claimed_at IS NOT NULL
+  AND created_at > (SELECT min(finished_at) FROM pgkick.jobs);"""
+
 JOB_LATENCY_ALL: Final = """\
 -- job_latency_all: Each job's status, attempts and wait from commit to claim in ms (the kicks benchmark's check).
 SELECT status, attempts,

@@ -33,13 +33,25 @@ def loads(seconds: float) -> list[KickLoad]:
 
 def _warm(dsn: str) -> dict[str, Any]:
     """The jobs committed after the first claim: those the lingering worker served (the first
-    ones waited for the environment's cold start, which is another figure)."""
+    ones waited for the environment's cold start, which is another figure); the target's
+    reading.
+
+    Beside it, the jobs committed after the first job finished: the same worker once its
+    first batch had run. Between the two, the first batch waits for the rescue's booking
+    (pgkick.worker.rescue: boto3's import at its first use, the Scheduler client, one call),
+    and the jobs committed then wait for it too; on AWS the worker has imported boto3
+    before its first claim already (its secret), so that wait is the client and the call.
+    Both readings are reported, the target stays on the first."""
     with Database.open(dsn, application_name="pgkick-bench") as db:
         waits = [float(row[0]) for row in db.rows(dev_queries.JOB_LATENCY_WARM)]
+        later = [float(row[0]) for row in db.rows(dev_queries.JOB_LATENCY_AFTER_FIRST_BATCH)]
     return {
         "warm_jobs": len(waits),
         "warm_p50_ms": percentile(waits, 0.5),
         "warm_p99_ms": percentile(waits, 0.99),
+        "after_first_batch_jobs": len(later),
+        "after_first_batch_p50_ms": percentile(later, 0.5),
+        "after_first_batch_p99_ms": percentile(later, 0.99),
     }
 
 
@@ -63,7 +75,9 @@ def run(
                 f"trickle: {row['load']} round {row['round']}: commit-to-claim p50 "
                 f"{row['commit_to_claim_p50_ms']} ms, p99 {row['commit_to_claim_p99_ms']} ms; "
                 f"served by the running worker p50 {row['warm_p50_ms']} ms, p99 "
-                f"{row['warm_p99_ms']} ms; {row['invocations']} invocations"
+                f"{row['warm_p99_ms']} ms (after its first batch: p50 "
+                f"{row['after_first_batch_p50_ms']} ms, p99 {row['after_first_batch_p99_ms']} ms); "
+                f"{row['invocations']} invocations"
             )
         for peer in peers:
             from pgkick_dev.bench import peers as bench_peers
@@ -78,7 +92,13 @@ def run(
     return rows
 
 
-HEADER = ["load", "round", "commit-to-claim (peers: -to-start) p50 / p99 ms", "warm p50 / p99 ms"]
+HEADER = [
+    "load",
+    "round",
+    "commit-to-claim (peers: -to-start) p50 / p99 ms",
+    "warm p50 / p99 ms",
+    "after the first batch p50 / p99 ms",
+]
 
 
 def table(rows: list[dict[str, Any]]) -> list[list[Any]]:
@@ -87,11 +107,15 @@ def table(rows: list[dict[str, Any]]) -> list[list[Any]]:
     for row in rows:
         if "commit_to_start_p50_ms" in row:
             ends = f"{row['commit_to_start_p50_ms']} / {row['commit_to_start_p99_ms']}"
-            out.append([row["load"], row["round"], ends, "(a long-lived worker: all warm)"])
+            out.append([row["load"], row["round"], ends, "(a long-lived worker: all warm)", ""])
         else:
             ends = f"{row['commit_to_claim_p50_ms']} / {row['commit_to_claim_p99_ms']}"
             warm = f"{row['warm_p50_ms']} / {row['warm_p99_ms']} ({row['warm_jobs']} jobs)"
-            out.append([row["load"], row["round"], ends, warm])
+            later = (
+                f"{row['after_first_batch_p50_ms']} / {row['after_first_batch_p99_ms']} "
+                f"({row['after_first_batch_jobs']} jobs)"
+            )
+            out.append([row["load"], row["round"], ends, warm, later])
     return out
 
 
@@ -100,10 +124,13 @@ def target(rows: list[dict[str, Any]]) -> tuple[str, Any, bool]:
     served = [r for r in rows if r.get("load") == f"trickle {RATE}/s, listen"]
     p50 = percentile([r["warm_p50_ms"] for r in served], 0.5)
     p99 = percentile([r["warm_p99_ms"] for r in served], 0.5)
+    later_p99 = percentile([r["after_first_batch_p99_ms"] for r in served], 0.5)
     met = bool(served) and p50 <= 5 and p99 <= 20
     return (
         f"trickle {RATE}/s, one lingering worker: commit-to-claim p50 <= 5 ms, p99 <= 20 ms "
-        "(jobs it served; median of rounds)",
-        f"p50 {p50} ms, p99 {p99} ms" if served else None,
+        "(jobs committed after its first claim; median of rounds)",
+        f"p50 {p50} ms, p99 {p99} ms (after its first batch: p99 {later_p99} ms)"
+        if served
+        else None,
         met,
     )
