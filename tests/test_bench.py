@@ -103,6 +103,8 @@ def test_bench_quick_cost_and_cold_path_report_their_figures(
     cold = results["cold_path"]  # a new environment's commit-to-claim, and the floor's
     assert cold["samples"] == 2 and cold["worker_ms"]["p50"] > 0 and cold["floor_ms"]["p50"] > 0
     assert cold["ratio_p50"] > 0 and "a kick that starts a new environment" in report
+    assert cold["worker_done_ms"]["min"] >= cold["worker_ms"]["min"]  # a job ends after its claim
+    assert "commit to the job's finish" in report
     cost = results["cost"]  # three workloads' days in dollars, by system
     runs = {(r["workload"], r["linger_ms"]) for r in cost["runs"]}
     assert runs == {(w, lg) for w in ("trickle", "steady", "burst") for lg in (0, 1000)}

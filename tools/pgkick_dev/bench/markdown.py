@@ -52,6 +52,7 @@ def _cold_path(cold: dict[str, Any]) -> str:
         [name, row["p50"], row["p99"], f"{row['min']}..{row['max']}"]
         for name, row in (
             ("pgkick worker (`pgkick.aws.worker`): commit to claim", cold["worker_ms"]),
+            ("pgkick worker: commit to the job's finish (no floor)", cold["worker_done_ms"]),
             ("floor (import psycopg + connect): commit to connected", cold["floor_ms"]),
         )
     ]
