@@ -168,6 +168,31 @@ def test_the_runtime_passes_the_linger_setting_to_its_worker(dsn: str) -> None:
     assert summary.duration_ms >= 3000  # it lingered its window after the job, then left
 
 
+def test_a_wake_up_or_rescue_that_finds_nothing_leaves_at_once_a_kick_still_lingers(
+    dsn: str,
+) -> None:
+    """Each kick's safety wake-up comes a minute later and usually finds its queue served.
+    Catches a timer's invocation (reason wake or rescue) that lingers its window on an empty
+    queue (billed for nothing, a session held), and one that no longer lingers when a
+    producer or a worker kicked (a kick is a flow: jobs may follow)."""
+    settings = Settings.from_env(
+        {"PGKICK_KICKER": "none", "PGKICK_MAX_FANOUT": "0", "PGKICK_WORKER_LINGER_MS": "2000"}
+    )
+    tasks = Registry()
+    tasks.task("noop")(lambda payload: None)
+    runtime = Runtime(settings, NoKicker(), dsn=lambda: dsn, tasks=tasks)
+    for reason in ("wake", "rescue"):
+        summary = runtime.drain(f"served-{reason}", lambda: 600_000, reason=reason)
+        assert (summary.claimed, summary.stopped_because) == (0, "empty")
+        assert summary.duration_ms < 1000, (reason, summary)  # its window is 2 s
+    summary = runtime.drain("served-enqueue", lambda: 600_000, reason="enqueue")
+    assert summary.claimed == 0 and summary.duration_ms >= 2000
+    with JobStore.open(dsn) as store:  # a wake-up with work lingers after it, as before
+        seed(store, 3, queue="due")
+    summary = runtime.drain("due", lambda: 600_000, reason="wake")
+    assert summary.done == 3 and summary.duration_ms >= 2000
+
+
 def test_a_one_off_kick_leaves_at_once_a_queue_kicked_again_soon_is_lingered_on(
     dsn: str,
 ) -> None:

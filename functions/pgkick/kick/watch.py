@@ -35,6 +35,10 @@ more than one, or a later claim finds one; that worker lingers as before. What t
 first invocation cannot see, a slower trickle (a job per second, say), the runtime
 remembers per execution environment: a queue that had a one-off kick in the last
 minute (`pgkick.worker.runtime.RecentQueues`) is lingered on at its next kick.
+A timer's invocation that finds nothing does not linger either: every kick is followed by
+its safety wake-up a minute later (pgkick.kick.safety), which usually finds the queue
+served; lingering there billed the whole window (1.5 s for nothing, at the default) for
+each kick, beside the queue's own lingering worker if it had a flow.
 Leaving early is always safe: lingering is an optimisation, the exit below is the
 protocol.
 

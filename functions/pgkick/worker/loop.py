@@ -62,6 +62,9 @@ class Worker:
         # Whether `queue` had a one-off kick recently (the runtime remembers it per execution
         # environment, across invocations); the bare loop remembers nothing.
         self.flows: Callable[[str], bool] = lambda queue: False
+        # Whether a timer sent this drain (a wake-up, its safety, a rescue) rather than a
+        # producer or a worker: finding nothing at once, it has no flow to linger on.
+        self.timed = False
         self._hop = 0
         self._books: StepBooks | None = None
         self._spawns: Spawns | None = None
@@ -130,6 +133,8 @@ class Worker:
                     one_off = first_claim == 1 and summary.claimed == 1
                     if one_off and not self.flows(queue):
                         watch.skip_linger()  # the kick's one job, nothing after (see flows)
+                    elif self.timed and summary.claimed == 0:
+                        watch.skip_linger()  # a safety or a wake-up with nothing to do
                     last = self._linger_or_leave(queue, watch, line, remaining_ms, reserve)
                     if last is None:
                         continue  # lingered: claim again

@@ -31,6 +31,11 @@ from pgkick.worker.rescue import rescue_queue
 log = logging.getLogger("pgkick.runtime")
 FLUSH_MARGIN_SECONDS = 0.5  # kept to answer in, after the wake-ups are booked
 FLUSH_MAX_SECONDS = 30.0
+# Kicks no producer sent: Scheduler's wake-ups (run_at's, and every kick's safety a minute
+# later, pgkick.kick.safety) and a dead worker's rescue. One that finds nothing leaves at
+# once: lingering on it (PGKICK_WORKER_LINGER_MS) billed the linger for each kick's safety
+# and held its session, and a flowing queue has its own lingering worker already.
+TIMED_REASONS = frozenset({"wake", "rescue"})
 
 __all__ = ["BadEvent", "KickEvent", "Runtime", "default_kicker", "make_kicker", "parse_kick_event"]
 
@@ -108,6 +113,7 @@ class Runtime:
                 rescued = rescue_queue(store, self.kicker, queue) if reason == "rescue" else []
                 worker = Worker(store, self.tasks, self.kicker, options)
                 worker.flows = self.recent.flows
+                worker.timed = reason in TIMED_REASONS
                 summary = worker.drain(queue, remaining_ms, hop=hop)
                 summary.rescued = len(rescued)
                 return summary
