@@ -75,8 +75,9 @@ def run(dsn: str, samples: int, log: Path, say: Callable[[str], None]) -> dict[s
     floor: list[float] = []
     for _ in range(samples):
         claimed, finished = one(dsn, WORKER, log)
+        assert finished is not None  # the worker's sample always ran its job
         worker.append(claimed)
-        done.append(finished if finished is not None else claimed)
+        done.append(finished)
         floor.append(one(dsn, FLOOR, log)[0])
     pairs = [w / f for w, f in zip(worker, floor, strict=True) if f > 0]
     result: dict[str, Any] = {

@@ -43,8 +43,9 @@ def _warm(dsn: str) -> dict[str, Any]:
     before its first claim already (its secret), so that wait is the client and the call.
     Both readings are reported, the target stays on the first."""
     with Database.open(dsn, application_name="pgkick-bench") as db:
-        waits = [float(row[0]) for row in db.rows(dev_queries.JOB_LATENCY_WARM)]
-        later = [float(row[0]) for row in db.rows(dev_queries.JOB_LATENCY_AFTER_FIRST_BATCH)]
+        rows = db.rows(dev_queries.JOB_LATENCY_WARM)
+    waits = [float(wait) for wait, _ in rows]
+    later = [float(wait) for wait, after_first_batch in rows if after_first_batch]
     return {
         "warm_jobs": len(waits),
         "warm_p50_ms": percentile(waits, 0.5),
