@@ -146,8 +146,14 @@ class LambdaKicker:
         return self._lambda
 
     def _scheduler_client(self) -> Any:
+        """Inside a Lambda runtime, the worker's own two calls without boto3 (its first
+        rescue booking used to wait 0.4 s for boto3: pgkick.aws.scheduler_client); boto3
+        anywhere else."""
         if self._scheduler is None:
-            self._scheduler = aws_client("scheduler", self.timeout)
+            from pgkick.aws.scheduler_client import SchedulerClient
+
+            light = SchedulerClient.available(self.timeout)
+            self._scheduler = light or aws_client("scheduler", self.timeout)
         return self._scheduler
 
 

@@ -1,0 +1,264 @@
+"""The worker's Scheduler calls without boto3 (pgkick.aws.scheduler_client, issue #32: the
+first batch waited 0.4 s for boto3 to book its rescue).
+
+- the signature is AWS's: AWS's published example, and botocore's SigV4Auth recomputed
+  over the very bytes the client sent (a recording HTTP server);
+- AWS's refusals reach the kicker as botocore's do (error_code), against the dev stack's
+  Scheduler API: a rescue booked twice is fine, a cancel of a fired one is fine;
+- a dropped connection or a 5xx is tried once more, a 4xx is not;
+- used only inside a Lambda runtime, and there a worker's rescue imports no botocore.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+from datetime import UTC, datetime, timedelta
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+import pytest
+
+from pgkick.aws.scheduler_client import SchedulerCallError, SchedulerClient
+from pgkick.aws.signature import Credentials, sign
+from pgkick.kick.lambda_kicker import LambdaKicker
+from pgkick.kick.throttle import error_code
+from tests.devserver_fixtures import FUNCTION, dev_stack
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+NOW = datetime(2026, 12, 3, 6, 30, 5, tzinfo=UTC)
+CREDENTIALS = Credentials("AKIDPGKICK", "secret/with+chars", "session-token==")
+ARN = f"arn:aws:lambda:us-east-1:123456789012:function:{FUNCTION}"
+ROLE = "arn:aws:iam::123456789012:role/pgkick-scheduler"
+
+
+def test_aws_published_example_is_signed_as_aws_signs_it() -> None:
+    """AWS's Signature V4 test suite, `get-vanilla`. Catches a wrong key derivation,
+    canonical form or string to sign."""
+    headers = sign(
+        Credentials("AKIDEXAMPLE", "wJalrXUtnFEMI/K7MDENG+bPxRfiCYEXAMPLEKEY"),
+        region="us-east-1",
+        service="service",
+        method="GET",
+        host="example.amazonaws.com",
+        path="/",
+        query={},
+        headers={},
+        body=b"",
+        now=datetime(2015, 8, 30, 12, 36, 0, tzinfo=UTC),
+    )
+    assert headers["Authorization"] == (
+        "AWS4-HMAC-SHA256 Credential=AKIDEXAMPLE/20150830/us-east-1/service/aws4_request, "
+        "SignedHeaders=host;x-amz-date, "
+        "Signature=5fa00fa31553b73ebf1942676e86291e8372ff2a2260956d9b8aae1d763fbf31"
+    )
+
+
+class Recorder:
+    """A real HTTP server that records each request and answers from a script: (status,
+    body) or "drop" (the connection closed without an answer)."""
+
+    def __init__(self, script: list[Any]) -> None:
+        self.script, self.seen = list(script), []
+        recorder = self
+
+        class Handler(BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+
+            def log_message(self, *args: Any) -> None:
+                pass
+
+            def _any(self) -> None:
+                length = int(self.headers.get("Content-Length") or 0)
+                body = self.rfile.read(length)
+                recorder.seen.append((self.command, self.path, dict(self.headers), body))
+                answer = recorder.script.pop(0) if recorder.script else (200, {})
+                if answer == "drop":
+                    self.close_connection = True
+                    self.connection.shutdown(2)
+                    return
+                status, payload = answer
+                data = json.dumps(payload).encode()
+                self.send_response(status)
+                if status >= 400:
+                    self.send_header("x-amzn-ErrorType", payload.get("type", "") + ":http://x")
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(data)))
+                self.end_headers()
+                self.wfile.write(data)
+
+            do_POST = do_DELETE = _any
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
+
+
+@contextmanager
+def recording(script: list[Any]) -> Iterator[Recorder]:
+    recorder = Recorder(script)
+    thread = threading.Thread(target=recorder.server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield recorder
+    finally:
+        recorder.server.shutdown()
+        recorder.server.server_close()
+
+
+def client_for(url: str) -> SchedulerClient:
+    return SchedulerClient(url, "eu-west-3", lambda: CREDENTIALS, timeout=2.0, now=lambda: NOW)
+
+
+def botocore_authorization(method: str, url: str, headers: dict[str, str], body: bytes) -> str:
+    """What botocore's own signer makes of the request as it arrived."""
+    import botocore.auth
+    from botocore.awsrequest import AWSRequest
+    from botocore.credentials import Credentials as BotoCredentials
+
+    added = ("authorization", "x-amz-date", "x-amz-security-token")  # the signer adds them
+    sent_by_http = ("content-length", "accept-encoding")  # http.client's, unsigned
+    kept = {k: v for k, v in headers.items() if k.lower() not in added + sent_by_http}
+    request = AWSRequest(method=method, url=url, data=body, headers=kept)
+    auth = botocore.auth.SigV4Auth(
+        BotoCredentials(CREDENTIALS.access_key, CREDENTIALS.secret_key, CREDENTIALS.token),
+        "scheduler",
+        "eu-west-3",
+    )
+    original = botocore.auth.get_current_datetime
+    botocore.auth.get_current_datetime = lambda: NOW.replace(tzinfo=None)  # type: ignore[attr-defined]
+    try:
+        auth.add_auth(request)
+    finally:
+        botocore.auth.get_current_datetime = original  # type: ignore[attr-defined]
+    return str(request.headers["Authorization"])
+
+
+def test_the_requests_sent_are_signed_as_botocore_signs_them() -> None:
+    """Both calls, as they arrived on the wire, re-signed by botocore: the same Authorization.
+    Catches a header sent but not signed (or the reverse), a path or query encoded otherwise,
+    a body hashed other than sent, a session token left out."""
+    with recording([(200, {"ScheduleArn": "arn:x"}), (200, {})]) as server:
+        client = client_for(server.url)
+        answer = client.create_schedule(
+            Name="pgkick-rescue-q.1_x",
+            GroupName="default",
+            ScheduleExpression="at(2026-12-03T06:32:00)",
+            Target={"Arn": ARN, "RoleArn": ROLE, "Input": '{"queue": "a b"}'},
+        )
+        client.delete_schedule(Name="pgkick-rescue-q.1_x", GroupName="my group")
+    assert answer == {"ScheduleArn": "arn:x"}
+    (post, path, headers, body), (delete, dpath, dheaders, dbody) = server.seen
+    assert (post, path, delete) == ("POST", "/schedules/pgkick-rescue-q.1_x", "DELETE")
+    assert json.loads(body)["ClientToken"] and json.loads(body)["GroupName"] == "default"
+    assert "Name" not in json.loads(body)  # it travels in the path
+    assert dpath.startswith("/schedules/pgkick-rescue-q.1_x?clientToken=")
+    assert "groupName=my%20group" in dpath and dbody == b""
+    assert headers["X-Amz-Security-Token"] == CREDENTIALS.token
+    for method, sent, hdrs, data in ((post, path, headers, body), (delete, dpath, dheaders, dbody)):
+        expected = botocore_authorization(method, server.url + sent, hdrs, data)
+        assert hdrs["Authorization"] == expected
+
+
+def test_refusals_read_as_botocore_reads_them_and_only_failures_are_retried() -> None:
+    """A dropped connection and a 503 are tried once more (the same ClientToken, so AWS
+    makes one schedule); a 409 is not tried again and names its code; two failures raise.
+    Catches a retry that re-creates, a retried refusal, a swallowed error."""
+    conflict = (409, {"type": "ConflictException", "Message": "exists"})
+    unavailable = (503, {"type": "ServiceUnavailableException", "Message": "later"})
+    with recording(["drop", (200, {"ScheduleArn": "a"}), conflict, unavailable, unavailable]) as s:
+        client = client_for(s.url)
+        assert client.create_schedule(Name="n", GroupName="g") == {"ScheduleArn": "a"}
+        tokens = {json.loads(body)["ClientToken"] for _, _, _, body in s.seen}
+        assert len(s.seen) == 2 and len(tokens) == 1
+        with pytest.raises(SchedulerCallError) as refused:
+            client.create_schedule(Name="n", GroupName="g")
+        assert error_code(refused.value) == "ConflictException" and len(s.seen) == 3
+        with pytest.raises(SchedulerCallError) as failed:
+            client.delete_schedule(Name="n")
+        assert error_code(failed.value) == "ServiceUnavailableException" and len(s.seen) == 5
+
+
+def test_the_kicker_books_and_cancels_rescues_against_the_dev_stack(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Inside a Lambda runtime's environment the kicker takes this client, and the dev
+    stack's Scheduler (AWS's REST-JSON answers) sees the schedule made, made again
+    (Conflict: fine), deleted, and deleted again (NotFound: fine)."""
+    with dev_stack() as dev:
+        for name, value in {
+            "AWS_LAMBDA_FUNCTION_NAME": FUNCTION,
+            "AWS_REGION": "us-east-1",
+            "AWS_ACCESS_KEY_ID": "pgkick-dev",
+            "AWS_SECRET_ACCESS_KEY": "pgkick-dev",
+            "AWS_ENDPOINT_URL_SCHEDULER": dev.url,
+        }.items():
+            monkeypatch.setenv(name, value)
+        kicker = LambdaKicker(FUNCTION, function_arn=ARN, scheduler_role_arn=ROLE)
+        when = datetime.fromtimestamp(dev.clock.now(), UTC) + timedelta(minutes=5)
+        kicker.book_rescue("q", when, "pgkick-rescue-test")
+        kicker.book_rescue("q", when, "pgkick-rescue-test")  # booked already: no error
+        assert isinstance(kicker._scheduler, SchedulerClient)
+        made = dev.scheduler.get_schedule(Name="pgkick-rescue-test", GroupName="default")
+        assert made["Target"]["Arn"] == ARN and json.loads(made["Target"]["Input"])["queue"] == "q"
+        kicker.cancel_rescue("pgkick-rescue-test")
+        kicker.cancel_rescue("pgkick-rescue-test")  # gone already: no error
+        names = [s["Name"] for s in dev.scheduler.list_schedules()["Schedules"]]
+        assert "pgkick-rescue-test" not in names
+
+
+def test_only_inside_a_lambda_runtime_with_its_credentials() -> None:
+    """Anywhere else boto3 keeps its whole credential chain and endpoint rules."""
+    lam = {
+        "AWS_LAMBDA_FUNCTION_NAME": "w",
+        "AWS_REGION": "eu-west-3",
+        "AWS_ACCESS_KEY_ID": "k",
+        "AWS_SECRET_ACCESS_KEY": "s",
+    }
+    found = SchedulerClient.available(1.0, lam)
+    assert found is not None and found.netloc == "scheduler.eu-west-3.amazonaws.com"
+    assert found.https
+    china = SchedulerClient.available(1.0, lam | {"AWS_REGION": "cn-north-1"})
+    assert china is not None and china.netloc == "scheduler.cn-north-1.amazonaws.com.cn"
+    no_region = {k: v for k, v in lam.items() if k != "AWS_REGION"}
+    default = SchedulerClient.available(1.0, no_region | {"AWS_DEFAULT_REGION": "us-west-2"})
+    assert default is not None and default.region == "us-west-2"
+    for missing in ("AWS_LAMBDA_FUNCTION_NAME", "AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY"):
+        assert (
+            SchedulerClient.available(1.0, {k: v for k, v in lam.items() if k != missing}) is None
+        )
+    assert SchedulerClient.available(1.0, no_region) is None
+    assert SchedulerClient.available(1.0, lam | {"AWS_USE_FIPS_ENDPOINT": "true"}) is None
+
+
+def test_a_worker_booking_its_rescue_imports_no_botocore() -> None:
+    """The point of it: in a Lambda runtime's environment, the rescue's booking and cancel
+    (against a real server) leave botocore unimported. Catches the kicker falling back to
+    boto3 there."""
+    code = (
+        "import sys\n"
+        "from datetime import UTC, datetime\n"
+        "from pgkick.kick.lambda_kicker import LambdaKicker\n"
+        f"k = LambdaKicker('w', function_arn={ARN!r}, scheduler_role_arn={ROLE!r})\n"
+        "k.book_rescue('q', datetime.now(UTC), 'pgkick-rescue-x')\n"
+        "k.cancel_rescue('pgkick-rescue-x')\n"
+        "print(sorted(m for m in sys.modules if m.split('.')[0] in ('botocore', 'boto3')))\n"
+    )
+    with recording([(200, {"ScheduleArn": "a"}), (200, {})]) as server:
+        env = dict(os.environ) | {
+            "AWS_LAMBDA_FUNCTION_NAME": "w",
+            "AWS_REGION": "us-east-1",
+            "AWS_ACCESS_KEY_ID": "k",
+            "AWS_SECRET_ACCESS_KEY": "s",
+            "AWS_ENDPOINT_URL_SCHEDULER": server.url,
+            "PYTHONPATH": os.path.join(ROOT, "functions"),
+        }
+        done = subprocess.run(
+            [sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True
+        )
+    assert [m for m, *_ in server.seen] == ["POST", "DELETE"]
+    assert done.stdout.strip() == "[]", done.stdout + done.stderr
