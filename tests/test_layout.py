@@ -50,6 +50,7 @@ def test_runtime_modules_never_import_the_tooling() -> None:
 LAYERS: tuple[tuple[str, ...], ...] = (
     ("errors",),
     ("variables",),
+    ("awsapi",),  # AWS calls signed without boto3: the secret (config), rescues (kick)
     ("config",),
     ("validation",),
     ("connections",),

@@ -63,10 +63,14 @@ class AppSettings:
             return self.database_url
         if not self.database_secret_arn:
             raise ConfigError("no database: set DATABASE_URL or PGKICK_DATABASE_SECRET_ARN")
-        from aws_lambda_powertools.utilities import parameters  # only where a secret is used
+        from pgkick.awsapi import secrets  # inside Lambda: no boto3 on the cold start
 
-        secret = parameters.get_secret(self.database_secret_arn, max_age=300, force_fetch=fresh)
-        text = secret.decode() if isinstance(secret, bytes) else str(secret)
+        text = secrets.read(self.database_secret_arn, max_age=300, fresh=fresh)
+        if text is None:  # elsewhere: Powertools, with boto3's whole credential chain
+            from aws_lambda_powertools.utilities import parameters
+
+            secret = parameters.get_secret(self.database_secret_arn, max_age=300, force_fetch=fresh)
+            text = secret.decode() if isinstance(secret, bytes) else str(secret)
         return dsn_from_secret(text)
 
 

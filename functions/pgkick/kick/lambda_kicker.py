@@ -147,10 +147,10 @@ class LambdaKicker:
 
     def _scheduler_client(self) -> Any:
         """Inside a Lambda runtime, the worker's own two calls without boto3 (its first
-        rescue booking used to wait 0.4 s for boto3: pgkick.aws.scheduler_client); boto3
+        rescue booking used to wait 0.4 s for boto3: pgkick.awsapi.scheduler); boto3
         anywhere else."""
         if self._scheduler is None:
-            from pgkick.aws.scheduler_client import SchedulerClient
+            from pgkick.awsapi.scheduler import SchedulerClient
 
             light = SchedulerClient.available(self.timeout)
             self._scheduler = light or aws_client("scheduler", self.timeout)

@@ -9,7 +9,8 @@ POST /2015-03-31/functions/{FunctionName}/invocations, with X-Amz-Invocation-Typ
 Errors are Lambda's: status, `x-amzn-ErrorType`, and {"Type", "message"}, which
 botocore turns into the same exception classes (ResourceNotFoundException,
 InvalidRequestContentException, RequestTooLargeException, ...). Payload limits are
-the documented ones: 1 MB asynchronous, 6 MB synchronous. The chain an event
+the documented ones: 1 MB asynchronous, 6 MB synchronous. Signatures are checked as AWS
+checks them (pgkick_dev.devserver.signatures). The chain an event
 belongs to is read where AWS reads it, the Lineage in X-Amzn-Trace-Id (botocore
 copies it from the calling invocation's _X_AMZN_TRACE_ID), except for the stack's own
 environments: the emulator does not pass that header to the runtime, so their
@@ -29,6 +30,7 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
 from pgkick_dev.devserver.invocations import Throttled
+from pgkick_dev.devserver.signatures import request_refusal
 from pgkick_dev.devserver.stack import Stack
 
 ASYNC_LIMIT = 1_048_576  # bytes: "For asynchronous invocations, the maximum payload size is 1 MB"
@@ -51,6 +53,9 @@ def lineage(request: Request) -> int:
 def routes(stack: Stack) -> list[Route]:
     async def invoke(request: Request) -> Response:
         request_id = str(uuid.uuid4())
+        refused = await request_refusal(request, "lambda")  # AWS checks it first
+        if refused is not None:
+            return error(refused[0], 403, refused[1], request_id)
         name = request.path_params["name"]
         queue = stack.function(name)
         if queue is None:

@@ -2,7 +2,8 @@
 
 CreateSchedule (POST /schedules/{Name}), UpdateSchedule (PUT), GetSchedule (GET),
 DeleteSchedule (DELETE, ?groupName=) and ListSchedules (GET /schedules,
-?ScheduleGroup=&NamePrefix=). Errors carry `x-amzn-ErrorType` and {"Message"}, so
+?ScheduleGroup=&NamePrefix=), each signed as AWS wants it (pgkick_dev.devserver.signatures).
+Errors carry `x-amzn-ErrorType` and {"Message"}, so
 botocore raises ConflictException, ResourceNotFoundException, ValidationException.
 """
 
@@ -16,6 +17,7 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
 from pgkick_dev.devserver.schedules import SchedulerError
+from pgkick_dev.devserver.signatures import request_refusal
 from pgkick_dev.devserver.stack import Stack
 
 
@@ -38,10 +40,16 @@ def routes(stack: Stack) -> list[Route]:
         body.pop("ClientToken", None)
         return body
 
+    async def signed(request: Request) -> None:
+        refused = await request_refusal(request, "scheduler")
+        if refused is not None:
+            raise SchedulerError(refused[0], 403, refused[1])
+
     async def one(request: Request) -> Response:
         name = request.path_params["name"]
         group = request.query_params.get("groupName")
         try:
+            await signed(request)
             if request.method in ("POST", "PUT"):
                 body = await body_of(request)
                 schedule = scheduler.create(name, body, replace=request.method == "PUT")
@@ -54,6 +62,10 @@ def routes(stack: Stack) -> list[Route]:
             return _error(exc)
 
     async def listing(request: Request) -> Response:
+        try:
+            await signed(request)
+        except SchedulerError as exc:
+            return _error(exc)
         found = scheduler.list(
             request.query_params.get("ScheduleGroup"), request.query_params.get("NamePrefix")
         )

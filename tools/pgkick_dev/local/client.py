@@ -23,13 +23,15 @@ import time
 import urllib.error
 import urllib.request
 from collections.abc import Mapping
-from datetime import datetime
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
+from urllib.parse import parse_qsl, urlsplit
 
 import psycopg
 
 from pgkick import config
+from pgkick.awsapi.signature import Credentials, sign
 from pgkick.connections.db import database_identity
 from pgkick.errors import ConfigError
 from pgkick.kick.kickers import booking_minute, kick_event, one_time_schedule, schedule_name
@@ -172,12 +174,20 @@ class DevClient:
         expect: int,
         ignore: int | None = None,
     ) -> None:
-        request = urllib.request.Request(
-            self.url + path,
-            data=body,
+        route, _, query = path.partition("?")
+        signed = sign(  # the stack checks signatures as AWS does (devserver.signatures)
+            Credentials("pgkick-dev", "pgkick-dev"),
+            region="us-east-1",
+            service="lambda" if route.startswith("/2015-03-31/") else "scheduler",
             method=method,
+            host=urlsplit(self.url).netloc,
+            path=route,
+            query=dict(parse_qsl(query)),
             headers={"Content-Type": "application/json", **headers},
+            body=body or b"",
+            now=datetime.now(UTC),
         )
+        request = urllib.request.Request(self.url + path, data=body, method=method, headers=signed)
         try:
             with urllib.request.urlopen(request, timeout=self.timeout) as answer:
                 status_code = answer.status

@@ -1,31 +1,40 @@
-"""The worker's Scheduler calls without boto3 (pgkick.aws.scheduler_client, issue #32: the
-first batch waited 0.4 s for boto3 to book its rescue).
+"""A worker's AWS calls inside Lambda without boto3 (pgkick.awsapi.signed_http, issue #32: the
+first batch waited 0.4 s for boto3 to book its rescue, the cold start for it to read the
+database secret).
 
 - the signature is AWS's: AWS's published example, and botocore's SigV4Auth recomputed
-  over the very bytes the client sent (a recording HTTP server);
+  over the very bytes each call sent (a recording HTTP server);
 - AWS's refusals reach the kicker as botocore's do (error_code), against the dev stack's
   Scheduler API: a rescue booked twice is fine, a cancel of a fired one is fine;
 - a dropped connection or a 5xx is tried once more, a 4xx is not;
-- used only inside a Lambda runtime, and there a worker's rescue imports no botocore.
+- the secret is cached as Powertools caches it, and read again when asked;
+- used only inside a Lambda runtime, and there a worker's secret and rescue import no
+  botocore.
 """
 
 from __future__ import annotations
 
+import base64
 import json
 import os
+import ssl
 import subprocess
 import sys
 import threading
+import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
 from datetime import UTC, datetime, timedelta
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
 from typing import Any
 
 import pytest
 
-from pgkick.aws.scheduler_client import SchedulerCallError, SchedulerClient
-from pgkick.aws.signature import Credentials, sign
+from pgkick.awsapi import secrets
+from pgkick.awsapi.scheduler import SchedulerClient
+from pgkick.awsapi.signature import Credentials, sign
+from pgkick.awsapi.signed_http import AwsCallError, LambdaTarget, SignedHttp
 from pgkick.kick.lambda_kicker import LambdaKicker
 from pgkick.kick.throttle import error_code
 from tests.devserver_fixtures import FUNCTION, dev_stack
@@ -99,8 +108,15 @@ class Recorder:
 
 
 @contextmanager
-def recording(script: list[Any]) -> Iterator[Recorder]:
+def recording(script: list[Any], tls: tuple[str, str] | None = None) -> Iterator[Recorder]:
+    """tls: (certificate, key) files: the server speaks HTTPS with them."""
     recorder = Recorder(script)
+    if tls:
+        context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+        context.load_cert_chain(*tls)
+        server = recorder.server
+        server.socket = context.wrap_socket(server.socket, server_side=True)
+        recorder.url = recorder.url.replace("http://", "https://")
     thread = threading.Thread(target=recorder.server.serve_forever, daemon=True)
     thread.start()
     try:
@@ -110,23 +126,30 @@ def recording(script: list[Any]) -> Iterator[Recorder]:
         recorder.server.server_close()
 
 
+def http_for(url: str, service: str = "scheduler") -> SignedHttp:
+    target = LambdaTarget(url, "eu-west-3", lambda: CREDENTIALS, lambda: "Root=1-a-b")
+    return SignedHttp(service, target, timeout=2.0, now=lambda: NOW)
+
+
 def client_for(url: str) -> SchedulerClient:
-    return SchedulerClient(url, "eu-west-3", lambda: CREDENTIALS, timeout=2.0, now=lambda: NOW)
+    return SchedulerClient(http_for(url))
 
 
-def botocore_authorization(method: str, url: str, headers: dict[str, str], body: bytes) -> str:
+def botocore_authorization(
+    service: str, method: str, url: str, headers: dict[str, str], body: bytes
+) -> str:
     """What botocore's own signer makes of the request as it arrived."""
     import botocore.auth
     from botocore.awsrequest import AWSRequest
     from botocore.credentials import Credentials as BotoCredentials
 
     added = ("authorization", "x-amz-date", "x-amz-security-token")  # the signer adds them
-    sent_by_http = ("content-length", "accept-encoding")  # http.client's, unsigned
+    sent_by_http = ("content-length", "accept-encoding", "user-agent", "x-amzn-trace-id")
     kept = {k: v for k, v in headers.items() if k.lower() not in added + sent_by_http}
     request = AWSRequest(method=method, url=url, data=body, headers=kept)
     auth = botocore.auth.SigV4Auth(
         BotoCredentials(CREDENTIALS.access_key, CREDENTIALS.secret_key, CREDENTIALS.token),
-        "scheduler",
+        service,
         "eu-west-3",
     )
     original = botocore.auth.get_current_datetime
@@ -139,10 +162,11 @@ def botocore_authorization(method: str, url: str, headers: dict[str, str], body:
 
 
 def test_the_requests_sent_are_signed_as_botocore_signs_them() -> None:
-    """Both calls, as they arrived on the wire, re-signed by botocore: the same Authorization.
-    Catches a header sent but not signed (or the reverse), a path or query encoded otherwise,
-    a body hashed other than sent, a session token left out."""
-    with recording([(200, {"ScheduleArn": "arn:x"}), (200, {})]) as server:
+    """The three calls, as they arrived on the wire, re-signed by botocore: the same
+    Authorization. Catches a header sent but not signed (or the reverse), a path or query
+    encoded otherwise, a body hashed other than sent, a session token left out."""
+    secret = (200, {"SecretString": "{}"})
+    with recording([(200, {"ScheduleArn": "arn:x"}), (200, {}), secret]) as server:
         client = client_for(server.url)
         answer = client.create_schedule(
             Name="pgkick-rescue-q.1_x",
@@ -151,17 +175,33 @@ def test_the_requests_sent_are_signed_as_botocore_signs_them() -> None:
             Target={"Arn": ARN, "RoleArn": ROLE, "Input": '{"queue": "a b"}'},
         )
         client.delete_schedule(Name="pgkick-rescue-q.1_x", GroupName="my group")
-    assert answer == {"ScheduleArn": "arn:x"}
-    (post, path, headers, body), (delete, dpath, dheaders, dbody) = server.seen
+        read = http_for(server.url, "secretsmanager").call(
+            "GetSecretValue",
+            "POST",
+            "/",
+            body=b'{"SecretId": "pgkick/db"}',
+            headers={
+                "Content-Type": "application/x-amz-json-1.1",
+                "X-Amz-Target": "secretsmanager.GetSecretValue",
+            },
+        )
+    assert answer == {"ScheduleArn": "arn:x"} and read == {"SecretString": "{}"}
+    (post, path, headers, body), (delete, dpath, dheaders, dbody), third = server.seen
     assert (post, path, delete) == ("POST", "/schedules/pgkick-rescue-q.1_x", "DELETE")
     assert json.loads(body)["ClientToken"] and json.loads(body)["GroupName"] == "default"
     assert "Name" not in json.loads(body)  # it travels in the path
     assert dpath.startswith("/schedules/pgkick-rescue-q.1_x?clientToken=")
     assert "groupName=my%20group" in dpath and dbody == b""
     assert headers["X-Amz-Security-Token"] == CREDENTIALS.token
-    for method, sent, hdrs, data in ((post, path, headers, body), (delete, dpath, dheaders, dbody)):
-        expected = botocore_authorization(method, server.url + sent, hdrs, data)
+    assert headers["X-Amzn-Trace-Id"] == "Root=1-a-b"  # Lambda's loop detection reads it
+    calls = [
+        ("scheduler", post, path, headers, body),
+        ("scheduler", delete, dpath, dheaders, dbody),
+    ]
+    for service, method, sent, hdrs, data in [*calls, ("secretsmanager", *third)]:
+        expected = botocore_authorization(service, method, server.url + sent, hdrs, data)
         assert hdrs["Authorization"] == expected
+        assert f"/eu-west-3/{service}/aws4_request" in expected
 
 
 def test_refusals_read_as_botocore_reads_them_and_only_failures_are_retried() -> None:
@@ -175,10 +215,10 @@ def test_refusals_read_as_botocore_reads_them_and_only_failures_are_retried() ->
         assert client.create_schedule(Name="n", GroupName="g") == {"ScheduleArn": "a"}
         tokens = {json.loads(body)["ClientToken"] for _, _, _, body in s.seen}
         assert len(s.seen) == 2 and len(tokens) == 1
-        with pytest.raises(SchedulerCallError) as refused:
+        with pytest.raises(AwsCallError) as refused:
             client.create_schedule(Name="n", GroupName="g")
         assert error_code(refused.value) == "ConflictException" and len(s.seen) == 3
-        with pytest.raises(SchedulerCallError) as failed:
+        with pytest.raises(AwsCallError) as failed:
             client.delete_schedule(Name="n")
         assert error_code(failed.value) == "ServiceUnavailableException" and len(s.seen) == 5
 
@@ -220,45 +260,107 @@ def test_only_inside_a_lambda_runtime_with_its_credentials() -> None:
         "AWS_SECRET_ACCESS_KEY": "s",
     }
     found = SchedulerClient.available(1.0, lam)
-    assert found is not None and found.netloc == "scheduler.eu-west-3.amazonaws.com"
-    assert found.https
+    assert found is not None and found.http.netloc == "scheduler.eu-west-3.amazonaws.com"
+    assert found.http.https
     china = SchedulerClient.available(1.0, lam | {"AWS_REGION": "cn-north-1"})
-    assert china is not None and china.netloc == "scheduler.cn-north-1.amazonaws.com.cn"
+    assert china is not None and china.http.netloc == "scheduler.cn-north-1.amazonaws.com.cn"
     no_region = {k: v for k, v in lam.items() if k != "AWS_REGION"}
     default = SchedulerClient.available(1.0, no_region | {"AWS_DEFAULT_REGION": "us-west-2"})
-    assert default is not None and default.region == "us-west-2"
+    assert default is not None and default.http.target.region == "us-west-2"
     for missing in ("AWS_LAMBDA_FUNCTION_NAME", "AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY"):
         assert (
             SchedulerClient.available(1.0, {k: v for k, v in lam.items() if k != missing}) is None
         )
     assert SchedulerClient.available(1.0, no_region) is None
     assert SchedulerClient.available(1.0, lam | {"AWS_USE_FIPS_ENDPOINT": "true"}) is None
+    assert SchedulerClient.available(1.0, lam | {"HTTPS_PROXY": "http://proxy:3128"}) is None
 
 
-def test_a_worker_booking_its_rescue_imports_no_botocore() -> None:
-    """The point of it: in a Lambda runtime's environment, the rescue's booking and cancel
-    (against a real server) leave botocore unimported. Catches the kicker falling back to
-    boto3 there."""
+def test_https_verifies_the_certificate_and_honours_aws_ca_bundle(tmp_path: Path) -> None:
+    """AWS's endpoints are HTTPS: a certificate nobody vouches for is refused (after the
+    second attempt), and one in AWS_CA_BUNDLE is trusted, as boto3 does. Catches an
+    unverified TLS connection, or AWS_CA_BUNDLE ignored."""
+    cert, key = tmp_path / "cert.pem", tmp_path / "key.pem"
+    subprocess.run(
+        ["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1", "-subj",
+         "/CN=127.0.0.1", "-addext", "subjectAltName=IP:127.0.0.1",
+         "-keyout", str(key), "-out", str(cert)],
+        check=True, capture_output=True,
+    )  # fmt: skip
+    with recording([(200, {"ScheduleArn": "a"})], tls=(str(cert), str(key))) as server:
+        env = lambda_env(server.url)
+        untrusted = SchedulerClient.available(1.0, env)
+        assert untrusted is not None
+        with pytest.raises(ssl.SSLCertVerificationError):
+            untrusted.create_schedule(Name="n", GroupName="g")
+        trusted = SchedulerClient.available(1.0, env | {"AWS_CA_BUNDLE": str(cert)})
+        assert trusted is not None
+        assert trusted.create_schedule(Name="n", GroupName="g") == {"ScheduleArn": "a"}
+    assert len(server.seen) == 1
+
+
+def lambda_env(url: str) -> dict[str, str]:
+    """What a Lambda runtime puts in the environment (its endpoints pointed at `url`)."""
+    return {
+        "AWS_LAMBDA_FUNCTION_NAME": "w",
+        "AWS_REGION": "us-east-1",
+        "AWS_ACCESS_KEY_ID": "k",
+        "AWS_SECRET_ACCESS_KEY": "s",
+        "AWS_ENDPOINT_URL_SCHEDULER": url,
+        "AWS_ENDPOINT_URL_SECRETS_MANAGER": url,
+    }
+
+
+def test_the_secret_is_cached_read_again_when_asked_and_refusals_named() -> None:
+    """Powertools' caching kept: a second read within max_age sends nothing, `fresh`
+    reads again (a rotated password), a binary secret is decoded; AWS's refusal names its
+    code; outside a Lambda runtime, None (the caller uses Powertools)."""
+    binary = base64.b64encode(b'{"host": "b"}').decode()
+    missing = (400, {"type": "ResourceNotFoundException", "Message": "no such secret"})
+    script = [(200, {"SecretString": "one"}), (200, {"SecretString": "two"})]
+    with recording([*script, (200, {"SecretBinary": binary}), missing]) as server:
+        env = lambda_env(server.url)
+        name = f"pgkick/{uuid.uuid4()}"
+        assert secrets.read(name, env=env) == "one"
+        assert secrets.read(name, env=env) == "one" and len(server.seen) == 1
+        assert secrets.read(name, env=env, fresh=True) == "two"
+        assert secrets.read(name + "-bin", env=env) == '{"host": "b"}'
+        with pytest.raises(AwsCallError) as refused:
+            secrets.read(name + "-gone", env=env)
+        assert error_code(refused.value) == "ResourceNotFoundException"
+        assert [json.loads(b)["SecretId"] for *_, b in server.seen][-1] == name + "-gone"
+        assert server.seen[0][2]["X-Amz-Target"] == "secretsmanager.GetSecretValue"
+    outside = {k: v for k, v in env.items() if k != "AWS_LAMBDA_FUNCTION_NAME"}
+    assert secrets.read(name, env=outside) is None
+
+
+def test_a_worker_reading_its_secret_and_booking_its_rescue_imports_no_botocore() -> None:
+    """The point of it: in a Lambda runtime's environment, the DSN read from the secret
+    (as the deployed worker reads it) and the rescue's booking and cancel (against a real
+    server) leave botocore unimported. Catches a fallback to boto3 or Powertools there."""
     code = (
-        "import sys\n"
+        "import os, sys\n"
         "from datetime import UTC, datetime\n"
+        "from pgkick.config.app import AppSettings\n"
         "from pgkick.kick.lambda_kicker import LambdaKicker\n"
+        "print(AppSettings.from_env(os.environ).dsn())\n"
         f"k = LambdaKicker('w', function_arn={ARN!r}, scheduler_role_arn={ROLE!r})\n"
         "k.book_rescue('q', datetime.now(UTC), 'pgkick-rescue-x')\n"
         "k.cancel_rescue('pgkick-rescue-x')\n"
         "print(sorted(m for m in sys.modules if m.split('.')[0] in ('botocore', 'boto3')))\n"
     )
-    with recording([(200, {"ScheduleArn": "a"}), (200, {})]) as server:
-        env = dict(os.environ) | {
-            "AWS_LAMBDA_FUNCTION_NAME": "w",
-            "AWS_REGION": "us-east-1",
-            "AWS_ACCESS_KEY_ID": "k",
-            "AWS_SECRET_ACCESS_KEY": "s",
-            "AWS_ENDPOINT_URL_SCHEDULER": server.url,
+    secret = {"username": "u", "password": "p", "host": "db.example", "port": 5432, "dbname": "d"}
+    script = [(200, {"SecretString": json.dumps(secret)}), (200, {"ScheduleArn": "a"}), (200, {})]
+    with recording(script) as server:
+        env = {k: v for k, v in os.environ.items() if k != "DATABASE_URL"} | lambda_env(server.url)
+        env |= {
+            "PGKICK_DATABASE_SECRET_ARN": "arn:aws:secretsmanager:us-east-1:1:secret:db",
             "PYTHONPATH": os.path.join(ROOT, "functions"),
         }
         done = subprocess.run(
             [sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True
         )
-    assert [m for m, *_ in server.seen] == ["POST", "DELETE"]
-    assert done.stdout.strip() == "[]", done.stdout + done.stderr
+    assert [m for m, *_ in server.seen] == ["POST", "POST", "DELETE"]
+    dsn, modules = done.stdout.strip().splitlines()
+    assert "host=db.example" in dsn or "@db.example" in dsn, dsn
+    assert modules == "[]", done.stdout + done.stderr

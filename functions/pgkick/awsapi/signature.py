@@ -1,14 +1,10 @@
 """AWS Signature Version 4 for a request pgkick sends without botocore.
 
-Why: a worker's first rescue booking imported botocore and built a Scheduler client
-before its first job ran: 0.4 s of CPU (`import botocore.session` alone 0.33..0.42 s
-here) that every job committed meanwhile waited for (`pgkick bench` trickle p99, the
-cold path's commit to finish). botocore's signer cannot be had alone (`botocore.auth`
-imports 0.15..0.2 s of botocore). Signing is a few HMACs over a canonical form of the
-request, written down by AWS; this is that form, for the requests pgkick.aws.scheduler_client
-sends. The tests check it against AWS's published example and against botocore's
-`SigV4Auth` on the same request; the dev server's Scheduler checks every signature made
-with its own credentials (pgkick_dev.devserver.signatures), as AWS checks them.
+Why: botocore's signer cannot be had alone (`botocore.auth` imports 0.15..0.2 s of
+botocore), and a worker's cold start must not pay for botocore (pgkick.awsapi.signed_http).
+Signing is a few HMACs over a canonical form of the request, written down by AWS; this is
+that form, for the requests pgkick.awsapi sends. tests/test_aws_without_boto3.py checks it
+against AWS's published example and against botocore's `SigV4Auth` over the bytes sent.
 """
 
 from __future__ import annotations

@@ -1,0 +1,212 @@
+"""Signed AWS calls over http.client, for the few a Lambda worker makes, without boto3.
+
+Why: importing boto3 and making a client cost a worker 0.4 s of CPU here before it could
+book its rescue or read its database secret, and every job committed meanwhile waited for
+it. At the template's 512 MB Lambda gives about 0.29 of a vCPU (1,769 MB is one), so by
+arithmetic over a second of a cold start (not measured on AWS). The calls themselves are
+three small JSON requests (pgkick.awsapi.scheduler, pgkick.awsapi.secrets): signed
+(pgkick.awsapi.signature) they cost an import of the standard library's http.client and one
+round trip.
+
+Where: only inside a Lambda runtime (AWS_LAMBDA_FUNCTION_NAME set: AWS's, or the emulator's
+in the local stack), with the credentials and region Lambda puts in the environment, no FIPS
+or dual-stack endpoint and no proxy asked for (AWS_CA_BUNDLE is honoured, as boto3 honours
+it). Anywhere else (an app, the CLI, a test with moto, SnapStart, whose credentials are not
+in the environment) `lambda_target()` is None and the caller uses boto3, with its whole
+credential chain.
+
+Failures look like botocore's where pgkick reads them: `error_code(exc)` gives AWS's code
+(ConflictException, ThrottlingException, ...). As botocore's standard mode with two attempts
+(pgkick.kick.lambda_kicker.aws_client), a call is tried twice when the connection fails,
+times out, or AWS answers 5xx; the body, and so its idempotency token, is the same.
+"""
+
+from __future__ import annotations
+
+import http.client
+import json
+import os
+import ssl
+import threading
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any
+from urllib.parse import urlsplit
+
+from pgkick.awsapi.signature import Credentials, canonical_query, sign
+
+ATTEMPTS = 2  # as aws_client's botocore: total_max_attempts 2
+
+
+class AwsCallError(Exception):
+    """AWS refused the call. `.response` has botocore's shape (Error.Code, Error.Message)."""
+
+    def __init__(self, operation: str, code: str, message: str, status: int) -> None:
+        super().__init__(f"{operation}: {code}: {message} (HTTP {status})")
+        self.operation_name = operation
+        self.response = {
+            "Error": {"Code": code, "Message": message},
+            "ResponseMetadata": {"HTTPStatusCode": status},
+        }
+
+
+def _true(name: str, env: Mapping[str, str]) -> bool:
+    return env.get(name, "").strip().lower() == "true"
+
+
+@dataclass(frozen=True)
+class LambdaTarget:
+    """Where and as whom a call from inside a Lambda runtime goes."""
+
+    endpoint: str
+    region: str
+    credentials: Callable[[], Credentials]
+    trace_id: Callable[[], str | None]  # botocore sends _X_AMZN_TRACE_ID from Lambda
+    ca_bundle: str | None = None  # AWS_CA_BUNDLE: certificates to trust instead of the system's
+
+
+def lambda_target(
+    service: str, env_name: str, env: Mapping[str, str] = os.environ
+) -> LambdaTarget | None:
+    """`service`'s endpoint and the runtime's credentials; None outside a Lambda runtime.
+    env_name: boto3's endpoint variable's suffix (AWS_ENDPOINT_URL_<env_name>)."""
+    region = env.get("AWS_REGION") or env.get("AWS_DEFAULT_REGION")
+    inside = env.get("AWS_LAMBDA_FUNCTION_NAME") and region
+    keys = env.get("AWS_ACCESS_KEY_ID") and env.get("AWS_SECRET_ACCESS_KEY")
+    special = any(_true(n, env) for n in ("AWS_USE_FIPS_ENDPOINT", "AWS_USE_DUALSTACK_ENDPOINT"))
+    proxied = any(env.get(n) for n in ("HTTPS_PROXY", "https_proxy", "HTTP_PROXY", "http_proxy"))
+    if not (inside and keys and region) or special or proxied:
+        return None
+    endpoint = None
+    if not _true("AWS_IGNORE_CONFIGURED_ENDPOINT_URLS", env):  # as boto3 resolves it
+        endpoint = env.get(f"AWS_ENDPOINT_URL_{env_name}") or env.get("AWS_ENDPOINT_URL")
+    suffix = "amazonaws.com.cn" if region.startswith("cn-") else "amazonaws.com"
+
+    def credentials() -> Credentials:  # read at each call, as Lambda set them
+        return Credentials(
+            env["AWS_ACCESS_KEY_ID"],
+            env["AWS_SECRET_ACCESS_KEY"],
+            env.get("AWS_SESSION_TOKEN") or None,
+        )
+
+    return LambdaTarget(
+        (endpoint or f"https://{service}.{region}.{suffix}").rstrip("/"),
+        region,
+        credentials,
+        lambda: env.get("_X_AMZN_TRACE_ID"),
+        env.get("AWS_CA_BUNDLE") or None,
+    )
+
+
+def _error(
+    operation: str, status: int, headers: http.client.HTTPMessage, body: bytes
+) -> AwsCallError:
+    """AWS's code from x-amzn-ErrorType ("Code:details") or the body's __type/code."""
+    try:
+        parsed = json.loads(body or b"{}")
+    except ValueError:
+        parsed = {}
+    parsed = parsed if isinstance(parsed, dict) else {}
+    code = (headers.get("x-amzn-ErrorType") or "").split(":")[0]
+    code = code or str(parsed.get("__type") or parsed.get("code") or "").split("#")[-1]
+    message = str(parsed.get("Message") or parsed.get("message") or body[:200].decode("replace"))
+    return AwsCallError(operation, code or f"HTTP{status}", message, status)
+
+
+class SignedHttp:
+    """One service's signed JSON calls, on kept-alive connections shared by threads."""
+
+    def __init__(
+        self,
+        service: str,
+        target: LambdaTarget,
+        *,
+        timeout: float = 2.0,
+        now: Callable[[], datetime] = lambda: datetime.now(UTC),
+    ) -> None:
+        parts = urlsplit(target.endpoint)
+        self.https = parts.scheme == "https"
+        self.netloc, self.base = parts.netloc, parts.path.rstrip("/")
+        self.service, self.target, self.timeout, self.now = service, target, timeout, now
+        self._idle: list[http.client.HTTPConnection] = []
+        self._lock = threading.Lock()  # the wake-up thread and the worker share them
+        self._tls: ssl.SSLContext | None = None  # made once: loading certificates costs
+
+    def call(
+        self,
+        operation: str,
+        method: str,
+        path: str,
+        *,
+        query: dict[str, str] | None = None,
+        body: bytes = b"",
+        headers: dict[str, str] | None = None,
+    ) -> dict[str, Any]:
+        """The answer's JSON object; AwsCallError for AWS's refusal, OSError when unreached."""
+        last: Exception | None = None
+        for _ in range(ATTEMPTS):
+            try:
+                status, answered, answer = self._send(
+                    method, self.base + path, query or {}, body, headers or {}
+                )
+            except (OSError, http.client.HTTPException) as exc:  # refused, reset, timed out
+                last = exc
+                self._drop_idle()  # kept alive across a freeze, the others are stale too
+                continue
+            if 200 <= status < 300:
+                parsed = json.loads(answer or b"{}")
+                return parsed if isinstance(parsed, dict) else {}
+            last = _error(operation, status, answered, answer)
+            if status < 500:
+                raise last
+        assert last is not None
+        raise last
+
+    def _send(
+        self, method: str, path: str, query: dict[str, str], body: bytes, headers: dict[str, str]
+    ) -> tuple[int, http.client.HTTPMessage, bytes]:
+        sent = sign(
+            self.target.credentials(),
+            region=self.target.region,
+            service=self.service,
+            method=method,
+            host=self.netloc,
+            path=path,
+            query=query,
+            headers=headers,
+            body=body,
+            now=self.now(),
+        )
+        sent["User-Agent"] = "pgkick"
+        trace = self.target.trace_id()
+        if trace:
+            sent["X-Amzn-Trace-Id"] = trace  # unsigned, as botocore leaves it
+        url = path + ("?" + canonical_query(query) if query else "")
+        connection = self._connection()
+        try:
+            connection.request(method, url, body=body or None, headers=sent)
+            response = connection.getresponse()
+            answer = response.read()
+        except BaseException:
+            connection.close()  # half-used: never handed to the next call
+            raise
+        with self._lock:
+            self._idle.append(connection)
+        return response.status, response.headers, answer
+
+    def _connection(self) -> http.client.HTTPConnection:
+        with self._lock:
+            if self._idle:
+                return self._idle.pop()
+        if not self.https:
+            return http.client.HTTPConnection(self.netloc, timeout=self.timeout)
+        if self._tls is None:
+            self._tls = ssl.create_default_context(cafile=self.target.ca_bundle)
+        return http.client.HTTPSConnection(self.netloc, timeout=self.timeout, context=self._tls)
+
+    def _drop_idle(self) -> None:
+        with self._lock:
+            idle, self._idle = self._idle, []
+        for stale in idle:
+            stale.close()
