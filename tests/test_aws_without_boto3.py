@@ -92,11 +92,12 @@ class Recorder:
                     self.connection.shutdown(2)
                     return
                 status, payload = answer
-                data = json.dumps(payload).encode()
+                raw = isinstance(payload, bytes)  # a proxy's page, not AWS's JSON
+                data = payload if raw else json.dumps(payload).encode()
                 self.send_response(status)
-                if status >= 400:
+                if status >= 400 and not raw:
                     self.send_header("x-amzn-ErrorType", payload.get("type", "") + ":http://x")
-                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Type", "text/html" if raw else "application/json")
                 self.send_header("Content-Length", str(len(data)))
                 self.end_headers()
                 self.wfile.write(data)
@@ -206,11 +207,14 @@ def test_the_requests_sent_are_signed_as_botocore_signs_them() -> None:
 
 def test_refusals_read_as_botocore_reads_them_and_only_failures_are_retried() -> None:
     """A dropped connection and a 503 are tried once more (the same ClientToken, so AWS
-    makes one schedule); a 409 is not tried again and names its code; two failures raise.
+    makes one schedule); a 409 is not tried again and names its code; two failures raise;
+    an answer that is not AWS's (no code, no JSON) is named by its status and text.
     Catches a retry that re-creates, a retried refusal, a swallowed error."""
     conflict = (409, {"type": "ConflictException", "Message": "exists"})
     unavailable = (503, {"type": "ServiceUnavailableException", "Message": "later"})
-    with recording(["drop", (200, {"ScheduleArn": "a"}), conflict, unavailable, unavailable]) as s:
+    page = (403, b"<html>\xff denied by proxy</html>")
+    script = ["drop", (200, {"ScheduleArn": "a"}), conflict, unavailable, unavailable, page]
+    with recording(script) as s:
         client = client_for(s.url)
         assert client.create_schedule(Name="n", GroupName="g") == {"ScheduleArn": "a"}
         tokens = {json.loads(body)["ClientToken"] for _, _, _, body in s.seen}
@@ -221,6 +225,9 @@ def test_refusals_read_as_botocore_reads_them_and_only_failures_are_retried() ->
         with pytest.raises(AwsCallError) as failed:
             client.delete_schedule(Name="n")
         assert error_code(failed.value) == "ServiceUnavailableException" and len(s.seen) == 5
+        with pytest.raises(AwsCallError) as foreign:
+            client.delete_schedule(Name="n")
+        assert error_code(foreign.value) == "HTTP403" and "denied by proxy" in str(foreign.value)
 
 
 def test_the_kicker_books_and_cancels_rescues_against_the_dev_stack(

@@ -72,7 +72,7 @@ def lambda_target(
     """`service`'s endpoint and the runtime's credentials; None outside a Lambda runtime.
     env_name: boto3's endpoint variable's suffix (AWS_ENDPOINT_URL_<env_name>)."""
     region = env.get("AWS_REGION") or env.get("AWS_DEFAULT_REGION")
-    inside = env.get("AWS_LAMBDA_FUNCTION_NAME") and region
+    inside = env.get("AWS_LAMBDA_FUNCTION_NAME")
     keys = env.get("AWS_ACCESS_KEY_ID") and env.get("AWS_SECRET_ACCESS_KEY")
     special = any(_true(n, env) for n in ("AWS_USE_FIPS_ENDPOINT", "AWS_USE_DUALSTACK_ENDPOINT"))
     proxied = any(env.get(n) for n in ("HTTPS_PROXY", "https_proxy", "HTTP_PROXY", "http_proxy"))
@@ -110,7 +110,9 @@ def _error(
     parsed = parsed if isinstance(parsed, dict) else {}
     code = (headers.get("x-amzn-ErrorType") or "").split(":")[0]
     code = code or str(parsed.get("__type") or parsed.get("code") or "").split("#")[-1]
-    message = str(parsed.get("Message") or parsed.get("message") or body[:200].decode("replace"))
+    message = str(
+        parsed.get("Message") or parsed.get("message") or body[:200].decode(errors="replace")
+    )
     return AwsCallError(operation, code or f"HTTP{status}", message, status)
 
 
