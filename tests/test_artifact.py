@@ -289,13 +289,16 @@ def test_pruning_fails_the_build_when_a_kept_module_imports_a_removed_one(
     assembled: Path,
 ) -> None:
     """dangling_imports() names each import, lazy ones inside functions too, of a module the
-    build removed: pgkick reads the database secret through Powertools' parameters
-    utility, imported inside a function, which a list of what the handlers import at
-    cold start would not show. Catches a prune list that breaks an import at run time."""
-    parameters = "aws_lambda_powertools.utilities.parameters"
-    assert build_artifact.dangling_imports(assembled, [parameters]) == [
-        f"pgkick/config/app.py: {parameters}"
+    build removed: pgkick imports botocore inside a function (boto3 is imported on first
+    use), which a list of what the handlers import at cold start would not show. Catches a
+    prune list that breaks an import at run time. Powertools' parameters utility is pruned
+    since pgkick reads the secret itself: nothing left imports it."""
+    assert build_artifact.dangling_imports(assembled, ["botocore.config"]) == [
+        "pgkick/awsapi/boto.py: botocore.config"
     ]
+    parameters = "aws_lambda_powertools.utilities.parameters"
+    assert build_artifact.dangling_imports(assembled, [parameters]) == []
+    assert not (assembled / "aws_lambda_powertools" / "utilities" / "parameters").exists()
     # The one import of a removed package that stays: reached only for a pydantic model.
     removed = ["aws_lambda_powertools.event_handler.openapi.compat"]
     assert build_artifact.dangling_imports(assembled, removed) == []
@@ -310,7 +313,7 @@ def test_pruning_fails_the_build_when_a_kept_module_imports_a_removed_one(
 LAMBDA_PYTHON312_BOTO3 = (1, 38, 36)
 # What pgkick needs of boto3 at run time: lambda.Invoke (InvocationType=Event),
 # scheduler.CreateSchedule with ActionAfterCompletion, scheduler.DeleteSchedule,
-# secretsmanager.GetSecretValue (Powertools' parameters), and botocore's Config with
+# secretsmanager.GetSecretValue (pgkick.awsapi.secrets), and botocore's Config with
 # retries {"mode": "standard", "total_max_attempts"}. Checked by hand in botocore
 # 1.34.32's own service models (each operation and member present), which is also the
 # floor Powertools' aws-sdk extra asks for.

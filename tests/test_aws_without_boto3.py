@@ -321,7 +321,7 @@ def lambda_env(url: str) -> dict[str, str]:
 def test_the_secret_is_cached_read_again_when_asked_and_refusals_named() -> None:
     """Powertools' caching kept: a second read within max_age sends nothing, `fresh`
     reads again (a rotated password), a binary secret is decoded; AWS's refusal names its
-    code; outside a Lambda runtime, None (the caller uses Powertools)."""
+    code."""
     binary = base64.b64encode(b'{"host": "b"}').decode()
     missing = (400, {"type": "ResourceNotFoundException", "Message": "no such secret"})
     script = [(200, {"SecretString": "one"}), (200, {"SecretString": "two"})]
@@ -337,8 +337,21 @@ def test_the_secret_is_cached_read_again_when_asked_and_refusals_named() -> None
         assert error_code(refused.value) == "ResourceNotFoundException"
         assert [json.loads(b)["SecretId"] for *_, b in server.seen][-1] == name + "-gone"
         assert server.seen[0][2]["X-Amz-Target"] == "secretsmanager.GetSecretValue"
-    outside = {k: v for k, v in env.items() if k != "AWS_LAMBDA_FUNCTION_NAME"}
-    assert secrets.read(name, env=outside) is None
+
+
+def test_outside_lambda_the_secret_is_read_through_boto3(aws: None) -> None:
+    """An operator's CLI or an app (no Lambda runtime): boto3, with its credential chain
+    (moto here), string and binary secrets alike, cached the same way."""
+    import boto3
+
+    client = boto3.client("secretsmanager")
+    text = client.create_secret(Name=f"s-{uuid.uuid4()}", SecretString="postgresql://a/b")
+    blob = client.create_secret(Name=f"b-{uuid.uuid4()}", SecretBinary=b'{"url": "x"}')
+    assert secrets.read(text["ARN"]) == "postgresql://a/b"
+    client.put_secret_value(SecretId=text["ARN"], SecretString="postgresql://rotated/b")
+    assert secrets.read(text["ARN"]) == "postgresql://a/b"  # cached
+    assert secrets.read(text["ARN"], fresh=True) == "postgresql://rotated/b"
+    assert secrets.read(blob["ARN"]) == '{"url": "x"}'
 
 
 def test_a_worker_reading_its_secret_and_booking_its_rescue_imports_no_botocore() -> None:

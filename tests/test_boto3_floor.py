@@ -37,7 +37,8 @@ from moto import mock_aws
 with mock_aws(config={"lambda": {"use_docker": False}}):
     from pgkick import config
     from pgkick.aws import schedules
-    from pgkick.kick.lambda_kicker import LambdaKicker, aws_client
+    from pgkick.awsapi.boto import aws_client
+    from pgkick.kick.lambda_kicker import LambdaKicker
     from pgkick.tasks.recurring import Periodic
 
     assert "site-packages" in boto3.__file__ and "site-packages" in config.__file__
@@ -76,7 +77,7 @@ with mock_aws(config={"lambda": {"use_docker": False}}):
         plan = schedules.sync(client, declared, target_arn=function_arn, role_arn=role_arn,
                               group=group)
         plans.append({key: names for key, names in plan.items() if names})
-    dsn = config.database_url({"PGKICK_DATABASE_SECRET_ARN": secret_arn})  # Powertools
+    dsn = config.database_url({"PGKICK_DATABASE_SECRET_ARN": secret_arn})  # GetSecretValue
     left = client.list_schedules(GroupName=group)["Schedules"]
     print(json.dumps({
         "boto3": boto3.__version__,

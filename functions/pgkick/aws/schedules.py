@@ -107,7 +107,7 @@ def cmd_schedules(args: Any) -> dict[str, Any]:
     PGKICK_TASKS' modules: create, update, delete (only `pgkick.periodic.*`); idempotent."""
 
     from pgkick import config
-    from pgkick.kick.lambda_kicker import aws_client
+    from pgkick.awsapi.boto import aws_client
     from pgkick.tasks.recurring import periodic_registry
     from pgkick.tasks.registry import registry
 

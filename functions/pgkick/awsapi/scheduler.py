@@ -12,7 +12,6 @@ where this client is used, and how it fails and retries like botocore).
 from __future__ import annotations
 
 import json
-import os
 import uuid
 from collections.abc import Mapping
 from typing import Any, Self
@@ -29,7 +28,7 @@ class SchedulerClient:
         self.http = http
 
     @classmethod
-    def available(cls, timeout: float, env: Mapping[str, str] = os.environ) -> Self | None:
+    def available(cls, timeout: float, env: Mapping[str, str] | None = None) -> Self | None:
         """The client for a Lambda runtime's environment; None outside one (use boto3)."""
         target = lambda_target("scheduler", "SCHEDULER", env)
         return cls(SignedHttp("scheduler", target, timeout=timeout)) if target else None

@@ -17,7 +17,7 @@ credential chain.
 
 Failures look like botocore's where pgkick reads them: `error_code(exc)` gives AWS's code
 (ConflictException, ThrottlingException, ...). As botocore's standard mode with two attempts
-(pgkick.kick.lambda_kicker.aws_client), a call is tried twice when the connection fails,
+(pgkick.awsapi.boto.aws_client), a call is tried twice when the connection fails,
 times out, or AWS answers 5xx; the body, and so its idempotency token, is the same.
 """
 
@@ -67,10 +67,13 @@ class LambdaTarget:
 
 
 def lambda_target(
-    service: str, env_name: str, env: Mapping[str, str] = os.environ
+    service: str, env_name: str, env: Mapping[str, str] | None = None
 ) -> LambdaTarget | None:
     """`service`'s endpoint and the runtime's credentials; None outside a Lambda runtime.
-    env_name: boto3's endpoint variable's suffix (AWS_ENDPOINT_URL_<env_name>)."""
+    env_name: boto3's endpoint variable's suffix (AWS_ENDPOINT_URL_<env_name>). env: the
+    process's by default, read here as boto3 reads it (the one reader of AWS's variables
+    outside pgkick.config: they are the SDK's, not pgkick's settings)."""
+    env = os.environ if env is None else env
     region = env.get("AWS_REGION") or env.get("AWS_DEFAULT_REGION")
     inside = env.get("AWS_LAMBDA_FUNCTION_NAME")
     keys = env.get("AWS_ACCESS_KEY_ID") and env.get("AWS_SECRET_ACCESS_KEY")

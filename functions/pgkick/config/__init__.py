@@ -2,8 +2,8 @@
 
 Why environment variables: Lambda configures functions that way (template.yaml
 sets them), and an app or a shell can do the same without code. The database
-DSN comes from DATABASE_URL or, in Lambda, from a Secrets Manager secret read
-through Powertools Parameters (cached across invocations, never logged).
+DSN comes from DATABASE_URL or, in Lambda, from a Secrets Manager secret read by
+pgkick.awsapi.secrets (cached across invocations, never logged).
 
 Why one object read once: `Settings` (the worker's, built once per execution
 environment by pgkick.worker.runtime and passed down) and `AppSettings` (the app

@@ -66,11 +66,6 @@ class AppSettings:
         from pgkick.awsapi import secrets  # inside Lambda: no boto3 on the cold start
 
         text = secrets.read(self.database_secret_arn, max_age=300, fresh=fresh)
-        if text is None:  # elsewhere: Powertools, with boto3's whole credential chain
-            from aws_lambda_powertools.utilities import parameters
-
-            secret = parameters.get_secret(self.database_secret_arn, max_age=300, force_fetch=fresh)
-            text = secret.decode() if isinstance(secret, bytes) else str(secret)
         return dsn_from_secret(text)
 
 

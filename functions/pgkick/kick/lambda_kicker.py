@@ -13,6 +13,7 @@ from datetime import datetime
 from typing import Any, Self
 
 from pgkick import config
+from pgkick.awsapi.boto import aws_client
 from pgkick.errors import KickRefused
 from pgkick.kick.bookings import WakeBooker
 from pgkick.kick.kickers import booking_minute, kick_event, one_time_schedule, schedule_name
@@ -155,24 +156,3 @@ class LambdaKicker:
             light = SchedulerClient.available(self.timeout)
             self._scheduler = light or aws_client("scheduler", self.timeout)
         return self._scheduler
-
-
-def aws_client(service: str, timeout: float) -> Any:
-    """A boto3 client whose calls end within about 2 x 2 x `timeout` seconds.
-
-    Why: boto3's defaults (60 s read timeout, retried) let one kick against an
-    endpoint that never answers block its caller for 3 minutes, inside a web
-    request or a worker's invocation. A kick is a hint: failing fast, logged and
-    counted, loses nothing (the job is committed, a wake-up or the reaper runs it).
-    boto3 is imported here, on first use: it costs ~0.3 s of CPU that a worker
-    which never kicks through Lambda would pay for nothing.
-    """
-    import boto3
-    from botocore.config import Config
-
-    config = Config(
-        connect_timeout=timeout,
-        read_timeout=timeout,
-        retries={"total_max_attempts": 2, "mode": "standard"},
-    )
-    return boto3.client(service, config=config)  # type: ignore[call-overload]
