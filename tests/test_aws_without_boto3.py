@@ -34,7 +34,8 @@ import pytest
 from pgkick.awsapi import secrets
 from pgkick.awsapi.scheduler import SchedulerClient
 from pgkick.awsapi.signature import Credentials, sign
-from pgkick.awsapi.signed_http import AwsCallError, LambdaTarget, SignedHttp
+from pgkick.awsapi.signed_http import LambdaTarget, SignedHttp
+from pgkick.errors import AwsCallError
 from pgkick.kick.lambda_kicker import LambdaKicker
 from pgkick.kick.throttle import error_code
 from tests.devserver_fixtures import FUNCTION, dev_stack

@@ -88,6 +88,19 @@ class AwsUnavailable(PgkickError, RuntimeError):
     out of reach, a permission missing); the message says which and what to do."""
 
 
+class AwsCallError(PgkickError, RuntimeError):
+    """AWS refused a call the worker signed itself (pgkick.awsapi). `.response` has botocore's
+    shape (Error.Code, Error.Message), so code that reads botocore's errors reads this."""
+
+    def __init__(self, operation: str, code: str, message: str, status: int) -> None:
+        super().__init__(f"{operation}: {code}: {message} (HTTP {status})")
+        self.operation_name = operation
+        self.response = {
+            "Error": {"Code": code, "Message": message},
+            "ResponseMetadata": {"HTTPStatusCode": status},
+        }
+
+
 class UniqueKeyChurn(PgkickError, RuntimeError):
     """The key's holder kept vanishing between insert and read-back (nothing written)."""
 

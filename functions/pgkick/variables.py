@@ -149,6 +149,28 @@ VARIABLES: tuple[Variable, ...] = (
              "`<stack>-reaper`)."),
     Variable("POWERTOOLS_METRICS_NAMESPACE", "pgkick",
              "The Lambda handlers' metrics namespace."),
+    # AWS's own, set by Lambda: read by pgkick.awsapi only, where boto3 would read them.
+    Variable("AWS_LAMBDA_FUNCTION_NAME", None,
+             "Set by Lambda (and in the local stack's environments). With the credentials "
+             "and region below, the worker signs its own Scheduler and Secrets Manager calls "
+             "instead of importing boto3; unset (an app, the CLI), boto3 makes them."),
+    Variable("AWS_REGION", None,
+             "Set by Lambda: the region of those calls (else `AWS_DEFAULT_REGION`)."),
+    Variable("AWS_DEFAULT_REGION", None,
+             "The region of those calls when `AWS_REGION` is unset, as boto3 reads it."),
+    Variable("AWS_ACCESS_KEY_ID", None,
+             "Set by Lambda for the function's role: the key those calls are signed with "
+             "(none in the environment, as under SnapStart: boto3 makes them)."),
+    Variable("AWS_SECRET_ACCESS_KEY", None,
+             "Set by Lambda: the secret key those calls are signed with."),
+    Variable("AWS_SESSION_TOKEN", None,
+             "Set by Lambda: the session token sent with those calls."),
+    Variable("AWS_ENDPOINT_URL", None,
+             "As boto3: an endpoint for every AWS service, after the service's own "
+             "(`AWS_ENDPOINT_URL_LAMBDA`, `_SCHEDULER`, `_SECRETS_MANAGER`); `pgkick dev` "
+             "points its environments at itself with them."),
+    Variable("AWS_CA_BUNDLE", None,
+             "As boto3: the certificates those calls trust instead of the system's."),
 )
 # fmt: on
 

@@ -71,8 +71,8 @@ GLIBC_MINORS = range(17, 35)
 UNUSED_AT_RUN_TIME = ("*.pyi", "py.typed", "*.dist-info/RECORD")
 UNUSED_TREES = (
     "bin",  # scripts wheels install (jmespath's jp.py): nothing runs them
-    # Powertools: pgkick uses Logger, Metrics (EMF), the LambdaContext type and, for the
-    # database secret, utilities.parameters (whose __init__ imports every provider: kept)
+    # Powertools: pgkick uses Logger, Metrics (EMF) and the LambdaContext type; it reads
+    # the database secret itself (pgkick.awsapi.secrets), not through utilities.parameters
     "aws_lambda_powertools/event_handler",  # API Gateway/AppSync routing
     *(
         f"aws_lambda_powertools/utilities/{name}"
@@ -86,6 +86,7 @@ UNUSED_TREES = (
             "idempotency",
             "kafka",
             "metadata",
+            "parameters",
             "parser",
             "serialization.py",
             "streaming",

@@ -35,20 +35,9 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from pgkick.awsapi.signature import Credentials, canonical_query, sign
+from pgkick.errors import AwsCallError
 
 ATTEMPTS = 2  # as aws_client's botocore: total_max_attempts 2
-
-
-class AwsCallError(Exception):
-    """AWS refused the call. `.response` has botocore's shape (Error.Code, Error.Message)."""
-
-    def __init__(self, operation: str, code: str, message: str, status: int) -> None:
-        super().__init__(f"{operation}: {code}: {message} (HTTP {status})")
-        self.operation_name = operation
-        self.response = {
-            "Error": {"Code": code, "Message": message},
-            "ResponseMetadata": {"HTTPStatusCode": status},
-        }
 
 
 def _true(name: str, env: Mapping[str, str]) -> bool:
