@@ -33,6 +33,7 @@ import pytest
 
 from pgkick.awsapi import secrets
 from pgkick.awsapi.scheduler import SchedulerClient
+from pgkick.awsapi.secrets import SecretsClient
 from pgkick.awsapi.signature import Credentials, sign
 from pgkick.awsapi.signed_http import LambdaTarget, SignedHttp
 from pgkick.errors import AwsCallError
@@ -45,6 +46,14 @@ NOW = datetime(2026, 12, 3, 6, 30, 5, tzinfo=UTC)
 CREDENTIALS = Credentials("AKIDPGKICK", "secret/with+chars", "session-token==")
 ARN = f"arn:aws:lambda:us-east-1:123456789012:function:{FUNCTION}"
 ROLE = "arn:aws:iam::123456789012:role/pgkick-scheduler"
+
+
+@pytest.fixture(autouse=True)
+def fresh_secrets() -> Iterator[None]:
+    """Each test reads its secrets anew, and its clients' connections are closed after."""
+    secrets.forget()
+    yield
+    secrets.forget()
 
 
 def test_aws_published_example_is_signed_as_aws_signs_it() -> None:
@@ -177,16 +186,10 @@ def test_the_requests_sent_are_signed_as_botocore_signs_them() -> None:
             Target={"Arn": ARN, "RoleArn": ROLE, "Input": '{"queue": "a b"}'},
         )
         client.delete_schedule(Name="pgkick-rescue-q.1_x", GroupName="my group")
-        read = http_for(server.url, "secretsmanager").call(
-            "GetSecretValue",
-            "POST",
-            "/",
-            body=b'{"SecretId": "pgkick/db"}',
-            headers={
-                "Content-Type": "application/x-amz-json-1.1",
-                "X-Amz-Target": "secretsmanager.GetSecretValue",
-            },
-        )
+        reader = SecretsClient(http_for(server.url, "secretsmanager"))
+        read = reader.get_secret_value(SecretId="pgkick/db")
+        client.close()
+        reader.close()
     assert answer == {"ScheduleArn": "arn:x"} and read == {"SecretString": "{}"}
     (post, path, headers, body), (delete, dpath, dheaders, dbody), third = server.seen
     assert (post, path, delete) == ("POST", "/schedules/pgkick-rescue-q.1_x", "DELETE")
@@ -229,6 +232,7 @@ def test_refusals_read_as_botocore_reads_them_and_only_failures_are_retried() ->
         with pytest.raises(AwsCallError) as foreign:
             client.delete_schedule(Name="n")
         assert error_code(foreign.value) == "HTTP403" and "denied by proxy" in str(foreign.value)
+        client.close()
 
 
 def test_the_kicker_books_and_cancels_rescues_against_the_dev_stack(
@@ -257,6 +261,7 @@ def test_the_kicker_books_and_cancels_rescues_against_the_dev_stack(
         kicker.cancel_rescue("pgkick-rescue-test")  # gone already: no error
         names = [s["Name"] for s in dev.scheduler.list_schedules()["Schedules"]]
         assert "pgkick-rescue-test" not in names
+        kicker._scheduler.close()
 
 
 def test_only_inside_a_lambda_runtime_with_its_credentials() -> None:
@@ -304,6 +309,8 @@ def test_https_verifies_the_certificate_and_honours_aws_ca_bundle(tmp_path: Path
         trusted = SchedulerClient.available(1.0, env | {"AWS_CA_BUNDLE": str(cert)})
         assert trusted is not None
         assert trusted.create_schedule(Name="n", GroupName="g") == {"ScheduleArn": "a"}
+        untrusted.close()
+        trusted.close()
     assert len(server.seen) == 1
 
 

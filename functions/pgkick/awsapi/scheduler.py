@@ -52,3 +52,6 @@ class SchedulerClient:
         return self.http.call(
             "DeleteSchedule", "DELETE", f"/schedules/{quote(Name, safe='')}", query=query
         )
+
+    def close(self) -> None:
+        self.http.close()

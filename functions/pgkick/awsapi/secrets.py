@@ -25,6 +25,31 @@ _cache: dict[str, tuple[float, str]] = {}  # secret id -> (read at, monotonic; i
 _clients: dict[str, Any] = {}  # endpoint (or "boto3") -> its client, kept between reads
 
 
+class SecretsClient:
+    """get_secret_value as boto3's client takes and answers it (SecretBinary as bytes)."""
+
+    def __init__(self, http: SignedHttp) -> None:
+        self.http = http
+
+    def get_secret_value(self, *, SecretId: str) -> dict[str, Any]:
+        answer = self.http.call(
+            "GetSecretValue",
+            "POST",
+            "/",
+            body=json.dumps({"SecretId": SecretId}).encode(),
+            headers={
+                "Content-Type": "application/x-amz-json-1.1",
+                "X-Amz-Target": "secretsmanager.GetSecretValue",
+            },
+        )
+        if "SecretBinary" in answer:  # the JSON carries it in base64; boto3 decodes it
+            answer["SecretBinary"] = base64.b64decode(answer["SecretBinary"])
+        return answer
+
+    def close(self) -> None:
+        self.http.close()
+
+
 def read(
     secret_id: str,
     *,
@@ -39,39 +64,29 @@ def read(
         cached = _cache.get(secret_id)
         if cached and not fresh and time.monotonic() - cached[0] < max_age:
             return cached[1]
-    answer = _get_secret_value(secret_id, timeout, env)
-    if "SecretString" in answer:
-        text = str(answer["SecretString"])
-    else:
-        binary = answer.get("SecretBinary", b"")  # boto3 decodes the blob, JSON carries base64
-        text = (binary if isinstance(binary, bytes) else base64.b64decode(binary)).decode()
-    with _lock:
-        _cache[secret_id] = (time.monotonic(), text)
-    return text
-
-
-def _get_secret_value(
-    secret_id: str, timeout: float, env: Mapping[str, str] | None
-) -> dict[str, Any]:
-    target = lambda_target("secretsmanager", "SECRETS_MANAGER", env)
-    with _lock:
+        target = lambda_target("secretsmanager", "SECRETS_MANAGER", env)
         key = target.endpoint if target else "boto3"
         client = _clients.get(key)
         if client is None:
             if target is None:
                 client = aws_client("secretsmanager", timeout)
             else:
-                client = SignedHttp("secretsmanager", target, timeout=timeout)
+                client = SecretsClient(SignedHttp("secretsmanager", target, timeout=timeout))
             _clients[key] = client
-    if isinstance(client, SignedHttp):
-        return client.call(
-            "GetSecretValue",
-            "POST",
-            "/",
-            body=json.dumps({"SecretId": secret_id}).encode(),
-            headers={
-                "Content-Type": "application/x-amz-json-1.1",
-                "X-Amz-Target": "secretsmanager.GetSecretValue",
-            },
-        )
-    return dict(client.get_secret_value(SecretId=secret_id))
+    answer = client.get_secret_value(SecretId=secret_id)
+    text = answer["SecretString"] if "SecretString" in answer else answer["SecretBinary"].decode()
+    with _lock:
+        _cache[secret_id] = (time.monotonic(), str(text))
+    return str(text)
+
+
+def forget() -> None:
+    """Drop the cached secrets and clients, closing their connections (tests; a process
+    that wants the next read to go to AWS)."""
+    with _lock:
+        clients = list(_clients.values())
+        _clients.clear()
+        _cache.clear()
+    for client in clients:
+        if isinstance(client, SecretsClient):
+            client.close()

@@ -146,7 +146,7 @@ class SignedHttp:
                 )
             except (OSError, http.client.HTTPException) as exc:  # refused, reset, timed out
                 last = exc
-                self._drop_idle()  # kept alive across a freeze, the others are stale too
+                self.close()  # kept alive across a freeze, the others are stale too
                 continue
             if 200 <= status < 300:
                 parsed = json.loads(answer or b"{}")
@@ -199,7 +199,9 @@ class SignedHttp:
             self._tls = ssl.create_default_context(cafile=self.target.ca_bundle)
         return http.client.HTTPSConnection(self.netloc, timeout=self.timeout, context=self._tls)
 
-    def _drop_idle(self) -> None:
+    def close(self) -> None:
+        """Close the kept-alive connections (a worker keeps them for its environment's life;
+        a failed call drops them, as stale; tests close theirs)."""
         with self._lock:
             idle, self._idle = self._idle, []
         for stale in idle:
