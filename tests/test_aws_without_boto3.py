@@ -1,15 +1,18 @@
 """A worker's AWS calls inside Lambda without boto3 (pgkick.awsapi.signed_http, issue #32: the
 first batch waited 0.4 s for boto3 to book its rescue, the cold start for it to read the
-database secret).
+database secret, a fan-out's batch for its kick).
 
 - the signature is AWS's: AWS's published example, and botocore's SigV4Auth recomputed
-  over the very bytes each call sent (a recording HTTP server);
+  over the very bytes each call sent (a recording HTTP server); an Invoke is sent as
+  botocore's serializer makes it;
 - AWS's refusals reach the kicker as botocore's do (error_code), against the dev stack's
-  Scheduler API: a rescue booked twice is fine, a cancel of a fired one is fine;
-- a dropped connection or a 5xx is tried once more, a 4xx is not;
+  Scheduler and Lambda APIs: a rescue booked twice is fine, a cancel of a fired one is
+  fine, a kick lands in the function's queue, a kick of no function is refused;
+- a dropped connection, a 5xx or a throttle is tried once more after botocore's pause,
+  another 4xx is not;
 - the secret is cached as Powertools caches it, and read again when asked;
-- used only inside a Lambda runtime, and there a worker's secret and rescue import no
-  botocore.
+- used only inside a Lambda runtime, and there a worker's secret, rescue and kicks import
+  no botocore.
 """
 
 from __future__ import annotations
@@ -32,11 +35,12 @@ from typing import Any
 import pytest
 
 from pgkick.awsapi import secrets
+from pgkick.awsapi.lambda_invoke import InvokeClient
 from pgkick.awsapi.scheduler import SchedulerClient
 from pgkick.awsapi.secrets import SecretsClient
 from pgkick.awsapi.signature import Credentials, sign
 from pgkick.awsapi.signed_http import LambdaTarget, SignedHttp
-from pgkick.errors import AwsCallError
+from pgkick.errors import AwsCallError, InvalidArgument
 from pgkick.kick.lambda_kicker import LambdaKicker
 from pgkick.kick.throttle import error_code
 from tests.devserver_fixtures import FUNCTION, dev_stack
@@ -137,13 +141,17 @@ def recording(script: list[Any], tls: tuple[str, str] | None = None) -> Iterator
         recorder.server.server_close()
 
 
-def http_for(url: str, service: str = "scheduler") -> SignedHttp:
+def http_for(url: str, service: str = "scheduler", pauses: list[float] | None = None) -> SignedHttp:
+    """pauses: where the pauses before retries go (slept by nobody), rand() being 0.5."""
     target = LambdaTarget(url, "eu-west-3", lambda: CREDENTIALS, lambda: "Root=1-a-b")
-    return SignedHttp(service, target, timeout=2.0, now=lambda: NOW)
+    slept = pauses if pauses is not None else []
+    return SignedHttp(
+        service, target, timeout=2.0, now=lambda: NOW, sleep=slept.append, rand=lambda: 0.5
+    )
 
 
-def client_for(url: str) -> SchedulerClient:
-    return SchedulerClient(http_for(url))
+def client_for(url: str, pauses: list[float] | None = None) -> SchedulerClient:
+    return SchedulerClient(http_for(url, pauses=pauses))
 
 
 def botocore_authorization(
@@ -172,12 +180,26 @@ def botocore_authorization(
     return str(request.headers["Authorization"])
 
 
+def botocore_request(service: str, operation: str, **params: Any) -> dict[str, Any]:
+    """The request botocore's own serializer makes of `operation` (path, headers, body)."""
+    import botocore.serialize
+    import botocore.session
+
+    model = botocore.session.get_session().get_service_model(service)
+    serializer = botocore.serialize.create_serializer(model.metadata["protocol"])
+    request: dict[str, Any] = serializer.serialize_to_request(
+        params, model.operation_model(operation)
+    )
+    return request
+
+
 def test_the_requests_sent_are_signed_as_botocore_signs_them() -> None:
     """The three calls, as they arrived on the wire, re-signed by botocore: the same
     Authorization. Catches a header sent but not signed (or the reverse), a path or query
     encoded otherwise, a body hashed other than sent, a session token left out."""
     secret = (200, {"SecretString": "{}"})
-    with recording([(200, {"ScheduleArn": "arn:x"}), (200, {}), secret]) as server:
+    script = [(200, {"ScheduleArn": "arn:x"}), (200, {}), secret, (202, {})]
+    with recording(script) as server:
         client = client_for(server.url)
         answer = client.create_schedule(
             Name="pgkick-rescue-q.1_x",
@@ -188,10 +210,14 @@ def test_the_requests_sent_are_signed_as_botocore_signs_them() -> None:
         client.delete_schedule(Name="pgkick-rescue-q.1_x", GroupName="my group")
         reader = SecretsClient(http_for(server.url, "secretsmanager"))
         read = reader.get_secret_value(SecretId="pgkick/db")
+        invoker = InvokeClient(http_for(server.url, "lambda"))
+        kicked = invoker.invoke(FunctionName=ARN, InvocationType="Event", Payload=b'{"q": 1}')
         client.close()
         reader.close()
+        invoker.close()
     assert answer == {"ScheduleArn": "arn:x"} and read == {"SecretString": "{}"}
-    (post, path, headers, body), (delete, dpath, dheaders, dbody), third = server.seen
+    assert kicked == {"StatusCode": 202}
+    (post, path, headers, body), (delete, dpath, dheaders, dbody), third, fourth = server.seen
     assert (post, path, delete) == ("POST", "/schedules/pgkick-rescue-q.1_x", "DELETE")
     assert json.loads(body)["ClientToken"] and json.loads(body)["GroupName"] == "default"
     assert "Name" not in json.loads(body)  # it travels in the path
@@ -203,7 +229,11 @@ def test_the_requests_sent_are_signed_as_botocore_signs_them() -> None:
         ("scheduler", post, path, headers, body),
         ("scheduler", delete, dpath, dheaders, dbody),
     ]
-    for service, method, sent, hdrs, data in [*calls, ("secretsmanager", *third)]:
+    invoke = botocore_request("lambda", "Invoke", FunctionName=ARN, InvocationType="Event")
+    assert fourth[:2] == ("POST", invoke["url_path"]) and fourth[3] == b'{"q": 1}'
+    assert fourth[2]["X-Amz-Invocation-Type"] == invoke["headers"]["X-Amz-Invocation-Type"]
+    calls += [("secretsmanager", *third), ("lambda", *fourth)]
+    for service, method, sent, hdrs, data in calls:
         expected = botocore_authorization(service, method, server.url + sent, hdrs, data)
         assert hdrs["Authorization"] == expected
         assert f"/eu-west-3/{service}/aws4_request" in expected
@@ -218,8 +248,9 @@ def test_refusals_read_as_botocore_reads_them_and_only_failures_are_retried() ->
     unavailable = (503, {"type": "ServiceUnavailableException", "Message": "later"})
     page = (403, b"<html>\xff denied by proxy</html>")
     script = ["drop", (200, {"ScheduleArn": "a"}), conflict, unavailable, unavailable, page]
+    pauses: list[float] = []
     with recording(script) as s:
-        client = client_for(s.url)
+        client = client_for(s.url, pauses)
         assert client.create_schedule(Name="n", GroupName="g") == {"ScheduleArn": "a"}
         tokens = {json.loads(body)["ClientToken"] for _, _, _, body in s.seen}
         assert len(s.seen) == 2 and len(tokens) == 1
@@ -233,13 +264,41 @@ def test_refusals_read_as_botocore_reads_them_and_only_failures_are_retried() ->
             client.delete_schedule(Name="n")
         assert error_code(foreign.value) == "HTTP403" and "denied by proxy" in str(foreign.value)
         client.close()
+    assert pauses == [0.025, 0.025]  # botocore's: rand() x 50 ms before a transient's retry
+
+
+def test_a_throttled_kick_is_sent_again_after_botocores_pause_once() -> None:
+    """Lambda's 429 TooManyRequestsException (and Scheduler's ThrottlingException, a 400) is
+    retried once after rand() x 1 s, as boto3's client did for the kicker; a second throttle
+    is raised with its code (the kicker's caller books a wake-up instead). Catches a throttle
+    raised at once, retried without a pause, or retried for ever."""
+    throttled = (429, {"type": "TooManyRequestsException", "Message": "Rate Exceeded."})
+    slow = (400, {"type": "ThrottlingException", "Message": "slow down"})
+    invalid = (400, {"type": "ValidationException", "Message": "bad"})
+    pauses: list[float] = []
+    with recording([throttled, (202, {}), throttled, throttled, slow, (200, {}), invalid]) as s:
+        invoker = InvokeClient(http_for(s.url, "lambda", pauses))
+        assert invoker.invoke(FunctionName="w", Payload=b"{}") == {"StatusCode": 202}
+        with pytest.raises(AwsCallError) as twice:
+            invoker.invoke(FunctionName="w", Payload=b"{}")
+        assert error_code(twice.value) == "TooManyRequestsException" and len(s.seen) == 4
+        scheduler = client_for(s.url, pauses)
+        assert scheduler.create_schedule(Name="n", GroupName="g") == {}
+        with pytest.raises(AwsCallError):
+            scheduler.create_schedule(Name="n", GroupName="g")
+        invoker.close()
+        scheduler.close()
+    assert len(s.seen) == 7 and pauses == [0.5, 0.5, 0.5]
+    with pytest.raises(InvalidArgument, match="asynchronous invokes only"):
+        invoker.invoke(FunctionName="w", InvocationType="RequestResponse")
 
 
 def test_the_kicker_books_and_cancels_rescues_against_the_dev_stack(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    """Inside a Lambda runtime's environment the kicker takes this client, and the dev
-    stack's Scheduler (AWS's REST-JSON answers) sees the schedule made, made again
+    """Inside a Lambda runtime's environment the kicker takes these clients: the dev stack's
+    Lambda API (signature checked) queues the kick, and refuses one of an unknown function;
+    its Scheduler (AWS's REST-JSON answers) sees the schedule made, made again
     (Conflict: fine), deleted, and deleted again (NotFound: fine)."""
     with dev_stack() as dev:
         for name, value in {
@@ -248,9 +307,18 @@ def test_the_kicker_books_and_cancels_rescues_against_the_dev_stack(
             "AWS_ACCESS_KEY_ID": "pgkick-dev",
             "AWS_SECRET_ACCESS_KEY": "pgkick-dev",
             "AWS_ENDPOINT_URL_SCHEDULER": dev.url,
+            "AWS_ENDPOINT_URL_LAMBDA": dev.url,
         }.items():
             monkeypatch.setenv(name, value)
         kicker = LambdaKicker(FUNCTION, function_arn=ARN, scheduler_role_arn=ROLE)
+        kicker.kick("q-signed", "manual", hop=2)  # by ARN, as a template may name it
+        assert isinstance(kicker._lambda, InvokeClient)
+        dev.wait(lambda: [e for e in dev.events("kick") if e["queue"] == "q-signed"] != [])
+        nobody = LambdaKicker("no-such-function")
+        with pytest.raises(AwsCallError) as missing:
+            nobody.kick("q", "manual")
+        assert error_code(missing.value) == "ResourceNotFoundException"
+        nobody._lambda.close()
         when = datetime.fromtimestamp(dev.clock.now(), UTC) + timedelta(minutes=5)
         kicker.book_rescue("q", when, "pgkick-rescue-test")
         kicker.book_rescue("q", when, "pgkick-rescue-test")  # booked already: no error
@@ -262,6 +330,7 @@ def test_the_kicker_books_and_cancels_rescues_against_the_dev_stack(
         names = [s["Name"] for s in dev.scheduler.list_schedules()["Schedules"]]
         assert "pgkick-rescue-test" not in names
         kicker._scheduler.close()
+        kicker._lambda.close()
 
 
 def test_only_inside_a_lambda_runtime_with_its_credentials() -> None:
@@ -323,6 +392,7 @@ def lambda_env(url: str) -> dict[str, str]:
         "AWS_SECRET_ACCESS_KEY": "s",
         "AWS_ENDPOINT_URL_SCHEDULER": url,
         "AWS_ENDPOINT_URL_SECRETS_MANAGER": url,
+        "AWS_ENDPOINT_URL_LAMBDA": url,
     }
 
 
@@ -362,10 +432,11 @@ def test_outside_lambda_the_secret_is_read_through_boto3(aws: None) -> None:
     assert secrets.read(blob["ARN"]) == '{"url": "x"}'
 
 
-def test_a_worker_reading_its_secret_and_booking_its_rescue_imports_no_botocore() -> None:
+def test_a_worker_reading_its_secret_kicking_and_booking_its_rescue_imports_no_botocore() -> None:
     """The point of it: in a Lambda runtime's environment, the DSN read from the secret
-    (as the deployed worker reads it) and the rescue's booking and cancel (against a real
-    server) leave botocore unimported. Catches a fallback to boto3 or Powertools there."""
+    (as the deployed worker reads it), a kick, and the rescue's booking and cancel (against
+    a real server) leave botocore unimported. Catches a fallback to boto3 or Powertools
+    there."""
     code = (
         "import os, sys\n"
         "from datetime import UTC, datetime\n"
@@ -373,12 +444,14 @@ def test_a_worker_reading_its_secret_and_booking_its_rescue_imports_no_botocore(
         "from pgkick.kick.lambda_kicker import LambdaKicker\n"
         "print(AppSettings.from_env(os.environ).dsn())\n"
         f"k = LambdaKicker('w', function_arn={ARN!r}, scheduler_role_arn={ROLE!r})\n"
+        "k.kick('q', 'fanout', hop=1)\n"
         "k.book_rescue('q', datetime.now(UTC), 'pgkick-rescue-x')\n"
         "k.cancel_rescue('pgkick-rescue-x')\n"
         "print(sorted(m for m in sys.modules if m.split('.')[0] in ('botocore', 'boto3')))\n"
     )
     secret = {"username": "u", "password": "p", "host": "db.example", "port": 5432, "dbname": "d"}
-    script = [(200, {"SecretString": json.dumps(secret)}), (200, {"ScheduleArn": "a"}), (200, {})]
+    script = [(200, {"SecretString": json.dumps(secret)}), (202, {})]
+    script += [(200, {"ScheduleArn": "a"}), (200, {})]
     with recording(script) as server:
         env = {k: v for k, v in os.environ.items() if k != "DATABASE_URL"} | lambda_env(server.url)
         env |= {
@@ -388,7 +461,9 @@ def test_a_worker_reading_its_secret_and_booking_its_rescue_imports_no_botocore(
         done = subprocess.run(
             [sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True
         )
-    assert [m for m, *_ in server.seen] == ["POST", "POST", "DELETE"]
+    assert [m for m, *_ in server.seen] == ["POST", "POST", "POST", "DELETE"]
+    assert server.seen[1][1] == "/2015-03-31/functions/w/invocations"
+    assert json.loads(server.seen[1][3]) | {"hop": 1} == json.loads(server.seen[1][3])
     dsn, modules = done.stdout.strip().splitlines()
     assert "host=db.example" in dsn or "@db.example" in dsn, dsn
     assert modules == "[]", done.stdout + done.stderr

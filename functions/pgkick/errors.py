@@ -94,7 +94,7 @@ class AwsCallError(PgkickError, RuntimeError):
 
     def __init__(self, operation: str, code: str, message: str, status: int) -> None:
         super().__init__(f"{operation}: {code}: {message} (HTTP {status})")
-        self.operation_name = operation
+        self.operation_name, self.code, self.status = operation, code, status
         self.response = {
             "Error": {"Code": code, "Message": message},
             "ResponseMetadata": {"HTTPStatusCode": status},

@@ -1,12 +1,12 @@
 """Signed AWS calls over http.client, for the few a Lambda worker makes, without boto3.
 
 Why: importing boto3 and making a client cost a worker 0.4 s of CPU here before it could
-book its rescue or read its database secret, and every job committed meanwhile waited for
-it. At the template's 512 MB Lambda gives about 0.29 of a vCPU (1,769 MB is one), so by
-arithmetic over a second of a cold start (not measured on AWS). The calls themselves are
-three small JSON requests (pgkick.awsapi.scheduler, pgkick.awsapi.secrets): signed
-(pgkick.awsapi.signature) they cost an import of the standard library's http.client and one
-round trip.
+book its rescue, read its database secret or send its first kick, and every job committed
+meanwhile waited for it. At the template's 512 MB Lambda gives about 0.29 of a vCPU (1,769 MB
+is one), so by arithmetic over a second of a cold start (not measured on AWS). The calls
+themselves are four small requests (pgkick.awsapi.scheduler, .secrets, .lambda_invoke):
+signed (pgkick.awsapi.signature) they cost an import of the standard library's http.client
+and one round trip.
 
 Where: only inside a Lambda runtime (AWS_LAMBDA_FUNCTION_NAME set: AWS's, or the emulator's
 in the local stack), with the credentials and region Lambda puts in the environment, no FIPS
@@ -17,8 +17,10 @@ credential chain.
 
 Failures look like botocore's where pgkick reads them: `error_code(exc)` gives AWS's code
 (ConflictException, ThrottlingException, ...). As botocore's standard mode with two attempts
-(pgkick.awsapi.boto.aws_client), a call is tried twice when the connection fails,
-times out, or AWS answers 5xx; the body, and so its idempotency token, is the same.
+(pgkick.awsapi.boto.aws_client), a call is tried twice when the connection fails, times
+out, AWS answers 5xx, or AWS throttles it (429, or a throttling code), after botocore's
+jittered pause (up to 50 ms, or up to 1 s for a throttle); the body, and so its
+idempotency token, is the same. Any other refusal is raised at once.
 """
 
 from __future__ import annotations
@@ -26,8 +28,10 @@ from __future__ import annotations
 import http.client
 import json
 import os
+import random
 import ssl
 import threading
+import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -38,6 +42,17 @@ from pgkick.awsapi.signature import Credentials, canonical_query, sign
 from pgkick.errors import AwsCallError
 
 ATTEMPTS = 2  # as aws_client's botocore: total_max_attempts 2
+# botocore's standard mode: what it retries, and the ceiling of its first random pause
+THROTTLING_CODES = frozenset(
+    {"Throttling", "ThrottlingException", "ThrottledException", "RequestThrottledException",
+     "TooManyRequestsException", "ProvisionedThroughputExceededException",
+     "TransactionInProgressException", "RequestLimitExceeded", "BandwidthLimitExceeded",
+     "LimitExceededException", "RequestThrottled", "SlowDown", "PriorRequestNotComplete",
+     "EC2ThrottledException"}
+)  # fmt: skip
+TRANSIENT_CODES = frozenset({"RequestTimeout", "RequestTimeoutException"})
+TRANSIENT_STATUS = frozenset({500, 502, 503, 504})
+THROTTLED_PAUSE, TRANSIENT_PAUSE = 1.0, 0.05  # seconds
 
 
 def _true(name: str, env: Mapping[str, str]) -> bool:
@@ -108,6 +123,16 @@ def _error(
     return AwsCallError(operation, code or f"HTTP{status}", message, status)
 
 
+def _pause(failure: Exception) -> float:
+    """The ceiling of botocore's random pause before retrying `failure`; 0: not retried."""
+    if not isinstance(failure, AwsCallError):
+        return TRANSIENT_PAUSE  # the connection failed or timed out
+    if failure.code in THROTTLING_CODES or failure.status == 429:
+        return THROTTLED_PAUSE
+    transient = failure.code in TRANSIENT_CODES or failure.status in TRANSIENT_STATUS
+    return TRANSIENT_PAUSE if transient else 0.0
+
+
 class SignedHttp:
     """One service's signed JSON calls, on kept-alive connections shared by threads."""
 
@@ -118,11 +143,15 @@ class SignedHttp:
         *,
         timeout: float = 2.0,
         now: Callable[[], datetime] = lambda: datetime.now(UTC),
+        sleep: Callable[[float], None] = time.sleep,
+        rand: Callable[[], float] = random.random,
     ) -> None:
+        """sleep, rand: the pause before a retry (tests pass their own)."""
         parts = urlsplit(target.endpoint)
         self.https = parts.scheme == "https"
         self.netloc, self.base = parts.netloc, parts.path.rstrip("/")
         self.service, self.target, self.timeout, self.now = service, target, timeout, now
+        self.sleep, self.rand = sleep, rand
         self._idle: list[http.client.HTTPConnection] = []
         self._lock = threading.Lock()  # the wake-up thread and the worker share them
         self._tls: ssl.SSLContext | None = None  # made once: loading certificates costs
@@ -138,8 +167,23 @@ class SignedHttp:
         headers: dict[str, str] | None = None,
     ) -> dict[str, Any]:
         """The answer's JSON object; AwsCallError for AWS's refusal, OSError when unreached."""
+        return self.send(operation, method, path, query=query, body=body, headers=headers)[1]
+
+    def send(
+        self,
+        operation: str,
+        method: str,
+        path: str,
+        *,
+        query: dict[str, str] | None = None,
+        body: bytes = b"",
+        headers: dict[str, str] | None = None,
+    ) -> tuple[int, dict[str, Any]]:
+        """The answer's status (2xx) and JSON object, retried as botocore retries it."""
         last: Exception | None = None
         for _ in range(ATTEMPTS):
+            if last is not None:
+                self.sleep(self.rand() * _pause(last))
             try:
                 status, answered, answer = self._send(
                     method, self.base + path, query or {}, body, headers or {}
@@ -150,9 +194,9 @@ class SignedHttp:
                 continue
             if 200 <= status < 300:
                 parsed = json.loads(answer or b"{}")
-                return parsed if isinstance(parsed, dict) else {}
+                return status, parsed if isinstance(parsed, dict) else {}
             last = _error(operation, status, answered, answer)
-            if status < 500:
+            if not _pause(last):
                 raise last
         assert last is not None
         raise last

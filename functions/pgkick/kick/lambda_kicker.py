@@ -1,8 +1,9 @@
 """The Lambda kicker: asynchronous invokes for kicks, EventBridge Scheduler for wake-ups.
 
-Why apart from pgkick.kick.kickers: this is the one kicker that talks to AWS (boto3,
-imported on first use); the protocol, the events and the schedule names it uses are
-shared with every other kicker and the local stack.
+Why apart from pgkick.kick.kickers: this is the one kicker that talks to AWS (inside a
+Lambda runtime with pgkick.awsapi's signed calls, elsewhere with boto3, imported on first
+use); the protocol, the events and the schedule names it uses are shared with every other
+kicker and the local stack.
 """
 
 from __future__ import annotations
@@ -142,12 +143,17 @@ class LambdaKicker:
                 raise
 
     def _lambda_client(self) -> Any:
+        """Inside a Lambda runtime, a worker's kicks without boto3 (its first kick used to
+        wait 0.4 s for boto3: pgkick.awsapi.lambda_invoke); boto3 anywhere else."""
         if self._lambda is None:
-            self._lambda = aws_client("lambda", self.timeout)
+            from pgkick.awsapi.lambda_invoke import InvokeClient
+
+            light = InvokeClient.available(self.timeout)
+            self._lambda = light or aws_client("lambda", self.timeout)
         return self._lambda
 
     def _scheduler_client(self) -> Any:
-        """Inside a Lambda runtime, the worker's own two calls without boto3 (its first
+        """Inside a Lambda runtime, the worker's own Scheduler calls without boto3 (its first
         rescue booking used to wait 0.4 s for boto3: pgkick.awsapi.scheduler); boto3
         anywhere else."""
         if self._scheduler is None:
