@@ -11,26 +11,18 @@ is used, and how it fails and retries like botocore).
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from typing import Any, Self
+from typing import Any
 from urllib.parse import quote
 
-from pgkick.awsapi.signed_http import SignedHttp, lambda_target
+from pgkick.awsapi.signed_http import SignedClient
 from pgkick.errors import InvalidArgument
 
 
-class InvokeClient:
+class InvokeClient(SignedClient):
     """invoke as boto3's Lambda client takes and answers it (its parameter names, so the
     kicker calls either client the same way), for asynchronous invokes only: the kicker's."""
 
-    def __init__(self, http: SignedHttp) -> None:
-        self.http = http
-
-    @classmethod
-    def available(cls, timeout: float, env: Mapping[str, str] | None = None) -> Self | None:
-        """The client for a Lambda runtime's environment; None outside one (use boto3)."""
-        target = lambda_target("lambda", "LAMBDA", env)
-        return cls(SignedHttp("lambda", target, timeout=timeout)) if target else None
+    SERVICE, ENV_NAME = "lambda", "LAMBDA"
 
     def invoke(
         self, *, FunctionName: str, InvocationType: str = "Event", Payload: bytes = b""
@@ -40,7 +32,7 @@ class InvokeClient:
                 f"asynchronous invokes only (InvocationType 'Event'), not {InvocationType!r}: "
                 "use boto3's Lambda client for the others"
             )
-        status, _ = self.http.send(
+        status, _ = self.http.call(
             "Invoke",
             "POST",
             f"/2015-03-31/functions/{quote(FunctionName, safe='')}/invocations",
@@ -48,6 +40,3 @@ class InvokeClient:
             headers={"X-Amz-Invocation-Type": InvocationType},
         )
         return {"StatusCode": status}
-
-    def close(self) -> None:
-        self.http.close()

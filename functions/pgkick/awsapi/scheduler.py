@@ -13,25 +13,17 @@ from __future__ import annotations
 
 import json
 import uuid
-from collections.abc import Mapping
-from typing import Any, Self
+from typing import Any
 from urllib.parse import quote
 
-from pgkick.awsapi.signed_http import SignedHttp, lambda_target
+from pgkick.awsapi.signed_http import SignedClient
 
 
-class SchedulerClient:
+class SchedulerClient(SignedClient):
     """create_schedule and delete_schedule, as boto3's client takes and answers them
     (boto3's parameter names, so the kicker calls either client the same way)."""
 
-    def __init__(self, http: SignedHttp) -> None:
-        self.http = http
-
-    @classmethod
-    def available(cls, timeout: float, env: Mapping[str, str] | None = None) -> Self | None:
-        """The client for a Lambda runtime's environment; None outside one (use boto3)."""
-        target = lambda_target("scheduler", "SCHEDULER", env)
-        return cls(SignedHttp("scheduler", target, timeout=timeout)) if target else None
+    SERVICE, ENV_NAME = "scheduler", "SCHEDULER"
 
     def create_schedule(self, *, Name: str, **fields: Any) -> dict[str, Any]:
         body = {"ClientToken": str(uuid.uuid4())} | fields  # one token, kept by the retry
@@ -41,7 +33,7 @@ class SchedulerClient:
             f"/schedules/{quote(Name, safe='')}",
             body=json.dumps(body).encode(),
             headers={"Content-Type": "application/json"},
-        )
+        )[1]
 
     def delete_schedule(
         self, *, Name: str, GroupName: str | None = None, ClientToken: str | None = None
@@ -51,7 +43,4 @@ class SchedulerClient:
             query["groupName"] = GroupName
         return self.http.call(
             "DeleteSchedule", "DELETE", f"/schedules/{quote(Name, safe='')}", query=query
-        )
-
-    def close(self) -> None:
-        self.http.close()
+        )[1]

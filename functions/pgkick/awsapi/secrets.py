@@ -18,21 +18,20 @@ from collections.abc import Mapping
 from typing import Any
 
 from pgkick.awsapi.boto import aws_client
-from pgkick.awsapi.signed_http import SignedHttp, lambda_target
+from pgkick.awsapi.signed_http import SignedClient, SignedHttp, lambda_target
 
 _lock = threading.Lock()
 _cache: dict[str, tuple[float, str]] = {}  # secret id -> (read at, monotonic; its text)
 _clients: dict[str, Any] = {}  # endpoint (or "boto3") -> its client, kept between reads
 
 
-class SecretsClient:
+class SecretsClient(SignedClient):
     """get_secret_value as boto3's client takes and answers it (SecretBinary as bytes)."""
 
-    def __init__(self, http: SignedHttp) -> None:
-        self.http = http
+    SERVICE, ENV_NAME = "secretsmanager", "SECRETS_MANAGER"
 
     def get_secret_value(self, *, SecretId: str) -> dict[str, Any]:
-        answer = self.http.call(
+        _, answer = self.http.call(
             "GetSecretValue",
             "POST",
             "/",
@@ -45,9 +44,6 @@ class SecretsClient:
         if "SecretBinary" in answer:  # the JSON carries it in base64; boto3 decodes it
             answer["SecretBinary"] = base64.b64decode(answer["SecretBinary"])
         return answer
-
-    def close(self) -> None:
-        self.http.close()
 
 
 def read(
@@ -64,14 +60,14 @@ def read(
         cached = _cache.get(secret_id)
         if cached and not fresh and time.monotonic() - cached[0] < max_age:
             return cached[1]
-        target = lambda_target("secretsmanager", "SECRETS_MANAGER", env)
+        target = lambda_target(SecretsClient.SERVICE, SecretsClient.ENV_NAME, env)
         key = target.endpoint if target else "boto3"
         client = _clients.get(key)
         if client is None:
             if target is None:
                 client = aws_client("secretsmanager", timeout)
             else:
-                client = SecretsClient(SignedHttp("secretsmanager", target, timeout=timeout))
+                client = SecretsClient(SignedHttp(SecretsClient.SERVICE, target, timeout=timeout))
             _clients[key] = client
     answer = client.get_secret_value(SecretId=secret_id)
     text = answer["SecretString"] if "SecretString" in answer else answer["SecretBinary"].decode()

@@ -35,7 +35,7 @@ import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, ClassVar, Self
 from urllib.parse import urlsplit
 
 from pgkick.awsapi.signature import Credentials, canonical_query, sign
@@ -165,21 +165,9 @@ class SignedHttp:
         query: dict[str, str] | None = None,
         body: bytes = b"",
         headers: dict[str, str] | None = None,
-    ) -> dict[str, Any]:
-        """The answer's JSON object; AwsCallError for AWS's refusal, OSError when unreached."""
-        return self.send(operation, method, path, query=query, body=body, headers=headers)[1]
-
-    def send(
-        self,
-        operation: str,
-        method: str,
-        path: str,
-        *,
-        query: dict[str, str] | None = None,
-        body: bytes = b"",
-        headers: dict[str, str] | None = None,
     ) -> tuple[int, dict[str, Any]]:
-        """The answer's status (2xx) and JSON object, retried as botocore retries it."""
+        """The answer's status (2xx) and JSON object, retried as botocore retries it;
+        AwsCallError for AWS's refusal, OSError when unreached."""
         last: Exception | None = None
         for _ in range(ATTEMPTS):
             if last is not None:
@@ -250,3 +238,23 @@ class SignedHttp:
             idle, self._idle = self._idle, []
         for stale in idle:
             stale.close()
+
+
+class SignedClient:
+    """What the service clients (pgkick.awsapi.scheduler, .secrets, .lambda_invoke) share:
+    one SignedHttp, made for a Lambda runtime's environment, closed with the client."""
+
+    SERVICE: ClassVar[str]  # the signing name, and the endpoint's first label
+    ENV_NAME: ClassVar[str]  # boto3's endpoint variable: AWS_ENDPOINT_URL_<ENV_NAME>
+
+    def __init__(self, http: SignedHttp) -> None:
+        self.http = http
+
+    @classmethod
+    def available(cls, timeout: float, env: Mapping[str, str] | None = None) -> Self | None:
+        """The client for a Lambda runtime's environment; None outside one (use boto3)."""
+        target = lambda_target(cls.SERVICE, cls.ENV_NAME, env)
+        return cls(SignedHttp(cls.SERVICE, target, timeout=timeout)) if target else None
+
+    def close(self) -> None:
+        self.http.close()
