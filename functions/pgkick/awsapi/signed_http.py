@@ -17,10 +17,10 @@ credential chain.
 
 Failures look like botocore's where pgkick reads them: `error_code(exc)` gives AWS's code
 (ConflictException, ThrottlingException, ...). As botocore's standard mode with two attempts
-(pgkick.awsapi.boto.aws_client), a call is tried twice when the connection fails, times
-out, AWS answers 5xx, or AWS throttles it (429, or a throttling code), after botocore's
-jittered pause (up to 50 ms, or up to 1 s for a throttle); the body, and so its
-idempotency token, is the same. Any other refusal is raised at once.
+(pgkick.awsapi.boto.aws_client), a call is tried twice when the connection fails or times
+out (at once), AWS answers 5xx (after botocore's random pause, up to 50 ms), or AWS
+throttles it (429, or a throttling code: up to 1 s); the body, and so its idempotency
+token, is the same. Any other refusal is raised at once.
 """
 
 from __future__ import annotations
@@ -123,14 +123,14 @@ def _error(
     return AwsCallError(operation, code or f"HTTP{status}", message, status)
 
 
-def _pause(failure: Exception) -> float:
-    """The ceiling of botocore's random pause before retrying `failure`; 0: not retried."""
-    if not isinstance(failure, AwsCallError):
-        return TRANSIENT_PAUSE  # the connection failed or timed out
+def _pause(failure: AwsCallError) -> float | None:
+    """The ceiling of botocore's random pause before AWS's `failure` is retried; None: it
+    is not. (A connection that failed is tried again at once: usually a kept-alive one
+    gone stale across a freeze, which urllib3, under botocore, replaces without a retry.)"""
     if failure.code in THROTTLING_CODES or failure.status == 429:
         return THROTTLED_PAUSE
     transient = failure.code in TRANSIENT_CODES or failure.status in TRANSIENT_STATUS
-    return TRANSIENT_PAUSE if transient else 0.0
+    return TRANSIENT_PAUSE if transient else None
 
 
 class SignedHttp:
@@ -170,8 +170,8 @@ class SignedHttp:
         AwsCallError for AWS's refusal, OSError when unreached."""
         last: Exception | None = None
         for _ in range(ATTEMPTS):
-            if last is not None:
-                self.sleep(self.rand() * _pause(last))
+            if isinstance(last, AwsCallError):
+                self.sleep(self.rand() * (_pause(last) or 0.0))
             try:
                 status, answered, answer = self._send(
                     method, self.base + path, query or {}, body, headers or {}
@@ -184,7 +184,7 @@ class SignedHttp:
                 parsed = json.loads(answer or b"{}")
                 return status, parsed if isinstance(parsed, dict) else {}
             last = _error(operation, status, answered, answer)
-            if not _pause(last):
+            if _pause(last) is None:
                 raise last
         assert last is not None
         raise last
