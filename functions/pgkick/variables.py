@@ -152,8 +152,9 @@ VARIABLES: tuple[Variable, ...] = (
     # AWS's own, set by Lambda: read by pgkick.awsapi only, where boto3 would read them.
     Variable("AWS_LAMBDA_FUNCTION_NAME", None,
              "Set by Lambda (and in the local stack's environments). With the credentials "
-             "and region below, the worker signs its own Scheduler and Secrets Manager calls "
-             "instead of importing boto3; unset (an app, the CLI), boto3 makes them."),
+             "and region below, pgkick signs its own Lambda (kicks), Scheduler and Secrets "
+             "Manager calls instead of importing boto3; unset (an app, the CLI), boto3 makes "
+             "them."),
     Variable("AWS_REGION", None,
              "Set by Lambda: the region of those calls (else `AWS_DEFAULT_REGION`)."),
     Variable("AWS_DEFAULT_REGION", None,
