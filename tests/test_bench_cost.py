@@ -1,5 +1,6 @@
 """The bench's cost arithmetic, exactly: Lambda's 1 ms rounding, GB-seconds, the price
-table applied line by line, a run scaled to a day, the SQS model and the linger rule.
+table applied line by line, a run scaled to a day (its safety wake-ups added), the SQS
+model and the linger rule.
 
 No server: the measuring is tests/test_bench.py's (`--quick` runs the items); here fixed
 runs and a price table of round numbers go in and every figure is checked."""
@@ -103,6 +104,8 @@ def _run(kind: str, linger: int, **figures: object) -> dict[str, object]:
         "duration_max_ms": 100.0,
         "schedules_fired": 0,
         "schedules_created": 10,
+        "kicks": 10,
+        "empty_ms": 20.4,
         "awake_seconds": 5.0,
         "commit_to_claim_p99_ms": 50.0,
         "exactly_once": True,
@@ -113,11 +116,13 @@ def _run(kind: str, linger: int, **figures: object) -> dict[str, object]:
 def test_a_trickle_run_is_scaled_per_job_to_a_day_with_its_cold_start_once() -> None:
     run = _run("trickle", 0, invocations=11, cold_starts=1, billed_ms=2_000, billed_ms_cold=1_000)
     day = bench_cost.pgkick_day(run, 512, 300.0)  # type: ignore[arg-type]
-    # 10 warm invocations of 100 ms for 10 jobs: x144 for 1,440 jobs; the cold one once
-    assert day.invocations == 1_440 + 1 + 1  # and the daily reaper
-    assert day.billed_ms == 144_000 + 1_000 + bench_cost.REAPER_MS
-    assert day.database_hours == 24.0 and day.scheduler_invocations == 1
-    assert day.scheduler_calls == 1_310  # 10 bookings in 11 invocations: 1,441 x 10 / 11
+    # 10 warm invocations of 100 ms for 10 jobs: x144 for 1,440 jobs; the cold one once;
+    # each job's kick (in a minute of its own) is followed by a safety that finds nothing
+    assert day.invocations == 1_440 + 1 + 1_440 + 1  # and the daily reaper
+    assert day.billed_ms == 144_000 + 1_000 + 1_440 * 21 + bench_cost.REAPER_MS
+    assert day.database_hours == 24.0 and day.scheduler_invocations == 1_440 + 1
+    # 10 bookings in 11 invocations: 1,441 x 10 / 11; and the safeties' own
+    assert day.scheduler_calls == 1_310 + 1_440
     assert day.secret_calls == 289
 
 
@@ -132,9 +137,34 @@ def test_one_worker_that_ran_throughout_hands_over_at_its_timeout_not_per_run() 
         duration_max_ms=20_000.0,
     )
     day = bench_cost.pgkick_day(run, 512, 300.0)  # type: ignore[arg-type]
-    assert day.invocations == 288 + 1  # a day of 300 s invocations, and the reaper
-    assert day.billed_ms == 86_400_000 + bench_cost.REAPER_MS  # the whole day, billed
-    assert day.scheduler_calls == 288 * 10  # as many bookings per invocation as measured
+    # a day of 300 s invocations, each hand-over's safety (no producer kicks a watched
+    # queue: the run's one kick was its start), and the reaper
+    assert day.invocations == 288 + 288 + 1
+    assert day.billed_ms == 86_400_000 + 288 * 21 + bench_cost.REAPER_MS  # the whole day
+    assert day.scheduler_calls == 288 * 10 + 288  # bookings per invocation as measured
+    # its last linger (1 s after the last job) scaled with the run would bill 21 s of 20
+    longer = bench_cost.pgkick_day({**run, "billed_ms": 21_000}, 512, 300.0)  # type: ignore[arg-type]
+    assert longer.billed_ms == day.billed_ms  # never past 288 timeouts a day
+
+
+def test_safeties_are_one_per_minute_with_a_kick_never_more_than_the_kicks() -> None:
+    assert model.safeties(864_000, 1_440) == 1_440  # a kick per job at 10 jobs/s
+    assert model.safeties(288, 1_440) == 288  # hand-overs only
+    assert model.safeties(0, 1_440) == 0
+    assert model.safeties(2.5, 1) == 1  # a burst's kicks inside its one minute
+    steady = _run("steady", 0, jobs=200, seconds=20.0, invocations=200, kicks=200)
+    day = bench_cost.pgkick_day(steady, 512, 300.0)  # type: ignore[arg-type]
+    # a job's invocation each, the environment's start once, a safety a minute, the reaper
+    assert day.invocations == 864_000 + 1 + 1_440 + 1 and day.scheduler_invocations == 1_441
+
+
+def test_a_burst_stays_awake_until_its_safety_has_run() -> None:
+    # 20,000 jobs with 2 s of activity: x5 = 10 s, yet the safety comes ~95 s after the kick
+    burst = _run("burst", 0, jobs=20_000, seconds=4.0, awake_seconds=2.5, kicks=1)
+    day = bench_cost.pgkick_day(burst, 512, 300.0)  # type: ignore[arg-type]
+    awake_s = bench_cost.SAFETY_AFTER_S + 0.0204 + 300.0  # then Neon's suspend window
+    assert day.database_hours == round(awake_s / 3600 + 300.0 / 3600, 3)  # and the reaper's
+    assert day.scheduler_invocations == 1 + 1  # one safety (one minute of kicks), the reaper
 
 
 def test_the_sqs_model_bills_a_send_receive_and_delete_per_batch_and_the_idle_polls() -> None:

@@ -19,6 +19,13 @@ Every invocation's duration is the emulator's (init included on a cold start), r
 up to 1 ms (pgkick_dev.bench.cost_model). The database's awake hours come from the
 activity the monitor saw per period and Neon's suspend window. SQS + Lambda and the
 always-on worker are models priced from the same measured durations.
+
+Safety wake-ups (pgkick.kick.safety) are switched off in the runs and added to each day
+by the model: one per queue and minute in which a kick was sent, a minute later, so a
+compressed run (8 "minutes" in 24 s) would coalesce what a real day books 1,440 times.
+Each is a CreateSchedule call, a fire, and an invocation that finds the queue served:
+billed as the empty invocations measured after each run (warm: a real day's arrive
+while its environment is).
 """
 
 from __future__ import annotations
@@ -27,10 +34,13 @@ import math
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
+from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
+from pgkick import config
 from pgkick.connections.db import Database
+from pgkick.producer import after_commit
 from pgkick.producer import enqueue as producer
 from pgkick_dev import queries as dev_queries
 from pgkick_dev.awake.monitor import AwakeMonitor
@@ -41,6 +51,9 @@ from pgkick_dev.local.kicker import LocalKicker
 PROBE_WINDOW = 0.5  # the monitor's window: activity plus half a second, then asleep
 TEMPLATE_TIMEOUT_MS = 300_000  # template.yaml: WorkerTimeout's default
 REAPER_MS = 1_000  # ASSUMED: the daily reaper's invocation, a cold start (not measured here)
+# A safety fires at the first minute at least 65 s after its kick: 65 to 125 s, 95 on average
+SAFETY_AFTER_S = 95.0
+EMPTY_KICKS = 3  # empty invocations timed after each run: what a safety's costs
 CONCURRENCY = 4  # the stand-in's environments (the template reserves none: a 2-core machine)
 PER_DAY = {"trickle": 1_440, "steady": 864_000, "burst": 100_000}
 LABELS = {
@@ -61,7 +74,12 @@ class CostSizes:
 
 def measure(dsn: str, kind: str, linger_ms: int, sizes: CostSizes, log: Path) -> dict[str, Any]:
     """One workload at one linger on fresh environments: what the stand-in and the
-    database saw, unscaled."""
+    database saw, unscaled; safeties off, here and in the workers (added by pgkick_day)."""
+    with config.overriding(kick_safety=timedelta(0)):
+        return _measure(dsn, kind, linger_ms, sizes, log)
+
+
+def _measure(dsn: str, kind: str, linger_ms: int, sizes: CostSizes, log: Path) -> dict[str, Any]:
     with Database.open(dsn, application_name="pgkick-bench") as db:
         db.execute(dev_queries.JOB_TRUNCATE_ALL)
         db.execute(dev_queries.QUEUE_WATCHERS_CLEAR)
@@ -70,6 +88,7 @@ def measure(dsn: str, kind: str, linger_ms: int, sizes: CostSizes, log: Path) ->
             "DATABASE_URL": dsn,
             "POWERTOOLS_LOG_LEVEL": "WARNING",
             "PGKICK_WORKER_LINGER_MS": str(linger_ms),
+            "PGKICK_KICK_SAFETY_MS": "0",
         },
         concurrency=CONCURRENCY,
         timeout_ms=TEMPLATE_TIMEOUT_MS,
@@ -84,15 +103,21 @@ def measure(dsn: str, kind: str, linger_ms: int, sizes: CostSizes, log: Path) ->
         since, warm_starts = time.time(), local.stats.cold_starts
     monitor = AwakeMonitor(dsn, window=PROBE_WINDOW, interval=0.1).start()
     try:
-        started = time.monotonic()
+        started, kicks = time.monotonic(), after_commit.stats.kicks
         jobs = _play(dsn, kind, sizes, local)
         local.wait_idle(1_800, include_wakes=True)
-        seconds = time.monotonic() - started
+        seconds, kicks = time.monotonic() - started, after_commit.stats.kicks - kicks
     finally:
         awake = monitor.stop()
+    try:
+        until = time.time()
+        empty = _empty_invocations(local)
+    finally:
         local.close()
     events = local.timeline.events(since=since, limit=1_000_000)
-    durations = [float(e["duration_ms"]) for e in events if e["kind"] == "invoke_end"]
+    durations = [
+        float(e["duration_ms"]) for e in events if e["kind"] == "invoke_end" and e["at"] < until
+    ]
     kinds = [e["kind"] for e in events]
     with Database.open(dsn, application_name="pgkick-bench") as db:
         rows = db.dicts(dev_queries.JOB_LATENCY_ALL)
@@ -112,6 +137,8 @@ def measure(dsn: str, kind: str, linger_ms: int, sizes: CostSizes, log: Path) ->
         ),
         "duration_p50_ms": percentile(durations, 0.5),
         "duration_max_ms": percentile(durations, 1.0),
+        "kicks": kicks,  # the producer's: each books a safety on a real day
+        "empty_ms": percentile(empty, 0.5),  # an invocation of a served queue: a safety's
         "schedules_created": kinds.count("schedule_create"),
         "schedules_fired": kinds.count("schedule_fire"),
         "awake_seconds": round(awake.awake_seconds, 2),
@@ -120,6 +147,19 @@ def measure(dsn: str, kind: str, linger_ms: int, sizes: CostSizes, log: Path) ->
         "exactly_once": len(rows) == jobs
         and all(r["status"] == "done" and r["attempts"] == 1 for r in rows),
     }
+
+
+def _empty_invocations(local: LocalKicker) -> list[float]:
+    """Durations of EMPTY_KICKS kicks of the served queue, one at a time, on the warm
+    environment the workload left: what each safety wake-up's invocation is billed."""
+    durations = []
+    for _ in range(EMPTY_KICKS):
+        since = time.time()
+        local.kick("default", "wake")
+        local.wait_idle(120)
+        ends = local.timeline.events(since=since, limit=100)
+        durations += [float(e["duration_ms"]) for e in ends if e["kind"] == "invoke_end"]
+    return durations
 
 
 def _play(dsn: str, kind: str, sizes: CostSizes, local: LocalKicker) -> int:
@@ -140,19 +180,22 @@ def _play(dsn: str, kind: str, sizes: CostSizes, local: LocalKicker) -> int:
 
 
 def pgkick_day(run: dict[str, Any], memory_mb: int, suspend_s: float) -> model.Day:
-    """A run scaled to its workload's day, with the daily reaper (an invocation, a Scheduler
-    fire and, when the database would sleep, one suspend window) added."""
+    """A run scaled to its workload's day, with its safety wake-ups and the daily reaper
+    (an invocation, a Scheduler fire and, when the database would sleep, one suspend
+    window) added."""
     kind, jobs = run["workload"], run["jobs"]
     scale = PER_DAY[kind] / jobs
+    kicks = run["kicks"] * scale
     if kind == "trickle":  # each job a period of a minute: the activity the monitor saw
         hours = model.awake_hours(60.0, _active(run, periods=jobs), suspend_s)
-        busy = model.DAY
+        busy, minutes = model.DAY, PER_DAY[kind]  # each job's kick in a minute of its own
     elif kind == "steady":
-        hours, busy = 24.0, model.DAY
-    else:
-        active = _active(run, periods=1) * scale
+        hours, busy, minutes = 24.0, model.DAY, 1_440
+    else:  # the safety comes after the burst's activity, or during its last minute
+        active = max(_active(run, periods=1) * scale, SAFETY_AFTER_S + run["empty_ms"] / 1000)
         hours = model.awake_hours(model.DAY, active, suspend_s)
         busy = run["seconds"] * scale
+        minutes = math.ceil(busy / 60)
     hours = min(24.0, hours + (suspend_s / 3600 if hours < 24 else 0.0))  # the reaper's run
     cold = max(1, run["cold_starts"])  # a running load's environment started once, at least
     invocations = round(run["invocations"] * scale)
@@ -164,16 +207,23 @@ def pgkick_day(run: dict[str, Any], memory_mb: int, suspend_s: float) -> model.D
             # it hands over before its timeout, so a day is that many invocations, no more
             per_day = math.ceil(model.DAY * 1000 / TEMPLATE_TIMEOUT_MS)
             invocations = min(invocations, max(1, run["invocations"]) * per_day)
-    calls, invocations = invocations, invocations + 1  # the worker's, then the daily reaper
+            kicks = per_day  # no producer kicks a watched queue; each hand-over is a kick
+    # no invocation is billed past its timeout (a run's last linger, scaled, would be)
+    billed = min(billed, invocations * TEMPLATE_TIMEOUT_MS)
+    calls = invocations  # the worker's, each booking rescues as measured
+    safeties = model.safeties(kicks, minutes)
+    invocations += safeties + 1  # and the daily reaper
     return model.Day(
         system=f"pgkick, linger {run['linger_ms']} ms",
         jobs=PER_DAY[kind],
         invocations=invocations,
-        billed_ms=billed + REAPER_MS,
+        billed_ms=billed + safeties * model.billed_ms(run["empty_ms"]) + REAPER_MS,
         memory_mb=memory_mb,
-        scheduler_invocations=round(run["schedules_fired"] * scale) + 1,
-        # the schedules workers booked (rescues), as many per invocation as measured
-        scheduler_calls=round(run["schedules_created"] / max(1, run["invocations"]) * calls),
+        scheduler_invocations=round(run["schedules_fired"] * scale) + safeties + 1,
+        # the schedules workers booked (rescues), as many per invocation as measured,
+        # and the safeties
+        scheduler_calls=round(run["schedules_created"] / max(1, run["invocations"]) * calls)
+        + safeties,
         secret_calls=model.secret_calls(invocations, cold, busy, cold),
         database_hours=round(hours, 3),
     )

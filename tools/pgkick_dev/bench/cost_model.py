@@ -48,6 +48,12 @@ def secret_calls(invocations: float, cold_starts: float, busy_s: float, environm
     return math.ceil(min(invocations, cold_starts + refreshes))
 
 
+def safeties(kicks: float, minutes: float) -> int:
+    """Safety wake-ups a day (pgkick.kick.safety): one per queue and minute in which a kick
+    was sent (a queue here), so never more than the kicks nor than the minutes they span."""
+    return math.ceil(min(kicks, minutes))
+
+
 @dataclass(frozen=True)
 class Day:
     """One system's day of one workload, in the units each service bills."""

@@ -76,7 +76,10 @@ def _dollars(cost: dict[str, Any]) -> str:
         f"model's job {cost['job_ms']} ms and one-job invocation overhead "
         f"{cost['invocation_overhead_ms']} ms, from the shortest linger's burst and trickle. "
         f"Linger chosen: **{linger['chosen_ms']} ms** (rule: {linger['rule']}; acceptable "
-        f"{linger['acceptable_ms']}; steady p99 by linger {linger['steady_p99_ms']}).\n\n"
+        f"{linger['acceptable_ms']}; steady p99 by linger {linger['steady_p99_ms']}). "
+        "Safety wake-ups are off in the runs and added to each day: one per minute with a "
+        "kick (a producer's, or a hand-over's), each a CreateSchedule call, a fire and an "
+        "invocation billed as the run's empty one.\n\n"
         "What each run measured, before scaling to a day:\n\n"
         + _table(bench_cost_table.RUNS_HEADER, bench_cost_table.runs_table(cost["runs"]))
         + "\nPrices: "
