@@ -10,6 +10,11 @@ E9003-E9010 what an operator needs (infra/ops_checks.py). Last, checkov
 (infra/checkov_scan.py: its skips, each justified), alongside cfn-lint.
 
     .venv-sam/bin/python infra/sam_checks.py [TEMPLATE] [--out transformed.json] [--no-checkov]
+    .venv-sam/bin/python infra/sam_checks.py --no-checkov T1 T2 ...  # each to T's folder
+
+Several templates (the tests' broken copies) are checked in one process and one cfn-lint
+run, whose start-up (its schemas) is most of a check's time: each template's report is
+printed under `== TEMPLATE` and ends with `exit N`, N its own verdict.
 """
 
 from __future__ import annotations
@@ -104,28 +109,56 @@ def recursion_problems(template: dict[str, Any]) -> list[str]:
     return ["E9002 no worker function (Handler pgkick.aws.worker.handler) in the template"]
 
 
+def pgkick_problems(template: Path, out: Path) -> list[str]:
+    """Transform `template` into `out`, then pgkick's own rules on the result."""
+    out.parent.mkdir(parents=True, exist_ok=True)
+    result = transformed(template)
+    out.write_text(json.dumps(result, indent=1))
+    return schedule_problems(result) + recursion_problems(result) + all_problems(result)
+
+
+def cfn_lint(outputs: list[Path]) -> subprocess.CompletedProcess[str]:
+    """One cfn-lint run over the transformed outputs, a finding a line (path first).
+    W2001 (unused parameter) is ignored: the transform inlines some parameters' values."""
+    command = str(Path(sys.executable).parent / "cfn-lint")
+    argv = [command, "--format", "parseable", "--ignore-checks", "W2001", "--"]
+    return subprocess.run(
+        argv + [str(o) for o in outputs], capture_output=True, text=True, check=False
+    )
+
+
+def check_many(templates: list[Path]) -> int:
+    """Each template transformed beside itself, one cfn-lint run for all, a report each."""
+    outs = [t.parent / "transformed.json" for t in templates]
+    found = [pgkick_problems(t, o) for t, o in zip(templates, outs, strict=True)]
+    lint = cfn_lint(outs)
+    print(lint.stderr, end="")
+    worst = 0
+    for template, out, problems in zip(templates, outs, found, strict=True):
+        lines = [line for line in lint.stdout.splitlines() if line.startswith(f"{out}:")]
+        verdict = 1 if problems or lines else 0
+        worst = max(worst, verdict)
+        print(f"== {template}\n" + "".join(f"{x}\n" for x in problems + lines) + f"exit {verdict}")
+    return worst
+
+
 def main(argv: list[str]) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("template", nargs="?", type=Path, default=ROOT / "template.yaml")
-    parser.add_argument("--out", type=Path, default=ROOT / ".aws-sam" / "transformed.json")
+    parser.add_argument("template", nargs="*", type=Path, default=[ROOT / "template.yaml"])
+    parser.add_argument("--out", type=Path, help="default .aws-sam/transformed.json")
     parser.add_argument(
         "--no-checkov", action="store_true", help="skip checkov (~10 s): pgkick's rules only"
     )
     args = parser.parse_args(argv)
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    result = transformed(args.template)
-    args.out.write_text(json.dumps(result, indent=1))
+    if len(args.template) > 1:
+        if not args.no_checkov or args.out:
+            parser.error("several templates: --no-checkov, and each output beside its template")
+        return check_many(args.template)
+    args.out = args.out or ROOT / ".aws-sam" / "transformed.json"
+    problems = pgkick_problems(args.template[0], args.out)
     scanning = None if args.no_checkov else checkov_scan.start(args.out)
-    problems = schedule_problems(result) + recursion_problems(result) + all_problems(result)
     print("".join(f"{problem}\n" for problem in problems), end="")
-    # W2001 (unused parameter): the transform inlines the values of some parameters.
-    cfn_lint = str(Path(sys.executable).parent / "cfn-lint")
-    lint = subprocess.run(
-        [cfn_lint, "--ignore-checks", "W2001", "--", str(args.out)],
-        capture_output=True,
-        text=True,
-        check=False,
-    )
+    lint = cfn_lint([args.out])
     print(lint.stdout + lint.stderr, end="")
     if not args.no_checkov:
         scan = checkov_scan.finish(scanning)

@@ -85,144 +85,160 @@ def test_sam_validate(sam_bin: Path, argv: list[str]) -> None:
     assert "is a valid SAM Template" in done.stdout + done.stderr
 
 
-@pytest.mark.parametrize(
-    ("original", "bad", "rule"),
-    [
-        ("MaximumRetryAttempts: !Ref KickMaxRetryAttempts", "MaximumRetryAttempts: 5", "E3034"),
-        ("Runtime: python3.12", "Runtime: python3.99", "E3030"),
-        ("Default: rate(1 day)", "Default: rate(1 days)", "E9001"),
-        ("ScheduleExpression: !Ref ReaperSchedule", "ScheduleExpression: rate(1 minutes)", "E9001"),
-        ("RecursiveLoop: Allow", "RecursiveLoop: Terminate", "E9002"),
-        # The operator's items (infra/ops_checks.py): each check fails without its item.
-        ("LogFormat: JSON", "LogFormat: Text", "E9003"),
-        ("RetentionInDays: !Ref LogRetentionInDays", "LogGroupClass: STANDARD", "E9003"),
-        ("MetricName: Throttles", "MetricName: Invocations", "E9004"),
-        ("MetricName: oldest_ready_age", "MetricName: ready", "E9004"),
-        ('[".", "oldest_ready_age", ".", "."]', '[".", "duration", ".", "."]', "E9010"),
-        ("MaximumRetryAttempts: 0", "MaximumRetryAttempts: 2", "E9005"),
-        (
-            "ReservedConcurrentExecutions: !If [ReserveReaper, 1, !Ref AWS::NoValue]",
-            "ReservedConcurrentExecutions: 1",
-            "E9006",
-        ),
-        ("MinValue: 0\n    MaxValue: 900", "MinValue: 1\n    MaxValue: 1000", "E9006"),
-        # issue #30 defect 1: a reservation by default fails to deploy on a new account
-        (
-            "    Type: Number\n    Default: 0\n    MinValue: 0\n    MaxValue: 900",
-            "    Type: Number\n    Default: 10\n    MinValue: 0\n    MaxValue: 900",
-            "E9006",
-        ),
-        (
-            "    Default: 0\n    AllowedValues: [0, 1]",
-            "    Default: 1\n    AllowedValues: [0, 1]",
-            "E9006",
-        ),
-        (
-            "- InVpc  # network interfaces only when the functions run in subnets",
-            "- ReserveConcurrency",
-            "E9007",
-        ),
-        # issue #30 defect 6: AWS's managed VPC policy writes logs on "*"
-        (
-            "      Policies:\n        - !If\n          - InVpc",
-            '      ManagedPolicyArns: [!Sub "arn:${AWS::Partition}:iam::aws:policy/service-role/'
-            'AWSLambdaVPCAccessExecutionRole"]\n      Policies:\n        - !If\n          - InVpc',
-            "E9007",
-        ),
-        (
-            "                Action: [logs:CreateLogStream, logs:PutLogEvents]\n"
-            "                Resource: !GetAtt WorkerLogGroup.Arn",
-            "                Action: [logs:CreateLogStream, logs:PutLogEvents]\n"
-            '                Resource: "*"',
-            "E9007",
-        ),
-        (  # an action pgkick never calls
-            "Action: [scheduler:CreateSchedule, scheduler:DeleteSchedule]",
-            "Action: [scheduler:CreateSchedule, scheduler:DeleteSchedule, scheduler:GetSchedule]",
-            "E9008",
-        ),
-        (  # the worker could not cancel its rescue: every clean finish would leave one
-            "Action: [scheduler:CreateSchedule, scheduler:DeleteSchedule]",
-            "Action: scheduler:CreateSchedule",
-            "E9008",
-        ),
-        (
-            "                Condition:\n                  StringEquals:\n"
-            "                    iam:PassedToService: scheduler.amazonaws.com\n",
-            "",
-            "E9008",
-        ),
-        ("aws:SourceAccount: !Ref AWS::AccountId", "aws:SourceIp: 192.0.2.1", "E9009"),
-        # defect 6: Scheduler sends aws:SourceAccount: IfExists would let its absence in
-        (
-            "              StringEquals:\n                aws:SourceAccount: !Ref AWS::AccountId\n"
-            "              ArnEquals:\n                aws:SourceArn: !GetAtt",
-            "              StringEqualsIfExists:\n"
-            "                aws:SourceAccount: !Ref AWS::AccountId"
-            "\n              ArnEquals:\n                aws:SourceArn: !GetAtt",
-            "E9009",
-        ),
-        (  # the wake role's trust not pinned to its schedule group
-            "              ArnEquals:\n"
-            "                aws:SourceArn: !GetAtt WakeScheduleGroup.Arn\n",
-            "",
-            "E9009",
-        ),
-        # issue #30 item 2: nothing drains FailedKicksQueue, wake-ups have no dead letters
-        ("FunctionResponseTypes: [ReportBatchItemFailures]", "FunctionResponseTypes: []", "E9011"),
-        ("            BatchSize: 5\n", "            BatchSize: 100\n", "E9011"),
-        (
-            "        FailedKicks:\n          Type: SQS\n          Properties:\n"
-            "            Queue: !GetAtt FailedKicksQueue.Arn\n",
-            "        FailedKicks:\n          Type: SQS\n          Properties:\n"
-            "            Queue: !Sub arn:${AWS::Partition}:sqs:${AWS::Region}"
-            ":${AWS::AccountId}:x\n",
-            "E9011",
-        ),
-        (
-            "Action: [sqs:ReceiveMessage, sqs:DeleteMessage, sqs:GetQueueAttributes]",
-            "Action: [sqs:ReceiveMessage, sqs:GetQueueAttributes]",
-            "E9011",
-        ),
-        ("      VisibilityTimeout: 900\n", "", "E9011"),
-        (  # the wake role may not dead-letter: Scheduler drops undeliverable wake-ups
-            "              - Sid: DeadLetterWakeUps  # a wake-up Scheduler could not deliver,"
-            " after retries\n                Effect: Allow\n"
-            "                Action: sqs:SendMessage\n"
-            "                Resource: !GetAtt FailedKicksQueue.Arn\n",
-            "",
-            "E9012",
-        ),
-        (
-            "PGKICK_SCHEDULE_DLQ_ARN: !GetAtt FailedKicksQueue.Arn",
-            "PGKICK_SCHEDULE_DLQ_ARN: x",
-            "E9012",
-        ),
-        # alarms on each failure path (defect 2)
-        ("MetricName: AsyncEventsDropped", "MetricName: AsyncEventsReceived", "E9004"),
-        ("MetricName: AsyncEventAge", "MetricName: Duration", "E9004"),
-        ("MetricName: InvocationDroppedCount", "MetricName: InvocationAttemptCount", "E9004"),
-        ('[".", "AsyncEventsDropped", ".", "."], ', "", "E9010"),
-    ],
-)
-def test_lint_after_transform_catches_bad_values(
-    sam_bin: Path, tmp_path: Path, original: str, bad: str, rule: str
-) -> None:
+# Each (original, bad, rule): template.yaml with `original` replaced by `bad` fails `rule`.
+BAD_VALUES = [
+    ("MaximumRetryAttempts: !Ref KickMaxRetryAttempts", "MaximumRetryAttempts: 5", "E3034"),
+    ("Runtime: python3.12", "Runtime: python3.99", "E3030"),
+    ("Default: rate(1 day)", "Default: rate(1 days)", "E9001"),
+    ("ScheduleExpression: !Ref ReaperSchedule", "ScheduleExpression: rate(1 minutes)", "E9001"),
+    ("RecursiveLoop: Allow", "RecursiveLoop: Terminate", "E9002"),
+    # The operator's items (infra/ops_checks.py): each check fails without its item.
+    ("LogFormat: JSON", "LogFormat: Text", "E9003"),
+    ("RetentionInDays: !Ref LogRetentionInDays", "LogGroupClass: STANDARD", "E9003"),
+    ("MetricName: Throttles", "MetricName: Invocations", "E9004"),
+    ("MetricName: oldest_ready_age", "MetricName: ready", "E9004"),
+    ('[".", "oldest_ready_age", ".", "."]', '[".", "duration", ".", "."]', "E9010"),
+    ("MaximumRetryAttempts: 0", "MaximumRetryAttempts: 2", "E9005"),
+    (
+        "ReservedConcurrentExecutions: !If [ReserveReaper, 1, !Ref AWS::NoValue]",
+        "ReservedConcurrentExecutions: 1",
+        "E9006",
+    ),
+    ("MinValue: 0\n    MaxValue: 900", "MinValue: 1\n    MaxValue: 1000", "E9006"),
+    # issue #30 defect 1: a reservation by default fails to deploy on a new account
+    (
+        "    Type: Number\n    Default: 0\n    MinValue: 0\n    MaxValue: 900",
+        "    Type: Number\n    Default: 10\n    MinValue: 0\n    MaxValue: 900",
+        "E9006",
+    ),
+    (
+        "    Default: 0\n    AllowedValues: [0, 1]",
+        "    Default: 1\n    AllowedValues: [0, 1]",
+        "E9006",
+    ),
+    (
+        "- InVpc  # network interfaces only when the functions run in subnets",
+        "- ReserveConcurrency",
+        "E9007",
+    ),
+    # issue #30 defect 6: AWS's managed VPC policy writes logs on "*"
+    (
+        "      Policies:\n        - !If\n          - InVpc",
+        '      ManagedPolicyArns: [!Sub "arn:${AWS::Partition}:iam::aws:policy/service-role/'
+        'AWSLambdaVPCAccessExecutionRole"]\n      Policies:\n        - !If\n          - InVpc',
+        "E9007",
+    ),
+    (
+        "                Action: [logs:CreateLogStream, logs:PutLogEvents]\n"
+        "                Resource: !GetAtt WorkerLogGroup.Arn",
+        "                Action: [logs:CreateLogStream, logs:PutLogEvents]\n"
+        '                Resource: "*"',
+        "E9007",
+    ),
+    (  # an action pgkick never calls
+        "Action: [scheduler:CreateSchedule, scheduler:DeleteSchedule]",
+        "Action: [scheduler:CreateSchedule, scheduler:DeleteSchedule, scheduler:GetSchedule]",
+        "E9008",
+    ),
+    (  # the worker could not cancel its rescue: every clean finish would leave one
+        "Action: [scheduler:CreateSchedule, scheduler:DeleteSchedule]",
+        "Action: scheduler:CreateSchedule",
+        "E9008",
+    ),
+    (
+        "                Condition:\n                  StringEquals:\n"
+        "                    iam:PassedToService: scheduler.amazonaws.com\n",
+        "",
+        "E9008",
+    ),
+    ("aws:SourceAccount: !Ref AWS::AccountId", "aws:SourceIp: 192.0.2.1", "E9009"),
+    # defect 6: Scheduler sends aws:SourceAccount: IfExists would let its absence in
+    (
+        "              StringEquals:\n                aws:SourceAccount: !Ref AWS::AccountId\n"
+        "              ArnEquals:\n                aws:SourceArn: !GetAtt",
+        "              StringEqualsIfExists:\n"
+        "                aws:SourceAccount: !Ref AWS::AccountId"
+        "\n              ArnEquals:\n                aws:SourceArn: !GetAtt",
+        "E9009",
+    ),
+    (  # the wake role's trust not pinned to its schedule group
+        "              ArnEquals:\n                aws:SourceArn: !GetAtt WakeScheduleGroup.Arn\n",
+        "",
+        "E9009",
+    ),
+    # issue #30 item 2: nothing drains FailedKicksQueue, wake-ups have no dead letters
+    ("FunctionResponseTypes: [ReportBatchItemFailures]", "FunctionResponseTypes: []", "E9011"),
+    ("            BatchSize: 5\n", "            BatchSize: 100\n", "E9011"),
+    (
+        "        FailedKicks:\n          Type: SQS\n          Properties:\n"
+        "            Queue: !GetAtt FailedKicksQueue.Arn\n",
+        "        FailedKicks:\n          Type: SQS\n          Properties:\n"
+        "            Queue: !Sub arn:${AWS::Partition}:sqs:${AWS::Region}"
+        ":${AWS::AccountId}:x\n",
+        "E9011",
+    ),
+    (
+        "Action: [sqs:ReceiveMessage, sqs:DeleteMessage, sqs:GetQueueAttributes]",
+        "Action: [sqs:ReceiveMessage, sqs:GetQueueAttributes]",
+        "E9011",
+    ),
+    ("      VisibilityTimeout: 900\n", "", "E9011"),
+    (  # the wake role may not dead-letter: Scheduler drops undeliverable wake-ups
+        "              - Sid: DeadLetterWakeUps  # a wake-up Scheduler could not deliver,"
+        " after retries\n                Effect: Allow\n"
+        "                Action: sqs:SendMessage\n"
+        "                Resource: !GetAtt FailedKicksQueue.Arn\n",
+        "",
+        "E9012",
+    ),
+    (
+        "PGKICK_SCHEDULE_DLQ_ARN: !GetAtt FailedKicksQueue.Arn",
+        "PGKICK_SCHEDULE_DLQ_ARN: x",
+        "E9012",
+    ),
+    # alarms on each failure path (defect 2)
+    ("MetricName: AsyncEventsDropped", "MetricName: AsyncEventsReceived", "E9004"),
+    ("MetricName: AsyncEventAge", "MetricName: Duration", "E9004"),
+    ("MetricName: InvocationDroppedCount", "MetricName: InvocationAttemptCount", "E9004"),
+    ('[".", "AsyncEventsDropped", ".", "."], ', "", "E9010"),
+]
+
+
+@pytest.fixture(scope="module")
+def lint_reports(sam_bin: Path, tmp_path_factory: pytest.TempPathFactory) -> list[tuple[str, int]]:
+    """infra/sam_checks.py on every broken copy of template.yaml (BAD_VALUES) and on the
+    template itself (last), in one run: one cfn-lint start-up instead of one per copy (7 s
+    each here). Each copy's report and verdict, in BAD_VALUES' order."""
     text = (ROOT / "template.yaml").read_text()
-    assert original in text
-    broken = tmp_path / "template.yaml"
-    broken.write_text(text.replace(original, bad))
-    done = run(
-        [
-            str(sam_bin / "python"),
-            "infra/sam_checks.py",
-            str(broken),
-            "--out",
-            str(tmp_path / "out.json"),
-            "--no-checkov",  # pgkick's rules: checkov's own test is below
-        ]
-    )
-    assert done.returncode != 0 and rule in done.stdout, done.stdout + done.stderr
+    templates = []
+    for n, (original, bad, _) in enumerate([*BAD_VALUES, ("", "", "")]):
+        assert original in text, original
+        folder = tmp_path_factory.mktemp(f"broken{n}")
+        (folder / "template.yaml").write_text(text.replace(original, bad) if original else text)
+        templates.append(folder / "template.yaml")
+    argv = [str(sam_bin / "python"), "infra/sam_checks.py", "--no-checkov"]
+    done = run([*argv, *map(str, templates)], timeout=900)
+    sections = done.stdout.split("== ")[1:]
+    assert [s.split("\n", 1)[0] for s in sections] == list(map(str, templates)), done.stderr
+    reports = [(s, int(s.rstrip().rsplit("exit ", 1)[1])) for s in sections]
+    assert done.returncode == 1  # the broken copies'
+    return reports
+
+
+def test_lint_reports_nothing_on_the_template_itself_among_broken_copies(
+    lint_reports: list[tuple[str, int]],
+) -> None:
+    """Catches one copy's findings reported under another's name (one cfn-lint run)."""
+    report, verdict = lint_reports[-1]
+    assert verdict == 0 and report.count("\n") == 2, report  # its name, then "exit 0"
+
+
+@pytest.mark.parametrize(("original", "bad", "rule"), BAD_VALUES)
+def test_lint_after_transform_catches_bad_values(
+    lint_reports: list[tuple[str, int]], original: str, bad: str, rule: str
+) -> None:
+    report, verdict = lint_reports[BAD_VALUES.index((original, bad, rule))]
+    assert verdict != 0 and rule in report, report
 
 
 def test_checkov_passes_with_each_skip_justified(checked: tuple[str, Path]) -> None:
