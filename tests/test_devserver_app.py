@@ -17,7 +17,9 @@ from pathlib import Path
 import psycopg
 import pytest
 
+from pgkick.errors import ConfigError
 from pgkick_dev.devserver.server import free_port
+from pgkick_dev.local import client as dev_client
 from pgkick_dev.local.client import status as client_status
 from tests.devserver_fixtures import ROOT
 from tests.sam import uv
@@ -171,6 +173,17 @@ def test_a_script_that_enqueues_and_exits_gets_its_job_run(
     print(f"local kick to done log line: {took:.2f} s; delayed job woke after {waited:.1f} s")
 
 
+def test_a_bad_idle_exit_is_refused_before_a_stack_is_started() -> None:
+    """Catches PGKICK_DEV_IDLE_EXIT read loosely (a typo would leave a detached stack
+    running for a day, or stopping before its job) or only once a stack was started."""
+    for bad in ("soon", "0", "-5", "1e9", "nan"):
+        nobody = {"PGKICK_DEV_URL": f"http://127.0.0.1:{free_port()}", "PGKICK_DEV_IDLE_EXIT": bad}
+        with pytest.raises(ConfigError, match="PGKICK_DEV_IDLE_EXIT"):
+            dev_client.connect(nobody)
+    assert dev_client.idle_exit_seconds({}) == dev_client.IDLE_EXIT_SECONDS == 60.0
+    assert dev_client.idle_exit_seconds({"PGKICK_DEV_IDLE_EXIT": " 2.5 "}) == 2.5
+
+
 def test_without_a_running_stack_the_script_is_refused_before_writing(
     app_python: Path, app: Path, dsn: str
 ) -> None:
@@ -223,8 +236,9 @@ def test_without_a_running_stack_one_is_started_detached_and_stops_by_itself(
     while status(dsn, job) != "done":
         assert time.monotonic() < deadline, (app / ".pgkick" / "dev.log").read_text()
         time.sleep(0.1)
+    stop_by = time.monotonic() + 20  # PGKICK_DEV_IDLE_EXIT=2, not the default minute
     while client_status(url) is not None:  # it stops by itself, nothing pending
-        assert time.monotonic() < deadline + 30, "the detached stack never stopped"
+        assert time.monotonic() < stop_by, "the detached stack did not stop 2 s after idle"
         time.sleep(0.2)
     log = (app / ".pgkick" / "dev.log").read_text()
     assert "receipt sent to detached@example.com" in log and "nothing pending: stopping" in log

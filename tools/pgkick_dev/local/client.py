@@ -9,9 +9,10 @@ rescues as one-time schedules, named and rounded to the minute the same way).
 
 Finding the stack happens when the kicker is made, before anything is written:
 at PGKICK_DEV_URL (default http://127.0.0.1:3001). With none there, one is started
-detached (it stops by itself once nothing is pending, and its log is
-.pgkick/dev.log), unless PGKICK_DEV_AUTOSTART=0: then a ConfigError says to start
-`pgkick dev`. Never a committed job that nothing will run.
+detached (it stops by itself once nothing has been pending for PGKICK_DEV_IDLE_EXIT
+seconds, 60 by default, and its log is .pgkick/dev.log), unless PGKICK_DEV_AUTOSTART=0:
+then a ConfigError says to start `pgkick dev`. Never a committed job that nothing will
+run.
 """
 
 from __future__ import annotations
@@ -52,8 +53,28 @@ def status(url: str, timeout: float = 0.5) -> dict[str, Any] | None:
     return found if found.get("pgkick_dev") else None
 
 
+def idle_exit_seconds(env: Mapping[str, str]) -> float:
+    """PGKICK_DEV_IDLE_EXIT: how long a detached stack waits with nothing pending before
+    it stops (seconds, default IDLE_EXIT_SECONDS); refused before anything is written."""
+    raw = env.get("PGKICK_DEV_IDLE_EXIT", "").strip()
+    if not raw:
+        return IDLE_EXIT_SECONDS
+    try:
+        seconds = float(raw)
+    except ValueError:
+        seconds = -1.0
+    if not 0 < seconds <= 86_400:
+        raise ConfigError(
+            f"PGKICK_DEV_IDLE_EXIT={raw!r}: give the seconds a detached `pgkick dev` waits "
+            f"with nothing pending before it stops, over 0 and at most 86400 (default "
+            f"{IDLE_EXIT_SECONDS:.0f})"
+        )
+    return seconds
+
+
 def start_detached(url: str, env: Mapping[str, str]) -> Path:
     """`pgkick dev` in its own session, outliving this process; returns its log's path."""
+    idle_exit = idle_exit_seconds(env)
     log = Path(".pgkick") / "dev.log"
     log.parent.mkdir(parents=True, exist_ok=True)
     port = url.rsplit(":", 1)[-1].strip("/")
@@ -65,7 +86,7 @@ def start_detached(url: str, env: Mapping[str, str]) -> Path:
         "--port",
         port,
         "--exit-when-idle",
-        str(IDLE_EXIT_SECONDS),
+        str(idle_exit),
     ]
     with log.open("ab") as out:
         subprocess.Popen(
@@ -81,6 +102,7 @@ def start_detached(url: str, env: Mapping[str, str]) -> Path:
 
 def connect(env: Mapping[str, str]) -> DevClient:
     url = (env.get("PGKICK_DEV_URL") or DEFAULT_URL).rstrip("/")
+    idle_exit_seconds(env)  # a bad value is refused whether or not a stack answers
     found = status(url)
     if found is None:
         if env.get("PGKICK_DEV_AUTOSTART", "1") == "0":
