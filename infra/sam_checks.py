@@ -130,8 +130,14 @@ def cfn_lint(outputs: list[Path]) -> subprocess.CompletedProcess[str]:
 def check_many(templates: list[Path]) -> int:
     """Each template transformed beside itself, one cfn-lint run for all, a report each."""
     outs = [t.parent / "transformed.json" for t in templates]
-    found = [pgkick_problems(t, o) for t, o in zip(templates, outs, strict=True)]
-    lint = cfn_lint(outs)
+    found = []
+    for template, out in zip(templates, outs, strict=True):
+        try:  # a copy SAM refuses to transform is that copy's finding, not the batch's end
+            found.append(pgkick_problems(template, out))
+        except Exception as exc:  # samtranslator's InvalidDocumentException and kin
+            out.unlink(missing_ok=True)
+            found.append([f"E0000 the SAM transform failed: {' '.join(str(exc).split())}"])
+    lint = cfn_lint([o for o in outs if o.exists()])
     print(lint.stderr, end="")
     worst = 0
     for template, out, problems in zip(templates, outs, found, strict=True):

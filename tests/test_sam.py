@@ -92,6 +92,8 @@ BAD_VALUES = [
     ("Default: rate(1 day)", "Default: rate(1 days)", "E9001"),
     ("ScheduleExpression: !Ref ReaperSchedule", "ScheduleExpression: rate(1 minutes)", "E9001"),
     ("RecursiveLoop: Allow", "RecursiveLoop: Terminate", "E9002"),
+    # a copy SAM cannot read is its own finding, and the other copies are still checked
+    ("Runtime: python3.12", "Runtime: [python3.12", "E0000 the SAM transform failed"),
     # The operator's items (infra/ops_checks.py): each check fails without its item.
     ("LogFormat: JSON", "LogFormat: Text", "E9003"),
     ("RetentionInDays: !Ref LogRetentionInDays", "LogGroupClass: STANDARD", "E9003"),
