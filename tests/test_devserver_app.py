@@ -173,11 +173,17 @@ def test_a_script_that_enqueues_and_exits_gets_its_job_run(
     print(f"local kick to done log line: {took:.2f} s; delayed job woke after {waited:.1f} s")
 
 
-def test_a_bad_idle_exit_is_refused_before_a_stack_is_started() -> None:
+def test_a_bad_idle_exit_is_refused_when_the_kicker_is_made() -> None:
     """Catches PGKICK_DEV_IDLE_EXIT read loosely (a typo would leave a detached stack
-    running for a day, or stopping before its job) or only once a stack was started."""
+    running for a day, or stopping before its job) or checked only when a stack has to
+    be started (a typo would pass unnoticed while one runs)."""
     for bad in ("soon", "0", "-5", "1e9", "nan"):
-        nobody = {"PGKICK_DEV_URL": f"http://127.0.0.1:{free_port()}", "PGKICK_DEV_IDLE_EXIT": bad}
+        # no stack answers, none may start: only the value's own refusal names it
+        nobody = {
+            "PGKICK_DEV_URL": f"http://127.0.0.1:{free_port()}",
+            "PGKICK_DEV_AUTOSTART": "0",
+            "PGKICK_DEV_IDLE_EXIT": bad,
+        }
         with pytest.raises(ConfigError, match="PGKICK_DEV_IDLE_EXIT"):
             dev_client.connect(nobody)
     assert dev_client.idle_exit_seconds({}) == dev_client.IDLE_EXIT_SECONDS == 60.0
