@@ -72,9 +72,9 @@ def idle_exit_seconds(env: Mapping[str, str]) -> float:
     return seconds
 
 
-def start_detached(url: str, env: Mapping[str, str]) -> Path:
-    """`pgkick dev` in its own session, outliving this process; returns its log's path."""
-    idle_exit = idle_exit_seconds(env)
+def start_detached(url: str, env: Mapping[str, str], idle_exit: float) -> Path:
+    """`pgkick dev` in its own session, outliving this process, stopping `idle_exit` s
+    after nothing is pending; returns its log's path."""
     log = Path(".pgkick") / "dev.log"
     log.parent.mkdir(parents=True, exist_ok=True)
     port = url.rsplit(":", 1)[-1].strip("/")
@@ -102,7 +102,7 @@ def start_detached(url: str, env: Mapping[str, str]) -> Path:
 
 def connect(env: Mapping[str, str]) -> DevClient:
     url = (env.get("PGKICK_DEV_URL") or DEFAULT_URL).rstrip("/")
-    idle_exit_seconds(env)  # a bad value is refused whether or not a stack answers
+    idle_exit = idle_exit_seconds(env)  # refused whether or not a stack answers
     found = status(url)
     if found is None:
         if env.get("PGKICK_DEV_AUTOSTART", "1") == "0":
@@ -110,7 +110,7 @@ def connect(env: Mapping[str, str]) -> DevClient:
                 f"PGKICK_KICKER=local: no `pgkick dev` answers at {url}: start it in another "
                 "terminal (`pgkick dev`), or set PGKICK_DEV_URL to where it runs"
             )
-        log = start_detached(url, env)
+        log = start_detached(url, env, idle_exit)
         deadline = time.monotonic() + START_TIMEOUT
         while found is None and time.monotonic() < deadline:
             time.sleep(0.2)
