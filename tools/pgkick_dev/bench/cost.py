@@ -114,10 +114,9 @@ def _measure(dsn: str, kind: str, linger_ms: int, sizes: CostSizes, log: Path) -
         empty = _empty_invocations(local)
     finally:
         local.close()
-    events = local.timeline.events(since=since, limit=1_000_000)
-    durations = [
-        float(e["duration_ms"]) for e in events if e["kind"] == "invoke_end" and e["at"] < until
-    ]
+    # the workload's events, not the empty kicks' that follow it
+    events = [e for e in local.timeline.events(since=since, limit=1_000_000) if e["at"] < until]
+    durations = [float(e["duration_ms"]) for e in events if e["kind"] == "invoke_end"]
     kinds = [e["kind"] for e in events]
     with Database.open(dsn, application_name="pgkick-bench") as db:
         rows = db.dicts(dev_queries.JOB_LATENCY_ALL)
