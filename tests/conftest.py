@@ -36,7 +36,10 @@ os.environ.setdefault("PGKICK_TASKS", "pgkick_dev.tasks")
 # to each. It is tested on its own, switched on (tests/test_safety.py).
 os.environ.setdefault("PGKICK_KICK_SAFETY_MS", "0")
 
-TEMPLATE = "pgkick_test_template"
+# One template a pytest-xdist worker (the suite runs on two, pyproject's addopts): each
+# worker starts its own embedded server, but workers sharing a DATABASE_URL server must not
+# drop each other's template.
+TEMPLATE = f"pgkick_test_template{os.environ.get('PYTEST_XDIST_WORKER', '')}"
 # Test-only durability shortcuts: nothing here must survive a power cut.
 FAST_SETTINGS = {
     "fsync": "off",
@@ -140,13 +143,31 @@ def aws_full_lambda(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
         yield
 
 
+CHAOS_RESULTS: list[dict[str, Any]] = []  # the chaos scenarios' figures, as reports bring them
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Any:
+    """A chaos scenario's figures ride on its test's report: under pytest-xdist the test ran
+    in a worker process, and only reports reach the process that prints the summary."""
+    report = yield
+    if call.when == "call":
+        from tests.chaos import RESULTS
+
+        report.user_properties.extend(("chaos", result) for result in RESULTS)
+        RESULTS.clear()
+    return report
+
+
+def pytest_runtest_logreport(report: pytest.TestReport) -> None:
+    CHAOS_RESULTS.extend(value for name, value in report.user_properties if name == "chaos")
+
+
 def pytest_terminal_summary(terminalreporter: Any) -> None:
     """The chaos scenarios' measured recovery times, when any ran."""
-    from tests.chaos import RESULTS
-
-    if RESULTS:
+    if CHAOS_RESULTS:
         terminalreporter.write_sep("-", "chaos scenarios: measured recovery")
-        for result in RESULTS:
+        for result in CHAOS_RESULTS:
             facts = ", ".join(f"{k}={v}" for k, v in result.items() if k != "scenario")
             terminalreporter.write_line(f"{result['scenario']:<22} {facts}")
 

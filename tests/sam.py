@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import fcntl
 import os
 import platform
 import shutil
@@ -25,11 +26,17 @@ def uv() -> list[str]:
 
 
 def ensure_venv(venv: Path, requirements: Path) -> Path:
-    """Create or update a virtual environment from a requirements file; returns its bin."""
+    """Create or update a virtual environment from a requirements file; returns its bin.
+    Under a lock file beside it: the suite's two pytest-xdist workers may both need it
+    first on a fresh clone, and two creations of one venv at once break it."""
     env = {**os.environ, "VIRTUAL_ENV": str(venv), "UV_PYTHON_DOWNLOADS": "never"}
-    if not (venv / "bin" / "python").exists():
-        subprocess.run([*uv(), "venv", "-q", "--python", "3.12", str(venv)], check=True, env=env)
-    subprocess.run([*uv(), "pip", "install", "-q", "-r", str(requirements)], check=True, env=env)
+    with open(venv.with_name(venv.name + ".lock"), "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)  # released when the file closes
+        if not (venv / "bin" / "python").exists():
+            create = [*uv(), "venv", "-q", "--python", "3.12", str(venv)]
+            subprocess.run(create, check=True, env=env)
+        install = [*uv(), "pip", "install", "-q", "-r", str(requirements)]
+        subprocess.run(install, check=True, env=env)
     return venv / "bin"
 
 
