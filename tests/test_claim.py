@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import threading
 import time
-from dataclasses import replace
 from datetime import timedelta
 from pathlib import Path
 
@@ -201,7 +200,7 @@ def test_a_round_trip_completes_before_it_claims(dsn: str) -> None:
         held, more = answer[0]
         assert held == set(ids[:10]) and more == []
         fresh = seed(store, 3)
-        lost = replace(jobs[0], attempts=jobs[0].attempts + 1)  # as if reclaimed meanwhile
+        lost = jobs[0]._replace(attempts=jobs[0].attempts + 1)  # as if reclaimed meanwhile
         held, more = store.complete_many_and_claim(
             [lost, *taken[:2]], "default", batch=2, lease=LEASE
         )

@@ -6,7 +6,6 @@ seen to fail."""
 from __future__ import annotations
 
 from collections.abc import Iterator
-from dataclasses import replace
 from datetime import timedelta
 from typing import Any
 
@@ -116,9 +115,9 @@ def test_a_lost_lease_stores_no_result(dsn: str, clock: FakeClock) -> None:
         clock.advance(LEASE.total_seconds() + 1)
         store.reap_expired()
         (current,) = store.claim("default", batch=1, lease=LEASE)
-        assert store.complete_many([replace(stale, result='"mine"')]) == set()
+        assert store.complete_many([stale._replace(result='"mine"')]) == set()
         assert job_row(dsn, job_id)["result"] is None
-        assert store.complete_many([replace(current, result='"theirs"')]) == {job_id}
+        assert store.complete_many([current._replace(result='"theirs"')]) == {job_id}
         assert job_row(dsn, job_id)["result"] == "theirs"
 
 

@@ -17,9 +17,8 @@ import json
 import logging
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
-from typing import Any, Protocol
+from typing import Any, NamedTuple, Protocol
 
 from pgkick.errors import BadEvent
 from pgkick.validation import check_name
@@ -75,8 +74,9 @@ def kick_event(queue: str, reason: str, hop: int = 0) -> dict[str, Any]:
     return event
 
 
-@dataclass(frozen=True, slots=True)
-class KickEvent:
+class KickEvent(NamedTuple):
+    """What a kick asks of a worker, once parse_kick_event has checked it."""
+
     queue: str
     reason: str
     hop: int

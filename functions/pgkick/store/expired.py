@@ -8,15 +8,17 @@ its own queue, as pgkick_worker, and looks when the leases still held there expi
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from datetime import datetime
+from typing import NamedTuple
 
 from pgkick.connections.db import Database
 from pgkick.store import queries
 
 
-@dataclass(frozen=True, slots=True)
-class ReapedJob:
+class ReapedJob(NamedTuple):
+    """A job whose lease had expired, as the sweep left it: queued again, or failed (its
+    last attempt, or an operator's cancel)."""
+
     id: int
     queue: str
     status: str

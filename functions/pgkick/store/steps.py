@@ -10,14 +10,13 @@ taken over stores nothing.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 from pgkick.connections.db import Database
 from pgkick.store import queries
 
 
-@dataclass(frozen=True, slots=True)
-class StoredStep:
+class StoredStep(NamedTuple):
     """A finished step as stored: its arguments' hash, its result (decoded JSON), how long
     it took, and for a sleep the seconds still to wait (0 once over; None for a step)."""
 

@@ -19,7 +19,6 @@ import logging
 import random
 import time
 from collections.abc import Callable
-from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 
 from pgkick.kick.kickers import Kicker
@@ -259,8 +258,8 @@ class Worker:
                 outcomes.snooze(job, outcome.snooze, keeper, summary)
             elif outcome.continued and self._books is not None:
                 self._books.continue_job(job, outcome.stalled, keeper, summary)
-            elif outcome.error is None:  # (dataclasses.replace costs: only for a result)
-                done = job if outcome.result is None else replace(job, result=outcome.result)
+            elif outcome.error is None:  # (a new tuple: only for a result)
+                done = job if outcome.result is None else job._replace(result=outcome.result)
                 if buffered:  # completed alone, with its children (pgkick.worker.spawn)
                     outcomes.complete_spawning(done, buffered, keeper, summary)
                 else:

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable
-from dataclasses import replace
 from datetime import UTC, datetime
 
 from pgkick.connections.db import DatabaseError
@@ -71,7 +70,7 @@ class Outcomes:
         due, later = due_and_later(queued, self.store.clock() or datetime.now(UTC))
         self.kick_dependants(job.queue, self.store.take_released() | due, summary)
         for queue, run_at in later.items():
-            summary.wake_failures += int(not self.wake(replace(job, queue=queue), run_at))
+            summary.wake_failures += int(not self.wake(job._replace(queue=queue), run_at))
 
     def kick_dependants(self, queue: str, released: set[str], summary: Summary) -> None:
         """Kick the other queues where jobs waiting on this worker's jobs became ready, one

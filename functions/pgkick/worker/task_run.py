@@ -10,8 +10,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable
-from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 from pgkick import config
 from pgkick.errors import Continuation, PermanentError, Snooze
@@ -33,10 +32,10 @@ CANCELLED = "cancelled by operator"  # last_error of a job cancelled while queue
 UNREAD = JobContext(id=0, queue="", attempt=0, max_attempts=0)
 
 
-@dataclass(frozen=True, slots=True)
-class TaskOutcome:
+class TaskOutcome(NamedTuple):
     """What the worker records: done with `result` (JSON text or None), a failure
-    (`error`, retried unless `permanent`), or a snooze of `snooze` seconds."""
+    (`error`, retried unless `permanent`), or a snooze of `snooze` seconds. One a job:
+    a NamedTuple, cheaper to make than a frozen dataclass (pgkick.store.worker.ClaimedJob)."""
 
     error: str | None = None
     permanent: bool = False
