@@ -14,6 +14,7 @@ import pytest
 from pgkick import cli
 from pgkick.cli import bulk
 from pgkick.errors import InvalidArgument, UsageError
+from pgkick.store import queries
 from pgkick.store.operator import OperatorStore
 from pgkick.validation import JobSpec
 from tests.store import JobStore
@@ -204,3 +205,19 @@ def test_pgkick_jobs_lists_with_the_filters_a_bulk_action_counts(
     assert run(capsys, "retry", *filters)[1]["would_retry"] == 2
     old = [job["id"] for job in run(capsys, "jobs", "--until", "2d", "--dsn", dsn)[1]["jobs"]]
     assert old == [timeouts[0]]
+
+
+def test_a_bulk_selection_filters_on_every_field_a_listing_filters_on() -> None:
+    """Catches a filter added to JobFilter and to the listing's statement (job_list_page)
+    but not to the bulk selection's (job_id_page_matching): psycopg ignores a parameter
+    a statement does not name, so `pgkick purge --X` would take jobs `pgkick jobs --X`
+    does not list. Each filter is the same condition, word for word, in both."""
+    listing = queries.JOB_LIST_PAGE.splitlines()
+    selecting = queries.JOB_ID_PAGE_MATCHING.splitlines()
+    names = [name for name in bulk.JobSelection().params("purge") if name != "statuses"]
+    assert {*names, "status"} == set(bulk.JobSelection().as_params())  # status: its own
+    for name in names:
+        placeholder = f"%({name})s"
+        in_listing = [line.strip() for line in listing if placeholder in line]
+        in_selecting = [line.strip() for line in selecting if placeholder in line]
+        assert len(in_listing) == 1 and in_listing == in_selecting, (name, in_selecting)
