@@ -9,6 +9,8 @@ import pytest
 
 from pgkick import cli
 
+pytestmark = pytest.mark.slow  # about 6 minutes here: started first (conftest)
+
 
 def test_bench_quick_runs_every_item_and_reports_targets(
     dsn: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
