@@ -540,6 +540,25 @@ def test_the_fast_walk_skips_a_rate_keyed_first_job_not_yet_due(dsn: str, clock:
         assert ns(store.claim("api", batch=1, lease=LEASE)) == [0]
 
 
+def test_groups_sharing_a_rate_key_start_it_no_more_than_its_rate(
+    dsn: str, clock: FakeClock
+) -> None:
+    """Two groups whose heads share one rate key (1 start a minute): the one-statement walk
+    finds both heads, each under its rate when counted alone, and fills the batch of 2; the
+    claim must see that the batch starts one rate key twice and take one. Catches a fast
+    path that trusts each head's own count (the batch's rate keys not checked distinct);
+    and a key is not held by its rate once its window has passed."""
+    with JobStore.open(dsn, clock) as store:
+        flow.set_queue_rate(store, "api", 1, timedelta(minutes=1))
+        flow.set_queue_concurrency(store, "api", 1)
+        add(store, 0, queue="api", group="g1", rate_key="host")
+        add(store, 1, queue="api", group="g2", rate_key="host")
+        assert ns(store.claim("api", batch=2, lease=LEASE)) == [0]
+        assert store.claim("api", batch=2, lease=LEASE) == []
+        clock.advance(61)
+        assert ns(store.claim("api", batch=2, lease=LEASE)) == [1]
+
+
 def _starts(store: JobStore) -> list[tuple[str, str]]:
     rows = store.conn.execute("SELECT queue, rate_key FROM pgkick.job_starts ORDER BY 1, 2")
     return [(queue, key) for queue, key in rows.fetchall()]
