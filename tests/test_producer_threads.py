@@ -344,14 +344,16 @@ def test_a_lone_caller_never_waits_and_a_member_that_stays_away_costs_the_bound_
 
 def test_a_group_is_one_insert_unless_its_jobs_carry_different_trace_contexts(dsn: str) -> None:
     """Catches: a group sending one INSERT a job (about 70 us of client CPU a statement in
-    the pipeline), and a group's one INSERT giving its jobs one trace context when they were
-    enqueued under different spans."""
+    the pipeline), a group's one INSERT giving its jobs one trace context when they were
+    enqueued under different spans, and a group with no kick to reserve wrapping its one
+    INSERT in a BEGIN and a COMMIT (on the autocommit connection it is its own transaction)."""
     pending = timedelta(seconds=30)
 
-    def calls() -> tuple[int, int]:
+    def calls() -> tuple[int, int, int]:
         return (
             statement_calls(dsn, ["-- job\\_insert:%"]),
             statement_calls(dsn, ["-- job\\_insert\\_many:%"]),
+            statement_calls(dsn, ["-- transaction\\_begin:%"]),
         )
 
     specs = [job_spec({"n": n}, task="t") for n in range(3)]
@@ -364,8 +366,8 @@ def test_a_group_is_one_insert_unless_its_jobs_carry_different_trace_contexts(ds
         second = calls()
         spans, _ = group_commit.insert_group_and_reserve(store, traced, reserve=[], pending=pending)
         third = calls()
-    assert (second[0] - first[0], second[1] - first[1]) == (0, 1)
-    assert (third[0] - second[0], third[1] - second[1]) == (3, 0)
+    assert [b - a for a, b in zip(first, second, strict=True)] == [0, 1, 0]
+    assert [b - a for a, b in zip(second, third, strict=True)] == [3, 0, 1]
     with psycopg.connect(dsn) as conn:
         stored = dict(conn.execute("SELECT id, traceparent FROM pgkick.jobs").fetchall())
     assert [stored[job.id] for job in plain] == [None, None, None]

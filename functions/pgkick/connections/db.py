@@ -189,6 +189,13 @@ def _one_line(exc: BaseException) -> str:
     return " ".join(str(exc).split())
 
 
+def answered_outside_transaction(conn: Connection) -> bool:
+    """True when the connection works and no transaction is open: after an error on an
+    autocommit connection, the server refused the statement and rolled back its implicit
+    transaction (a broken connection leaves the outcome unknown)."""
+    return not conn.broken and conn.info.transaction_status == psycopg.pq.TransactionStatus.IDLE
+
+
 def in_failed_transaction(conn: Connection) -> bool:
     """True when the server refused a statement of the open transaction (nothing of it
     can commit now) and the connection still works: a ROLLBACK ends it for sure."""

@@ -198,10 +198,16 @@ def insert_group_and_reserve(
     queues: one round trip, one commit (one wait for the disk) for all (this module's point),
     the store's `CommitRoundTrip`.
 
+    With no kick to reserve (no kicker, or only delayed jobs) and one trace context, the
+    group is one plain INSERT, its own transaction (`ProducerStore.insert_together`): the
+    same one round trip and one commit, without the pipeline's cost.
+
     Raises NothingCommitted (the server refused a statement inside the transaction,
     which it then rolled back), so each job may be inserted again alone without
     ever existing twice. Any other error leaves the outcome unknown, as for one job."""
     trip = CommitRoundTrip(specs, reserve, pending)
+    if not reserve and trip.one_insert:
+        return store.insert_together(specs), set()
     answers, error = send(store, trip.statements())
     if error is not None and in_failed_transaction(store.conn):
         store.conn.rollback()  # the COMMIT never ran: the server skipped it after the error
