@@ -6,7 +6,8 @@ the same moment can share it. The first caller leads: it sends its own job at
 once (a lone caller never waits for company). Callers arriving while a leader's
 transaction is in flight queue up; when it ends, the first of them leads the
 next group, `BEGIN; INSERT x N; COMMIT;` plus the kick reservations, in one
-round trip on one pooled connection. Each caller returns only after its own
+round trip on one pooled connection (with no kick to reserve, the one INSERT
+alone: its own transaction). Each caller returns only after its own
 job is committed (durably, if the server's commits are), with its own id.
 
 Errors stay each caller's own. Input is validated before a caller joins, so a

@@ -70,7 +70,8 @@ def committed_among(ids: list[int]) -> Statement:
 class CommitRoundTrip:
     """A group's jobs (pgkick.producer.group_commit): BEGIN; INSERT; COMMIT; then reserve the
     kicks of the `reserve` queues: one round trip, one commit (one wait for the disk) for
-    every job. (A lone job takes two plain statements: `insert_and_reserve`.)
+    every job. (A lone job takes two plain statements: `insert_and_reserve`; a group with
+    no kick to reserve and one trace context, one: `insert_together`.)
 
     The INSERT is one job_insert_many for the whole group when its jobs share one trace
     context (always, without OpenTelemetry): psycopg's pipeline costs about 70 us of client
