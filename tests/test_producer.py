@@ -2,15 +2,19 @@
 
 from __future__ import annotations
 
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime, timedelta, timezone
 from typing import Any
 
 import boto3
 import psycopg
 import pytest
 
+from pgkick.connections.db import server_clock
 from pgkick.kick.lambda_kicker import LambdaKicker
 from pgkick.producer import enqueue as producer
+from pgkick.producer.plan import job_specs
+from pgkick.store.bulk import IDS_ONLY_FROM
+from pgkick.store.producer import ProducerStore
 from pgkick.validation import DEFAULT_MAX_PAYLOAD_BYTES
 from tests.aws import WORKER, CallLog, create_worker_function
 from tests.helpers import job_row
@@ -118,6 +122,43 @@ def test_enqueue_many_is_one_commit_and_kicks_once_per_queue(dsn: str) -> None:
     assert [q for q, _ in kicker.wakes] == ["q3"]
     assert abs((kicker.wakes[0][1] - later).total_seconds()) < 1
     assert job_row(dsn, ids[7])["payload"] == {"n": 7}
+
+
+PLUS_FIVE = timezone(timedelta(hours=5))
+LONG_DELAY = timedelta(microseconds=47_591_810_969_869_130)
+MIXED_JOBS: list[dict[str, Any]] = [
+    {"payload": 1, "task": "t"},
+    {"payload": 2, "task": "t", "queue": "q2", "delay": 1.5},
+    {"payload": 3, "task": "t", "delay": timedelta(microseconds=1)},
+    {"payload": 4, "task": "t", "delay": 0.0000125},  # half a microsecond, as a float
+    {"payload": 5, "task": "t", "run_at": datetime(2031, 1, 1, tzinfo=PLUS_FIVE)},
+    # ~1,500 years: float seconds (as sent) cannot hold the microseconds, and make_interval
+    # rounds them to ...136 (timedelta(seconds=) would say ...133, the delay is ...130)
+    {"payload": 6, "task": "t", "delay": LONG_DELAY},
+    {"payload": 7, "task": "t", "unique_key": "k"},
+]
+
+
+@pytest.mark.parametrize("clock", ["server", "injected"])
+def test_enqueue_many_knows_each_jobs_queue_and_due_time_as_stored(dsn: str, clock: str) -> None:
+    """Long chunks are answered by ids only (job_insert_many_ids); each job's queue and run_at
+    are then worked out by the caller (bulk.rows_of), and must be what the row holds: the
+    kicks and the wake-ups are decided on them. Chunks: the mixed jobs (a run_at and a delay
+    each), jobs sharing one queue and delay (its one-value columns), a short one (rows)."""
+    mixed = [*MIXED_JOBS, *[{"payload": 0, "task": "t"}] * IDS_ONLY_FROM]  # plain: enough
+    alike = [{"payload": 8, "task": "t", "queue": "q3", "delay": 2}] * IDS_ONLY_FROM
+    short = [{"payload": 9, "task": "t", "queue": "q4", "delay": 3}]
+    specs = job_specs(list(enumerate([*mixed, *alike, *short])), DEFAULT_MAX_PAYLOAD_BYTES)
+    chunks = [specs[: len(mixed)], specs[len(mixed) : -1], specs[-1:]]
+    at = datetime(2026, 6, 1, 12, 0, 0, 123457, tzinfo=UTC)
+    with ProducerStore.open(dsn, (lambda: at) if clock == "injected" else server_clock) as store:
+        every, inserted = store.insert_many_unique(chunks)
+    with psycopg.connect(dsn) as conn:
+        stored = conn.execute("SELECT id, queue, run_at FROM pgkick.jobs ORDER BY id").fetchall()
+    assert sorted(map(tuple, every)) == sorted(map(tuple, inserted)) == stored
+    keyed = every.pop(6)  # inserted after the plain jobs, in a round of its own
+    assert keyed.id == stored[-1][0] and [job.id for job in every] == [r[0] for r in stored[:-1]]
+    assert stored[5][2] - stored[0][2] - LONG_DELAY == timedelta(microseconds=6)
 
 
 def test_a_bad_job_in_a_later_chunk_rolls_back_the_chunks_already_sent(dsn: str) -> None:

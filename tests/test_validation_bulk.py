@@ -4,7 +4,7 @@ arrays that send a uniform column as one value must change nothing a caller sees
 - `job_spec_of` takes a shortcut for a job holding only payload, task and queue: it must
   give the very JobSpec `job_spec` gives, and refuse exactly what it refuses with the same
   message (the same first bad field).
-- `unique.arrays` sends a column whose values are all equal as one value: every column,
+- `bulk.arrays` sends a column whose values are all equal as one value: every column,
   uniform or mixed, default or not, must be stored as given.
 """
 

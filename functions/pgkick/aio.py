@@ -57,7 +57,7 @@ from pgkick.producer.plan import (
     execute_async,
     job_specs,
 )
-from pgkick.store import dependencies, unique
+from pgkick.store import bulk, dependencies, unique
 from pgkick.store import producer as statements
 from pgkick.store.producer import QueuedJob
 from pgkick.store.statement import Steps, drive_async, rows_async
@@ -108,7 +108,7 @@ class AsyncEnqueuer:
             plain = batch.split(chunk)
             if plain:
                 batch.took_plain(
-                    plain, await rows_async(self.conn, self.clock, unique.insert_many(plain))
+                    plain, await rows_async(self.conn, self.clock, bulk.insert_many(plain))
                 )
         every, inserted = await drive_async(self.conn, self.clock, batch.insert_keyed())
         children, parents = dependencies.new_pairs(

@@ -21,7 +21,7 @@ from typing import Any, NamedTuple
 
 from pgkick.connections.db import Database, DatabaseError, answered_outside_transaction
 from pgkick.errors import MisuseError, NothingCommitted
-from pgkick.store import queries, unique
+from pgkick.store import bulk, queries, unique
 from pgkick.store.statement import BEGIN, COMMIT, Answer, Statement, drive
 from pgkick.validation import JobSpec
 
@@ -93,7 +93,7 @@ class CommitRoundTrip:
 
     def statements(self) -> list[Statement]:
         if self.one_insert:
-            inserts = [unique.insert_many(list(enumerate(self.specs)))]
+            inserts = [bulk.insert_many(list(enumerate(self.specs)))]
         else:
             inserts = list(map(insert, self.specs))
         sent = [BEGIN, *inserts, COMMIT]
@@ -162,7 +162,7 @@ class ProducerStore(Database):
                 "insert_together commits by itself: it needs an autocommit connection"
             )
         try:
-            return _queued_jobs(self._rows(unique.insert_many(list(enumerate(specs)))))
+            return _queued_jobs(self._rows(bulk.insert_many(list(enumerate(specs)))))
         except DatabaseError as exc:
             if answered_outside_transaction(self.conn):
                 raise NothingCommitted(f"the group's insert was refused: {exc}") from exc
@@ -204,15 +204,25 @@ class ProducerStore(Database):
         batch) holds are skipped: returns every job in input order (a skipped one as the
         job holding its key) and the jobs actually inserted (pgkick.store.unique)."""
         batch = unique.UniqueBatch()
+        now = self.clock()  # once: the chunks and the base of their due times share it
+        sent: list[tuple[list[tuple[int, JobSpec]], Statement, Any]] = []
+        base = None  # transaction_now's cursor, sent with the first chunk answered by ids
         with self.transaction():
             with self.pipeline():
-                sent = [
-                    (plain, self._send(unique.insert_many(plain)))
-                    for plain in map(batch.split, chunks)
-                    if plain
-                ]
-            for plain, cursor in sent:
-                batch.took_plain(plain, cursor.fetchall())
+                for plain in map(batch.split, chunks):
+                    if len(plain) >= bulk.IDS_ONLY_FROM:
+                        base = base or self._send(bulk.transaction_now(now))
+                        insert = bulk.insert_many_ids(plain, now)
+                    elif plain:
+                        insert = bulk.insert_many(plain)
+                    else:
+                        continue
+                    sent.append((plain, insert, self._send(insert)))
+            at: Any = base.fetchone()[0] if base else None  # read if a chunk went by ids
+            for plain, insert, cursor in sent:
+                rows = cursor.fetchall()
+                by_ids = insert.query is queries.JOB_INSERT_MANY_IDS
+                batch.took_plain(plain, bulk.rows_of(insert, rows, at) if by_ids else rows)
             every, inserted = drive(self, batch.insert_keyed())
         jobs = _queued_jobs(every)  # a batch without keys inserted every job: one list
         return jobs, jobs if inserted is every else _queued_jobs(inserted)

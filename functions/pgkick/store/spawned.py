@@ -16,8 +16,8 @@ from collections.abc import Sequence
 
 from pgkick.connections.db import Database
 from pgkick.store import queries
+from pgkick.store.bulk import arrays
 from pgkick.store.producer import QueuedJob
-from pgkick.store.unique import arrays
 from pgkick.validation import JobSpec
 
 

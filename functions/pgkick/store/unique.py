@@ -55,23 +55,17 @@ AsyncConnection, so both send the same statements in the same order.
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
-from datetime import datetime
 from operator import attrgetter
 from typing import Any
 
 from pgkick.errors import UniqueKeyChurn
 from pgkick.store import queries
+from pgkick.store.bulk import Row, arrays
 from pgkick.store.statement import Statement, Steps
 from pgkick.validation import JobSpec
 
 MAX_ROUNDS = 50
 _UNIQUE_KEY = attrgetter("unique_key")
-Row = tuple[int, str, datetime]  # id, queue, run_at: what a QueuedJob is made of
-
-
-def insert_many(plain: Sequence[tuple[int, JobSpec]]) -> Statement:
-    """job_insert_many for a chunk's jobs without a key."""
-    return Statement(queries.JOB_INSERT_MANY, arrays(plain))
 
 
 def _latest_holders(keys: Sequence[str | None]) -> Statement:
@@ -143,7 +137,7 @@ class UniqueBatch:
         return plain
 
     def took_plain(self, plain: list[tuple[int, JobSpec]], rows: list[Any]) -> None:
-        """The rows job_insert_many returned for a chunk's plain jobs."""
+        """The rows job_insert_many returned for a chunk's plain jobs (or `rows_of` made)."""
         self._plain.append((plain, rows))
 
     def insert_keyed(self) -> Steps[tuple[list[Row], list[Row]]]:
@@ -206,51 +200,3 @@ class _Rounds:
         for row in rows:
             self.held[row[3]] = (row[0], row[1], row[2])
             del self.pending[row[3]]
-
-
-# The parallel arrays' columns: (array parameter, one-value parameter, JobSpec field).
-_COLUMNS = (
-    ("queues", "queue", "queue"),
-    ("tasks", "task", "task"),
-    ("run_ats", "run_at", "run_at"),
-    ("delays", "delay", "delay"),
-    ("max_attempts", "max_attempt", "max_attempts"),
-    ("priorities", "priority", "priority"),
-    ("groups", "group", "group"),
-    ("rate_keys", "rate_key", "rate_key"),
-)
-_FIELD = {field: n for n, field in enumerate(JobSpec._fields)}
-
-
-def arrays(specs: Sequence[tuple[int, JobSpec]], *, keys: bool = False) -> dict[str, Any]:
-    """job_insert_many's parallel arrays (with keys: job_insert_many_unique's), and the
-    batch's one trace context (an enqueue_many's jobs share their caller's span).
-
-    Why a column whose every value is the same goes as that one value (its array NULL,
-    read as `coalesce(x, %(one)s)`): in a plain batch every column but the payloads is
-    one queue, one task, no run_at, no delay, the default attempts and priority, no group,
-    no rate key. Dumping 5,000 copies of each was most of the client's cost of a chunk
-    (issue 32: enqueue_many fell from 135,271 to 67,668 jobs/s as columns were added).
-    A multi-argument unnest pads a NULL array with NULLs to the longest one's length; the
-    payloads' array is never NULL, so the row count is the batch's."""
-    by_field = list(zip(*(spec for _, spec in specs), strict=True)) if specs else []
-    first = specs[0][1] if specs else None
-    columns: dict[str, Any] = {
-        "payloads": list(by_field[_FIELD["payload_json"]]) if specs else [],
-        "traceparent": first.traceparent if first else None,
-        "tracestate": first.tracestate if first else None,
-    }
-    for many, one, field in _COLUMNS:
-        values = by_field[_FIELD[field]] if specs else ()
-        if len(set(values)) == 1:  # (every value is hashable: str, int, datetime, None)
-            columns[many], columns[one] = None, values[0]
-        else:
-            columns[many], columns[one] = list(values), None
-    # float8 seconds: cheaper to send than intervals
-    if columns["delays"] is not None:
-        columns["delays"] = [span.total_seconds() for span in columns["delays"]]
-    if columns["delay"] is not None:
-        columns["delay"] = columns["delay"].total_seconds()
-    if keys:
-        columns["unique_keys"] = list(by_field[_FIELD["unique_key"]]) if specs else []
-    return columns
