@@ -1,5 +1,6 @@
-"""The worker's statements: claim, complete, fail, extend, snooze, announce and withdraw,
-a periodic tick's insert; what pgkick.worker.* runs, and nothing else.
+"""The worker's statements: claim, complete, fail, snooze, announce and withdraw, a
+periodic tick's insert (the leases' heartbeat: `pgkick.store.leases`); what
+pgkick.worker.* runs, and nothing else.
 
 Why a store of its own: the worker runs as pgkick_worker, on a connection opened for one
 invocation, and its rules (every write after the claim fenced by the attempt, batches
@@ -20,6 +21,7 @@ from pgkick.store import queries
 from pgkick.store.dependencies import ReleasedDependants
 from pgkick.store.expired import ExpiredLeases
 from pgkick.store.healing import QueueHealing
+from pgkick.store.leases import HeldLeases
 from pgkick.store.listen import Listening
 from pgkick.store.steps import StepStore
 
@@ -73,7 +75,9 @@ class Snoozed(NamedTuple):
     cancelled: bool
 
 
-class WorkerStore(ExpiredLeases, QueueHealing, Listening, ReleasedDependants, StepStore):
+class WorkerStore(
+    ExpiredLeases, HeldLeases, QueueHealing, Listening, ReleasedDependants, StepStore
+):
     """What a worker runs (and, from ExpiredLeases, a rescue's sweep of its queue; from
     QueueHealing, the sweep of every queue it makes as it exits; from Listening, a
     lingering worker's wake-up line; from ReleasedDependants, the queues its writes made
@@ -233,35 +237,6 @@ class WorkerStore(ExpiredLeases, QueueHealing, Listening, ReleasedDependants, St
         return FailOutcome(
             owned=True, queue=queue, status=status, run_at=run_at, has_dependants=has_dependants
         )
-
-    def extend(self, job_id: int, attempts: int, lease: timedelta) -> bool:
-        """True if the lease was pushed forward; False means stop: the job is someone else's."""
-        return self.extend_checked(job_id, attempts, lease)[0]
-
-    def extend_checked(self, job_id: int, attempts: int, lease: timedelta) -> tuple[bool, bool]:
-        """Extend one lease (fenced): (still held, cancel requested)."""
-        rows = self.rows(queries.JOB_EXTEND, id=job_id, attempts=attempts, lease=lease)
-        return (True, bool(rows[0][1])) if rows else (False, False)
-
-    def extend_many(self, jobs: Sequence[ClaimedJob], lease: timedelta) -> dict[int, bool]:
-        """Extend a batch's leases in one statement; returns the ids this worker still holds,
-        each with whether an operator asked to cancel it (`pgkick cancel`)."""
-        rows = self.rows(
-            queries.JOB_EXTEND_MANY,
-            ids=[j.id for j in jobs],
-            attempts=[j.attempts for j in jobs],
-            lease=lease,
-        )
-        return {row[0]: row[1] for row in rows}
-
-    def cancel_requested(self, jobs: Sequence[ClaimedJob]) -> set[int]:
-        """The held jobs (fenced by attempt) an operator asked to cancel: a read, no write."""
-        rows = self.rows(
-            queries.JOB_CANCEL_REQUESTED_AMONG,
-            ids=[j.id for j in jobs],
-            attempts=[j.attempts for j in jobs],
-        )
-        return {row[0] for row in rows}
 
     def snooze(self, job_id: int, attempts: int, seconds: float) -> Snoozed | None:
         """Back to queued at now + seconds, the attempt given back, or failed if a cancel
