@@ -215,11 +215,34 @@ def test_the_deployed_arm64_artifact_is_within_15_mib(deployed_build: Path) -> N
     """The template deploys arm64, and its artifact is within 15 MiB too: psycopg-binary's
     aarch64 libraries are 2.6 MiB larger than x86_64's (64 KiB segment padding), which
     the dependencies' sourceless bytecode makes room for (16.15 MiB with their sources).
-    Catches the sources shipped again, a dependency grown past the margin (0.09 MiB when
-    written), and a template moved off arm64 without this test knowing."""
+    Catches the sources shipped again, a dependency grown past the margin (0.18 MiB when
+    last measured), and a template moved off arm64 without this test knowing."""
     assert build_artifact.template_architecture(ROOT / "template.yaml") == "arm64"
     assert elf_machine(deployed_build) == ELF_MACHINES["arm64"]
     assert_within_15_mib(deployed_build)
+
+
+def test_pgkick_ships_its_sources_line_for_line_without_docstrings_or_comments(
+    deployed_build: Path,
+) -> None:
+    """blank_sources(): each of pgkick's shipped .py files has the repository's lines, at
+    the same numbers, with the text of its docstrings and comments gone (what a traceback
+    through pgkick shows is a line of code, which must be the one that ran). Catches a
+    line moved (a traceback naming the wrong code), a docstring or comment left in (the
+    room under 15 MiB), and code changed or dropped."""
+    shipped = sorted((deployed_build / "pgkick").rglob("*.py"))
+    assert len(shipped) > 50, shipped  # the handlers' modules, not an empty build
+    for path in shipped:
+        ours = (ROOT / "functions" / path.relative_to(deployed_build)).read_text().split("\n")
+        theirs = path.read_text().split("\n")
+        assert len(theirs) == len(ours), path
+        for number, (line, original) in enumerate(zip(theirs, ours, strict=True), 1):
+            code = line.rstrip()
+            # a line of code, less a trailing comment; or an emptied docstring's quotes
+            assert original.startswith(code) or code.strip() in {'""', '"""'}, (path, number)
+            assert "#" not in code or original.startswith(code), (path, number)
+    bulk = (deployed_build / "pgkick" / "store" / "bulk.py").read_text()
+    assert "Why arrays with one-value columns" not in bulk and "def rows_of(" in bulk
 
 
 def test_the_build_takes_the_templates_architecture(tmp_path: Path) -> None:
