@@ -321,6 +321,19 @@ def precompile(target: Path) -> None:
         raise SystemExit(f"compileall failed in {target}")
 
 
+def documented_bodies(tree: ast.Module) -> list[list[ast.stmt]]:
+    """The bodies (module, classes, functions) whose first statement is a docstring."""
+    return [
+        node.body
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Module | ast.ClassDef | ast.FunctionDef | ast.AsyncFunctionDef)
+        and node.body
+        and isinstance(node.body[0], ast.Expr)
+        and isinstance(node.body[0].value, ast.Constant)
+        and isinstance(node.body[0].value.value, str)
+    ]
+
+
 def strip_docstrings(package: Path) -> None:
     """pgkick's own bytecode without its docstrings (0.13 MiB, the room its code grows into
     under 15 MiB), its asserts kept: each module compiled again from its source, less the
@@ -331,18 +344,10 @@ def strip_docstrings(package: Path) -> None:
     for source in sorted(package.rglob("*.py")):
         text = source.read_bytes()
         tree = ast.parse(text)
-        for node in ast.walk(tree):
-            body = getattr(node, "body", None)
-            if (
-                isinstance(node, ast.Module | ast.ClassDef | ast.FunctionDef | ast.AsyncFunctionDef)
-                and body
-                and isinstance(body[0], ast.Expr)
-                and isinstance(body[0].value, ast.Constant)
-                and isinstance(body[0].value.value, str)
-            ):
-                # removed (a `pass` before `from __future__` would not compile), or a
-                # `pass` where it was the whole body
-                body[:1] = [] if len(body) > 1 else [ast.copy_location(ast.Pass(), body[0])]
+        for body in documented_bodies(tree):
+            # removed (a `pass` before `from __future__` would not compile), or a `pass`
+            # where it was the whole body
+            body[:1] = [] if len(body) > 1 else [ast.copy_location(ast.Pass(), body[0])]
         name = "/var/task/" + source.relative_to(package.parent).as_posix()
         code = compile(tree, name, "exec", dont_inherit=True)
         header = importlib.util.MAGIC_NUMBER + (1).to_bytes(4, "little")
@@ -361,13 +366,7 @@ def blank_sources(package: Path) -> None:
     for source in sorted(package.rglob("*.py")):
         text = source.read_bytes().decode("utf-8")  # no newline translation: offsets hold
         docstrings = {
-            (node.body[0].lineno, node.body[0].col_offset)
-            for node in ast.walk(ast.parse(text))
-            if isinstance(node, ast.Module | ast.ClassDef | ast.FunctionDef | ast.AsyncFunctionDef)
-            and node.body
-            and isinstance(node.body[0], ast.Expr)
-            and isinstance(node.body[0].value, ast.Constant)
-            and isinstance(node.body[0].value.value, str)
+            (body[0].lineno, body[0].col_offset) for body in documented_bodies(ast.parse(text))
         }
         starts = [0]  # each line's offset in `text` (tokenize's rows end at "\n" only)
         for line in text.split("\n"):
