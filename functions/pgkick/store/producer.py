@@ -206,19 +206,20 @@ class ProducerStore(Database):
         batch = unique.UniqueBatch()
         now = self.clock()  # once: the chunks and the base of their due times share it
         sent: list[tuple[list[tuple[int, JobSpec]], Statement, Any]] = []
-        base = None  # transaction_now's cursor, sent with the first chunk answered by ids
+        base: Any = None  # transaction_now's cursor, if a chunk is answered by ids
         with self.transaction():
             with self.pipeline():
                 for plain in map(batch.split, chunks):
                     if len(plain) >= bulk.IDS_ONLY_FROM:
-                        base = base or self._send(bulk.transaction_now(now))
+                        if base is None:  # once, with the first chunk answered by ids
+                            base = self._send(bulk.transaction_now(now))
                         insert = bulk.insert_many_ids(plain, now)
                     elif plain:
                         insert = bulk.insert_many(plain)
                     else:
                         continue
                     sent.append((plain, insert, self._send(insert)))
-            at: Any = base.fetchone()[0] if base else None  # read if a chunk went by ids
+            at: Any = None if base is None else base.fetchone()[0]
             for plain, insert, cursor in sent:
                 rows = cursor.fetchall()
                 by_ids = insert.query is queries.JOB_INSERT_MANY_IDS
