@@ -1,9 +1,17 @@
 """Worker Lambda: parse the kick (or tick, or batch of failed kicks), drain, report.
 
 The logic lives in pgkick.worker.runtime and pgkick.aws.failed_kicks. Every path that
-drains emits the same job counts (the failed-jobs alarm must see a tick's failures)."""
+drains emits the same job counts (the failed-jobs alarm must see a tick's failures).
+
+Its first statement starts the database connection of an on-demand cold start, so that
+the imports below it (and the app's task modules, at `Runtime.from_env`) overlap its
+waits (pgkick.worker.cold_start); hence the imports after a statement."""
 
 from __future__ import annotations
+
+from pgkick.worker.cold_start import connect_ahead
+
+early = connect_ahead()
 
 import os
 from collections.abc import Mapping
@@ -23,8 +31,9 @@ from pgkick.worker.runtime import Runtime
 logger = Logger(service=os.environ.get("POWERTOOLS_SERVICE_NAME") or "pgkick-worker")
 copy_config_to_registered_loggers(source_logger=logger, include={"pgkick"})
 metrics = Metrics(namespace=os.environ.get("POWERTOOLS_METRICS_NAMESPACE") or "pgkick")
-runtime = Runtime.from_env()  # cold start: settings, tasks, kicker; no database yet
+runtime = Runtime.from_env(early)  # cold start: settings, tasks, kicker
 
+type Answer = WorkerResult | TickResult | Rejected | BatchResult
 COUNTS = {
     "claimed": "claimed",
     "done": "succeeded",
@@ -43,9 +52,15 @@ def count(summary: Mapping[str, Any]) -> None:
 
 @metrics.log_metrics
 @logger.inject_lambda_context
-def handler(
-    event: Any, context: LambdaContext
-) -> WorkerResult | TickResult | Rejected | BatchResult:
+def handler(event: Any, context: LambdaContext) -> Answer:
+    try:
+        return answer(event, context)
+    finally:
+        runtime.end_invocation()
+
+
+def answer(event: Any, context: LambdaContext) -> Answer:
+    """The event parsed, the drain (or tick, or failed kicks) run, its counts emitted."""
     remaining = context.get_remaining_time_in_millis
     if failed_kicks.is_sqs_event(event):  # FailedKicksQueue: dropped kicks and wake-ups
         failed, summaries, batch = failed_kicks.drain_records(

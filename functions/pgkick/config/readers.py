@@ -97,6 +97,16 @@ def xray_trace_header(env: Mapping[str, str] | None = None) -> str | None:
     return env.get("_X_AMZN_TRACE_ID") or None
 
 
+def on_demand_init(env: Mapping[str, str] | None = None) -> bool:
+    """This process is a Lambda environment initialised for the invocation that follows it:
+    AWS_LAMBDA_INITIALIZATION_TYPE, set by Lambda, is `on-demand` (not
+    `provisioned-concurrency` or `snap-start`, which initialise long before any invocation).
+    The worker's cold start then connects ahead (pgkick.connections.early)."""
+    return (os.environ if env is None else env).get("AWS_LAMBDA_INITIALIZATION_TYPE") == (
+        "on-demand"
+    )
+
+
 def test_database_url() -> str | None:
     """The server pgkick's pytest plugin creates its test databases on:
     PGKICK_TEST_DATABASE_URL, else DATABASE_URL, else None (the embedded PostgreSQL)."""

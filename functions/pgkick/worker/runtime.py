@@ -3,8 +3,10 @@
 Why a composition root: the handlers stay three lines (parse, call, return),
 the loop and the reaper stay testable with any store and kicker, and the slow
 parts (settings, task imports, AWS clients) happen at cold start, while the
-database is touched only inside an invocation, on a connection closed before it
-returns (an open idle connection keeps a serverless database awake).
+database is used only inside an invocation, on a connection closed before it
+returns (an open idle connection keeps a serverless database awake). The one
+connection a cold start opens (pgkick.worker.cold_start) is the first invocation's,
+taken by it or closed when it ends.
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ from typing import Any
 from pgkick import config
 from pgkick.connections import linger
 from pgkick.connections.db import Database
+from pgkick.connections.early import EarlyConnection
 from pgkick.errors import BadEvent, DatabaseUnavailable
 from pgkick.kick.default import default_kicker, make_kicker
 from pgkick.kick.kickers import Kicker, KickEvent, parse_kick_event
@@ -65,19 +68,31 @@ class Runtime:
         *,
         dsn: Callable[[], str] = config.database_url,
         tasks: Registry = registry,
+        early: EarlyConnection | None = None,
     ) -> None:
         self.settings = settings
         self.kicker = kicker
         self.dsn = dsn
         self.tasks = tasks
+        self.early = early  # the cold start's connection, opening while the tasks import
         self.tasks.load(settings.task_modules)
         self._schema_checked = False
         self.recent = RecentQueues()
 
     @classmethod
-    def from_env(cls) -> Runtime:
+    def from_env(cls, early: EarlyConnection | None = None) -> Runtime:
+        """`early`: the connection the handler started opening at its cold start
+        (pgkick.worker.cold_start), taken by the first invocation that connects."""
         settings = config.Settings.from_env()
-        return cls(settings, make_kicker(settings))
+        return cls(settings, make_kicker(settings), early=early)
+
+    def end_invocation(self) -> None:
+        """Close what an invocation may leave open: the cold start's connection, when the
+        first invocation needed none (a rejected event). Lambda freezes the environment
+        after the answer, and a frozen open session keeps a serverless database awake."""
+        early, self.early = self.early, None
+        if early is not None:
+            early.close()
 
     def drain(
         self, queue: str, remaining_ms: Callable[[], int], *, hop: int = 0, reason: str = "manual"
@@ -190,9 +205,7 @@ class Runtime:
         schema_name, retries = self.settings.schema, self.settings.connect_retries
         with ExitStack() as stack:
             try:
-                store = stack.enter_context(
-                    role.open(self.dsn(), schema=schema_name, retries=retries)
-                )
+                store = stack.enter_context(self._connected(role))
             except DatabaseUnavailable as exc:
                 fresh = config.secret_rotated(self.dsn)
                 if fresh is None or "authentication failed" not in str(exc):
@@ -203,3 +216,20 @@ class Runtime:
                 schema.check(store)
                 self._schema_checked = True
             yield store
+
+    @contextmanager
+    def _connected[S: Database](self, role: type[S]) -> Iterator[S]:
+        """The cold start's connection (its schema checked, or its error raised here), else
+        a new one; either closed on exit."""
+        early, self.early = self.early, None
+        conn = early.take() if early is not None else None
+        if conn is None:
+            dsn, schema_name = self.dsn(), self.settings.schema
+            with role.open(dsn, schema=schema_name, retries=self.settings.connect_retries) as s:
+                yield s
+            return
+        self._schema_checked = True
+        try:
+            yield role(conn, schema=self.settings.schema)
+        finally:
+            conn.close()

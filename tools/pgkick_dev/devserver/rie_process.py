@@ -5,10 +5,11 @@ environment starts, runs, freezes and retires; this module is how that is done t
 operating system, with nothing of the pool's state. It starts the RIE (found by
 pgkick_dev.devserver.rie) on a free port with `python -m awslambdaric <handler>` as its
 runtime and the variables Lambda sets (AWS_LAMBDA_FUNCTION_TIMEOUT, memory size, name,
-log group and stream), posts an invocation to it over HTTP as Lambda's service would,
-labels its log lines, signals its whole process tree (the RIE starts its runtime in a
-process group of its own, so the RIE's group alone is not enough) and reads /proc for
-what Lambda reports and the RIE does not: the runtime's peak memory.
+log group and stream, initialization type), posts an invocation to it over HTTP as
+Lambda's service would, labels its log lines, signals its whole process tree (the RIE
+starts its runtime in a process group of its own, so the RIE's group alone is not
+enough) and reads /proc for what Lambda reports and the RIE does not: the runtime's
+peak memory.
 """
 
 from __future__ import annotations
@@ -68,6 +69,7 @@ def function_env(
         "AWS_LAMBDA_FUNCTION_TIMEOUT": str(timeout_s),
         "AWS_LAMBDA_FUNCTION_MEMORY_SIZE": str(memory_mb),
         "AWS_LAMBDA_FUNCTION_VERSION": "$LATEST",
+        "AWS_LAMBDA_INITIALIZATION_TYPE": "on-demand",  # the RIE leaves it unset; Lambda does not
         "AWS_LAMBDA_LOG_GROUP_NAME": f"/aws/lambda/{function}",  # as Lambda sets them
         "AWS_LAMBDA_LOG_STREAM_NAME": f"{time.strftime('%Y/%m/%d')}/[$LATEST]{environment_id}",
         "LAMBDA_TASK_ROOT": os.getcwd(),

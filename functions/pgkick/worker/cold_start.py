@@ -1,0 +1,47 @@
+"""The worker's first connection, started by its handler before the rest of it is imported.
+
+Why a module of its own: it must load little (settings, the connection, the schema check)
+so that the thread starts early and the worker's other modules, Powertools and the app's
+task modules are imported while it waits on the network (pgkick.connections.early says
+when it is safe). The invocation takes the connection through
+`pgkick.worker.runtime.Runtime`, exactly where it would have opened one.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+from pgkick import config
+from pgkick.connections.db import Connection, Database, connect
+from pgkick.connections.early import EarlyConnection
+from pgkick.errors import ConfigError
+from pgkick.store import migrations as schema
+
+
+def connect_ahead(env: Mapping[str, str] | None = None) -> EarlyConnection | None:
+    """On an on-demand cold start, a connection (schema checked) being opened in a thread
+    with the worker's own settings (`env`: os.environ unless given); else None, and the
+    invocation connects as before.
+
+    Settings that do not parse start nothing: `Runtime.from_env` raises the same error a
+    moment later, where it always did."""
+    if not config.on_demand_init(env):
+        return None
+    try:
+        settings = config.Settings.from_env(env)
+        app = config.app_settings() if env is None else config.AppSettings.from_env(env)
+        if app.database_url is None:
+            from pgkick.awsapi import secrets  # noqa: F401 - imported here, not in the thread
+    except ConfigError:
+        return None
+
+    def open_checked() -> Connection:
+        conn = connect(app.dsn(), retries=settings.connect_retries)
+        try:
+            schema.check(Database(conn, schema=settings.schema))
+        except BaseException:
+            conn.close()
+            raise
+        return conn
+
+    return EarlyConnection(open_checked)
