@@ -9,7 +9,6 @@ from __future__ import annotations
 import json
 import threading
 from collections import defaultdict
-from dataclasses import replace
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -135,7 +134,7 @@ def test_a_worker_held_by_the_rate_leaves_and_books_the_instant_the_window_admit
         tasks = Registry()
         tasks.task("t")(lambda payload: None)
         kicker = Kicker()
-        worker = Worker(store, tasks, kicker, replace(OPTIONS, linger=timedelta(seconds=1)))
+        worker = Worker(store, tasks, kicker, OPTIONS._replace(linger=timedelta(seconds=1)))
         slept: list[float] = []
         worker.sleep = slept.append  # a lingering worker would pause here, re-claiming
         summary = worker.drain("api", forever)

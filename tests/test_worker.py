@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from collections.abc import Iterator
-from dataclasses import replace
 from datetime import timedelta
 from typing import Any
 
@@ -173,7 +172,7 @@ def test_a_backlog_cleared_within_fanout_after_wakes_no_second_worker(timed: Job
     tasks.task("noop")(lambda payload: None)
     seed(timed, 35)
     kicker = RecordingKicker()
-    options = replace(OPTIONS, fanout_after=timedelta(seconds=1))
+    options = OPTIONS._replace(fanout_after=timedelta(seconds=1))
     worker = Worker(timed, tasks, kicker, options)
     ticks = iter(range(1000))
     worker.monotonic = lambda: next(ticks) * 0.01  # 10 ms a look: 35 jobs take well under 1 s

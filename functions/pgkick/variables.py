@@ -9,7 +9,7 @@ tests/test_docs.py checks that every name the runtime mentions is here.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from typing import NamedTuple
 
 from pgkick.errors import ConfigError
 
@@ -26,8 +26,7 @@ DEFAULT_MAX_HOPS = 12
 DEFAULT_SCHEMA = "pgkick"
 
 
-@dataclass(frozen=True, slots=True)
-class Variable:
+class Variable(NamedTuple):
     """One environment variable pgkick reads. An empty value counts as unset.
 
     `default` is the value when unset (None: no default); a variable with bounds is a
@@ -149,12 +148,17 @@ VARIABLES: tuple[Variable, ...] = (
              "`<stack>-reaper`)."),
     Variable("POWERTOOLS_METRICS_NAMESPACE", "pgkick",
              "The Lambda handlers' metrics namespace."),
-    # AWS's own, set by Lambda: read by pgkick.awsapi only, where boto3 would read them.
+    # AWS's own, set by Lambda: read by pgkick.awsapi, where boto3 would read them (the
+    # initialization type by pgkick.config, for the worker's cold start).
     Variable("AWS_LAMBDA_FUNCTION_NAME", None,
              "Set by Lambda (and in the local stack's environments). With the credentials "
              "and region below, pgkick signs its own Lambda (kicks), Scheduler and Secrets "
              "Manager calls instead of importing boto3; unset (an app, the CLI), boto3 makes "
              "them."),
+    Variable("AWS_LAMBDA_INITIALIZATION_TYPE", None,
+             "Set by Lambda (and in the local stack's environments): `on-demand` makes the "
+             "worker's cold start open its connection while its handler imports; "
+             "`provisioned-concurrency`, `snap-start` or unset, its first invocation does."),
     Variable("AWS_REGION", None,
              "Set by Lambda: the region of those calls (else `AWS_DEFAULT_REGION`)."),
     Variable("AWS_DEFAULT_REGION", None,

@@ -24,8 +24,8 @@ from __future__ import annotations
 
 import os
 from collections.abc import Mapping
-from dataclasses import dataclass
 from datetime import timedelta
+from typing import NamedTuple
 
 from pgkick import variables as _variables
 from pgkick.config.app import (
@@ -99,8 +99,7 @@ Variable = _variables.Variable
 UNSET = "unset"
 
 
-@dataclass(frozen=True, slots=True)
-class Settings:
+class Settings(NamedTuple):
     kicker: str
     worker_function: str | None
     worker_arn: str | None

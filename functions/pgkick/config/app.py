@@ -14,8 +14,8 @@ import os
 import threading
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
-from dataclasses import dataclass, replace
 from datetime import timedelta
+from typing import NamedTuple
 
 from pgkick.config.readers import (
     check_schema_name,
@@ -29,8 +29,7 @@ from pgkick.config.readers import (
 from pgkick.errors import ConfigError
 
 
-@dataclass(frozen=True, slots=True)
-class AppSettings:
+class AppSettings(NamedTuple):
     """What the app side reads (producer, results, the CLI, the test kit): read once per
     process environment by `app_settings()`, then passed to the layers below."""
 
@@ -105,7 +104,7 @@ def app_settings() -> AppSettings:
         cached = (seen, AppSettings.from_env(os.environ))
         with _app_lock:
             _app = cached
-    return replace(cached[1], **_overrides) if _overrides else cached[1]  # type: ignore[arg-type]
+    return cached[1]._replace(**_overrides) if _overrides else cached[1]  # type: ignore[arg-type]
 
 
 @contextmanager

@@ -102,9 +102,8 @@ def on_demand_init(env: Mapping[str, str] | None = None) -> bool:
     AWS_LAMBDA_INITIALIZATION_TYPE, set by Lambda, is `on-demand` (not
     `provisioned-concurrency` or `snap-start`, which initialise long before any invocation).
     The worker's cold start then connects ahead (pgkick.connections.early)."""
-    return (os.environ if env is None else env).get("AWS_LAMBDA_INITIALIZATION_TYPE") == (
-        "on-demand"
-    )
+    env = os.environ if env is None else env
+    return env.get("AWS_LAMBDA_INITIALIZATION_TYPE") == "on-demand"
 
 
 def test_database_url() -> str | None:

@@ -75,8 +75,8 @@ wake-up at its `run_at`.
 
 from __future__ import annotations
 
+import os
 import time
-import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import timedelta
@@ -94,7 +94,8 @@ class WorkerWatch:
     ttl: timedelta
     linger: timedelta
     clock: Callable[[], float] = time.monotonic
-    watcher: str = field(default_factory=lambda: f"worker-{uuid.uuid4().hex[:16]}")
+    # 64 random bits (uuid4().hex[:16] had 60), without importing uuid at every cold start
+    watcher: str = field(default_factory=lambda: f"worker-{os.urandom(8).hex()}")
     _renewed_at: float | None = None
     _idle_since: float | None = None
     _pause: float = FIRST_PAUSE

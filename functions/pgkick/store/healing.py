@@ -10,15 +10,14 @@ exit rather than by the daily reaper. `WorkerStore` and `MaintenanceStore` both 
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from datetime import datetime, timedelta
+from typing import NamedTuple
 
 from pgkick.connections.db import Database
 from pgkick.store import queries
 
 
-@dataclass(frozen=True, slots=True)
-class QueuePlan:
+class QueuePlan(NamedTuple):
     """One queue's need: a wake-up at `next_run_at` (None: nothing later), a kick or not."""
 
     queue: str

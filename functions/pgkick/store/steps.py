@@ -9,7 +9,6 @@ taken over stores nothing.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Any, NamedTuple
 
 from pgkick.connections.db import Database
@@ -26,8 +25,7 @@ class StoredStep(NamedTuple):
     sleep_left: float | None
 
 
-@dataclass(frozen=True, slots=True)
-class StoredSteps:
+class StoredSteps(NamedTuple):
     """What a job's steps replay from; `stalled`: its last continuation ran no step first."""
 
     steps: dict[str, StoredStep]

@@ -15,7 +15,6 @@ before failing it, naming the modules it loaded and PGKICK_TASKS.
 
 from __future__ import annotations
 
-import difflib
 import importlib
 import inspect
 import sys
@@ -226,6 +225,8 @@ class Registry:
     def unknown(self, name: str) -> str:
         """Why `name` cannot run here: the names it is close to, what this registry knows,
         from which modules, and PGKICK_TASKS (what an operator compares with the deploy)."""
+        import difflib  # here: an unknown name is rare, and every cold start imports this
+
         close = difflib.get_close_matches(name, self.names(), n=3, cutoff=0.6)
         modules = sorted({entry[0].__module__ for entry in self._tasks.values()} | {*self.modules})
         return (

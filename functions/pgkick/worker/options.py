@@ -11,6 +11,7 @@ import random
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from datetime import timedelta
+from typing import NamedTuple
 
 from pgkick import config
 
@@ -44,8 +45,7 @@ class Summary:
         return asdict(self)
 
 
-@dataclass(frozen=True, slots=True)
-class WorkerOptions:
+class WorkerOptions(NamedTuple):
     """The loop's knobs. Runtime builds them from config.Settings; the defaults are
     config's, except that the bare loop (tests, embedding) neither lingers, nor waits
     before fanning out, nor books safety wake-ups unless asked."""
