@@ -48,6 +48,7 @@ def test_the_context_is_lambdas_own_with_the_functions_timeout_and_memory() -> N
     assert first["memory_limit_in_mb"] == "512" and first["function_name"] == FUNCTION
     assert first["function_version"] == "$LATEST"
     assert first["log_group_name"] == f"/aws/lambda/{FUNCTION}"
+    assert first["initialization_type"] == "on-demand"  # the emulator alone leaves it unset
 
 
 def test_an_unhandled_error_has_lambdas_shape() -> None:
