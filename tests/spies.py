@@ -25,7 +25,8 @@ from typing import Any, LiteralString
 import psycopg
 
 from pgkick.store.worker import ClaimedJob
-from pgkick.tasks.registry import JobContext, Registry
+from pgkick.tasks.context import JobContext
+from pgkick.tasks.registry import Registry
 from tests.store import JobStore
 
 WAIT = 10.0  # seconds: only a broken guarantee ever waits this long

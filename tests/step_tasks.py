@@ -16,7 +16,8 @@ from pathlib import Path
 from typing import Any
 
 from pgkick.kick.kickers import NoKicker
-from pgkick.tasks.registry import JobContext, Registry
+from pgkick.tasks.context import JobContext
+from pgkick.tasks.registry import Registry
 from pgkick.worker.loop import Worker, WorkerOptions
 from tests.store import JobStore
 

@@ -20,7 +20,7 @@ import pytest
 from pgkick.cli.main import main
 from pgkick.errors import Snooze
 from pgkick.kick.kickers import NoKicker
-from pgkick.tasks.registry import JobContext
+from pgkick.tasks.context import JobContext
 from pgkick.worker.lease import LeaseKeeper
 from pgkick.worker.loop import Summary, Worker, WorkerOptions
 from tests.helpers import FakeClock, job_row, seed

@@ -18,7 +18,8 @@ import pgkick
 from pgkick.connections import linger
 from pgkick.connections import pool as linger_pool
 from pgkick.kick.kickers import NoKicker
-from pgkick.tasks.registry import JobContext, Registry
+from pgkick.tasks.context import JobContext
+from pgkick.tasks.registry import Registry
 from pgkick.worker.loop import Worker, WorkerOptions
 from tests.helpers import job_row, seed, sessions_of
 from tests.spies import WAIT

@@ -33,7 +33,8 @@ from selenium.webdriver.support.ui import Select, WebDriverWait
 
 import pgkick
 from pgkick.kick.kickers import NoKicker
-from pgkick.tasks.registry import JobContext, Registry
+from pgkick.tasks.context import JobContext
+from pgkick.tasks.registry import Registry
 from pgkick.worker.loop import Worker, WorkerOptions
 from pgkick_dev.ui.app import make_app
 from tests.helpers import job_row, seed, sessions_of

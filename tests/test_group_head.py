@@ -14,7 +14,8 @@ import pytest
 
 from pgkick import Snooze, cli
 from pgkick.kick.kickers import NoKicker
-from pgkick.tasks.registry import JobContext, Registry
+from pgkick.tasks.context import JobContext
+from pgkick.tasks.registry import Registry
 from pgkick.validation import job_spec
 from pgkick.worker.loop import Worker, WorkerOptions
 from tests.helpers import FakeClock

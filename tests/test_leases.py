@@ -15,7 +15,8 @@ import pytest
 
 from pgkick.kick.kickers import NoKicker
 from pgkick.store.worker import ClaimedJob
-from pgkick.tasks.registry import JobContext, Registry
+from pgkick.tasks.context import JobContext
+from pgkick.tasks.registry import Registry
 from pgkick.worker.lease import LeaseKeeper
 from pgkick.worker.loop import Worker, WorkerOptions
 from pgkick.worker.reaper import reap

@@ -24,7 +24,8 @@ import pytest
 from pgkick.cli.main import main
 from pgkick.config import Settings
 from pgkick.errors import StepInputError
-from pgkick.tasks.registry import JobContext, Registry
+from pgkick.tasks.context import JobContext
+from pgkick.tasks.registry import Registry
 from pgkick.worker.loop import Worker, WorkerOptions
 from pgkick.worker.reaper import reap
 from pgkick.worker.runtime import Runtime

@@ -12,8 +12,9 @@ import pytest
 from mypy import api as mypy_api
 
 from pgkick.producer import enqueue as producer
+from pgkick.tasks.context import JobContext
 from pgkick.tasks.handle import Task
-from pgkick.tasks.registry import JobContext, Registry
+from pgkick.tasks.registry import Registry
 from pgkick.worker.loop import Worker, WorkerOptions
 from tests.helpers import job_row
 from tests.store import JobStore

@@ -10,7 +10,8 @@ import psycopg
 import pytest
 
 from pgkick.config import Settings
-from pgkick.tasks.registry import JobContext, Registry
+from pgkick.tasks.context import JobContext
+from pgkick.tasks.registry import Registry
 from pgkick.worker.loop import Worker, WorkerOptions
 from pgkick.worker.runtime import Runtime
 from tests.helpers import FakeClock, job_row, seed

@@ -33,9 +33,10 @@ if TYPE_CHECKING:
     from pgkick.producer.enqueue import enqueue_and_kick, enqueue_many, transaction
     from pgkick.producer.joined import PendingJobs, enqueue_in
     from pgkick.tasks.batch import BatchItem
+    from pgkick.tasks.context import JobContext
     from pgkick.tasks.handle import Task
     from pgkick.tasks.recurring import periodic
-    from pgkick.tasks.registry import JobContext, load_tasks, task
+    from pgkick.tasks.registry import load_tasks, task
     from pgkick.tasks.results import result, wait
     from pgkick.tasks.workflow import Workflow, WorkflowRun
 
@@ -62,7 +63,8 @@ _FACE = {
     "BatchItem": "pgkick.tasks.batch",
     "Task": "pgkick.tasks.handle",
     "periodic": "pgkick.tasks.recurring",
-    **dict.fromkeys(["JobContext", "load_tasks", "task"], "pgkick.tasks.registry"),
+    "JobContext": "pgkick.tasks.context",
+    **dict.fromkeys(["load_tasks", "task"], "pgkick.tasks.registry"),
     **dict.fromkeys(["result", "wait"], "pgkick.tasks.results"),
     **dict.fromkeys(["Workflow", "WorkflowRun"], "pgkick.tasks.workflow"),
 }

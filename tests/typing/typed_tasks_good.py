@@ -8,7 +8,7 @@ from typing import TypedDict
 import pgkick
 import pgkick.aio
 from pgkick.connections.db import AsyncConnection
-from pgkick.tasks.registry import JobContext
+from pgkick.tasks.context import JobContext
 
 
 class Receipt(TypedDict):

@@ -13,7 +13,8 @@ import time
 from typing import Any
 
 from pgkick.errors import PermanentError
-from pgkick.tasks.registry import JobContext, task
+from pgkick.tasks.context import JobContext
+from pgkick.tasks.registry import task
 
 
 @task("sleep")

@@ -38,7 +38,8 @@ from pgkick.kick.default import set_default_kicker
 from pgkick.store import migrations, queries
 from pgkick.store.maintenance import MaintenanceStore
 from pgkick.store.worker import WorkerStore
-from pgkick.tasks.registry import JobContext, Registry, registry
+from pgkick.tasks.context import JobContext
+from pgkick.tasks.registry import Registry, registry
 from pgkick.testing import asserts
 from pgkick.worker.loop import Worker, WorkerOptions
 

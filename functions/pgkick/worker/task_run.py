@@ -15,7 +15,8 @@ from typing import Any, NamedTuple
 from pgkick import config
 from pgkick.errors import Continuation, PermanentError, Snooze
 from pgkick.store.worker import ClaimedJob
-from pgkick.tasks.registry import JobContext, Registry, describe_error
+from pgkick.tasks.context import JobContext
+from pgkick.tasks.registry import Registry, describe_error
 from pgkick.tasks.results import encode_result
 from pgkick.tasks.steps import Steps
 from pgkick.worker import job_span, spawn

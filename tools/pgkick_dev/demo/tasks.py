@@ -14,7 +14,8 @@ from pathlib import Path
 from typing import Any
 
 import pgkick_dev.tasks  # noqa: F401  (flaky, crash...: the demo's workers run them too)
-from pgkick.tasks.registry import JobContext, task
+from pgkick.tasks.context import JobContext
+from pgkick.tasks.registry import task
 
 
 def _trace(kind: str, job: JobContext) -> None:
