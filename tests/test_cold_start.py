@@ -208,3 +208,18 @@ def test_the_runtime_without_a_cold_start_connection_is_unchanged(dsn: str) -> N
     summary = runtime_for(dsn, None).drain("default", lambda: 60_000)
     assert summary.done == 1 and db.opened.count == opened + 1
     assert sessions_of(dsn) == 0
+
+
+def test_a_thread_that_failed_unexpectedly_leaves_the_invocation_to_connect(dsn: str) -> None:
+    """Anything but pgkick's own errors (an import race in the thread, a driver's surprise)
+    is not raised by the invocation: it connects itself, as without the thread."""
+
+    def unexpected() -> db.Connection:
+        raise RuntimeError("deadlock detected by _ModuleLock('http.client')")
+
+    early = EarlyConnection(unexpected)
+    with JobStore.open(dsn) as store:
+        seed(store, 1)
+    opened = db.opened.count
+    assert runtime_for(dsn, early).drain("default", lambda: 60_000).done == 1
+    assert db.opened.count == opened + 1 and sessions_of(dsn) == 0

@@ -14,9 +14,10 @@ SnapStart environment initialises long before its first invocation: a connection
 then would hold a session (and keep a database awake) for nothing, or come back from a
 snapshot dead.
 
-What the thread met (a refused password, a schema this code does not know) is raised by
-the invocation that takes the connection, where the same error is raised when it
-connects itself.
+What the thread met (a refused password, a schema this code does not know: pgkick's own
+errors) is raised by the invocation that takes the connection, where the same error is
+raised when it connects itself; anything else the thread met leaves the invocation to
+connect as it would have without it.
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ import threading
 from collections.abc import Callable
 
 from pgkick.connections.db import Connection
+from pgkick.errors import PgkickError
 
 
 class EarlyConnection:
@@ -32,7 +34,7 @@ class EarlyConnection:
 
     def __init__(self, open_checked: Callable[[], Connection]) -> None:
         self._conn: Connection | None = None
-        self._error: BaseException | None = None
+        self._error: PgkickError | None = None
         self._thread = threading.Thread(
             target=self._open, args=(open_checked,), name="pgkick-early-connection", daemon=True
         )
@@ -41,8 +43,10 @@ class EarlyConnection:
     def _open(self, open_checked: Callable[[], Connection]) -> None:
         try:
             self._conn = open_checked()
-        except BaseException as exc:  # raised by the invocation that takes the connection
+        except PgkickError as exc:  # an answer (refused, wrong schema): the invocation's to raise
             self._error = exc
+        except Exception:  # anything else (an import race, a driver's surprise): the invocation
+            pass  # connects itself, as without this thread, and meets it again if it is real
 
     def wait(self) -> None:
         """Until the thread has connected (and checked) or failed: bounded by the connect
