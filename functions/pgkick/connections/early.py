@@ -9,10 +9,9 @@ app's task modules), they overlap them.
 Only for Lambda's on-demand initialisation (`pgkick.config.on_demand_init`: Lambda and
 `pgkick dev` set AWS_LAMBDA_INITIALIZATION_TYPE=on-demand): an invocation follows that
 init at once, and takes the connection or closes it before it answers, so no session
-outlives it. A provisioned or
-SnapStart environment initialises long before its first invocation: a connection opened
-then would hold a session (and keep a database awake) for nothing, or come back from a
-snapshot dead.
+outlives it. A provisioned or SnapStart environment initialises long before its first
+invocation: a connection opened then would hold a session (and keep a database awake)
+for nothing, or come back from a snapshot dead.
 
 What the thread met (a refused password, a schema this code does not know: pgkick's own
 errors) is raised by the invocation that takes the connection, where the same error is
