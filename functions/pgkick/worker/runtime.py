@@ -14,7 +14,7 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable, Iterator, Mapping
-from contextlib import ExitStack, contextmanager
+from contextlib import AbstractContextManager, ExitStack, contextmanager
 from datetime import timedelta
 from typing import Any
 
@@ -202,7 +202,6 @@ class Runtime:
         A password refused with the secret read from the cache (up to 5 minutes old) is
         read once more from Secrets Manager: a rotation would otherwise fail every
         invocation, and burn Lambda's retries, until the cache expires."""
-        schema_name, retries = self.settings.schema, self.settings.connect_retries
         with ExitStack() as stack:
             try:
                 store = stack.enter_context(self._connected(role))
@@ -211,7 +210,7 @@ class Runtime:
                 if fresh is None or "authentication failed" not in str(exc):
                     raise
                 log.warning("database refused the cached secret: reading it again")
-                store = stack.enter_context(role.open(fresh(), schema=schema_name, retries=retries))
+                store = stack.enter_context(self._open(role, fresh()))
             if not self._schema_checked:
                 schema.check(store)
                 self._schema_checked = True
@@ -224,12 +223,15 @@ class Runtime:
         early, self.early = self.early, None
         conn = early.take() if early is not None else None
         if conn is None:
-            dsn, schema_name = self.dsn(), self.settings.schema
-            with role.open(dsn, schema=schema_name, retries=self.settings.connect_retries) as s:
-                yield s
+            with self._open(role, self.dsn()) as store:
+                yield store
             return
         self._schema_checked = True
         try:
             yield role(conn, schema=self.settings.schema)
         finally:
             conn.close()
+
+    def _open[S: Database](self, role: type[S], dsn: str) -> AbstractContextManager[S]:
+        """A new connection to `dsn` with the worker's schema and connect retries."""
+        return role.open(dsn, schema=self.settings.schema, retries=self.settings.connect_retries)
