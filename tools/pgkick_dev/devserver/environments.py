@@ -39,13 +39,13 @@ from typing import IO, Any
 
 from pgkick_dev.devserver import answers
 from pgkick_dev.devserver.clock import Clock
+from pgkick_dev.devserver.ports import free_port
 from pgkick_dev.devserver.rie import locate
 from pgkick_dev.devserver.rie_process import (
     REPORT,
     START,
     Environment,
     descendants,
-    free_port,
     function_env,
     kill_orphans,
     label,

@@ -18,7 +18,6 @@ import contextlib
 import os
 import re
 import signal
-import socket
 import subprocess
 import sys
 import threading
@@ -31,6 +30,7 @@ from pathlib import Path
 from typing import Any
 
 from pgkick_dev.devserver.clock import Cancellable
+from pgkick_dev.devserver.ports import free_port, wait_for_own_listener
 
 INVOKE_PATH = "/2015-03-31/functions/function/invocations"
 START = re.compile(r"^START RequestId: (\S+)")
@@ -47,6 +47,7 @@ class Environment:
     cold: bool = True  # the next invocation initialises the runtime (first, or after a reset)
     retired: bool = False
     frozen: bool = False
+    listening: bool = False  # its RIE was seen listening on `port` (pgkick_dev.devserver.ports)
     retire_timer: Cancellable | None = None
     reported: threading.Event = field(default_factory=threading.Event)
     runtime_pids: list[int] = field(default_factory=list)  # the RIE's children, last seen
@@ -107,7 +108,11 @@ def post(environment: Environment, event: bytes, timeout_s: int) -> tuple[int, b
     """One invocation through the RIE: its HTTP status and body, or None when it could not
     be delivered (the caller kills the environment, whose exit hands the item back)."""
     url = f"http://127.0.0.1:{environment.port}{INVOKE_PATH}"
-    deadline = time.monotonic() + 10  # a cold RIE listens within milliseconds
+    if not environment.listening:  # a cold RIE listens within milliseconds, or exits
+        if not wait_for_own_listener(environment.process, environment.port, timeout=10):
+            return None  # exited, or the port is another process's: never post it there
+        environment.listening = True
+    deadline = time.monotonic() + 10
     while True:
         try:
             request = urllib.request.Request(url, data=event, method="POST")
@@ -148,12 +153,6 @@ def kill_orphans(pids: list[int]) -> None:
     for pid in pids:
         with contextlib.suppress(ProcessLookupError, PermissionError):
             os.kill(pid, signal.SIGKILL)
-
-
-def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return int(probe.getsockname()[1])
 
 
 def descendants(pid: int) -> list[int]:
