@@ -18,7 +18,7 @@ from pgkick.kick.kickers import NoKicker
 from pgkick.worker.cold_start import connect_ahead
 from pgkick.worker.runtime import Runtime
 from pgkick_dev.local.context import FakeLambdaContext
-from tests.helpers import event, load_handler, seed, sessions_of
+from tests.helpers import event, load_handler, seed, sessions_of, statement_calls
 from tests.store import JobStore
 
 
@@ -55,6 +55,24 @@ def test_the_first_invocation_drains_on_the_connection_its_cold_start_opened(
     assert app.runtime.early is None
     seed_and_drain = app.handler(event("kick"), FakeLambdaContext())  # warm: connects anew
     assert seed_and_drain["claimed"] == 0 and db.opened.count == opened + 1
+
+
+def test_the_cold_starts_connection_has_the_claim_planned_and_nothing_claimed(
+    on_demand: str,
+) -> None:
+    """The thread runs the claim once on its session (PL/pgSQL compiles it at its first
+    run: a cold start's first claim no longer pays that), with a batch of 0 on a queue no
+    job can be in: the jobs waiting are left as they were, and the invocation claims them."""
+    with JobStore.open(on_demand) as store:
+        ids = seed(store, 2)
+    claims = statement_calls(on_demand, ["-- job_claim:%"])
+    app = load_handler("worker")
+    early_of(app)
+    assert statement_calls(on_demand, ["-- job_claim:%"]) == claims + 1
+    with JobStore.open(on_demand) as store:
+        jobs = store.get_many(ids)
+    assert [(j["status"], j["attempts"]) for j in jobs] == [("queued", 0), ("queued", 0)]
+    assert app.handler(event("kick"), FakeLambdaContext())["done"] == 2
 
 
 def test_a_first_invocation_that_connects_nothing_closes_the_cold_starts_connection(
