@@ -1,20 +1,20 @@
-"""The local ports an environment's emulator listens on: handed out once, and checked as its own.
+"""The local ports an environment's emulator listens on: handed out once, checked as its own.
 
 Why: each environment's RIE is told two ports (its invocation address and its Runtime API
 address), picked by binding port 0 and closing the probe, before the RIE binds them. The
 kernel may hand the same free port to two probes a few milliseconds apart, and a stack
-starting eight environments at once asks for sixteen: 2,000 probes in a row here drew
-127 ports a second time. Then the second RIE cannot bind and exits, while its invocation, posted to
-the port, reaches the first environment's emulator, which takes a second invocation while
-busy and crashes (a bench run lost a minute to one such collision, the two invocations
-retried as failed ones). Lambda never does that, so a stand-in must not.
+starting eight environments at once asks for sixteen: 2,000 probes in a row here drew 127
+ports a second time. Then the second RIE cannot bind and exits, while its invocation,
+posted to the port, reaches the first environment's emulator, which takes a second
+invocation while busy and crashes (a bench run lost a minute to one such collision, the
+two invocations retried as failed ones). Lambda never does that, so a stand-in must not.
 
 Two guards. Within a process, `free_port` never hands out a port it handed out in the
 last `HELD_SECONDS` (an RIE binds within milliseconds of its start, or exits). Across
 processes (two stacks on one machine, `pytest -n 2`), `wait_for_own_listener` waits until
-the RIE itself listens on its port before anything is posted there: the socket listening on it
-(/proc/net/tcp) must be one of the RIE process's file descriptors. Where /proc is not
-there to read, nothing can be told and the invocation is posted as before.
+the RIE itself listens on its port before anything is posted there: the socket listening
+on it (/proc/net/tcp) must be one of the RIE process's file descriptors. Where /proc is
+not there to read, nothing can be told and the invocation is posted as before.
 """
 
 from __future__ import annotations
