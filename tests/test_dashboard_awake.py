@@ -17,7 +17,7 @@ from pathlib import Path
 import httpx
 
 from pgkick_dev.awake.monitor import AwakeMonitor
-from pgkick_dev.devserver.server import free_port
+from pgkick_dev.devserver.ports import free_port
 from pgkick_dev.ui.timeline import when
 from tests.devserver_fixtures import FUNCTION, dev_stack
 from tests.helpers import sessions_of

@@ -18,7 +18,7 @@ import psycopg
 import pytest
 
 from pgkick.errors import ConfigError
-from pgkick_dev.devserver.server import free_port
+from pgkick_dev.devserver.ports import free_port
 from pgkick_dev.local import client as dev_client
 from pgkick_dev.local.client import status as client_status
 from tests.devserver_fixtures import ROOT

@@ -34,8 +34,9 @@ _lock = threading.Lock()
 _handed: dict[int, float] = {}  # port: when it was handed out
 
 
-def free_port() -> int:
-    """A free port on 127.0.0.1 that this process has not handed out in the last minute."""
+def free_port(host: str = "127.0.0.1") -> int:
+    """A free port on `host` that this process has not handed out in the last minute (the
+    stack's own server takes its port here too, so no environment is handed it)."""
     with _lock:
         now = time.monotonic()
         for port, since in list(_handed.items()):
@@ -43,7 +44,7 @@ def free_port() -> int:
                 del _handed[port]
         while True:
             with socket.socket() as probe:
-                probe.bind(("127.0.0.1", 0))
+                probe.bind((host, 0))
                 port = int(probe.getsockname()[1])
             if port not in _handed:
                 _handed[port] = now

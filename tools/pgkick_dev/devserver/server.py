@@ -12,7 +12,6 @@ from __future__ import annotations
 import importlib
 import ipaddress
 import os
-import socket
 import threading
 import time
 from typing import Any
@@ -26,6 +25,7 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 
 from pgkick.connections.db import database_identity
 from pgkick_dev.devserver import lambda_api, scheduler_api
+from pgkick_dev.devserver.ports import free_port
 from pgkick_dev.devserver.stack import Stack
 
 NOT_INSTALLED = "<p>The pgkick dashboard is not installed (pgkick_dev.ui is missing).</p>\n"
@@ -116,12 +116,6 @@ def make_app(
     if with_dashboard:
         routes.append(Mount("/", dashboard(dsn, stack, allow_actions, awake)))
     return LocalOnly(Starlette(routes=routes), allow_remote)
-
-
-def free_port(host: str = "127.0.0.1") -> int:
-    with socket.socket() as probe:
-        probe.bind((host, 0))
-        return int(probe.getsockname()[1])
 
 
 class ServerThread:
