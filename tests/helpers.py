@@ -114,6 +114,19 @@ def sessions_of(dsn: str, application: str = "pgkick") -> int:
     return int(row[0]) if row else 0
 
 
+def sessions_gone(dsn: str, application: str = "pgkick", within: float = 0.5) -> bool:
+    """No session of `application` is left in this test's database within `within` seconds:
+    a backend whose client closed it needs a moment to leave pg_stat_activity on a loaded
+    machine (seen: one still listed at once), while a session kept open (a lingering
+    connection lives 1 s or more) is still there."""
+    deadline = time.monotonic() + within
+    while sessions_of(dsn, application):
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.02)
+    return True
+
+
 def statements_sent(dsn: str, kinds: dict[str, list[str]]) -> dict[str, int]:
     """statement_calls for each kind of statement, by name (a test takes two readings
     and compares them with calls_between)."""

@@ -18,7 +18,14 @@ from pgkick.kick.kickers import NoKicker
 from pgkick.worker.cold_start import connect_ahead
 from pgkick.worker.runtime import Runtime
 from pgkick_dev.local.context import FakeLambdaContext
-from tests.helpers import event, load_handler, seed, sessions_of, statement_calls
+from tests.helpers import (
+    event,
+    load_handler,
+    seed,
+    sessions_gone,
+    sessions_of,
+    statement_calls,
+)
 from tests.store import JobStore
 
 
@@ -51,7 +58,7 @@ def test_the_first_invocation_drains_on_the_connection_its_cold_start_opened(
     result = app.handler(event("kick"), FakeLambdaContext())
     assert result["done"] == 3
     assert db.opened.count == opened  # no second connection for the claim
-    assert sessions_of(on_demand) == 0  # closed before the answer, as any invocation's
+    assert sessions_gone(on_demand)  # closed before the answer, as any invocation's
     assert app.runtime.early is None
     seed_and_drain = app.handler(event("kick"), FakeLambdaContext())  # warm: connects anew
     assert seed_and_drain["claimed"] == 0 and db.opened.count == opened + 1
@@ -83,7 +90,7 @@ def test_a_first_invocation_that_connects_nothing_closes_the_cold_starts_connect
     assert sessions_of(on_demand) == 1
     answer = app.handler({"queue": ""}, FakeLambdaContext())  # rejected before any drain
     assert "must not be empty" in answer["rejected"]
-    assert sessions_of(on_demand) == 0 and app.runtime.early is None
+    assert sessions_gone(on_demand) and app.runtime.early is None
 
 
 @pytest.mark.parametrize("initialization", [None, "provisioned-concurrency", "snap-start"])
@@ -99,7 +106,7 @@ def test_only_an_on_demand_cold_start_connects_ahead(dsn: str, initialization: s
         )
         is None
     )
-    assert sessions_of(dsn) == 0
+    assert sessions_gone(dsn)
 
 
 def test_settings_that_do_not_parse_start_nothing_and_fail_the_init_as_before(
@@ -110,7 +117,7 @@ def test_settings_that_do_not_parse_start_nothing_and_fail_the_init_as_before(
     with pytest.raises(Exception, match="PGKICK_BATCH") as raised:
         load_handler("worker")
     assert type(raised.value).__name__ == "ConfigError"
-    assert sessions_of(on_demand) == 0
+    assert sessions_gone(on_demand)
 
 
 def closed_port() -> int:
@@ -153,7 +160,7 @@ def test_what_the_cold_start_met_is_raised_by_the_invocation_as_when_it_connects
     assert db.opened.count == opened  # the thread's failure, not a second attempt's
     itself = drain_error(runtime_for(dsn, None))
     assert type(ahead) is type(itself) and str(ahead) == str(itself)
-    assert sessions_of(empty_dsn) == 0
+    assert sessions_gone(empty_dsn)
     assert ("cannot connect" if database == "refused" else "schema is missing") in str(ahead)
     if database == "no schema":
         from pgkick.store import migrations
@@ -166,7 +173,7 @@ def test_what_the_cold_start_met_is_raised_by_the_invocation_as_when_it_connects
             migrations.migrate(store)
             seed(store, 2)
         assert runtime.drain("default", lambda: 60_000).done == 2
-        assert sessions_of(dsn) == 0
+        assert sessions_gone(dsn)
 
 
 def test_a_cold_start_reads_a_rotated_secret_again_as_an_invocation_does(
@@ -212,7 +219,7 @@ def test_a_cold_start_reads_a_rotated_secret_again_as_an_invocation_does(
         opened = db.opened.count
         assert app.handler(event("kick"), FakeLambdaContext())["done"] == 2
         assert db.opened.count == opened + 1  # the secret read again, one connection
-        assert sessions_of(dsn, role) == 0 and sessions_of(dsn) == 0
+        assert sessions_gone(dsn, role) and sessions_gone(dsn)
     finally:
         with psycopg.connect(dsn, autocommit=True) as admin:
             admin.execute(f"DROP OWNED BY {role}")
@@ -225,7 +232,7 @@ def test_the_runtime_without_a_cold_start_connection_is_unchanged(dsn: str) -> N
     opened = db.opened.count
     summary = runtime_for(dsn, None).drain("default", lambda: 60_000)
     assert summary.done == 1 and db.opened.count == opened + 1
-    assert sessions_of(dsn) == 0
+    assert sessions_gone(dsn)
 
 
 def test_a_thread_that_failed_unexpectedly_leaves_the_invocation_to_connect(dsn: str) -> None:
@@ -240,4 +247,4 @@ def test_a_thread_that_failed_unexpectedly_leaves_the_invocation_to_connect(dsn:
         seed(store, 1)
     opened = db.opened.count
     assert runtime_for(dsn, early).drain("default", lambda: 60_000).done == 1
-    assert db.opened.count == opened + 1 and sessions_of(dsn) == 0
+    assert db.opened.count == opened + 1 and sessions_gone(dsn)

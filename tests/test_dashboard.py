@@ -17,7 +17,7 @@ from starlette.testclient import TestClient
 from pgkick.tasks import recurring
 from pgkick.tasks.recurring import Periodic, PeriodicRegistry
 from pgkick_dev.ui.app import make_app
-from tests.helpers import job_row, sessions_of
+from tests.helpers import job_row, sessions_gone
 from tests.test_jobs_cli import FIXTURE
 
 LOCAL = "http://127.0.0.1:3002"
@@ -184,15 +184,8 @@ def test_only_this_machine_unless_a_host_was_given(dsn: str, ids: list[int]) -> 
 
 
 def ui_sessions_gone(dsn: str) -> bool:
-    """The page's session has left pg_stat_activity within 0.5 s: a backend whose client
-    closed it needs a moment to exit on a loaded machine (seen: 1 still listed at once);
-    a session kept open (a lingering connection lives 1 s or more) is still there."""
-    deadline = time.monotonic() + 0.5
-    while sessions_of(dsn, "pgkick-ui"):
-        if time.monotonic() > deadline:
-            return False
-        time.sleep(0.02)
-    return True
+    """The page's session has left pg_stat_activity within 0.5 s (tests.helpers.sessions_gone)."""
+    return sessions_gone(dsn, "pgkick-ui")
 
 
 def test_no_session_stays_open_after_a_page(dsn: str, ids: list[int], ui: TestClient) -> None:
