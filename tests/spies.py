@@ -22,8 +22,7 @@ from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any, LiteralString
 
-import psycopg
-
+from pgkick.connections.db import Cursor
 from pgkick.store.worker import ClaimedJob
 from pgkick.tasks.context import JobContext
 from pgkick.tasks.registry import Registry
@@ -84,10 +83,10 @@ class WatchedStore(JobStore):
         self._open.set()
         self._parked = threading.Event()
 
-    def execute(self, query: LiteralString, **params: Any) -> psycopg.Cursor[tuple[Any, ...]]:
+    def _execute_on(self, cur: Cursor, query: LiteralString, params: dict[str, Any]) -> Cursor:
         name = query.split(":", 1)[0].removeprefix("-- ").strip()
         self.statements.append(Statement(name, dict(params)))
-        return super().execute(query, **params)
+        return super()._execute_on(cur, query, params)
 
     def writes_for(self, job_id: int) -> list[Statement]:
         """Every complete or fail statement this store sent that names the job."""

@@ -18,6 +18,7 @@ import psycopg
 import pytest
 
 from pgkick.config import Settings
+from pgkick.connections.db import Cursor
 from pgkick.kick.kickers import NoKicker
 from pgkick.producer import enqueue as producer
 from pgkick.tasks.registry import Registry
@@ -49,12 +50,12 @@ class WedgedStore(JobStore):
     def pipeline(self) -> Any:  # one statement at a time: the wedge falls between two
         return _Unrolled()
 
-    def execute(self, query: LiteralString, **params: Any) -> psycopg.Cursor[tuple[Any, ...]]:
+    def _execute_on(self, cur: Cursor, query: LiteralString, params: dict[str, Any]) -> Cursor:
         if self.armed:
             if self.sent == self.wedge_at:
                 self._let_the_producer_in()
             self.sent += 1
-        return super().execute(query, **params)
+        return super()._execute_on(cur, query, params)
 
     def _let_the_producer_in(self) -> None:
         self.paused.set()

@@ -8,7 +8,7 @@ from datetime import timedelta
 import pytest
 
 from pgkick.store.worker import ClaimedJob
-from tests.helpers import FakeClock, job_row, seed
+from tests.helpers import FakeClock, job_row, seed, statement_calls
 from tests.store import JobStore
 
 LEASE = timedelta(minutes=5)
@@ -168,17 +168,12 @@ def test_purge_deletes_only_old_finished_jobs_in_batches(
     clock.advance(8 * 86_400)
     recent = timed.claim("default", batch=2, lease=LEASE)  # running: never purged
     timed.complete_many(recent[:1])  # done, but recent
-    statements: list[str] = []
-    original = timed.conn.execute
-
-    def counting(query, params=None, **kw):  # type: ignore[no-untyped-def]
-        statements.append(str(query).splitlines()[0])
-        return original(query, params, **kw)
-
-    timed.conn.execute = counting  # type: ignore[method-assign]
+    purges, every = ["-- job_purge_finished:%"], ["-- %"]  # pgkick's statements' first line
+    before = statement_calls(dsn, purges), statement_calls(dsn, every)
     assert timed.purge_finished(timedelta(days=7), batch=6) == 20
-    assert len(statements) == 4  # batches of 6, 6, 6, then 2: the last one says it is done
-    assert all(line.startswith("-- job_purge_finished:") for line in statements)
+    # batches of 6, 6, 6, then 2: the last one says it is done; and no other statement
+    after = statement_calls(dsn, purges), statement_calls(dsn, every)
+    assert (after[0] - before[0], after[1] - before[1]) == (4, 4)
     remaining = {
         row[0]: row[1]
         for row in timed.conn.execute("SELECT id, status FROM pgkick.jobs ORDER BY id").fetchall()
