@@ -77,7 +77,12 @@ def test_bench_quick_runs_every_item_and_reports_targets(
     assert all(
         row["all_done"] for row in results["dependencies"]
     )  # the figures: test_bench_quick_dependencies_*
-    assert len(results["targets"]) == 29 and all(
+    # issue 32's producer targets: one caller beside pgbench, turn by turn over one stretch
+    beside = results["enqueue"]["single_beside_pgbench"]
+    assert beside["turns"] == 8 and len(beside["pairs"]) == 8, beside
+    assert beside["pgkick_jobs_per_s"] > 0 and beside["pgbench_jobs_per_s"] > 0
+    assert "0.85x pgbench's same insert" in labels and "16 producer threads" in labels
+    assert len(results["targets"]) == 33 and all(
         isinstance(t["met"], bool) for t in results["targets"]
     )
     report = (tmp_path / "bench.md").read_text()

@@ -10,6 +10,7 @@ import pytest
 from pgkick import cli
 from pgkick_dev import scratch
 from pgkick_dev.bench import figures as bench_figures
+from pgkick_dev.bench import producers as bench_producers
 from pgkick_dev.bench import repeat as bench_repeat
 from pgkick_dev.bench import report as bench_report
 from pgkick_dev.bench import runner as bench
@@ -125,3 +126,60 @@ def test_claim_order_times_the_keyed_claim_beside_the_plain_one_chunk_by_chunk(
     assert result["spread_keyed_vs_plain"]["values"] == [
         round(k / p, 2) for k, p in zip(keyed_ms, beside, strict=True)
     ]
+
+
+def test_producer_targets_read_the_turns_and_the_fastest_peer() -> None:
+    """Catches a verdict on the wrong figure: the 0.85x target reads the ratio over the
+    alternated turns (not the once-each rates beside it: 1.0 here), a peer target the
+    fastest peer row of any repeat or configuration, 16 threads their own row."""
+    beside = {
+        "calls_per_turn": 250,
+        "turns": 2,
+        "pgkick_jobs_per_s": 1600,
+        "pgbench_jobs_per_s": 2000,
+        "ratio": 0.8,
+        "pairs": [0.7, 0.9],
+        "pairs_spread": bench_figures.spread([0.7, 0.9]),
+    }
+    results: dict[str, Any] = {
+        "enqueue": {
+            "single_none": {"jobs_per_s": 1500},
+            "single_sql_ceiling": {"jobs_per_s": 1500},
+            "single_beside_pgbench": beside,
+            "many": {"jobs_per_s": 150_000},
+        },
+        "peers": [
+            {"peer": "slow", "single_enqueue_jobs_per_s": 900, "bulk_enqueue_jobs_per_s": 50_000},
+            {"peer": "fast", "single_enqueue_jobs_per_s": 1600, "bulk_enqueue_jobs_per_s": 80_000},
+        ],
+        "producer_threads": [
+            {"threads": t, "jobs_per_s": r, "sessions_opened": 1, "exactly_once": True}
+            for t, r in ((1, 1000), (8, 3000), (16, 3900))
+        ],
+    }
+    targets = _producer_targets(results)
+    pgbench = next(t for name, t in targets.items() if "0.85x pgbench" in name)
+    assert not pgbench["met"] and pgbench["measured"].startswith("0.80x (1,600 vs 2,000")
+    assert "turns 0.70x..0.90x" in pgbench["measured"]
+    single = next(t for name, t in targets.items() if "peer's single enqueue" in name)
+    assert not single["met"] and "0.94x (1,500 vs fast's 1,600" in single["measured"]
+    bulk = next(t for name, t in targets.items() if "peer's bulk enqueue" in name)
+    assert not bulk["met"] and "1.88x (150,000 vs fast's 80,000" in bulk["measured"]
+    sixteen = next(t for name, t in targets.items() if name.startswith("16 producer"))
+    assert not sixteen["met"] and sixteen["measured"].startswith("3.9x (3,900 vs 1,000")
+    results["peers"][1] = {"peer": "fast", "single_enqueue_jobs_per_s": 1400}  # no bulk
+    results["producer_threads"][2]["jobs_per_s"] = 4100
+    beside["ratio"] = 0.86
+    targets = _producer_targets(results)
+    assert all(
+        t["met"]
+        for name, t in targets.items()
+        if "0.85x pgbench" in name or "single enqueue" in name or name.startswith("16 producer")
+    )
+
+
+def _producer_targets(results: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    return {
+        label: {"measured": measured, "met": met}
+        for label, measured, met in bench_producers.targets(results)
+    }

@@ -19,6 +19,7 @@ from pgkick.connections.db import Database
 from pgkick.kick.kickers import NoKicker
 from pgkick.producer import enqueue as producer
 from pgkick_dev.bench import pgbench as bench_sql
+from pgkick_dev.bench import producers as bench_producers
 from pgkick_dev.bench.figures import percentile
 from pgkick_dev.local.kicker import LocalKicker
 
@@ -44,6 +45,7 @@ def rates(bench: Bench) -> dict[str, Any]:
     local.close()
     out["single_in_app_transaction"] = _on_app_connection(bench.dsn, singles)
     out["single_sql_ceiling"] = _single_insert_ceiling(bench)
+    out["single_beside_pgbench"] = bench_producers.single_beside_pgbench(bench)
     bench.reset()
     jobs = [{"payload": {"n": n}, "task": "noop"} for n in range(bench.sizes.many)]
     started = time.monotonic()

@@ -13,6 +13,7 @@ from pgkick_dev.bench import cold_path as bench_cold_path
 from pgkick_dev.bench import cost_table as bench_cost_table
 from pgkick_dev.bench import dependencies as bench_dependencies
 from pgkick_dev.bench import figures as bench_figures
+from pgkick_dev.bench import producers as bench_producers
 from pgkick_dev.bench import trickle as bench_trickle
 
 
@@ -29,7 +30,7 @@ def targets(results: dict[str, Any]) -> list[dict[str, Any]]:
         *_quiet_day_targets(results.get("quiet_day", {})),
         *_booking_targets(results.get("delayed_bookings")),
         *bench_artifact.targets(results.get("artifact")),
-        _threads_target(results.get("producer_threads", [])),
+        *bench_producers.targets(results),
         bench_trickle.target(results.get("trickle", [])),
         bench_dependencies.target(results.get("dependencies", [])),
         bench_cold_path.target(results.get("cold_path")),
@@ -106,23 +107,6 @@ def _kick_targets(kicks: dict[str, dict[str, Any]]) -> list[tuple[str, Any, bool
         )
         rows.append((label, measured, row["invocations_per_job"] <= bound and row["exactly_once"]))
     return rows
-
-
-def _threads_target(rows: list[dict[str, Any]]) -> tuple[str, Any, bool]:
-    """Single enqueues from 8 threads of one process against one thread (durable commits)."""
-    label = "8 producer threads >= 3x one thread's rate, sessions opened <= threads"
-    by = {row["threads"]: row for row in rows}
-    if 1 not in by or 8 not in by:
-        return (label, "not measured (item producer_threads)", False)
-    one, eight = by[1], by[8]
-    ratio = round(eight["jobs_per_s"] / max(one["jobs_per_s"], 1), 2)
-    sessions_ok = all(row["sessions_opened"] <= row["threads"] for row in rows)
-    measured = (
-        f"{ratio}x ({eight['jobs_per_s']:,} vs {one['jobs_per_s']:,} jobs/s); sessions "
-        + ", ".join(f"{row['sessions_opened']} for {row['threads']}" for row in rows)
-    )
-    ok = ratio >= 3 and sessions_ok and all(row["exactly_once"] for row in rows)
-    return (label, measured, ok)
 
 
 def _booking_targets(bookings: dict[str, Any] | None) -> list[tuple[str, Any, bool]]:
