@@ -129,7 +129,8 @@ def test_bench_quick_cost_and_cold_path_report_their_figures(
 def test_bench_quick_peers_drain_the_same_jobs_and_count_idle_statements(
     dsn: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    arguments = ["--items", "drain", "--peers", "--dsn", dsn, "--out", str(tmp_path), "--json"]
+    arguments = ["--items", "drain,enqueue", "--peers", "--dsn", dsn, "--out", str(tmp_path)]
+    arguments.append("--json")
     code = cli.main(["bench", "--quick", *arguments])
     assert code == 0, capsys.readouterr().err[-2000:]
     results = json.loads(capsys.readouterr().out)
@@ -143,6 +144,12 @@ def test_bench_quick_peers_drain_the_same_jobs_and_count_idle_statements(
     versus = [t for t in results["targets"] if "best peer" in t["target"]]
     assert len(versus) == 2 and all("peers not run" not in str(t["measured"]) for t in versus)
     assert [p["repeat"] for p in peers] == [0, 0, 0]  # --quick: one repeat
+    # the single enqueues in turns: pgkick, pgbench and each peer through its own API
+    turns = results["enqueue"]["single_beside_pgbench"]["peers"]
+    assert set(turns) == {"pgqueuer 1.6.0", "procrastinate 3.10.0"}, turns
+    assert all(t["jobs_per_s"] > 0 and len(t["pairs"]) == 8 for t in turns.values()), turns
+    single = next(t for t in results["targets"] if "peer's single enqueue" in t["target"])
+    assert "pgqueuer" in single["measured"] or "procrastinate" in single["measured"], single
 
 
 def test_bench_quick_dependencies_count_each_job_and_time_each_release(

@@ -153,7 +153,7 @@ def cmd_bench(args: argparse.Namespace) -> dict[str, Any]:
             say=lambda text: print(f"== {text}", file=sys.stderr),
         )
         if args.peers:
-            runner.trickle_peers = ("pgqueuer", "procrastinate")
+            runner.item_peers = ("pgqueuer", "procrastinate")
         started = time.monotonic()
         date = datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC")
         items = [i.strip() for i in args.items.split(",")] + (["peers"] if args.peers else [])

@@ -200,6 +200,59 @@ async def _paced(rate: float, jobs: int, call: Callable[[], Awaitable[Any]]) -> 
         await call()
 
 
+# -- single enqueues in turns (pgkick_dev.bench.producers alternates them with pgkick's) ---
+async def _pgqueuer_single(dsn: str) -> tuple[Callable[[], Awaitable[Any]], Callable[[], Any]]:
+    conn, q = await _pgqueuer_queries(dsn)
+    await q.clear_queue()
+    return (lambda: q.enqueue("noop", None, 0)), conn.close
+
+
+async def _procrastinate_single(
+    dsn: str,
+) -> tuple[Callable[[], Awaitable[Any]], Callable[[], Any]]:
+    app, noop = _procrastinate_app(dsn)
+    opened = app.open_async()
+    await opened.__aenter__()
+    with Database.open(dsn, application_name="pgkick-bench") as db:
+        if not db.one(dev_queries.PROCRASTINATE_SCHEMA_EXISTS)[0]:
+            await app.schema_manager.apply_schema_async()
+        db.execute(dev_queries.PROCRASTINATE_JOB_RESET)
+
+    async def close() -> None:
+        await opened.__aexit__(None, None, None)
+
+    return noop.defer_async, close
+
+
+class SingleTurns:
+    """A peer's single enqueue through its own API, a turn at a time, on one event loop and
+    one warm connection (opened before the first turn, not timed), for turns alternated
+    with pgkick's and pgbench's over one stretch of time."""
+
+    def __init__(self, peer: str, dsn: str) -> None:
+        self._loop = asyncio.Runner()
+        self._call, self._close = self._loop.run(_SINGLE[peer](dsn))
+        self.turn(1)  # the first call's one-off costs (the peer's statement text, caches)
+
+    def turn(self, calls: int) -> float:
+        """Seconds `calls` single enqueues took, one after another."""
+
+        async def timed() -> float:
+            started = time.perf_counter()
+            for _ in range(calls):
+                await self._call()
+            return time.perf_counter() - started
+
+        return self._loop.run(timed())
+
+    def close(self) -> None:
+        closing = self._close()
+        if asyncio.iscoroutine(closing):
+            self._loop.run(closing)
+        self._loop.close()
+
+
+_SINGLE = {"pgqueuer": _pgqueuer_single, "procrastinate": _procrastinate_single}
 ENQUEUE = {"pgqueuer": _pgqueuer_enqueue, "procrastinate": _procrastinate_enqueue}
 WORKER = {
     "pgqueuer": _pgqueuer_worker,

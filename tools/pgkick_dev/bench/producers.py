@@ -1,31 +1,35 @@
-"""`pgkick bench`: issue 32's producer targets, and the single enqueue measured beside pgbench
-over one stretch of time.
+"""`pgkick bench`: issue 32's producer targets, and the single enqueue measured beside
+pgbench's same insert and the peers' single enqueues over one stretch of time.
 
-Why beside, chunk by chunk: one caller's single enqueue waits for a durable commit, so what
-it costs is mostly the disk's flush, and on a shared machine that wait moves by a third
-within minutes. Measured once each, two minutes apart (`single_none` and
-`single_sql_ceiling` of the enqueue item), the ratio of the same code read 0.60 to 0.95 in
-ten runs of an hour. Here `enqueue_and_kick` (none kicker, its connection warm) and pgbench's
-same insert (one client, a commit each) take turns in chunks, the side that starts
-alternating, so both are timed over the same stretch; pgbench's own rate leaves its process
-start and connection out (they would weigh on a short chunk), as pgkick's warm pooled
-connection is left out on its side.
+Why in turns: one caller's single enqueue waits for a durable commit, so what it costs is
+mostly the disk's flush, and on a shared machine that wait moves by a third within
+minutes. Measured once each, minutes apart (`single_none`, `single_sql_ceiling` and the
+peers' runs), the ratio to pgbench of the same code read 0.60 to 0.95 in ten runs of an
+hour. Here `enqueue_and_kick` (none kicker), pgbench's same insert (one client, a commit
+each) and, with `--peers`, each peer's single enqueue through its own API take turns, each
+round starting with the next side, so all are timed over the same stretch. Each side's
+connection is warm before its first turn (pgbench's rate is its own, its process start
+and connecting left out: they would weigh a tenth on a turn of 250).
 
 The targets read the run's results: one caller against pgbench (>= 0.85x) and against the
-fastest peer's single enqueue (>= 1x); enqueue_many against the fastest peer's bulk enqueue
-(>= 2x); 16 producer threads against one (>= 4x). A peer's figures come from the peers' runs
-of the same bench (`--peers`), each of its repeats and configurations; the fastest is taken.
+fastest peer's single enqueue in the same turns (>= 1x); enqueue_many against the fastest
+peer's bulk enqueue of the peers' runs, any repeat or configuration (>= 2x); 8 and 16
+producer threads against one (>= 3x, >= 4x).
 """
 
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
+from functools import partial
 from typing import TYPE_CHECKING, Any
 
 from pgkick.kick.kickers import NoKicker
 from pgkick.producer import enqueue as producer
+from pgkick_dev.bench import peer_apis
 from pgkick_dev.bench import pgbench as bench_sql
 from pgkick_dev.bench.figures import spread
+from pgkick_dev.bench.peers import VERSIONS
 
 if TYPE_CHECKING:
     from pgkick_dev.bench.runner import Bench
@@ -34,8 +38,9 @@ CHUNKS = 8  # turns a side: with the bench's 2,000 singles, 250 calls a turn
 
 
 def single_beside_pgbench(bench: Bench, chunks: int = CHUNKS) -> dict[str, Any]:
-    """enqueue_and_kick and pgbench's same insert in alternate chunks: each side's rate over
-    all its chunks, their ratio, and each pair of turns' ratio (the spread)."""
+    """enqueue_and_kick, pgbench's same insert and (with --peers) each peer's single enqueue
+    through its own API, in turns: each side's rate over all its turns, pgkick's ratio to
+    each, and each round of turns' ratio (the spread)."""
     bench.reset()
     size = max(1, bench.sizes.singles // chunks)
     script = bench_sql.insert_one()
@@ -51,25 +56,38 @@ def single_beside_pgbench(bench: Bench, chunks: int = CHUNKS) -> dict[str, Any]:
         run = bench_sql.pgbench(bench.bin_dir, bench.dsn, script, clients=1, transactions=size)
         return size / run.rate
 
+    peers = {VERSIONS[name]: peer_apis.SingleTurns(name, bench.dsn) for name in bench.item_peers}
+    sides: dict[str, Callable[[], float]] = {"pgkick": pgkick_turn, "pgbench": pgbench_turn}
+    sides |= {name: partial(peer.turn, size) for name, peer in peers.items()}
     pgkick_turn()  # the producer's pooled connection opened before the first timed turn
-    spent: list[tuple[float, float]] = []
-    for turn in range(chunks):
-        if turn % 2 == 0:
-            ours = pgkick_turn()
-            theirs = pgbench_turn()
-        else:
-            theirs = pgbench_turn()
-            ours = pgkick_turn()
-        spent.append((ours, theirs))
-    ours_total = sum(s[0] for s in spent)
-    theirs_total = sum(s[1] for s in spent)
-    pairs = [theirs / ours for ours, theirs in spent]
+    spent: dict[str, list[float]] = {name: [] for name in sides}
+    order = list(sides)
+    try:
+        for turn in range(chunks):  # each round starts with the next side
+            for name in order[turn % len(order) :] + order[: turn % len(order)]:
+                spent[name].append(sides[name]())
+    finally:
+        for peer in peers.values():
+            peer.close()
+    pgbench = _versus(spent, "pgbench", size)
     return {
         "calls_per_turn": size,
         "turns": chunks,
-        "pgkick_jobs_per_s": round(size * chunks / ours_total),
-        "pgbench_jobs_per_s": round(size * chunks / theirs_total),
-        "ratio": round(theirs_total / ours_total, 3),
+        "pgkick_jobs_per_s": round(size * chunks / sum(spent["pgkick"])),
+        "pgbench_jobs_per_s": pgbench.pop("jobs_per_s"),
+        **pgbench,
+        "peers": {name: _versus(spent, name, size) for name in peers},
+    }
+
+
+def _versus(spent: dict[str, list[float]], other: str, size: int) -> dict[str, Any]:
+    """`other`'s rate over all its turns, pgkick's ratio to it (time over the same
+    turns), and round by round."""
+    ours, theirs = spent["pgkick"], spent[other]
+    pairs = [t / o for o, t in zip(ours, theirs, strict=True)]
+    return {
+        "jobs_per_s": round(size * len(theirs) / sum(theirs)),
+        "ratio": round(sum(theirs) / sum(ours), 3),
         "pairs": [round(p, 3) for p in pairs],
         "pairs_spread": spread(pairs),
     }
@@ -91,16 +109,7 @@ def targets(results: dict[str, Any]) -> list[tuple[str, Any, bool]]:
             f"{beside['pgbench_jobs_per_s']:,} jobs/s; turns {low:.2f}x..{high:.2f}x)"
         )
         rows.append((label, measured, beside["ratio"] >= 0.85))
-    single = enqueue.get("single_none", {}).get("jobs_per_s")
-    rows.append(
-        _versus_best_peer(
-            "single enqueue_and_kick (none) >= the fastest peer's single enqueue",
-            single,
-            peers,
-            "single_enqueue_jobs_per_s",
-            1.0,
-        )
-    )
+    rows.append(_single_versus_peers(beside))
     rows.append(
         _versus_best_peer(
             "enqueue_many >= 2x the fastest peer's bulk enqueue",
@@ -113,6 +122,23 @@ def targets(results: dict[str, Any]) -> list[tuple[str, Any, bool]]:
     threads = results.get("producer_threads", [])
     rows += [threads_target(threads, 8, 3), threads_target(threads, 16, 4)]
     return rows
+
+
+def _single_versus_peers(beside: dict[str, Any] | None) -> tuple[str, Any, bool]:
+    """pgkick's single enqueue over the fastest peer's, both timed in the same turns."""
+    label = "single enqueue_and_kick (none) >= the fastest peer's single enqueue, turns alternated"
+    if beside is None:
+        return (label, "not measured (item enqueue)", False)
+    peers = beside.get("peers") or {}
+    if not peers:
+        return (label, "peers not run (--peers)", False)
+    name, peer = max(peers.items(), key=lambda item: item[1]["jobs_per_s"])
+    low, high = peer["pairs_spread"]["min"], peer["pairs_spread"]["max"]
+    measured = (
+        f"{peer['ratio']:.2f}x ({beside['pgkick_jobs_per_s']:,} vs {name}'s "
+        f"{peer['jobs_per_s']:,} jobs/s; turns {low:.2f}x..{high:.2f}x)"
+    )
+    return (label, measured, peer["ratio"] >= 1.0)
 
 
 def _versus_best_peer(

@@ -95,7 +95,7 @@ class Bench:
     sizes: Sizes
     log: Path
     results: dict[str, Any] = field(default_factory=dict)
-    trickle_peers: tuple[str, ...] = ()  # the peers the trickle item runs too (--peers)
+    item_peers: tuple[str, ...] = ()  # the peers the trickle and enqueue items run too (--peers)
     say: Callable[[str], None] = print
 
     def store(self) -> AbstractContextManager[BenchStore]:
@@ -217,7 +217,7 @@ class Bench:
             rounds=2,
             log=self.log,
             say=self.say,
-            peers=self.trickle_peers,
+            peers=self.item_peers,
         )
 
     def dependencies(self) -> None:
