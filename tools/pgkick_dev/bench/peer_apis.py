@@ -231,8 +231,16 @@ class SingleTurns:
 
     def __init__(self, peer: str, dsn: str) -> None:
         self._loop = asyncio.Runner()
-        self._call, self._close = self._loop.run(_SINGLE[peer](dsn))
-        self.turn(1)  # the first call's one-off costs (the peer's statement text, caches)
+        try:
+            self._call, self._close = self._loop.run(_SINGLE[peer](dsn))
+        except BaseException:
+            self._loop.close()
+            raise
+        try:
+            self.turn(1)  # the first call's one-off costs (the peer's statement text, caches)
+        except BaseException:
+            self.close()
+            raise
 
     def turn(self, calls: int) -> float:
         """Seconds `calls` single enqueues took, one after another."""

@@ -56,13 +56,16 @@ def single_beside_pgbench(bench: Bench, chunks: int = CHUNKS) -> dict[str, Any]:
         run = bench_sql.pgbench(bench.bin_dir, bench.dsn, script, clients=1, transactions=size)
         return size / run.rate
 
-    peers = {VERSIONS[name]: peer_apis.SingleTurns(name, bench.dsn) for name in bench.item_peers}
     sides: dict[str, Callable[[], float]] = {"pgkick": pgkick_turn, "pgbench": pgbench_turn}
-    sides |= {name: partial(peer.turn, size) for name, peer in peers.items()}
-    pgkick_turn()  # the producer's pooled connection opened before the first timed turn
-    spent: dict[str, list[float]] = {name: [] for name in sides}
-    order = list(sides)
-    try:
+    peers: dict[str, peer_apis.SingleTurns] = {}
+    spent: dict[str, list[float]] = {}
+    try:  # the peers' connections and event loops closed whatever fails
+        for name in bench.item_peers:
+            peers[VERSIONS[name]] = peer_apis.SingleTurns(name, bench.dsn)
+        sides |= {name: partial(peer.turn, size) for name, peer in peers.items()}
+        pgkick_turn()  # the producer's pooled connection opened before the first timed turn
+        spent = {name: [] for name in sides}
+        order = list(sides)
         for turn in range(chunks):  # each round starts with the next side
             for name in order[turn % len(order) :] + order[: turn % len(order)]:
                 spent[name].append(sides[name]())
