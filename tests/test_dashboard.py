@@ -183,11 +183,6 @@ def test_only_this_machine_unless_a_host_was_given(dsn: str, ids: list[int]) -> 
     assert client(served, "10.1.2.3").get("/jobs").status_code == 200
 
 
-def ui_sessions_gone(dsn: str) -> bool:
-    """The page's session has left pg_stat_activity within 0.5 s (tests.helpers.sessions_gone)."""
-    return sessions_gone(dsn, "pgkick-ui")
-
-
 def test_no_session_stays_open_after_a_page(dsn: str, ids: list[int], ui: TestClient) -> None:
     for url in (
         "/",
@@ -198,10 +193,10 @@ def test_no_session_stays_open_after_a_page(dsn: str, ids: list[int], ui: TestCl
         f"/workflows/{ids[0]}",
     ):
         ui.get(url)
-        assert ui_sessions_gone(dsn), url
+        assert sessions_gone(dsn, "pgkick-ui"), url
     acting = client(make_app(dsn, allow_actions=True, kicker=Kicks()))
     acting.post(f"/jobs/{ids[1]}/retry", headers={"origin": LOCAL})
-    assert ui_sessions_gone(dsn)
+    assert sessions_gone(dsn, "pgkick-ui")
 
 
 def test_timeline_and_a_jobs_wake_ups_from_the_local_stack(dsn: str, ids: list[int]) -> None:

@@ -14,6 +14,7 @@ clock); their statements are their own, pgkick's rule about sql/ covers pgkick's
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import sys
 import time
 from collections.abc import Awaitable, Callable
@@ -93,18 +94,24 @@ def _procrastinate_app(dsn: str) -> tuple[Any, Any]:
 async def _procrastinate_enqueue(dsn: str, jobs: int, single: int) -> dict[str, Any]:
     """Single defers (then emptied), then the drain's jobs in bulk: both rates."""
     app, noop = _procrastinate_app(dsn)
-    with Database.open(dsn, application_name="pgkick-bench") as db:
-        async with app.open_async():
-            if not db.one(dev_queries.PROCRASTINATE_SCHEMA_EXISTS)[0]:
-                await app.schema_manager.apply_schema_async()
-            db.execute(dev_queries.PROCRASTINATE_JOB_RESET)
-            singles = await _timed(single, noop.defer_async)
-            db.execute(dev_queries.PROCRASTINATE_JOB_RESET)
-            started = time.perf_counter()
-            for count in _chunks(jobs):
-                await noop.batch_defer_async(*[{}] * count)
-            bulk = jobs / (time.perf_counter() - started)
+    async with app.open_async():
+        await _procrastinate_fresh(app, dsn)
+        singles = await _timed(single, noop.defer_async)
+        await _procrastinate_fresh(app, dsn)
+        started = time.perf_counter()
+        for count in _chunks(jobs):
+            await noop.batch_defer_async(*[{}] * count)
+        bulk = jobs / (time.perf_counter() - started)
     return {"bulk_enqueue_jobs_per_s": round(bulk), **singles}
+
+
+async def _procrastinate_fresh(app: Any, dsn: str) -> None:
+    """procrastinate's schema, applied if this database lacks it, and no job in it (its app
+    open: the schema is applied through it)."""
+    with Database.open(dsn, application_name="pgkick-bench") as db:
+        if not db.one(dev_queries.PROCRASTINATE_SCHEMA_EXISTS)[0]:
+            await app.schema_manager.apply_schema_async()
+        db.execute(dev_queries.PROCRASTINATE_JOB_RESET)
 
 
 async def _procrastinate_worker(dsn: str, batch: int, drain: bool, go: Callable[[], None]) -> None:
@@ -182,13 +189,10 @@ async def _procrastinate_trickle(
     dsn: str, rate: float, jobs: int, started: Callable[[], None]
 ) -> None:
     app, stamp = _procrastinate_stamping(dsn)
-    with Database.open(dsn, application_name="pgkick-bench") as db:
-        async with app.open_async():
-            if not db.one(dev_queries.PROCRASTINATE_SCHEMA_EXISTS)[0]:
-                await app.schema_manager.apply_schema_async()
-            db.execute(dev_queries.PROCRASTINATE_JOB_RESET)
-            started()
-            await _paced(rate, jobs, lambda: stamp.defer_async(sent=time.time()))
+    async with app.open_async():
+        await _procrastinate_fresh(app, dsn)
+        started()
+        await _paced(rate, jobs, lambda: stamp.defer_async(sent=time.time()))
 
 
 async def _paced(rate: float, jobs: int, call: Callable[[], Awaitable[Any]]) -> None:
@@ -211,17 +215,14 @@ async def _procrastinate_single(
     dsn: str,
 ) -> tuple[Callable[[], Awaitable[Any]], Callable[[], Any]]:
     app, noop = _procrastinate_app(dsn)
-    opened = app.open_async()
-    await opened.__aenter__()
-    with Database.open(dsn, application_name="pgkick-bench") as db:
-        if not db.one(dev_queries.PROCRASTINATE_SCHEMA_EXISTS)[0]:
-            await app.schema_manager.apply_schema_async()
-        db.execute(dev_queries.PROCRASTINATE_JOB_RESET)
-
-    async def close() -> None:
-        await opened.__aexit__(None, None, None)
-
-    return noop.defer_async, close
+    opened = contextlib.AsyncExitStack()  # the app's connection, open across the turns
+    await opened.enter_async_context(app.open_async())
+    try:
+        await _procrastinate_fresh(app, dsn)
+    except BaseException:
+        await opened.aclose()
+        raise
+    return noop.defer_async, opened.aclose
 
 
 class SingleTurns:

@@ -58,13 +58,12 @@ def single_beside_pgbench(bench: Bench, chunks: int = CHUNKS) -> dict[str, Any]:
 
     sides: dict[str, Callable[[], float]] = {"pgkick": pgkick_turn, "pgbench": pgbench_turn}
     peers: dict[str, peer_apis.SingleTurns] = {}
-    spent: dict[str, list[float]] = {}
     try:  # the peers' connections and event loops closed whatever fails
         for name in bench.item_peers:
             peers[VERSIONS[name]] = peer_apis.SingleTurns(name, bench.dsn)
         sides |= {name: partial(peer.turn, size) for name, peer in peers.items()}
         pgkick_turn()  # the producer's pooled connection opened before the first timed turn
-        spent = {name: [] for name in sides}
+        spent: dict[str, list[float]] = {name: [] for name in sides}
         order = list(sides)
         for turn in range(chunks):  # each round starts with the next side
             for name in order[turn % len(order) :] + order[: turn % len(order)]:
@@ -113,15 +112,7 @@ def targets(results: dict[str, Any]) -> list[tuple[str, Any, bool]]:
         )
         rows.append((label, measured, beside["ratio"] >= 0.85))
     rows.append(_single_versus_peers(beside))
-    rows.append(
-        _versus_best_peer(
-            "enqueue_many >= 2x the fastest peer's bulk enqueue",
-            enqueue.get("many", {}).get("jobs_per_s"),
-            peers,
-            "bulk_enqueue_jobs_per_s",
-            2.0,
-        )
-    )
+    rows.append(_many_versus_peers(enqueue.get("many", {}).get("jobs_per_s"), peers))
     threads = results.get("producer_threads", [])
     rows += [threads_target(threads, 8, 3), threads_target(threads, 16, 4)]
     return rows
@@ -144,17 +135,19 @@ def _single_versus_peers(beside: dict[str, Any] | None) -> tuple[str, Any, bool]
     return (label, measured, peer["ratio"] >= 1.0)
 
 
-def _versus_best_peer(
-    label: str, ours: float | None, peers: list[dict[str, Any]], key: str, at_least: float
-) -> tuple[str, Any, bool]:
-    best = max(peers, key=lambda row: row.get(key) or 0, default=None)
+def _many_versus_peers(ours: float | None, peers: list[dict[str, Any]]) -> tuple[str, Any, bool]:
+    """enqueue_many over the fastest peer's bulk enqueue, each from its own run (--peers)."""
+    label = "enqueue_many >= 2x the fastest peer's bulk enqueue"
+    best = max(peers, key=lambda row: row.get("bulk_enqueue_jobs_per_s") or 0, default=None)
     if ours is None:
         return (label, "not measured (item enqueue)", False)
-    if best is None or not best.get(key):
+    if best is None or not best.get("bulk_enqueue_jobs_per_s"):
         return (label, "peers not run (--peers)", False)
-    ratio = ours / best[key]
-    measured = f"{ratio:.2f}x ({ours:,} vs {best['peer']}'s {best[key]:,} jobs/s)"
-    return (label, measured, ratio >= at_least)
+    ratio = ours / best["bulk_enqueue_jobs_per_s"]
+    measured = (
+        f"{ratio:.2f}x ({ours:,} vs {best['peer']}'s {best['bulk_enqueue_jobs_per_s']:,} jobs/s)"
+    )
+    return (label, measured, ratio >= 2.0)
 
 
 def threads_target(
