@@ -606,6 +606,76 @@ def test_a_claim_prunes_the_old_starts_of_the_keys_it_starts_and_no_others(
         ).fetchone() == (0,)
 
 
+def _numbered_starts(store: JobStore, clock: FakeClock) -> list[tuple[str, int, int]]:
+    rows = store.conn.execute(
+        "SELECT rate_key, seq, started_at FROM pgkick.job_starts ORDER BY rate_key, seq"
+    )
+    return [(key, seq, round((clock.now - at).total_seconds())) for key, seq, at in rows.fetchall()]
+
+
+def test_a_keys_starts_are_numbered_in_the_order_of_their_times(dsn: str, clock: FakeClock) -> None:
+    """The claim counts a key's window from its starts' numbers (migration 0022), which holds
+    only if numbers and times rise together. A claim whose now is 10 s older than the key's
+    last start (its transaction began before the claim that took the queue's lock first)
+    records its start at that last start's time, with the next number; two starts of one key
+    in one claim take two numbers. The rate (3 a minute) then holds the fourth start until
+    the minute after those recorded times. Catches a claim that records its own older time
+    (numbers and times in two orders: a window counted from them is wrong), that numbers a
+    key's starts from 1 again, or gives a batch's starts one number."""
+    with JobStore.open(dsn, clock) as store:
+        flow.set_queue_rate(store, "api", 3, timedelta(minutes=1))
+        clock.advance(-30)  # due before any claim's now
+        for n in range(5):
+            add(store, n, queue="api", rate_key="a")
+        clock.advance(30)
+        assert ns(store.claim("api", batch=1, lease=LEASE)) == [0]
+        clock.advance(-10)
+        assert ns(store.claim("api", batch=1, lease=LEASE)) == [1]
+        add(store, 9, queue="api", rate_key="b")
+        clock.advance(20)
+        assert sorted(ns(store.claim("api", batch=5, lease=LEASE))) == [2, 9]
+        assert _numbered_starts(store, clock) == [
+            ("a", 1, 10),
+            ("a", 2, 10),
+            ("a", 3, 0),
+            ("b", 1, 0),
+        ]
+        clock.advance(45)  # 55 s after the first start: 3 starts recorded in the minute
+        assert store.claim("api", batch=5, lease=LEASE) == []  # (at its own time, 2: a third)
+        clock.advance(6)  # the two starts recorded at the first's time leave the minute
+        assert sorted(ns(store.claim("api", batch=5, lease=LEASE))) == [3, 4]
+        starts = [seq for key, seq, _ in _numbered_starts(store, clock) if key == "a"]
+        assert starts == [1, 2, 3, 4, 5]
+
+
+def test_a_rate_check_reads_two_of_a_keys_starts_however_many_its_window_holds(
+    dsn: str, clock: FakeClock
+) -> None:
+    """A key started 100 times in its window (rate 1,000 an hour): the claim that checks it
+    again reads a handful of the starts index's entries (the window's first start, the key's
+    last, the prune's range and the next number), counted by the server for this transaction.
+    Catches a count that reads the key's window row by row again (100 entries and more: the
+    claim's cost grew ~1.3 us with each start in a key's window)."""
+    with JobStore.open(dsn, clock) as store:
+        flow.set_queue_rate(store, "api", 1_000, timedelta(hours=1))
+        for n in range(101):
+            add(store, n, queue="api", rate_key="a")
+        for _ in range(10):
+            assert len(store.claim("api", batch=10, lease=LEASE)) == 10
+        clock.advance(1)
+        entries = "SELECT pg_stat_get_xact_tuples_returned('pgkick.job_starts_key_idx'::regclass)"
+        with store.conn.transaction():  # the backend's pending counts, not flushed before its end
+            before = store.conn.execute(entries).fetchone()
+            claimed = store.conn.execute(
+                "SELECT count(*) FROM pgkick.job_claim('api', 1, interval '5 minutes', %s)",
+                [clock.now],
+            ).fetchone()
+            after = store.conn.execute(entries).fetchone()
+        assert claimed == (1,)
+        assert before is not None and after is not None
+        assert after[0] - before[0] <= 4, (before, after)
+
+
 def test_the_reaper_forgets_the_starts_of_keys_gone_quiet(dsn: str, clock: FakeClock) -> None:
     """A claim prunes only the keys it starts, so a tenant that never starts again kept its
     starts for ever (one table row per start, per key ever seen). The reaper drops the starts
