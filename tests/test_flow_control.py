@@ -653,7 +653,7 @@ def test_a_rate_check_reads_two_of_a_keys_starts_however_many_its_window_holds(
 ) -> None:
     """A key started 100 times in its window (rate 1,000 an hour): the claim that checks it
     again reads a handful of the starts index's entries (the window's first start, the key's
-    last, the prune's range and the next number), counted by the server for this transaction.
+    last and the prune's range), counted by the server for this transaction.
     Catches a count that reads the key's window row by row again (100 entries and more: the
     claim's cost grew ~1.3 us with each start in a key's window)."""
     with JobStore.open(dsn, clock) as store:

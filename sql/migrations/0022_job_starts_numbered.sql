@@ -44,9 +44,17 @@ AS $fair$
 DECLARE
   ids bigint[] := '{}';
   rkeys text[] := '{}';  -- the rate bucket of each id taken ('' : the queue's)
+  -- and its bucket's last start before this claim, number and time (NULL: none, or no rate):
+  -- the next starts' numbers and earliest time, read where the rate is checked
+  rlast bigint[] := '{}';
+  rlast_at timestamptz[] := '{}';
+  last_seq bigint;
+  last_at timestamptz;
   stop_key text;
   fast_ids bigint[];
   fast_rkeys text[];
+  fast_rlast bigint[];
+  fast_rlast_at timestamptz[];
   fast_keys text[];
   fast_distinct boolean;
   wrapped boolean;
@@ -73,8 +81,9 @@ BEGIN
     SELECT coalesce((SELECT c.after_key FROM queue_claim_cursors c
                      WHERE c.queue = claim_queue), ''))
   SELECT array_agg(f.id ORDER BY f.n), array_agg(f.rk ORDER BY f.n),
-         array_agg(f.k ORDER BY f.n), bool_and(f.rk = f.k), (SELECT cursor_at.k FROM cursor_at)
-  INTO fast_ids, fast_rkeys, fast_keys, fast_distinct, stop_key
+         array_agg(f.k ORDER BY f.n), bool_and(f.rk = f.k), (SELECT cursor_at.k FROM cursor_at),
+         array_agg(f.last_seq ORDER BY f.n), array_agg(f.last_at ORDER BY f.n)
+  INTO fast_ids, fast_rkeys, fast_keys, fast_distinct, stop_key, fast_rlast, fast_rlast_at
   FROM (
     -- Each step is one index probe: the first queued job after the last key in the keys'
     -- index order is the next key's first job, its head unless it is a rate-keyed job not
@@ -98,7 +107,7 @@ BEGIN
                     ORDER BY coalesce(j.group_key, j.rate_key), -j.priority, j.ordered_at, j.id
                     LIMIT 1) nx
     )
-    SELECT w.n, w.k, h.id, coalesce(h.rate_key, '') AS rk
+    SELECT w.n, w.k, h.id, coalesce(h.rate_key, '') AS rk, st.last_seq, st.last_at
     FROM walk w,
          LATERAL (SELECT w.id, w.group_key, w.rate_key, w.run_at
                   WHERE w.group_key IS NOT NULL OR w.run_at <= at
@@ -110,15 +119,19 @@ BEGIN
                      AND (j.group_key IS NOT NULL OR j.run_at <= at)
                    ORDER BY -j.priority, j.ordered_at, j.id LIMIT 1)
                   LIMIT 1) h
+         -- the head's rate key's last start (its number and time), with a rate only
+         LEFT JOIN LATERAL (SELECT s.seq AS last_seq, s.started_at AS last_at
+                            FROM job_starts s
+                            WHERE rate_n IS NOT NULL AND s.queue = claim_queue
+                              AND s.rate_key = coalesce(h.rate_key, '')
+                            ORDER BY s.started_at DESC, s.seq DESC LIMIT 1) st ON true
     WHERE h.run_at <= at
       AND (h.group_key IS NULL
            OR (SELECT count(*) FROM jobs r
                WHERE r.queue = claim_queue AND r.group_key = h.group_key
                  AND r.group_key IS NOT NULL AND r.status = 'running') < per_key)
       AND (rate_n IS NULL
-           OR coalesce((SELECT s.seq FROM job_starts s
-                      WHERE s.queue = claim_queue AND s.rate_key = coalesce(h.rate_key, '')
-                      ORDER BY s.started_at DESC, s.seq DESC LIMIT 1)
+           OR coalesce(st.last_seq
                      - (SELECT s.seq FROM job_starts s
                         WHERE s.queue = claim_queue AND s.rate_key = coalesce(h.rate_key, '')
                           AND s.started_at > at - rate_span
@@ -136,6 +149,8 @@ BEGIN
   THEN
     ids := fast_ids;
     rkeys := fast_rkeys;
+    rlast := fast_rlast;
+    rlast_at := fast_rlast_at;
     last_taken := fast_keys[claim_free];
   END IF;
   FOR lap IN 1..2 LOOP
@@ -174,10 +189,13 @@ BEGIN
         LOOP
           EXIT WHEN key_taken >= share OR cardinality(ids) >= claim_free;
           CONTINUE WHEN cand.id = ANY (ids);
+          last_seq := NULL;
+          last_at := NULL;
           IF rate_n IS NOT NULL THEN
-            used := coalesce((SELECT s.seq FROM job_starts s
-                       WHERE s.queue = claim_queue AND s.rate_key = ''
-                       ORDER BY s.started_at DESC, s.seq DESC LIMIT 1)
+            SELECT s.seq, s.started_at INTO last_seq, last_at FROM job_starts s
+            WHERE s.queue = claim_queue AND s.rate_key = ''
+            ORDER BY s.started_at DESC, s.seq DESC LIMIT 1;
+            used := coalesce(last_seq
                       - (SELECT s.seq FROM job_starts s
                          WHERE s.queue = claim_queue AND s.rate_key = ''
                            AND s.started_at > at - rate_span
@@ -190,6 +208,8 @@ BEGIN
           CONTINUE WHEN NOT FOUND;
           ids := ids || cand.id;
           rkeys := rkeys || ''::text;
+          rlast := rlast || last_seq;
+          rlast_at := rlast_at || last_at;
           key_taken := key_taken + 1;
         END LOOP;
       ELSE
@@ -219,10 +239,13 @@ BEGIN
             CONTINUE;
           END IF;
           rk := coalesce(cand.rate_key, '');
+          last_seq := NULL;
+          last_at := NULL;
           IF rate_n IS NOT NULL THEN
-            used := coalesce((SELECT s.seq FROM job_starts s
-                       WHERE s.queue = claim_queue AND s.rate_key = rk
-                       ORDER BY s.started_at DESC, s.seq DESC LIMIT 1)
+            SELECT s.seq, s.started_at INTO last_seq, last_at FROM job_starts s
+            WHERE s.queue = claim_queue AND s.rate_key = rk
+            ORDER BY s.started_at DESC, s.seq DESC LIMIT 1;
+            used := coalesce(last_seq
                       - (SELECT s.seq FROM job_starts s
                          WHERE s.queue = claim_queue AND s.rate_key = rk
                            AND s.started_at > at - rate_span
@@ -238,6 +261,8 @@ BEGIN
           CONTINUE WHEN NOT FOUND;
           ids := ids || cand.id;
           rkeys := rkeys || rk;
+          rlast := rlast || last_seq;
+          rlast_at := rlast_at || last_at;
           key_taken := key_taken + 1;
         END LOOP;
       END IF;
@@ -258,19 +283,18 @@ BEGIN
     -- times ever holds more than rate_n. The keys started here lose their starts older than
     -- two periods (a period more than needed, for the same reason): a key keeps at most the
     -- starts of the two periods before its last claim. A claim that took a job took it
-    -- from a bucket, so the cursor moves whenever ids is not empty.
+    -- from a bucket, so the cursor moves whenever ids is not empty. Each start is numbered
+    -- after its bucket's last (read where its rate was checked: no probe here) and timed no
+    -- earlier than it; two starts of one bucket in this claim take two numbers.
     WITH pruned AS (
       DELETE FROM job_starts s
       WHERE rate_n IS NOT NULL AND s.queue = claim_queue AND s.rate_key = ANY (rkeys)
         AND s.started_at <= at - 2 * rate_span
     ), started AS (
       INSERT INTO job_starts (queue, rate_key, started_at, seq)
-      SELECT claim_queue, r.rk, greatest(at, l.started_at), coalesce(l.seq, 0) + r.nth
-      FROM (SELECT u.rk, row_number() OVER (PARTITION BY u.rk) AS nth
-            FROM unnest(rkeys) AS u (rk)) r
-           LEFT JOIN LATERAL (SELECT s.started_at, s.seq FROM job_starts s
-                              WHERE s.queue = claim_queue AND s.rate_key = r.rk
-                              ORDER BY s.started_at DESC, s.seq DESC LIMIT 1) l ON true
+      SELECT claim_queue, u.rk, greatest(at, u.last_at),
+             coalesce(u.last_seq, 0) + row_number() OVER (PARTITION BY u.rk)
+      FROM unnest(rkeys, rlast, rlast_at) AS u (rk, last_seq, last_at)
       WHERE rate_n IS NOT NULL
     )
     INSERT INTO queue_claim_cursors AS c (queue, after_key) VALUES (claim_queue, last_taken)

@@ -6,10 +6,11 @@ reasoning, which these rules reuse):
   at most 10 jobs of each rate key (`rate_key=` on enqueue; jobs without one share the
   queue's own key) in any sliding minute. Each claim records its starts (`job_starts`)
   under the queue's claim lock, so concurrent workers see each other's starts: the
-  limit is counted, never sampled. A job over the limit stays queued; other keys are
-  claimed around it. A worker that finds only held jobs leaves (pgkick.worker.loop), and
-  its sweep books a wake-up at the instant the window admits the next job
-  (queue_heal_plan).
+  limit is counted, never sampled (in two index probes a key: a key's starts are
+  numbered in the order of their times, migration 0022). A job over the limit stays
+  queued; other keys are claimed around it. A worker that finds only held jobs leaves
+  (pgkick.worker.loop), and its sweep books a wake-up at the instant the window admits
+  the next job (queue_heal_plan).
 - Concurrency: a queue with a concurrency N runs at most N jobs of one group key at once,
   the group's first N queued jobs in its fixed order (0011's head rule; N=1 is today's
   ordered group). Such a queue (and any queue with a rate) is claimed round-robin: a lap
