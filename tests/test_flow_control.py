@@ -652,10 +652,11 @@ def test_a_rate_check_reads_two_of_a_keys_starts_however_many_its_window_holds(
     dsn: str, clock: FakeClock
 ) -> None:
     """A key started 100 times in its window (rate 1,000 an hour): the claim that checks it
-    again reads a handful of the starts index's entries (the window's first start, the key's
-    last and the prune's range), counted by the server for this transaction.
-    Catches a count that reads the key's window row by row again (100 entries and more: the
-    claim's cost grew ~1.3 us with each start in a key's window)."""
+    again, and the ready check (job_ready_fair_count: the hand-over's and the reaper's),
+    read a handful of the starts index's entries (the window's first start, the key's last,
+    the prune's range), counted by the server for each transaction. Catches a count that
+    reads the key's window row by row again (100 entries and more: the claim's cost grew
+    ~1.3 us with each start in a key's window)."""
     with JobStore.open(dsn, clock) as store:
         flow.set_queue_rate(store, "api", 1_000, timedelta(hours=1))
         for n in range(101):
@@ -672,6 +673,16 @@ def test_a_rate_check_reads_two_of_a_keys_starts_however_many_its_window_holds(
             ).fetchone()
             after = store.conn.execute(entries).fetchone()
         assert claimed == (1,)
+        assert before is not None and after is not None
+        assert after[0] - before[0] <= 4, (before, after)
+        add(store, 101, queue="api", rate_key="a")  # the ready checks count the same way
+        with store.conn.transaction():
+            before = store.conn.execute(entries).fetchone()
+            ready = store.conn.execute(
+                "SELECT pgkick.job_ready_fair_count('api', %s, 10)", [clock.now]
+            ).fetchone()
+            after = store.conn.execute(entries).fetchone()
+        assert ready == (1,)
         assert before is not None and after is not None
         assert after[0] - before[0] <= 4, (before, after)
 

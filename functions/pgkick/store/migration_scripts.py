@@ -1664,7 +1664,7 @@ BEGIN
 END
 $fair$;"""),
     (22, 'job_starts_numbered', """\
--- 0022_job_starts_numbered: a rate's window counted in two index probes a key, not one row read a start: each start of a key gets the next number of that key (job_starts.seq) and a time no earlier than the key's last start, so the starts in a window are the numbers from its first to the key's last; job_claim_fair_ids (0021's: same signature, rules and claims) counts them so.
+-- 0022_job_starts_numbered: a rate's window counted in two index probes a key, not one row read a start: each start of a key gets the next number of that key (job_starts.seq) and a time no earlier than the key's last start, so the starts in a window are the numbers from its first to the key's last; job_claim_fair_ids (0021's: same signature, rules and claims) and job_ready_fair_count (0014's: same answer) count them so.
 -- Why: the claim counted a key's starts in the window row by row (an index entry and, for
 -- starts younger than the last vacuum, a heap visit each): a key started at its rate keeps
 -- up to rate_limit starts in its window, and a head was checked in ~1.3 us a start (13 us
@@ -1679,8 +1679,9 @@ $fair$;"""),
 -- oldest starts, never one between two that stay, so the numbers in a window have no gap.
 -- Starts are written only here, under the queue's claim lock: a key's next number is read
 -- after the last claim's commit.
--- The read-only counts (job_ready_fair_count, queue_heal_plan) still count rows: the same
--- answer on numbered starts.
+-- job_ready_fair_count (0014's ready checks) counts its windows the same way. queue_heal_plan,
+-- which books a held key's wake-up from the rate_limit-th newest start, still reads the
+-- window (once a sweep, for the held keys only).
 ALTER TABLE job_starts ADD COLUMN seq bigint;
 UPDATE job_starts s SET seq = n.seq
 FROM (SELECT ctid AS row_at,
@@ -1968,5 +1969,95 @@ BEGIN
   END IF;
   RETURN ids;
 END
-$fair$;"""),
+$fair$;
+
+-- 0014's read-only count of what job_claim_fair_ids would take now (the ready checks' answer
+-- for a queue with a rate or a concurrency), its windows counted the same way: it runs at
+-- every hand-over and sweep, and a queue whose keys are all held by their rate (the case
+-- the sweep is for) had every key's window read row by row. Same signature and answer.
+CREATE OR REPLACE FUNCTION job_ready_fair_count(ready_queue text, at timestamptz, up_to int)
+RETURNS bigint
+LANGUAGE plpgsql STABLE
+SET search_path FROM CURRENT
+SET plan_cache_mode = force_generic_plan
+SET enable_seqscan = off  -- as job_claim_fair_ids: job_starts through its index at any size
+AS $ready$
+#variable_conflict use_column
+DECLARE
+  lim record;
+  unkeyed bigint;
+BEGIN
+  SELECT l.rate_limit, l.rate_period, l.concurrency, l.paused INTO lim
+  FROM queue_limits l WHERE l.queue = ready_queue;
+  IF NOT FOUND OR lim.paused THEN
+    RETURN 0;
+  END IF;
+  unkeyed := (SELECT count(*) FROM (SELECT 1 FROM jobs j
+                                    WHERE j.queue = ready_queue AND j.status = 'queued'
+                                      AND j.group_key IS NULL AND j.rate_key IS NULL
+                                      AND j.run_at <= at
+                                    LIMIT up_to) u);
+  IF unkeyed > 0 AND lim.rate_limit IS NOT NULL
+     AND coalesce((SELECT s.seq FROM job_starts s
+                WHERE s.queue = ready_queue AND s.rate_key = ''
+                ORDER BY s.started_at DESC, s.seq DESC LIMIT 1)
+               - (SELECT s.seq FROM job_starts s
+                  WHERE s.queue = ready_queue AND s.rate_key = ''
+                    AND s.started_at > at - lim.rate_period
+                  ORDER BY s.started_at, s.seq LIMIT 1) + 1, 0) >= lim.rate_limit
+  THEN
+    unkeyed := 0;  -- the queue's own bucket has no start left
+  END IF;
+  IF unkeyed >= up_to THEN
+    RETURN unkeyed;
+  END IF;
+  RETURN unkeyed + (
+    SELECT count(*) FROM (
+      WITH RECURSIVE keys (k) AS (  -- the queue's keys with queued jobs, one probe each
+        SELECT (SELECT min(coalesce(j.group_key, j.rate_key)) FROM jobs j
+                WHERE j.queue = ready_queue AND j.status = 'queued'
+                  AND (j.group_key IS NOT NULL OR j.rate_key IS NOT NULL))
+        UNION ALL
+        SELECT (SELECT min(coalesce(j.group_key, j.rate_key)) FROM jobs j
+                WHERE j.queue = ready_queue AND j.status = 'queued'
+                  AND (j.group_key IS NOT NULL OR j.rate_key IS NOT NULL)
+                  AND coalesce(j.group_key, j.rate_key) > keys.k)
+        FROM keys WHERE keys.k IS NOT NULL
+      )
+      SELECT 1 FROM keys
+      WHERE keys.k IS NOT NULL
+        AND ((EXISTS (SELECT 1 FROM jobs j  -- a rate key's ungrouped jobs
+                      WHERE j.queue = ready_queue AND j.status = 'queued'
+                        AND (j.group_key IS NOT NULL OR j.rate_key IS NOT NULL)
+                        AND coalesce(j.group_key, j.rate_key) = keys.k
+                        AND j.group_key IS NULL AND j.run_at <= at)
+              AND (lim.rate_limit IS NULL
+                   OR coalesce((SELECT s.seq FROM job_starts s
+                              WHERE s.queue = ready_queue AND s.rate_key = keys.k
+                              ORDER BY s.started_at DESC, s.seq DESC LIMIT 1)
+                             - (SELECT s.seq FROM job_starts s
+                                WHERE s.queue = ready_queue AND s.rate_key = keys.k
+                                  AND s.started_at > at - lim.rate_period
+                                ORDER BY s.started_at, s.seq LIMIT 1) + 1, 0) < lim.rate_limit))
+          OR EXISTS (  -- a group's first jobs its concurrency leaves room for
+               SELECT 1 FROM (
+                 SELECT h.run_at, h.rate_key FROM jobs h
+                 WHERE h.queue = ready_queue AND h.group_key = keys.k AND h.status = 'queued'
+                 ORDER BY -h.priority, h.ordered_at, h.id
+                 LIMIT greatest(coalesce(lim.concurrency, 1)
+                                - (SELECT count(*) FROM jobs r
+                                   WHERE r.queue = ready_queue AND r.group_key = keys.k
+                                     AND r.status = 'running'), 0)) h
+               WHERE h.run_at <= at
+                 AND (lim.rate_limit IS NULL
+                      OR coalesce((SELECT s.seq FROM job_starts s
+                                 WHERE s.queue = ready_queue AND s.rate_key = coalesce(h.rate_key, '')
+                                 ORDER BY s.started_at DESC, s.seq DESC LIMIT 1)
+                                - (SELECT s.seq FROM job_starts s
+                                   WHERE s.queue = ready_queue AND s.rate_key = coalesce(h.rate_key, '')
+                                     AND s.started_at > at - lim.rate_period
+                                   ORDER BY s.started_at, s.seq LIMIT 1) + 1, 0) < lim.rate_limit)))
+      LIMIT up_to - unkeyed) f);
+END
+$ready$;"""),
 )
