@@ -147,7 +147,7 @@ def claim_calls(dsn: str) -> int:
     return statement_calls(dsn, ["-- job\\_claim:%"])
 
 
-def test_retry_storm(chaos: Chaos, dsn: str) -> None:
+def test_retry_storm(chaos: Chaos, dsn: str, tmp_path: Path) -> None:
     """Every job fails twice: backoff spreads the retries, timers wake the workers, no hot loop."""
     before = claim_calls(dsn)
     ids = chaos.enqueue(100, {"fail_times": 2})
@@ -155,13 +155,26 @@ def test_retry_storm(chaos: Chaos, dsn: str) -> None:
     chaos.wait_until(ids, lambda s: s.get("done", 0) == 100, timeout=60)
     recovery = time.monotonic() - started
     claims = claim_calls(dsn) - before
-    assert {j["attempts"] for j in chaos.jobs(ids)} == {3}
+    # Seen once in a loaded CI run (2026-12-04): a job done at its 4th attempt. Its workers'
+    # lines go with the failure, so the next one says how (a lease lost, a worker cut off).
+    extra = [job for job in chaos.jobs(ids) if job["attempts"] != 3]
+    assert not extra, (extra, _log_lines_of(tmp_path / "workers.log", [j["id"] for j in extra]))
     # No hot loop: 30 full batches of work, and each of the 2 workers, while it waits for
     # retries coming due and for its last window (1 s), claims an empty queue at most once
     # per FIRST_PAUSE (a loop without pauses would claim every few tenths of a millisecond).
     bound = 30 + 2 * (recovery + 1.0) / FIRST_PAUSE + chaos.kicker.stats.invocations
     assert claims <= bound, (claims, bound)
     chaos.record("retry_storm", recovery, claims=claims, invocations=chaos.kicker.stats.invocations)
+
+
+def _log_lines_of(log: Path, job_ids: list[int]) -> str:
+    """The workers' log lines that name one of these jobs (their attempts, outcomes, leases)."""
+    marks = tuple(f"job {job_id}" for job_id in job_ids)
+    lines = log.read_text(errors="replace").splitlines() if log.exists() else []
+    named = [
+        line[:400] for line in lines if any(mark + sep in line for mark in marks for sep in " ]:")
+    ]
+    return f"jobs {job_ids} ran other than 3 times; their log lines:\n" + "\n".join(named)
 
 
 class BrokenKicker:
