@@ -146,6 +146,37 @@ def test_a_tick_marks_a_taken_over_job_lost_and_keeps_the_others(
         assert locked_until(dsn, [b]) == {b: clock.now + LEASE}
 
 
+def test_a_job_whose_failure_is_recorded_during_an_extension_is_not_reported_lost(
+    dsn: str, clock: FakeClock, caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The heartbeat takes its list of held jobs, and while its extension is on its way the
+    worker records job B's failure (queued for its retry) and releases it: the extension
+    then finds B no longer running under this attempt. That is no lost lease (seen as a
+    "lease lost" warning after retries in the chaos runs' logs); job A, taken over by
+    another worker while still held, is. Catches a keeper that warns for a job released
+    meanwhile, or that stops warning for one really lost."""
+    with JobStore.open(dsn, clock) as worker, JobStore.open(dsn, clock) as other:
+        a, b, held, keeper = two_held_jobs(worker, clock)
+        clock.advance(31)  # +61 s: A expired, B did not
+        assert [job.id for job in other.reap_expired()] == [a]
+        assert [job.id for job in other.claim("default", batch=1, lease=LEASE)] == [a]
+        extend_many = worker.extend_many
+
+        def outcome_first(jobs: list[ClaimedJob], lease: timedelta) -> Any:
+            assert worker.fail(b, held[1].attempts, "boom").owned  # the worker's thread
+            keeper.release(b)
+            return extend_many(jobs, lease)
+
+        monkeypatch.setattr(worker, "extend_many", outcome_first)
+        with caplog.at_level("WARNING", logger="pgkick.lease"):
+            keeper.tick()
+        assert [r.getMessage() for r in caplog.records] == [
+            f"lease lost: job {a} now belongs to another attempt"
+        ]
+        assert keeper.is_lost(a)
+        assert job_row(dsn, b)["status"] == "queued"
+
+
 def test_flags_asked_for_after_the_marks_are_already_set_and_a_job_held_again_starts_clean(
     dsn: str, clock: FakeClock, store: JobStore
 ) -> None:

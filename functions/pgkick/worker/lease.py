@@ -171,14 +171,19 @@ class LeaseKeeper:
 
     def _mark_lost(self, ids: list[int]) -> None:
         for job_id in ids:
-            log.warning(
-                "lease lost: job %s now belongs to another attempt",
-                job_id,
-                extra={"job_id": job_id},
-            )
             with self._lock:
                 self._lost.add(job_id)
                 pair = self._events.get(job_id)
+                held = job_id in self._held
+            # A job released while its extension was in flight had its outcome recorded
+            # meanwhile (the extension then finds it queued for its retry, or done): this
+            # attempt lost nothing, and a warning would tell the operator it did.
+            if held:
+                log.warning(
+                    "lease lost: job %s now belongs to another attempt",
+                    job_id,
+                    extra={"job_id": job_id},
+                )
             if pair is not None:
                 pair[0].set()
 
