@@ -177,6 +177,41 @@ def test_a_job_whose_failure_is_recorded_during_an_extension_is_not_reported_los
         assert job_row(dsn, b)["status"] == "queued"
 
 
+def test_a_late_extension_does_not_mark_the_next_attempt_of_its_job_lost(
+    dsn: str, clock: FakeClock, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The heartbeat shares the worker's connection and can wait behind its statements:
+    while its extension of job B's attempt 1 waits, the worker records B's failure, and
+    once the retry is due claims B again (attempt 2) and holds it. The extension, fenced by
+    attempt 1, then finds B gone. Attempt 2 is not lost: marked so, the worker would write
+    nothing for it and B would run a third time after its lease. Catches a keeper that
+    marks by job id whatever attempt it holds (a retry storm's job seen at a 4th attempt
+    once in a loaded run)."""
+    with JobStore.open(dsn, clock) as worker, JobStore.open(dsn, clock) as other:
+        a, b, held, keeper = two_held_jobs(worker, clock)
+        clock.advance(31)  # +61 s: A expired, B did not
+        assert [job.id for job in other.reap_expired()] == [a]
+        assert [job.id for job in other.claim("default", batch=1, lease=LEASE)] == [a]
+        extend_many = worker.extend_many
+        again: list[ClaimedJob] = []
+
+        def worker_first(jobs: list[ClaimedJob], lease: timedelta) -> Any:
+            failed = worker.fail(b, held[1].attempts, "boom", backoff=timedelta(seconds=1))
+            assert failed.owned and failed.run_at is not None
+            keeper.release(b)
+            clock.now = failed.run_at
+            again.extend(worker.claim("default", batch=1, lease=LEASE))
+            keeper.hold(again)
+            return extend_many(jobs, lease)
+
+        monkeypatch.setattr(worker, "extend_many", worker_first)
+        keeper.tick()
+        assert [(job.id, job.attempts) for job in again] == [(b, 2)]
+        assert keeper.is_lost(a)
+        assert not keeper.is_lost(b) and not keeper.lost_event(b).is_set()
+        assert keeper.extend(again[0])  # attempt 2's lease is its own
+
+
 def test_flags_asked_for_after_the_marks_are_already_set_and_a_job_held_again_starts_clean(
     dsn: str, clock: FakeClock, store: JobStore
 ) -> None:

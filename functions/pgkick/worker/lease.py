@@ -55,7 +55,7 @@ class LeaseKeeper:
         self.interval = interval
         self.cancel_interval = cancel_interval
         self._held: dict[int, ClaimedJob] = {}
-        self._lost: set[int] = set()  # marked lost (held or not: a mark outlives a release race)
+        self._lost: set[int] = set()  # held jobs marked lost (their attempt taken over)
         self._cancelled: set[int] = set()  # held jobs an operator asked to cancel
         self._events: dict[int, tuple[threading.Event, threading.Event]] = {}  # (lost, cancelled)
         self._lock = threading.Lock()
@@ -130,7 +130,7 @@ class LeaseKeeper:
             return False
         kept, cancel = self.store.extend_checked(job.id, job.attempts, self.lease)
         if not kept:
-            self._mark_lost([job.id])
+            self._mark_lost([job])
         elif cancel:
             self._mark_cancelled([job.id])
         return kept
@@ -144,7 +144,7 @@ class LeaseKeeper:
             if not held:
                 return
             kept = self.store.extend_many(held, self.lease)
-        self._mark_lost([job.id for job in held if job.id not in kept])
+        self._mark_lost([job for job in held if job.id not in kept])
         self._mark_cancelled([job_id for job_id, cancel in kept.items() if cancel])
 
     def check_cancels(self) -> None:
@@ -169,21 +169,28 @@ class LeaseKeeper:
         self._cancelled.discard(job_id)
         self._events.pop(job_id, None)
 
-    def _mark_lost(self, ids: list[int]) -> None:
-        for job_id in ids:
+    def _mark_lost(self, jobs: list[ClaimedJob]) -> None:
+        """Mark these attempts lost if this keeper still holds them.
+
+        Why only those: the extension that found a job gone was sent with the attempt
+        held when the heartbeat took its list. A job released meanwhile had its outcome
+        recorded (a failure queued for its retry, a completion): that attempt lost nothing,
+        and a warning would tell the operator it did. And a job released and claimed again
+        meanwhile is held under a newer attempt, which the old extension could not touch:
+        marked lost, its outcome would never be written, and the job would run once more
+        after its lease ran out."""
+        for job in jobs:
             with self._lock:
-                self._lost.add(job_id)
-                pair = self._events.get(job_id)
-                held = job_id in self._held
-            # A job released while its extension was in flight had its outcome recorded
-            # meanwhile (the extension then finds it queued for its retry, or done): this
-            # attempt lost nothing, and a warning would tell the operator it did.
-            if held:
-                log.warning(
-                    "lease lost: job %s now belongs to another attempt",
-                    job_id,
-                    extra={"job_id": job_id},
-                )
+                held = self._held.get(job.id)
+                if held is None or held.attempts != job.attempts:
+                    continue
+                self._lost.add(job.id)
+                pair = self._events.get(job.id)
+            log.warning(
+                "lease lost: job %s now belongs to another attempt",
+                job.id,
+                extra={"job_id": job.id},
+            )
             if pair is not None:
                 pair[0].set()
 
