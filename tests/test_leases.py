@@ -123,6 +123,18 @@ def two_held_jobs(
     return a, b, held, keeper
 
 
+def a_taken_over(
+    worker: JobStore, other: JobStore, clock: FakeClock
+) -> tuple[int, int, list[ClaimedJob], LeaseKeeper]:
+    """two_held_jobs, then +61 s: A's lease ran out and `other` reaped and claimed it; B's
+    lease still runs."""
+    a, b, held, keeper = two_held_jobs(worker, clock)
+    clock.advance(31)
+    assert [job.id for job in other.reap_expired()] == [a]
+    assert [job.id for job in other.claim("default", batch=1, lease=LEASE)] == [a]
+    return a, b, held, keeper
+
+
 def test_a_tick_marks_a_taken_over_job_lost_and_keeps_the_others(
     dsn: str, clock: FakeClock
 ) -> None:
@@ -156,10 +168,7 @@ def test_a_job_whose_failure_is_recorded_during_an_extension_is_not_reported_los
     another worker while still held, is. Catches a keeper that warns for a job released
     meanwhile, or that stops warning for one really lost."""
     with JobStore.open(dsn, clock) as worker, JobStore.open(dsn, clock) as other:
-        a, b, held, keeper = two_held_jobs(worker, clock)
-        clock.advance(31)  # +61 s: A expired, B did not
-        assert [job.id for job in other.reap_expired()] == [a]
-        assert [job.id for job in other.claim("default", batch=1, lease=LEASE)] == [a]
+        a, b, held, keeper = a_taken_over(worker, other, clock)
         extend_many = worker.extend_many
 
         def outcome_first(jobs: list[ClaimedJob], lease: timedelta) -> Any:
@@ -188,10 +197,7 @@ def test_a_late_extension_does_not_mark_the_next_attempt_of_its_job_lost(
     marks by job id whatever attempt it holds (a retry storm's job seen at a 4th attempt
     once in a loaded run)."""
     with JobStore.open(dsn, clock) as worker, JobStore.open(dsn, clock) as other:
-        a, b, held, keeper = two_held_jobs(worker, clock)
-        clock.advance(31)  # +61 s: A expired, B did not
-        assert [job.id for job in other.reap_expired()] == [a]
-        assert [job.id for job in other.claim("default", batch=1, lease=LEASE)] == [a]
+        a, b, held, keeper = a_taken_over(worker, other, clock)
         extend_many = worker.extend_many
         again: list[ClaimedJob] = []
 
