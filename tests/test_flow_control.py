@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import threading
 from collections import defaultdict
+from collections.abc import Callable
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -564,10 +565,7 @@ def _starts(store: JobStore) -> list[tuple[str, str]]:
 
 
 def _start_ages(store: JobStore, clock: FakeClock) -> list[tuple[str, int]]:
-    rows = store.conn.execute(
-        "SELECT rate_key, started_at FROM pgkick.job_starts ORDER BY rate_key, started_at"
-    )
-    return [(key, round((clock.now - at).total_seconds())) for key, at in rows.fetchall()]
+    return [(key, age) for key, _, age in _numbered_starts(store, clock)]
 
 
 def test_a_claim_prunes_the_old_starts_of_the_keys_it_starts_and_no_others(
@@ -652,39 +650,46 @@ def test_a_rate_check_reads_two_of_a_keys_starts_however_many_its_window_holds(
     dsn: str, clock: FakeClock
 ) -> None:
     """A key started 100 times in its window (rate 1,000 an hour): the claim that checks it
-    again, and the ready check (job_ready_fair_count: the hand-over's and the reaper's),
-    read a handful of the starts index's entries (the window's first start, the key's last,
-    the prune's range), counted by the server for each transaction. Catches a count that
-    reads the key's window row by row again (100 entries and more: the claim's cost grew
-    ~1.3 us with each start in a key's window)."""
+    again, in its one-statement walk and in its step-by-step one, and the ready check
+    (job_ready_fair_count: the hand-over's and the reaper's) read a handful of the starts
+    index's entries (the window's first start, the key's last, the prune's range), counted
+    by the server for each transaction. Catches either walk or the ready check reading the
+    key's window row by row again (100 entries and more: the claim's cost grew ~1.3 us with
+    each start in a key's window)."""
     with JobStore.open(dsn, clock) as store:
         flow.set_queue_rate(store, "api", 1_000, timedelta(hours=1))
         for n in range(101):
             add(store, n, queue="api", rate_key="a")
         for _ in range(10):
             assert len(store.claim("api", batch=10, lease=LEASE)) == 10
-        clock.advance(1)
-        entries = "SELECT pg_stat_get_xact_tuples_returned('pgkick.job_starts_key_idx'::regclass)"
-        with store.conn.transaction():  # the backend's pending counts, not flushed before its end
-            before = store.conn.execute(entries).fetchone()
-            claimed = store.conn.execute(
-                "SELECT count(*) FROM pgkick.job_claim('api', 1, interval '5 minutes', %s)",
-                [clock.now],
-            ).fetchone()
-            after = store.conn.execute(entries).fetchone()
-        assert claimed == (1,)
-        assert before is not None and after is not None
-        assert after[0] - before[0] <= 4, (before, after)
-        add(store, 101, queue="api", rate_key="a")  # the ready checks count the same way
-        with store.conn.transaction():
-            before = store.conn.execute(entries).fetchone()
-            ready = store.conn.execute(
-                "SELECT pgkick.job_ready_fair_count('api', %s, 10)", [clock.now]
-            ).fetchone()
-            after = store.conn.execute(entries).fetchone()
-        assert ready == (1,)
-        assert before is not None and after is not None
-        assert after[0] - before[0] <= 4, (before, after)
+        add(store, 0, queue="api", rate_key="0")  # taken next: the round robin's cursor at
+        assert ns(store.claim("api", batch=1, lease=LEASE)) == [0]  # "0", so the claim below
+        clock.advance(1)  # finds key a in its one-statement walk (not the step-by-step one)
+        claimed, read = _starts_entries_read(
+            store, lambda: store.claim("api", batch=1, lease=LEASE)
+        )
+        assert ns(claimed) == [100] and read <= 4, read
+        add(store, 101, queue="api", rate_key="a")  # the cursor at a: the step-by-step walk
+        claimed, read = _starts_entries_read(
+            store, lambda: store.claim("api", batch=1, lease=LEASE)
+        )
+        assert ns(claimed) == [101] and read <= 4, read
+        add(store, 102, queue="api", rate_key="a")  # the ready checks count the same way
+        ready, read = _starts_entries_read(store, lambda: store.ready_exists("api"))
+        assert ready is True and read <= 4, read
+
+
+def _starts_entries_read[T](store: JobStore, call: Callable[[], T]) -> tuple[T, int]:
+    """What `call` returned, and the entries of the starts' index it read: the server's
+    count for this backend, taken before and after within one transaction (its pending
+    counts are flushed only after a transaction ends)."""
+    entries = "SELECT pg_stat_get_xact_tuples_returned('pgkick.job_starts_key_idx'::regclass)"
+    with store.conn.transaction():
+        before = store.conn.execute(entries).fetchone()
+        result = call()
+        after = store.conn.execute(entries).fetchone()
+    assert before is not None and after is not None
+    return result, after[0] - before[0]
 
 
 def test_the_reaper_forgets_the_starts_of_keys_gone_quiet(dsn: str, clock: FakeClock) -> None:
