@@ -129,8 +129,8 @@ def test_bench_quick_cost_and_cold_path_report_their_figures(
 def test_bench_quick_peers_drain_the_same_jobs_and_count_idle_statements(
     dsn: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    arguments = ["--items", "drain,enqueue", "--peers", "--dsn", dsn, "--out", str(tmp_path)]
-    arguments.append("--json")
+    arguments = ["--items", "drain,enqueue", "--peers", "--json", "--dsn", dsn]
+    arguments += ["--out", str(tmp_path)]
     code = cli.main(["bench", "--quick", *arguments])
     assert code == 0, capsys.readouterr().err[-2000:]
     results = json.loads(capsys.readouterr().out)
