@@ -646,16 +646,17 @@ def test_a_keys_starts_are_numbered_in_the_order_of_their_times(dsn: str, clock:
         assert starts == [1, 2, 3, 4, 5]
 
 
-def test_a_rate_check_reads_two_of_a_keys_starts_however_many_its_window_holds(
+def test_a_rate_check_reads_one_or_two_of_a_keys_starts_however_many_its_window_holds(
     dsn: str, clock: FakeClock
 ) -> None:
     """A key started 100 times in its window (rate 1,000 an hour): the claim that checks it
-    again, in its one-statement walk and in its step-by-step one, and the ready check
-    (job_ready_fair_count: the hand-over's and the reaper's) read a handful of the starts
-    index's entries (the window's first start, the key's last, the prune's range), counted
-    by the server for each transaction. Catches either walk or the ready check reading the
-    key's window row by row again (100 entries and more: the claim's cost grew ~1.3 us with
-    each start in a key's window)."""
+    again, in its one-statement walk and in its step-by-step one, reads one of the starts
+    index's entries (the key's last start, whose fact leaves it room: migration 0023), and
+    the ready check (job_ready_fair_count: the hand-over's and the reaper's) two (the key's
+    last, the window's first), counted by the server for each transaction. Catches either
+    walk or the ready check reading the key's window row by row again (100 entries and
+    more: the claim's cost grew ~1.3 us with each start in a key's window), and either walk
+    probing the window's first start where the fact leaves room (two)."""
     with JobStore.open(dsn, clock) as store:
         flow.set_queue_rate(store, "api", 1_000, timedelta(hours=1))
         for n in range(101):
@@ -668,15 +669,83 @@ def test_a_rate_check_reads_two_of_a_keys_starts_however_many_its_window_holds(
         claimed, read = _starts_entries_read(
             store, lambda: store.claim("api", batch=1, lease=LEASE)
         )
-        assert ns(claimed) == [100] and read <= 4, read
+        assert ns(claimed) == [100] and read <= 1, read
         add(store, 101, queue="api", rate_key="a")  # the cursor at a: the step-by-step walk
         claimed, read = _starts_entries_read(
             store, lambda: store.claim("api", batch=1, lease=LEASE)
         )
-        assert ns(claimed) == [101] and read <= 4, read
+        assert ns(claimed) == [101] and read <= 1, read
         add(store, 102, queue="api", rate_key="a")  # the ready checks count the same way
         ready, read = _starts_entries_read(store, lambda: store.ready_exists("api"))
-        assert ready is True and read <= 4, read
+        assert ready is True and read <= 2, read
+
+
+def test_a_key_with_room_under_its_rate_is_checked_without_probing_its_window(
+    dsn: str, clock: FakeClock
+) -> None:
+    """Rate 5 an hour (migration 0023): each start records a fact about its key's numbers,
+    and a claim whose window that fact covers, leaving the key room, reads the key's last
+    start only (one index entry); where the fact leaves no room it probes the window's
+    first start too (two), and holds the key exactly at the rate. In the one-statement walk
+    (a batch of 1 it fills) and the step-by-step one (a batch of 5 it does not: its second
+    job of the key counts the first). Catches a claim that probes at every check (two
+    entries where one will do), and one that trusts a fact past the rate (a sixth start)."""
+    with JobStore.open(dsn, clock) as store:
+        flow.set_queue_rate(store, "api", 5, timedelta(hours=1))
+        for n in range(8):
+            add(store, n, queue="api", rate_key="a")
+        for n in range(4):  # the one-statement walk: one start each, numbers 1..4
+            _lap_restarted(store)
+            claimed, read = _starts_entries_read(
+                store, lambda: store.claim("api", batch=1, lease=LEASE)
+            )
+            assert ns(claimed) == [n] and read <= 1, (n, read)
+            clock.advance(1)
+        claimed, read = _starts_entries_read(  # the step-by-step walk: room for one more
+            store, lambda: store.claim("api", batch=5, lease=LEASE)
+        )
+        assert ns(claimed) == [4], read  # its second job counted the first: held
+        claimed, read = _starts_entries_read(
+            store, lambda: store.claim("api", batch=1, lease=LEASE)
+        )
+        assert claimed == []  # the fact leaves no room: probed, held
+        clock.advance(3_600)  # the first starts leave the window: probed, the key has room
+        _lap_restarted(store)
+        assert ns(store.claim("api", batch=1, lease=LEASE)) == [5]
+        _lap_restarted(store)
+        claimed, read = _starts_entries_read(  # the fact that probe recorded leaves room
+            store, lambda: store.claim("api", batch=1, lease=LEASE)
+        )
+        assert ns(claimed) == [6] and read <= 1, read
+
+
+def test_a_starts_fact_is_not_trusted_for_a_window_it_does_not_cover(
+    dsn: str, clock: FakeClock
+) -> None:
+    """A fact says which numbers a key's starts after some time have; a window reaching back
+    before that time may hold more. Rate 5 an hour: five starts, then after the hour a probe
+    records the fact "the starts after an hour ago are numbered 6 or above", and a sixth
+    start; the queue's period then grows to three hours, whose window holds all six. Catches
+    a claim that trusts the fact for a window it does not cover (one start counted, a
+    seventh start made), in either walk."""
+    with JobStore.open(dsn, clock) as store:
+        flow.set_queue_rate(store, "api", 5, timedelta(hours=1))
+        for n in range(8):
+            add(store, n, queue="api", rate_key="a")
+        assert len(store.claim("api", batch=5, lease=LEASE)) == 5
+        clock.advance(3_601)
+        assert ns(store.claim("api", batch=1, lease=LEASE)) == [5]
+        flow.set_queue_rate(store, "api", 5, timedelta(hours=3))
+        _lap_restarted(store)
+        assert store.claim("api", batch=1, lease=LEASE) == []  # the one-statement walk
+        assert store.claim("api", batch=5, lease=LEASE) == []  # the step-by-step one
+
+
+def _lap_restarted(store: JobStore) -> None:
+    """The round robin's cursor forgotten, as before a queue's first claim: the next claim's
+    one-statement walk starts at the first key (a cursor at a queue's only key sends every
+    claim to the step-by-step walk)."""
+    store.conn.execute("DELETE FROM pgkick.queue_claim_cursors")
 
 
 def _starts_entries_read[T](store: JobStore, call: Callable[[], T]) -> tuple[T, int]:
