@@ -7,7 +7,8 @@ reasoning, which these rules reuse):
   queue's own key) in any sliding minute. Each claim records its starts (`job_starts`)
   under the queue's claim lock, so concurrent workers see each other's starts: the
   limit is counted, never sampled (in two index probes a key: a key's starts are
-  numbered in the order of their times, migration 0022). A job over the limit stays
+  numbered in the order of their times, migration 0022; in one while the last start's
+  recorded bound leaves the key room, migration 0023). A job over the limit stays
   queued; other keys are claimed around it. A worker that finds only held jobs leaves
   (pgkick.worker.loop), and its sweep books a wake-up at the instant the window admits
   the next job (queue_heal_plan).
