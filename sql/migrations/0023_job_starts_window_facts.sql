@@ -1,9 +1,10 @@
 -- 0023_job_starts_window_facts: a key's rate checked in one index probe while its starts leave it room: each start records a fact about its key's numbers (job_starts.window_from, window_first: every start of the key timed after window_from is numbered window_first or above), and the claim counts a window from the key's last start's fact when the fact covers the window; the window's first start is probed only when the fact does not cover it or leaves the key no room. job_claim_fair_ids: 0022's, same signature, rules and claims.
 -- Why: 0022 counts a key's window as last - first + 1 from two index probes, the key's last
 -- start and the window's first, each an index descent and, for starts younger than the last
--- vacuum, a heap visit: about 130 us of a claim of ten heads (~0.8 ms on the server), most of
--- what the keyed claim costs beyond the plain one (docs/guide/flow-control.md). The last
--- start is read anyway (its number and time are the next start's).
+-- vacuum, a heap visit. The last start is read anyway (its number and time are the next
+-- start's); the window's first cost ~20 us a head where a window holds many starts not yet
+-- vacuumed (the walk's statement 444..543 us a claim of ten, 264..293 without it; a few us
+-- a head at the bench's scale; docs/guide/flow-control.md).
 -- The fact holds for ever once true: starts are numbered in the order of their times (0022),
 -- a later start takes a higher number, and prunes only delete. So if a window begins no
 -- earlier than a fact's window_from (at - period >= window_from), its starts are numbered
@@ -16,7 +17,8 @@
 -- (window_from) keeps the rule exact when a claim's now() is older than the last start's or
 -- the queue's period grows; a lower rate is compared as it is.
 -- The columns' defaults are a fact true of any key (every start after -infinity is numbered
--- 1 or above): existing starts carry it, and their key's first check probes as in 0022.
+-- 1 or above): existing starts carry it (their key's bound is its last number, probed once
+-- that reaches the rate).
 -- job_ready_fair_count and queue_heal_plan count as they did (exact; once a hand-over or a
 -- sweep).
 ALTER TABLE job_starts
