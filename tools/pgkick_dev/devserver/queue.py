@@ -239,6 +239,7 @@ class AsyncQueue:
             request_id=item.request_id,
             queue=event.get("queue"),
             hop=item.lineage,
+            reason=event.get("reason"),  # why it was sent: enqueue, wake, rescue, heal, ...
             **fields,
         )
 
