@@ -29,6 +29,7 @@ from pgkick.store.maintenance import MaintenanceStore
 from pgkick.worker.reaper import reap
 from pgkick_dev import queries as dev_queries
 from pgkick_dev.awake.monitor import AwakeMonitor
+from pgkick_dev.bench.lost_kick import FailingKicks
 from pgkick_dev.local.kicker import LocalKicker
 
 DAY = 86_400.0
@@ -47,25 +48,6 @@ class QuietDay:
 
     def scaled(self, real_seconds: float) -> float:
         return real_seconds * self.seconds / DAY
-
-
-class _FailingKicks:
-    """The app's kicker with the network down: kicks raise, wake-ups still get booked."""
-
-    def __init__(self, local: LocalKicker) -> None:
-        self.local = local
-
-    def kick(self, queue: str, reason: str, *, hop: int = 0) -> None:
-        raise ConnectionError("Lambda unreachable")
-
-    def wake_at(self, queue: str, when: datetime) -> None:
-        self.local.wake_at(queue, when)
-
-    def book_rescue(self, queue: str, when: datetime, name: str) -> None:
-        self.local.book_rescue(queue, when, name)
-
-    def cancel_rescue(self, name: str) -> None:
-        self.local.cancel_rescue(name)
 
 
 def run(dsn: str, day: QuietDay, log: Path, say: Callable[[str], None]) -> dict[str, Any]:
@@ -217,7 +199,7 @@ def _crash(dsn: str, local: LocalKicker) -> dict[str, Any]:
 
 
 def _lost_kick(dsn: str, local: LocalKicker) -> dict[str, Any]:
-    job_id = producer.enqueue_and_kick({}, task="noop", dsn=dsn, kicker=_FailingKicks(local))
+    job_id = producer.enqueue_and_kick({}, task="noop", dsn=dsn, kicker=FailingKicks(local))
     return {"id": job_id}
 
 

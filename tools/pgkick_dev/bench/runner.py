@@ -51,6 +51,7 @@ class Sizes:
     claim_backlog: tuple[int, int] = (100_000, 2_000)  # jobs, claim cycles (claim_order)
     kick_seconds: float = 20.0
     quiet_day_seconds: float = 48.0
+    lost_kicks: int = 3  # one after the other, about 2 minutes each in real time (bench_lost_kick)
     delayed_jobs: int = 10_000  # delayed_bookings: each in its own minute
     cold_imports: int = 7  # of each handler, in new processes (bench_artifact)
     cold_starts: int = 20  # of the worker and of the floor, each a new environment (cold_path)
@@ -76,6 +77,7 @@ QUICK = Sizes(
     kick_seconds=5.0,  # longer than a cold start on a loaded 2-core machine (2.0 let one
     # invocation of the linger-off load drain all its jobs, as the lingering one did)
     quiet_day_seconds=12.0,
+    lost_kicks=0,  # minutes each: the full run's only
     delayed_jobs=1_000,
     cold_imports=3,
     cold_starts=2,
@@ -151,6 +153,12 @@ class Bench:
 
         day = bench_quiet_day.QuietDay(seconds=self.sizes.quiet_day_seconds)
         self.results["quiet_day"] = bench_quiet_day.run(self.dsn, day, self.log, self.say)
+        if self.sizes.lost_kicks:  # the same lost kick, nothing compressed (bench_lost_kick)
+            from pgkick_dev.bench import lost_kick as bench_lost_kick
+
+            lost = bench_lost_kick.run(self.dsn, self.log, samples=self.sizes.lost_kicks)
+            self.results["quiet_day"]["lost kicks in real time"] = lost
+            self.say(f"lost kicks in real time: {lost}")
 
     def delayed_bookings(self) -> None:
         """Scheduler calls and the producer's time after commit for delayed jobs over
