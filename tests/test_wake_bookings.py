@@ -20,7 +20,7 @@ from botocore.config import Config
 
 from pgkick.config import Settings
 from pgkick.kick.default import make_kicker
-from pgkick.kick.kickers import wake_minute
+from pgkick.kick.kickers import schedule_name, wake_minute
 from pgkick.kick.lambda_kicker import LambdaKicker
 from pgkick.kick.throttle import Backoff
 from pgkick.producer import enqueue as producer
@@ -111,6 +111,25 @@ def test_a_hand_over_for_now_is_booked_where_scheduler_accepts_it() -> None:
         assert kicker.flush(10) and kicker.wakes.stats.failures == 0
         (schedule,) = dev.scheduler.list_schedules()["Schedules"]
         assert dev.scheduler.get_schedule(Name=schedule["Name"])["ScheduleExpression"]
+
+
+def test_a_wake_up_whose_minute_went_by_before_its_booking_is_booked_at_the_next() -> None:
+    """A wake-up is noted at once and booked by a background thread. If that thread runs
+    after the minute (a Lambda environment frozen when its handler returned, then thawed
+    minutes later), Scheduler refuses the at() as past; the wake-up used to be given up (the
+    job then waited for a sweep or the daily reaper). Now it is booked again, at the first
+    minute Scheduler takes, with the retry policy every wake-up has."""
+    with dev_stack(start=time.time()) as dev:  # Scheduler's clock and the kicker's agree
+        kicker = kicker_for(dev)
+        gone = wake_minute(datetime.fromtimestamp(dev.clock.now(), UTC)) - timedelta(minutes=3)
+        kicker.wakes.book(schedule_name("default", gone), gone, "default")  # as a thawed thread
+        assert kicker.flush(10) and kicker.wakes.stats.failures == 0
+        (listed,) = dev.scheduler.list_schedules()["Schedules"]
+        schedule = dev.scheduler.get_schedule(Name=listed["Name"])
+        at = datetime.fromisoformat(schedule["ScheduleExpression"][3:-1]).replace(tzinfo=UTC)
+        assert at.timestamp() - dev.clock.now() > 60 and at.second == 0, schedule
+        assert listed["Name"] == schedule_name("default", at)
+        assert '"wake"' in schedule["Target"]["Input"] and schedule["Target"]["RetryPolicy"]
 
 
 def test_delayed_jobs_in_bulk_are_booked_off_the_commit_path_once_per_minute(dsn: str) -> None:

@@ -120,7 +120,19 @@ class LambdaKicker:
         return bool(self.function_arn and self.scheduler_role_arn)
 
     def _book_wake(self, name: str, minute: datetime, queue: str) -> None:
-        self._schedule(name, minute, kick_event(queue, "wake"), self.background_backoff)
+        """Booked at its minute; if Scheduler refuses that minute as gone by (the thread ran
+        late: a Lambda environment frozen after its handler returned, a process paused),
+        booked again at the first minute it will take, not given up to the reaper."""
+        event = kick_event(queue, "wake")
+        try:
+            self._schedule(name, minute, event, self.background_backoff)
+        except Exception as exc:
+            later = booking_minute(minute)  # `minute` itself while it is still far enough
+            if error_code(exc) != "ValidationException" or later == minute:
+                raise
+            log.info("wake-up of queue %s for %s booked at %s: that minute went by before "
+                     "its booking", queue, minute.isoformat(), later.isoformat())  # fmt: skip
+            self._schedule(schedule_name(queue, later), later, event, self.background_backoff)
 
     def _schedule(
         self, name: str, minute: datetime, event: dict[str, Any], backoff: Backoff
