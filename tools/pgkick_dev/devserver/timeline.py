@@ -12,7 +12,8 @@ Each event is a plain dict with:
 - `kind`: one of `KINDS`;
 - `function`, `request_id`, `queue`, `hop`, `duration_ms`, `detail` when known
   (absent keys are present with the value None, so readers need no .get()).
-Any other keyword given to `record` is kept too.
+Any other keyword given to `record` is kept too (an invocation's `reason`, its
+environment and whether it was cold).
 """
 
 from __future__ import annotations
