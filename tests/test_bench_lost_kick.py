@@ -1,7 +1,7 @@
 """`pgkick bench`'s lost kicks in real time (pgkick_dev.bench.lost_kick): each sample's wait
 read phase by phase from the local stack, and the report's target line from the samples.
 
-The bench's run waits for Scheduler's minute (about 3 minutes); here the labelled fast
+The bench's run waits for Scheduler's minute (a few minutes); here the labelled fast
 scheduler and a one-second wake-up make each sample take seconds, through the same code:
 the producer's failed kick, its booking on the stack's Scheduler, the firing, a worker in
 an environment, the job done."""

@@ -130,7 +130,7 @@ def test_configuration_page_has_a_row_per_variable() -> None:
     page = _hook().render_configuration()
     rows = [line for line in page.splitlines() if line.startswith("| `")]
     assert [row.split("`")[1] for row in rows] == [v.name for v in config.VARIABLES]
-    assert "| `PGKICK_FAILED_KICK_WAKE_MS` | `60,000` | 0..3,600,000 ms |" in page
+    assert "| `PGKICK_FAILED_KICK_WAKE_MS` | `0` | 0..3,600,000 ms |" in page
 
 
 def test_cli_page_has_every_command_and_option() -> None:

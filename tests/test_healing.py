@@ -11,7 +11,7 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from pgkick.kick.kickers import WAKE_AHEAD, booking_minute, wake_minute
+from pgkick.kick.kickers import WAKE_AHEAD, WAKE_MARGIN, booking_minute, first_minute, wake_minute
 from pgkick.tasks.registry import Registry
 from pgkick.validation import JobSpec
 from pgkick.worker.loop import Worker, WorkerOptions
@@ -100,12 +100,26 @@ def test_the_reaper_books_each_queues_next_wake_up(timed: JobStore, clock: FakeC
 def test_a_wake_up_is_booked_at_least_a_minute_and_a_margin_ahead(second: float) -> None:
     """Defect 2's hand-over: after the hop budget a worker books a wake-up for "now", and main
     rounded it up to the next minute: at 12:00:59.9 that is 0.1 s ahead, an at() already past
-    by the time Scheduler reads it (refused). The minute booked is now always > 1 min ahead."""
+    by the time Scheduler reads it (refused). A booking that must not be refused (a rescue,
+    and a wake-up refused once) is now always > 1 min ahead."""
     now = datetime(2026, 1, 1, 12, 0, tzinfo=UTC) + timedelta(seconds=second)
     minute = booking_minute(now, now)
     assert minute - now > WAKE_AHEAD and minute.second == 0
     later = now + timedelta(minutes=10)
     assert booking_minute(later, now) == wake_minute(later)  # a far run_at keeps its minute
+
+
+@pytest.mark.parametrize("second", [0, 1, 30, 54, 55, 59.9])
+def test_a_wake_up_is_first_tried_at_its_own_minute_a_margin_ahead(second: float) -> None:
+    """A wake-up's first try (a failed kick's, a hand-over's, a retry's) takes the first whole
+    minute at least WAKE_MARGIN ahead: never past when computed, and up to a minute sooner
+    than booking_minute (a refusal is booked again there: tests/test_wake_bookings.py)."""
+    now = datetime(2026, 1, 1, 12, 0, tzinfo=UTC) + timedelta(seconds=second)
+    minute = first_minute(now, now)
+    assert WAKE_MARGIN <= minute - now < WAKE_MARGIN + timedelta(minutes=1), minute
+    assert minute.second == 0 and minute < booking_minute(now, now)
+    later = now + timedelta(minutes=10)
+    assert first_minute(later, now) == wake_minute(later)
 
 
 class DroppingKicker(RecordingKicker):

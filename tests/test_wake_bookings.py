@@ -4,7 +4,7 @@ Lambda kicker through boto3 over HTTP against the dev stack's Scheduler API (Man
 - throttled CreateSchedule calls are retried with jittered backoff, within a budget;
 - every wake-up and rescue carries a RetryPolicy, and the DeadLetterConfig when
   PGKICK_SCHEDULE_DLQ_ARN is set;
-- a hand-over "now" is booked a minute and a margin ahead, so Scheduler accepts it;
+- a hand-over "now" is tried a margin ahead and, refused as past, booked a minute further;
 - delayed jobs enqueued in bulk are booked off the commit path, one call per queue and
   minute: the producer returns while the Scheduler is held."""
 
@@ -103,7 +103,8 @@ def test_a_hand_over_for_now_is_booked_where_scheduler_accepts_it() -> None:
     """Defect 2: after the hop budget a worker books a wake-up for "now"; main rounded it up
     to the next minute, as little as a moment ahead, and Scheduler refuses an at() already
     past by the time it reads it. Here Scheduler's clock reads just past that minute (a round
-    trip, a clock a little off); booked a minute and a margin ahead, the wake-up is accepted."""
+    trip, a clock a little off): tried a margin ahead, the wake-up is refused, then booked a
+    minute and a margin ahead, and accepted."""
     now = datetime.now(UTC)
     with dev_stack(start=wake_minute(now).timestamp() + 1) as dev:
         kicker = kicker_for(dev)

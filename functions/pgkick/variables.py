@@ -134,8 +134,9 @@ VARIABLES: tuple[Variable, ...] = (
     _n("PGKICK_PRODUCER_LINGER_MS", 1000, 0, 60_000, "ms",
        "How long a producer's connection stays open after its last enqueue, for the next "
        "call (0: a connection per call)."),
-    _n("PGKICK_FAILED_KICK_WAKE_MS", 60_000, 0, 3_600_000, "ms",
-       "After a failed kick, its wake-up is booked this far out (the scheduler's minute)."),
+    _n("PGKICK_FAILED_KICK_WAKE_MS", 0, 0, 3_600_000, "ms",
+       "After a failed kick, its wake-up is booked this far out (0: the scheduler's first "
+       "minute at least 5 s ahead, which it fires within)."),
     _n("PGKICK_KICK_SAFETY_MS", 60_000, 0, 3_600_000, "ms",
        "After each kick and wake-up, a safety wake-up of its queue is booked this far out "
        "(the scheduler's minute, once per queue and minute): a kick Lambda drops silently "

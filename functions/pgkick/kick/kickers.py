@@ -123,17 +123,28 @@ def wake_minute(when: datetime) -> datetime:
 # A one-time schedule's at() already past is refused by EventBridge Scheduler (a
 # ValidationException; pgkick_dev.devserver.schedules cites the source), and the call
 # reaches AWS some time after we computed it, from a clock that may be a little off. So a
-# wake-up is booked at least a minute and a margin ahead: its minute is then still to come
-# when AWS reads it, whatever the round trip, and the scheduler fires within that minute.
+# booking that must not fail (a rescue) is made at least a minute and a margin ahead: its
+# minute is then still to come when AWS reads it, whatever the round trip, and the
+# scheduler fires within that minute. A wake-up is tried a margin ahead first (first_minute).
 WAKE_AHEAD = timedelta(minutes=1)
 WAKE_MARGIN = timedelta(seconds=5)
 
 
 def booking_minute(when: datetime, now: datetime | None = None) -> datetime:
-    """The minute a wake-up for `when` is booked at: `when`'s (rounded up), and never less
-    than WAKE_AHEAD + WAKE_MARGIN from `now`, so Scheduler never sees an at() in the past."""
+    """The minute a booking made now must take: `when`'s (rounded up), and never less than
+    WAKE_AHEAD + WAKE_MARGIN from `now`, so Scheduler never sees an at() in the past. For a
+    rescue, made on the caller's time, and for a wake-up Scheduler refused as past."""
     earliest = (now or datetime.now(UTC)) + WAKE_AHEAD + WAKE_MARGIN
     return wake_minute(max(when, earliest))
+
+
+def first_minute(when: datetime, now: datetime | None = None) -> datetime:
+    """The minute a wake-up is first tried at: `when`'s (rounded up), at least WAKE_MARGIN
+    from `now`. Sooner than booking_minute by up to a minute (a failed kick's jobs, a
+    hand-over, a retry due in seconds), and safe without its minute ahead because a wake-up
+    is booked in the background, where a refusal as past is booked again at booking_minute
+    (pgkick.kick.lambda_kicker): a clock a little off costs one more call, not the wake-up."""
+    return wake_minute(max(when, (now or datetime.now(UTC)) + WAKE_MARGIN))
 
 
 def schedule_name(queue: str, minute: datetime) -> str:

@@ -17,7 +17,13 @@ from pgkick import config
 from pgkick.awsapi.boto import aws_client
 from pgkick.errors import KickRefused
 from pgkick.kick.bookings import WakeBooker
-from pgkick.kick.kickers import booking_minute, kick_event, one_time_schedule, schedule_name
+from pgkick.kick.kickers import (
+    booking_minute,
+    first_minute,
+    kick_event,
+    one_time_schedule,
+    schedule_name,
+)
 from pgkick.kick.throttle import Backoff, error_code, retried
 
 log = logging.getLogger("pgkick.kick")
@@ -89,7 +95,7 @@ class LambdaKicker:
                 when.isoformat(),
             )
             return
-        minute = booking_minute(when)
+        minute = first_minute(when)  # a margin ahead: a refusal as past is booked again
         self.wakes.book(schedule_name(queue, minute), minute, queue)
 
     def flush(self, timeout: float) -> bool:
@@ -120,9 +126,10 @@ class LambdaKicker:
         return bool(self.function_arn and self.scheduler_role_arn)
 
     def _book_wake(self, name: str, minute: datetime, queue: str) -> None:
-        """Booked at its minute; if Scheduler refuses that minute as gone by (the thread ran
-        late: a Lambda environment frozen after its handler returned, a process paused),
-        booked again at the first minute it will take, not given up to the reaper."""
+        """Booked at its minute; if Scheduler refuses that minute as gone by (tried a margin
+        ahead, pgkick.kick.kickers.first_minute: a clock a little off, a slow call; or the
+        thread ran late: a Lambda environment frozen after its handler returned, a process
+        paused), booked again a minute and a margin ahead, not given up to the reaper."""
         event = kick_event(queue, "wake")
         try:
             self._schedule(name, minute, event, self.background_backoff)

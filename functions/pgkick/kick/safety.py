@@ -9,8 +9,8 @@ that too is lost, left its jobs to the daily reaper (`pgkick bench` quiet_day: 5
 
 So whoever sends a kick (a producer after its commit, a leaving worker's sweep, the
 reaper, a worker handing its queue over) or books a wake-up at `run_at` also books a
-safety wake-up of the same queue at `PGKICK_KICK_SAFETY_MS` later (60 s: Scheduler's
-minute, at least 65 s ahead). It is an ordinary wake-up, named per queue and minute, so:
+safety wake-up of the same queue at `PGKICK_KICK_SAFETY_MS` later (60 s, rounded up to
+Scheduler's minute). It is an ordinary wake-up, named per queue and minute, so:
 - one Scheduler call per queue and minute at most, per process: a wake-up of that queue
   and minute booked or noted already costs nothing more (pgkick.kick.bookings), and the
   safety of a wake-up at minute M is the wake-up of M+1 when jobs are due then too;

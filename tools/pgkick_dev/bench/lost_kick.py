@@ -7,14 +7,14 @@ within its minute, and a new environment starts in real time. A lost kick's wait
 mostly those, multiplied by the compression (0.5 s real reads as 15 "scaled minutes"), so it
 said nothing about the 2 minutes a user would wait. Here nothing is compressed: the
 producer's kick raises, it books its wake-up as it would on AWS (PGKICK_FAILED_KICK_WAKE_MS
-out, at the minute, at least 65 s ahead: pgkick.kick.kickers.booking_minute), the stand-in's
+out, at the minute, at least 5 s ahead: pgkick.kick.kickers.first_minute), the stand-in's
 Scheduler fires it at a moment within that minute (60 s precision, as AWS documents), and the
 worker starts cold or warm as the local stack has it. Each sample is its own queue, so its
 booking, firing and invocation are read from the stack's timeline without ambiguity, and
 the samples run one after the other: a worker leaving sweeps every queue and kicks those
 with ready jobs (pgkick.worker.healing), so a second lost kick committed meanwhile would be
 run by that sweep, not by its own wake-up. Which invocation ran each job is reported
-(`served_by`: the kick's reason, `wake` for its wake-up). About 2 minutes a sample."""
+(`served_by`: the kick's reason, `wake` for its wake-up). About a minute a sample."""
 
 from __future__ import annotations
 
@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from pgkick import config
-from pgkick.kick.kickers import WAKE_AHEAD, WAKE_MARGIN
+from pgkick.kick.kickers import WAKE_MARGIN
 from pgkick.producer import enqueue as producer
 from pgkick.store.maintenance import MaintenanceStore
 from pgkick_dev.local.kicker import LocalKicker
@@ -85,8 +85,8 @@ def run(
         local.close()
     waits = [s["commit_to_finish_s"] for s in out if s.get("commit_to_finish_s") is not None]
     # What no handful of samples shows: the booked minute is the first whole minute at least
-    # max(the failed kick's wake, WAKE_AHEAD + WAKE_MARGIN) out, and Scheduler fires within it
-    earliest = max(config.app_settings().failed_kick_wake, WAKE_AHEAD + WAKE_MARGIN)
+    # max(the failed kick's wake, WAKE_MARGIN) out, and Scheduler fires within it
+    earliest = max(config.app_settings().failed_kick_wake, WAKE_MARGIN)
     bound = None if fast_scheduler else [earliest.total_seconds(), earliest.total_seconds() + 120]
     return {
         "scheduler": "at the second (fast, labelled)" if fast_scheduler else "at the minute",

@@ -51,7 +51,7 @@ class Sizes:
     claim_backlog: tuple[int, int] = (100_000, 2_000)  # jobs, claim cycles (claim_order)
     kick_seconds: float = 20.0
     quiet_day_seconds: float = 48.0
-    lost_kicks: int = 3  # one after the other, about 2 minutes each in real time (bench_lost_kick)
+    lost_kicks: int = 3  # one after the other, about a minute each in real time (bench_lost_kick)
     delayed_jobs: int = 10_000  # delayed_bookings: each in its own minute
     cold_imports: int = 7  # of each handler, in new processes (bench_artifact)
     cold_starts: int = 20  # of the worker and of the floor, each a new environment (cold_path)

@@ -7,10 +7,11 @@ and `cron(...)` at each tick (pgkick_dev.local.cron). As AWS does, a one-time at
 already past is refused with a ValidationException. AWS's API reference does not say so
 in words; it is observed: "AWS rejects a fire time in the past at create"
 (github.com/DefangLabs/pulumi-defang/pull/425, a one-time schedule guarded for it), and
-issue #30 reports the same; pgkick books at least a minute ahead
-(pgkick.kick.kickers.booking_minute). An expression that does not parse is refused the
-same way. Errors carry the exception name boto3 raises and the HTTP status, so the
-Scheduler API (pgkick_dev.devserver.scheduler_api) answers as AWS does.
+issue #30 reports the same; pgkick tries a wake-up a few seconds ahead and, refused,
+books it a minute ahead (pgkick.kick.kickers.first_minute, booking_minute). An expression
+that does not parse is refused the same way. Errors carry the exception name boto3 raises
+and the HTTP status, so the Scheduler API (pgkick_dev.devserver.scheduler_api) answers as
+AWS does.
 """
 
 from __future__ import annotations

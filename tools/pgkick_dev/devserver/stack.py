@@ -24,7 +24,13 @@ from datetime import UTC, datetime
 from typing import Any
 
 from pgkick import config
-from pgkick.kick.kickers import booking_minute, kick_event, one_time_schedule, schedule_name
+from pgkick.kick.kickers import (
+    booking_minute,
+    first_minute,
+    kick_event,
+    one_time_schedule,
+    schedule_name,
+)
 from pgkick_dev.devserver.clock import Clock, RealClock
 from pgkick_dev.devserver.environments import Pool
 from pgkick_dev.devserver.invocations import QueueOptions
@@ -201,8 +207,9 @@ class Stack:
         if self.fast_scheduler:  # kindness: at the second, so each its own name
             at = datetime.fromtimestamp(math.ceil(when.timestamp()), UTC)
             name = name or f"{schedule_name(queue, at)}{at:%S}"
-        else:
-            at = booking_minute(when, datetime.fromtimestamp(self.clock.now(), UTC))
+        else:  # as LambdaKicker: a wake-up a margin ahead, a rescue a minute and a margin
+            now = datetime.fromtimestamp(self.clock.now(), UTC)
+            at = booking_minute(when, now) if reason == "rescue" else first_minute(when, now)
             name = name or schedule_name(queue, at)
         body = one_time_schedule(
             name,

@@ -35,7 +35,13 @@ from pgkick import config
 from pgkick.awsapi.signature import Credentials, sign
 from pgkick.connections.db import database_identity
 from pgkick.errors import ConfigError
-from pgkick.kick.kickers import booking_minute, kick_event, one_time_schedule, schedule_name
+from pgkick.kick.kickers import (
+    booking_minute,
+    first_minute,
+    kick_event,
+    one_time_schedule,
+    schedule_name,
+)
 from pgkick_dev.devserver.scheduler_delivery import LOCAL_DLQ_ARN
 
 DEFAULT_URL = "http://127.0.0.1:3001"
@@ -147,6 +153,10 @@ def _check_database(url: str, found: Mapping[str, Any]) -> None:
         )
 
 
+class PastMinute(RuntimeError):
+    """The dev Scheduler refused a one-time schedule's at() as already past."""
+
+
 class DevClient:
     """The Kicker protocol over the dev server's Lambda and Scheduler APIs."""
 
@@ -161,8 +171,13 @@ class DevClient:
         self._call("POST", path, body, {"X-Amz-Invocation-Type": "Event"}, expect=202)
 
     def wake_at(self, queue: str, when: datetime) -> None:
-        minute = booking_minute(when)
-        self._schedule(schedule_name(queue, minute), minute, kick_event(queue, "wake"))
+        """As LambdaKicker books one: a margin ahead, and a minute further if refused."""
+        minute = first_minute(when)
+        try:
+            self._schedule(schedule_name(queue, minute), minute, kick_event(queue, "wake"))
+        except PastMinute:
+            later = booking_minute(minute)
+            self._schedule(schedule_name(queue, later), later, kick_event(queue, "wake"))
 
     def book_rescue(self, queue: str, when: datetime, name: str) -> None:
         self._schedule(name, booking_minute(when), kick_event(queue, "rescue"))
@@ -216,8 +231,9 @@ class DevClient:
         except urllib.error.HTTPError as exc:
             if exc.code == ignore:
                 return
-            raise RuntimeError(
-                f"pgkick dev at {self.url} answered {exc.code}: {exc.read()[:200]!r}"
-            ) from None
+            text = exc.read()[:200]
+            if exc.code == 400 and b"in the past" in text:
+                raise PastMinute(text.decode(errors="replace")) from None
+            raise RuntimeError(f"pgkick dev at {self.url} answered {exc.code}: {text!r}") from None
         if status_code != expect:
             raise RuntimeError(f"pgkick dev at {self.url} answered {status_code}, not {expect}")
