@@ -16,7 +16,7 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from pgkick.kick.kickers import booking_minute
+from pgkick.kick.kickers import first_minute
 from pgkick.kick.lambda_kicker import LambdaKicker
 from pgkick.producer import enqueue as producer
 from pgkick.tasks.registry import Registry
@@ -96,7 +96,7 @@ def test_a_kick_whose_minute_is_booked_already_makes_no_scheduler_call(dsn: str)
     already (a delayed job due then), the kick adds no call."""
     with dev_stack(start=float(int(time.time()))) as dev:
         app = kicker_for(dev)
-        due = booking_minute(datetime.now(UTC) + SAFETY)  # the minute a kick's safety takes
+        due = first_minute(datetime.now(UTC) + SAFETY)  # the minute a kick's safety takes
         producer.enqueue_many(
             [{"payload": {}, "task": "noop", "queue": "a", "run_at": due}], dsn=dsn, kicker=app
         )
