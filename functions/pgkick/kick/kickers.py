@@ -16,7 +16,7 @@ import hashlib
 import json
 import logging
 import re
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from datetime import UTC, datetime, timedelta
 from typing import Any, NamedTuple, Protocol
 
@@ -145,6 +145,30 @@ def first_minute(when: datetime, now: datetime | None = None) -> datetime:
     is booked in the background, where a refusal as past is booked again at booking_minute
     (pgkick.kick.lambda_kicker): a clock a little off costs one more call, not the wake-up."""
     return wake_minute(max(when, (now or datetime.now(UTC)) + WAKE_MARGIN))
+
+
+def book_wake(
+    create: Callable[[str, datetime], None],
+    queue: str,
+    minute: datetime,
+    refused_as_past: Callable[[Exception], bool],
+) -> datetime:
+    """Make a wake-up's schedule with `create(name, minute)` at `minute` (first_minute's);
+    if Scheduler refuses it as gone by (a clock a little off, a slow call, a booking thread
+    frozen with its Lambda environment), make it again at booking_minute's, a minute and a
+    margin ahead, rather than give it up to the next sweep or the reaper. Any other refusal,
+    or one for a minute booking_minute would keep, is raised. Returns the minute booked."""
+    try:
+        create(schedule_name(queue, minute), minute)
+        return minute
+    except Exception as exc:
+        later = booking_minute(minute)  # `minute` itself while it is still far enough
+        if not refused_as_past(exc) or later == minute:
+            raise
+    log.info("wake-up of queue %s for %s booked at %s: that minute went by before its "
+             "booking", queue, minute.isoformat(), later.isoformat())  # fmt: skip
+    create(schedule_name(queue, later), later)
+    return later
 
 
 def schedule_name(queue: str, minute: datetime) -> str:

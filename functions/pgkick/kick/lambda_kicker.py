@@ -18,6 +18,7 @@ from pgkick.awsapi.boto import aws_client
 from pgkick.errors import KickRefused
 from pgkick.kick.bookings import WakeBooker
 from pgkick.kick.kickers import (
+    book_wake,
     booking_minute,
     first_minute,
     kick_event,
@@ -126,20 +127,15 @@ class LambdaKicker:
         return bool(self.function_arn and self.scheduler_role_arn)
 
     def _book_wake(self, name: str, minute: datetime, queue: str) -> None:
-        """Booked at its minute; if Scheduler refuses that minute as gone by (tried a margin
-        ahead, pgkick.kick.kickers.first_minute: a clock a little off, a slow call; or the
-        thread ran late: a Lambda environment frozen after its handler returned, a process
-        paused), booked again a minute and a margin ahead, not given up to the reaper."""
+        """The booking thread's call (`name` is schedule_name(queue, minute)); a minute
+        Scheduler refuses as past is booked a minute further (pgkick.kick.kickers.book_wake)."""
         event = kick_event(queue, "wake")
-        try:
-            self._schedule(name, minute, event, self.background_backoff)
-        except Exception as exc:
-            later = booking_minute(minute)  # `minute` itself while it is still far enough
-            if error_code(exc) != "ValidationException" or later == minute:
-                raise
-            log.info("wake-up of queue %s for %s booked at %s: that minute went by before "
-                     "its booking", queue, minute.isoformat(), later.isoformat())  # fmt: skip
-            self._schedule(schedule_name(queue, later), later, event, self.background_backoff)
+        book_wake(
+            lambda name, at: self._schedule(name, at, event, self.background_backoff),
+            queue,
+            minute,
+            lambda exc: error_code(exc) == "ValidationException",
+        )
 
     def _schedule(
         self, name: str, minute: datetime, event: dict[str, Any], backoff: Backoff

@@ -36,11 +36,11 @@ from pgkick.awsapi.signature import Credentials, sign
 from pgkick.connections.db import database_identity
 from pgkick.errors import ConfigError
 from pgkick.kick.kickers import (
+    book_wake,
     booking_minute,
     first_minute,
     kick_event,
     one_time_schedule,
-    schedule_name,
 )
 from pgkick_dev.devserver.scheduler_delivery import LOCAL_DLQ_ARN
 
@@ -172,12 +172,13 @@ class DevClient:
 
     def wake_at(self, queue: str, when: datetime) -> None:
         """As LambdaKicker books one: a margin ahead, and a minute further if refused."""
-        minute = first_minute(when)
-        try:
-            self._schedule(schedule_name(queue, minute), minute, kick_event(queue, "wake"))
-        except PastMinute:
-            later = booking_minute(minute)
-            self._schedule(schedule_name(queue, later), later, kick_event(queue, "wake"))
+        event = kick_event(queue, "wake")
+        book_wake(
+            lambda name, at: self._schedule(name, at, event),
+            queue,
+            first_minute(when),
+            lambda exc: isinstance(exc, PastMinute),
+        )
 
     def book_rescue(self, queue: str, when: datetime, name: str) -> None:
         self._schedule(name, booking_minute(when), kick_event(queue, "rescue"))
