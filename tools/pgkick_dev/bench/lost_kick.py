@@ -19,7 +19,6 @@ run by that sweep, not by its own wake-up. Which invocation ran each job is repo
 from __future__ import annotations
 
 import statistics
-import time
 from datetime import datetime
 from pathlib import Path
 from typing import Any
@@ -78,9 +77,10 @@ def run(
             job_id = producer.enqueue_and_kick(
                 {}, task="noop", queue=queue, dsn=dsn, kicker=FailingKicks(local)
             )
-            row = _finished(dsn, job_id, timeout)
-            local.wait_idle(timeout, include_wakes=True)  # its rescue gone, nothing left to run
-            out.append(_sample(queue, row, local.timeline.events(limit=10_000)))
+            # its wake-up (booked before enqueue_and_kick returned) fired, the job ran, its
+            # worker's rescue is gone: nothing runs or waits
+            local.wait_idle(timeout, include_wakes=True)
+            out.append(_sample(queue, _row(dsn, job_id), local.timeline.events(limit=10_000)))
     finally:
         local.close()
     waits = [s["commit_to_finish_s"] for s in out if s.get("commit_to_finish_s") is not None]
@@ -99,15 +99,10 @@ def run(
     }
 
 
-def _finished(dsn: str, job_id: int, timeout: float) -> dict[str, Any] | None:
-    """The job's row once it is finished, or as it is at `timeout`."""
-    deadline = time.monotonic() + timeout
+def _row(dsn: str, job_id: int) -> dict[str, Any] | None:
     with MaintenanceStore.open(dsn, application_name="pgkick-bench") as store:
-        while True:
-            rows = store.get_many([job_id])
-            if not rows or rows[0]["finished_at"] or time.monotonic() > deadline:
-                return rows[0] if rows else None
-            time.sleep(0.2)
+        rows = store.get_many([job_id])
+    return rows[0] if rows else None
 
 
 def _sample(queue: str, row: dict[str, Any] | None, events: list[dict[str, Any]]) -> dict[str, Any]:
