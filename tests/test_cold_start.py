@@ -6,15 +6,18 @@ when the invocation connects itself. The handler loaded as Lambda loads it, real
 from __future__ import annotations
 
 import socket
+from datetime import timedelta
 from typing import Any
 
 import psycopg
 import pytest
+from psycopg.conninfo import make_conninfo
 
 from pgkick.connections import db
 from pgkick.connections.early import EarlyConnection
 from pgkick.errors import DatabaseUnavailable, SchemaError
 from pgkick.kick.kickers import NoKicker
+from pgkick.store import flow
 from pgkick.worker.cold_start import connect_ahead
 from pgkick.worker.runtime import Runtime
 from pgkick_dev.local.context import FakeLambdaContext
@@ -76,6 +79,38 @@ def test_the_cold_starts_connection_has_the_claim_planned_and_nothing_claimed(
     app = load_handler("worker")
     early_of(app)
     assert statement_calls(on_demand, ["-- job_claim:%"]) == claims + 1
+    with JobStore.open(on_demand) as store:
+        jobs = store.get_many(ids)
+    assert [(j["status"], j["attempts"]) for j in jobs] == [("queued", 0), ("queued", 0)]
+    assert app.handler(event("kick"), FakeLambdaContext())["done"] == 2
+
+
+def test_the_cold_start_compiles_the_round_robin_only_when_a_queue_has_a_limit(
+    on_demand: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The round robin of a queue with a rate or a concurrency (job_claim_fair_ids) is
+    compiled, its walk planned, by the cold start's thread when some queue has such a
+    limit, and not otherwise; that call claims, starts and records nothing, and the
+    invocation claims the limited queue's jobs as before. Nested statements are counted
+    (pg_stat_statements.track=all, for the thread's session only)."""
+    tracked = make_conninfo(on_demand, options="-c pg_stat_statements.track=all")
+    monkeypatch.setenv("DATABASE_URL", tracked)
+    walk = ["WITH cursor_at (k) AS MATERIALIZED%"]  # job_claim_fair_ids's first statement
+    before = statement_calls(on_demand, walk)
+    early_of(load_handler("worker")).close()
+    assert statement_calls(on_demand, walk) == before  # no queue with a limit: not called
+    with JobStore.open(on_demand) as store:
+        flow.set_queue_rate(store, "default", 5, timedelta(minutes=1))
+        ids = seed(store, 2)
+    app = load_handler("worker")
+    early_of(app)
+    assert statement_calls(on_demand, walk) == before + 1
+    with psycopg.connect(on_demand, autocommit=True) as conn:
+        written = conn.execute(
+            "SELECT (SELECT count(*) FROM pgkick.job_starts),"
+            " (SELECT count(*) FROM pgkick.queue_claim_cursors)"
+        ).fetchone()
+    assert written == (0, 0)
     with JobStore.open(on_demand) as store:
         jobs = store.get_many(ids)
     assert [(j["status"], j["attempts"]) for j in jobs] == [("queued", 0), ("queued", 0)]
