@@ -92,7 +92,8 @@ def _after_failed_kick(
     store_for: Callable[[], AbstractContextManager[ProducerStore]],
     now: datetime,
 ) -> None:
-    """Forget the pending kick (so the next producer kicks) and book a wake-up a minute out."""
+    """Forget the pending kick (so the next producer kicks) and book a wake-up
+    PGKICK_FAILED_KICK_WAKE_MS out (0 by default: Scheduler's next minute)."""
     try:
         with store_for() as store:
             store.release_kick(queue)
