@@ -53,7 +53,8 @@ def drain_in_thread(store: JobStore, tasks: CheckedRegistry) -> tuple[threading.
 
     def run() -> None:
         got = Worker(store, tasks, NoKicker(), OPTIONS).drain("default", forever)
-        summary.__dict__.update(got.__dict__)
+        for name, value in got.as_dict().items():
+            setattr(summary, name, value)
 
     thread = threading.Thread(target=run, name="test-worker")
     thread.start()

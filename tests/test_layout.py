@@ -170,6 +170,45 @@ def test_the_worker_lambda_cold_start_skips_the_parts_it_does_not_use() -> None:
     assert {"pgkick.worker.loop", "pgkick.store.worker", "pgkick.tasks.registry"} <= set(worker)
 
 
+def _records(tree: ast.Module) -> list[str]:
+    """The NamedTuple and TypedDict classes a module defines (direct subclasses, and
+    subclasses of those defined before them in the module)."""
+    records: set[str] = {"NamedTuple", "TypedDict"}
+    found = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ClassDef):
+            bases = {
+                b.id if isinstance(b, ast.Name) else getattr(b, "attr", "") for b in node.bases
+            }
+            if bases & records:
+                records.add(node.name)
+                found.append(node.name)
+    return found
+
+
+def test_records_evaluate_their_annotations() -> None:
+    """Catches a runtime module that defines a NamedTuple or a TypedDict under
+    `from __future__ import annotations`. Python 3.12's typing compiles every string
+    annotation of such a class when the class is made (a ForwardRef each, about 12 us a
+    field here); the records on the worker's import took 4.7 ms of every cold start that
+    way, about 3 ms with their annotations evaluated (docs/performance.md, "Records evaluate
+    their annotations"). A name that only exists later, or only for the type checker,
+    stays quoted in such a module: the one annotation compiled, not the class's."""
+    postponed = []
+    for path in sorted(RUNTIME.rglob("*.py")):
+        tree = ast.parse(path.read_text())
+        future = any(
+            isinstance(node, ast.ImportFrom)
+            and node.module == "__future__"
+            and any(alias.name == "annotations" for alias in node.names)
+            for node in tree.body
+        )
+        if future and (records := _records(tree)):
+            postponed.append(f"{path.relative_to(RUNTIME)}: {', '.join(records)}")
+    assert postponed == []
+    assert _records(ast.parse((RUNTIME / "config" / "__init__.py").read_text())) == ["Settings"]
+
+
 def test_the_lazy_face_gives_every_name_it_lists() -> None:
     """Each name of `pgkick.__all__` resolves (a typo in the lazy face's table would only
     fail at an app's first use), `from pgkick import ...` works, and an unknown name is an

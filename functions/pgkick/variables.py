@@ -6,8 +6,6 @@ build time (docs/hooks/reference.py), so the page and the code cannot drift;
 tests/test_docs.py checks that every name the runtime mentions is here.
 """
 
-from __future__ import annotations
-
 from collections.abc import Mapping
 from typing import NamedTuple
 

@@ -28,7 +28,6 @@ from __future__ import annotations
 import json
 import logging
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
 from typing import Any
 
 from pgkick.errors import BadEvent, InvalidArgument
@@ -65,15 +64,18 @@ def original_event(body: str) -> tuple[str, dict[str, Any]]:
     return "scheduler", parsed
 
 
-@dataclass
 class Batch:
-    """The records of one SQS batch, sorted by what they ask for."""
+    """The records of one SQS batch, sorted by what they ask for (a plain class:
+    pgkick.kick.throttle.Backoff says why)."""
 
-    kicks: dict[str, list[str]] = field(default_factory=dict)  # queue -> message ids
-    reasons: dict[str, str] = field(default_factory=dict)  # queue -> "rescue" or the first
-    ticks: list[tuple[str, dict[str, Any]]] = field(default_factory=list)  # (message id, event)
-    dropped: int = 0
-    reaper_runs: int = 0
+    __slots__ = ("dropped", "kicks", "reaper_runs", "reasons", "ticks")
+
+    def __init__(self) -> None:
+        self.kicks: dict[str, list[str]] = {}  # queue -> message ids
+        self.reasons: dict[str, str] = {}  # queue -> "rescue" or the first
+        self.ticks: list[tuple[str, dict[str, Any]]] = []  # (message id, event)
+        self.dropped = 0
+        self.reaper_runs = 0
 
 
 def sort_records(records: list[Mapping[str, Any]]) -> Batch:

@@ -1,7 +1,5 @@
 """What the handlers answer: typed, and plain JSON (Lambda's marshaller knows no datetime)."""
 
-from __future__ import annotations
-
 from typing import Any, TypedDict
 
 

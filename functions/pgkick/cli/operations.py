@@ -6,8 +6,6 @@ Why apart from the commands: a button and a command must refuse the same things
 the same rows, so the checks and the statements are called from one place.
 """
 
-from __future__ import annotations
-
 from collections.abc import Iterable
 from typing import NamedTuple
 

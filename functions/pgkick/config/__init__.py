@@ -20,8 +20,6 @@ since the worker's cold start needs it (and both others) anyway: the worker load
 same code as before the split, in three modules. Every caller imports `pgkick.config`.
 """
 
-from __future__ import annotations
-
 import os
 from collections.abc import Mapping
 from datetime import timedelta
@@ -126,7 +124,7 @@ class Settings(NamedTuple):
     schedule_dlq_arn: str | None = None  # wake-ups' and rescues' dead-letter queue
 
     @classmethod
-    def from_env(cls, env: Mapping[str, str] | None = None) -> Settings:
+    def from_env(cls, env: Mapping[str, str] | None = None) -> "Settings":
         env = os.environ if env is None else env
         function = env.get("PGKICK_WORKER_FUNCTION") or None
         kicker = env.get("PGKICK_KICKER") or ("lambda" if function else UNSET)

@@ -8,8 +8,6 @@ resolved here too: DATABASE_URL, else the Secrets Manager secret read through Po
 Parameters (cached across invocations, never logged), which the worker reads as well.
 """
 
-from __future__ import annotations
-
 import os
 import threading
 from collections.abc import Callable, Iterator, Mapping
@@ -43,7 +41,7 @@ class AppSettings(NamedTuple):
     tasks_variable: str  # PGKICK_TASKS as set (errors about an unknown task quote it)
 
     @classmethod
-    def from_env(cls, env: Mapping[str, str]) -> AppSettings:
+    def from_env(cls, env: Mapping[str, str]) -> "AppSettings":
         return cls(
             database_url=env.get("DATABASE_URL") or None,
             database_secret_arn=env.get("PGKICK_DATABASE_SECRET_ARN") or None,

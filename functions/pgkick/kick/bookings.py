@@ -20,7 +20,6 @@ import heapq
 import logging
 import threading
 from collections.abc import Callable
-from dataclasses import dataclass
 from datetime import UTC, datetime
 
 log = logging.getLogger("pgkick.kick")
@@ -28,11 +27,15 @@ log = logging.getLogger("pgkick.kick")
 EXIT_FLUSH_SECONDS = 5.0
 
 
-@dataclass
 class BookerStats:
-    queued: int = 0  # distinct (queue, minute) handed to the thread
-    calls: int = 0  # CreateSchedule calls made (each schedule's, retries not counted)
-    failures: int = 0  # bookings given up on (the sweep or the reaper books them again)
+    """A booker's counters (a plain class: pgkick.kick.throttle.Backoff says why)."""
+
+    __slots__ = ("calls", "failures", "queued")
+
+    def __init__(self) -> None:
+        self.queued = 0  # distinct (queue, minute) handed to the thread
+        self.calls = 0  # CreateSchedule calls made (each schedule's, retries not counted)
+        self.failures = 0  # bookings given up on (the sweep or the reaper books them again)
 
 
 class WakeBooker:

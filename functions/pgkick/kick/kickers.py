@@ -10,8 +10,6 @@ one EventBridge Scheduler one-time schedule per queue per minute, idempotent by
 name, deleted by the scheduler after it fires.
 """
 
-from __future__ import annotations
-
 import hashlib
 import json
 import logging

@@ -78,7 +78,6 @@ from __future__ import annotations
 import os
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from datetime import timedelta
 
 from pgkick.store.worker import Announcement
@@ -87,18 +86,25 @@ FIRST_PAUSE = 0.005  # seconds; a lingering worker's pauses double up to MAX_PAU
 MAX_PAUSE = 0.1
 
 
-@dataclass
 class WorkerWatch:
-    """One worker's announcement on one queue: when to renew it, and its lingering."""
+    """One worker's announcement on one queue: when to renew it, and its lingering (a plain
+    class: pgkick.kick.throttle.Backoff says why)."""
 
-    ttl: timedelta
-    linger: timedelta
-    clock: Callable[[], float] = time.monotonic
-    # 64 random bits (uuid4().hex[:16] had 60), without importing uuid at every cold start
-    watcher: str = field(default_factory=lambda: f"worker-{os.urandom(8).hex()}")
-    _renewed_at: float | None = None
-    _idle_since: float | None = None
-    _pause: float = FIRST_PAUSE
+    __slots__ = ("_idle_since", "_pause", "_renewed_at", "clock", "linger", "ttl", "watcher")
+
+    def __init__(
+        self,
+        ttl: timedelta,
+        linger: timedelta,
+        clock: Callable[[], float] = time.monotonic,
+        watcher: str | None = None,
+    ) -> None:
+        self.ttl, self.linger, self.clock = ttl, linger, clock
+        # 64 random bits (uuid4().hex[:16] had 60), without importing uuid at every cold start
+        self.watcher = watcher or f"worker-{os.urandom(8).hex()}"
+        self._renewed_at: float | None = None
+        self._idle_since: float | None = None
+        self._pause = FIRST_PAUSE
 
     def announcement(self) -> Announcement | None:
         """The announcement to send with the next claim, or None while a recent one holds.

@@ -9,8 +9,6 @@ callers against it, and `pgkick.validation.job_spec` holds the defaults and the 
 the per-job options themselves sit there, at the bottom, beside their checks.
 """
 
-from __future__ import annotations
-
 from typing import TYPE_CHECKING, Any, TypedDict, cast
 
 from pgkick.connections.db import Clock, server_clock
@@ -26,7 +24,7 @@ class CommitOptions(TypedDict, total=False):
     (None: PGKICK_KICKER's kicker) and the clock its SQL takes for now."""
 
     dsn: str | None
-    kicker: Kicker | None
+    kicker: "Kicker | None"
     clock: Clock
 
 
@@ -36,7 +34,7 @@ class ProducerOptions(EnqueueOptions, CommitOptions, total=False):
 
 def where_to_commit(
     options: ProducerOptions | CommitOptions,
-) -> tuple[str | None, Kicker | None, Clock, EnqueueOptions]:
+) -> tuple[str | None, "Kicker | None", Clock, EnqueueOptions]:
     """(dsn, kicker, clock) of a form that commits by itself, and the job's own options."""
     job: dict[str, Any] = dict(options)
     dsn, kicker = job.pop("dsn", None), job.pop("kicker", None)

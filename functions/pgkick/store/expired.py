@@ -6,8 +6,6 @@ its own queue, as pgkick_worker, and looks when the leases still held there expi
 `WorkerStore` and `MaintenanceStore` both inherit these two statements, bound here once.
 """
 
-from __future__ import annotations
-
 from datetime import datetime
 from typing import NamedTuple
 

@@ -8,8 +8,6 @@ queue with a ready job that nobody watches gets a kick, reserved as a producer r
 exit rather than by the daily reaper. `WorkerStore` and `MaintenanceStore` both inherit it.
 """
 
-from __future__ import annotations
-
 from datetime import datetime, timedelta
 from typing import NamedTuple
 

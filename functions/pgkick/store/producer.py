@@ -10,8 +10,6 @@ statement is bound once, as a `Statement` (pgkick.store.statement), so the async
 producer (pgkick.aio) sends exactly what `ProducerStore` sends.
 """
 
-from __future__ import annotations
-
 import logging
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass

@@ -10,8 +10,6 @@ statement and gets its rows back (`drive`). The executors below only carry
 statements to the server, one for each kind of connection, and decide nothing.
 """
 
-from __future__ import annotations
-
 from collections.abc import Generator, Mapping, Sequence
 from typing import Any, LiteralString, NamedTuple
 

@@ -7,8 +7,6 @@ fenced by the attempt like every outcome the worker records: a worker whose leas
 taken over stores nothing.
 """
 
-from __future__ import annotations
-
 from typing import Any, NamedTuple
 
 from pgkick.connections.db import Database

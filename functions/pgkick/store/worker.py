@@ -10,8 +10,6 @@ operators' `pgkick.store.maintenance`'s; the SQL itself lives in `sql/` (bundled
 `pgkick.store.queries`). Connections and execution are `pgkick.connections.db`'s.
 """
 
-from __future__ import annotations
-
 import sys
 from collections.abc import Sequence
 from datetime import datetime, timedelta

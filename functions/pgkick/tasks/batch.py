@@ -26,14 +26,12 @@ while the worker claims again at once, and only after a full claim (more jobs
 are ready): a short or empty claim runs the group immediately.
 """
 
-from __future__ import annotations
-
 import inspect
 import typing
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import timedelta
-from typing import Any
+from typing import Any, NamedTuple
 
 from pgkick import variables
 from pgkick.errors import BatchResultError, InvalidArgument, InvalidArgumentType
@@ -59,8 +57,7 @@ class BatchItem[P]:
         return f"pgkick-{self.id}"
 
 
-@dataclass(frozen=True, slots=True)
-class BatchSpec:
+class BatchSpec(NamedTuple):
     """A batch task as the worker needs it: its function, group size and window."""
 
     fn: Callable[[list[BatchItem[Any]]], Any]

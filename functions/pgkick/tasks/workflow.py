@@ -16,8 +16,6 @@ connected graph: enqueue refuses unlinked parts) and created by the same transac
 (pgkick.store.workflows); a child a node spawns at run time is not a node of it.
 """
 
-from __future__ import annotations
-
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -71,7 +69,7 @@ class AsyncManyJobSink(Protocol):
 class Node:
     """One job of a workflow, as `Workflow.add` returned it: pass it in a later `after=`."""
 
-    workflow: Workflow
+    workflow: "Workflow"
     index: int
     task: str
 

@@ -12,8 +12,6 @@ can never match must fail in the caller's hands, with the field named, and not
 as a row that fails later or runs with different data.
 """
 
-from __future__ import annotations
-
 from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime, timedelta
 from typing import Any, NamedTuple, TypedDict, Unpack

@@ -19,7 +19,6 @@ The reaper runs the same sweep for its wake-ups (`kick=False`: it kicked every r
 from __future__ import annotations
 
 import logging
-from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 
 from pgkick.kick.kickers import Kicker, NoKicker
@@ -29,13 +28,16 @@ from pgkick.store.healing import QueueHealing
 log = logging.getLogger("pgkick.healing")
 
 
-@dataclass
 class Healed:
-    """What a sweep did: the queues kicked, the wake-ups booked, and what failed."""
+    """What a sweep did: the queues kicked, the wake-ups booked, and what failed (a plain
+    class: pgkick.kick.throttle.Backoff says why)."""
 
-    kicked: list[str] = field(default_factory=list)
-    woken: list[str] = field(default_factory=list)
-    failures: int = 0
+    __slots__ = ("failures", "kicked", "woken")
+
+    def __init__(self) -> None:
+        self.kicked: list[str] = []
+        self.woken: list[str] = []
+        self.failures = 0
 
 
 def heal_queues(

@@ -5,11 +5,8 @@ handlers turn the summary into their answer and metrics, without needing the loo
 machinery; the loop (pgkick.worker.loop) re-exports both.
 """
 
-from __future__ import annotations
-
 import random
 from collections.abc import Callable
-from dataclasses import asdict, dataclass
 from datetime import timedelta
 from typing import NamedTuple
 
@@ -18,31 +15,57 @@ from pgkick import config
 CANCEL_CHECK_SECONDS = 2.0  # a cancel reaches a running task within this (pgkick.worker.lease)
 
 
-@dataclass
 class Summary:
-    """What one invocation did: returned by the handler, turned into metrics."""
+    """What one invocation did: returned by the handler, turned into metrics (its counters
+    start at zero; a plain class: pgkick.kick.throttle.Backoff says why)."""
 
-    queue: str
-    claimed: int = 0
-    done: int = 0
-    failed: int = 0
-    retried: int = 0
-    lost: int = 0
-    rescued: int = 0  # expired leases a rescue re-queued before draining
-    wake_failures: int = 0  # retries (and snoozes) whose wake-up could not be booked
-    healed_kicks: int = 0  # other queues found ready and unwatched as it left (kicked)
-    dependant_kicks: int = 0  # other queues kicked for jobs released by this worker's jobs
-    healed_wakes: int = 0  # queues whose earliest future run_at got a wake-up as it left
-    snoozed: int = 0  # back in the queue by pgkick.Snooze, no attempt used
-    continued: int = 0  # back in the queue for a fresh invocation (job.step's time budget)
-    batches: int = 0
-    rekicked: bool = False
-    fanouts: int = 0
-    stopped_because: str = ""
-    duration_ms: int = 0
+    # The answer's keys, in its order (as_dict)
+    __slots__ = (  # noqa: RUF023
+        "queue",
+        "claimed",
+        "done",
+        "failed",
+        "retried",
+        "lost",
+        "rescued",
+        "wake_failures",
+        "healed_kicks",
+        "dependant_kicks",
+        "healed_wakes",
+        "snoozed",
+        "continued",
+        "batches",
+        "rekicked",
+        "fanouts",
+        "stopped_because",
+        "duration_ms",
+    )
+
+    def __init__(self, queue: str) -> None:
+        self.queue = queue
+        self.claimed = 0
+        self.done = 0
+        self.failed = 0
+        self.retried = 0
+        self.lost = 0
+        self.rescued = 0  # expired leases a rescue re-queued before draining
+        self.wake_failures = 0  # retries (and snoozes) whose wake-up could not be booked
+        self.healed_kicks = 0  # other queues found ready and unwatched as it left (kicked)
+        self.dependant_kicks = 0  # other queues kicked for jobs released by this worker's jobs
+        self.healed_wakes = 0  # queues whose earliest future run_at got a wake-up as it left
+        self.snoozed = 0  # back in the queue by pgkick.Snooze, no attempt used
+        self.continued = 0  # back in the queue for a fresh invocation (job.step's time budget)
+        self.batches = 0
+        self.rekicked = False
+        self.fanouts = 0
+        self.stopped_because = ""
+        self.duration_ms = 0
 
     def as_dict(self) -> dict[str, object]:
-        return asdict(self)
+        return {name: getattr(self, name) for name in self.__slots__}
+
+    def __repr__(self) -> str:
+        return f"Summary({self.as_dict()})"
 
 
 class WorkerOptions(NamedTuple):

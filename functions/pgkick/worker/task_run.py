@@ -6,8 +6,6 @@ PermanentError, raised Snooze), and each maps to one write. Keeping that
 mapping here leaves pgkick.worker.loop about batches, leases and kicks.
 """
 
-from __future__ import annotations
-
 import logging
 from collections.abc import Callable
 from typing import Any, NamedTuple
