@@ -27,17 +27,15 @@ from pgkick.config import DEFAULT_SCHEMA, check_schema_name
 
 # One alternation, scanned left to right: whatever is matched first is a whole token, so
 # `pgkick` inside a literal or comment is consumed with it and never seen on its own.
-_TOKENS = re.compile(
-    r"""
+# Compiled at its first use (re's cache): the default schema never rewrites a statement.
+_TOKENS = r"""
       '(?:[^']|'')*'                                  # string literal ('' escapes a quote)
     | "(?:[^"]|"")*"                                  # quoted identifier
     | --[^\n]*                                        # line comment
     | /\*.*?\*/                                       # block comment
     | \$(?P<tag>(?:[A-Za-z_][A-Za-z_0-9]*)?)\$.*?\$(?P=tag)\$  # dollar-quoted body
     | (?<![\w$.])(?P<name>pgkick)(?![\w$])            # the schema, qualified or bare
-    """,
-    re.VERBOSE | re.DOTALL,
-)
+"""
 
 
 def quote(name: str) -> str:
@@ -60,4 +58,4 @@ def qualify(sql: str, schema: str) -> LiteralString:
     def replace(match: re.Match[str]) -> str:
         return target if match["name"] else match[0]
 
-    return _TOKENS.sub(replace, sql)
+    return re.sub(_TOKENS, replace, sql, flags=re.VERBOSE | re.DOTALL)

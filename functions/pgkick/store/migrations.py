@@ -29,12 +29,9 @@ check take any store (the CLI's, a worker's at cold start) and run them on its
 connection, so no role's store carries them.
 """
 
-from __future__ import annotations
-
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
-from typing import Any, LiteralString
+from typing import Any, LiteralString, NamedTuple
 
 from pgkick.connections.db import Database
 from pgkick.connections.qualify import quote
@@ -45,8 +42,10 @@ LATEST_VERSION = queries.MIGRATION_VERSIONS[-1]
 OWN_SCHEMA_VERSION = 6  # 0006_own_schema: moves an older install's tables into the schema
 
 
-@dataclass(frozen=True, slots=True)
-class MigrationReport:
+class MigrationReport(NamedTuple):
+    """What a migration run did: the versions it applied (none if the schema was current)
+    and the schema's version after it."""
+
     applied: list[int]
     version: int
 
@@ -55,7 +54,7 @@ class MigrationStore(Database):
     """The ledger's statements, the schema's creation, the roles' set-up."""
 
     @classmethod
-    def on(cls, db: Database) -> MigrationStore:
+    def on(cls, db: Database) -> "MigrationStore":
         """The migration statements on another store's connection, schema and clock."""
         return db if isinstance(db, MigrationStore) else cls(db.conn, db.clock, schema=db.schema)
 
