@@ -128,6 +128,57 @@ def test_claim_order_times_the_keyed_claim_beside_the_plain_one_chunk_by_chunk(
     ]
 
 
+def test_claim_order_times_each_variant_beside_the_claim_before_0004_chunk_by_chunk(
+    dsn: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Catches a variant's ratio to before 0004 taken against the old claim timed at another
+    moment (seconds apart, the same code read x1.09 to x1.26 over five rounds on the shared
+    machine, x1.12 to x1.17 interleaved): the old claim (its statement, on its schema's
+    table) and the current one (the worker's, on pgkick's) must alternate chunk by chunk,
+    each taking 10, and each round's ratio must be the variant over the old claim beside it."""
+    from pgkick.store.worker import WorkerStore
+    from pgkick_dev import queries as dev_queries
+    from pgkick_dev.bench import claim_order
+
+    scratch.claim(dsn, "bench")
+    sides: list[str] = []
+    real_claim, real_rows = WorkerStore.claim, WorkerStore.rows
+
+    def claim(self: WorkerStore, queue: str, **kwargs: Any) -> Any:
+        sides.append("current")
+        return real_claim(self, queue, **kwargs)
+
+    def rows(self: WorkerStore, statement: str, **params: Any) -> Any:
+        if statement == dev_queries.JOB_CLAIM_BEFORE_GROUPS:
+            sides.append("before")
+        return real_rows(self, statement, **params)
+
+    monkeypatch.setattr(WorkerStore, "claim", claim)
+    monkeypatch.setattr(WorkerStore, "rows", rows)
+    claim_order._before_schema(dsn)
+    before, current = claim_order._beside_before(
+        dsn, backlog=300, cycles=8, chunk=2, priorities=True, groups=10
+    )
+    assert before > 0 and current > 0
+    assert sides == (["before"] * 2 + ["current"] * 4 + ["before"] * 2) * 2
+
+    result = claim_order.run(
+        dsn, backlog=300, cycles=8, rounds=2, keys=10, chunk=2, say=lambda _: None
+    )
+    for name in ("plain", "priorities", "priorities_and_groups"):
+        base = result["before_beside_ms"][name]["values"]
+        variant = result["spread_ms"][name]["values"]
+        assert len(base) == 2 and all(ms > 0 for ms in base)
+        assert result["spread_ratio"][name]["values"] == [
+            round(v / b, 2) for v, b in zip(variant, base, strict=True)
+        ]
+    assert sorted(result["spread_ms"]["before_0004"]["values"]) == sorted(
+        ms
+        for name in ("plain", "priorities", "priorities_and_groups")
+        for ms in result["before_beside_ms"][name]["values"]
+    )
+
+
 def test_producer_targets_read_the_turns_and_the_fastest_peer() -> None:
     """Catches a verdict on the wrong figure: the 0.85x target reads the ratio over the
     alternated turns (not the once-each rates beside it: 1.0 here), the single-enqueue peer

@@ -12,16 +12,19 @@ spread over -5..5, and with priorities and half the jobs in interleaved groups
 (1,000 groups, so a batch of 10 finds 10 heads among its first candidates); and (issue 33)
 every job keyed over 1,000 keys in a queue with a rate per key and a concurrency of 2 per
 key (the round-robin claim of migration 0014), reported against the plain claim
-(`keyed_vs_plain`, target <= 1.3). That pair is measured side by side in one table: the
-keyed backlog in queue default and a plain backlog of the same size in queue plain, their
-cycles interleaved in chunks of `chunk` (each side timed over the same stretch of the shared
-machine's load; a variant run after another, two seconds apart, saw ratios from x0.4 to
-x4.0 within one run there), the ratio taken over each round's chunks.
+(`keyed_vs_plain`, target <= 1.3).
+
+Every ratio is taken between two claims timed side by side: each variant beside the claim
+before 0004 (both backlogs filled, one connection each), the keyed claim beside a plain
+backlog of the same size in another queue of its table; their cycles interleaved in chunks
+of `chunk`, so each side is timed over the same stretch of the shared machine's load. Timed
+one after the other, seconds apart, the same code's ratio to before 0004 read x1.09 to
+x1.26 over five rounds (x1.12 to x1.17 interleaved), and a keyed variant x0.4 to x4.0.
 
 Each figure is ms per claim-of-10 + complete, one connection, `cycles` cycles,
 so the backlog stays within 20% of its size throughout. `rounds` rounds run every
-variant in turn; a ratio is taken within a round (drift on the shared machine hits
-both sides alike) and reported as the median of the rounds and their spread.
+pair in turn; a ratio is taken within a pair and reported as the median of the rounds and
+their spread.
 """
 
 from __future__ import annotations
@@ -68,6 +71,21 @@ def _cycle_cost(store: WorkerStore, claim: Callable[[], list[Any]], cycles: int)
     return (time.perf_counter() - started) * 1000 / cycles
 
 
+type Side = tuple[WorkerStore, Callable[[], list[Any]]]
+
+
+def _interleaved(first: Side, second: Side, cycles: int, chunk: int) -> tuple[float, float]:
+    """ms per cycle of each side, their cycles interleaved chunk by chunk (each chunk
+    pair starting with the other side than the last): both timed over the same stretch."""
+    spent = [0.0, 0.0]
+    for n, start in enumerate(range(0, cycles, chunk)):
+        size = min(chunk, cycles - start)
+        for i in (0, 1) if n % 2 == 0 else (1, 0):
+            store, claim = (first, second)[i]
+            spent[i] += size * _cycle_cost(store, claim, size)
+    return spent[0] / cycles, spent[1] / cycles
+
+
 def _fill_current(dsn: str, backlog: int, priorities: bool, groups: int) -> None:
     with WorkerStore.open(dsn, application_name="pgkick-bench") as db:
         db.execute(dev_queries.JOB_TRUNCATE_ALL)
@@ -81,10 +99,33 @@ def _fill_current(dsn: str, backlog: int, priorities: bool, groups: int) -> None
         db.execute(dev_queries.JOB_TABLE_ANALYZE)
 
 
-def _current(dsn: str, backlog: int, cycles: int, priorities: bool, groups: int) -> float:
+def _fill_before(store: WorkerStore, backlog: int) -> None:
+    # Every statement, the completions too, rewritten for that schema (pgkick.connections.qualify).
+    store.execute(dev_queries.JOB_TRUNCATE_ALL)
+    store.execute(dev_queries.JOB_BACKLOG_FILL_BEFORE_GROUPS, count=backlog)
+    store.execute(dev_queries.JOB_TABLE_ANALYZE)
+
+
+def _beside_before(
+    dsn: str, backlog: int, cycles: int, chunk: int, priorities: bool, groups: int
+) -> tuple[float, float]:
+    """The current claim of a backlog (plain, with priorities, with groups) and the claim
+    before 0004 beside it: ms per cycle of each, (before, current), interleaved."""
     _fill_current(dsn, backlog, priorities, groups)
-    with WorkerStore.open(dsn, application_name="pgkick-bench") as store:
-        return _cycle_cost(store, lambda: store.claim("default", batch=10, lease=LEASE), cycles)
+    with (
+        WorkerStore.open(dsn, schema=BEFORE, application_name="pgkick-bench") as before,
+        WorkerStore.open(dsn, application_name="pgkick-bench") as current,
+    ):
+        _fill_before(before, backlog)
+
+        def claim_before() -> list[Any]:
+            rows = before.rows(
+                dev_queries.JOB_CLAIM_BEFORE_GROUPS, queue="default", batch=10, lease=LEASE
+            )
+            return [ClaimedJob(*row) for row in rows]
+
+        claim_current = partial(current.claim, "default", batch=10, lease=LEASE)
+        return _interleaved((before, claim_before), (current, claim_current), cycles, chunk)
 
 
 def _keyed_beside_plain(
@@ -105,34 +146,14 @@ def _keyed_beside_plain(
     with OperatorStore.open(dsn, application_name="pgkick-bench") as operator:
         flow.set_queue_rate(operator, "default", 1_000_000, timedelta(days=1))
         flow.set_queue_concurrency(operator, "default", 2)
-    spent = {"default": 0.0, BESIDE: 0.0}
     try:
         with WorkerStore.open(dsn, application_name="pgkick-bench") as store:
-            for n, start in enumerate(range(0, cycles, chunk)):
-                size = min(chunk, cycles - start)
-                for queue in ("default", BESIDE) if n % 2 == 0 else (BESIDE, "default"):
-                    claim = partial(store.claim, queue, batch=10, lease=LEASE)
-                    spent[queue] += size * _cycle_cost(store, claim, size)
+            keyed = partial(store.claim, "default", batch=10, lease=LEASE)
+            plain = partial(store.claim, BESIDE, batch=10, lease=LEASE)
+            return _interleaved((store, keyed), (store, plain), cycles, chunk)
     finally:
         with WorkerStore.open(dsn, application_name="pgkick-bench") as db:
             db.execute(dev_queries.QUEUE_LIMITS_CLEAR_ALL)
-    return spent["default"] / cycles, spent[BESIDE] / cycles
-
-
-def _before(dsn: str, backlog: int, cycles: int) -> float:
-    # Every statement, the completions too, rewritten for that schema (pgkick.connections.qualify).
-    with WorkerStore.open(dsn, schema=BEFORE, application_name="pgkick-bench") as store:
-        store.execute(dev_queries.JOB_TRUNCATE_ALL)
-        store.execute(dev_queries.JOB_BACKLOG_FILL_BEFORE_GROUPS, count=backlog)
-        store.execute(dev_queries.JOB_TABLE_ANALYZE)
-
-        def claim() -> list[Any]:
-            rows = store.rows(
-                dev_queries.JOB_CLAIM_BEFORE_GROUPS, queue="default", batch=10, lease=LEASE
-            )
-            return [ClaimedJob(*row) for row in rows]
-
-        return _cycle_cost(store, claim, cycles)
 
 
 def run(
@@ -146,42 +167,39 @@ def run(
     say: Callable[[str], None] = print,
 ) -> dict[str, Any]:
     """ms per claim + complete for each variant, and each variant's ratio to the claim before
-    0004: medians of the rounds, with every round's figures; and the keyed claim's ratio to
-    the plain claim measured beside it."""
+    0004 beside it: medians of the rounds, with every round's figures; and the keyed claim's
+    ratio to the plain claim beside it."""
     _before_schema(dsn)
     measured: dict[str, list[float]] = {}
-    beside: list[float] = []  # the plain claim's ms, measured beside the keyed one
-
-    def keyed() -> float:
-        keyed_ms, plain_ms = _keyed_beside_plain(dsn, backlog, cycles, keys, chunk)
-        beside.append(round(plain_ms, 3))
-        return keyed_ms
-
-    variants: dict[str, Callable[[], float]] = {
-        "before_0004": lambda: _before(dsn, backlog, cycles),
-        "plain": lambda: _current(dsn, backlog, cycles, False, 0),
-        "priorities": lambda: _current(dsn, backlog, cycles, True, 0),
-        "priorities_and_groups": lambda: _current(dsn, backlog, cycles, True, 1_000),
-        "rate_and_concurrency_per_key": keyed,
+    ratios: dict[str, list[float]] = {}
+    # each pair's base, round by round: the claim before 0004's ms (for the keyed claim, the
+    # plain claim's beside it)
+    before: dict[str, list[float]] = {}
+    pairs: dict[str, Callable[[], tuple[float, float]]] = {
+        "plain": partial(_beside_before, dsn, backlog, cycles, chunk, False, 0),
+        "priorities": partial(_beside_before, dsn, backlog, cycles, chunk, True, 0),
+        "priorities_and_groups": partial(_beside_before, dsn, backlog, cycles, chunk, True, 1_000),
+        # (plain, keyed): the plain claim is this pair's base
+        "rate_and_concurrency_per_key": lambda: _keyed_beside_plain(
+            dsn, backlog, cycles, keys, chunk
+        )[::-1],
     }
     try:
         for _ in range(rounds):
-            for name, measure in variants.items():
-                measured.setdefault(name, []).append(round(measure(), 3))
+            for name, measure in pairs.items():
+                base_ms, variant_ms = (round(ms, 3) for ms in measure())
+                measured.setdefault(name, []).append(variant_ms)
+                before.setdefault(name, []).append(base_ms)
+                ratios.setdefault(name, []).append(round(variant_ms / base_ms, 2))
     finally:
         with WorkerStore.open(dsn, application_name="pgkick-bench") as db:
             db.execute(dev_queries.BENCH_SCHEMA_DROP)
             db.execute(dev_queries.JOB_TRUNCATE_ALL)
-    base = measured["before_0004"]
-    ratios = {
-        name: [round(v / b, 2) for v, b in zip(values, base, strict=True)]
-        for name, values in measured.items()
-        if name != "before_0004"
-    }
-    keyed_ratios = [
-        round(k / p, 2)
-        for k, p in zip(measured["rate_and_concurrency_per_key"], beside, strict=True)
-    ]
+    keyed = "rate_and_concurrency_per_key"
+    beside = before.pop(keyed)  # the plain claim's ms, measured beside the keyed one
+    keyed_ratios = ratios.pop(keyed)
+    # the claim before 0004, every pair's figure (variant by variant, round by round)
+    measured["before_0004"] = [ms for values in before.values() for ms in values]
     result = {
         "backlog": backlog,
         "keys": keys,
@@ -190,6 +208,7 @@ def run(
         "keyed_vs_plain": spread(keyed_ratios)["median"],
         "spread_keyed_vs_plain": spread(keyed_ratios),
         "plain_beside_keyed_ms": spread(beside),
+        "before_beside_ms": {name: spread(values) for name, values in before.items()},
         "chunk": chunk,
         "cycles": cycles,
         "rounds": rounds,

@@ -194,7 +194,8 @@ def _once(results: dict[str, Any]) -> list[list[Any]]:
         rows.append(
             [
                 f"claim + complete at a {order['backlog']:,}-job backlog (median of "
-                f"{order.get('rounds', 1)} rounds; ratio to before 0004 within each round): "
+                f"{order.get('rounds', 1)} rounds; each beside the claim before 0004, chunks "
+                "interleaved; ratio within each round): "
                 "before 0004, plain, priorities, priorities and groups",
                 f"{costs['before_0004']}, {costs['plain']} ({ratio_of('plain')}), "
                 f"{costs['priorities']} ({ratio_of('priorities')}), "
