@@ -75,8 +75,8 @@ type Side = tuple[WorkerStore, Callable[[], list[Any]]]
 
 
 def _interleaved(first: Side, second: Side, cycles: int, chunk: int) -> tuple[float, float]:
-    """ms per cycle of each side, their cycles interleaved chunk by chunk (each chunk
-    pair starting with the other side than the last): both timed over the same stretch."""
+    """ms per cycle of each side, their cycles interleaved chunk by chunk, the sides taking
+    turns to go first in each pair of chunks: both timed over the same stretch of load."""
     spent = [0.0, 0.0]
     for n, start in enumerate(range(0, cycles, chunk)):
         size = min(chunk, cycles - start)
