@@ -1,4 +1,4 @@
--- queue_overview: Per queue with queued, running or failed jobs or a running limit: jobs ready now, jobs queued for later, running and failed jobs, the oldest ready job's age and the limit; read from the partial indexes of queued, running and failed jobs, never the finished history (the dashboard's queues).
+-- queue_overview: Per queue with queued, running or failed jobs or a row of limits: jobs ready now, jobs queued for later, running and failed jobs, the oldest ready job's age, its limits (running, rate per period, concurrency per key) and whether it is paused; read from the partial indexes of queued, running and failed jobs, never the finished history (the dashboard's queues).
 WITH queued AS (
   SELECT queue,
          count(*) FILTER (WHERE run_at <= coalesce(%(now)s::timestamptz, now())) AS ready,
@@ -24,7 +24,11 @@ SELECT n.queue,
        coalesce(f.failed, 0) AS failed,
        extract(epoch FROM coalesce(%(now)s::timestamptz, now()) - q.oldest_ready)
          AS oldest_ready_seconds,
-       l.max_running
+       l.max_running,
+       l.rate_limit,
+       extract(epoch FROM l.rate_period)::float8 AS rate_period_seconds,
+       l.concurrency,
+       coalesce(l.paused, false) AS paused
 FROM names n
 LEFT JOIN queued q ON q.queue = n.queue
 LEFT JOIN running r ON r.queue = n.queue

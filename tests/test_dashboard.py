@@ -80,14 +80,22 @@ def test_overview_shows_queues_limits_and_schedules(
     monkeypatch.setattr("pgkick_dev.ui.pages.periodic_registry", declared)
     with psycopg.connect(dsn, autocommit=True) as conn:
         conn.execute("INSERT INTO pgkick.queue_limits VALUES ('money', 3)")
+        conn.execute(
+            "INSERT INTO pgkick.queue_limits (queue, rate_limit, rate_period, concurrency, paused)"
+            " VALUES ('held', 10, '1 minute', 2, true)"
+        )
         conn.execute("INSERT INTO pgkick.periodic_ticks VALUES ('nightly', '2026-01-02 03:00Z')")
     page = ui.get("/").text
     rows = re.findall(r"<tr>\s*<td><a href=\"/jobs\?queue=(\w+)\">.*?</tr>", page, re.S)
-    assert rows == ["default", "money"]
+    assert rows == ["default", "held", "money"]
     money = page[page.index("/jobs?queue=money") :]
     cells = re.findall(r'<td class="num">(?:<a [^>]*>)?(\d+)', money)[:4]
     assert cells == ["1", "0", "1", "1"]  # ready, later, running, failed
     assert "1 of 3 running" in money
+    held = page[page.index("/jobs?queue=held") : page.index("/jobs?queue=money")]
+    assert "10 starts per 1 min per rate key; 2 running per group key" in held
+    paused = re.findall(r"<td>(?:<strong[^>]*>|<span[^>]*>)(yes|no)<", page)
+    assert paused == ["no", "yes", "no"]  # default, held (pgkick pause), money
     now = datetime.now(UTC)
     tomorrow = now.replace(hour=3, minute=0, second=0, microsecond=0)
     tomorrow += timedelta(days=1) if tomorrow <= now else timedelta(0)

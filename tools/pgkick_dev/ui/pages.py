@@ -39,6 +39,27 @@ def age(seconds: float | None) -> str:
     return f"{seconds:.1f} s"
 
 
+def limits(queue: dict[str, Any]) -> list[str]:
+    """A queue's limits as the overview says them (`pgkick limit`): running, rate, per key."""
+    said = []
+    if queue["max_running"]:
+        said.append(f"{queue['running']} of {queue['max_running']} running")
+    if queue["rate_limit"]:
+        every = period(queue["rate_period_seconds"])
+        said.append(f"{queue['rate_limit']} starts per {every} per rate key")
+    if queue["concurrency"]:
+        said.append(f"{queue['concurrency']} running per group key")
+    return said
+
+
+def period(seconds: float) -> str:
+    """A rate's period in the unit it was most likely given in (10/1m reads "1 min")."""
+    for unit, size in (("d", 86400), ("h", 3600), ("min", 60)):
+        if seconds >= size and seconds % size == 0:
+            return f"{seconds // size:.0f} {unit}"
+    return f"{seconds:g} s"
+
+
 def overview(request: Request) -> Response:
     settings = settings_of(request)
     with settings.reader() as reader:
@@ -64,6 +85,7 @@ def overview(request: Request) -> Response:
         )
     for queue in queues:
         queue["oldest_ready"] = age(queue["oldest_ready_seconds"])
+        queue["limits"] = limits(queue)
     return render(
         request,
         "overview.html",
