@@ -70,6 +70,19 @@ def test_a_misspelt_task_is_refused(pgkick_inline):
         pgkick.enqueue_and_kick({}, task="plugin_send_reciept")
 
 
+def test_the_apps_own_connection_from_database_url_commits_in_the_tests_database(
+    pgkick_inline, pgkick_dsn
+):
+    import os
+    import psycopg
+    assert os.environ["DATABASE_URL"] == pgkick_dsn
+    with psycopg.connect(os.environ["DATABASE_URL"]) as conn:
+        with pgkick.transaction(conn) as jobs:
+            jobs.enqueue({"order": 9}, task="plugin_send_receipt", queue="mail")
+    assert shop.SENT[-1] == {"order": 9}
+    pgkick_inline.assert_enqueued(shop.send_receipt, payload={"order": 9})
+
+
 def test_without_fixtures_nothing_changes():
     import os
     assert "DATABASE_URL" not in os.environ
@@ -81,7 +94,9 @@ def test_an_apps_suite_gets_an_isolated_migrated_database_per_test(
 ) -> None:
     """Catches: no fixtures shipped (the README's snippet used the suite's own dsn/conn),
     a job one test left behind seen by the next one's enqueued()/drain(), fixture names
-    clashing with an app's own (`dsn`), and a misspelt task enqueued under the plugin."""
+    clashing with an app's own (`dsn`), a misspelt task enqueued under the plugin, and
+    DATABASE_URL left naming another database while the modes run (an app opening its
+    own connection from it committed elsewhere), or still set after the test."""
     (tmp_path / "shop.py").write_text(SHOP)
     (tmp_path / "test_shop.py").write_text(APP_TESTS)
     env = {
@@ -98,7 +113,7 @@ def test_an_apps_suite_gets_an_isolated_migrated_database_per_test(
         timeout=300,
     )
     assert done.returncode == 0, done.stdout[-4000:] + done.stderr[-2000:]
-    assert "5 passed" in done.stdout
+    assert "6 passed" in done.stdout
 
 
 def test_modes_on_an_unmigrated_database_say_to_migrate(empty_dsn: str) -> None:

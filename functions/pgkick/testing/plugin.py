@@ -78,18 +78,27 @@ def _tasks_loaded() -> None:
     registry.load(config.task_modules())
 
 
+def _pointed_at(monkeypatch: pytest.MonkeyPatch, dsn: str) -> None:
+    """DATABASE_URL names the test's database while the test runs: the modes change only
+    pgkick's own settings (`config.overriding`), and an app that opens its connection from
+    os.environ["DATABASE_URL"] (for `pgkick.transaction(conn)`) must commit there too."""
+    monkeypatch.setenv("DATABASE_URL", dsn)
+
+
 @pytest.fixture
-def pgkick_inline(pgkick_dsn: str) -> Iterator[TestQueue]:
+def pgkick_inline(pgkick_dsn: str, monkeypatch: pytest.MonkeyPatch) -> Iterator[TestQueue]:
     """Each kick drains its queue in this process right after the commit (pgkick.testing's
     inline mode): assert on what ran, and on what was enqueued."""
     _tasks_loaded()
+    _pointed_at(monkeypatch, pgkick_dsn)
     with inline(pgkick_dsn) as jobs:
         yield jobs
 
 
 @pytest.fixture
-def pgkick_manual(pgkick_dsn: str) -> Iterator[TestQueue]:
+def pgkick_manual(pgkick_dsn: str, monkeypatch: pytest.MonkeyPatch) -> Iterator[TestQueue]:
     """Jobs stay queued until `drain()` (pgkick.testing's manual mode)."""
     _tasks_loaded()
+    _pointed_at(monkeypatch, pgkick_dsn)
     with manual(pgkick_dsn) as jobs:
         yield jobs
