@@ -14,7 +14,7 @@ import pytest
 from pgkick import config
 from pgkick.errors import ConfigError
 from pgkick.kick import default as kickers
-from pgkick.kick.kickers import NoKicker
+from pgkick.kick.kickers import NoKicker, kick_event
 from pgkick.producer import enqueue as producer
 from pgkick.tasks.registry import Registry
 from pgkick.worker.loop import Worker, WorkerOptions
@@ -73,6 +73,7 @@ class RecordingKicker:
         self.wakes: list[datetime] = []
 
     def kick(self, queue: str, reason: str, *, hop: int = 0) -> None:
+        kick_event(queue, reason, hop)  # a reason no worker accepts fails the test
         self.kicks.append(queue)
 
     def wake_at(self, queue: str, when: datetime) -> None:

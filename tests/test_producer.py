@@ -10,6 +10,7 @@ import psycopg
 import pytest
 
 from pgkick.connections.db import server_clock
+from pgkick.kick.kickers import kick_event
 from pgkick.kick.lambda_kicker import LambdaKicker
 from pgkick.producer import enqueue as producer
 from pgkick.producer.plan import job_specs
@@ -28,7 +29,8 @@ class RecordingKicker:
         self.fail = fail
 
     def kick(self, queue: str, reason: str, *, hop: int = 0) -> None:
-        if self.fail:
+        kick_event(queue, reason, hop)  # a reason no worker accepts fails the test, as it
+        if self.fail:  # would make a real kicker's event refused
             raise ConnectionError("Lambda endpoint unreachable")
         self.kicks.append((queue, reason))
 

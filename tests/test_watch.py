@@ -13,7 +13,7 @@ from typing import Any
 import psycopg
 import pytest
 
-from pgkick.kick.kickers import NoKicker
+from pgkick.kick.kickers import NoKicker, kick_event
 from pgkick.kick.watch import claims_while_lingering
 from pgkick.producer import enqueue as producer
 from pgkick.store import queries
@@ -36,6 +36,7 @@ class RecordingKicker:
         self.wakes: list[str] = []
 
     def kick(self, queue: str, reason: str, *, hop: int = 0) -> None:
+        kick_event(queue, reason, hop)  # a reason no worker accepts fails the test
         self.kicks.append((queue, reason, hop))
 
     def wake_at(self, queue: str, when: Any) -> None:

@@ -202,7 +202,7 @@ def cmd_resume(args: argparse.Namespace) -> dict[str, Any]:
     with database.operator_store(args) as store:
         flow.resume_queue(store, args.queue)
     try:
-        kicker.kick(args.queue, "resume")
+        kicker.kick(args.queue, "manual")  # an operator's kick, as `pgkick kick`
     except Exception as exc:  # resumed all the same: the next enqueue, sweep or reaper kicks
         log.warning("could not kick queue %s after resuming it (%s)", args.queue, exc)
         return {"resumed": args.queue, "kicked": False}

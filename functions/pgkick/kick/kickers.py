@@ -65,7 +65,13 @@ class NoKicker:
 
 
 def kick_event(queue: str, reason: str, hop: int = 0) -> dict[str, Any]:
-    """The whole of a kick's payload: never the job itself. Hop 0 is left out."""
+    """The whole of a kick's payload: never the job itself. Hop 0 is left out.
+
+    A reason the worker would refuse (`parse_kick_event`) raises here, in the caller's
+    hands and its tests: sent, it would cost an invocation that runs nothing (`pgkick
+    resume` kicked with "resume", which no worker accepted)."""
+    if reason not in REASONS:
+        raise ValueError(f"kick reason {reason!r} is not one a worker accepts: {sorted(REASONS)}")
     event: dict[str, Any] = {"queue": queue, "reason": reason}
     if hop:
         event["hop"] = hop
