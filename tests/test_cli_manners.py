@@ -127,3 +127,24 @@ def test_a_tool_command_without_the_tooling_says_how_to_get_it(
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "invalid choice" not in err
     assert "pgkick-dev" in err and "docs/getting-started/install.md" in err
+
+
+@pytest.mark.parametrize("command", [["jobs", "--json"], ["jobs"], ["status", "--json"]])
+def test_output_into_a_closed_pipe_ends_quietly(dsn: str, command: list[str]) -> None:
+    """Catches `pgkick jobs --json | head -c 300` ending in a BrokenPipeError traceback:
+    the reader left, as `head` does, and the command printed on."""
+    with JobStore.open(dsn) as store:
+        seed(store, 3)
+    read, write = os.pipe()
+    os.close(read)  # the reader is gone before the first line
+    try:
+        done = subprocess.run(
+            [str(Path(sys.executable).parent / "pgkick"), *command, "--dsn", dsn],
+            stdout=write,
+            stderr=subprocess.PIPE,
+            text=True,
+            timeout=120,
+        )
+    finally:
+        os.close(write)
+    assert done.returncode == 1 and done.stderr == "", done.stderr

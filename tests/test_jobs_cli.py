@@ -199,6 +199,41 @@ def test_enqueue_wait_fails_with_the_jobs_error(dsn: str) -> None:
     assert "PermanentError: card declined" in last and "see `pgkick job " in last
 
 
+def test_enqueue_wait_says_at_once_that_a_run_failed_and_is_retried(dsn: str) -> None:
+    """`pgkick enqueue` of a job whose first run raises (retried with backoff, as a task
+    name the worker does not know is): the command says so as soon as the retry is booked,
+    with the error, and exits 1, where it waited its whole 60 s and printed `status: queued`
+    with exit 0."""
+    env = {
+        **os.environ,
+        "PGKICK_KICKER": "local",
+        "PGKICK_TASKS": "pgkick_dev.tasks",
+        "DATABASE_URL": dsn,
+    }
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pgkick.cli.main",
+            "enqueue",
+            "flaky",
+            "--payload",
+            '{"fail_times": 3}',
+        ],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert done.returncode == 1, (done.stdout, done.stderr)
+    last = done.stderr.strip().splitlines()[-1]
+    assert re.match(
+        r"pgkick enqueue: job \d+ failed attempt 1 of 5, retried at \d\d:\d\d:\d\d UTC: ", last
+    )
+    assert "flaky: failing attempt 1 on purpose" in last and "see `pgkick job " in last, last
+
+
 MILLION = """
 INSERT INTO pgkick.jobs (task, queue, payload, status, attempts, unique_key, group_key,
                          locked_until, finished_at, last_error)

@@ -149,6 +149,18 @@ class JobFailed(PgkickError, RuntimeError):
         self.error = error
 
 
+class JobRetried(JobFailed):
+    """A run of the job failed and a retry is booked (`pgkick enqueue` waiting for its job
+    says so at once, rather than waiting out the retries' backoff)."""
+
+    def __init__(self, job_id: int, error: str | None, attempt: int, of: int, at: str) -> None:
+        PgkickError.__init__(
+            self, f"job {job_id} failed attempt {attempt} of {of}, retried at {at}: {error}"
+        )
+        self.job_id = job_id
+        self.error = error
+
+
 class JobNotFound(PgkickError, LookupError):
     """No job has that id (never enqueued, or purged after its retention)."""
 

@@ -12,7 +12,9 @@ import contextlib
 import json
 import os
 import sys
+import time
 from collections.abc import Callable, Sequence
+from datetime import UTC
 from importlib.metadata import entry_points
 from typing import Any
 
@@ -26,12 +28,12 @@ from pgkick.cli.types import schema_name, wait_seconds
 from pgkick.cli.workflow import add_workflow_command
 from pgkick.connections.db import DatabaseError
 from pgkick.connections.redact import redact
-from pgkick.errors import JobFailed, PgkickError, UsageError
+from pgkick.errors import JobFailed, JobRetried, PgkickError, UsageError
 from pgkick.kick.default import default_kicker
 from pgkick.producer import after_commit
 from pgkick.producer import enqueue as producer
 from pgkick.store import migrations as schema
-from pgkick.tasks import results
+from pgkick.store.operator import OperatorStore
 from pgkick.tasks.registry import registry
 from pgkick.validation import check_name
 
@@ -95,26 +97,48 @@ def cmd_enqueue(args: argparse.Namespace) -> dict[str, Any]:
         )
         # Committed: from here nothing may fail the command (a retry would enqueue twice).
         after_commit.kick_committed(enqueuer.queued, kicker, lambda: contextlib.nullcontext(store))
-        wait = args.wait if args.wait is not None else _local_wait(kicker)
-        if wait and enqueuer.queued:  # lets the job run before we answer (its own statement)
-            with contextlib.suppress(TimeoutError, PgkickError):  # then read its row below
-                results.wait(job_id, timeout=wait, dsn=database.dsn(args))
         if not enqueuer.queued:  # a live job holds its unique key: nothing was written
             return {"id": job_id, "duplicate": True}
         (job,) = enqueuer.queued  # what the insert returned: pgkick_producer may read only this
         result = {"id": job_id, "queue": job.queue, "run_at": job.run_at.isoformat()}
-        try:
-            (row,) = store.get_many([job_id])
-            result["status"] = row["status"]
+        wait = args.wait if args.wait is not None else _local_wait(kicker)
+        try:  # lets the job run before we answer
+            row = _run_ended(store, job_id, wait)
         except DatabaseError:  # a producer role may not read status: leave it out
             return result
+        if row is None:  # gone already (purged): nothing more to say
+            return result
+        result["status"] = row["status"]
+    error = f"{row['last_error'] or 'no error recorded'}"
+    seeing = f"see `pgkick job {job_id}`"
     if row["status"] == "failed":  # it ran while we waited, and failed: say why, exit non-zero
         raise JobFailed(
-            job_id,
-            f"{row['last_error'] or 'no error recorded'} (after {row['attempts']} of "
-            f"{row['max_attempts']} attempts; see `pgkick job {job_id}`)",
+            job_id, f"{error} (after {row['attempts']} of {row['max_attempts']} attempts; {seeing})"
         )
+    if _retried(row):  # a run failed and a retry waits its backoff: said now, not after it
+        at = row["run_at"].astimezone(UTC).strftime("%H:%M:%S UTC")
+        raise JobRetried(job_id, f"{error} ({seeing})", row["attempts"], row["max_attempts"], at)
     return result
+
+
+def _run_ended(store: OperatorStore, job_id: int, timeout: float) -> dict[str, Any] | None:
+    """The job's row once a run of it has ended (done, failed, or queued again after a
+    failed attempt), or as it is after `timeout` seconds; looks again after pauses growing
+    from 50 ms to 1 s, on the command's own connection."""
+    deadline = time.monotonic() + timeout
+    pause = 0.05
+    while True:
+        rows = store.get_many([job_id])
+        left = deadline - time.monotonic()
+        if not rows or rows[0]["status"] in ("done", "failed") or _retried(rows[0]) or left <= 0:
+            return rows[0] if rows else None
+        time.sleep(min(pause, left))
+        pause = min(pause * 2, 1.0)
+
+
+def _retried(row: dict[str, Any]) -> bool:
+    """Queued again after a failed attempt (a task that raised, a lost lease)."""
+    return row["status"] == "queued" and row["attempts"] > 0 and row["last_error"] is not None
 
 
 def _print(result: dict[str, Any], as_json: bool) -> None:
@@ -193,6 +217,18 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    """Run one command; its exit status. A reader that left (`pgkick jobs | head`) ends the
+    output quietly, as Python's own documentation advises (SIGPIPE is ignored in Python)."""
+    try:
+        code = _run(argv)
+        sys.stdout.flush()  # inside: a closed pipe raises here, not at the interpreter's exit
+    except BrokenPipeError:
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 1
+    return code
+
+
+def _run(argv: Sequence[str] | None) -> int:
     # As `python -m` does: the app's folder is importable, so PGKICK_TASKS=myapp.tasks is
     # found when the command runs from the folder that holds myapp (the console script
     # puts only its own bin/ folder on the path).
