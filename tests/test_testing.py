@@ -88,7 +88,7 @@ def test_manual_keeps_jobs_queued_until_drain(dsn: str, conn: psycopg.Connection
 def test_a_task_error_fails_the_test_after_the_worker_recorded_it(dsn: str) -> None:
     """Catches: a task's exception swallowed (the worker turns it into a retry, so the test
     would pass), or raised before the worker recorded the attempt (the row would differ
-    from production)."""
+    from production), and its retry's wake-up listed twice in `wakes`."""
     tasks = Registry()
 
     @tasks.task("broken")
@@ -102,6 +102,9 @@ def test_a_task_error_fails_the_test_after_the_worker_recorded_it(dsn: str) -> N
     assert (row["status"], row["attempts"]) == ("queued", 1)  # a retry booked, as in prod
     assert "KeyError" in str(row["last_error"])
     assert len(jobs.errors) == 1
+    # its retry's wake-up, listed once: the worker's retry and its sweep on leaving both
+    # book it, one schedule on AWS (named by queue and minute), one entry here
+    assert jobs.wakes == [("default", row["run_at"])]
 
 
 def test_a_task_taking_the_job_gets_its_real_context_under_testing(dsn: str) -> None:
