@@ -6,6 +6,7 @@ sync` without AWS settings, `limit Q 0` not pointing at --clear, Python reprs in
 from __future__ import annotations
 
 import argparse
+import asyncio
 import json
 import os
 import subprocess
@@ -148,3 +149,21 @@ def test_output_into_a_closed_pipe_ends_quietly(dsn: str, command: list[str]) ->
     finally:
         os.close(write)
     assert done.returncode == 1 and done.stderr == "", done.stderr
+
+
+@pytest.mark.parametrize(
+    "dsn", ["localhost:5432/shop", "postgresql://app:s3cret@db/shop?nonsense=1"]
+)
+def test_a_malformed_dsn_is_said_with_the_forms_it_takes(dsn: str) -> None:
+    """Catches a DSN libpq cannot parse reported in libpq's words alone (`missing "=" after
+    "localhost:5432/shop"`), by the sync and the asyncio connections alike, and with no
+    password in the message."""
+    from pgkick.connections.db import connect, connect_producer_async
+    from pgkick.errors import DatabaseUnavailable
+
+    for opening in (lambda: connect(dsn), lambda: asyncio.run(connect_producer_async(dsn, "t"))):
+        with pytest.raises(DatabaseUnavailable) as failure:
+            opening()
+        said = str(failure.value)
+        assert said.startswith("cannot connect to PostgreSQL: malformed DSN: "), said
+        assert "postgresql://user:password@host:5432/dbname" in said and "s3cret" not in said

@@ -83,10 +83,18 @@ def connect(
                 ) from None
             time.sleep(retry_delay * 2**attempt)
         except psycopg.Error as exc:  # a DSN libpq cannot parse: no retry will help
-            raise DatabaseUnavailable(
-                f"cannot connect to PostgreSQL: malformed DSN: {redact(_one_line(exc), [dsn])}"
-            ) from None
+            raise _malformed(exc, dsn) from None
     raise AssertionError("unreachable")
+
+
+def _malformed(exc: psycopg.Error, dsn: str) -> DatabaseUnavailable:
+    """A DSN libpq cannot parse, said with the two forms it takes (libpq's own words name
+    only what it stumbled on: `missing "=" after "localhost:5432/db"`)."""
+    return DatabaseUnavailable(
+        f"cannot connect to PostgreSQL: malformed DSN: {redact(_one_line(exc), [dsn])}; give "
+        "a URL postgresql://user:password@host:5432/dbname or key=value pairs "
+        "(host=... port=... dbname=... user=...)"
+    )
 
 
 class Database:
@@ -257,10 +265,12 @@ async def connect_producer_async(dsn: str, application_name: str) -> AsyncConnec
             connect_timeout=5,
             application_name=application_name,
         )
-    except psycopg.Error as exc:
+    except psycopg.OperationalError as exc:
         raise DatabaseUnavailable(
             f"cannot connect to PostgreSQL: {redact(_one_line(exc), [dsn])}"
         ) from None
+    except psycopg.Error as exc:  # a DSN libpq cannot parse
+        raise _malformed(exc, dsn) from None
 
 
 async def execute_async(

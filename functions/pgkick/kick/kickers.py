@@ -18,7 +18,7 @@ from collections.abc import Callable, Mapping
 from datetime import UTC, datetime, timedelta
 from typing import Any, NamedTuple, Protocol
 
-from pgkick.errors import BadEvent
+from pgkick.errors import BadEvent, InvalidArgument
 from pgkick.validation import check_name
 
 log = logging.getLogger("pgkick.kick")
@@ -71,7 +71,9 @@ def kick_event(queue: str, reason: str, hop: int = 0) -> dict[str, Any]:
     hands and its tests: sent, it would cost an invocation that runs nothing (`pgkick
     resume` kicked with "resume", which no worker accepted)."""
     if reason not in REASONS:
-        raise ValueError(f"kick reason {reason!r} is not one a worker accepts: {sorted(REASONS)}")
+        raise InvalidArgument(
+            f"kick reason {reason!r} is not one a worker accepts: {sorted(REASONS)}"
+        )
     event: dict[str, Any] = {"queue": queue, "reason": reason}
     if hop:
         event["hop"] = hop
