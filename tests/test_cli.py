@@ -6,7 +6,7 @@ import json
 import os
 import subprocess
 import sys
-from datetime import timedelta
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import psycopg
@@ -213,14 +213,18 @@ def test_enqueue_waits_by_default_only_for_a_kicker_that_runs_jobs_nearby() -> N
     """`pgkick enqueue` waits for its job by default with the dev stack's kickers (which say
     `runs_jobs_nearby`), never with Lambda's or none: catches the attribute dropped from the
     local kickers (the command would answer before its job ran) or a production kicker made
-    to wait (a command blocked for a minute on a worker far away)."""
+    to wait (a command blocked for a minute on a worker far away), and a job due later (a
+    delay, a debounce: a shell's burst of `--debounce` enqueues took a minute a call)."""
     from pgkick.cli.main import LOCAL_WAIT, _local_wait
     from pgkick.kick.kickers import NoKicker
     from pgkick.kick.lambda_kicker import LambdaKicker
     from pgkick_dev.local.client import DevClient
     from pgkick_dev.local.kicker import LocalKicker
 
-    assert _local_wait(DevClient("http://127.0.0.1:1", "worker")) == LOCAL_WAIT > 0
+    now = datetime.now(UTC)
+    local = DevClient("http://127.0.0.1:1", "worker")
+    assert _local_wait(local, now) == LOCAL_WAIT > 0
+    assert _local_wait(local, now + timedelta(seconds=20)) == 0.0  # debounced, or delayed
     assert LocalKicker.runs_jobs_nearby is True
-    assert _local_wait(LambdaKicker("worker")) == 0.0
-    assert _local_wait(NoKicker()) == 0.0
+    assert _local_wait(LambdaKicker("worker"), now) == 0.0
+    assert _local_wait(NoKicker(), now) == 0.0

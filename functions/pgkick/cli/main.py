@@ -14,7 +14,7 @@ import os
 import sys
 import time
 from collections.abc import Callable, Sequence
-from datetime import UTC
+from datetime import UTC, datetime, timedelta
 from importlib.metadata import entry_points
 from typing import Any
 
@@ -44,11 +44,15 @@ PRINT_THEIR_OWN = ("demo", "bench", "jobs", "job", "workflow")  # a report or a 
 LOCAL_WAIT = 60.0  # seconds `pgkick enqueue` waits for its job by default with PGKICK_KICKER=local
 
 
-def _local_wait(kicker: object) -> float:
+def _local_wait(kicker: object, run_at: datetime) -> float:
     """A development kicker (the local stack's: it says so with `runs_jobs_nearby = True`)
     runs the job within seconds: wait for it by default, so the command shows how it ended;
-    a production kicker's worker may be far."""
-    return LOCAL_WAIT if getattr(kicker, "runs_jobs_nearby", False) else 0.0
+    a production kicker's worker may be far. Only for a job due now: a delayed or debounced
+    one would hold the command for its delay (a shell's burst of `--debounce` enqueues, one
+    after the other, could never collapse)."""
+    if not getattr(kicker, "runs_jobs_nearby", False):
+        return 0.0
+    return LOCAL_WAIT if run_at <= datetime.now(UTC) + timedelta(seconds=1) else 0.0
 
 
 def cmd_migrate(args: argparse.Namespace) -> dict[str, Any]:
@@ -101,7 +105,7 @@ def cmd_enqueue(args: argparse.Namespace) -> dict[str, Any]:
             return {"id": job_id, "duplicate": True}
         (job,) = enqueuer.queued  # what the insert returned: pgkick_producer may read only this
         result = {"id": job_id, "queue": job.queue, "run_at": job.run_at.isoformat()}
-        wait = args.wait if args.wait is not None else _local_wait(kicker)
+        wait = args.wait if args.wait is not None else _local_wait(kicker, job.run_at)
         try:  # lets the job run before we answer
             row = _run_ended(store, job_id, wait)
         except DatabaseError:  # a producer role may not read status: leave it out
