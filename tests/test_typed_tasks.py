@@ -88,6 +88,31 @@ def test_dataclass_and_pydantic_payloads_reach_the_task_as_their_type(dsn: str) 
     assert seen == [Refund(order=1, cents=250), Invoice(order=2, lines=["a", "b"])]
 
 
+def test_a_payload_that_does_not_fit_the_dataclass_says_so(dsn: str) -> None:
+    """Catches a job enqueued by name with a payload its dataclass cannot be built from
+    failing with `TypeError: Refund.__init__() missing 1 required positional argument`,
+    which names neither the payload nor the declared type; it is retried (a worker deployed
+    before its producer may be the one out of date) and its error names both, keys only."""
+    tasks = Registry()
+
+    @tasks.task("refund")
+    def refund(payload: Refund) -> None:
+        raise AssertionError("never rebuilt")
+
+    kicker = RecordingKicker()
+    job = producer.enqueue_and_kick(
+        {"order": 8, "email": "a@b.c"}, task="refund", dsn=dsn, kicker=kicker
+    )
+    _drain(dsn, tasks)
+    row = job_row(dsn, job)
+    assert (row["status"], row["attempts"]) == ("queued", 1)
+    assert row["last_error"].startswith(
+        "InvalidArgumentType: payload (keys ['email', 'order']) does not fit Refund, the "
+        "task's payload type: "
+    ), row["last_error"]
+    assert "a@b.c" not in row["last_error"]
+
+
 def test_handle_is_callable_and_string_names_still_work(dsn: str) -> None:
     """Catches: the decorator breaking existing code that calls a task function directly,
     or enqueues it by its string name."""

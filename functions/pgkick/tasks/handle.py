@@ -97,12 +97,31 @@ def payload_loader(fn: Callable[..., Any]) -> Callable[[Any], Any] | None:
         return None
     declared = hints.get(params[0].name)
     if isinstance(declared, type) and dataclasses.is_dataclass(declared):
-        cls = declared
-        return lambda value: value if isinstance(value, cls) else cls(**value)
+        return _dataclass_loader(declared)
     validate = getattr(declared, "model_validate", None)
     if isinstance(declared, type) and callable(validate):
         return validate  # type: ignore[no-any-return]
     return None
+
+
+def _dataclass_loader(cls: type) -> Callable[[Any], Any]:
+    """A stored payload as the dataclass `cls`, or an error that says the payload does not
+    fit it (a job enqueued by name, or by a producer whose dataclass has another shape): the
+    bare TypeError named only `__init__`'s missing argument. Retried as any error is: a
+    worker deployed before its producer may be the one out of date."""
+
+    def load(value: Any) -> Any:
+        if isinstance(value, cls):
+            return value
+        try:
+            return cls(**value)
+        except TypeError as exc:
+            shape = f"keys {sorted(value)}" if isinstance(value, dict) else type(value).__name__
+            raise InvalidArgumentType(  # its keys, not its values: an error is logged and kept
+                f"payload ({shape}) does not fit {cls.__qualname__}, the task's payload type: {exc}"
+            ) from None
+
+    return load
 
 
 class Task[P]:
