@@ -144,6 +144,8 @@ def test_a_script_that_enqueues_and_exits_gets_its_job_run(
 ) -> None:
     assert "KIND: schedules fire at the second (--fast-scheduler)" in dev.output()
     assert "database: --dsn" not in dev.output() and "database: $DATABASE_URL" in dev.output()
+    # on a port of its own, the banner gives the address the app's kicker needs
+    assert f"an app uses it with: PGKICK_KICKER=local PGKICK_DEV_URL={dev.url} " in dev.output()
     local = app_env(dsn, PGKICK_KICKER="local", PGKICK_DEV_URL=dev.url, PGKICK_DEV_AUTOSTART="0")
     job = run_script(app_python, app, local, "local@example.com", 0)
     took = dev.wait_for("receipt sent to local@example.com", 30)

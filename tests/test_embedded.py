@@ -48,6 +48,15 @@ def test_starts_stops_and_restarts_on_the_kept_folder(folder: Path) -> None:
     again = EmbeddedPostgres(folder / "data")
     with again, psycopg.connect(again.dsn) as conn:
         assert conn.execute("SELECT n FROM kept").fetchone() == (42,)
+    # a new process on the folder takes its last port back: `pgkick dev`'s DATABASE_URL,
+    # exported once, stays true across its restarts (it moved to a new port each time)
+    assert again.dsn == server.dsn
+    with socket.socket() as squatter:  # unless someone else holds it now: any free port
+        squatter.bind(("127.0.0.1", server.port or 0))
+        squatter.listen()
+        third = EmbeddedPostgres(folder / "data")
+        with third:
+            assert third.port != server.port and version(third.dsn) == "17.11"
 
 
 def test_port_taken_is_a_clear_error(folder: Path) -> None:

@@ -16,6 +16,7 @@ from __future__ import annotations
 import contextlib
 import os
 import pwd
+import re
 import shutil
 import socket
 import subprocess
@@ -110,7 +111,9 @@ class EmbeddedPostgres:
         if running is not None:
             self.port = running
             return self.dsn
-        self.port = self.port or self.requested_port or free_port()  # a restart keeps its port
+        # a restart keeps its port; a new process takes the folder's last one if it is free, so
+        # a DATABASE_URL exported from `pgkick dev`'s banner stays true across its restarts
+        self.port = self.port or self.requested_port or self._last_port() or free_port()
         if port_in_use(self.port):
             raise EmbeddedPostgresError(
                 f"cannot start PostgreSQL: port {self.port} on 127.0.0.1 is already in use"
@@ -210,6 +213,16 @@ class EmbeddedPostgres:
         if self.os_user is not None:
             entry = pwd.getpwnam(self.os_user)
             os.chown(path, entry.pw_uid, entry.pw_gid)
+
+    def _last_port(self) -> int | None:
+        """The port this folder's server was last started on (pgkick.conf), if no one holds it."""
+        try:
+            text = (self.data_dir / "pgkick.conf").read_text()
+        except OSError:
+            return None
+        found = re.search(r"^port = (\d+)$", text, re.MULTILINE)
+        port = int(found.group(1)) if found else None
+        return port if port and not port_in_use(port) else None
 
     def _running_port(self) -> int | None:
         """The port of a server already running on this folder, if any (adopted, not restarted)."""

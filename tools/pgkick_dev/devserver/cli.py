@@ -25,6 +25,7 @@ from typing import Any
 from pgkick_dev.devserver.awake import report_line, start_monitor
 from pgkick_dev.devserver.flags import add_arguments, build_stack
 from pgkick_dev.devserver.stack import Stack
+from pgkick_dev.local.client import DEFAULT_URL
 
 
 def add_dev_command(command: Callable[..., argparse.ArgumentParser]) -> None:
@@ -143,8 +144,9 @@ def cmd_dev(args: argparse.Namespace) -> dict[str, Any]:
             for line in lines:
                 print(line, flush=True)
             name = next(iter(stack.functions))
+            found_at = "" if url == DEFAULT_URL else f" PGKICK_DEV_URL={url}"
             print(
-                "an app uses it with: PGKICK_KICKER=local (or PGKICK_KICKER=lambda "
+                f"an app uses it with: PGKICK_KICKER=local{found_at} (or PGKICK_KICKER=lambda "
                 f"PGKICK_WORKER_FUNCTION={name} AWS_ENDPOINT_URL_LAMBDA={url} "
                 f"AWS_ENDPOINT_URL_SCHEDULER={url})",
                 flush=True,
