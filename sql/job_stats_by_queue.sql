@@ -1,4 +1,4 @@
--- job_stats_by_queue: Per queue: jobs by status, the oldest ready job's age, the next lease to expire, failures in the last day, and ready jobs waiting past stranded_after with no worker watching.
+-- job_stats_by_queue: Per queue: jobs by status, the oldest ready job's age, the next lease to expire, failures in the last day, whether it is paused, and ready jobs waiting past stranded_after with no worker watching (none in a paused queue: they wait for `pgkick resume`, not for a lost kick).
 SELECT queue,
        count(*) FILTER (WHERE status = 'queued')  AS queued,
        count(*) FILTER (WHERE status = 'queued'
@@ -14,9 +14,13 @@ SELECT queue,
                                        AND run_at <= coalesce(%(now)s::timestamptz, now())))
                                                   AS oldest_ready_seconds,
        min(locked_until) FILTER (WHERE status = 'running') AS next_lease_expiry,
+       coalesce((SELECT l.paused FROM pgkick.queue_limits l WHERE l.queue = jobs.queue), false)
+                                                  AS paused,
        count(*) FILTER (WHERE status = 'queued'
                           AND run_at <= coalesce(%(now)s::timestamptz, now())
                                         - %(stranded_after)s::interval
+                          AND NOT coalesce((SELECT l.paused FROM pgkick.queue_limits l
+                                            WHERE l.queue = jobs.queue), false)
                           AND NOT EXISTS (
                             SELECT 1 FROM pgkick.queue_watchers w
                             WHERE w.queue = jobs.queue

@@ -82,8 +82,10 @@ GRANT INSERT (id, run_at, priority, group_key, unique_key, traceparent, tracesta
   ON pgkick.jobs TO pgkick_worker;
 GRANT USAGE ON SEQUENCE pgkick.jobs_id_seq TO pgkick_worker;
 
--- The reaper and operators: also retry (more attempts), purge and cancel.
-GRANT UPDATE (max_attempts, cancel_requested_at), DELETE ON pgkick.jobs TO pgkick_maintainer;
+-- The reaper and operators: also retry (more attempts), purge and cancel (a waiting job's
+-- cancel clears its count of parents, waiting_on: without it, no cancel ran at all).
+GRANT UPDATE (max_attempts, cancel_requested_at, waiting_on), DELETE ON pgkick.jobs
+  TO pgkick_maintainer;
 
 -- Periodic tasks: a scheduled tick inserts its job from the worker (pgkick.periodic); the
 -- reaper purges old ticks.

@@ -159,7 +159,8 @@ def test_status_names_queues_whose_ready_jobs_wait_with_no_worker(
     dsn: str, capsys: pytest.CaptureFixture[str]
 ) -> None:
     """A lost kick and a wake-up that could not be booked leave a ready job nobody will see
-    before the (daily) reaper: `pgkick status` shows it once it waited past a threshold."""
+    before the (daily) reaper: `pgkick status` shows it once it waited past a threshold; a
+    paused queue's jobs are not stranded (it says the queue is paused instead)."""
     from pgkick import cli
 
     past = datetime.now(UTC) - timedelta(minutes=5)
@@ -169,6 +170,15 @@ def test_status_names_queues_whose_ready_jobs_wait_with_no_worker(
     producer.enqueue_and_kick({}, task="noop", queue="fresh", dsn=dsn, kicker=NoKicker())
     assert cli.main(["status", "--dsn", dsn, "--json", "--stranded-after", "1m"]) == 0
     assert json.loads(capsys.readouterr().out)["stranded"] == {"lost": 1}
+    # a paused queue's ready jobs wait for `pgkick resume`, not for a lost kick: not stranded
+    assert cli.main(["pause", "lost", "--dsn", dsn]) == 0
+    capsys.readouterr()
+    assert cli.main(["status", "--dsn", dsn, "--json", "--stranded-after", "1m"]) == 0
+    said = json.loads(capsys.readouterr().out)
+    assert said["stranded"] == {}
+    assert [(q["queue"], q["paused"]) for q in said["queues"]] == [("fresh", False), ("lost", True)]
+    with JobStore.open(dsn) as store:  # resumed (without the kick `pgkick resume` sends)
+        store.execute("UPDATE pgkick.queue_limits SET paused = false")
     with JobStore.open(dsn) as worker:  # a worker watching the queue: it will see the job
         worker.complete_many_and_claim(
             [],

@@ -14,6 +14,7 @@ import psycopg
 import pytest
 from psycopg.conninfo import conninfo_to_dict, make_conninfo
 
+import pgkick
 from pgkick import cli
 from pgkick.config import Settings
 from pgkick.errors import DatabaseUnavailable
@@ -22,6 +23,7 @@ from pgkick.producer import enqueue as producer
 from pgkick.store import migrations as schema
 from pgkick.worker.reaper import reap
 from pgkick.worker.runtime import Runtime
+from tests.helpers import job_row
 from tests.store import JobStore
 
 ROOT = Path(__file__).parent.parent
@@ -81,6 +83,10 @@ def test_each_role_can_do_its_part_and_no_more(dsn: str, login_as: dict[str, str
     with JobStore.open(login_as["maintainer"]) as maintainer:
         report = reap(maintainer, NoKicker(), retention=timedelta(0))
         assert report["purged"] == 2
+    # an operator cancels (it failed with "permission denied": the cancel clears waiting_on)
+    queued = producer.enqueue_and_kick({}, task="noop", dsn=dsn, kicker=NoKicker())
+    assert cli.main(["cancel", str(queued), "--dsn", login_as["maintainer"]]) == 0
+    assert job_row(dsn, queued)["status"] == "failed"
 
 
 def test_the_producer_role_debounces_and_throttles_yet_reads_and_updates_nothing(
@@ -102,6 +108,34 @@ def test_the_producer_role_debounces_and_throttles_yet_reads_and_updates_nothing
     with psycopg.connect(dsn) as admin:
         row = admin.execute("SELECT payload FROM pgkick.jobs WHERE id = %s", (first,)).fetchone()
         assert row == ({"n": 2},)
+
+
+def test_the_producer_links_only_the_jobs_its_own_transaction_enqueued(
+    dsn: str, login_as: dict[str, str]
+) -> None:
+    """Catches job_await (SECURITY DEFINER, executable by pgkick_producer) taking any job as
+    a child: called with another app's queued job and a failed parent, it failed that job
+    (and with a running parent, held it 'waiting'), though the producer updates nothing.
+    A child enqueued in the caller's transaction, in a savepoint too, still links."""
+    app = login_as["producer"]
+    other = producer.enqueue_and_kick({}, task="noop", dsn=dsn, kicker=NoKicker())
+    with JobStore.open(dsn) as admin:
+        failed = producer.enqueue_and_kick({}, task="noop", dsn=dsn, kicker=NoKicker())
+        admin.execute(
+            "UPDATE pgkick.jobs SET status = 'failed', finished_at = now(), last_error = 'x'"
+            " WHERE id = %(id)s",
+            id=failed,
+        )
+    with psycopg.connect(app) as conn:
+        with pytest.raises(psycopg.errors.InsufficientPrivilege, match="not enqueued in this"):
+            conn.execute(
+                "SELECT * FROM pgkick.job_await(%s, %s, %s, NULL)", ([other], [failed], ["fail"])
+            )
+    assert job_row(dsn, other)["status"] == "queued"
+    with psycopg.connect(app) as conn, pgkick.transaction(conn, kicker=NoKicker()) as jobs:
+        with conn.transaction():  # a savepoint: the child's xmin is a subtransaction's
+            child = jobs.enqueue({}, task="noop", after=[failed])
+    assert job_row(dsn, child)["status"] == "failed"  # linked, and ended by its failed parent
 
 
 def test_no_password_in_any_log_line_error_or_summary(

@@ -606,7 +606,7 @@ WHERE NOT EXISTS (
 );"""
 
 JOB_STATS_BY_QUEUE: Final = """\
--- job_stats_by_queue: Per queue: jobs by status, the oldest ready job's age, the next lease to expire, failures in the last day, and ready jobs waiting past stranded_after with no worker watching.
+-- job_stats_by_queue: Per queue: jobs by status, the oldest ready job's age, the next lease to expire, failures in the last day, whether it is paused, and ready jobs waiting past stranded_after with no worker watching (none in a paused queue: they wait for `pgkick resume`, not for a lost kick).
 SELECT queue,
        count(*) FILTER (WHERE status = 'queued')  AS queued,
        count(*) FILTER (WHERE status = 'queued'
@@ -622,9 +622,13 @@ SELECT queue,
                                        AND run_at <= coalesce(%(now)s::timestamptz, now())))
                                                   AS oldest_ready_seconds,
        min(locked_until) FILTER (WHERE status = 'running') AS next_lease_expiry,
+       coalesce((SELECT l.paused FROM pgkick.queue_limits l WHERE l.queue = jobs.queue), false)
+                                                  AS paused,
        count(*) FILTER (WHERE status = 'queued'
                           AND run_at <= coalesce(%(now)s::timestamptz, now())
                                         - %(stranded_after)s::interval
+                          AND NOT coalesce((SELECT l.paused FROM pgkick.queue_limits l
+                                            WHERE l.queue = jobs.queue), false)
                           AND NOT EXISTS (
                             SELECT 1 FROM pgkick.queue_watchers w
                             WHERE w.queue = jobs.queue
@@ -1064,8 +1068,10 @@ GRANT INSERT (id, run_at, priority, group_key, unique_key, traceparent, tracesta
   ON pgkick.jobs TO pgkick_worker;
 GRANT USAGE ON SEQUENCE pgkick.jobs_id_seq TO pgkick_worker;
 
--- The reaper and operators: also retry (more attempts), purge and cancel.
-GRANT UPDATE (max_attempts, cancel_requested_at), DELETE ON pgkick.jobs TO pgkick_maintainer;
+-- The reaper and operators: also retry (more attempts), purge and cancel (a waiting job's
+-- cancel clears its count of parents, waiting_on: without it, no cancel ran at all).
+GRANT UPDATE (max_attempts, cancel_requested_at, waiting_on), DELETE ON pgkick.jobs
+  TO pgkick_maintainer;
 
 -- Periodic tasks: a scheduled tick inserts its job from the worker (pgkick.periodic); the
 -- reaper purges old ticks.
@@ -1127,4 +1133,4 @@ SELECT coalesce(%(now)s::timestamptz, now());"""
 
 # The migrations' versions in the order they apply (their scripts:
 # pgkick.store.migration_scripts, which a Lambda handler never loads).
-MIGRATION_VERSIONS: Final[tuple[int, ...]] = (1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 17, 18, 19, 20, 21, 22, 23,)
+MIGRATION_VERSIONS: Final[tuple[int, ...]] = (1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 17, 18, 19, 20, 21, 22, 23, 24,)
