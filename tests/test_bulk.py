@@ -139,6 +139,8 @@ def test_bulk_purge_deletes_only_finished_jobs_of_the_filter(
         (["retry", "--status", "queued"], "retry applies to failed jobs"),
         (["purge", "--status", "running"], "purge applies to done or failed jobs"),
         (["cancel", "1", "--status", "queued"], "ids or give filters, not both"),
+        (["cancel", "1", "--queue", "other"], "ids or give --queue/--task/--all, not both"),
+        (["retry", "2", "--task", "t"], "ids or give --queue/--task/--all, not both"),
         (["purge", "--older-than", "7d", "--task", "t"], "give the created range as --until"),
         (["cancel", "--dry-run"], "give a filter, or --all"),
         (["retry", "--since", "yesterday"], "expected an ISO time"),

@@ -167,3 +167,17 @@ def test_a_malformed_dsn_is_said_with_the_forms_it_takes(dsn: str) -> None:
         said = str(failure.value)
         assert said.startswith("cannot connect to PostgreSQL: malformed DSN: "), said
         assert "postgresql://user:password@host:5432/dbname" in said and "s3cret" not in said
+
+
+@pytest.mark.parametrize("dsn_flag", [True, False])
+def test_a_bad_pgkick_schema_is_one_line_naming_it(
+    dsn: str, dsn_flag: bool, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Catches PGKICK_SCHEMA=Bad ending in a traceback (the error handler read the settings
+    again to redact the DSN, and raised), or said as "no database" when DATABASE_URL is set."""
+    monkeypatch.setenv("PGKICK_SCHEMA", "Bad")
+    monkeypatch.setenv("DATABASE_URL", dsn)
+    code = cli.main(["status", *(["--dsn", dsn] if dsn_flag else [])])
+    err = capsys.readouterr().err
+    assert code == 2 and err.count("\n") == 1, err
+    assert err.startswith("pgkick status: PGKICK_SCHEMA='Bad': expected a lowercase identifier")

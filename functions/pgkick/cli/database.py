@@ -13,7 +13,7 @@ from contextlib import AbstractContextManager
 
 from pgkick import config
 from pgkick.connections.db import Database
-from pgkick.errors import ConfigError, UsageError
+from pgkick.errors import UsageError
 from pgkick.store import migrations
 from pgkick.store.operator import OperatorStore
 
@@ -24,12 +24,12 @@ def dsn(args: argparse.Namespace) -> str:
     """--dsn, else what the handlers read: DATABASE_URL, else PGKICK_DATABASE_SECRET_ARN's."""
     if args.dsn:
         return str(args.dsn)
-    try:
-        return config.app_settings().dsn()
-    except ConfigError:
+    settings = config.app_settings()  # a bad setting (PGKICK_SCHEMA=Bad) is said as it is
+    if not settings.database_url and not settings.database_secret_arn:
         raise UsageError(
             "no database: pass --dsn, or set DATABASE_URL or PGKICK_DATABASE_SECRET_ARN"
-        ) from None
+        )
+    return settings.dsn()
 
 
 def checked[S: Database](

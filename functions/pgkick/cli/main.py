@@ -232,6 +232,16 @@ def main(argv: Sequence[str] | None = None) -> int:
     return code
 
 
+def _secrets(args: argparse.Namespace) -> list[str | None]:
+    """The DSNs an error message must not show: --dsn and the settings' (which may be the
+    very thing that failed to parse: a bad PGKICK_SCHEMA raised again in the handler)."""
+    try:
+        configured = config.app_settings().database_url
+    except (PgkickError, ValueError):
+        configured = os.environ.get("DATABASE_URL")
+    return [args.dsn, configured]
+
+
 def _run(argv: Sequence[str] | None) -> int:
     # As `python -m` does: the app's folder is importable, so PGKICK_TASKS=myapp.tasks is
     # found when the command runs from the folder that holds myapp (the console script
@@ -258,7 +268,7 @@ def _run(argv: Sequence[str] | None) -> int:
         TypeError,
         DatabaseError,
     ) as exc:
-        message = redact(" ".join(str(exc).split()), [args.dsn, config.app_settings().database_url])
+        message = redact(" ".join(str(exc).split()), _secrets(args))
         print(f"pgkick {args.command}: {message}", file=sys.stderr)
         return 1 if isinstance(exc, UsageError | JobFailed) else 2
     if args.json or args.command not in PRINT_THEIR_OWN:

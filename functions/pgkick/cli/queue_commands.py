@@ -42,6 +42,8 @@ def _selection(args: argparse.Namespace, store: OperatorStore, status: str) -> l
     """The ids asked for (all in `status`, "a|b" for either), or None for a queue/task filter."""
     if not (args.ids or args.queue or args.task or args.all):
         raise UsageError("name job ids, or --queue/--task, or --all")
+    if args.ids and (args.queue or args.task or args.all):  # acted on nothing, and said none
+        raise UsageError("name job ids or give --queue/--task/--all, not both")
     if not args.ids:
         return None
     operations.check_ids(store, list(args.ids), status)
