@@ -584,8 +584,11 @@ def test_pgkick_cancel_by_id_and_by_filter_fails_waiting_jobs_and_their_dependan
 ) -> None:
     """A waiting job is neither queued nor running: before the fix `pgkick cancel ID` left it
     waiting (and the filter form refused `--status waiting`), so its dependants waited too.
-    Cancelled, its waiting_on count is cleared and the trigger settles its dependants."""
-    monkeypatch.setenv("PGKICK_KICKER", "none")
+    Cancelled, its waiting_on count is cleared and the trigger settles its dependants, and
+    the queue a "run anyway" dependant entered is kicked (it waited for a sweep or the
+    reaper: nobody kicked it)."""
+    kicker = RecordingKicker()
+    monkeypatch.setattr("pgkick.kick.default._default", kicker)
     with JobStore.open(dsn) as store:
         enqueue = Enqueuer(store).enqueue
         root = enqueue({}, task="noop", queue="held")
@@ -600,8 +603,10 @@ def test_pgkick_cancel_by_id_and_by_filter_fails_waiting_jobs_and_their_dependan
     assert s[waiting] == ("failed", "cancelled by operator")
     assert s[fails] == ("failed", f"parent job {waiting} failed: cancelled by operator")
     assert s[anyway] == ("queued", None)  # released: its only parent ended
+    assert kicker.kicks == [("held", "dependants", 0)]  # and its queue kicked
     argv = ["cancel", "--queue", "filtered", "--status", "waiting", "--yes", "--dsn", dsn]
     assert main(argv) == 0
+    assert kicker.kicks == [("held", "dependants", 0)]  # its dependant was cancelled: no kick
     s = _statuses(dsn)
     assert s[by_filter] == ("failed", "cancelled by operator")
     cancelled = f"cancelled: parent job {by_filter} failed: cancelled by operator"

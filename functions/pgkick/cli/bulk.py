@@ -27,8 +27,11 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
+from pgkick.cli import operations
 from pgkick.cli.operations import Retried
 from pgkick.errors import InvalidArgument, UsageError
+from pgkick.kick.default import default_kicker
+from pgkick.kick.kickers import Kicker
 from pgkick.store import unique
 from pgkick.store.inspect import JobFilter
 from pgkick.store.operator import OperatorStore
@@ -146,18 +149,26 @@ def retry_matching(
 
 
 def cancel_matching(
-    store: OperatorStore, selection: JobSelection, *, batch: int = BATCH
+    store: OperatorStore,
+    selection: JobSelection,
+    *,
+    batch: int = BATCH,
+    kicker: Kicker | None = None,
 ) -> tuple[list[int], list[int]]:
     """Cancel every waiting, queued or running job of the selection, a batch at a time:
-    waiting and queued ones fail at once (their dependants follow their policy), running ones
+    waiting and queued ones fail at once (their dependants follow their policy: the queues
+    "run anyway" dependants entered are kicked, by `kicker` or the default one), running ones
     get the cancel request (they fail when their task stops). Returns (cancelled, marked)."""
     ids, _ = select(store, selection, "cancel", batch=batch)
     cancelled: list[int] = []
     marked: list[int] = []
-    for chunk in _batches(ids, batch):
-        with store.transaction():  # queued first: one claimed meanwhile is marked next
-            cancelled += [i for i, _ in store.cancel_queued(ids=chunk, queue=None, task=None)]
-            marked += [i for i, _ in store.cancel_running(ids=chunk, queue=None, task=None)]
+    released: set[str] = set()
+    for chunk in _batches(ids, batch):  # queued first: one claimed meanwhile is marked next
+        done = operations.cancel(store, ids=chunk)
+        cancelled += done.cancelled
+        marked += done.marked
+        released |= done.released
+    operations.kick_released(released, lambda: kicker or default_kicker())
     return cancelled, marked
 
 

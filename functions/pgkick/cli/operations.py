@@ -6,7 +6,8 @@ Why apart from the commands: a button and a command must refuse the same things
 the same rows, so the checks and the statements are called from one place.
 """
 
-from collections.abc import Iterable
+import logging
+from collections.abc import Callable, Iterable
 from typing import NamedTuple
 
 from pgkick.errors import JobMissing, UsageError
@@ -14,6 +15,8 @@ from pgkick.kick.kickers import Kicker
 from pgkick.store import unique
 from pgkick.store.operator import OperatorStore
 from pgkick.validation import MAX_ATTEMPTS_LIMIT
+
+log = logging.getLogger("pgkick.cli")
 
 
 def check_ids(store: OperatorStore, ids: list[int], status: str) -> None:
@@ -63,18 +66,37 @@ def retry(
         return Retried(jobs, store.revived_dependants() if jobs else 0)
 
 
+class Cancelled(NamedTuple):
+    cancelled: list[int]  # queued and waiting jobs, failed now
+    marked: list[int]  # running jobs, asked to stop
+    released: set[str]  # queues their dependants entered ("run anyway"): to kick
+
+
 def cancel(
     store: OperatorStore,
     *,
     ids: list[int] | None,
     queue: str | None = None,
     task: str | None = None,
-) -> tuple[list[int], list[int]]:
+) -> Cancelled:
     """Queued and waiting jobs fail at once, running ones are marked (they fail when they
-    stop): queued first, so one claimed meanwhile is marked by the second statement."""
-    cancelled = store.cancel_queued(ids=ids, queue=queue, task=task)
-    marked = store.cancel_running(ids=ids, queue=queue, task=task)
-    return [i for i, _ in cancelled], [i for i, _ in marked]
+    stop): queued first, so one claimed meanwhile is marked by the second statement. One
+    transaction, so the queues their dependants entered are read before its commit."""
+    with store.transaction():
+        cancelled = store.cancel_queued(ids=ids, queue=queue, task=task)
+        released = store.released_queues() if cancelled else set()
+        marked = store.cancel_running(ids=ids, queue=queue, task=task)
+    return Cancelled([i for i, _ in cancelled], [i for i, _ in marked], released)
+
+
+def kick_released(queues: Iterable[str], kicker: Callable[[], Kicker]) -> None:
+    """Kick each queue dependants entered, after the commit: a failure is logged, never
+    raised (the cancel is committed; a sweep or the reaper runs them)."""
+    for queue in sorted(queues):
+        try:
+            kicker().kick(queue, "dependants")
+        except Exception as exc:
+            log.warning("could not kick queue %s for its released dependants (%s)", queue, exc)
 
 
 def kick_queues(jobs: Iterable[tuple[int, str]], kicker: Kicker) -> None:

@@ -134,7 +134,10 @@ def cmd_cancel(args: argparse.Namespace) -> dict[str, Any]:
         return _bulk_command(args, "cancel", cancel)
     with database.operator_store(args) as store:
         ids = _selection(args, store, "waiting|queued|running")
-        cancelled, marked = operations.cancel(store, ids=ids, queue=args.queue, task=args.task)
+        cancelled, marked, released = operations.cancel(
+            store, ids=ids, queue=args.queue, task=args.task
+        )
+    operations.kick_released(released, default_kicker)
     return {"cancelled": cancelled, "cancelling": marked}
 
 

@@ -109,6 +109,13 @@ class MaintenanceStore(ExpiredLeases, QueueHealing):
     def ready_by_queue(self) -> dict[str, int]:
         return {queue: count for queue, count in self.rows(queries.JOB_READY_COUNT_BY_QUEUE)}
 
+    def released_queues(self) -> set[str]:
+        """The queues dependants entered in this transaction (read it before the commit: the
+        setting is the transaction's): a cancel's waiting jobs under "run anyway" are queued
+        by the dependency trigger, and nobody else kicks them."""
+        (text,) = self.one(queries.JOB_RELEASED_QUEUES)
+        return set(text.split("\n")) if text else set()
+
     def cancel_running(
         self, *, ids: list[int] | None, queue: str | None, task: str | None
     ) -> list[tuple[int, str]]:

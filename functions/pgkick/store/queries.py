@@ -513,6 +513,10 @@ WHERE status = 'running' AND locked_until < coalesce(%(now)s::timestamptz, now()
   AND (%(queue)s::text IS NULL OR queue = %(queue)s)
 RETURNING id, queue, status, attempts;"""
 
+JOB_RELEASED_QUEUES: Final = """\
+-- job_released_queues: The queues that jobs waiting on others entered in this transaction, newline-separated, NULL when none (migration 0017's transaction-local pgkick.released_queues): read after a statement that ended their parents (a cancel), before the commit, to kick them.
+SELECT nullif(current_setting('pgkick.released_queues', true), '');"""
+
 JOB_RETRY_FAILED: Final = """\
 -- job_retry_failed: Puts failed jobs (by ids, or by queue and task) back in the queue with more attempts, never more than 1000 in all (a job that used 1000 stays failed); attempts keep counting up, so fencing stays sound; a cancel mark is cleared. A selected job that a parent's failure ended (its last_error says so, policy fail or cancel), whose failed parent this retry selects too, is left to that parent: migration 0019's trigger revives it as waiting, so it runs after its parent, not beside it.
 UPDATE pgkick.jobs AS j

@@ -63,8 +63,9 @@ def cancel(request: Request) -> Response:
     try:
         with settings.store() as store:
             operations.check_ids(store, [job_id], "queued|running")
-            cancelled, marked = operations.cancel(store, ids=[job_id])
+            cancelled, marked, released = operations.cancel(store, ids=[job_id])
     except UsageError as exc:
         raise _refused(exc) from None
+    operations.kick_released(released, lambda: settings.kicker or default_kicker())
     message = "cancelled" if cancelled else "cancelling: the job fails when its task stops"
     return _done(request, job_id, message if cancelled or marked else "nothing changed")
