@@ -181,3 +181,19 @@ def test_a_bad_pgkick_schema_is_one_line_naming_it(
     err = capsys.readouterr().err
     assert code == 2 and err.count("\n") == 1, err
     assert err.startswith("pgkick status: PGKICK_SCHEMA='Bad': expected a lowercase identifier")
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [["retry", "--batch", "0"], ["enqueue", "noop", "--wait", "3601"], ["nosuch"], []],
+)
+def test_the_parsers_refusals_are_one_line(
+    argv: list[str], capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Catches argparse's usage block (3 to 9 lines) printed before its error, where every
+    other refusal of the command is one line (docs/deploy/operations.md)."""
+    with pytest.raises(SystemExit) as exit_info:
+        cli.main(argv)
+    err = capsys.readouterr().err
+    assert exit_info.value.code == 2 and err.count("\n") == 1, err
+    assert err.startswith("pgkick") and err.rstrip().endswith("--help`)"), err

@@ -16,7 +16,7 @@ import time
 from collections.abc import Callable, Sequence
 from datetime import UTC, datetime, timedelta
 from importlib.metadata import entry_points
-from typing import Any
+from typing import Any, NoReturn
 
 from pgkick import config
 from pgkick.aws.schedules import add_schedule_commands
@@ -162,8 +162,16 @@ def _print(result: dict[str, Any], as_json: bool) -> None:
             print(f"{key}: {text(value)}")
 
 
+class _Parser(argparse.ArgumentParser):
+    """argparse's parser, whose refusals are one line as every other error of the command
+    (argparse printed its usage block first): the command, the problem, where to read more."""
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(2, f"{self.prog}: {message} (see `{self.prog} --help`)\n")
+
+
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="pgkick", description=__doc__.splitlines()[0])
+    parser = _Parser(prog="pgkick", description=__doc__.splitlines()[0])
     parser.add_argument("--version", action="version", version=versions())
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
