@@ -114,6 +114,17 @@ def test_jobs_filters_and_paging(ids: list[int], ui: TestClient) -> None:
     assert listed(ui.get("/jobs?unique_key=inv-2").text) == [running]
     assert listed(ui.get("/jobs?group=acct-7&status=queued").text) == [queued]
     assert listed(ui.get("/jobs?status=&task=").text) == [boom, running, queued, failed, done]
+    # the filters `pgkick jobs` has beside these: the error's text, the created range (the
+    # list ignored them and showed every job); a bad time is refused, not ignored
+    assert listed(ui.get("/jobs?error=mailbox").text) == [failed]
+    assert listed(ui.get("/jobs?since=1d").text) == [boom, running, queued, failed, done]
+    assert listed(ui.get("/jobs?since=2030-01-01T00:00%2B00:00").text) == []
+    assert listed(ui.get("/jobs?until=1d").text) == []
+    assert 'name="error" id="f-error" value="mailbox"' in ui.get("/jobs?error=mailbox").text
+    refused = ui.get("/jobs?since=2026-12-01T09:00")
+    assert refused.status_code == 400 and "since: " in refused.text and "offset" in refused.text
+    older = re.search(r'id="older" href="([^"]+)"', ui.get("/jobs?error=o&limit=1").text)
+    assert older and "error=o" in older[1]  # the next page keeps the filter
     seen, url = [], "/jobs?limit=2"
     while url:
         page = ui.get(url).text

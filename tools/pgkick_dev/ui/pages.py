@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import time
+from argparse import ArgumentTypeError
 from datetime import UTC, datetime, timedelta
 from typing import Any
 from urllib.parse import urlencode
@@ -16,6 +17,7 @@ from starlette.exceptions import HTTPException
 from starlette.requests import Request
 from starlette.responses import Response
 
+from pgkick.cli.types import instant
 from pgkick.errors import InvalidArgument
 from pgkick.kick.kickers import schedule_name, wake_minute
 from pgkick.store.inspect import STATUSES, JobFilter, parse_id
@@ -97,6 +99,17 @@ def overview(request: Request) -> Response:
     )
 
 
+def _instant(name: str, text: str | None) -> datetime | None:
+    """since/until as `pgkick jobs` reads them (an ISO time with its offset, or 7d ago);
+    a bad one is a 400 naming it, never a list that ignores it."""
+    if not text:
+        return None
+    try:
+        return instant(text)
+    except ArgumentTypeError as exc:
+        raise InvalidArgument(f"{name}: {exc}") from None
+
+
 def jobs(request: Request) -> Response:
     query = request.query_params
     filters = JobFilter.of(
@@ -105,6 +118,9 @@ def jobs(request: Request) -> Response:
         queue=query.get("queue"),
         unique_key=query.get("unique_key"),
         group=query.get("group"),
+        since=_instant("since", query.get("since")),
+        until=_instant("until", query.get("until")),
+        error=query.get("error"),
     )
     after = parse_id(query["after"]) if query.get("after") else None
     try:
