@@ -197,3 +197,20 @@ def test_the_parsers_refusals_are_one_line(
     err = capsys.readouterr().err
     assert exit_info.value.code == 2 and err.count("\n") == 1, err
     assert err.startswith("pgkick") and err.rstrip().endswith("--help`)"), err
+
+
+@pytest.mark.parametrize(
+    ("flag", "value"),
+    [("--window", "-1"), ("--duration", "nan"), ("--duration", "-5"), ("--interval", "0")],
+)
+def test_awake_refuses_a_window_duration_or_interval_out_of_range(
+    flag: str, value: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Catches `pgkick awake --window -1` (or a NaN duration, a zero interval) accepted:
+    a monitor that never suspends, never stops, or looks without pause."""
+    with pytest.raises(SystemExit) as exit_info:
+        bounded = [] if flag == "--duration" else ["--duration=0.1"]  # never watch forever
+        cli.main(["awake", f"{flag}={value}", *bounded, "--dsn", "postgresql://x@127.0.0.1:1/n"])
+    err = capsys.readouterr().err
+    assert exit_info.value.code == 2 and err.count("\n") == 1, err
+    assert f"argument {flag}: " in err and "expected over 0" in err, err

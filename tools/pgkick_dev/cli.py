@@ -18,7 +18,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from pgkick.cli.types import schema_name
+from pgkick.cli.types import schema_name, seconds
 from pgkick_dev import scratch
 from pgkick_dev.awake.chart import Lane, render
 from pgkick_dev.awake.compare import Workload, compare
@@ -264,12 +264,14 @@ def add_tool_commands(command: Command) -> None:
     awake = command("awake", cmd_awake)
     awake.add_argument(
         "--window",
-        type=float,
+        type=seconds(0, 86_400),
         default=DEFAULT_WINDOW,
         help="seconds without activity before the compute suspends",
     )
-    awake.add_argument("--duration", type=float, help="stop after this many seconds")
-    awake.add_argument("--interval", type=float, default=0.5, help="seconds between looks")
+    awake.add_argument(
+        "--duration", type=seconds(0, 30 * 86_400), help="stop after this many seconds"
+    )
+    awake.add_argument("--interval", type=seconds(0, 60), default=0.5, help="seconds between looks")
     awake.add_argument(
         "--close-on-suspend",
         action="store_true",

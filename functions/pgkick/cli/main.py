@@ -241,13 +241,13 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 def _secrets(args: argparse.Namespace) -> list[str | None]:
-    """The DSNs an error message must not show: --dsn and the settings' (which may be the
-    very thing that failed to parse: a bad PGKICK_SCHEMA raised again in the handler)."""
+    """The DSNs an error message must not show: --dsn and the settings'. The settings may
+    be what failed (a bad PGKICK_SCHEMA, raised again here): then their error names that
+    setting, never DATABASE_URL (which they keep unparsed), and --dsn is all there is."""
     try:
-        configured = config.app_settings().database_url
+        return [args.dsn, config.app_settings().database_url]
     except (PgkickError, ValueError):
-        configured = os.environ.get("DATABASE_URL")
-    return [args.dsn, configured]
+        return [args.dsn]
 
 
 def _run(argv: Sequence[str] | None) -> int:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import re
+from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 
 from pgkick import config
@@ -84,6 +85,24 @@ def wait_seconds(text: str) -> float:
     if not 0 <= value <= MAX_WAIT:  # NaN fails this too
         raise argparse.ArgumentTypeError(f"{text!r}: expected 0..{MAX_WAIT:g} seconds")
     return value
+
+
+def seconds(above: float, most: float) -> Callable[[str], float]:
+    """A type for a finite number of seconds over `above` and at most `most` (a negative
+    window, a NaN duration or a zero interval refused, not watched forever)."""
+
+    def parse(text: str) -> float:
+        try:
+            value = float(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{text!r} is not a number of seconds") from None
+        if not above < value <= most:  # NaN fails this too
+            raise argparse.ArgumentTypeError(
+                f"{text!r}: expected over {above:g} and at most {most:g} seconds"
+            )
+        return value
+
+    return parse
 
 
 def instant(text: str) -> datetime:

@@ -1072,10 +1072,8 @@ GRANT INSERT (id, run_at, priority, group_key, unique_key, traceparent, tracesta
   ON pgkick.jobs TO pgkick_worker;
 GRANT USAGE ON SEQUENCE pgkick.jobs_id_seq TO pgkick_worker;
 
--- The reaper and operators: also retry (more attempts), purge and cancel (a waiting job's
--- cancel clears its count of parents, waiting_on: without it, no cancel ran at all).
-GRANT UPDATE (max_attempts, cancel_requested_at, waiting_on), DELETE ON pgkick.jobs
-  TO pgkick_maintainer;
+-- The reaper and operators: also retry (more attempts), purge and cancel.
+GRANT UPDATE (max_attempts, cancel_requested_at), DELETE ON pgkick.jobs TO pgkick_maintainer;
 
 -- Periodic tasks: a scheduled tick inserts its job from the worker (pgkick.periodic); the
 -- reaper purges old ticks.
@@ -1107,7 +1105,11 @@ GRANT DELETE ON pgkick.queue_claim_cursors TO pgkick_maintainer;
 -- continuations; the purge deletes them with their job (ON DELETE CASCADE).
 REVOKE ALL ON pgkick.job_steps FROM PUBLIC;
 GRANT SELECT, INSERT ON pgkick.job_steps TO pgkick_worker;
-GRANT UPDATE (continued, continued_stalled) ON pgkick.jobs TO pgkick_worker;"""
+GRANT UPDATE (continued, continued_stalled) ON pgkick.jobs TO pgkick_worker;
+
+-- Operators cancel waiting jobs too (migration 0017): the cancel clears a job's count of
+-- parents, waiting_on (without it, no cancel by pgkick_maintainer ran at all).
+GRANT UPDATE (waiting_on) ON pgkick.jobs TO pgkick_maintainer;"""
 
 ROLE_SETUP_DONE: Final = """\
 -- role_setup_done: Whether pgkick's three roles exist here, set up by an earlier `pgkick migrate --roles` (a later migrate then grants them what its new migrations need).
