@@ -175,26 +175,32 @@ def test_jobs_refuses_the_created_range_a_bulk_action_refuses(
         assert err.count("\n") == 1
 
 
-def test_enqueue_wait_fails_with_the_jobs_error(dsn: str) -> None:
-    """`pgkick enqueue` of a job the local worker fails: the command says why and exits 1,
-    where it printed `status: failed` and exited 0."""
+def _enqueue_on_the_local_stack(dsn: str, task: str, payload: str) -> tuple[int, str]:
+    """`pgkick enqueue TASK --payload PAYLOAD` as a developer runs it (PGKICK_KICKER=local,
+    pgkick-dev's tasks): its exit status and its last line on stderr."""
     env = {
         **os.environ,
         "PGKICK_KICKER": "local",
         "PGKICK_TASKS": "pgkick_dev.tasks",
         "DATABASE_URL": dsn,
     }
-    payload = '{"reason": "card declined"}'
     done = subprocess.run(
-        [sys.executable, "-m", "pgkick.cli.main", "enqueue", "fail", "--payload", payload],
+        [sys.executable, "-m", "pgkick.cli.main", "enqueue", task, "--payload", payload],
         env=env,
         capture_output=True,
         text=True,
         timeout=120,
         check=False,
     )
-    assert done.returncode == 1, (done.stdout, done.stderr)
-    last = done.stderr.strip().splitlines()[-1]
+    lines = done.stderr.strip().splitlines()
+    return done.returncode, lines[-1] if lines else done.stdout
+
+
+def test_enqueue_wait_fails_with_the_jobs_error(dsn: str) -> None:
+    """`pgkick enqueue` of a job the local worker fails: the command says why and exits 1,
+    where it printed `status: failed` and exited 0."""
+    code, last = _enqueue_on_the_local_stack(dsn, "fail", '{"reason": "card declined"}')
+    assert code == 1, last
     assert last.startswith("pgkick enqueue: job ") and "(after 1 of 5 attempts; see" in last
     assert "PermanentError: card declined" in last and "see `pgkick job " in last
 
@@ -204,30 +210,8 @@ def test_enqueue_wait_says_at_once_that_a_run_failed_and_is_retried(dsn: str) ->
     name the worker does not know is): the command says so as soon as the retry is booked,
     with the error, and exits 1, where it waited its whole 60 s and printed `status: queued`
     with exit 0."""
-    env = {
-        **os.environ,
-        "PGKICK_KICKER": "local",
-        "PGKICK_TASKS": "pgkick_dev.tasks",
-        "DATABASE_URL": dsn,
-    }
-    done = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "pgkick.cli.main",
-            "enqueue",
-            "flaky",
-            "--payload",
-            '{"fail_times": 3}',
-        ],
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
-    )
-    assert done.returncode == 1, (done.stdout, done.stderr)
-    last = done.stderr.strip().splitlines()[-1]
+    code, last = _enqueue_on_the_local_stack(dsn, "flaky", '{"fail_times": 3}')
+    assert code == 1, last
     assert re.match(
         r"pgkick enqueue: job \d+ failed attempt 1 of 5, retried at \d\d:\d\d:\d\d UTC: ", last
     )
