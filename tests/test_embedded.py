@@ -52,6 +52,8 @@ def test_starts_stops_and_restarts_on_the_kept_folder(folder: Path) -> None:
     # exported once, stays true across its restarts (it moved to a new port each time)
     assert again.dsn == server.dsn
     with socket.socket() as squatter:  # unless someone else holds it now: any free port
+        # SO_REUSEADDR: the server's closed connections may leave the port in TIME_WAIT
+        squatter.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         squatter.bind(("127.0.0.1", server.port or 0))
         squatter.listen()
         third = EmbeddedPostgres(folder / "data")
