@@ -76,12 +76,16 @@ def extra_attempts(text: str) -> int:
     return positive(text, MAX_ATTEMPTS_LIMIT - 1)
 
 
-def wait_seconds(text: str) -> float:
-    """Seconds to wait for the job, finite: 0 (don't) up to MAX_WAIT."""
+def _seconds(text: str) -> float:
     try:
-        value = float(text)
+        return float(text)
     except ValueError:
         raise argparse.ArgumentTypeError(f"{text!r} is not a number of seconds") from None
+
+
+def wait_seconds(text: str) -> float:
+    """Seconds to wait for the job, finite: 0 (don't) up to MAX_WAIT."""
+    value = _seconds(text)
     if not 0 <= value <= MAX_WAIT:  # NaN fails this too
         raise argparse.ArgumentTypeError(f"{text!r}: expected 0..{MAX_WAIT:g} seconds")
     return value
@@ -92,10 +96,7 @@ def seconds(above: float, most: float) -> Callable[[str], float]:
     window, a NaN duration or a zero interval refused, not watched forever)."""
 
     def parse(text: str) -> float:
-        try:
-            value = float(text)
-        except ValueError:
-            raise argparse.ArgumentTypeError(f"{text!r} is not a number of seconds") from None
+        value = _seconds(text)
         if not above < value <= most:  # NaN fails this too
             raise argparse.ArgumentTypeError(
                 f"{text!r}: expected over {above:g} and at most {most:g} seconds"
