@@ -12,7 +12,6 @@ import contextlib
 import json
 import os
 import sys
-import time
 from collections.abc import Callable, Sequence
 from datetime import UTC, datetime, timedelta
 from importlib.metadata import entry_points
@@ -34,6 +33,7 @@ from pgkick.producer import after_commit
 from pgkick.producer import enqueue as producer
 from pgkick.store import migrations as schema
 from pgkick.store.operator import OperatorStore
+from pgkick.tasks import results
 from pgkick.tasks.registry import registry
 from pgkick.validation import check_name
 
@@ -127,17 +127,14 @@ def cmd_enqueue(args: argparse.Namespace) -> dict[str, Any]:
 
 def _run_ended(store: OperatorStore, job_id: int, timeout: float) -> dict[str, Any] | None:
     """The job's row once a run of it has ended (done, failed, or queued again after a
-    failed attempt), or as it is after `timeout` seconds; looks again after pauses growing
-    from 50 ms to 1 s, on the command's own connection."""
-    deadline = time.monotonic() + timeout
-    pause = 0.05
-    while True:
-        rows = store.get_many([job_id])
-        left = deadline - time.monotonic()
-        if not rows or rows[0]["status"] in ("done", "failed") or _retried(rows[0]) or left <= 0:
-            return rows[0] if rows else None
-        time.sleep(min(pause, left))
-        pause = min(pause * 2, 1.0)
+    failed attempt), or as it is after `timeout` seconds (None: gone), looked at on the
+    command's own connection at `results.wait`'s cadence."""
+    rows, _ = results.looked_until(
+        lambda: store.get_many([job_id]),
+        lambda rows: not rows or rows[0]["status"] in ("done", "failed") or _retried(rows[0]),
+        timeout,
+    )
+    return rows[0] if rows else None
 
 
 def _retried(row: dict[str, Any]) -> bool:

@@ -85,15 +85,38 @@ def wait(
         )
     if not 0 <= timeout <= MAX_WAIT:
         raise InvalidArgument(f"timeout: {timeout} s, must be between 0 and {MAX_WAIT:.0f}")
+    found, ended = looked_until(
+        lambda: _look(job_id, dsn),
+        lambda look: look[0] in ("done", "failed"),
+        timeout,
+        sleep=sleep,
+        monotonic=monotonic,
+    )
+    if not ended:
+        raise TimeoutError(f"job {job_id} still {found[0]} after {timeout} s")
+    return _settled(job_id, found)
+
+
+def looked_until[T](
+    look: Callable[[], T],
+    ended: Callable[[T], bool],
+    timeout: float,
+    *,
+    sleep: Callable[[float], None] = time.sleep,
+    monotonic: Callable[[], float] = time.monotonic,
+) -> tuple[T, bool]:
+    """Look until `ended` says so or `timeout` seconds pass, pauses growing from 50 ms to 1 s
+    (the one cadence of every wait for a job: `wait`, `pgkick enqueue`): the last look, and
+    whether it ended."""
     deadline = monotonic() + timeout
     pause = FIRST_PAUSE
     while True:
-        found = _look(job_id, dsn)
-        if found[0] in ("done", "failed"):
-            return _settled(job_id, found)
+        found = look()
+        if ended(found):
+            return found, True
         left = deadline - monotonic()
         if left <= 0:
-            raise TimeoutError(f"job {job_id} still {found[0]} after {timeout} s")
+            return found, False
         sleep(min(pause, left))
         pause = min(pause * 2, MAX_PAUSE)
 
