@@ -197,8 +197,14 @@ def test_filter_open_retry_and_see_it_run(
 ) -> None:
     with psycopg.connect(dsn, autocommit=True) as conn:
         done, failed, queued, running, boom = [r[0] for r in conn.execute(FIXTURE).fetchall()]
+        conn.execute(
+            "INSERT INTO pgkick.queue_limits (queue, rate_limit, rate_period, concurrency, paused)"
+            " VALUES ('held', 10, '1 minute', 2, true)"
+        )
     browser.get(url + "/")
-    assert browser.find_element(By.ID, "queues").text.count("money") == 1
+    queues = browser.find_element(By.ID, "queues").text
+    assert queues.count("money") == 1
+    assert "held 0 0 0 0 - 10 starts per 1 min per rate key; 2 running per group key yes" in queues
     browser.save_screenshot(str(shots / "1-queues.png"))
 
     browser.get(url + "/jobs")
@@ -208,6 +214,9 @@ def test_filter_open_retry_and_see_it_run(
     click_and_load(browser, By.ID, "apply")
     assert ids_listed(browser) == [failed]
     assert "status=failed" in browser.current_url
+    browser.find_element(By.ID, "f-error").send_keys("mailbox")  # the error's text too
+    click_and_load(browser, By.ID, "apply")
+    assert ids_listed(browser) == [failed] and "error=mailbox" in browser.current_url
     browser.save_screenshot(str(shots / "2-jobs-failed.png"))
 
     click_and_load(browser, By.LINK_TEXT, str(failed))
