@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import ast
+import asyncio
 import json
 import logging
 import uuid
@@ -15,7 +16,7 @@ import pytest
 from psycopg.conninfo import conninfo_to_dict, make_conninfo
 
 import pgkick
-from pgkick import cli
+from pgkick import aio, cli
 from pgkick.config import Settings
 from pgkick.errors import DatabaseUnavailable
 from pgkick.kick.kickers import NoKicker
@@ -108,6 +109,45 @@ def test_the_producer_role_debounces_and_throttles_yet_reads_and_updates_nothing
     with psycopg.connect(dsn) as admin:
         row = admin.execute("SELECT payload FROM pgkick.jobs WHERE id = %s", (first,)).fetchone()
         assert row == ({"n": 2},)
+
+
+def test_the_producer_role_enqueues_unique_jobs_alone_in_a_batch_and_from_asyncio(
+    dsn: str, login_as: dict[str, str]
+) -> None:
+    """Catches a unique enqueue refused to pgkick_producer ("permission denied for table
+    jobs"): an ON CONFLICT naming the live-key index reads its predicate's column, status,
+    which the role may not read. A key taken again answers its holder, alone, in a batch,
+    and from asyncio; the role still reads no status."""
+    app = login_as["producer"]
+    first = producer.enqueue_and_kick({}, task="t", unique_key="u1", dsn=app, kicker=NoKicker())
+    again = producer.enqueue_and_kick({}, task="t", unique_key="u1", dsn=app, kicker=NoKicker())
+    batch = producer.enqueue_many(
+        [
+            {"payload": {}, "task": "t", "unique_key": "u1"},
+            {"payload": {}, "task": "t", "unique_key": "u2"},
+            {"payload": {}, "task": "t", "unique_key": "u2"},
+        ],
+        dsn=app,
+        kicker=NoKicker(),
+    )
+    from_aio = asyncio.run(
+        aio.enqueue_and_kick({}, task="t", unique_key="u2", dsn=app, kicker=NoKicker())
+    )
+    assert again == first and batch[0] == first
+    assert batch[1] == batch[2] == from_aio != first
+    with psycopg.connect(dsn) as admin:
+        (count,) = admin.execute("SELECT count(*) FROM pgkick.jobs").fetchone() or (0,)
+        unique = admin.execute(
+            "SELECT indexrelid::regclass::text FROM pg_index"
+            " WHERE indrelid = 'pgkick.jobs'::regclass AND indisunique ORDER BY 1"
+        ).fetchall()
+    assert count == 2
+    # The inserts name no conflict target (sql/job_insert_unique.sql): a new unique index
+    # on jobs would make them skip its conflicts as a held key.
+    assert unique == [("pgkick.jobs_pkey",), ("pgkick.jobs_unique_live_idx",)]
+    with psycopg.connect(app, autocommit=True) as conn:
+        with pytest.raises(psycopg.errors.InsufficientPrivilege):
+            conn.execute("SELECT status FROM pgkick.jobs")
 
 
 def test_the_producer_links_only_the_jobs_its_own_transaction_enqueued(

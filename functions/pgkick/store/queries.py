@@ -314,6 +314,9 @@ RETURNING id, queue, run_at;"""
 
 JOB_INSERT_MANY_UNIQUE: Final = """\
 -- job_insert_many_unique: Inserts many jobs with distinct unique keys from parallel arrays (a NULL array: every job has the one value given beside it), skipping each key a waiting, queued or running job holds; returns the inserted jobs with their keys; one trace context for the whole batch.
+-- No conflict target: naming the live-key index (jobs_unique_live_idx) would read its predicate's
+-- column, status, which pgkick_producer may not read. Its only other unique index is the id's,
+-- which a sequence fills, so the skip is the live key's.
 INSERT INTO pgkick.jobs (queue, task, payload, run_at, max_attempts, priority, group_key, unique_key,
                          traceparent, tracestate, rate_key)
 SELECT coalesce(q, %(queue)s::text), coalesce(t, %(task)s::text), p::jsonb,
@@ -328,12 +331,14 @@ FROM unnest(%(queues)b::text[], %(tasks)b::text[], %(payloads)b::text[],
             %(priorities)b::int[], %(groups)b::text[], %(unique_keys)b::text[], %(rate_keys)b::text[])
      WITH ORDINALITY AS x(q, t, p, r, d, m, pr, g, u, k, n)
 ORDER BY n
-ON CONFLICT (unique_key) WHERE unique_key IS NOT NULL AND status IN ('waiting', 'queued', 'running')
-DO NOTHING
+ON CONFLICT DO NOTHING
 RETURNING id, queue, run_at, unique_key;"""
 
 JOB_INSERT_UNIQUE: Final = """\
 -- job_insert_unique: Inserts one job unless a waiting, queued or running job holds its unique key; returns its id, queue and due time, or no row when the key is held (then job_get_latest_by_unique_keys, in a later statement, sees the holder).
+-- No conflict target: naming the live-key index (jobs_unique_live_idx) would read its predicate's
+-- column, status, which pgkick_producer may not read. Its only other unique index is the id's,
+-- which a sequence fills, so the skip is the live key's.
 INSERT INTO pgkick.jobs (queue, task, payload, run_at, max_attempts, priority, group_key, unique_key,
                          traceparent, tracestate, rate_key)
 VALUES (%(queue)s, %(task)s, %(payload)s::jsonb,
@@ -341,8 +346,7 @@ VALUES (%(queue)s, %(task)s, %(payload)s::jsonb,
                  coalesce(%(now)s::timestamptz, now()) + %(delay)s::interval),
         %(max_attempts)s, %(priority)s, %(group_key)s, %(unique_key)s,
         %(traceparent)s, %(tracestate)s, %(rate_key)s)
-ON CONFLICT (unique_key) WHERE unique_key IS NOT NULL AND status IN ('waiting', 'queued', 'running')
-DO NOTHING
+ON CONFLICT DO NOTHING
 RETURNING id, queue, run_at;"""
 
 JOB_LEASE_LATEST_IN_QUEUE: Final = """\

@@ -5,7 +5,10 @@ Why a partial unique index and ON CONFLICT DO NOTHING (not a look-up first): a
 look-up then an insert lets two producers both see no job and both insert. The
 index (`jobs_unique_live_idx`, on unique_key WHERE status IN queued/running) is
 checked against every live row, committed or not: a second producer's insert
-waits for the first's transaction, then skips.
+waits for the first's transaction, then skips. The insert names no conflict target
+(any unique index's conflict skips): a target would be the index's predicate, whose
+`status` the producer role may not read; the id's is the only other unique index, and a
+sequence fills it (tests/test_security.py checks both).
 
 What it skipped for is read by a *second* statement: the first statement's
 snapshot may predate the holder's commit (the waiting case above), so reading it
