@@ -83,6 +83,12 @@ def parent_results(db: Database, job_id: int) -> dict[int, Any]:
     return {row[0]: row[1] for row in db.rows(queries.JOB_PARENT_RESULTS, id=job_id)}
 
 
+def released_queue_names(text: str | None) -> tuple[str, ...]:
+    """The queues in pgkick.released_queues' text (migration 0017's trigger appends them,
+    newline-separated: queue names are printable, never a newline); none for NULL or ''."""
+    return tuple(text.split("\n")) if text else ()
+
+
 class ReleasedDependants(Database):
     """The worker's side (mixed into WorkerStore): the queues that its completes and fails
     made ready for jobs waiting on its jobs, to kick (pgkick.worker.dependants)."""
@@ -105,8 +111,7 @@ class ReleasedDependants(Database):
 
     def _note_released(self, rows: Sequence[tuple[Any, ...]]) -> None:
         for row in rows:
-            if row[-1]:  # newline-separated queue names (printable: never a newline)
-                self._released += tuple(row[-1].split("\n"))
+            self._released += released_queue_names(row[-1])
 
     def dependants_ready_queues(self, job_id: int) -> set[str]:
         """The queues of `job_id`'s dependants (transitively) that are queued now."""

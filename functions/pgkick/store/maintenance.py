@@ -15,6 +15,7 @@ from typing import Any
 
 from pgkick.errors import InvalidArgument
 from pgkick.store import queries
+from pgkick.store.dependencies import released_queue_names
 from pgkick.store.expired import ExpiredLeases, ReapedJob
 from pgkick.store.healing import QueueHealing
 
@@ -114,7 +115,7 @@ class MaintenanceStore(ExpiredLeases, QueueHealing):
         setting is the transaction's): a cancel's waiting jobs under "run anyway" are queued
         by the dependency trigger, and nobody else kicks them."""
         (text,) = self.one(queries.JOB_RELEASED_QUEUES)
-        return set(text.split("\n")) if text else set()
+        return set(released_queue_names(text))
 
     def cancel_running(
         self, *, ids: list[int] | None, queue: str | None, task: str | None
