@@ -103,10 +103,12 @@ def migrate(db: Database) -> MigrationReport:
         store.create_schema()
         legacy = store.legacy_schema()  # before search_path changes: the session's own
         if legacy is not None:
-            store.set_migration_path(f"{quote(store.schema)}, {quote(legacy)}")
+            store.set_migration_path(f"{quote(store.schema)}, {quote(legacy)}, pg_temp")
             store.apply_migration(*_migration(OWN_SCHEMA_VERSION))
             applied.append(OWN_SCHEMA_VERSION)
-        store.set_migration_path(quote(store.schema))
+        # pg_temp last, named: unnamed, it is searched first, and every function a
+        # migration makes takes this path (SET search_path FROM CURRENT; 0025 says why)
+        store.set_migration_path(f"{quote(store.schema)}, pg_temp")
         store.create_migration_table()
         done = set(store.applied_versions())
         _refuse_newer(done)
