@@ -75,6 +75,23 @@ def test_job_commits_with_the_atomic_block_and_is_kicked_on_commit(django_db: st
     assert job_id > 0
 
 
+def test_a_batch_first_in_its_atomic_block_rolls_back_with_it(django_db: str) -> None:
+    """Catches a batch committed on its own as the block's first statement: atomic() turns
+    autocommit off and sends nothing, so the connection has no transaction open yet, and
+    enqueue_many's conn.transaction() made a BEGIN ... COMMIT of its own (the block's
+    rollback left the jobs)."""
+    kicker = RecordingKicker()
+    with pytest.raises(ZeroDivisionError):
+        with transaction.atomic():
+            ids = pgkick_django.jobs(kicker=kicker).enqueue_many(
+                [{"payload": {"n": n}, "task": "django_receipt"} for n in range(2)]
+            )
+            raise ZeroDivisionError
+    assert len(ids) == 2
+    assert kicker.kicks == []
+    assert count_jobs(django_db) == 0
+
+
 def test_outside_atomic_or_bad_payload_is_refused_before_writing(django_db: str) -> None:
     """Catches: an enqueue outside atomic() committing alone with nobody to kick it, or a
     bad payload reaching Django's connection."""

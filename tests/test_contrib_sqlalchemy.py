@@ -57,6 +57,22 @@ def test_kicked_after_commit_and_not_after_rollback(engine: Engine, dsn: str) ->
     assert count_jobs(dsn) == 3
 
 
+def test_a_fresh_sessions_batch_rolls_back_with_it(engine: Engine, dsn: str) -> None:
+    """Catches a batch committed on its own when it is the session's first statement: the
+    session's DBAPI connection has no transaction open yet (psycopg opens one at the first
+    statement), and enqueue_many's conn.transaction() made a BEGIN ... COMMIT of its own,
+    so the session's rollback left the jobs."""
+    kicker = RecordingKicker()
+    with Session(engine) as session:
+        ids = pgkick_sa.jobs(session, kicker=kicker).enqueue_many(
+            [{"payload": {}, "task": "sa_receipt"}, {"payload": {}, "task": "sa_receipt"}]
+        )
+        session.rollback()
+    assert len(ids) == 2
+    assert kicker.kicks == []
+    assert count_jobs(dsn) == 0
+
+
 def test_rolled_back_savepoint_takes_its_job_and_its_kick_away(engine: Engine, dsn: str) -> None:
     """Catches: after_commit kicking every job it was given instead of the committed ones."""
     kicker = RecordingKicker()

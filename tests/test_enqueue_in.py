@@ -57,6 +57,33 @@ def test_rollback_and_rolled_back_savepoint_kick_nothing_for_their_jobs(dsn: str
     assert count_jobs(dsn) == 1
 
 
+def test_an_idle_connection_rolls_back_every_job_form_with_the_app(dsn: str) -> None:
+    """Catches pgkick committing on its own on a connection that is not autocommit and has
+    run nothing yet: a job with `after=` and `enqueue_many` wrapped their statements in
+    conn.transaction(), which psycopg makes a BEGIN ... COMMIT of its own when none is open,
+    so the app's rollback left the jobs (and the parent flagged as having dependants)."""
+    parent = pgkick.enqueue_and_kick({}, task="t", dsn=dsn, kicker=RecordingKicker())
+    forms = {
+        "plain": lambda pending: [pending.enqueue({}, task="t")],
+        "after": lambda pending: [pending.enqueue({}, task="t", after=[parent])],
+        "unique": lambda pending: [pending.enqueue({}, task="t", unique_key="u")],
+        "many": lambda pending: pending.enqueue_many(
+            [{"payload": {}, "task": "t"}, {"payload": {}, "task": "t", "unique_key": "m"}]
+        ),
+    }
+    for form, enqueue in forms.items():
+        with psycopg.connect(dsn) as conn:  # autocommit off, nothing run yet
+            pending = pgkick.enqueue_in(conn, kicker=RecordingKicker())
+            enqueue(pending)
+            assert conn.info.transaction_status == psycopg.pq.TransactionStatus.INTRANS, form
+            conn.rollback()
+            assert pending.kick() == [], form
+    assert count_jobs(dsn) == 1, "a job outlived the app's rollback"
+    with psycopg.connect(dsn) as conn:
+        flagged = conn.execute("SELECT has_dependants FROM pgkick.jobs WHERE id = %s", (parent,))
+        assert flagged.fetchone() == (False,)
+
+
 def test_autocommit_or_failed_transaction_is_refused_before_writing(dsn: str) -> None:
     """Catches: enqueue_in on a connection with no transaction open (each job would commit
     alone, and kick() would be the caller's to forget), or on a failed transaction, or a

@@ -32,6 +32,7 @@ from typing import Any, Unpack
 from pgkick.connections.db import (
     Clock,
     Connection,
+    idle_outside_transaction,
     is_connection,
     no_transaction,
     server_clock,
@@ -111,6 +112,10 @@ class PendingJobs:
             self._enqueuer.queued = []
 
     def _check_joinable(self) -> None:
+        """Refuse a connection the jobs cannot join; open the app's transaction on one that
+        is idle, not autocommit: psycopg makes conn.transaction(), which a job with `after=`
+        and enqueue_many run in, a BEGIN ... COMMIT of its own when no transaction is open,
+        and the app's rollback would not take those jobs away."""
         if transaction_failed(self.conn):
             raise MisuseError("pgkick: the connection's transaction has failed; roll it back first")
         if self.conn.autocommit and no_transaction(self.conn):
@@ -119,6 +124,8 @@ class PendingJobs:
                 "so each job would commit alone; open a transaction first (conn.transaction()), "
                 "or use pgkick.enqueue_and_kick"
             )
+        if idle_outside_transaction(self.conn):
+            self._enqueuer.store.join_transaction()
 
     def _now(self) -> datetime:
         return self.clock() or datetime.now(UTC)

@@ -174,6 +174,11 @@ class ProducerStore(Database):
         """Forget a pending kick that could not be sent (the next producer kicks instead)."""
         self.execute(queries.QUEUE_KICK_RELEASE, queue=queue)
 
+    def join_transaction(self) -> None:
+        """Open the app's transaction on its idle connection (not autocommit): psycopg's own
+        transaction() would otherwise make a BEGIN ... COMMIT of its own (transaction_join)."""
+        self.execute(queries.TRANSACTION_JOIN)
+
     def committed_among(self, ids: list[int]) -> list[QueuedJob]:
         """The jobs among `ids` that exist: a savepoint rolled back may have removed some."""
         return [QueuedJob._make(row) for row in self._rows(committed_among(ids))]

@@ -1137,6 +1137,10 @@ TRANSACTION_COMMIT: Final = """\
 -- transaction_commit: Commits the transaction transaction_begin opened; statements after it in the pipeline run in a new one.
 COMMIT;"""
 
+TRANSACTION_JOIN: Final = """\
+-- transaction_join: Nothing but a statement, sent on an app's connection that is not autocommit and has no transaction yet: psycopg opens the app's transaction (its BEGIN) before it, so pgkick's statements and savepoints that follow are the app's, kept or rolled back with its next commit() or rollback().
+SELECT 1;"""
+
 TRANSACTION_NOW: Final = """\
 -- transaction_now: The instant the statements of the current transaction see as now() (or the caller's clock, %(now)s): where enqueue_many's jobs without a run_at are due, plus their delay.
 SELECT coalesce(%(now)s::timestamptz, now());"""
