@@ -244,6 +244,26 @@ def test_an_install_from_0024_has_every_function_search_pg_temp_last(empty_dsn: 
     assert sum(row[1] for row in after) == 4  # job_await, job_insert_flow, the two triggers'
 
 
+def test_a_task_run_as_pgkick_worker_enqueues_debounced_and_throttled_follow_ups(
+    dsn: str, login_as: dict[str, str]
+) -> None:
+    """Catches job_insert_flow (migration 0015) executable by pgkick_producer alone: a task
+    whose worker connects as pgkick_worker enqueues its follow-ups on that connection, and
+    a debounced or throttled one was refused ("permission denied for function")."""
+    worker = login_as["worker"]
+    first = producer.enqueue_and_kick(
+        {"n": 1}, task="t", unique_key="wd", debounce=5, dsn=worker, kicker=NoKicker()
+    )
+    again = producer.enqueue_and_kick(
+        {"n": 2}, task="t", unique_key="wd", debounce=5, dsn=worker, kicker=NoKicker()
+    )
+    kept = producer.enqueue_and_kick(
+        {}, task="t", unique_key="wt", throttle=5, dsn=worker, kicker=NoKicker()
+    )
+    assert again == first != kept
+    assert job_row(dsn, first)["payload"] == {"n": 2}
+
+
 def test_the_producer_links_only_the_jobs_its_own_transaction_enqueued(
     dsn: str, login_as: dict[str, str]
 ) -> None:

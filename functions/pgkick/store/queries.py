@@ -1035,13 +1035,14 @@ GRANT SELECT (unique_key) ON pgkick.jobs TO pgkick_producer;
 
 -- Debounce and throttle (migration 0015): a function that may replace the payload of its
 -- key's queued job and read the key's newest one, so the producer reads and updates nothing.
+-- Workers call it too: a task enqueues its follow-ups on its worker's connection.
 REVOKE ALL ON FUNCTION pgkick.job_insert_flow(text, text, jsonb, timestamptz, interval, int, int,
                                              text, text, text, text, interval, interval,
                                              interval, timestamptz) FROM PUBLIC;
 GRANT EXECUTE ON FUNCTION pgkick.job_insert_flow(text, text, jsonb, timestamptz, interval, int,
                                                 int, text, text, text, text, interval,
                                                 interval, interval, timestamptz)
-  TO pgkick_producer;
+  TO pgkick_producer, pgkick_worker;
 
 -- Workers: claim, complete, fail, extend.
 GRANT SELECT ON pgkick.jobs TO pgkick_worker;
