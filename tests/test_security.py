@@ -19,7 +19,7 @@ from psycopg.conninfo import conninfo_to_dict, make_conninfo
 import pgkick
 from pgkick import aio, cli
 from pgkick.config import Settings
-from pgkick.errors import DatabaseUnavailable
+from pgkick.errors import DatabaseUnavailable, JobNotFinished, RoleRefused
 from pgkick.kick.kickers import NoKicker
 from pgkick.producer import enqueue as producer
 from pgkick.store import migrations as schema
@@ -262,6 +262,25 @@ def test_a_task_run_as_pgkick_worker_enqueues_debounced_and_throttled_follow_ups
     )
     assert again == first != kept
     assert job_row(dsn, first)["payload"] == {"n": 2}
+
+
+def test_a_producer_reading_a_result_is_told_which_role_may(
+    dsn: str, login_as: dict[str, str]
+) -> None:
+    """Catches psycopg's bare "permission denied for table jobs" from pgkick.result and
+    pgkick.wait on a pgkick_producer connection (the role reads no outcome, by design):
+    the error names the roles that may, as a pgkick error."""
+    job_id = producer.enqueue_and_kick({}, task="noop", dsn=dsn, kicker=NoKicker())
+    for read in (
+        lambda: pgkick.result(job_id, dsn=login_as["producer"]),
+        lambda: pgkick.wait(job_id, timeout=1, dsn=login_as["producer"]),
+    ):
+        with pytest.raises(RoleRefused, match=r"pgkick_worker or pgkick_maintainer") as raised:
+            read()
+        assert isinstance(raised.value, PermissionError)
+        assert "permission denied for table jobs" in str(raised.value)
+    with pytest.raises(JobNotFinished):  # a role that may read: the job is only queued
+        pgkick.result(job_id, dsn=login_as["worker"])
 
 
 def test_the_producer_links_only_the_jobs_its_own_transaction_enqueued(

@@ -75,6 +75,11 @@ class JobMissing(UsageError):
 # -- the database and AWS ------------------------------------------------------------
 
 
+class RoleRefused(PgkickError, PermissionError):
+    """The connected role may not do this part of pgkick's work (the server's permission
+    denied); the message names the pgkick roles that may (docs/deploy/roles.md)."""
+
+
 class StatementError(PgkickError, RuntimeError):
     """A statement answered what it never answers (a row missing): a schema or role problem."""
 

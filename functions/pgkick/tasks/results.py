@@ -31,6 +31,7 @@ from pgkick.errors import (
     JobFailed,
     JobNotFinished,
     JobNotFound,
+    RoleRefused,
 )
 from pgkick.validation import payload_json
 
@@ -38,6 +39,7 @@ MAX_RESULT_BYTES = 64 * 1024
 FIRST_PAUSE = 0.05  # seconds between the first looks; doubles up to MAX_PAUSE
 MAX_PAUSE = 1.0  # inside the producer connection's linger, so waiting reuses one session
 MAX_WAIT = 15 * 60.0  # a longer wait is a job for a callback, not a loop
+INSUFFICIENT_PRIVILEGE = "42501"  # the server's SQLSTATE for a privilege the role lacks
 
 
 def encode_result(value: Any) -> str | None:
@@ -128,8 +130,18 @@ def _look(job_id: int, dsn: str | None) -> tuple[str, Any, str | None]:
 
     settings = config.app_settings()
     shared = pool.shared(dsn or settings.dsn(), settings.producer_linger)
-    with shared.connection() as conn:
-        outcome = ProducerStore(conn).outcome(job_id)
+    try:
+        with shared.connection() as conn:
+            outcome = ProducerStore(conn).outcome(job_id)
+    except Exception as exc:
+        if getattr(exc, "sqlstate", None) != INSUFFICIENT_PRIVILEGE:
+            raise
+        reason = (str(exc).splitlines() or [""])[0]
+        raise RoleRefused(
+            f"job {job_id}: this role may not read job outcomes ({reason}); read results as "
+            "a role granted pgkick_worker or pgkick_maintainer: pgkick_producer enqueues "
+            "but reads no job's status or result (docs/deploy/roles.md)"
+        ) from None
     if outcome is None:
         raise JobNotFound(f"job {job_id} does not exist (or was purged)")
     return outcome.status, outcome.result, outcome.last_error
