@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import argparse
 import logging
+from collections import Counter
 from collections.abc import Callable
 from datetime import timedelta
 from typing import Any
@@ -58,10 +59,13 @@ BULK_FILTERS = tuple(name for name in FILTERS if name not in ("task", "queue"))
 
 def _bulk(args: argparse.Namespace, action: str) -> bulk.JobSelection | None:
     """The selection of a bulk action, or None for the forms from before (ids, --queue,
-    --task, --all, purge --older-than), which act at once as they always did."""
+    --task, --all, purge --older-than), which act at once as they always did (and with
+    --dry-run count what they would take: ids, --older-than; see `counted`)."""
     # purge had no --queue/--task before: there they are filters too
     triggers = BULK_FILTERS + (("task", "queue") if action == "purge" else ())
-    if not (args.dry_run or any(getattr(args, name) is not None for name in triggers)):
+    filtered = any(getattr(args, name) is not None for name in triggers)
+    named = getattr(args, "ids", None) or getattr(args, "older_than", None) is not None
+    if not filtered and (not args.dry_run or named):
         return None
     if getattr(args, "ids", None):
         raise UsageError("name job ids or give filters, not both")
@@ -84,17 +88,40 @@ def _bulk_command(
         raise UsageError(f"{action}: give a filter")
     with database.operator_store(args) as store:
         ids, counts = bulk.select(store, selection, action)
-        total = sum(counts.values())
         if args.dry_run or not args.yes:
-            counted: dict[str, Any] = {"would_" + action: total, "by_status": counts}
+            more: dict[str, int] = {}
             if action == "retry":  # the dependants outside the selection it would revive
-                counted["would_revive_up_to"] = store.revivable_count(ids) if ids else 0
-            return {
-                **counted,
-                "dry_run": True,
-                "to_act": "run it again with --yes" if total else "nothing to do",
-            }
+                more["would_revive_up_to"] = store.revivable_count(ids) if ids else 0
+            return counted(action, counts, "run it again with --yes", **more)
         return act(store, selection)
+
+
+def counted(action: str, counts: dict[str, int], to_act: str, **more: int) -> dict[str, Any]:
+    """A dry run's answer: how many jobs `action` would take, by status, and what more
+    it would do (`more`); `to_act`: how to act on them."""
+    total = sum(counts.values())
+    return {
+        "would_" + action: total,
+        "by_status": counts,
+        **more,
+        "dry_run": True,
+        "to_act": to_act if total else "nothing to do",
+    }
+
+
+def _named_dry_run(store: OperatorStore, action: str, ids: list[int] | None) -> dict[str, Any]:
+    """The dry run of `retry|cancel IDS` (checked by `_selection` as the action checks
+    them, and a retry's unique keys too): their count by status, nothing written."""
+    named = ids or []
+    more: dict[str, int] = {}
+    if action == "retry":
+        operations.check_retry(store, ids=named, queue=None, task=None)
+        more["would_revive_up_to"] = store.revivable_count(named)
+    counts = Counter(job["status"] for job in store.get_many(named))
+    return counted(action, dict(sorted(counts.items())), AGAIN, **more)
+
+
+AGAIN = "run it again without --dry-run"  # the forms from before act at once
 
 
 def cmd_retry(args: argparse.Namespace) -> dict[str, Any]:
@@ -112,6 +139,8 @@ def cmd_retry(args: argparse.Namespace) -> dict[str, Any]:
         return _bulk_command(args, "retry", retry)
     with database.operator_store(args) as store:
         ids = _selection(args, store, "failed")
+        if args.dry_run:
+            return _named_dry_run(store, "retry", ids)
         retried = operations.retry(
             store, ids=ids, queue=args.queue, task=args.task, extra_attempts=args.extra_attempts
         )
@@ -134,6 +163,8 @@ def cmd_cancel(args: argparse.Namespace) -> dict[str, Any]:
         return _bulk_command(args, "cancel", cancel)
     with database.operator_store(args) as store:
         ids = _selection(args, store, "waiting|queued|running")
+        if args.dry_run:
+            return _named_dry_run(store, "cancel", ids)
         cancelled, marked, released = operations.cancel(
             store, ids=ids, queue=args.queue, task=args.task
         )
@@ -152,6 +183,8 @@ def cmd_purge(args: argparse.Namespace) -> dict[str, Any]:
     if args.older_than is None:
         raise UsageError("give --older-than (e.g. 7d), or filters (see pgkick purge --help)")
     with database.operator_store(args) as store:
+        if args.dry_run:
+            return counted("purge", store.purgeable_count(args.older_than), AGAIN)
         return {"purged": store.purge_finished(args.older_than, batch=args.batch)}
 
 

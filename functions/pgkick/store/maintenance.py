@@ -47,6 +47,11 @@ class MaintenanceStore(ExpiredLeases, QueueHealing):
                 return total, True
         return total, False
 
+    def purgeable_count(self, retention: timedelta) -> dict[str, int]:
+        """How many done and failed jobs finished more than `retention` ago, by status:
+        what `purge_finished` would delete (its dry run)."""
+        return dict(self.rows(queries.JOB_PURGEABLE_COUNT, retention=retention))
+
     def stats_by_queue(self, stranded_after: timedelta = STRANDED_AFTER) -> list[dict[str, Any]]:
         """Per queue: counts by status, oldest ready age, next lease expiry, failures today,
         and `stranded`: ready for longer than `stranded_after` with no worker watching (a

@@ -412,6 +412,15 @@ WHERE id IN (
   LIMIT %(batch)s
 );"""
 
+JOB_PURGEABLE_COUNT: Final = """\
+-- job_purgeable_count: How many done or failed jobs, by status, finished more than retention ago (what job_purge_finished would delete: `pgkick purge --older-than --dry-run`).
+SELECT status, count(*)::int
+FROM pgkick.jobs
+WHERE status IN ('done', 'failed')
+  AND finished_at < coalesce(%(now)s::timestamptz, now()) - %(retention)s::interval
+GROUP BY status
+ORDER BY status;"""
+
 JOB_READY_COUNT_BY_QUEUE: Final = """\
 -- job_ready_count_by_queue: Counts the jobs a claim could take now in each queue (which queues need a worker); a queue without a rate or a concurrency: ungrouped ready jobs, plus one for each group with no running job whose head is ready (a blocked group's jobs do not count); a queue with a rate or a concurrency (job_ready_fair_count, migration 0014; only those queues pay for it): its ready jobs with neither key if its own rate bucket has room, plus one for each key with a ready job its rate and its group's concurrency admit now (a held queue is not kicked: the sweep books its wake-up); a paused queue has none.
 WITH RECURSIVE groups AS (  -- every (queue, group) with queued jobs, one index probe each
