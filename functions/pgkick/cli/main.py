@@ -20,6 +20,7 @@ from typing import Any, NoReturn
 from pgkick import config
 from pgkick.aws.schedules import add_schedule_commands
 from pgkick.cli import database
+from pgkick.cli.flow_commands import add_flow_commands
 from pgkick.cli.inspect import add_inspect_commands
 from pgkick.cli.output import json_value, summary, text, tooling_missing, versions
 from pgkick.cli.queue_commands import add_queue_commands
@@ -212,8 +213,9 @@ def build_parser() -> argparse.ArgumentParser:
         help="seconds to wait for the job to finish, then exit 1 if it failed (0: don't; "
         f"default: {LOCAL_WAIT:g} with the local kicker, else 0)",
     )
+    acting = [*add_queue_commands(command), *add_flow_commands(command)]
     inspect = [*add_inspect_commands(command), add_workflow_command(command)]
-    for sub in (migrate, enqueue, *add_queue_commands(command), *inspect):
+    for sub in (migrate, enqueue, *acting, *inspect):
         sub.add_argument(
             "--schema",
             type=schema_name,

@@ -1,5 +1,5 @@
-"""`pgkick status`, `retry`, `cancel`, `purge`, `reap`, `limit`, `pause` and `resume`: the
-operator's commands on queues and jobs.
+"""`pgkick status`, `retry`, `cancel`, `purge` and `reap`: the operator's commands on
+queues and jobs (`limit`, `pause` and `resume`: pgkick.cli.flow_commands).
 
 Why apart from pgkick.cli.main: main builds the parser and keeps the commands an app
 developer starts with (`migrate`, `enqueue`); these act on what is already queued,
@@ -10,7 +10,6 @@ same `OperatorStore`.
 from __future__ import annotations
 
 import argparse
-import logging
 from collections import Counter
 from collections.abc import Callable
 from datetime import timedelta
@@ -19,15 +18,12 @@ from typing import Any
 from pgkick import config
 from pgkick.cli import bulk, database, operations
 from pgkick.cli.inspect import Command, add_filter_arguments
-from pgkick.cli.types import extra_attempts, positive, rate, span
+from pgkick.cli.types import extra_attempts, positive, span
 from pgkick.errors import UsageError
 from pgkick.kick.default import default_kicker
-from pgkick.store import flow, groups
 from pgkick.store.inspect import FILTERS
 from pgkick.store.operator import OperatorStore
 from pgkick.worker.reaper import reap
-
-log = logging.getLogger("pgkick.cli")
 
 
 def cmd_status(args: argparse.Namespace) -> dict[str, Any]:
@@ -195,58 +191,6 @@ def cmd_reap(args: argparse.Namespace) -> dict[str, Any]:
         return reap(store, default_kicker(), retention=settings.retention)
 
 
-def cmd_limit(args: argparse.Namespace) -> dict[str, Any]:
-    """Set or remove a queue's limits (running N, --rate N/period, --concurrency N), or list
-    every queue's."""
-    changes = (args.max_running, args.rate, args.concurrency)
-    removals = (args.clear, args.no_rate, args.no_concurrency)
-    if args.queue is None and (any(c is not None for c in changes) or any(removals)):
-        raise UsageError("name the QUEUE to limit")
-    if args.max_running is not None and args.max_running < 1:
-        raise UsageError(
-            f"N={args.max_running}: a limit lets at least 1 job run; to remove "
-            f"the queue's limit: pgkick limit {args.queue} --clear"
-        )
-    if args.queue is not None and all(c is None for c in changes) and not any(removals):
-        raise UsageError(
-            "give QUEUE and N, --rate N/period or --concurrency N (or --clear, --no-rate, "
-            "--no-concurrency), or nothing to list"
-        )
-    names = ("N", "--rate", "--concurrency")
-    for value, removed, name in zip(changes, removals, names, strict=True):
-        if value is not None and removed:
-            raise UsageError(f"{name} and its removal in one command: give one")
-    with database.operator_store(args) as store:
-        if args.queue is not None:
-            if args.max_running is not None or args.clear:
-                groups.set_queue_limit(store, args.queue, args.max_running)
-            if args.rate is not None or args.no_rate:
-                flow.set_queue_rate(store, args.queue, *(args.rate or (None, None)))
-            if args.concurrency is not None or args.no_concurrency:
-                flow.set_queue_concurrency(store, args.queue, args.concurrency)
-        return {"limits": groups.queue_limits(store)}
-
-
-def cmd_pause(args: argparse.Namespace) -> dict[str, Any]:
-    """Pause a queue: its claims take nothing, nobody kicks it; jobs stay queued."""
-    with database.operator_store(args) as store:
-        flow.pause_queue(store, args.queue)
-    return {"paused": args.queue}
-
-
-def cmd_resume(args: argparse.Namespace) -> dict[str, Any]:
-    """Resume a paused queue and kick it once."""
-    kicker = default_kicker()  # a kicker that cannot be built fails before the write
-    with database.operator_store(args) as store:
-        flow.resume_queue(store, args.queue)
-    try:
-        kicker.kick(args.queue, "manual")  # an operator's kick, as `pgkick kick`
-    except Exception as exc:  # resumed all the same: the next enqueue, sweep or reaper kicks
-        log.warning("could not kick queue %s after resuming it (%s)", args.queue, exc)
-        return {"resumed": args.queue, "kicked": False}
-    return {"resumed": args.queue, "kicked": True}
-
-
 def _selection_arguments(sub: argparse.ArgumentParser, *, ids: bool = True) -> None:
     if ids:
         sub.add_argument("ids", nargs="*", type=int, help="job ids")
@@ -300,24 +244,4 @@ def add_queue_commands(command: Command) -> list[argparse.ArgumentParser]:
         "--batch", type=positive, default=10_000, help="jobs deleted per statement (10000)"
     )
     reap_command = command("reap", cmd_reap)
-    limit = command("limit", cmd_limit)
-    limit.add_argument("queue", nargs="?", help="the queue (none: list every limit)")
-    limit.add_argument(
-        "max_running", nargs="?", type=int, metavar="N", help="at most N of its jobs at once"
-    )
-    limit.add_argument("--clear", action="store_true", help="remove the queue's running limit")
-    limit.add_argument(
-        "--rate", type=rate, metavar="N/PERIOD", help="at most N starts per key per period (10/1m)"
-    )
-    limit.add_argument("--no-rate", action="store_true", help="remove the queue's rate")
-    limit.add_argument(
-        "--concurrency", type=positive, metavar="N", help="at most N running per group key"
-    )
-    limit.add_argument(
-        "--no-concurrency", action="store_true", help="remove the concurrency per group key"
-    )
-    pause = command("pause", cmd_pause)
-    pause.add_argument("queue", help="the queue to pause")
-    resume = command("resume", cmd_resume)
-    resume.add_argument("queue", help="the queue to resume (and kick once)")
-    return [status, retry, cancel, purge, reap_command, limit, pause, resume]
+    return [status, retry, cancel, purge, reap_command]
