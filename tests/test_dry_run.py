@@ -80,3 +80,27 @@ def test_a_dry_run_counts_named_ids_and_purge_older_than_without_writing(
     assert snapshot(dsn) == before
     code, out, _ = run(capsys, "purge", "--older-than", "7d", "--dsn", dsn)
     assert (code, out) == (0, {"purged": 1})
+
+
+@pytest.mark.parametrize("form", [["--error", "boom"], ["--queue", "q"], ["ids"]])
+def test_a_dry_run_of_a_retry_refuses_the_unique_key_conflict_the_retry_would(
+    dsn: str, capsys: pytest.CaptureFixture[str], form: list[str]
+) -> None:
+    """Catches a dry run that counts "would_retry: 2" for a retry the real run refuses
+    (a live job holds a failed job's unique key): the dry run refuses the same way, same
+    line, same exit, before anything is written."""
+    with JobStore.open(dsn) as store:
+        insert(store, 1)
+        insert(store, 1, unique_key="k")
+        failed = fail_all(store)
+        (holder,) = insert(store, 1, unique_key="k")  # a live job holds "k" again
+    argv = [*map(str, failed)] if form == ["ids"] else form
+    before = snapshot(dsn)
+    code, out, err = run(capsys, "retry", *argv, "--dsn", dsn, "--yes")
+    assert (code, out) == (1, None)
+    assert f"unique key 'k' is held by queued job {holder}" in err
+    assert snapshot(dsn) == before
+    assert run(capsys, "retry", *argv, "--dry-run", "--dsn", dsn) == (code, out, err)
+    if form[0] == "--error":  # a filter without --yes counts: it refuses too
+        assert run(capsys, "retry", *argv, "--dsn", dsn) == (code, out, err)
+    assert snapshot(dsn) == before

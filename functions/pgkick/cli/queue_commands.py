@@ -86,6 +86,8 @@ def _bulk_command(
         ids, counts = bulk.select(store, selection, action)
         if args.dry_run or not args.yes:
             more: dict[str, int] = {}
+            if action == "retry" and ids:  # refused as the retry would be (unique keys)
+                operations.check_retry(store, ids=ids, queue=None, task=None)
             if action == "retry":  # the dependants outside the selection it would revive
                 more["would_revive_up_to"] = store.revivable_count(ids) if ids else 0
             return counted(action, counts, "run it again with --yes", **more)
