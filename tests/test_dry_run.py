@@ -104,3 +104,25 @@ def test_a_dry_run_of_a_retry_refuses_the_unique_key_conflict_the_retry_would(
     if form[0] == "--error":  # a filter without --yes counts: it refuses too
         assert run(capsys, "retry", *argv, "--dsn", dsn) == (code, out, err)
     assert snapshot(dsn) == before
+
+
+def test_purge_older_than_zero_counts_first_and_deletes_only_with_yes(
+    dsn: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Catches `pgkick purge --older-than 0d` deleting every finished job at once, with no
+    count and no --yes (a typo of 10d, or a missing digit): a zero age selects everything
+    finished, so it is counted first and acts only with --yes, as a purge by filter."""
+    with JobStore.open(dsn) as store:
+        insert(store, 2)
+        store.complete_many(store.claim("q", batch=10, lease=LEASE))
+        insert(store, 1)
+        fail_all(store)
+    before = snapshot(dsn)
+    for zero in ("0d", "0s", "00m"):
+        code, out, err = run(capsys, "purge", "--older-than", zero, "--dsn", dsn)
+        assert (code, err) == (0, "")
+        assert (out["would_purge"], out["by_status"]) == (3, {"done": 2, "failed": 1})
+        assert out["to_act"] == "run it again with --yes"
+    assert snapshot(dsn) == before
+    code, out, _ = run(capsys, "purge", "--older-than", "0d", "--yes", "--dsn", dsn)
+    assert (code, out) == (0, {"purged": 3}) and snapshot(dsn) == []

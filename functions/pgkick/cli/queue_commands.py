@@ -171,7 +171,8 @@ def cmd_cancel(args: argparse.Namespace) -> dict[str, Any]:
 
 
 def cmd_purge(args: argparse.Namespace) -> dict[str, Any]:
-    """Delete done and failed jobs finished longer ago than --older-than, in batches."""
+    """Delete done and failed jobs finished longer ago than --older-than, in batches (0d:
+    every finished job, counted first, deleted only with --yes)."""
     if _bulk(args, "purge") is not None:
 
         def purge(store: OperatorStore, selection: bulk.JobSelection) -> dict[str, Any]:
@@ -180,9 +181,11 @@ def cmd_purge(args: argparse.Namespace) -> dict[str, Any]:
         return _bulk_command(args, "purge", purge)
     if args.older_than is None:
         raise UsageError("give --older-than (e.g. 7d), or filters (see pgkick purge --help)")
+    everything = not args.older_than  # 0d: every finished job, counted first as by filter
     with database.operator_store(args) as store:
-        if args.dry_run:
-            return counted("purge", store.purgeable_count(args.older_than), AGAIN)
+        if args.dry_run or (everything and not args.yes):
+            to_act = "run it again with --yes" if everything else AGAIN
+            return counted("purge", store.purgeable_count(args.older_than), to_act)
         return {"purged": store.purge_finished(args.older_than, batch=args.batch)}
 
 
@@ -238,7 +241,9 @@ def add_queue_commands(command: Command) -> list[argparse.ArgumentParser]:
     _selection_arguments(cancel)
     _batch_argument(cancel, bulk.BATCH)
     purge = command("purge", cmd_purge)
-    purge.add_argument("--older-than", type=span, help="finished this long ago: 7d, 12h, 30m")
+    purge.add_argument(
+        "--older-than", type=span, help="finished this long ago: 7d, 12h, 30m (0d: all, with --yes)"
+    )
     purge.add_argument("--queue", help="only the jobs of this queue (with filters)")
     purge.add_argument("--task", help="only the jobs of this task (with filters)")
     _bulk_arguments(purge)
