@@ -22,7 +22,7 @@ from pgkick.aws.schedules import add_schedule_commands
 from pgkick.cli import database
 from pgkick.cli.flow_commands import add_flow_commands
 from pgkick.cli.inspect import add_inspect_commands
-from pgkick.cli.output import json_value, summary, text, tooling_missing, versions
+from pgkick.cli.output import failure, json_value, summary, text, tooling_missing, versions
 from pgkick.cli.queue_commands import add_queue_commands
 from pgkick.cli.types import schema_name, wait_seconds
 from pgkick.cli.workflow import add_workflow_command
@@ -277,6 +277,8 @@ def _run(argv: Sequence[str] | None) -> int:
     ) as exc:
         message = redact(" ".join(str(exc).split()), _secrets(args))
         print(f"pgkick {args.command}: {message}", file=sys.stderr)
+        if args.json:  # one JSON document on stdout, a failure too
+            print(json.dumps(failure(exc, message)))
         return 1 if isinstance(exc, UsageError | JobFailed) else 2
     if args.json or args.command not in PRINT_THEIR_OWN:
         _print(result, args.json)

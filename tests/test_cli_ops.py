@@ -1,0 +1,67 @@
+"""The operator commands' rough edges a walkthrough found: `--json` on failure, `pgkick
+resume` of a queue never paused, `pgkick limit QUEUE` alone, the rate limit's refusal."""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from datetime import timedelta
+from typing import Any
+
+import pytest
+
+from pgkick import cli
+from tests.store import JobStore
+
+LEASE = timedelta(minutes=5)
+
+
+@pytest.fixture(autouse=True)
+def no_kicks(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("PGKICK_KICKER", "none")
+    monkeypatch.delenv("DATABASE_URL", raising=False)
+    monkeypatch.setattr("pgkick.kick.default._default", None)
+
+
+def run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, Any, str]:
+    code = cli.main(list(argv))
+    captured = capsys.readouterr()
+    out = json.loads(captured.out) if "--json" in argv and captured.out else captured.out
+    return code, out, captured.err
+
+
+def _fail_the_next_job(dsn: str, error: str) -> threading.Thread:
+    """A worker, on its own connection, that fails the first job it claims for good."""
+
+    def work() -> None:
+        with JobStore.open(dsn) as store:
+            for _ in range(200):
+                jobs = store.claim("default", batch=1, lease=LEASE)
+                if jobs:
+                    store.fail(jobs[0].id, jobs[0].attempts, error, permanent=True)
+                    return
+                time.sleep(0.05)
+
+    thread = threading.Thread(target=work, daemon=True)
+    thread.start()
+    return thread
+
+
+def test_enqueue_json_prints_its_failure_as_one_json_object(
+    dsn: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Catches `pgkick enqueue --json` printing nothing on stdout when it fails: a script
+    reading its JSON got no document, and for a job that failed while the command waited,
+    not even the id it enqueued. The line on stderr stays."""
+    code, out, err = run(capsys, "enqueue", "noop", "--payload", "{no", "--dsn", dsn, "--json")
+    assert code == 1 and err.startswith("pgkick enqueue: --payload is not JSON")
+    assert out == {"error": err.removeprefix("pgkick enqueue: ").strip()}
+
+    worker = _fail_the_next_job(dsn, "ValueError: card declined")
+    code, out, err = run(capsys, "enqueue", "noop", "--wait", "10", "--dsn", dsn, "--json")
+    worker.join()
+    assert code == 1 and "card declined" in err
+    assert out["status"] == "failed" and isinstance(out["id"], int)
+    assert out["error"] == err.removeprefix("pgkick enqueue: ").strip()
+    assert f"job {out['id']} failed" in out["error"]
