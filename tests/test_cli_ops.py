@@ -65,3 +65,33 @@ def test_enqueue_json_prints_its_failure_as_one_json_object(
     assert out["status"] == "failed" and isinstance(out["id"], int)
     assert out["error"] == err.removeprefix("pgkick enqueue: ").strip()
     assert f"job {out['id']} failed" in out["error"]
+
+
+def _refusal(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int | str | None, str]:
+    """The exit status and stderr of a command refused, by the parser (SystemExit) or not."""
+    try:
+        code: int | str | None = cli.main(list(argv))
+    except SystemExit as exited:
+        code = exited.code
+    return code, capsys.readouterr().err
+
+
+@pytest.mark.parametrize(
+    ("argv", "remedy"),
+    [
+        (["--rate", "0/1m"], "--no-rate"),
+        (["--rate", "9999999999/1m"], "--no-rate"),
+        (["3000000000"], "pgkick limit mail --clear"),
+    ],
+)
+def test_a_limit_out_of_range_is_refused_in_words_not_with_a_python_none(
+    dsn: str, capsys: pytest.CaptureFixture[str], argv: list[str], remedy: str
+) -> None:
+    """Catches `pgkick limit mail --rate 0/1m` answering "rate: 0 is outside 1..2147483647
+    (None: no limit)": an operator types no None; the refusal says how to remove a limit
+    with the command's own words, and writes nothing."""
+    code, err = _refusal(capsys, "limit", "mail", *argv, "--dsn", dsn)
+    assert code not in (0, None) and err.count("\n") == 1, err
+    assert "None" not in err and remedy in err, err
+    assert cli.main(["limit", "--dsn", dsn, "--json"]) == 0
+    assert json.loads(capsys.readouterr().out) == {"limits": []}

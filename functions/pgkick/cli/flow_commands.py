@@ -28,10 +28,11 @@ def cmd_limit(args: argparse.Namespace) -> dict[str, Any]:
     removals = (args.clear, args.no_rate, args.no_concurrency)
     if args.queue is None and (any(c is not None for c in changes) or any(removals)):
         raise UsageError("name the QUEUE to limit")
-    if args.max_running is not None and args.max_running < 1:
+    if args.max_running is not None and not 1 <= args.max_running <= groups.MAX_LIMIT:
+        least = "a limit lets at least 1 job run" if args.max_running < 1 else "too large"
         raise UsageError(
-            f"N={args.max_running}: a limit lets at least 1 job run; to remove "
-            f"the queue's limit: pgkick limit {args.queue} --clear"
+            f"N={args.max_running}: {least} (1..{groups.MAX_LIMIT}); to remove the queue's "
+            f"limit: pgkick limit {args.queue} --clear"
         )
     if args.queue is not None and all(c is None for c in changes) and not any(removals):
         raise UsageError(

@@ -44,7 +44,9 @@ def _count(field: str, value: object) -> int:
     if isinstance(value, bool) or not isinstance(value, int):
         raise InvalidArgumentType(f"{field}: must be an integer, got {type(value).__name__}")
     if not 1 <= value <= MAX_LIMIT:
-        raise InvalidArgument(f"{field}: {value} is outside 1..{MAX_LIMIT} (None: no limit)")
+        raise InvalidArgument(
+            f"{field}: {value} is outside 1..{MAX_LIMIT} (pass None to remove it)"
+        )
     return value
 
 
