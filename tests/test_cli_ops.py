@@ -95,3 +95,30 @@ def test_a_limit_out_of_range_is_refused_in_words_not_with_a_python_none(
     assert "None" not in err and remedy in err, err
     assert cli.main(["limit", "--dsn", dsn, "--json"]) == 0
     assert json.loads(capsys.readouterr().out) == {"limits": []}
+
+
+def test_limit_with_only_a_queue_shows_that_queues_limits(
+    dsn: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Catches `pgkick limit mail` refused ("give QUEUE and N, --rate ..."): with no change
+    asked it shows the queue's limits, read-only, as `pgkick limit` lists every queue's."""
+    for argv in (["mail", "2", "--rate", "10/1m"], ["other", "--concurrency", "3"]):
+        assert cli.main(["limit", *argv, "--dsn", dsn]) == 0
+    capsys.readouterr()
+    code, out, err = run(capsys, "limit", "--dsn", dsn, "--json")
+    (mail,) = [row for row in out["limits"] if row["queue"] == "mail"]
+    assert run(capsys, "limit", "mail", "--dsn", dsn, "--json") == (0, {"limits": [mail]}, "")
+    assert run(capsys, "limit", "quiet", "--dsn", dsn, "--json") == (0, {"limits": []}, "")
+    code, out, err = run(capsys, "limit", "quiet", "--dsn", dsn)
+    assert (code, out, err) == (0, "limits: none\n", "")
+    assert run(capsys, "limit", "--dsn", dsn, "--json")[1]["limits"] == [
+        mail,
+        {
+            **mail,
+            "queue": "other",
+            "max_running": None,
+            "rate": None,
+            "concurrency": 3,
+            "rate_period_seconds": None,
+        },
+    ]

@@ -17,13 +17,14 @@ from pgkick.cli.types import positive, rate
 from pgkick.errors import UsageError
 from pgkick.kick.default import default_kicker
 from pgkick.store import flow, groups
+from pgkick.validation import check_name
 
 log = logging.getLogger("pgkick.cli")
 
 
 def cmd_limit(args: argparse.Namespace) -> dict[str, Any]:
-    """Set or remove a queue's limits (running N, --rate N/period, --concurrency N), or list
-    every queue's."""
+    """Set or remove a queue's limits (running N, --rate N/period, --concurrency N), show
+    them (the queue alone), or list every queue's."""
     changes = (args.max_running, args.rate, args.concurrency)
     removals = (args.clear, args.no_rate, args.no_concurrency)
     if args.queue is None and (any(c is not None for c in changes) or any(removals)):
@@ -34,16 +35,16 @@ def cmd_limit(args: argparse.Namespace) -> dict[str, Any]:
             f"N={args.max_running}: {least} (1..{groups.MAX_LIMIT}); to remove the queue's "
             f"limit: pgkick limit {args.queue} --clear"
         )
-    if args.queue is not None and all(c is None for c in changes) and not any(removals):
-        raise UsageError(
-            "give QUEUE and N, --rate N/period or --concurrency N (or --clear, --no-rate, "
-            "--no-concurrency), or nothing to list"
-        )
+    shown = args.queue is not None and all(c is None for c in changes) and not any(removals)
+    if shown:  # the queue alone: its limits, read-only
+        check_name("queue", args.queue)
     names = ("N", "--rate", "--concurrency")
     for value, removed, name in zip(changes, removals, names, strict=True):
         if value is not None and removed:
             raise UsageError(f"{name} and its removal in one command: give one")
     with database.operator_store(args) as store:
+        if shown:
+            return {"limits": [q for q in groups.queue_limits(store) if q["queue"] == args.queue]}
         if args.queue is not None:
             if args.max_running is not None or args.clear:
                 groups.set_queue_limit(store, args.queue, args.max_running)
@@ -77,7 +78,9 @@ def cmd_resume(args: argparse.Namespace) -> dict[str, Any]:
 def add_flow_commands(command: Command) -> list[argparse.ArgumentParser]:
     """Register the commands; returns their parsers (main adds --schema to each)."""
     limit = command("limit", cmd_limit)
-    limit.add_argument("queue", nargs="?", help="the queue (none: list every limit)")
+    limit.add_argument(
+        "queue", nargs="?", help="the queue (alone: show its limits; none: list every queue's)"
+    )
     limit.add_argument(
         "max_running", nargs="?", type=int, metavar="N", help="at most N of its jobs at once"
     )
