@@ -13,6 +13,7 @@ import pytest
 
 from pgkick import cli
 from tests.store import JobStore
+from tests.test_producer import RecordingKicker
 
 LEASE = timedelta(minutes=5)
 
@@ -122,3 +123,24 @@ def test_limit_with_only_a_queue_shows_that_queues_limits(
             "rate_period_seconds": None,
         },
     ]
+
+
+def test_resume_of_a_queue_never_paused_says_so_and_neither_writes_nor_kicks(
+    dsn: str, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Catches `pgkick resume mail` answering `resumed: mail` (and kicking it) for a queue
+    that was never paused: it says the queue was not paused, exit 0, and changes nothing;
+    a paused queue is resumed and kicked once, as before."""
+    kicker = RecordingKicker()
+    monkeypatch.setattr("pgkick.kick.default._default", kicker)
+    code, out, err = run(capsys, "resume", "mail", "--dsn", dsn, "--json")
+    assert (code, out, err) == (0, {"not_paused": "mail", "kicked": False}, "")
+    code, out, _ = run(capsys, "resume", "mail", "--dsn", dsn)
+    assert (code, out) == (0, "not_paused: mail\nkicked: False\n")
+    assert kicker.kicks == []
+    assert run(capsys, "pause", "mail", "--dsn", dsn, "--json")[0] == 0
+    code, out, _ = run(capsys, "resume", "mail", "--dsn", dsn, "--json")
+    assert (code, out) == (0, {"resumed": "mail", "kicked": True})
+    assert kicker.kicks == [("mail", "manual")]
+    assert run(capsys, "resume", "mail", "--dsn", dsn, "--json")[1]["not_paused"] == "mail"
+    assert run(capsys, "limit", "--dsn", dsn, "--json")[1] == {"limits": []}

@@ -63,10 +63,11 @@ def cmd_pause(args: argparse.Namespace) -> dict[str, Any]:
 
 
 def cmd_resume(args: argparse.Namespace) -> dict[str, Any]:
-    """Resume a paused queue and kick it once."""
+    """Resume a paused queue and kick it once (a queue not paused: says so, changes nothing)."""
     kicker = default_kicker()  # a kicker that cannot be built fails before the write
     with database.operator_store(args) as store:
-        flow.resume_queue(store, args.queue)
+        if not flow.resume_queue(store, args.queue):  # nothing to resume: no write, no kick
+            return {"not_paused": args.queue, "kicked": False}
     try:
         kicker.kick(args.queue, "manual")  # an operator's kick, as `pgkick kick`
     except Exception as exc:  # resumed all the same: the next enqueue, sweep or reaper kicks

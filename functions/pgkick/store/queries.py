@@ -977,6 +977,12 @@ QUEUE_PAUSE_SET: Final = """\
 INSERT INTO pgkick.queue_limits (queue, paused) VALUES (%(queue)s, %(paused)s)
 ON CONFLICT (queue) DO UPDATE SET paused = excluded.paused;"""
 
+QUEUE_RESUME: Final = """\
+-- queue_resume: Resumes a paused queue (its claims take jobs again); returns the queue, or no row when it was not paused (nothing written).
+UPDATE pgkick.queue_limits SET paused = false
+WHERE queue = %(queue)s AND paused
+RETURNING queue;"""
+
 QUEUE_WATCHER_ANNOUNCE: Final = """\
 -- queue_watcher_announce: A worker says it is draining a queue until the given instant; it takes up the pending kick and clears expired watchers.
 WITH cleared AS (
