@@ -12,8 +12,10 @@ from typing import Any
 import pytest
 
 from pgkick import cli
+from tests.helpers import job_row, seed
 from tests.store import JobStore
 from tests.test_producer import RecordingKicker
+from tests.test_security import login_as  # noqa: F401  (a fixture)
 
 LEASE = timedelta(minutes=5)
 
@@ -144,3 +146,31 @@ def test_resume_of_a_queue_never_paused_says_so_and_neither_writes_nor_kicks(
     assert kicker.kicks == [("mail", "manual")]
     assert run(capsys, "resume", "mail", "--dsn", dsn, "--json")[1]["not_paused"] == "mail"
     assert run(capsys, "limit", "--dsn", dsn, "--json")[1] == {"limits": []}
+
+
+def test_reap_as_a_role_that_may_not_purge_refuses_before_writing_or_kicking(
+    dsn: str,
+    login_as: dict[str, str],  # noqa: F811  (the fixture imported above)
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Catches `pgkick reap` as pgkick_worker re-queueing an expired lease and kicking its
+    queue, then failing at the purge with "permission denied for table jobs": the command
+    checks the role first and refuses in one line naming pgkick_maintainer, having written
+    and kicked nothing; as pgkick_maintainer the same run reaps."""
+    kicker = RecordingKicker()
+    monkeypatch.setattr("pgkick.kick.default._default", kicker)
+    with JobStore.open(dsn) as store:
+        seed(store, 1)
+        (job,) = store.claim("default", batch=1, lease=LEASE)
+        store.execute(
+            "UPDATE pgkick.jobs SET locked_until = now() - interval '1 minute' WHERE id = %(id)s",
+            id=job.id,
+        )
+    code, out, err = run(capsys, "reap", "--dsn", login_as["worker"])
+    assert code != 0 and err.count("\n") == 1 and "pgkick_maintainer" in err, err
+    assert "permission denied" not in err and out == ""
+    assert job_row(dsn, job.id)["status"] == "running" and kicker.kicks == []
+    code, out, err = run(capsys, "reap", "--dsn", login_as["maintainer"], "--json")
+    assert (code, out["requeued"]) == (0, 1), err
+    assert job_row(dsn, job.id)["status"] == "queued" and kicker.kicks == [("default", "reaper")]

@@ -1144,6 +1144,13 @@ SESSION_BACKEND_PID: Final = """\
 -- session_backend_pid: The server process this statement ran in: a pooler between client and server shows as a pid other than the one the connection was opened with.
 SELECT pg_backend_pid();"""
 
+SESSION_REAP_PRIVILEGES_MISSING: Final = """\
+-- session_reap_privileges_missing: The tables the session's role may not delete from that the reaper's purges do (the jobs, the periodic ticks: pgkick_maintainer may, pgkick_worker not), with the role's name; no row: it may reap.
+SELECT current_user::text, quote_ident(%(schema)s) || '.' || t.name
+FROM (VALUES ('jobs'), ('periodic_ticks')) AS t(name)
+WHERE NOT has_table_privilege(quote_ident(%(schema)s) || '.' || t.name, 'DELETE')
+ORDER BY t.name;"""
+
 TRANSACTION_BEGIN: Final = """\
 -- transaction_begin: Opens an explicit transaction inside a pipeline, so a COMMIT can end it before the statements that must see it committed.
 BEGIN;"""
