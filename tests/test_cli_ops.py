@@ -58,7 +58,7 @@ def test_enqueue_json_prints_its_failure_as_one_json_object(
     reading its JSON got no document, and for a job that failed while the command waited,
     not even the id it enqueued. The line on stderr stays."""
     code, out, err = run(capsys, "enqueue", "noop", "--payload", "{no", "--dsn", dsn, "--json")
-    assert code == 1 and err.startswith("pgkick enqueue: --payload is not JSON")
+    assert code == 2 and err.startswith("pgkick enqueue: --payload is not JSON")
     assert out == {"error": err.removeprefix("pgkick enqueue: ").strip()}
 
     worker = _fail_the_next_job(dsn, "ValueError: card declined")
@@ -174,3 +174,26 @@ def test_reap_as_a_role_that_may_not_purge_refuses_before_writing_or_kicking(
     code, out, err = run(capsys, "reap", "--dsn", login_as["maintainer"], "--json")
     assert (code, out["requeued"]) == (0, 1), err
     assert job_row(dsn, job.id)["status"] == "queued" and kicker.kicks == [("default", "reaper")]
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["enqueue", "noop", "--payload", "{no"],
+        ["enqueue", "noop", "--delay", "nan"],
+        ["enqueue", "noop", "--max-attempts", "0"],
+        ["enqueue", "noop", "--wait", "-1"],
+        ["limit", "mail", "0"],
+        ["limit", "mail", "--concurrency", "0"],
+        ["limit", "mail", "--rate", "0/1m"],
+    ],
+)
+def test_a_bad_value_exits_2_whichever_check_refuses_it(
+    dsn: str, capsys: pytest.CaptureFixture[str], argv: list[str]
+) -> None:
+    """Catches the exit status of a bad value depending on which layer refused it: `enqueue
+    --payload '{no'` and `limit mail 0` exited 1, `--delay nan`, `--max-attempts 0`,
+    `--concurrency 0` and the parser's own refusals 2. The docs: 1 is the request refused
+    as it stands, 2 the input or the database."""
+    code, err = _refusal(capsys, *argv, "--dsn", dsn)
+    assert code == 2 and err.count("\n") == 1, err

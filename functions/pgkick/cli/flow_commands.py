@@ -14,7 +14,7 @@ from typing import Any
 from pgkick.cli import database
 from pgkick.cli.inspect import Command
 from pgkick.cli.types import positive, rate
-from pgkick.errors import UsageError
+from pgkick.errors import InvalidArgument, UsageError
 from pgkick.kick.default import default_kicker
 from pgkick.store import flow, groups
 from pgkick.validation import check_name
@@ -31,7 +31,7 @@ def cmd_limit(args: argparse.Namespace) -> dict[str, Any]:
         raise UsageError("name the QUEUE to limit")
     if args.max_running is not None and not 1 <= args.max_running <= groups.MAX_LIMIT:
         least = "a limit lets at least 1 job run" if args.max_running < 1 else "too large"
-        raise UsageError(
+        raise InvalidArgument(
             f"N={args.max_running}: {least} (1..{groups.MAX_LIMIT}); to remove the queue's "
             f"limit: pgkick limit {args.queue} --clear"
         )

@@ -28,7 +28,7 @@ from pgkick.cli.types import schema_name, wait_seconds
 from pgkick.cli.workflow import add_workflow_command
 from pgkick.connections.db import DatabaseError
 from pgkick.connections.redact import redact
-from pgkick.errors import JobFailed, JobRetried, PgkickError, UsageError
+from pgkick.errors import InvalidArgument, JobFailed, JobRetried, PgkickError, UsageError
 from pgkick.kick.default import default_kicker
 from pgkick.producer import after_commit
 from pgkick.producer import enqueue as producer
@@ -78,7 +78,7 @@ def cmd_enqueue(args: argparse.Namespace) -> dict[str, Any]:
         payload = json.loads(args.payload)
     except (ValueError, RecursionError) as exc:
         reason = exc if isinstance(exc, ValueError) else "nested too deeply"
-        raise UsageError(f"--payload is not JSON: {reason}") from None
+        raise InvalidArgument(f"--payload is not JSON: {reason}") from None
     if config.task_modules():  # the app's tasks known: a misspelt TASK is refused, unwritten
         registry.load(config.task_modules())
         registry.check_known(check_name("task", args.task))
