@@ -206,7 +206,7 @@ def test_pgkick_limit_sets_lists_and_clears_a_queue_limit(dsn: str, capsys: Any)
         assert len(store.claim("mail", batch=10, lease=LEASE)) == 1
         assert cli.main(["limit", "mail", "--clear", "--dsn", dsn]) == 0
         assert len(store.claim("mail", batch=10, lease=LEASE)) == 1
-    assert cli.main(["limit", "mail", "0", "--dsn", dsn]) == 1  # refused, in one line
+    assert cli.main(["limit", "mail", "0", "--dsn", dsn]) == 2  # refused, in one line
     assert "pgkick limit mail --clear" in capsys.readouterr().err
 
 

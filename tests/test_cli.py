@@ -76,13 +76,13 @@ def count(dsn: str) -> int:
 @pytest.mark.parametrize(
     ("argv", "message", "code"),
     [
-        (["enqueue", "noop", "--payload", "{not json"], "--payload is not JSON", 1),
+        (["enqueue", "noop", "--payload", "{not json"], "--payload is not JSON", 2),
         (["enqueue", "", "--payload", "{}"], "task: must not be empty", 2),
         (["retry", "999999"], "nothing changed: job 999999 does not exist", 1),
         (["cancel"], "name job ids, or --queue/--task, or --all", 1),
         (["enqueue", "noop", "--max-attempts", "0"], "max_attempts: 0 is outside 1..1000", 2),
         # Each of these was a traceback (RecursionError, OverflowError) or a commit first:
-        (["enqueue", "noop", "--payload", "[" * 100_000], "--payload is not JSON", 1),
+        (["enqueue", "noop", "--payload", "[" * 100_000], "--payload is not JSON", 2),
         (["enqueue", "noop", "--delay", "inf"], "delay: inf is not a number of seconds", 2),
         (["enqueue", "noop", "--delay", "nan"], "delay: nan is not a number of seconds", 2),
         (["enqueue", "noop", "--delay", "3e11"], "would be due after 9999-12-30", 2),

@@ -94,7 +94,7 @@ def test_a_limit_of_zero_points_at_clear(
     dsn: str, quiet: None, capsys: pytest.CaptureFixture[str]
 ) -> None:
     """Catches `pgkick limit mail 0` answering "outside 1..2147483647 (None: no limit)"."""
-    assert cli.main(["limit", "mail", "0", "--dsn", dsn]) == 1
+    assert cli.main(["limit", "mail", "0", "--dsn", dsn]) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "pgkick limit mail --clear" in err, err
 

@@ -405,7 +405,6 @@ def test_pgkick_pause_resume_and_limit_rate_concurrency_from_the_cli(
         ["--concurrency", "0"],
         ["--concurrency", "-2"],
         ["--rate", "5/1m", "--no-rate"],
-        [],
     ],
 )
 def test_bad_limits_are_refused_before_anything_is_written(

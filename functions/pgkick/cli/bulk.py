@@ -29,10 +29,9 @@ from typing import Any
 
 from pgkick.cli import operations
 from pgkick.cli.operations import Retried
-from pgkick.errors import InvalidArgument, UsageError
+from pgkick.errors import InvalidArgument
 from pgkick.kick.default import default_kicker
 from pgkick.kick.kickers import Kicker
-from pgkick.store import unique
 from pgkick.store.inspect import JobFilter
 from pgkick.store.operator import OperatorStore
 
@@ -133,9 +132,8 @@ def retry_matching(
     if a retry would put a job next to a live one with its unique key. Kick the queues
     afterwards (pgkick.cli.operations.kick_queues)."""
     ids, _ = select(store, selection, "retry", batch=batch)
-    conflicts = store.retry_conflicts(ids=ids, queue=None, task=None) if ids else []
-    if conflicts:
-        raise UsageError(f"nothing changed: {unique.describe_conflicts(conflicts)}")
+    if ids:
+        operations.check_retry(store, ids=ids, queue=None, task=None)
     retried: list[tuple[int, str]] = []
     revived = 0
     for chunk in _batches(ids, batch):

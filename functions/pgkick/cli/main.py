@@ -20,14 +20,15 @@ from typing import Any, NoReturn
 from pgkick import config
 from pgkick.aws.schedules import add_schedule_commands
 from pgkick.cli import database
+from pgkick.cli.flow_commands import add_flow_commands
 from pgkick.cli.inspect import add_inspect_commands
-from pgkick.cli.output import json_value, summary, text, tooling_missing, versions
+from pgkick.cli.output import failure, json_value, summary, text, tooling_missing, versions
 from pgkick.cli.queue_commands import add_queue_commands
 from pgkick.cli.types import schema_name, wait_seconds
 from pgkick.cli.workflow import add_workflow_command
 from pgkick.connections.db import DatabaseError
 from pgkick.connections.redact import redact
-from pgkick.errors import JobFailed, JobRetried, PgkickError, UsageError
+from pgkick.errors import InvalidArgument, JobFailed, JobRetried, PgkickError, UsageError
 from pgkick.kick.default import default_kicker
 from pgkick.producer import after_commit
 from pgkick.producer import enqueue as producer
@@ -77,7 +78,7 @@ def cmd_enqueue(args: argparse.Namespace) -> dict[str, Any]:
         payload = json.loads(args.payload)
     except (ValueError, RecursionError) as exc:
         reason = exc if isinstance(exc, ValueError) else "nested too deeply"
-        raise UsageError(f"--payload is not JSON: {reason}") from None
+        raise InvalidArgument(f"--payload is not JSON: {reason}") from None
     if config.task_modules():  # the app's tasks known: a misspelt TASK is refused, unwritten
         registry.load(config.task_modules())
         registry.check_known(check_name("task", args.task))
@@ -212,8 +213,9 @@ def build_parser() -> argparse.ArgumentParser:
         help="seconds to wait for the job to finish, then exit 1 if it failed (0: don't; "
         f"default: {LOCAL_WAIT:g} with the local kicker, else 0)",
     )
+    acting = [*add_queue_commands(command), *add_flow_commands(command)]
     inspect = [*add_inspect_commands(command), add_workflow_command(command)]
-    for sub in (migrate, enqueue, *add_queue_commands(command), *inspect):
+    for sub in (migrate, enqueue, *acting, *inspect):
         sub.add_argument(
             "--schema",
             type=schema_name,
@@ -275,6 +277,8 @@ def _run(argv: Sequence[str] | None) -> int:
     ) as exc:
         message = redact(" ".join(str(exc).split()), _secrets(args))
         print(f"pgkick {args.command}: {message}", file=sys.stderr)
+        if args.json:  # one JSON document on stdout, a failure too
+            print(json.dumps(failure(exc, message)))
         return 1 if isinstance(exc, UsageError | JobFailed) else 2
     if args.json or args.command not in PRINT_THEIR_OWN:
         _print(result, args.json)

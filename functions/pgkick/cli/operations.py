@@ -39,6 +39,17 @@ def check_ids(store: OperatorStore, ids: list[int], status: str) -> None:
         raise error(f"nothing changed: {'; '.join(problems)} (expected {status})")
 
 
+def check_retry(
+    store: OperatorStore, *, ids: list[int] | None, queue: str | None, task: str | None
+) -> None:
+    """Refuse (changing nothing) a retry that would put a failed job next to a live one
+    with its unique key, naming them: the index would refuse it too, less clearly, and
+    a dry run must refuse what the retry refuses."""
+    conflicts = store.retry_conflicts(ids=ids, queue=queue, task=task)
+    if conflicts:
+        raise UsageError(f"nothing changed: {unique.describe_conflicts(conflicts)}")
+
+
 class Retried(NamedTuple):
     """What a retry did: the jobs queued again, (id, queue) each, and how many of their
     dependants (failed or cancelled by their failure, transitively) wait again."""
@@ -58,9 +69,7 @@ def retry(
     """Put failed jobs back in the queue with more attempts, reviving the dependants their
     failure ended (migration 0019), in one transaction. Kick their queues after this
     connection's work (`kick_queues`); the revived wait for them, nothing to kick."""
-    conflicts = store.retry_conflicts(ids=ids, queue=queue, task=task)
-    if conflicts:  # the index would refuse it too, less clearly
-        raise UsageError(f"nothing changed: {unique.describe_conflicts(conflicts)}")
+    check_retry(store, ids=ids, queue=queue, task=task)
     with store.transaction():  # the count is the transaction's
         jobs = store.retry_failed(ids=ids, queue=queue, task=task, extra_attempts=extra_attempts)
         return Retried(jobs, store.revived_dependants() if jobs else 0)

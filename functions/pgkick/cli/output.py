@@ -16,6 +16,8 @@ from decimal import Decimal
 from importlib.metadata import PackageNotFoundError, version
 from typing import Any
 
+from pgkick.errors import JobFailed, JobRetried
+
 # Commands the development tooling (pgkick-dev) adds through the `pgkick.commands` entry point.
 TOOL_COMMANDS = ("demo", "bench", "awake")
 INSTALL_PAGE = "docs/getting-started/install.md"
@@ -52,6 +54,17 @@ def json_value(value: object) -> object:
     if isinstance(value, timedelta):
         return value.total_seconds()
     return str(value)
+
+
+def failure(exc: BaseException, message: str) -> dict[str, Any]:
+    """What `--json` prints when the command fails (its line goes to stderr too): the
+    error, and the job it names when it names one (`pgkick enqueue --wait` of a job that
+    failed: the id it enqueued, and whether a retry is booked)."""
+    document: dict[str, Any] = {"error": message}
+    if isinstance(exc, JobFailed):
+        retried = isinstance(exc, JobRetried)
+        document |= {"id": exc.job_id, "status": "queued" if retried else "failed"}
+    return document
 
 
 def text(value: object) -> str:

@@ -1,5 +1,5 @@
-"""`pgkick status`, `retry`, `cancel`, `purge`, `reap`, `limit`, `pause` and `resume`: the
-operator's commands on queues and jobs.
+"""`pgkick status`, `retry`, `cancel`, `purge` and `reap`: the operator's commands on
+queues and jobs (`limit`, `pause` and `resume`: pgkick.cli.flow_commands).
 
 Why apart from pgkick.cli.main: main builds the parser and keeps the commands an app
 developer starts with (`migrate`, `enqueue`); these act on what is already queued,
@@ -10,7 +10,7 @@ same `OperatorStore`.
 from __future__ import annotations
 
 import argparse
-import logging
+from collections import Counter
 from collections.abc import Callable
 from datetime import timedelta
 from typing import Any
@@ -18,15 +18,12 @@ from typing import Any
 from pgkick import config
 from pgkick.cli import bulk, database, operations
 from pgkick.cli.inspect import Command, add_filter_arguments
-from pgkick.cli.types import extra_attempts, positive, rate, span
-from pgkick.errors import UsageError
+from pgkick.cli.types import extra_attempts, positive, span
+from pgkick.errors import MisuseError, UsageError
 from pgkick.kick.default import default_kicker
-from pgkick.store import flow, groups
 from pgkick.store.inspect import FILTERS
 from pgkick.store.operator import OperatorStore
 from pgkick.worker.reaper import reap
-
-log = logging.getLogger("pgkick.cli")
 
 
 def cmd_status(args: argparse.Namespace) -> dict[str, Any]:
@@ -58,10 +55,13 @@ BULK_FILTERS = tuple(name for name in FILTERS if name not in ("task", "queue"))
 
 def _bulk(args: argparse.Namespace, action: str) -> bulk.JobSelection | None:
     """The selection of a bulk action, or None for the forms from before (ids, --queue,
-    --task, --all, purge --older-than), which act at once as they always did."""
+    --task, --all, purge --older-than), which act at once as they always did (and with
+    --dry-run count what they would take: ids, --older-than; see `counted`)."""
     # purge had no --queue/--task before: there they are filters too
     triggers = BULK_FILTERS + (("task", "queue") if action == "purge" else ())
-    if not (args.dry_run or any(getattr(args, name) is not None for name in triggers)):
+    filtered = any(getattr(args, name) is not None for name in triggers)
+    named = getattr(args, "ids", None) or getattr(args, "older_than", None) is not None
+    if not filtered and (not args.dry_run or named):
         return None
     if getattr(args, "ids", None):
         raise UsageError("name job ids or give filters, not both")
@@ -84,17 +84,42 @@ def _bulk_command(
         raise UsageError(f"{action}: give a filter")
     with database.operator_store(args) as store:
         ids, counts = bulk.select(store, selection, action)
-        total = sum(counts.values())
         if args.dry_run or not args.yes:
-            counted: dict[str, Any] = {"would_" + action: total, "by_status": counts}
+            more: dict[str, int] = {}
+            if action == "retry" and ids:  # refused as the retry would be (unique keys)
+                operations.check_retry(store, ids=ids, queue=None, task=None)
             if action == "retry":  # the dependants outside the selection it would revive
-                counted["would_revive_up_to"] = store.revivable_count(ids) if ids else 0
-            return {
-                **counted,
-                "dry_run": True,
-                "to_act": "run it again with --yes" if total else "nothing to do",
-            }
+                more["would_revive_up_to"] = store.revivable_count(ids) if ids else 0
+            return counted(action, counts, "run it again with --yes", **more)
         return act(store, selection)
+
+
+def counted(action: str, counts: dict[str, int], to_act: str, **more: int) -> dict[str, Any]:
+    """A dry run's answer: how many jobs `action` would take, by status, and what more
+    it would do (`more`); `to_act`: how to act on them."""
+    total = sum(counts.values())
+    return {
+        "would_" + action: total,
+        "by_status": counts,
+        **more,
+        "dry_run": True,
+        "to_act": to_act if total else "nothing to do",
+    }
+
+
+def _named_dry_run(store: OperatorStore, action: str, ids: list[int] | None) -> dict[str, Any]:
+    """The dry run of `retry|cancel IDS` (checked by `_selection` as the action checks
+    them, and a retry's unique keys too): their count by status, nothing written."""
+    named = ids or []
+    more: dict[str, int] = {}
+    if action == "retry":
+        operations.check_retry(store, ids=named, queue=None, task=None)
+        more["would_revive_up_to"] = store.revivable_count(named)
+    counts = Counter(job["status"] for job in store.get_many(named))
+    return counted(action, dict(sorted(counts.items())), AGAIN, **more)
+
+
+AGAIN = "run it again without --dry-run"  # the forms from before act at once
 
 
 def cmd_retry(args: argparse.Namespace) -> dict[str, Any]:
@@ -112,6 +137,8 @@ def cmd_retry(args: argparse.Namespace) -> dict[str, Any]:
         return _bulk_command(args, "retry", retry)
     with database.operator_store(args) as store:
         ids = _selection(args, store, "failed")
+        if args.dry_run:
+            return _named_dry_run(store, "retry", ids)
         retried = operations.retry(
             store, ids=ids, queue=args.queue, task=args.task, extra_attempts=args.extra_attempts
         )
@@ -134,6 +161,8 @@ def cmd_cancel(args: argparse.Namespace) -> dict[str, Any]:
         return _bulk_command(args, "cancel", cancel)
     with database.operator_store(args) as store:
         ids = _selection(args, store, "waiting|queued|running")
+        if args.dry_run:
+            return _named_dry_run(store, "cancel", ids)
         cancelled, marked, released = operations.cancel(
             store, ids=ids, queue=args.queue, task=args.task
         )
@@ -142,7 +171,8 @@ def cmd_cancel(args: argparse.Namespace) -> dict[str, Any]:
 
 
 def cmd_purge(args: argparse.Namespace) -> dict[str, Any]:
-    """Delete done and failed jobs finished longer ago than --older-than, in batches."""
+    """Delete done and failed jobs finished longer ago than --older-than, in batches (0d:
+    every finished job, counted first, deleted only with --yes)."""
     if _bulk(args, "purge") is not None:
 
         def purge(store: OperatorStore, selection: bulk.JobSelection) -> dict[str, Any]:
@@ -151,7 +181,11 @@ def cmd_purge(args: argparse.Namespace) -> dict[str, Any]:
         return _bulk_command(args, "purge", purge)
     if args.older_than is None:
         raise UsageError("give --older-than (e.g. 7d), or filters (see pgkick purge --help)")
+    everything = not args.older_than  # 0d: every finished job, counted first as by filter
     with database.operator_store(args) as store:
+        if args.dry_run or (everything and not args.yes):
+            to_act = "run it again with --yes" if everything else AGAIN
+            return counted("purge", store.purgeable_count(args.older_than), to_act)
         return {"purged": store.purge_finished(args.older_than, batch=args.batch)}
 
 
@@ -159,59 +193,10 @@ def cmd_reap(args: argparse.Namespace) -> dict[str, Any]:
     """Run the reaper once: re-queue expired leases, kick ready queues, purge, report."""
     settings = config.Settings.from_env()
     with database.operator_store(args) as store:
+        refused = store.reap_refused()  # before the leases' writes and the kicks
+        if refused:
+            raise MisuseError(refused)
         return reap(store, default_kicker(), retention=settings.retention)
-
-
-def cmd_limit(args: argparse.Namespace) -> dict[str, Any]:
-    """Set or remove a queue's limits (running N, --rate N/period, --concurrency N), or list
-    every queue's."""
-    changes = (args.max_running, args.rate, args.concurrency)
-    removals = (args.clear, args.no_rate, args.no_concurrency)
-    if args.queue is None and (any(c is not None for c in changes) or any(removals)):
-        raise UsageError("name the QUEUE to limit")
-    if args.max_running is not None and args.max_running < 1:
-        raise UsageError(
-            f"N={args.max_running}: a limit lets at least 1 job run; to remove "
-            f"the queue's limit: pgkick limit {args.queue} --clear"
-        )
-    if args.queue is not None and all(c is None for c in changes) and not any(removals):
-        raise UsageError(
-            "give QUEUE and N, --rate N/period or --concurrency N (or --clear, --no-rate, "
-            "--no-concurrency), or nothing to list"
-        )
-    names = ("N", "--rate", "--concurrency")
-    for value, removed, name in zip(changes, removals, names, strict=True):
-        if value is not None and removed:
-            raise UsageError(f"{name} and its removal in one command: give one")
-    with database.operator_store(args) as store:
-        if args.queue is not None:
-            if args.max_running is not None or args.clear:
-                groups.set_queue_limit(store, args.queue, args.max_running)
-            if args.rate is not None or args.no_rate:
-                flow.set_queue_rate(store, args.queue, *(args.rate or (None, None)))
-            if args.concurrency is not None or args.no_concurrency:
-                flow.set_queue_concurrency(store, args.queue, args.concurrency)
-        return {"limits": groups.queue_limits(store)}
-
-
-def cmd_pause(args: argparse.Namespace) -> dict[str, Any]:
-    """Pause a queue: its claims take nothing, nobody kicks it; jobs stay queued."""
-    with database.operator_store(args) as store:
-        flow.pause_queue(store, args.queue)
-    return {"paused": args.queue}
-
-
-def cmd_resume(args: argparse.Namespace) -> dict[str, Any]:
-    """Resume a paused queue and kick it once."""
-    kicker = default_kicker()  # a kicker that cannot be built fails before the write
-    with database.operator_store(args) as store:
-        flow.resume_queue(store, args.queue)
-    try:
-        kicker.kick(args.queue, "manual")  # an operator's kick, as `pgkick kick`
-    except Exception as exc:  # resumed all the same: the next enqueue, sweep or reaper kicks
-        log.warning("could not kick queue %s after resuming it (%s)", args.queue, exc)
-        return {"resumed": args.queue, "kicked": False}
-    return {"resumed": args.queue, "kicked": True}
 
 
 def _selection_arguments(sub: argparse.ArgumentParser, *, ids: bool = True) -> None:
@@ -259,7 +244,9 @@ def add_queue_commands(command: Command) -> list[argparse.ArgumentParser]:
     _selection_arguments(cancel)
     _batch_argument(cancel, bulk.BATCH)
     purge = command("purge", cmd_purge)
-    purge.add_argument("--older-than", type=span, help="finished this long ago: 7d, 12h, 30m")
+    purge.add_argument(
+        "--older-than", type=span, help="finished this long ago: 7d, 12h, 30m (0d: all, with --yes)"
+    )
     purge.add_argument("--queue", help="only the jobs of this queue (with filters)")
     purge.add_argument("--task", help="only the jobs of this task (with filters)")
     _bulk_arguments(purge)
@@ -267,24 +254,4 @@ def add_queue_commands(command: Command) -> list[argparse.ArgumentParser]:
         "--batch", type=positive, default=10_000, help="jobs deleted per statement (10000)"
     )
     reap_command = command("reap", cmd_reap)
-    limit = command("limit", cmd_limit)
-    limit.add_argument("queue", nargs="?", help="the queue (none: list every limit)")
-    limit.add_argument(
-        "max_running", nargs="?", type=int, metavar="N", help="at most N of its jobs at once"
-    )
-    limit.add_argument("--clear", action="store_true", help="remove the queue's running limit")
-    limit.add_argument(
-        "--rate", type=rate, metavar="N/PERIOD", help="at most N starts per key per period (10/1m)"
-    )
-    limit.add_argument("--no-rate", action="store_true", help="remove the queue's rate")
-    limit.add_argument(
-        "--concurrency", type=positive, metavar="N", help="at most N running per group key"
-    )
-    limit.add_argument(
-        "--no-concurrency", action="store_true", help="remove the concurrency per group key"
-    )
-    pause = command("pause", cmd_pause)
-    pause.add_argument("queue", help="the queue to pause")
-    resume = command("resume", cmd_resume)
-    resume.add_argument("queue", help="the queue to resume (and kick once)")
-    return [status, retry, cancel, purge, reap_command, limit, pause, resume]
+    return [status, retry, cancel, purge, reap_command]

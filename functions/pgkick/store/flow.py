@@ -44,7 +44,9 @@ def _count(field: str, value: object) -> int:
     if isinstance(value, bool) or not isinstance(value, int):
         raise InvalidArgumentType(f"{field}: must be an integer, got {type(value).__name__}")
     if not 1 <= value <= MAX_LIMIT:
-        raise InvalidArgument(f"{field}: {value} is outside 1..{MAX_LIMIT} (None: no limit)")
+        raise InvalidArgument(
+            f"{field}: {value} is outside 1..{MAX_LIMIT} (pass None to remove it)"
+        )
     return value
 
 
@@ -100,8 +102,11 @@ def pause_queue(db: Database, queue: str) -> None:
     db.execute(queries.QUEUE_PAUSE_SET, queue=queue, paused=True)
 
 
-def resume_queue(db: Database, queue: str) -> None:
-    """Claims of `queue` take its jobs again; the caller kicks it (pgkick.cli, pgkick.api)."""
+def resume_queue(db: Database, queue: str) -> bool:
+    """Claims of `queue` take its jobs again; the caller kicks it (pgkick.cli). False, and
+    nothing written, when the queue was not paused."""
     check_name("queue", queue)
-    db.execute(queries.QUEUE_PAUSE_SET, queue=queue, paused=False)
+    if not db.rows(queries.QUEUE_RESUME, queue=queue):
+        return False
     _prune(db, queue)
+    return True

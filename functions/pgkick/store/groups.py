@@ -96,7 +96,7 @@ def set_queue_limit(db: Database, queue: str, max_running: int | None) -> None:
         )
     if not 1 <= max_running <= MAX_LIMIT:
         raise InvalidArgument(
-            f"max_running: {max_running} is outside 1..{MAX_LIMIT} (None: no limit)"
+            f"max_running: {max_running} is outside 1..{MAX_LIMIT} (pass None to remove the limit)"
         )
     db.execute(queries.QUEUE_LIMIT_SET, queue=queue, max_running=max_running)
 

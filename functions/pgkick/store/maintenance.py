@@ -48,6 +48,23 @@ class MaintenanceStore(ExpiredLeases, QueueHealing):
                 return total, True
         return total, False
 
+    def purgeable_count(self, retention: timedelta) -> dict[str, int]:
+        """How many done and failed jobs finished more than `retention` ago, by status:
+        what `purge_finished` would delete (its dry run)."""
+        return dict(self.rows(queries.JOB_PURGEABLE_COUNT, retention=retention))
+
+    def reap_refused(self) -> str | None:
+        """Why this session's role may not reap (the purges' deletes it lacks, naming the
+        role that may), or None: checked before a run writes or kicks anything."""
+        rows = self.rows(queries.SESSION_REAP_PRIVILEGES_MISSING)
+        if not rows:
+            return None
+        tables = " or ".join(table for _, table in rows)
+        return (
+            f"role {rows[0][0]} lacks DELETE on {tables}, which the reaper's purge needs: "
+            "nothing done; run it as a role granted pgkick_maintainer (pgkick migrate --roles)"
+        )
+
     def stats_by_queue(self, stranded_after: timedelta = STRANDED_AFTER) -> list[dict[str, Any]]:
         """Per queue: counts by status, oldest ready age, next lease expiry, failures today,
         and `stranded`: ready for longer than `stranded_after` with no worker watching (a

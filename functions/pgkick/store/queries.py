@@ -412,6 +412,15 @@ WHERE id IN (
   LIMIT %(batch)s
 );"""
 
+JOB_PURGEABLE_COUNT: Final = """\
+-- job_purgeable_count: How many done or failed jobs, by status, finished more than retention ago (what job_purge_finished would delete: `pgkick purge --older-than --dry-run`).
+SELECT status, count(*)::int
+FROM pgkick.jobs
+WHERE status IN ('done', 'failed')
+  AND finished_at < coalesce(%(now)s::timestamptz, now()) - %(retention)s::interval
+GROUP BY status
+ORDER BY status;"""
+
 JOB_READY_COUNT_BY_QUEUE: Final = """\
 -- job_ready_count_by_queue: Counts the jobs a claim could take now in each queue (which queues need a worker); a queue without a rate or a concurrency: ungrouped ready jobs, plus one for each group with no running job whose head is ready (a blocked group's jobs do not count); a queue with a rate or a concurrency (job_ready_fair_count, migration 0014; only those queues pay for it): its ready jobs with neither key if its own rate bucket has room, plus one for each key with a ready job its rate and its group's concurrency admit now (a held queue is not kicked: the sweep books its wake-up); a paused queue has none.
 WITH RECURSIVE groups AS (  -- every (queue, group) with queued jobs, one index probe each
@@ -968,6 +977,12 @@ QUEUE_PAUSE_SET: Final = """\
 INSERT INTO pgkick.queue_limits (queue, paused) VALUES (%(queue)s, %(paused)s)
 ON CONFLICT (queue) DO UPDATE SET paused = excluded.paused;"""
 
+QUEUE_RESUME: Final = """\
+-- queue_resume: Resumes a paused queue (its claims take jobs again); returns the queue, or no row when it was not paused (nothing written).
+UPDATE pgkick.queue_limits SET paused = false
+WHERE queue = %(queue)s AND paused
+RETURNING queue;"""
+
 QUEUE_WATCHER_ANNOUNCE: Final = """\
 -- queue_watcher_announce: A worker says it is draining a queue until the given instant; it takes up the pending kick and clears expired watchers.
 WITH cleared AS (
@@ -1129,6 +1144,13 @@ CREATE SCHEMA IF NOT EXISTS pgkick;"""
 SESSION_BACKEND_PID: Final = """\
 -- session_backend_pid: The server process this statement ran in: a pooler between client and server shows as a pid other than the one the connection was opened with.
 SELECT pg_backend_pid();"""
+
+SESSION_REAP_PRIVILEGES_MISSING: Final = """\
+-- session_reap_privileges_missing: The tables the session's role may not delete from that the reaper's purges do (the jobs, the periodic ticks: pgkick_maintainer may, pgkick_worker not), with the role's name; no row: it may reap.
+SELECT current_user::text, quote_ident(%(schema)s) || '.' || t.name
+FROM (VALUES ('jobs'), ('periodic_ticks')) AS t(name)
+WHERE NOT has_table_privilege(quote_ident(%(schema)s) || '.' || t.name, 'DELETE')
+ORDER BY t.name;"""
 
 TRANSACTION_BEGIN: Final = """\
 -- transaction_begin: Opens an explicit transaction inside a pipeline, so a COMMIT can end it before the statements that must see it committed.

@@ -1,0 +1,103 @@
+"""`pgkick limit`, `pause` and `resume`: the operator's commands on a queue's flow.
+
+Why apart from pgkick.cli.queue_commands: those act on the jobs queued; these on the
+queue's settings the claim enforces (pgkick.store.flow, pgkick.store.groups), through
+the same `OperatorStore`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+from typing import Any
+
+from pgkick.cli import database
+from pgkick.cli.inspect import Command
+from pgkick.cli.types import positive, rate
+from pgkick.errors import InvalidArgument, UsageError
+from pgkick.kick.default import default_kicker
+from pgkick.store import flow, groups
+from pgkick.validation import check_name
+
+log = logging.getLogger("pgkick.cli")
+
+
+def cmd_limit(args: argparse.Namespace) -> dict[str, Any]:
+    """Set or remove a queue's limits (running N, --rate N/period, --concurrency N), show
+    them (the queue alone), or list every queue's."""
+    changes = (args.max_running, args.rate, args.concurrency)
+    removals = (args.clear, args.no_rate, args.no_concurrency)
+    if args.queue is None and (any(c is not None for c in changes) or any(removals)):
+        raise UsageError("name the QUEUE to limit")
+    if args.max_running is not None and not 1 <= args.max_running <= groups.MAX_LIMIT:
+        least = "a limit lets at least 1 job run" if args.max_running < 1 else "too large"
+        raise InvalidArgument(
+            f"N={args.max_running}: {least} (1..{groups.MAX_LIMIT}); to remove the queue's "
+            f"limit: pgkick limit {args.queue} --clear"
+        )
+    shown = args.queue is not None and all(c is None for c in changes) and not any(removals)
+    if shown:  # the queue alone: its limits, read-only
+        check_name("queue", args.queue)
+    names = ("N", "--rate", "--concurrency")
+    for value, removed, name in zip(changes, removals, names, strict=True):
+        if value is not None and removed:
+            raise UsageError(f"{name} and its removal in one command: give one")
+    with database.operator_store(args) as store:
+        if shown:
+            return {"limits": [q for q in groups.queue_limits(store) if q["queue"] == args.queue]}
+        if args.queue is not None:
+            if args.max_running is not None or args.clear:
+                groups.set_queue_limit(store, args.queue, args.max_running)
+            if args.rate is not None or args.no_rate:
+                flow.set_queue_rate(store, args.queue, *(args.rate or (None, None)))
+            if args.concurrency is not None or args.no_concurrency:
+                flow.set_queue_concurrency(store, args.queue, args.concurrency)
+        return {"limits": groups.queue_limits(store)}
+
+
+def cmd_pause(args: argparse.Namespace) -> dict[str, Any]:
+    """Pause a queue: its claims take nothing, nobody kicks it; jobs stay queued."""
+    with database.operator_store(args) as store:
+        flow.pause_queue(store, args.queue)
+    return {"paused": args.queue}
+
+
+def cmd_resume(args: argparse.Namespace) -> dict[str, Any]:
+    """Resume a paused queue and kick it once (a queue not paused: says so, changes nothing)."""
+    kicker = default_kicker()  # a kicker that cannot be built fails before the write
+    with database.operator_store(args) as store:
+        if not flow.resume_queue(store, args.queue):  # nothing to resume: no write, no kick
+            return {"not_paused": args.queue, "kicked": False}
+    try:
+        kicker.kick(args.queue, "manual")  # an operator's kick, as `pgkick kick`
+    except Exception as exc:  # resumed all the same: the next enqueue, sweep or reaper kicks
+        log.warning("could not kick queue %s after resuming it (%s)", args.queue, exc)
+        return {"resumed": args.queue, "kicked": False}
+    return {"resumed": args.queue, "kicked": True}
+
+
+def add_flow_commands(command: Command) -> list[argparse.ArgumentParser]:
+    """Register the commands; returns their parsers (main adds --schema to each)."""
+    limit = command("limit", cmd_limit)
+    limit.add_argument(
+        "queue", nargs="?", help="the queue (alone: show its limits; none: list every queue's)"
+    )
+    limit.add_argument(
+        "max_running", nargs="?", type=int, metavar="N", help="at most N of its jobs at once"
+    )
+    limit.add_argument("--clear", action="store_true", help="remove the queue's running limit")
+    limit.add_argument(
+        "--rate", type=rate, metavar="N/PERIOD", help="at most N starts per key per period (10/1m)"
+    )
+    limit.add_argument("--no-rate", action="store_true", help="remove the queue's rate")
+    limit.add_argument(
+        "--concurrency", type=positive, metavar="N", help="at most N running per group key"
+    )
+    limit.add_argument(
+        "--no-concurrency", action="store_true", help="remove the concurrency per group key"
+    )
+    pause = command("pause", cmd_pause)
+    pause.add_argument("queue", help="the queue to pause")
+    resume = command("resume", cmd_resume)
+    resume.add_argument("queue", help="the queue to resume (and kick once)")
+    return [limit, pause, resume]
