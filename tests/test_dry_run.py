@@ -126,3 +126,17 @@ def test_purge_older_than_zero_counts_first_and_deletes_only_with_yes(
     assert snapshot(dsn) == before
     code, out, _ = run(capsys, "purge", "--older-than", "0d", "--yes", "--dsn", dsn)
     assert (code, out) == (0, {"purged": 3}) and snapshot(dsn) == []
+
+
+def test_a_purge_with_nothing_to_select_names_an_option_purge_has(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """Catches `pgkick purge --dry-run` alone advising `--all`, which purge does not take
+    (retry and cancel do); its every finished job is `--older-than 0d`. Refused before any
+    connection: no database is named."""
+    code, out, err = run(capsys, "purge", "--dry-run")
+    assert code == 1
+    assert "--older-than 0d" in err and "--all" not in err
+    assert out == {"error": err.split(": ", 1)[1].strip()}
+    code, _, err = run(capsys, "retry", "--dry-run")
+    assert code == 1 and "--all" in err

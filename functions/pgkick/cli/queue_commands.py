@@ -69,6 +69,8 @@ def _bulk(args: argparse.Namespace, action: str) -> bulk.JobSelection | None:
         raise UsageError("--older-than with filters: give the created range as --until")
     selection = bulk.JobSelection(**{name: getattr(args, name) for name in FILTERS})
     if selection.empty and not getattr(args, "all", False):
+        if action == "purge":  # purge has no --all: its every finished job is --older-than 0d
+            raise UsageError("give a filter, or --older-than 0d for every finished job")
         raise UsageError(f"give a filter, or --all for every job {action} applies to")
     return selection
 
