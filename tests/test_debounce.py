@@ -177,8 +177,15 @@ def test_every_form_debounces_and_a_batch_ends_with_its_last_payload(dsn: str) -
     def handle_task(payload: dict[str, int]) -> None:
         return None
 
-    handle_task.enqueue_and_kick({"n": 3}, unique_key="x", debounce=5, dsn=dsn, kicker=NoKicker())
-    assert [p for _, _, p, _ in jobs_with_key(dsn, "x")] == [{"n": 3}]
+    assert [p for _, _, p, _ in jobs_with_key(dsn, "x")] == [{"n": 2}]
+    for n in (3, 4):
+        handle_task.enqueue_and_kick(
+            {"n": n}, unique_key="h", debounce=5, dsn=dsn, kicker=NoKicker()
+        )
+    assert [p for _, _, p, _ in jobs_with_key(dsn, "h")] == [{"n": 4}]
+    # another task's debounce of a held key is answered by the holder, untouched (0026)
+    handle_task.enqueue_and_kick({"n": 5}, unique_key="x", debounce=5, dsn=dsn, kicker=NoKicker())
+    assert [p for _, _, p, _ in jobs_with_key(dsn, "x")] == [{"n": 2}]
 
 
 @pytest.mark.parametrize(

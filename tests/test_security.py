@@ -238,7 +238,7 @@ def test_an_install_from_0024_has_every_function_search_pg_temp_last(empty_dsn: 
     assert {row[0] for row in after} == {row[0] for row in before}
     # job_ordered_at_set (0011) has no path: a trigger run with its caller's rights that
     # names no table (a SET clause would cost every grouped insert a save and restore)
-    assert {row[2] for row in after if row[0] != "job_ordered_at_set"} == {
+    assert {row[2].replace('"', "") for row in after if row[0] != "job_ordered_at_set"} == {
         "search_path=pgkick, pg_temp"
     }
     assert sum(row[1] for row in after) == 4  # job_await, job_insert_flow, the two triggers'

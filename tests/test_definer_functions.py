@@ -1,0 +1,94 @@
+"""The functions a producer calls with their owner's rights (SECURITY DEFINER: job_await,
+job_insert_flow) touch only rows that are the caller's to touch, called directly in SQL as
+any role granted EXECUTE may call them, not only through pgkick's client (migration 0026)."""
+
+from __future__ import annotations
+
+import psycopg
+import pytest
+
+import pgkick
+from pgkick.kick.kickers import NoKicker
+from tests.helpers import job_row
+from tests.test_security import login_as  # noqa: F401 (a fixture)
+
+AWAIT = "SELECT * FROM pgkick.job_await(%s, %s, %s, NULL)"
+FLOW = (
+    "SELECT * FROM pgkick.job_insert_flow(%(queue)s, %(task)s, %(payload)s, NULL,"
+    " '0'::interval, 3, 0, NULL, %(key)s, NULL, NULL, %(debounce)s::interval, NULL,"
+    " %(throttle)s::interval, NULL)"
+)
+
+
+def other_apps_job(dsn: str, **options: object) -> int:
+    return pgkick.enqueue_and_kick(
+        {"card": "4111"}, task="charge", queue="billing", dsn=dsn, kicker=NoKicker(), **options
+    )
+
+
+def test_a_job_flagged_as_a_parent_is_never_taken_as_a_child(
+    dsn: str,
+    login_as: dict[str, str],  # noqa: F811
+) -> None:
+    """Catches 0024's check fooled by job_await's own flag: naming another app's job as a
+    parent writes its row (has_dependants), which made its last writer the caller's
+    transaction, and the next call took it as a child: held 'waiting' for ever behind the
+    caller's own job, or failed with the caller's failed job's error."""
+    victim = other_apps_job(dsn)
+    with psycopg.connect(login_as["producer"]) as app:
+        own = pgkick.enqueue_in(app, kicker=NoKicker()).enqueue({}, task="t", delay=3600)
+        assert app.execute(AWAIT, ([own], [victim], ["run anyway"])).fetchall() == [(own,)]
+        with pytest.raises(psycopg.errors.InsufficientPrivilege, match="not enqueued in this"):
+            app.execute(AWAIT, ([victim], [own], ["fail"]))
+    assert job_row(dsn, victim)["status"] == "queued"
+
+
+def test_a_debounce_rewrites_only_a_job_of_its_own_queue_and_task(
+    dsn: str,
+    login_as: dict[str, str],  # noqa: F811
+) -> None:
+    """Catches a debounce matching the key alone: another app's job holding the key (its
+    keys are readable) got the caller's payload and due time. The holder answers,
+    untouched, as it does a plain unique enqueue; a burst of the same task still collapses."""
+    victim = other_apps_job(dsn, unique_key="invoice-42")
+    before = job_row(dsn, victim)
+    answer = pgkick.enqueue_and_kick(
+        {"card": "attacker"},
+        task="mine",
+        unique_key="invoice-42",
+        debounce=3600,
+        dsn=login_as["producer"],
+        kicker=NoKicker(),
+    )
+    after = job_row(dsn, victim)
+    assert answer == victim
+    assert (after["payload"], after["run_at"]) == (before["payload"], before["run_at"])
+    again = pgkick.enqueue_and_kick(
+        {"n": 2}, task="charge", queue="billing", unique_key="invoice-42", debounce=60,
+        dsn=login_as["producer"], kicker=NoKicker(),
+    )  # fmt: skip
+    assert again == victim and job_row(dsn, victim)["payload"] == {"n": 2}
+
+
+@pytest.mark.parametrize(
+    ("payload", "debounce", "throttle"),
+    [(None, "1 s", None), ("{}", "-1 s", None), ("{}", None, "0 s"), ("{}", "31 days", None)],
+    ids=["null-payload", "negative-debounce", "zero-throttle", "past-30-days"],
+)
+def test_the_flow_function_refuses_what_the_client_refuses_before_any_write(
+    dsn: str,
+    login_as: dict[str, str],  # noqa: F811
+    payload: str | None,
+    debounce: str | None,
+    throttle: str | None,
+) -> None:
+    """Catches the function trusting its caller: a NULL payload failed the debounce's update
+    of the key's job with "Failing row contains (...)", that job's columns read with the
+    owner's rights; a period of zero, below zero or past 30 days went through."""
+    victim = other_apps_job(dsn, unique_key="k")
+    params = {"queue": "billing", "task": "charge", "key": "k", "payload": payload}
+    with psycopg.connect(login_as["producer"]) as app:
+        with pytest.raises(psycopg.errors.InvalidParameterValue) as refused:
+            app.execute(FLOW, {**params, "debounce": debounce, "throttle": throttle})
+    assert "4111" not in str(refused.value) and refused.value.diag.message_detail is None
+    assert job_row(dsn, victim)["payload"] == {"card": "4111"}
