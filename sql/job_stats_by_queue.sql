@@ -24,7 +24,9 @@ SELECT queue,
                           AND NOT EXISTS (
                             SELECT 1 FROM pgkick.queue_watchers w
                             WHERE w.queue = jobs.queue
-                              AND w.until > coalesce(%(now)s::timestamptz, now())))
+                              AND w.until > coalesce(%(now)s::timestamptz, now())
+                              AND w.until <= coalesce(%(now)s::timestamptz, now())
+                                             + interval '1 hour'))
                                                   AS stranded
 FROM pgkick.jobs
 GROUP BY queue

@@ -4,12 +4,19 @@ any role granted EXECUTE may call them, not only through pgkick's client (migrat
 
 from __future__ import annotations
 
+from datetime import timedelta
+
 import psycopg
 import pytest
 
 import pgkick
 from pgkick.kick.kickers import NoKicker
+from pgkick.store import queries
+from pgkick.store.maintenance import MaintenanceStore
+from pgkick.variables import VARIABLES
+from pgkick.worker.healing import heal_queues
 from tests.helpers import job_row
+from tests.test_producer import RecordingKicker
 from tests.test_security import login_as  # noqa: F401 (a fixture)
 
 AWAIT = "SELECT * FROM pgkick.job_await(%s, %s, %s, NULL)"
@@ -92,3 +99,47 @@ def test_the_flow_function_refuses_what_the_client_refuses_before_any_write(
             app.execute(FLOW, {**params, "debounce": debounce, "throttle": throttle})
     assert "4111" not in str(refused.value) and refused.value.diag.message_detail is None
     assert job_row(dsn, victim)["payload"] == {"card": "4111"}
+
+
+@pytest.mark.parametrize("watcher", ["zz", "kick"], ids=["fake-worker", "fake-pending-kick"])
+def test_a_watcher_row_no_worker_writes_holds_no_kick_back(
+    dsn: str,
+    login_as: dict[str, str],  # noqa: F811
+    watcher: str,
+) -> None:
+    """Catches a producer's own row in queue_watchers (it may write the table: it reserves
+    kicks there) with an `until` no worker or reservation ever writes (past an hour: the
+    longest PGKICK_WATCH_SECONDS and PGKICK_KICK_PENDING_MS allow): every reservation and
+    every sweep took the queue as watched, and a worker's announcement never cleared it, so
+    its jobs waited for the daily reaper."""
+    with psycopg.connect(login_as["producer"], autocommit=True) as app:
+        app.execute(
+            "INSERT INTO pgkick.queue_watchers (queue, watcher, until)"
+            " VALUES ('billing', %s, 'infinity')",
+            (watcher,),
+        )
+    kicker = RecordingKicker()
+    pgkick.enqueue_and_kick({}, task="charge", queue="billing", dsn=dsn, kicker=kicker)
+    assert kicker.kicks == [("billing", "enqueue")]
+    with MaintenanceStore.open(dsn) as store:  # the reservation's row gone: a sweep kicks
+        store.execute(queries.QUEUE_WATCHER_WITHDRAW, queue="billing", watcher="kick")
+        swept = heal_queues(store, RecordingKicker(), pending=timedelta(seconds=10))
+        assert swept.kicked == ["billing"]
+        store.execute(queries.QUEUE_WATCHER_WITHDRAW, queue="billing", watcher="kick")
+        store.execute(
+            queries.QUEUE_WATCHER_ANNOUNCE, queue="billing", watcher="w1", ttl=timedelta(seconds=30)
+        )
+    with psycopg.connect(dsn) as conn:
+        left = conn.execute("SELECT watcher FROM pgkick.queue_watchers ORDER BY 1").fetchall()
+    assert left == [("w1",)]  # the announcement cleared the row nobody could have written
+
+
+def test_the_watchers_hour_is_the_longest_announcement_or_reservation_there_is() -> None:
+    """Catches PGKICK_WATCH_SECONDS or PGKICK_KICK_PENDING_MS allowed past an hour while the
+    statements take a watcher more than an hour ahead as none of pgkick's: a worker's own
+    announcement (or a reservation) would then be ignored and cleared."""
+    longest = {v.name: v for v in VARIABLES}
+    assert longest["PGKICK_WATCH_SECONDS"].high == 3600  # seconds
+    assert longest["PGKICK_KICK_PENDING_MS"].high == 3_600_000  # milliseconds
+    for name in ("QUEUE_KICK_RESERVE", "QUEUE_HEAL_PLAN", "QUEUE_WATCHER_ANNOUNCE"):
+        assert "interval '1 hour'" in getattr(queries, name), name
