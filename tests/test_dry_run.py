@@ -140,3 +140,17 @@ def test_a_purge_with_nothing_to_select_names_an_option_purge_has(
     assert out == {"error": err.split(": ", 1)[1].strip()}
     code, _, err = run(capsys, "retry", "--dry-run")
     assert code == 1 and "--all" in err
+
+
+def test_a_command_line_the_parser_refuses_prints_its_json_too(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """Catches `--json` printing nothing when argparse refuses a value (`--rate 0/1m`,
+    `--concurrency 0`): the docs promise one JSON document on stdout, a failure too."""
+    for argv in (["limit", "mail", "--rate", "0/1m"], ["limit", "mail", "--concurrency", "0"]):
+        with pytest.raises(SystemExit) as exited:
+            cli.main([*argv, "--json"])
+        captured = capsys.readouterr()
+        assert exited.value.code == 2
+        (line,) = captured.err.splitlines()
+        assert json.loads(captured.out) == {"error": line.split(": ", 1)[1]}, argv

@@ -164,8 +164,11 @@ class _Parser(argparse.ArgumentParser):
     """argparse's parser, whose refusals are one line as every other error of the command
     (argparse printed its usage block first): the command, the problem, where to read more."""
 
+    refused = ""  # the last refusal (on the class: a subcommand's parser sets it), for --json
+
     def error(self, message: str) -> NoReturn:
-        self.exit(2, f"{self.prog}: {message} (see `{self.prog} --help`)\n")
+        _Parser.refused = f"{message} (see `{self.prog} --help`)"
+        self.exit(2, f"{self.prog}: {_Parser.refused}\n")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -260,7 +263,13 @@ def _run(argv: Sequence[str] | None) -> int:
     if missing:
         print(missing, file=sys.stderr)
         return 2
-    args = parser.parse_args(argv)
+    words = list(sys.argv[1:] if argv is None else argv)
+    try:
+        args = parser.parse_args(words)
+    except SystemExit as exited:  # a refusal (2), or --help and --version (0)
+        if exited.code == 2 and "--json" in words:  # one JSON document, a refusal too
+            print(json.dumps({"error": _Parser.refused}))
+        raise
     try:
         # --schema reaches every layer, and the workers a local kicker starts, for the
         # command's duration (pgkick.config.overriding: os.environ is never written)
