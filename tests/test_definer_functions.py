@@ -50,6 +50,45 @@ def test_a_job_flagged_as_a_parent_is_never_taken_as_a_child(
     assert job_row(dsn, victim)["status"] == "queued"
 
 
+def test_a_job_a_debounce_just_rewrote_is_never_taken_as_a_child(
+    dsn: str,
+    login_as: dict[str, str],  # noqa: F811
+) -> None:
+    """Catches 0026's first form, which a review broke: a debounce of another app's key (its
+    queue and task known or guessed) rewrites that job's row, whose last writer is then the
+    caller's transaction, and job_await took it as a child and failed it. A child must have
+    been made at the transaction's start (created_at) as well."""
+    victim = other_apps_job(dsn, unique_key="invoice-7")
+    with psycopg.connect(login_as["producer"]) as app:
+        own = pgkick.enqueue_in(app, kicker=NoKicker()).enqueue({}, task="t", delay=3600)
+        app.execute(
+            FLOW,
+            {"queue": "billing", "task": "charge", "payload": "{}", "key": "invoice-7",
+             "debounce": "1 hour", "throttle": None},
+        )  # fmt: skip
+        with pytest.raises(psycopg.errors.InsufficientPrivilege, match="not enqueued in this"):
+            app.execute(AWAIT, ([victim], [own], ["fail"]))
+    assert job_row(dsn, victim)["status"] == "queued"
+
+
+def test_the_flow_function_takes_a_callers_clock_only_from_its_owner(
+    dsn: str,
+    login_as: dict[str, str],  # noqa: F811
+) -> None:
+    """Catches a producer naming the function's clock (f_now, there for tests): a debounce
+    with a clock years ahead set the held job's due time as far. The owner's session (the
+    tests', the migrating role's) keeps it."""
+    future = "2999-01-01 00:00:00+00"
+    call = FLOW.replace("NULL)", "%(now)s::timestamptz)")
+    params = {"queue": "q", "task": "t", "payload": "{}", "debounce": "1 s", "throttle": None}
+    with psycopg.connect(login_as["producer"]) as app:
+        (job_id, *_rest) = app.execute(call, {**params, "key": "a", "now": future}).fetchone()
+    assert job_row(dsn, job_id)["run_at"].year < 2999
+    with psycopg.connect(dsn) as owner:
+        (job_id, *_rest) = owner.execute(call, {**params, "key": "b", "now": future}).fetchone()
+    assert job_row(dsn, job_id)["run_at"].year == 2999
+
+
 def test_a_debounce_rewrites_only_a_job_of_its_own_queue_and_task(
     dsn: str,
     login_as: dict[str, str],  # noqa: F811

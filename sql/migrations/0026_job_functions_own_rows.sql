@@ -1,4 +1,4 @@
--- 0026_job_functions_own_rows: the two functions a producer may call with their owner's rights (SECURITY DEFINER) touch only rows that are the caller's to touch: job_await takes no job already flagged as a parent as a child, and job_insert_flow refuses a NULL payload, queue or task and a period outside (0, 30 days] before any write, and debounces only a job of its own queue and task. Same signatures, grants and answers for pgkick's own calls.
+-- 0026_job_functions_own_rows: the two functions a producer may call with their owner's rights (SECURITY DEFINER) touch only rows that are the caller's to touch: job_await takes as a child only a job made at its transaction's start and not yet flagged as a parent, and job_insert_flow takes the caller's clock only from its owner's sessions, refuses a NULL payload, queue or task and a period outside (0, 30 days] before any write, and debounces only a job of its own queue and task. Same signatures, grants and answers for pgkick's own calls.
 -- Why (a review of the roles, 2026-12-05): 0024 took a child as the transaction's own when
 -- its row's last writer (xmin) was the transaction; but job_await's own flag on a parent
 -- writes that parent's row, so a producer that named another app's job as a parent in one
@@ -8,6 +8,9 @@
 -- "failing row contains (...)" detail, which showed the caller the row's status, attempts
 -- and last error. The checks the client makes (pgkick.validation.flow) are made here too:
 -- the function is callable by any role granted EXECUTE, not only through pgkick's client.
+-- A debounce's update made a job "this transaction's" as the flag did (a review of this
+-- migration found it): hence created_at too. And the caller's clock, there for tests, set
+-- a held job's due time years ahead when a producer named such a clock.
 CREATE OR REPLACE FUNCTION job_await(child_ids bigint[], parent_ids bigint[], policies text[],
                           await_now timestamptz)
 RETURNS TABLE (id bigint)
@@ -30,10 +33,13 @@ BEGIN
   -- visible here whose inserting transaction is still in progress is this transaction's own
   -- (or one of its savepoints'): another's uncommitted insert is invisible. xmin is 32 bits;
   -- its full id is the one nearest this transaction's (the caller has just inserted it).
-  -- xmin is the last writer, not the inserter: this function's flag on a parent makes that
-  -- row this transaction's too, so a job already flagged as a parent is never a child
-  -- (0026). pgkick links a job in the call that follows its insert, before any later job
-  -- can name it as a parent (a batch's pairs go in one call, checked before flagging).
+  -- xmin is the last writer, not the inserter: this function's flag on a parent, or a
+  -- debounce's update of a key's job, makes that row this transaction's too (0026). So a
+  -- child must also have been made at this transaction's start (created_at, its default,
+  -- now(): no insert pgkick sends sets it, and debounced jobs take no parents; an update
+  -- leaves it) and not be flagged as a parent already (pgkick links a job in the call that
+  -- follows its insert, before any later job can name it: a batch's pairs go in one call,
+  -- checked before flagging).
   SELECT j.id INTO foreign_child
   FROM jobs j,
        LATERAL (SELECT ((cur >> 32) << 32) | j.xmin::text::bigint AS near) AS x,
@@ -42,7 +48,7 @@ BEGIN
                             ELSE x.near END AS full_id) AS f
   WHERE j.id = ANY (child_ids)
     AND (pg_xact_status(f.full_id::text::xid8) IS DISTINCT FROM 'in progress'
-         OR j.has_dependants)
+         OR j.created_at <> now() OR j.has_dependants)
   LIMIT 1;
   IF FOUND THEN
     RAISE EXCEPTION 'pgkick: job % was not enqueued in this transaction', foreign_child
@@ -108,7 +114,12 @@ SET search_path FROM CURRENT
 AS $flow$
 #variable_conflict use_column
 DECLARE
-  at timestamptz := coalesce(f_now, now());
+  -- The caller's clock (tests' injected one) is taken only from a session that is this
+  -- function's owner, or one of its members, which could write the same rows itself: from
+  -- anyone else, a clock years ahead set a held job's due time as far (0026).
+  at timestamptz := CASE WHEN f_now IS NOT NULL
+                              AND pg_has_role(session_user, current_user, 'MEMBER')
+                         THEN f_now ELSE now() END;
   due timestamptz;
   held record;
 BEGIN
