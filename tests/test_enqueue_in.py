@@ -78,6 +78,11 @@ def test_an_idle_connection_rolls_back_every_job_form_with_the_app(dsn: str) -> 
             assert conn.info.transaction_status == psycopg.pq.TransactionStatus.INTRANS, form
             conn.rollback()
             assert pending.kick() == [], form
+    with psycopg.connect(dsn) as conn:  # a refused job sends nothing: still no transaction
+        pending = pgkick.enqueue_in(conn, kicker=RecordingKicker())
+        with pytest.raises(ValueError, match="NaN"):
+            pending.enqueue({"x": float("nan")}, task="t", after=[parent])
+        assert conn.info.transaction_status == psycopg.pq.TransactionStatus.IDLE
     assert count_jobs(dsn) == 1, "a job outlived the app's rollback"
     with psycopg.connect(dsn) as conn:
         flagged = conn.execute("SELECT has_dependants FROM pgkick.jobs WHERE id = %s", (parent,))

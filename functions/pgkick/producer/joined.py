@@ -62,7 +62,7 @@ class PendingJobs:
         self.conn = conn
         self.kicker = kicker or default_kicker()  # a bad setting fails here, before any write
         self.clock = clock
-        self._enqueuer = Enqueuer(ProducerStore(conn, clock))
+        self._enqueuer = Enqueuer(_JoinedStore(conn, clock))
         self._lock = threading.Lock()
 
     @property
@@ -112,10 +112,8 @@ class PendingJobs:
             self._enqueuer.queued = []
 
     def _check_joinable(self) -> None:
-        """Refuse a connection the jobs cannot join; open the app's transaction on one that
-        is idle, not autocommit: psycopg makes conn.transaction(), which a job with `after=`
-        and enqueue_many run in, a BEGIN ... COMMIT of its own when no transaction is open,
-        and the app's rollback would not take those jobs away."""
+        """Refuse a connection the jobs cannot join (pgkick's statements go in as they come:
+        _JoinedStore opens the app's transaction before a savepoint, if none is open)."""
         if transaction_failed(self.conn):
             raise MisuseError("pgkick: the connection's transaction has failed; roll it back first")
         if self.conn.autocommit and no_transaction(self.conn):
@@ -124,11 +122,24 @@ class PendingJobs:
                 "so each job would commit alone; open a transaction first (conn.transaction()), "
                 "or use pgkick.enqueue_and_kick"
             )
-        if idle_outside_transaction(self.conn):
-            self._enqueuer.store.join_transaction()
 
     def _now(self) -> datetime:
         return self.clock() or datetime.now(UTC)
+
+
+class _JoinedStore(ProducerStore):
+    """The app's connection: a savepoint (a job with `after=`, enqueue_many: their statements
+    together or none) opens the app's transaction first on a connection that is not
+    autocommit and has none open yet. psycopg makes conn.transaction() a BEGIN ... COMMIT of
+    its own there, and the app's rollback would not take those jobs away. Joined only then,
+    after the jobs' checks: a plain enqueue's one statement opens it as any statement does."""
+
+    @contextmanager
+    def transaction(self) -> Iterator[None]:
+        if idle_outside_transaction(self.conn):
+            self.join_transaction()
+        with super().transaction():
+            yield
 
 
 @contextmanager
