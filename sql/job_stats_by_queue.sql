@@ -26,7 +26,7 @@ SELECT queue,
                             WHERE w.queue = jobs.queue
                               AND w.until > coalesce(%(now)s::timestamptz, now())
                               AND w.until <= coalesce(%(now)s::timestamptz, now())
-                                             + interval '1 hour'))
+                                             + interval '2 hours'))
                                                   AS stranded
 FROM pgkick.jobs
 GROUP BY queue

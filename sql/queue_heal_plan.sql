@@ -44,15 +44,15 @@ WITH relaxed AS (
     AND q.queue IS DISTINCT FROM %(skip)s::text
     AND NOT EXISTS (SELECT 1 FROM pgkick.queue_watchers w
                     WHERE w.queue = q.queue AND w.until > coalesce(%(now)s::timestamptz, now())
-                      -- never more than an hour ahead (queue_kick_reserve says why)
-                      AND w.until <= coalesce(%(now)s::timestamptz, now()) + interval '1 hour')
+                      -- never more than two hours ahead (queue_kick_reserve says why)
+                      AND w.until <= coalesce(%(now)s::timestamptz, now()) + interval '2 hours')
     AND NOT EXISTS (SELECT 1 FROM pgkick.jobs r WHERE r.queue = q.queue AND r.status = 'running')
 ), reserved AS (
   INSERT INTO pgkick.queue_watchers AS w (queue, watcher, until)
   SELECT queue, 'kick', coalesce(%(now)s::timestamptz, now()) + %(pending)s::interval FROM unwatched
   ON CONFLICT (queue, watcher) DO UPDATE SET until = excluded.until
     WHERE w.until <= coalesce(%(now)s::timestamptz, now())
-       OR w.until > coalesce(%(now)s::timestamptz, now()) + interval '1 hour'
+       OR w.until > coalesce(%(now)s::timestamptz, now()) + interval '2 hours'
   RETURNING w.queue
 )
 SELECT q.queue, q.next_run_at, r.queue IS NOT NULL AS kick

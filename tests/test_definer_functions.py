@@ -175,10 +175,11 @@ def test_a_watcher_row_no_worker_writes_holds_no_kick_back(
 
 def test_the_watchers_hour_is_the_longest_announcement_or_reservation_there_is() -> None:
     """Catches PGKICK_WATCH_SECONDS or PGKICK_KICK_PENDING_MS allowed past an hour while the
-    statements take a watcher more than an hour ahead as none of pgkick's: a worker's own
+    statements take a watcher more than two hours ahead as none of pgkick's (an hour of margin:
+    a reader's now(), its transaction's start, may be earlier than the writer's): a worker's own
     announcement (or a reservation) would then be ignored and cleared."""
     longest = {v.name: v for v in VARIABLES}
     assert longest["PGKICK_WATCH_SECONDS"].high == 3600  # seconds
     assert longest["PGKICK_KICK_PENDING_MS"].high == 3_600_000  # milliseconds
     for name in ("QUEUE_KICK_RESERVE", "QUEUE_HEAL_PLAN", "QUEUE_WATCHER_ANNOUNCE"):
-        assert "interval '1 hour'" in getattr(queries, name), name
+        assert "interval '2 hours'" in getattr(queries, name), name

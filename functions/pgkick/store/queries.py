@@ -651,7 +651,7 @@ SELECT queue,
                             WHERE w.queue = jobs.queue
                               AND w.until > coalesce(%(now)s::timestamptz, now())
                               AND w.until <= coalesce(%(now)s::timestamptz, now())
-                                             + interval '1 hour'))
+                                             + interval '2 hours'))
                                                   AS stranded
 FROM pgkick.jobs
 GROUP BY queue
@@ -845,15 +845,15 @@ WITH relaxed AS (
     AND q.queue IS DISTINCT FROM %(skip)s::text
     AND NOT EXISTS (SELECT 1 FROM pgkick.queue_watchers w
                     WHERE w.queue = q.queue AND w.until > coalesce(%(now)s::timestamptz, now())
-                      -- never more than an hour ahead (queue_kick_reserve says why)
-                      AND w.until <= coalesce(%(now)s::timestamptz, now()) + interval '1 hour')
+                      -- never more than two hours ahead (queue_kick_reserve says why)
+                      AND w.until <= coalesce(%(now)s::timestamptz, now()) + interval '2 hours')
     AND NOT EXISTS (SELECT 1 FROM pgkick.jobs r WHERE r.queue = q.queue AND r.status = 'running')
 ), reserved AS (
   INSERT INTO pgkick.queue_watchers AS w (queue, watcher, until)
   SELECT queue, 'kick', coalesce(%(now)s::timestamptz, now()) + %(pending)s::interval FROM unwatched
   ON CONFLICT (queue, watcher) DO UPDATE SET until = excluded.until
     WHERE w.until <= coalesce(%(now)s::timestamptz, now())
-       OR w.until > coalesce(%(now)s::timestamptz, now()) + interval '1 hour'
+       OR w.until > coalesce(%(now)s::timestamptz, now()) + interval '2 hours'
   RETURNING w.queue
 )
 SELECT q.queue, q.next_run_at, r.queue IS NOT NULL AS kick
@@ -872,12 +872,14 @@ WITH relaxed AS (
 ), wanted AS (
   SELECT DISTINCT q AS queue FROM unnest(%(queues)s::text[]) AS q, relaxed
   WHERE NOT EXISTS (
-    -- A watcher counts until its `until`, never more than an hour ahead: no announcement
-    -- (PGKICK_WATCH_SECONDS) or reservation (PGKICK_KICK_PENDING_MS) reaches further, so a
-    -- row past it is none of pgkick's (a producer may write this table) and holds nothing.
+    -- A watcher counts until its `until`, never more than two hours ahead: no announcement
+    -- (PGKICK_WATCH_SECONDS) or reservation (PGKICK_KICK_PENDING_MS) reaches past one hour
+    -- from its writer's now() (another transaction's now() may be earlier: the second hour
+    -- is the margin), so a row past it is none of pgkick's (a producer may write this
+    -- table) and holds nothing.
     SELECT 1 FROM pgkick.queue_watchers l
     WHERE l.queue = q AND l.until > coalesce(%(now)s::timestamptz, now())
-      AND l.until <= coalesce(%(now)s::timestamptz, now()) + interval '1 hour'
+      AND l.until <= coalesce(%(now)s::timestamptz, now()) + interval '2 hours'
   )
   AND NOT EXISTS (SELECT 1 FROM pgkick.queue_limits p WHERE p.queue = q AND p.paused)
 ), reserved AS (
@@ -885,7 +887,7 @@ WITH relaxed AS (
   SELECT queue, 'kick', coalesce(%(now)s::timestamptz, now()) + %(pending)s::interval FROM wanted
   ON CONFLICT (queue, watcher) DO UPDATE SET until = excluded.until
     WHERE w.until <= coalesce(%(now)s::timestamptz, now())
-       OR w.until > coalesce(%(now)s::timestamptz, now()) + interval '1 hour'
+       OR w.until > coalesce(%(now)s::timestamptz, now()) + interval '2 hours'
   RETURNING w.queue
 ), woken AS (
   -- Only a worker that lingers has listening_until ahead (pgkick.worker.linger): a busy
@@ -894,7 +896,7 @@ WITH relaxed AS (
   WHERE l.queue = ANY(%(queues)s::text[])
     AND l.listening_until > coalesce(%(now)s::timestamptz, now())
     AND l.until > coalesce(%(now)s::timestamptz, now())
-    AND l.until <= coalesce(%(now)s::timestamptz, now()) + interval '1 hour'
+    AND l.until <= coalesce(%(now)s::timestamptz, now()) + interval '2 hours'
 )
 -- UNION ALL runs both branches to the end: the NOTIFYs are sent whether or not a kick was
 -- reserved (the woken branch itself returns no row).
@@ -995,13 +997,13 @@ WHERE queue = %(queue)s AND paused
 RETURNING queue;"""
 
 QUEUE_WATCHER_ANNOUNCE: Final = """\
--- queue_watcher_announce: A worker says it is draining a queue until the given instant; it takes up the pending kick and clears expired watchers (and any more than an hour ahead: none of pgkick's).
+-- queue_watcher_announce: A worker says it is draining a queue until the given instant; it takes up the pending kick and clears expired watchers (and any more than two hours ahead: none of pgkick's).
 WITH cleared AS (
   DELETE FROM pgkick.queue_watchers
   WHERE queue = %(queue)s
     AND (watcher = 'kick' OR until <= coalesce(%(now)s::timestamptz, now())
-         -- a row more than an hour ahead is none of pgkick's (queue_kick_reserve says why)
-         OR until > coalesce(%(now)s::timestamptz, now()) + interval '1 hour')
+         -- a row more than two hours ahead is none of pgkick's (queue_kick_reserve says why)
+         OR until > coalesce(%(now)s::timestamptz, now()) + interval '2 hours')
     AND watcher <> %(watcher)s
 )
 INSERT INTO pgkick.queue_watchers AS w (queue, watcher, until)
