@@ -1,9 +1,12 @@
 """The functions a producer calls with their owner's rights (SECURITY DEFINER: job_await,
 job_insert_flow) touch only rows that are the caller's to touch, called directly in SQL as
-any role granted EXECUTE may call them, not only through pgkick's client (migration 0026)."""
+any role granted EXECUTE may call them, not only through pgkick's client (migration 0026);
+no caller's temporary object is theirs (pg_temp last in every function's path, 0025); and
+the presence table's rows a producer may write hold no kick back for long."""
 
 from __future__ import annotations
 
+import contextlib
 from datetime import timedelta
 
 import psycopg
@@ -13,9 +16,11 @@ import pgkick
 from pgkick.kick.kickers import NoKicker
 from pgkick.store import queries
 from pgkick.store.maintenance import MaintenanceStore
+from pgkick.store.migration_scripts import MIGRATIONS
 from pgkick.variables import VARIABLES
 from pgkick.worker.healing import heal_queues
 from tests.helpers import job_row
+from tests.store import JobStore
 from tests.test_producer import RecordingKicker
 from tests.test_security import login_as  # noqa: F401 (a fixture)
 
@@ -183,3 +188,98 @@ def test_the_watchers_hour_is_the_longest_announcement_or_reservation_there_is()
     assert longest["PGKICK_KICK_PENDING_MS"].high == 3_600_000  # milliseconds
     for name in ("QUEUE_KICK_RESERVE", "QUEUE_HEAL_PLAN", "QUEUE_WATCHER_ANNOUNCE"):
         assert "interval '2 hours'" in getattr(queries, name), name
+
+
+TEMP_JOBS = """CREATE TEMP TABLE jobs (id bigint, queue text, task text, payload jsonb,
+    run_at timestamptz, max_attempts int, priority int, group_key text, unique_key text,
+    traceparent text, tracestate text, status text, last_error text, created_at timestamptz,
+    has_dependants boolean, waiting_on int)"""
+GRAB = """CREATE FUNCTION pg_temp.grab() RETURNS trigger LANGUAGE plpgsql AS $$
+    BEGIN
+      RAISE NOTICE 'ran as %', current_user;
+      RETURN NEW;
+    END $$"""
+
+
+@pytest.mark.parametrize(
+    ("event", "call"),
+    [
+        (
+            "UPDATE",
+            "SELECT * FROM pgkick.job_await(ARRAY[%(child)s]::bigint[],"
+            " ARRAY[%(parent)s]::bigint[], ARRAY['run anyway'], NULL)",
+        ),
+        (
+            "INSERT",
+            "SELECT * FROM pgkick.job_insert_flow('q', 't', '{}'::jsonb, NULL, '0'::interval, 1,"
+            " 0, NULL, 'k', NULL, NULL, NULL, NULL, '1 hour'::interval, NULL)",
+        ),
+    ],
+    ids=["job_await", "job_insert_flow"],
+)
+def test_no_security_definer_function_reads_a_callers_temporary_table(
+    dsn: str,
+    login_as: dict[str, str],  # noqa: F811
+    event: str,
+    call: str,
+) -> None:
+    """Catches a SECURITY DEFINER function whose search_path leaves pg_temp out (PostgreSQL
+    then searches it first): a producer's temporary table `jobs`, with a trigger of its own,
+    shadowed pgkick.jobs inside job_await and job_insert_flow, and the trigger ran as the
+    functions' owner (the role that migrated: any SQL at its rights)."""
+    parent = pgkick.enqueue_and_kick({}, task="noop", dsn=dsn, kicker=NoKicker())
+    notices: list[str | None] = []
+    with psycopg.connect(login_as["producer"]) as app:
+        app.add_notice_handler(lambda diag: notices.append(diag.message_primary))
+        child = pgkick.enqueue_in(app, kicker=NoKicker()).enqueue({}, task="noop")
+        app.execute(GRAB)
+        app.execute(TEMP_JOBS)
+        app.execute(
+            "INSERT INTO pg_temp.jobs (id, status) VALUES (%s, 'queued'), (%s, 'queued')",
+            (child, parent),
+        )
+        app.execute(
+            "CREATE UNIQUE INDEX ON pg_temp.jobs (unique_key)"
+            " WHERE unique_key IS NOT NULL AND status IN ('waiting', 'queued', 'running')"
+        )
+        app.execute(
+            f"CREATE TRIGGER grab BEFORE {event} ON pg_temp.jobs"
+            " FOR EACH ROW EXECUTE FUNCTION pg_temp.grab()"
+        )
+        with contextlib.suppress(psycopg.Error):  # the fixed functions may refuse: either way
+            app.execute(call % {"child": child, "parent": parent})
+        app.rollback()
+    assert notices == []
+
+
+FUNCTION_PATHS = """SELECT p.proname, p.prosecdef, c.setting
+FROM pg_proc p
+LEFT JOIN LATERAL (SELECT s AS setting FROM unnest(p.proconfig) AS s
+                   WHERE s LIKE 'search\\_path=%%') AS c ON true
+WHERE p.pronamespace = 'pgkick'::regnamespace ORDER BY 1"""
+
+
+def test_an_install_from_0024_has_every_function_search_pg_temp_last(empty_dsn: str) -> None:
+    """Catches migration 0025 missing on an upgrade: an install migrated before it keeps its
+    functions' path without pg_temp (searched first then), and every function of the schema,
+    SECURITY DEFINER or not, must name it last after the upgrade as after a fresh install."""
+    with JobStore.open(empty_dsn) as store, store.transaction():
+        store.create_schema()
+        store.set_migration_path("pgkick")  # as migrations ran before 0025
+        store.create_migration_table()
+        for version, name, script in MIGRATIONS:
+            if version <= 24:
+                store.apply_migration(version, name, script)
+    with psycopg.connect(empty_dsn) as conn:
+        before = conn.execute(FUNCTION_PATHS).fetchall()
+    assert ("job_await", True, "search_path=pgkick") in before
+    assert pgkick.migrate(empty_dsn)[0] == 25  # and any later ones
+    with psycopg.connect(empty_dsn) as conn:
+        after = conn.execute(FUNCTION_PATHS).fetchall()
+    assert {row[0] for row in after} == {row[0] for row in before}
+    # job_ordered_at_set (0011) has no path: a trigger run with its caller's rights that
+    # names no table (a SET clause would cost every grouped insert a save and restore)
+    assert {row[2].replace('"', "") for row in after if row[0] != "job_ordered_at_set"} == {
+        "search_path=pgkick, pg_temp"
+    }
+    assert sum(row[1] for row in after) == 4  # job_await, job_insert_flow, the two triggers'

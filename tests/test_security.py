@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import ast
 import asyncio
-import contextlib
 import json
 import logging
 import uuid
@@ -23,7 +22,6 @@ from pgkick.errors import DatabaseUnavailable, JobNotFinished, RoleRefused
 from pgkick.kick.kickers import NoKicker
 from pgkick.producer import enqueue as producer
 from pgkick.store import migrations as schema
-from pgkick.store.migration_scripts import MIGRATIONS
 from pgkick.worker.reaper import reap
 from pgkick.worker.runtime import Runtime
 from tests.helpers import job_row
@@ -150,98 +148,6 @@ def test_the_producer_role_enqueues_unique_jobs_alone_in_a_batch_and_from_asynci
     with psycopg.connect(app, autocommit=True) as conn:
         with pytest.raises(psycopg.errors.InsufficientPrivilege):
             conn.execute("SELECT status FROM pgkick.jobs")
-
-
-TEMP_JOBS = """CREATE TEMP TABLE jobs (id bigint, queue text, task text, payload jsonb,
-    run_at timestamptz, max_attempts int, priority int, group_key text, unique_key text,
-    traceparent text, tracestate text, status text, last_error text, created_at timestamptz,
-    has_dependants boolean, waiting_on int)"""
-GRAB = """CREATE FUNCTION pg_temp.grab() RETURNS trigger LANGUAGE plpgsql AS $$
-    BEGIN
-      RAISE NOTICE 'ran as %', current_user;
-      RETURN NEW;
-    END $$"""
-
-
-@pytest.mark.parametrize(
-    ("event", "call"),
-    [
-        (
-            "UPDATE",
-            "SELECT * FROM pgkick.job_await(ARRAY[%(child)s]::bigint[],"
-            " ARRAY[%(parent)s]::bigint[], ARRAY['run anyway'], NULL)",
-        ),
-        (
-            "INSERT",
-            "SELECT * FROM pgkick.job_insert_flow('q', 't', '{}'::jsonb, NULL, '0'::interval, 1,"
-            " 0, NULL, 'k', NULL, NULL, NULL, NULL, '1 hour'::interval, NULL)",
-        ),
-    ],
-    ids=["job_await", "job_insert_flow"],
-)
-def test_no_security_definer_function_reads_a_callers_temporary_table(
-    dsn: str, login_as: dict[str, str], event: str, call: str
-) -> None:
-    """Catches a SECURITY DEFINER function whose search_path leaves pg_temp out (PostgreSQL
-    then searches it first): a producer's temporary table `jobs`, with a trigger of its own,
-    shadowed pgkick.jobs inside job_await and job_insert_flow, and the trigger ran as the
-    functions' owner (the role that migrated: any SQL at its rights)."""
-    parent = producer.enqueue_and_kick({}, task="noop", dsn=dsn, kicker=NoKicker())
-    notices: list[str | None] = []
-    with psycopg.connect(login_as["producer"]) as app:
-        app.add_notice_handler(lambda diag: notices.append(diag.message_primary))
-        child = pgkick.enqueue_in(app, kicker=NoKicker()).enqueue({}, task="noop")
-        app.execute(GRAB)
-        app.execute(TEMP_JOBS)
-        app.execute(
-            "INSERT INTO pg_temp.jobs (id, status) VALUES (%s, 'queued'), (%s, 'queued')",
-            (child, parent),
-        )
-        app.execute(
-            "CREATE UNIQUE INDEX ON pg_temp.jobs (unique_key)"
-            " WHERE unique_key IS NOT NULL AND status IN ('waiting', 'queued', 'running')"
-        )
-        app.execute(
-            f"CREATE TRIGGER grab BEFORE {event} ON pg_temp.jobs"
-            " FOR EACH ROW EXECUTE FUNCTION pg_temp.grab()"
-        )
-        with contextlib.suppress(psycopg.Error):  # the fixed functions may refuse: either way
-            app.execute(call % {"child": child, "parent": parent})
-        app.rollback()
-    assert notices == []
-
-
-FUNCTION_PATHS = """SELECT p.proname, p.prosecdef, c.setting
-FROM pg_proc p
-LEFT JOIN LATERAL (SELECT s AS setting FROM unnest(p.proconfig) AS s
-                   WHERE s LIKE 'search\\_path=%%') AS c ON true
-WHERE p.pronamespace = 'pgkick'::regnamespace ORDER BY 1"""
-
-
-def test_an_install_from_0024_has_every_function_search_pg_temp_last(empty_dsn: str) -> None:
-    """Catches migration 0025 missing on an upgrade: an install migrated before it keeps its
-    functions' path without pg_temp (searched first then), and every function of the schema,
-    SECURITY DEFINER or not, must name it last after the upgrade as after a fresh install."""
-    with JobStore.open(empty_dsn) as store, store.transaction():
-        store.create_schema()
-        store.set_migration_path("pgkick")  # as migrations ran before 0025
-        store.create_migration_table()
-        for version, name, script in MIGRATIONS:
-            if version <= 24:
-                store.apply_migration(version, name, script)
-    with psycopg.connect(empty_dsn) as conn:
-        before = conn.execute(FUNCTION_PATHS).fetchall()
-    assert ("job_await", True, "search_path=pgkick") in before
-    assert pgkick.migrate(empty_dsn)[0] == 25  # and any later ones
-    with psycopg.connect(empty_dsn) as conn:
-        after = conn.execute(FUNCTION_PATHS).fetchall()
-    assert {row[0] for row in after} == {row[0] for row in before}
-    # job_ordered_at_set (0011) has no path: a trigger run with its caller's rights that
-    # names no table (a SET clause would cost every grouped insert a save and restore)
-    assert {row[2].replace('"', "") for row in after if row[0] != "job_ordered_at_set"} == {
-        "search_path=pgkick, pg_temp"
-    }
-    assert sum(row[1] for row in after) == 4  # job_await, job_insert_flow, the two triggers'
 
 
 def test_a_task_run_as_pgkick_worker_enqueues_debounced_and_throttled_follow_ups(
