@@ -641,3 +641,28 @@ def test_a_waiting_job_holds_its_unique_key_against_plain_debounced_and_retried_
         ).fetchall() == [(old, "failed", {"v": 0}), (waiting, "waiting", {"v": 4})]
     assert main(["retry", str(old), "--dsn", dsn]) == 1  # the waiting job holds the key
     assert f"job {waiting}" in capsys.readouterr().err
+
+
+def test_a_key_repeated_in_a_batch_links_only_its_first_jobs_parents(dsn: str) -> None:
+    """Catches the batch's later job with a key (a skipped duplicate: answered with the
+    first's id) linking its own parents to the first's job, which then waited for parents
+    it was never given. The async form shares the pairing (dependencies.new_pairs)."""
+    first, second = (
+        pgkick.enqueue_and_kick({}, task="noop", dsn=dsn, kicker=NoKicker()) for _ in range(2)
+    )
+    ids = pgkick.enqueue_many(
+        [
+            {"payload": {}, "task": "noop", "unique_key": "r", "after": [first]},
+            {"payload": {}, "task": "noop", "unique_key": "r", "after": [second]},
+            {"payload": {}, "task": "noop", "unique_key": "s"},
+            {"payload": {}, "task": "noop", "unique_key": "s", "after": [second]},
+        ],
+        dsn=dsn,
+        kicker=NoKicker(),
+    )
+    assert ids[0] == ids[1] and ids[2] == ids[3]
+    with psycopg.connect(dsn) as conn:
+        links = conn.execute(
+            "SELECT child_id, parent_id FROM pgkick.job_dependencies ORDER BY 1, 2"
+        ).fetchall()
+    assert links == [(ids[0], first)]

@@ -71,10 +71,17 @@ def new_pairs(
     afters: Sequence[tuple[tuple[int, str], ...]],
 ) -> tuple[list[int], list[tuple[tuple[int, str], ...]]]:
     """enqueue_many's jobs to link (`every`: each input's job id, `inserted`: the ids
-    written): (children, their parents), the jobs actually inserted
-    (a skipped duplicate is not linked) that have parents."""
+    written): (children, their parents), the jobs actually inserted that have parents, each
+    with the parents of its own input only: a skipped duplicate is not linked, nor is a key
+    repeated in the batch, answered with its first job's id (the first input of an id is
+    the one that wrote it)."""
     new = set(inserted)
-    pairs = [(job, after) for job, after in zip(every, afters, strict=True) if after and job in new]
+    pairs = []
+    for job, after in zip(every, afters, strict=True):
+        if job in new:
+            new.discard(job)  # the id's later inputs are the repeats
+            if after:
+                pairs.append((job, after))
     return [child for child, _ in pairs], [after for _, after in pairs]
 
 

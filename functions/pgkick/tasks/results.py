@@ -130,18 +130,18 @@ def _look(job_id: int, dsn: str | None) -> tuple[str, Any, str | None]:
 
     settings = config.app_settings()
     shared = pool.shared(dsn or settings.dsn(), settings.producer_linger)
-    try:
-        with shared.connection() as conn:
+    with shared.connection() as conn:
+        try:
             outcome = ProducerStore(conn).outcome(job_id)
-    except Exception as exc:
-        if getattr(exc, "sqlstate", None) != INSUFFICIENT_PRIVILEGE:
-            raise
-        reason = (str(exc).splitlines() or [""])[0]
-        raise RoleRefused(
-            f"job {job_id}: this role may not read job outcomes ({reason}); read results as "
-            "a role granted pgkick_worker or pgkick_maintainer: pgkick_producer enqueues "
-            "but reads no job's status or result (docs/deploy/roles.md)"
-        ) from None
+        except Exception as exc:  # the read alone: a refused connection says so itself
+            if getattr(exc, "sqlstate", None) != INSUFFICIENT_PRIVILEGE:
+                raise
+            reason = (str(exc).splitlines() or [""])[0]
+            raise RoleRefused(
+                f"job {job_id}: this role may not read job outcomes ({reason}); read results "
+                "as a role granted pgkick_worker or pgkick_maintainer: pgkick_producer "
+                "enqueues but reads no job's status or result (docs/deploy/roles.md)"
+            ) from exc
     if outcome is None:
         raise JobNotFound(f"job {job_id} does not exist (or was purged)")
     return outcome.status, outcome.result, outcome.last_error
