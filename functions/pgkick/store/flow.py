@@ -21,7 +21,8 @@ reasoning, which these rules reuse):
   one batch. Across keys the order is the keys', not the priorities' (priority orders a
   key's own jobs); a queue with neither setting keeps the claim's priority order.
 - Pause: a paused queue's claim takes nothing (a worker already running sees it at its
-  next claim and leaves), producers and sweeps do not kick it; `resume_queue`'s caller kicks it (pgkick.cli).
+  next claim and leaves), producers and sweeps do not kick it; `resume_queue`'s caller
+  kicks it (pgkick.cli).
 
 Bad input raises before anything is written (InvalidArgument / InvalidArgumentType).
 """
