@@ -139,7 +139,8 @@ def test_the_producer_role_enqueues_unique_jobs_alone_in_a_batch_and_from_asynci
         (count,) = admin.execute("SELECT count(*) FROM pgkick.jobs").fetchone() or (0,)
         unique = admin.execute(
             "SELECT indexrelid::regclass::text FROM pg_index"
-            " WHERE indrelid = 'pgkick.jobs'::regclass AND indisunique ORDER BY 1"
+            " WHERE indrelid = 'pgkick.jobs'::regclass AND (indisunique OR indisexclusion)"
+            " ORDER BY 1"
         ).fetchall()
     assert count == 2
     # The inserts name no conflict target (sql/job_insert_unique.sql): a new unique index
