@@ -14,17 +14,11 @@ import pytest
 from pgkick import cli
 from tests.helpers import job_row, seed
 from tests.store import JobStore
+from tests.test_bulk import no_kicks  # noqa: F401 (an autouse fixture)
 from tests.test_producer import RecordingKicker
 from tests.test_security import login_as  # noqa: F401  (a fixture)
 
 LEASE = timedelta(minutes=5)
-
-
-@pytest.fixture(autouse=True)
-def no_kicks(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv("PGKICK_KICKER", "none")
-    monkeypatch.delenv("DATABASE_URL", raising=False)
-    monkeypatch.setattr("pgkick.kick.default._default", None)
 
 
 def run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, Any, str]:

@@ -14,21 +14,9 @@ import pytest
 from pgkick import cli
 from pgkick.validation import JobSpec
 from tests.store import JobStore
+from tests.test_bulk import no_kicks, run  # noqa: F401 (no_kicks: an autouse fixture)
 
 LEASE = timedelta(minutes=5)
-
-
-@pytest.fixture(autouse=True)
-def no_kicks(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv("PGKICK_KICKER", "none")
-    monkeypatch.delenv("DATABASE_URL", raising=False)
-    monkeypatch.setattr("pgkick.kick.default._default", None)
-
-
-def run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, Any, str]:
-    code = cli.main([*argv, "--json"])
-    captured = capsys.readouterr()
-    return code, json.loads(captured.out) if captured.out.strip() else None, captured.err
 
 
 def insert(store: JobStore, count: int, *, unique_key: str | None = None) -> list[int]:
