@@ -12,6 +12,9 @@ from typing import Any
 import pytest
 
 from pgkick import cli
+from pgkick.config import Settings
+from pgkick.errors import MisuseError
+from pgkick.worker.runtime import Runtime
 from tests.helpers import job_row, seed
 from tests.store import JobStore
 from tests.test_bulk import no_kicks  # noqa: F401 (an autouse fixture)
@@ -191,3 +194,24 @@ def test_a_bad_value_exits_2_whichever_check_refuses_it(
     as it stands, 2 the input or the database."""
     code, err = _refusal(capsys, *argv, "--dsn", dsn)
     assert code == 2 and err.count("\n") == 1, err
+
+
+def test_the_reaper_lambdas_run_as_a_role_that_may_not_purge_refuses_before_writing(
+    dsn: str,
+    login_as: dict[str, str],  # noqa: F811  (the fixture imported above)
+) -> None:
+    """Catches the check made by `pgkick reap` alone: the reaper Lambda's run (Runtime.reap,
+    pgkick.aws.reaper) as pgkick_worker re-queued an expired lease and kicked, then failed at
+    the purge. The check is the reaper's own now: refused, nothing written or kicked."""
+    with JobStore.open(dsn) as store:
+        seed(store, 1)
+        (job,) = store.claim("default", batch=1, lease=LEASE)
+        store.execute(
+            "UPDATE pgkick.jobs SET locked_until = now() - interval '1 minute' WHERE id = %(id)s",
+            id=job.id,
+        )
+    kicker = RecordingKicker()
+    runtime = Runtime(Settings.from_env({}), kicker, dsn=lambda: login_as["worker"])
+    with pytest.raises(MisuseError, match="pgkick_maintainer"):
+        runtime.reap(lambda: 60_000)
+    assert job_row(dsn, job.id)["status"] == "running" and kicker.kicks == []

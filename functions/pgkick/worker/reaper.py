@@ -24,6 +24,7 @@ from decimal import Decimal
 from typing import Any
 
 from pgkick import config
+from pgkick.errors import MisuseError
 from pgkick.kick.kickers import Kicker
 from pgkick.kick.safety import kick_with_safety
 from pgkick.store.maintenance import MaintenanceStore
@@ -45,7 +46,12 @@ def reap(
     on_health: Callable[[dict[str, Any]], None] | None = None,
 ) -> dict[str, Any]:
     """One run. remaining_ms: the invocation's time left (None: no limit, as `pgkick reap`);
-    on_health(report): called with the report before the purge (its purge fields unset)."""
+    on_health(report): called with the report before the purge (its purge fields unset).
+    A role that may not purge (pgkick_worker) is refused first, MisuseError naming the role
+    that may: it would re-queue leases and kick, then fail at the purge."""
+    refused = store.reap_refused()
+    if refused:
+        raise MisuseError(refused)
     reaped = store.reap_expired()
     for job in reaped:
         log.warning(
