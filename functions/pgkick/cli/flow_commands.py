@@ -14,7 +14,7 @@ from typing import Any
 from pgkick.cli import database
 from pgkick.cli.inspect import Command
 from pgkick.cli.types import positive, rate
-from pgkick.errors import InvalidArgument, UsageError
+from pgkick.errors import UsageError
 from pgkick.kick.default import default_kicker
 from pgkick.store import flow, groups
 from pgkick.validation import check_name
@@ -29,11 +29,9 @@ def cmd_limit(args: argparse.Namespace) -> dict[str, Any]:
     removals = (args.clear, args.no_rate, args.no_concurrency)
     if args.queue is None and (any(c is not None for c in changes) or any(removals)):
         raise UsageError("name the QUEUE to limit")
-    if args.max_running is not None and not 1 <= args.max_running <= groups.MAX_LIMIT:
-        least = "a limit lets at least 1 job run" if args.max_running < 1 else "too large"
-        raise InvalidArgument(
-            f"N={args.max_running}: {least} (1..{groups.MAX_LIMIT}); to remove the queue's "
-            f"limit: pgkick limit {args.queue} --clear"
+    if args.max_running is not None:  # refused in the command's words, before the store
+        groups.check_count(
+            "N", args.max_running, f"to remove the queue's limit: pgkick limit {args.queue} --clear"
         )
     shown = args.queue is not None and all(c is None for c in changes) and not any(removals)
     if shown:  # the queue alone: its limits, read-only

@@ -15,7 +15,6 @@ from datetime import UTC, datetime, timedelta
 from pgkick import config
 from pgkick.errors import ConfigError, InvalidArgument
 from pgkick.store import flow
-from pgkick.store.groups import MAX_LIMIT
 from pgkick.validation import MAX_ATTEMPTS_LIMIT
 
 SPAN = re.compile(r"^(\d+)([smhd])$")
@@ -55,12 +54,8 @@ def rate(text: str) -> tuple[int, timedelta]:
             "s, m, h or d (10/1m, 100/s)"
         )
     count, period = int(match[1]), timedelta(**{UNITS[match[3]]: int(match[2] or 1)})
-    if not 1 <= count <= MAX_LIMIT:  # the API's message would say how to remove it in Python
-        raise argparse.ArgumentTypeError(
-            f"{text!r}: N must be 1..{MAX_LIMIT} (to remove the queue's rate: --no-rate)"
-        )
     try:
-        return flow.check_rate(count, period)
+        return flow.check_rate(count, period, remove="to remove the queue's rate: --no-rate")
     except InvalidArgument as exc:
         raise argparse.ArgumentTypeError(f"{text!r}: {exc}") from None
 

@@ -34,26 +34,19 @@ from datetime import timedelta
 from pgkick.connections.db import Database
 from pgkick.errors import InvalidArgument, InvalidArgumentType
 from pgkick.store import queries
-from pgkick.store.groups import MAX_LIMIT
+from pgkick.store.groups import check_count
 from pgkick.validation import check_name
 
 MIN_RATE_PERIOD = timedelta(seconds=1)  # the schema's bounds (0014's check constraint)
 MAX_RATE_PERIOD = timedelta(days=1)
 
 
-def _count(field: str, value: object) -> int:
-    if isinstance(value, bool) or not isinstance(value, int):
-        raise InvalidArgumentType(f"{field}: must be an integer, got {type(value).__name__}")
-    if not 1 <= value <= MAX_LIMIT:
-        raise InvalidArgument(
-            f"{field}: {value} is outside 1..{MAX_LIMIT} (pass None to remove it)"
-        )
-    return value
-
-
-def check_rate(limit: object, period: object) -> tuple[int, timedelta]:
-    """At least 1 job per period of 1 s..1 day: anything else names what is wrong."""
-    count = _count("rate", limit)
+def check_rate(
+    limit: object, period: object, remove: str = "pass None to remove it"
+) -> tuple[int, timedelta]:
+    """At least 1 job per period of 1 s..1 day: anything else names what is wrong (and, for
+    a count out of range, `remove`: how the caller takes the rate away)."""
+    count = check_count("rate", limit, remove)
     if not isinstance(period, timedelta):
         raise InvalidArgumentType(f"rate period: must be a timedelta, got {type(period).__name__}")
     if not MIN_RATE_PERIOD <= period <= MAX_RATE_PERIOD:
@@ -93,7 +86,7 @@ def set_queue_concurrency(db: Database, queue: str, concurrency: int | None) -> 
     db.execute(
         queries.QUEUE_LIMIT_CONCURRENCY_SET,
         queue=queue,
-        concurrency=_count("concurrency", concurrency),
+        concurrency=check_count("concurrency", concurrency),
     )
 
 

@@ -82,6 +82,17 @@ from pgkick.validation import check_name
 MAX_LIMIT = 2**31 - 1
 
 
+def check_count(field: str, value: object, remove: str = "pass None to remove it") -> int:
+    """A limit's count, 1..MAX_LIMIT (running jobs, a rate's jobs, a concurrency), else
+    InvalidArgument naming it and `remove`: how the caller takes a limit away (the API's
+    None; the CLI says its own option)."""
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise InvalidArgumentType(f"{field}: must be an integer, got {type(value).__name__}")
+    if not 1 <= value <= MAX_LIMIT:
+        raise InvalidArgument(f"{field}: {value} is outside 1..{MAX_LIMIT} ({remove})")
+    return value
+
+
 def set_queue_limit(db: Database, queue: str, max_running: int | None) -> None:
     """At most `max_running` jobs of `queue` run at once; None removes the limit.
     Bad input raises (ValueError/TypeError) before anything is written."""
@@ -90,14 +101,7 @@ def set_queue_limit(db: Database, queue: str, max_running: int | None) -> None:
         db.execute(queries.QUEUE_LIMIT_CLEAR, queue=queue)
         db.execute(queries.QUEUE_LIMIT_PRUNE, queue=queue)  # nothing else limited: no row
         return
-    if isinstance(max_running, bool) or not isinstance(max_running, int):
-        raise InvalidArgumentType(
-            f"max_running: must be an integer, got {type(max_running).__name__}"
-        )
-    if not 1 <= max_running <= MAX_LIMIT:
-        raise InvalidArgument(
-            f"max_running: {max_running} is outside 1..{MAX_LIMIT} (pass None to remove the limit)"
-        )
+    check_count("max_running", max_running)
     db.execute(queries.QUEUE_LIMIT_SET, queue=queue, max_running=max_running)
 
 
