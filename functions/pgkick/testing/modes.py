@@ -91,7 +91,6 @@ class TestQueue:
         self.recording = _Recording(tasks)
         self.kicks: list[str] = []  # queues kicked, in order
         self.wakes: list[tuple[str, datetime]] = []  # wake-ups booked for later jobs
-        self._booked: set[tuple[str, datetime]] = set()  # the same, to list each once
         self._lock = threading.Lock()
         self._draining = False
         self._again: set[str] = set()
@@ -105,9 +104,9 @@ class TestQueue:
     def wake_at(self, queue: str, when: datetime) -> None:
         """Listed once: a worker books a retry's wake-up and its sweep on leaving books it
         again, which LambdaKicker's booker (one schedule per queue and minute) makes once."""
-        if (queue, when) not in self._booked:
-            self._booked.add((queue, when))
-            self.wakes.append((queue, when))
+        with self._lock:
+            if (queue, when) not in self.wakes:
+                self.wakes.append((queue, when))
 
     def book_rescue(self, queue: str, when: datetime, name: str) -> None:
         """Nothing dies in-process: no rescue is needed."""
