@@ -93,9 +93,18 @@ GRANT SELECT, INSERT ON pgkick.periodic_ticks TO pgkick_worker;
 GRANT INSERT (queue, task, payload, max_attempts) ON pgkick.jobs TO pgkick_worker;
 GRANT DELETE ON pgkick.periodic_ticks TO pgkick_maintainer;
 
--- Who watches which queue: producers reserve kicks, workers announce and withdraw.
-REVOKE ALL ON pgkick.queue_watchers FROM PUBLIC;
-GRANT SELECT, INSERT, UPDATE, DELETE ON pgkick.queue_watchers TO pgkick_producer, pgkick_worker;
+-- Who watches which queue: workers announce, listen and withdraw there. Producers have no
+-- right on the table (one set up before migration 0027 loses its rights here too).
+REVOKE ALL ON pgkick.queue_watchers FROM PUBLIC, pgkick_producer;
+GRANT SELECT, INSERT, UPDATE, DELETE ON pgkick.queue_watchers TO pgkick_worker;
+
+-- Producers and workers reserve and release kicks through two functions (migration 0027)
+-- that write a reservation's row and no other, with the server's clock, for an hour at most.
+REVOKE ALL ON FUNCTION pgkick.queue_kick_reserve(text[], interval, timestamptz),
+                       pgkick.queue_kick_release(text) FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION pgkick.queue_kick_reserve(text[], interval, timestamptz),
+                          pgkick.queue_kick_release(text)
+  TO pgkick_producer, pgkick_worker;
 
 -- Per-queue running limits: workers read them in every claim; operators set them.
 REVOKE ALL ON pgkick.queue_limits FROM PUBLIC;

@@ -1,12 +1,15 @@
 """The functions a producer calls with their owner's rights (SECURITY DEFINER: job_await,
 job_insert_flow) touch only rows that are the caller's to touch, called directly in SQL as
 any role granted EXECUTE may call them, not only through pgkick's client (migration 0026);
-no caller's temporary object is theirs (pg_temp last in every function's path, 0025); and
-the presence table's rows a producer may write hold no kick back for long."""
+no caller's temporary object is theirs (pg_temp last in every function's path, 0025); a
+producer reserves and releases kicks only through queue_kick_reserve and _release, with no
+right on the presence table itself (0027); and a row a worker writes there holds no kick
+back for long."""
 
 from __future__ import annotations
 
 import contextlib
+import uuid
 from datetime import timedelta
 
 import psycopg
@@ -151,12 +154,12 @@ def test_a_watcher_row_no_worker_writes_holds_no_kick_back(
     login_as: dict[str, str],  # noqa: F811
     watcher: str,
 ) -> None:
-    """Catches a producer's own row in queue_watchers (it may write the table: it reserves
-    kicks there) with an `until` no worker or reservation ever writes (past an hour: the
-    longest PGKICK_WATCH_SECONDS and PGKICK_KICK_PENDING_MS allow): every reservation and
-    every sweep took the queue as watched, and a worker's announcement never cleared it, so
-    its jobs waited for the daily reaper."""
-    with psycopg.connect(login_as["producer"], autocommit=True) as app:
+    """Catches a row in queue_watchers written by a role that may write the table (a worker,
+    and before migration 0027 a producer) with an `until` no worker or reservation ever
+    writes (past an hour: the longest PGKICK_WATCH_SECONDS and PGKICK_KICK_PENDING_MS allow):
+    every reservation and every sweep took the queue as watched, and a worker's announcement
+    never cleared it, so its jobs waited for the daily reaper."""
+    with psycopg.connect(login_as["worker"], autocommit=True) as app:
         app.execute(
             "INSERT INTO pgkick.queue_watchers (queue, watcher, until)"
             " VALUES ('billing', %s, 'infinity')",
@@ -178,6 +181,119 @@ def test_a_watcher_row_no_worker_writes_holds_no_kick_back(
     assert left == [("w1",)]  # the announcement cleared the row nobody could have written
 
 
+WATCHERS = "SELECT queue, watcher, until - now() FROM pgkick.queue_watchers ORDER BY 1, 2"
+
+
+@pytest.mark.parametrize(
+    "write",
+    [
+        "INSERT INTO pgkick.queue_watchers (queue, watcher, until) VALUES ('q', 'zz', now())",
+        "UPDATE pgkick.queue_watchers SET until = 'infinity'",
+        "DELETE FROM pgkick.queue_watchers",
+        "SELECT * FROM pgkick.queue_watchers",
+    ],
+    ids=["insert", "update", "delete", "select"],
+)
+def test_a_producer_has_no_right_on_the_watchers_table(
+    dsn: str,
+    login_as: dict[str, str],  # noqa: F811
+    write: str,
+) -> None:
+    """Catches the producer's direct rights on queue_watchers (it reserved its kicks by
+    writing the table before migration 0027): it could write a fake watcher or pending kick
+    holding a queue's kicks back for two hours, or delete a lingering worker's announcement."""
+    with psycopg.connect(login_as["producer"], autocommit=True) as app:
+        with pytest.raises(psycopg.errors.InsufficientPrivilege, match="queue_watchers"):
+            app.execute(write)
+
+
+def test_a_producers_reservation_is_a_kick_row_of_an_hour_at_most_on_the_servers_clock(
+    dsn: str,
+    login_as: dict[str, str],  # noqa: F811
+) -> None:
+    """Catches queue_kick_reserve taking a producer's pending time or clock as given: a
+    reservation of a day (or dated years ahead) held the queue's kicks back as long. A
+    producer's is clamped to an hour (PGKICK_KICK_PENDING_MS's maximum) from the server's
+    now(); the owner's session (the tests') keeps its clock. A release deletes the 'kick'
+    row only, never a worker's announcement. And pgkick's own producer still reserves a kick
+    once, then trusts it."""
+    reserve = "SELECT * FROM pgkick.queue_kick_reserve(%s, %s, %s)"
+    future = "2999-01-01 00:00:00+00"
+    with psycopg.connect(login_as["producer"], autocommit=True) as app:
+        got = app.execute(reserve, (["a", "b"], timedelta(days=1), None)).fetchall()
+        assert sorted(got) == [("a",), ("b",)]
+        assert app.execute(reserve, (["c"], timedelta(seconds=5), future)).fetchall() == [("c",)]
+    with MaintenanceStore.open(dsn) as store:
+        store.execute(
+            queries.QUEUE_WATCHER_ANNOUNCE, queue="b", watcher="w1", ttl=timedelta(seconds=30)
+        )
+    with psycopg.connect(dsn) as owner:
+        rows = {(q, w): left for q, w, left in owner.execute(WATCHERS).fetchall()}
+        assert timedelta(minutes=59) < rows[("a", "kick")] <= timedelta(hours=1)  # asked a day
+        assert timedelta(0) < rows[("c", "kick")] <= timedelta(seconds=5)  # not year 2999
+        assert owner.execute(reserve, (["d"], timedelta(seconds=5), future)).fetchall()
+        until = "SELECT until FROM pgkick.queue_watchers WHERE queue = 'd'"
+        assert owner.execute(until).fetchone()[0].year == 2999
+    with psycopg.connect(login_as["producer"], autocommit=True) as app:
+        for queue in ("a", "b"):
+            app.execute("SELECT pgkick.queue_kick_release(%s)", (queue,))
+    with psycopg.connect(dsn) as owner:
+        left = [(q, w) for q, w, _ in owner.execute(WATCHERS).fetchall()]
+    assert left == [("b", "w1"), ("c", "kick"), ("d", "kick")]
+    kicker = RecordingKicker()
+    for _ in range(2):
+        pgkick.enqueue_and_kick({}, task="t", queue="e", dsn=login_as["producer"], kicker=kicker)
+    assert kicker.kicks == [("e", "enqueue")]
+
+
+OWN_ROLES_GRANTS = """CREATE ROLE {producer} NOLOGIN;
+CREATE ROLE {worker} NOLOGIN;
+GRANT USAGE ON SCHEMA pgkick TO {producer}, {worker};
+GRANT UPDATE (status) ON pgkick.jobs TO {worker};
+GRANT SELECT, INSERT, UPDATE, DELETE ON pgkick.queue_watchers TO {producer}, {worker}"""
+
+RIGHTS = """SELECT has_table_privilege(r, 'pgkick.queue_watchers', 'INSERT'),
+       has_table_privilege(r, 'pgkick.queue_watchers', 'SELECT'),
+       has_function_privilege(r, 'pgkick.queue_kick_reserve(text[], interval, timestamptz)',
+                              'EXECUTE'),
+       has_function_privilege(r, 'pgkick.queue_kick_release(text)', 'EXECUTE')
+FROM (VALUES (%s)) AS v (r)"""
+
+
+def test_an_install_with_its_own_roles_from_0026_takes_the_producers_table_rights_away(
+    empty_dsn: str,
+) -> None:
+    """Catches migration 0027 leaving an existing install's producer its rights on
+    queue_watchers or not granting it the functions that replace them. An install with roles
+    of its own (not role_setup's, which every migration re-grants): a role that wrote the
+    table to reserve kicks and may not claim loses its rights and gets the functions; one that
+    may claim (a worker: it announces there) keeps them and gets the functions too; and the
+    functions are nobody else's."""
+    suffix = uuid.uuid4().hex[:8]
+    roles = {"producer": f"own_producer_{suffix}", "worker": f"own_worker_{suffix}"}
+    with JobStore.open(empty_dsn) as store, store.transaction():
+        store.create_schema()
+        store.set_migration_path("pgkick, pg_temp")
+        store.create_migration_table()
+        for version, name, script in MIGRATIONS:
+            if version <= 26:
+                store.apply_migration(version, name, script)
+    with psycopg.connect(empty_dsn, autocommit=True) as conn:
+        conn.execute(OWN_ROLES_GRANTS.format(**roles))
+    try:
+        assert pgkick.migrate(empty_dsn)[0] == 27  # and any later ones
+        with psycopg.connect(empty_dsn) as conn:
+            producer = conn.execute(RIGHTS, (roles["producer"],)).fetchone()
+            assert producer == (False, False, True, True)
+            assert conn.execute(RIGHTS, (roles["worker"],)).fetchone() == (True, True, True, True)
+            assert conn.execute(RIGHTS, ("public",)).fetchone() == (False, False, False, False)
+    finally:
+        with psycopg.connect(empty_dsn, autocommit=True) as conn:
+            for role in roles.values():
+                conn.execute(f"DROP OWNED BY {role}")
+                conn.execute(f"DROP ROLE {role}")
+
+
 def test_the_watchers_hour_is_the_longest_announcement_or_reservation_there_is() -> None:
     """Catches PGKICK_WATCH_SECONDS or PGKICK_KICK_PENDING_MS allowed past an hour while the
     statements take a watcher more than two hours ahead as none of pgkick's (an hour of margin:
@@ -186,8 +302,11 @@ def test_the_watchers_hour_is_the_longest_announcement_or_reservation_there_is()
     longest = {v.name: v for v in VARIABLES}
     assert longest["PGKICK_WATCH_SECONDS"].high == 3600  # seconds
     assert longest["PGKICK_KICK_PENDING_MS"].high == 3_600_000  # milliseconds
-    for name in ("QUEUE_KICK_RESERVE", "QUEUE_HEAL_PLAN", "QUEUE_WATCHER_ANNOUNCE"):
+    for name in ("QUEUE_HEAL_PLAN", "QUEUE_WATCHER_ANNOUNCE"):
         assert "interval '2 hours'" in getattr(queries, name), name
+    # the reservation's function, as the latest migration that makes it has it (0027)
+    reserve = [script for _, _, script in MIGRATIONS if "FUNCTION queue_kick_reserve" in script]
+    assert "interval '2 hours'" in reserve[-1] and "interval '1 hour'" in reserve[-1]
 
 
 TEMP_JOBS = """CREATE TEMP TABLE jobs (id bigint, queue text, task text, payload jsonb,
@@ -276,10 +395,11 @@ def test_an_install_from_0024_has_every_function_search_pg_temp_last(empty_dsn: 
     assert pgkick.migrate(empty_dsn)[0] == 25  # and any later ones
     with psycopg.connect(empty_dsn) as conn:
         after = conn.execute(FUNCTION_PATHS).fetchall()
-    assert {row[0] for row in after} == {row[0] for row in before}
+    assert {row[0] for row in after} >= {row[0] for row in before}  # later ones add some
     # job_ordered_at_set (0011) has no path: a trigger run with its caller's rights that
     # names no table (a SET clause would cost every grouped insert a save and restore)
     assert {row[2].replace('"', "") for row in after if row[0] != "job_ordered_at_set"} == {
         "search_path=pgkick, pg_temp"
     }
-    assert sum(row[1] for row in after) == 4  # job_await, job_insert_flow, the two triggers'
+    # job_await, job_insert_flow, the two triggers', queue_kick_reserve and _release (0027)
+    assert sum(row[1] for row in after) == 6

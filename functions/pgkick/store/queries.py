@@ -861,48 +861,13 @@ FROM planned q LEFT JOIN reserved r ON r.queue = q.queue
 ORDER BY q.queue;"""
 
 QUEUE_KICK_RELEASE: Final = """\
--- queue_kick_release: Removes a pending kick that could not be sent, so the next producer kicks instead of trusting it.
-DELETE FROM pgkick.queue_watchers WHERE queue = %(queue)s AND watcher = 'kick';"""
+-- queue_kick_release: Removes a pending kick that could not be sent, so the next producer kicks instead of trusting it (migration 0027's function: the 'kick' row alone).
+SELECT pgkick.queue_kick_release(%(queue)s);"""
 
 QUEUE_KICK_RESERVE: Final = """\
--- queue_kick_reserve: Of the queues given, returns those that nobody watches and that are not paused, marking each with a pending kick; the caller kicks exactly those. A worker lingering on one of them with a channel is NOTIFYed (delivered at this commit).
-WITH relaxed AS (
-  -- A reservation lost in a crash costs one spare kick: its commit need not wait for the disk.
-  SELECT set_config('synchronous_commit', 'off', true)
-), wanted AS (
-  SELECT DISTINCT q AS queue FROM unnest(%(queues)s::text[]) AS q, relaxed
-  WHERE NOT EXISTS (
-    -- A watcher counts until its `until`, never more than two hours ahead: no announcement
-    -- (PGKICK_WATCH_SECONDS) or reservation (PGKICK_KICK_PENDING_MS) reaches past one hour
-    -- from its writer's now() (another transaction's now() may be earlier: the second hour
-    -- is the margin), so a row past it is none of pgkick's (a producer may write this
-    -- table) and holds nothing.
-    SELECT 1 FROM pgkick.queue_watchers l
-    WHERE l.queue = q AND l.until > coalesce(%(now)s::timestamptz, now())
-      AND l.until <= coalesce(%(now)s::timestamptz, now()) + interval '2 hours'
-  )
-  AND NOT EXISTS (SELECT 1 FROM pgkick.queue_limits p WHERE p.queue = q AND p.paused)
-), reserved AS (
-  INSERT INTO pgkick.queue_watchers AS w (queue, watcher, until)
-  SELECT queue, 'kick', coalesce(%(now)s::timestamptz, now()) + %(pending)s::interval FROM wanted
-  ON CONFLICT (queue, watcher) DO UPDATE SET until = excluded.until
-    WHERE w.until <= coalesce(%(now)s::timestamptz, now())
-       OR w.until > coalesce(%(now)s::timestamptz, now()) + interval '2 hours'
-  RETURNING w.queue
-), woken AS (
-  -- Only a worker that lingers has listening_until ahead (pgkick.worker.linger): a busy
-  -- worker, a pending kick, or an idle queue gets no NOTIFY.
-  SELECT count(pg_notify(l.channel, '')) AS n FROM pgkick.queue_watchers l
-  WHERE l.queue = ANY(%(queues)s::text[])
-    AND l.listening_until > coalesce(%(now)s::timestamptz, now())
-    AND l.until > coalesce(%(now)s::timestamptz, now())
-    AND l.until <= coalesce(%(now)s::timestamptz, now()) + interval '2 hours'
-)
--- UNION ALL runs both branches to the end: the NOTIFYs are sent whether or not a kick was
--- reserved (the woken branch itself returns no row).
-SELECT queue FROM reserved
-UNION ALL
-SELECT NULL FROM woken WHERE n < 0;"""
+-- queue_kick_reserve: Of the queues given, returns those that nobody watches and that are not paused, marking each with a pending kick; the caller kicks exactly those. A worker lingering on one of them with a channel is NOTIFYed (delivered at this commit). Through the SECURITY DEFINER function of migration 0027: a producer has no right on queue_watchers itself.
+SELECT q FROM pgkick.queue_kick_reserve(%(queues)s::text[], %(pending)s::interval,
+                                        %(now)s::timestamptz) AS q;"""
 
 QUEUE_LIMIT_CLEAR: Final = """\
 -- queue_limit_clear: Removes a queue's running limit (its rate, concurrency and pause stay; queue_limit_prune drops a row left empty).
@@ -1117,9 +1082,18 @@ GRANT SELECT, INSERT ON pgkick.periodic_ticks TO pgkick_worker;
 GRANT INSERT (queue, task, payload, max_attempts) ON pgkick.jobs TO pgkick_worker;
 GRANT DELETE ON pgkick.periodic_ticks TO pgkick_maintainer;
 
--- Who watches which queue: producers reserve kicks, workers announce and withdraw.
-REVOKE ALL ON pgkick.queue_watchers FROM PUBLIC;
-GRANT SELECT, INSERT, UPDATE, DELETE ON pgkick.queue_watchers TO pgkick_producer, pgkick_worker;
+-- Who watches which queue: workers announce, listen and withdraw there. Producers have no
+-- right on the table (one set up before migration 0027 loses its rights here too).
+REVOKE ALL ON pgkick.queue_watchers FROM PUBLIC, pgkick_producer;
+GRANT SELECT, INSERT, UPDATE, DELETE ON pgkick.queue_watchers TO pgkick_worker;
+
+-- Producers and workers reserve and release kicks through two functions (migration 0027)
+-- that write a reservation's row and no other, with the server's clock, for an hour at most.
+REVOKE ALL ON FUNCTION pgkick.queue_kick_reserve(text[], interval, timestamptz),
+                       pgkick.queue_kick_release(text) FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION pgkick.queue_kick_reserve(text[], interval, timestamptz),
+                          pgkick.queue_kick_release(text)
+  TO pgkick_producer, pgkick_worker;
 
 -- Per-queue running limits: workers read them in every claim; operators set them.
 REVOKE ALL ON pgkick.queue_limits FROM PUBLIC;
@@ -1185,4 +1159,4 @@ SELECT coalesce(%(now)s::timestamptz, now());"""
 
 # The migrations' versions in the order they apply (their scripts:
 # pgkick.store.migration_scripts, which a Lambda handler never loads).
-MIGRATION_VERSIONS: Final[tuple[int, ...]] = (1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 17, 18, 19, 20, 21, 22, 23, 24, 25, 26,)
+MIGRATION_VERSIONS: Final[tuple[int, ...]] = (1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 17, 18, 19, 20, 21, 22, 23, 24, 25, 26, 27,)
