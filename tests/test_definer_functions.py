@@ -403,3 +403,48 @@ def test_an_install_from_0024_has_every_function_search_pg_temp_last(empty_dsn: 
     }
     # job_await, job_insert_flow, the two triggers', queue_kick_reserve and _release (0027)
     assert sum(row[1] for row in after) == 6
+
+
+AWAIT_RIGHT = (
+    "SELECT has_function_privilege(%s,"
+    " 'pgkick.job_await(bigint[], bigint[], text[], timestamptz)', 'EXECUTE')"
+)
+
+
+def test_job_await_is_not_publics_to_call_where_roles_were_never_set_up(empty_dsn: str) -> None:
+    """Catches job_await (SECURITY DEFINER) left executable by PUBLIC on an install where
+    `pgkick migrate --roles` never ran (only role_setup revoked it): any role that may use the
+    schema could flag and lock any job as a parent with the owner's rights. Migration 0028
+    takes PUBLIC's right away and keeps it for a role that may insert jobs. The migrations
+    are applied here one by one, without the role set-up a `pgkick migrate` re-runs."""
+    suffix = uuid.uuid4().hex[:8]
+    inserter, reader = f"own_inserter_{suffix}", f"own_reader_{suffix}"
+    with JobStore.open(empty_dsn) as store, store.transaction():
+        store.create_schema()
+        store.set_migration_path("pgkick, pg_temp")
+        store.create_migration_table()
+        for version, name, script in MIGRATIONS:
+            if version <= 27:
+                store.apply_migration(version, name, script)
+    with psycopg.connect(empty_dsn, autocommit=True) as conn:
+        conn.execute(f"CREATE ROLE {inserter} NOLOGIN")
+        conn.execute(f"CREATE ROLE {reader} NOLOGIN")
+        conn.execute(f"GRANT USAGE ON SCHEMA pgkick TO {inserter}, {reader}")
+        conn.execute(f"GRANT INSERT (queue, task, payload) ON pgkick.jobs TO {inserter}")
+        conn.execute(f"GRANT SELECT (id) ON pgkick.jobs TO {reader}")
+        assert conn.execute(AWAIT_RIGHT, (reader,)).fetchone() == (True,)  # by PUBLIC's
+    try:
+        with JobStore.open(empty_dsn) as store, store.transaction():
+            store.set_migration_path("pgkick, pg_temp")
+            for version, name, script in MIGRATIONS:
+                if version == 28:
+                    store.apply_migration(version, name, script)
+        with psycopg.connect(empty_dsn) as conn:
+            rights = [conn.execute(AWAIT_RIGHT, (r,)).fetchone() for r in (reader, inserter)]
+            assert rights == [(False,), (True,)]
+            assert conn.execute(AWAIT_RIGHT, ("public",)).fetchone() == (False,)
+    finally:
+        with psycopg.connect(empty_dsn, autocommit=True) as conn:
+            for role in (inserter, reader):
+                conn.execute(f"DROP OWNED BY {role}")
+                conn.execute(f"DROP ROLE {role}")
