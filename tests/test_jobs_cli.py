@@ -152,7 +152,6 @@ def test_job_shows_payload_attempts_error_result_times_and_lease(
         (["jobs", "--after", "ten"], "job id must be a whole number, not 'ten'"),
         (["jobs", "--limit", "0"], "limit must be between 1 and 500, not 0"),
         (["job", "abc"], "job id must be a whole number, not 'abc'"),
-        (["job", "987654"], "job 987654 does not exist: list jobs with `pgkick jobs`"),
     ],
 )
 def test_bad_input_is_one_line_and_exit_2(
@@ -161,6 +160,26 @@ def test_bad_input_is_one_line_and_exit_2(
     code, out, err = run(capsys, *argv, "--dsn", dsn)
     assert code == 2 and out == ""
     assert err == f"pgkick {argv[0]}: {message}\n"
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (["job", "987654"], "job 987654 does not exist: list jobs with `pgkick jobs`"),
+        (["workflow", "987654"], "job 987654 does not exist: list jobs with `pgkick jobs`"),
+        (["retry", "987654"], "nothing changed: job 987654 does not exist (expected failed)"),
+        (["cancel", "987654"], "nothing changed: job 987654 does not exist (expected waiting"),
+    ],
+)
+def test_a_named_job_that_does_not_exist_is_exit_1_for_every_command(
+    dsn: str, capsys: pytest.CaptureFixture[str], argv: list[str], message: str
+) -> None:
+    """Catches `pgkick job N` of a missing job exiting 2 (the input's code) where `retry N`
+    and `cancel N` exit 1 (refused as it stands): a script testing one code for "no such
+    job" got the other from the next command."""
+    code, out, err = run(capsys, *argv, "--dsn", dsn)
+    assert code == 1 and out == ""
+    assert err.startswith(f"pgkick {argv[0]}: {message}") and err.count("\n") == 1
 
 
 def test_jobs_refuses_the_created_range_a_bulk_action_refuses(

@@ -28,7 +28,14 @@ from pgkick.cli.types import schema_name, wait_seconds
 from pgkick.cli.workflow import add_workflow_command
 from pgkick.connections.db import DatabaseError
 from pgkick.connections.redact import redact
-from pgkick.errors import InvalidArgument, JobFailed, JobRetried, PgkickError, UsageError
+from pgkick.errors import (
+    InvalidArgument,
+    JobFailed,
+    JobNotFound,
+    JobRetried,
+    PgkickError,
+    UsageError,
+)
 from pgkick.kick.default import default_kicker
 from pgkick.producer import after_commit
 from pgkick.producer import enqueue as producer
@@ -288,7 +295,7 @@ def _run(argv: Sequence[str] | None) -> int:
         print(f"pgkick {args.command}: {message}", file=sys.stderr)
         if args.json:  # one JSON document on stdout, a failure too
             print(json.dumps(failure(exc, message)))
-        return 1 if isinstance(exc, UsageError | JobFailed) else 2
+        return 1 if isinstance(exc, UsageError | JobFailed | JobNotFound) else 2
     if args.json or args.command not in PRINT_THEIR_OWN:
         _print(result, args.json)
     return 1 if result.get("ok") is False else 0
