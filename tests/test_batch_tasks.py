@@ -158,6 +158,31 @@ def test_a_partial_failure_retries_only_the_failed_jobs_the_others_are_done(
     assert job_row(dsn, ids[0])["finished_at"] == rows[0]["finished_at"]  # not run again
 
 
+def test_a_batch_task_that_empties_its_list_as_it_works_leaves_every_job_done(
+    dsn: str, timed: JobStore
+) -> None:
+    """Catches the worker reading the jobs' outcomes from the list it gave the task: a task
+    that pops its items as it sends them (and returns None, every item done) left that list
+    empty, the worker's outcome lookup raised KeyError out of the drain, and every job it
+    had sent stayed running until its lease ran out, then ran again. A task that reorders
+    its list is the same case."""
+    tasks = Registry()
+    sent: list[int] = []
+
+    @tasks.task("send", batch=10)
+    def send(items: list[BatchItem[dict[str, int]]]) -> None:
+        items.reverse()
+        while items:
+            sent.append(items.pop().payload["n"])
+
+    ids = enqueue(timed, "send", [{"n": n} for n in range(4)])
+    summary = Worker(timed, tasks, NoKicker(), OPTIONS).drain("default", forever)
+    assert sent == [0, 1, 2, 3] and summary.done == 4
+    assert {job_id: row[:2] for job_id, row in results(dsn, ids).items()} == {
+        job_id: ("done", 1) for job_id in ids
+    }
+
+
 def test_a_batch_that_raises_or_breaks_the_contract_fails_each_job_by_its_attempts(
     dsn: str, timed: JobStore
 ) -> None:

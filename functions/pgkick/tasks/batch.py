@@ -174,7 +174,7 @@ def single_call(spec: BatchSpec) -> Callable[[Any, Any], Any]:
 
     def call(payload: Any, job: Any) -> Any:
         items = [spec.item(job.id, payload, job.attempt, job.max_attempts, job.queue)]
-        outcome = settle(items, spec.fn(items))[job.id]
+        outcome = settle(items, spec.fn(list(items)))[job.id]  # its own list (batch_run)
         if isinstance(outcome, Exception):
             raise outcome
         return outcome

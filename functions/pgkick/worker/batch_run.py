@@ -84,8 +84,10 @@ def run_batch(spec: BatchSpec, jobs: list[ClaimedJob]) -> list[tuple[ClaimedJob,
 
 
 def _call(spec: BatchSpec, items: list[Any]) -> dict[int, TaskOutcome]:
+    """The task gets a list of its own: one it empties or reorders as it works (popping the
+    items it has sent) must not take the jobs' outcomes with it; `settle` reads ours."""
     try:
-        settled = settle(items, spec.fn(items))
+        settled = settle(items, spec.fn(list(items)))
     except Exception as exc:  # the whole batch: each job by its own attempts
         every = outcome_of(exc)
         log.warning("batch of %s jobs failed as a whole: %s", len(items), every.error or "snooze")
