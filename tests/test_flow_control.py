@@ -25,7 +25,7 @@ from pgkick.tasks.registry import Registry
 from pgkick.validation import job_spec
 from pgkick.worker.loop import Worker, WorkerOptions
 from pgkick.worker.reaper import reap
-from tests.helpers import FakeClock
+from tests.helpers import FakeClock, wait_for_lock_waiters
 from tests.store import JobStore
 from tests.test_producer import RecordingKicker
 
@@ -119,6 +119,45 @@ def test_a_rate_per_key_is_never_exceeded_by_racing_workers(dsn: str) -> None:
             in_window = [t for t in key_starts if end - timedelta(seconds=10) < t <= end]
             busiest = max(busiest, len(in_window))
     assert busiest == 3  # reached, never passed
+
+
+def test_a_claim_that_waited_for_the_claim_lock_records_its_start_after_the_wait(
+    dsn: str,
+) -> None:
+    """Catches a rate's start recorded at the claim's transaction start (now(), fixed before
+    the claim lock) where its job really started after waiting for the lock: the next claim,
+    a period after the recorded start, was admitted less than a period after the real one
+    (a review measured two starts of a key 0.57 s apart under a rate of 1 per 2 s). On the
+    server's clock: a claim in an open transaction holds the queue's claim lock, a worker's
+    claim waits for it (seen waiting in pg_stat_activity, not slept for), the holder reads
+    the clock and commits. The waiting claim's start must come after that instant, and be
+    its job's claimed_at (the instant windows are counted on)."""
+    with JobStore.open(dsn) as store:
+        flow.set_queue_rate(store, "api", 1, timedelta(hours=1))
+        add(store, 1, queue="api", rate_key="a")
+        add(store, 2, queue="api", rate_key="b")
+    claimed: list[ClaimedJob] = []
+    with psycopg.connect(dsn) as holder:  # not autocommit: the claim's lock held until commit
+        holder.execute("SELECT * FROM pgkick.job_claim('api', 1, '5 minutes', NULL)")
+
+        def claim() -> None:
+            with JobStore.open(dsn) as worker:
+                claimed.extend(worker.claim("api", batch=1, lease=LEASE))
+
+        waiting = threading.Thread(target=claim)
+        waiting.start()
+        wait_for_lock_waiters(dsn)
+        (released,) = holder.execute("SELECT clock_timestamp()").fetchone()  # type: ignore[misc]
+        holder.commit()
+        waiting.join(30)
+    assert len(claimed) == 1
+    with psycopg.connect(dsn) as conn:
+        start, claimed_at = conn.execute(
+            "SELECT s.started_at, j.claimed_at FROM pgkick.job_starts s, pgkick.jobs j"
+            " WHERE s.queue = 'api' AND j.id = %s AND s.rate_key = j.rate_key",
+            (claimed[0].id,),
+        ).fetchone()  # type: ignore[misc]
+    assert released < start == claimed_at
 
 
 def test_a_worker_held_by_the_rate_leaves_and_books_the_instant_the_window_admits(
