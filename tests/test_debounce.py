@@ -145,6 +145,33 @@ def test_throttle_keeps_the_first_for_the_period_even_once_it_finished(
     assert [(p["n"], s) for _, s, p, _ in jobs_with_key(dsn, "k")] == [(1, "done"), (4, "queued")]
 
 
+def test_a_flow_enqueue_in_the_apps_transaction_is_timed_by_the_enqueue_not_its_start(
+    dsn: str,
+) -> None:
+    """Catches job_insert_flow timing a job by its transaction's start (now()): an app that
+    enqueued inside its own transaction some time after it began recorded the job as made
+    that long before, so a throttle admitted a second job right after the first committed
+    (a review: 0.23 s after, under a 5 s throttle, behind a 6 s transaction) and a debounced
+    job fell due at its commit, before the burst was quiet. Time passes between the
+    transaction's first statement and the enqueue (a clock read, no sleep): the throttled
+    job's created_at and the debounced job's due time must count from after that read."""
+    with psycopg.connect(dsn) as conn, producer.transaction(conn, kicker=NoKicker()) as jobs:
+        started, before = conn.execute("SELECT now(), clock_timestamp()").fetchone()  # type: ignore[misc]
+        throttled = jobs.enqueue({"n": 1}, task="t", unique_key="thr", throttle=5)
+        debounced = jobs.enqueue({"n": 1}, task="t", unique_key="deb", debounce=5)
+    assert started < before
+    with psycopg.connect(dsn) as conn:
+        rows = {
+            job_id: times
+            for job_id, *times in conn.execute(
+                "SELECT id, created_at, run_at FROM pgkick.jobs WHERE id = ANY(%s)",
+                ([throttled, debounced],),
+            ).fetchall()
+        }
+    assert rows[throttled][0] >= before  # what a throttle compares
+    assert rows[debounced][1] >= before + timedelta(seconds=5)  # quiet for 5 s from here
+
+
 def test_every_form_debounces_and_a_batch_ends_with_its_last_payload(dsn: str) -> None:
     """Catches a form that ignores debounce (inserting, or keeping the first payload):
     enqueue_many (a key repeated in the batch), the asyncio forms, pgkick.transaction and a
