@@ -200,6 +200,23 @@ def test_a_held_key_does_not_block_other_keys(dsn: str, clock: FakeClock) -> Non
         assert ns(store.claim("api", batch=10, lease=LEASE)) == [1]
 
 
+def test_a_keyless_job_is_not_held_behind_a_key_its_rate_holds(dsn: str, clock: FakeClock) -> None:
+    """Catches the keyless bucket (the queue's own rate key) choosing its candidates among
+    the first hundred queued jobs of every kind: with 150 jobs of a key its rate held ahead
+    of it (1 start an hour), the keyless job was never a candidate, though its bucket had
+    its whole rate left; and the ready check counted it, so sweeps and the reaper kicked the
+    queue again and again for workers that claimed nothing (a review, migration 0031)."""
+    with JobStore.open(dsn, clock) as store:
+        flow.set_queue_rate(store, "api", 1, timedelta(hours=1))
+        store.insert_many([[job_spec({"n": n}, task="t", queue="api", rate_key="x")
+                            for n in range(150)]])  # fmt: skip
+        add(store, 150, queue="api")
+        add(store, 151, queue="api", rate_key="y")
+        assert sorted(ns(store.claim("api", batch=10, lease=LEASE))) == [0, 150, 151]
+        (ready,) = store.one("SELECT pgkick.job_ready_fair_count('api', %(now)s, 10)")
+        assert ready == 0  # every bucket spent its hour: nothing for a kick to find
+
+
 def test_a_quiet_keys_job_waits_at_most_one_batch_behind_a_flooded_key(
     dsn: str, clock: FakeClock
 ) -> None:
