@@ -28,6 +28,7 @@ once.
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 
 from pgkick.kick.kickers import Kicker
@@ -46,6 +47,47 @@ def book_safety(kicker: Kicker, queue: str, sent_for: datetime, after: timedelta
     except Exception as exc:
         log.warning(
             "no safety wake-up for queue %s (%s: %s); a lost kick waits for the next sweep",
+            queue,
+            type(exc).__name__,
+            " ".join(str(exc).split())[:300],
+        )
+        return False
+    return True
+
+
+def wake_after_failed_kick(
+    kicker: Kicker,
+    queue: str,
+    *,
+    after: timedelta,
+    release: Callable[[], None] | None = None,
+    now: datetime | None = None,
+) -> bool:
+    """Heal a kick that raised, as a producer heals its own (pgkick.producer.after_commit):
+    forget the pending kick it reserved, if any (`release`), so the next producer or sweep
+    kicks instead of trusting it for PGKICK_KICK_PENDING_MS; and book a wake-up `after`
+    from now (PGKICK_FAILED_KICK_WAKE_MS: Scheduler's next minute by default). Never raises;
+    False: no wake-up could be booked either (a worker then keeps its rescue armed).
+
+    Why every sender needs it: a worker that handed its queue over, released dependants or
+    swept a ready queue, and whose kick failed, only logged; its reservation made the next
+    producers and sweeps trust a kick never sent, and no wake-up followed, so the jobs
+    waited for the daily reaper (a review reproduced each, 2026-12-05)."""
+    if release is not None:
+        try:
+            release()
+        except Exception as exc:
+            log.warning(
+                "could not forget the pending kick of queue %s (%s: %s)",
+                queue,
+                type(exc).__name__,
+                " ".join(str(exc).split())[:300],
+            )
+    try:
+        kicker.wake_at(queue, (now or datetime.now(UTC)) + after)
+    except Exception as exc:
+        log.warning(
+            "no wake-up for queue %s after its failed kick (%s: %s)",
             queue,
             type(exc).__name__,
             " ".join(str(exc).split())[:300],

@@ -24,6 +24,11 @@ class QueuePlan(NamedTuple):
 
 
 class QueueHealing(Database):
+    def release_kick(self, queue: str) -> None:
+        """Forget a pending kick this caller reserved and could not send (the next producer
+        or sweep kicks instead of trusting it): migration 0027's function."""
+        self.execute(queries.QUEUE_KICK_RELEASE, queue=queue)
+
     def heal_plan(self, pending: timedelta, *, skip: str | None = None) -> list[QueuePlan]:
         """Every queue with queued jobs; those to kick now carry a pending kick of this caller's.
 

@@ -21,8 +21,10 @@ from __future__ import annotations
 import logging
 from collections.abc import Iterable
 from datetime import UTC, datetime, timedelta
+from functools import partial
 
 from pgkick.kick.kickers import Kicker, NoKicker
+from pgkick.kick.safety import wake_after_failed_kick
 from pgkick.store.worker import WorkerStore
 
 log = logging.getLogger("pgkick.dependants")
@@ -37,10 +39,13 @@ def kick_released(
     pending: timedelta,
     hop: int,
     max_hops: int,
+    failed_wake: timedelta = timedelta(0),
 ) -> int:
     """Kick each queue of `queues` (but `skip`) that nobody watches, at `hop` (the releasing
     invocation's + 1), or past `max_hops` book it a wake-up now; returns the kicks sent.
-    Never raises: a lost kick here is healed by the next sweep (pgkick.worker.healing)."""
+    Never raises: a kick that fails forgets its reservation and books a wake-up
+    `failed_wake` out (pgkick.kick.safety.wake_after_failed_kick); a kick lost after it was
+    sent is healed by the next sweep (pgkick.worker.healing)."""
     wanted = sorted(set(queues) - {skip})
     if not wanted or isinstance(kicker, NoKicker):  # NoKicker: a reservation never sent
         return 0
@@ -60,6 +65,9 @@ def kick_released(
             sent += 1
         except Exception as exc:
             log.warning("could not kick queue %s for released dependants (%s)", queue, exc)
+            wake_after_failed_kick(
+                kicker, queue, after=failed_wake, release=partial(store.release_kick, queue)
+            )
     return sent
 
 

@@ -20,9 +20,10 @@ from __future__ import annotations
 
 import logging
 from datetime import UTC, datetime, timedelta
+from functools import partial
 
 from pgkick.kick.kickers import Kicker, NoKicker
-from pgkick.kick.safety import book_safety, kick_with_safety
+from pgkick.kick.safety import book_safety, kick_with_safety, wake_after_failed_kick
 from pgkick.store.healing import QueueHealing
 
 log = logging.getLogger("pgkick.healing")
@@ -48,6 +49,7 @@ def heal_queues(
     safety: timedelta = timedelta(0),
     skip: str | None = None,
     kick: bool = True,
+    failed_wake: timedelta = timedelta(0),
 ) -> Healed:
     """Book each queue's next wake-up and kick the ready queues nobody will see; never raises
     for a kicker's failure (the next sweep, or the reaper, tries again).
@@ -67,6 +69,9 @@ def heal_queues(
             except Exception as exc:
                 healed.failures += 1
                 log.warning("could not kick queue %s while healing (%s)", plan.queue, exc)
+                # its reservation forgotten and a wake-up booked (`failed_wake` out)
+                release = partial(store.release_kick, plan.queue)
+                wake_after_failed_kick(kicker, plan.queue, after=failed_wake, release=release)
         if plan.next_run_at is not None:
             try:
                 kicker.wake_at(plan.queue, plan.next_run_at)

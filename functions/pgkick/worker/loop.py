@@ -22,7 +22,7 @@ from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 
 from pgkick.kick.kickers import Kicker
-from pgkick.kick.safety import kick_with_safety
+from pgkick.kick.safety import kick_with_safety, wake_after_failed_kick
 from pgkick.kick.watch import WorkerWatch
 from pgkick.store.worker import ClaimedJob, WorkerStore
 from pgkick.tasks.registry import Registry
@@ -69,6 +69,7 @@ class Worker:
         self._spawns: Spawns | None = None
         self._outcomes: Outcomes | None = None
         self._held_checked = False
+        self._stranded = False
 
     def drain(self, queue: str, remaining_ms: Callable[[], int], *, hop: int = 0) -> Summary:
         """Work `queue` until it is empty or time runs short; never raises for a job's error.
@@ -93,6 +94,7 @@ class Worker:
             self.store, self.kicker, self.options, jitter=self.jitter, hop=hop, spawns=spawns
         )
         self._held_checked = False  # flow_held: asked once per idle window
+        self._stranded = False  # a hand-over whose kick and wake-up both failed
         # after its announcement too has lapsed (pgkick.worker.rescue says why)
         after = self.options.lease + self.options.watch_ttl
         rescue = DeadMansSwitch(self.kicker, queue, watch.watcher, after=after)
@@ -154,7 +156,8 @@ class Worker:
                 finished = self._run_batch(window.take(jobs, full=last_batch_full), keeper, summary)
                 longest_batch_ms = max(longest_batch_ms, before - remaining_ms())
             self._heal(queue, summary)
-            rescue.disarm()  # only on a clean finish: after a crash it must fire
+            if not self._stranded:  # a clean finish; after a crash, or a queue handed to
+                rescue.disarm()  # nobody (its kick and its wake-up failed), it must fire
         finally:
             spawns.drop_all()  # a run not completed by now never wrote its children
             line.close()  # still listening only if it left without withdrawing through it
@@ -174,6 +177,7 @@ class Worker:
                 pending=self.options.kick_pending,
                 safety=self.options.kick_safety,
                 skip=queue,
+                failed_wake=self.options.failed_kick_wake,
             )
         except Exception:  # a sweep that fails loses nothing: the next one, or the reaper
             log.exception("could not sweep the queues while leaving %s", queue)
@@ -288,6 +292,12 @@ class Worker:
                 safety = self.options.kick_safety if reason == "rekick" else timedelta(0)
                 kick_with_safety(self.kicker, queue, reason, after=safety, hop=hop)
         except Exception:
-            log.exception("could not kick queue %s (%s); the reaper will", queue, reason)
+            log.exception("could not kick queue %s (%s)", queue, reason)
+            # a fan-out's worker was extra; a failed hand-over strands the queue: its
+            # wake-up, or else this invocation's rescue stays armed (drain)
+            if reason == "rekick" and not wake_after_failed_kick(
+                self.kicker, queue, after=self.options.failed_kick_wake
+            ):
+                self._stranded = True
             return False
         return True

@@ -88,6 +88,8 @@ class WorkerOptions(NamedTuple):
     heal: bool = True  # leaving, sweep every queue (pgkick.worker.healing)
     kick_pending: timedelta = timedelta(milliseconds=10_000)  # PGKICK_KICK_PENDING_MS
     kick_safety: timedelta = timedelta(0)  # PGKICK_KICK_SAFETY_MS (pgkick.kick.safety)
+    # a failed kick's wake-up, this long after (PGKICK_FAILED_KICK_WAKE_MS; 0: the next minute)
+    failed_kick_wake: timedelta = timedelta(0)
     backoff_jitter: float = 0.1  # a retry waits its backoff x (1 ± this), drawn at random
     # While jobs run, cancel marks are read this often between two extensions (a third of
     # the lease: 100 s and more on Lambda), so a cancel reaches its task within seconds.

@@ -84,6 +84,7 @@ class Outcomes:
                 pending=self.options.kick_pending,
                 hop=self.hop + 1,
                 max_hops=self.options.max_hops,
+                failed_wake=self.options.failed_kick_wake,
             )
 
     def account(

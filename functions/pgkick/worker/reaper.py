@@ -21,12 +21,13 @@ import logging
 from collections.abc import Callable
 from datetime import date, datetime, timedelta
 from decimal import Decimal
+from functools import partial
 from typing import Any
 
 from pgkick import config
 from pgkick.errors import MisuseError
 from pgkick.kick.kickers import Kicker
-from pgkick.kick.safety import kick_with_safety
+from pgkick.kick.safety import kick_with_safety, wake_after_failed_kick
 from pgkick.store.maintenance import MaintenanceStore
 from pgkick.worker.healing import heal_queues
 
@@ -70,6 +71,11 @@ def reap(
             log.exception("reaper could not kick queue %s", queue)
             kick_failures.append(queue)
     woken = book_wakes(store, kicker)
+    for queue in kick_failures:  # the plan above reserved their kicks: forget, and wake
+        release = partial(store.release_kick, queue)
+        after = config.failed_kick_wake()
+        if wake_after_failed_kick(kicker, queue, after=after, release=release):
+            woken.append(queue)
     report: dict[str, Any] = json_native(
         {
             "requeued": sum(1 for job in reaped if job.status == "queued"),

@@ -122,6 +122,7 @@ class Runtime:
             max_hops=self.settings.max_hops,
             kick_pending=config.kick_pending(),
             kick_safety=config.kick_safety(),
+            failed_kick_wake=config.failed_kick_wake(),
         )
         try:
             with self._store(WorkerStore) as store:
