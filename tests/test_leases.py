@@ -306,6 +306,44 @@ def test_the_heartbeat_tells_a_running_task_its_lease_is_lost_and_nothing_is_wri
     assert (summary.lost, summary.done, summary.failed, summary.retried) == (1, 0, 0, 0)
 
 
+def test_a_claims_later_job_whose_lease_the_heartbeat_found_lost_is_not_started(
+    dsn: str, clock: FakeClock, watched: WatchedStore, checked_tasks: CheckedRegistry
+) -> None:
+    """Two jobs claimed together. While the first runs, the second's lease runs out and
+    another worker takes it over; the heartbeat's next extension finds it gone. Catches the
+    worker starting it anyway once the first returns (a review saw it run beside its new
+    holder): a job the keeper knows lost is not run, and nothing is written for it."""
+    ran: list[int] = []
+    taken: dict[str, Any] = {}
+
+    @checked_tasks.task("first")
+    def first(payload: Any, job: JobContext) -> None:
+        ran.append(job.id)
+        watched.park_heartbeat()  # no extension in flight while the second's lease runs out
+        with JobStore.open(dsn, clock) as other:
+            other.conn.execute(
+                "UPDATE pgkick.jobs SET locked_until = %s WHERE id = %s",
+                (clock.now - timedelta(seconds=1), second_id),
+            )  # only the second's lease: the first keeps running under its own
+            assert [reaped.id for reaped in other.reap_expired()] == [second_id]
+            assert [held.id for held in other.claim("default", batch=1, lease=LEASE)] == [second_id]
+        taken.update(job_row(dsn, second_id))
+        watched.release_heartbeat()
+        watched.wait_extensions(1)  # the extension that finds the second gone
+
+    checked_tasks.task("second")(lambda payload: ran.append(second_id))
+    (first_id,) = seed(watched, 1, task="first")
+    (second_id,) = seed(watched, 1, task="second")
+    summary = Worker(
+        watched, checked_tasks, NoKicker(), options(SHORT, heartbeat=True)._replace(batch=2)
+    ).drain("default", forever)
+    checked_tasks.reraise()
+    assert ran == [first_id]
+    assert taken["attempts"] == 2 and job_row(dsn, second_id) == taken
+    assert watched.writes_for(second_id) == []
+    assert (summary.lost, summary.done) == (1, 1)
+
+
 def test_checked_tasks_raise_a_tasks_failed_assertion_after_the_drain(
     dsn: str, store: JobStore
 ) -> None:

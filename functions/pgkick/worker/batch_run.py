@@ -38,6 +38,10 @@ from pgkick.worker.task_run import TaskOutcome, run_task
 
 log = logging.getLogger("pgkick.batch_run")
 
+# The outcome of a job not run because its lease was already lost (the loop reads the
+# keeper's mark first and writes nothing).
+NOT_STARTED = TaskOutcome(error="not started: its lease was lost")
+
 
 def run_jobs(
     registry: Registry,
@@ -57,12 +61,19 @@ def run_jobs(
     for job in jobs:
         group = groups.get(job.task)
         if group is None:
-            yield job, run_task(registry, job, keeper, steps, spawns)
+            # A job whose lease is known lost (a heartbeat found it re-held) may be running
+            # elsewhere now: not started here (the loop writes nothing for it).
+            lost = keeper.is_lost(job.id)
+            yield job, NOT_STARTED if lost else run_task(registry, job, keeper, steps, spawns)
         elif group:  # the first of its task in the claim: the whole group runs now
             spec = registry.batch(job.task)
             assert spec is not None
             for start in range(0, len(group), spec.size):
-                yield from run_batch(spec, group[start : start + spec.size])
+                chunk = group[start : start + spec.size]
+                yield from ((lost, NOT_STARTED) for lost in chunk if keeper.is_lost(lost.id))
+                held = [job for job in chunk if not keeper.is_lost(job.id)]
+                if held:
+                    yield from run_batch(spec, held)
             group.clear()
 
 
