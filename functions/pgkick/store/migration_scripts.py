@@ -3456,4 +3456,83 @@ BEGIN
   RETURN ids;
 END
 $fair$;"""),
+    (32, 'job_dependants_counted_again', """\
+-- 0032_job_dependants_counted_again: a failed parent put back in the queue (a retry, or its own revival) is counted again by its 'run anyway' dependants still waiting, so its next finish releases them no earlier than their other parents. job_dependants_revive: 0019's, same trigger, plus that count.
+-- Why (a review of the dependencies, 2026-12-05): a 'run anyway' dependant counts a parent's
+-- failure as its finish (waiting_on - 1, 0017). Retried, the parent was unfinished again but
+-- still counted off, and its next finish (done, or failed again) counted it off a second
+-- time: a dependant of P (run anyway) and Q (fail) ran as soon as a retried P completed,
+-- with Q never run, so Q's failure policy could never apply; one of P, Q1, Q2 dropped to
+-- waiting on one parent with both Q's still queued. Now the retry adds the count back, under
+-- the same locks as the revival's (the dependants' parents FOR SHARE, in id order, before
+-- their rows), so a parent finishing meanwhile is counted once either way.
+CREATE OR REPLACE FUNCTION job_dependants_revive() RETURNS trigger
+LANGUAGE plpgsql SECURITY DEFINER
+SET search_path FROM CURRENT
+AS $revive$
+DECLARE
+  candidates bigint[];
+  revived int;
+  anyway bigint[];
+BEGIN
+  -- Its 'run anyway' dependants still waiting counted its failure as its finish (0017's
+  -- settle, or job_await linking them after it): back in the queue, it is unfinished again,
+  -- so each counts it again (0032), its other parents locked first as below. A dependant
+  -- already released ran or runs after a finished parent, as it should: left alone.
+  SELECT array_agg(d.child_id ORDER BY d.child_id) INTO anyway
+  FROM job_dependencies d JOIN jobs c ON c.id = d.child_id
+  WHERE d.parent_id = NEW.id AND d.policy = 'run anyway' AND c.status = 'waiting';
+  IF anyway IS NOT NULL THEN
+    PERFORM 1 FROM jobs p
+    WHERE p.id IN (SELECT d.parent_id FROM job_dependencies d WHERE d.child_id = ANY (anyway))
+    ORDER BY p.id FOR SHARE;
+    UPDATE jobs c SET waiting_on = c.waiting_on + 1
+    FROM job_dependencies d
+    WHERE d.parent_id = NEW.id AND d.policy = 'run anyway' AND c.id = d.child_id
+      AND c.status = 'waiting';
+  END IF;
+  SELECT array_agg(d.child_id ORDER BY d.child_id) INTO candidates
+  FROM job_dependencies d JOIN jobs c ON c.id = d.child_id
+  WHERE d.parent_id = NEW.id AND d.policy <> 'run anyway'
+    AND c.status = 'failed' AND c.last_error ~ '^(cancelled: )?parent job [0-9]+ failed: ';
+  IF candidates IS NULL THEN
+    RETURN NULL;
+  END IF;
+  PERFORM 1 FROM jobs p
+  WHERE p.id IN (SELECT d.parent_id FROM job_dependencies d WHERE d.child_id = ANY (candidates))
+  ORDER BY p.id FOR SHARE;
+  PERFORM 1 FROM jobs c WHERE c.id = ANY (candidates) ORDER BY c.id FOR UPDATE;
+  -- Counted after the locks (a statement of its own, so it sees what committed meanwhile).
+  -- A parent blocks the revival if it is failed under fail or cancel.
+  WITH parents AS (
+    SELECT d.child_id,
+           count(*) FILTER (WHERE p.status NOT IN ('done', 'failed'))::int AS pending,
+           bool_or(d.policy <> 'run anyway' AND p.status = 'failed') AS blocked
+    FROM job_dependencies d JOIN jobs p ON p.id = d.parent_id
+    WHERE d.child_id = ANY (candidates)
+    GROUP BY d.child_id
+  ), revive AS (
+    -- As a retry: finished_at cleared, last_error kept (why it had failed), no cancel mark.
+    UPDATE jobs c
+    SET status = 'waiting', waiting_on = parents.pending, finished_at = NULL,
+        cancel_requested_at = NULL
+    FROM parents
+    WHERE c.id = parents.child_id AND c.status = 'failed'
+      AND NOT parents.blocked AND parents.pending > 0
+      -- A live job took its unique key meanwhile: it stays failed (waiting, it would hold
+      -- the key beside that job, which jobs_unique_live_idx refuses).
+      AND NOT EXISTS (SELECT 1 FROM jobs o
+                      WHERE c.unique_key IS NOT NULL AND o.unique_key = c.unique_key
+                        AND o.status IN ('waiting', 'queued', 'running'))
+    RETURNING c.id
+  )
+  SELECT count(*) INTO revived FROM revive;
+  IF revived > 0 THEN
+    PERFORM set_config('pgkick.revived_dependants',
+                       (coalesce(nullif(current_setting('pgkick.revived_dependants', true), ''),
+                                 '0')::int + revived)::text, true);
+  END IF;
+  RETURN NULL;
+END
+$revive$;"""),
 )
