@@ -114,6 +114,69 @@ def test_pgkick_retry_of_a_failed_chain_head_runs_the_whole_chain_once_in_order(
     assert _runs(recorded) == ["a", "a", "b", "c"]  # a's failed attempt, then each once
 
 
+def test_a_retried_run_anyway_parent_is_counted_again_by_its_waiting_dependant(
+    dsn: str, recorded: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """D waits for P (run anyway) and Q (fail, in a queue nobody drains here). P fails for
+    good: D counts it finished and waits for Q. P retried, then done: D must still wait for
+    Q. Catches the retried parent counted off twice (0032): D ran with Q never run; and a
+    second failure of P releasing D with Q1 and Q2 both queued."""
+    with JobStore.open(dsn) as store:
+        enqueue = Enqueuer(store).enqueue
+        p = enqueue(_node("p", fail_attempts=[1]), task="dag_node", max_attempts=1)
+        q = enqueue(_node("q"), task="dag_node", queue="slow")
+        d = enqueue(_node("d"), task="dag_node", after={p: "run anyway", q: "fail"})
+        _drain(store)
+        assert _jobs(dsn)[d][:2] == ("waiting", 1)
+        assert _cli(capsys, "retry", str(p), "--dsn", dsn)["retried"] == [p]
+        assert _jobs(dsn)[d][:2] == ("waiting", 2)  # P unfinished again
+        _drain(store)  # P's second attempt succeeds
+        assert _jobs(dsn)[p][0] == "done" and _jobs(dsn)[d][:2] == ("waiting", 1)
+        _drain(store, "slow")
+        _drain(store)
+        p2 = enqueue(_node("p2", fail=True), task="dag_node", max_attempts=1)
+        q1 = enqueue(_node("q1"), task="dag_node", queue="slow")
+        q2 = enqueue(_node("q2"), task="dag_node", queue="slow")
+        d2 = enqueue(_node("d2"), task="dag_node", after={p2: "run anyway", q1: "fail", q2: "fail"})
+        _drain(store)
+        _cli(capsys, "retry", str(p2), "--dsn", dsn)
+        _drain(store)  # P2 fails again
+        assert _jobs(dsn)[d2][:2] == ("waiting", 2)  # Q1 and Q2 still to come
+    assert _runs(recorded) == ["p", "p", "q", "d", "p2", "p2"]
+
+
+def test_a_retried_dependant_waits_for_its_parents_and_is_refused_behind_a_failed_one(
+    dsn: str, recorded: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Catches `pgkick retry` of a dependant queuing it whatever its parents: D, cancelled
+    while it waited for P, ran at once when retried, P still queued; D2, failed by its
+    parent's failure (policy fail), ran when retried alone, its parent still failed. Now D
+    waits for P again (counted), and the retry of D2 alone is refused, naming its parent;
+    retrying both runs them in order."""
+    with JobStore.open(dsn) as store:
+        enqueue = Enqueuer(store).enqueue
+        p = enqueue(_node("p"), task="dag_node", queue="slow")
+        d = enqueue(_node("d"), task="dag_node", after=[p])
+        _cli(capsys, "cancel", str(d), "--dsn", dsn)
+        assert _cli(capsys, "retry", str(d), "--dsn", dsn)["retried"] == [d]
+        assert _jobs(dsn)[d][:2] == ("waiting", 1)
+        _drain(store)
+        assert _runs(recorded) == []  # not before its parent
+        _drain(store, "slow")
+        _drain(store)
+        assert _runs(recorded) == ["p", "d"]
+
+        p2 = enqueue(_node("p2", fail=True), task="dag_node", max_attempts=1)
+        d2 = enqueue(_node("d2"), task="dag_node", after=[p2])
+        _drain(store)
+        assert main(["retry", str(d2), "--dsn", dsn]) == 1
+        err = capsys.readouterr().err
+        assert f"job {d2} waits for job {p2}, which failed: retry the parent" in err
+        assert _jobs(dsn)[d2][0] == "failed"
+        _cli(capsys, "retry", str(d2), str(p2), "--extra-attempts", "1", "--dsn", dsn)
+        assert _jobs(dsn)[d2][:2] == ("waiting", 1)
+
+
 def test_a_diamond_revives_its_join_only_once_no_parent_of_it_is_failed(
     dsn: str, recorded: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

@@ -44,10 +44,20 @@ def check_retry(
 ) -> None:
     """Refuse (changing nothing) a retry that would put a failed job next to a live one
     with its unique key, naming them: the index would refuse it too, less clearly, and
-    a dry run must refuse what the retry refuses."""
+    a dry run must refuse what the retry refuses. And one that selects a job whose parent,
+    under fail or cancel, failed and is not selected: the retry would leave it failed."""
     conflicts = store.retry_conflicts(ids=ids, queue=queue, task=task)
     if conflicts:
         raise UsageError(f"nothing changed: {unique.describe_conflicts(conflicts)}")
+    blocked = store.retry_blocked(ids=ids, queue=queue, task=task)
+    if blocked:  # it would stay failed: its parent's failure still stands
+        named = "; ".join(
+            f"job {job} waits for job {parent}, which failed" for job, parent in blocked[:5]
+        )
+        raise UsageError(
+            f"nothing changed: {named}: retry the parent (its retry makes its dependants "
+            "wait for it again), or both"
+        )
 
 
 class Retried(NamedTuple):

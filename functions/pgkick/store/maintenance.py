@@ -97,6 +97,15 @@ class MaintenanceStore(ExpiredLeases, QueueHealing):
         dependants their failures ended, transitively): the bulk retry's dry run."""
         return int(self.one(queries.JOB_REVIVABLE_COUNT, ids=ids)[0])
 
+    def retry_blocked(
+        self, *, ids: list[int] | None, queue: str | None, task: str | None
+    ) -> list[tuple[int, int]]:
+        """(job, its failed parent) for each failed job of the selection that waits, under
+        policy fail or cancel, for a failed parent the selection leaves out: a retry leaves
+        it failed (job_retry_failed); the parent's retry revives it."""
+        rows = self.rows(queries.JOB_RETRY_BLOCKED_BY_PARENTS, ids=ids, queue=queue, task=task)
+        return [(row[0], row[1]) for row in rows]
+
     def retry_conflicts(
         self, *, ids: list[int] | None, queue: str | None, task: str | None
     ) -> list[tuple[int, str, int, str]]:
