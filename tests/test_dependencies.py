@@ -441,7 +441,8 @@ def test_bad_dependencies_are_refused_before_anything_is_written(dsn: str) -> No
         ([(parent, "retry")], InvalidArgument, "unknown policy 'retry'"),
         ([(parent, "fail"), (parent, "cancel")], InvalidArgument, "given twice"),
         (["1"], InvalidArgumentType, "must be a job id"),
-        ([0], InvalidArgument, "job ids start at 1"),
+        ([0], InvalidArgument, "job ids are 1 to 9223372036854775807, got 0"),
+        ([2**63], InvalidArgument, "job ids are 1 to"),  # was the server's bare range error
         (parent, InvalidArgumentType, "must be a list"),
     ]
     for after, error, words in cases:

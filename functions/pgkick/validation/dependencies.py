@@ -13,6 +13,7 @@ from pgkick.errors import InvalidArgument, InvalidArgumentType
 # parent's reason, end cancelled, or count the parent as finished and run anyway.
 DEPENDENCY_POLICIES = ("fail", "cancel", "run anyway")
 MAX_PARENTS = 100_000
+MAX_JOB_ID = 2**63 - 1  # jobs.id is a bigint
 
 
 def check_after(after: object) -> tuple[tuple[int, str], ...]:
@@ -38,8 +39,8 @@ def check_after(after: object) -> tuple[tuple[int, str], ...]:
             raise InvalidArgumentType(
                 f"after: a parent must be a job id (int), got {type(parent).__name__}"
             )
-        if parent < 1:
-            raise InvalidArgument(f"after: job ids start at 1, got {parent}")
+        if not 1 <= parent <= MAX_JOB_ID:  # past bigint: the server's bare range error
+            raise InvalidArgument(f"after: job ids are 1 to {MAX_JOB_ID}, got {parent}")
         if policy not in DEPENDENCY_POLICIES:
             raise InvalidArgument(
                 f"after: unknown policy {policy!r} for job {parent}; use one of "
