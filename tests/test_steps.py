@@ -314,8 +314,16 @@ def test_sleep_requeues_the_job_with_a_wake_up_and_replays_its_steps_after_it(
         (lambda job: job.step("fetch", lambda n: n, 2), "already finished in this job"),
         (lambda job: job.step("other", lambda: {1, 2}), "not storable JSON"),
         (lambda job: job.step("other", lambda o: 1, object()), "must be JSON values"),
+        # a review: after an unnamed sleep (stored as sleep:1), sleep(1, name="1") replayed
+        # it and returned at once
+        (lambda job: job.sleep(1, name="1"), "the key of the job's unnamed sleep number 1"),
     ],
-    ids=["name reused with other arguments", "non-JSON result", "non-JSON argument"],
+    ids=[
+        "name reused with other arguments",
+        "non-JSON result",
+        "non-JSON argument",
+        "sleep named like an unnamed one",
+    ],
 )
 def test_bad_steps_fail_the_job_for_good_before_anything_is_stored(
     dsn: str, timed: JobStore, second: Any, message: str

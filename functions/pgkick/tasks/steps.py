@@ -107,6 +107,12 @@ class Steps:
         self._sleeps += 1
         if name is not None:
             check_name("sleep", name)
+            if name.isascii() and name.isdigit():  # the unnamed sleeps' keys: sleep:1, ...
+                raise StepInputError(
+                    f"sleep: the name {name!r} is the key of the job's unnamed sleep number "
+                    f"{name} (a replay would take one for the other): give it a name with a "
+                    "letter in it; nothing was stored"
+                )
         key = SLEEP_PREFIX + (name if name is not None else str(self._sleeps))
         args_hash = _hash(key, (seconds,))
         done = self._replay(key, args_hash)
