@@ -14,13 +14,14 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from pgkick.config import Settings
-from pgkick.errors import PermanentError
+from pgkick.errors import InvalidArgument, PermanentError
 from pgkick.kick.kickers import NoKicker
 from pgkick.producer import enqueue as producer
 from pgkick.producer.enqueue import Enqueuer
 from pgkick.store import groups
 from pgkick.store import migrations as schema
 from pgkick.tasks.registry import Registry
+from pgkick.worker.loop import Worker, WorkerOptions
 from pgkick.worker.runtime import Runtime
 from pgkick_dev.local.context import FakeLambdaContext
 from tests.chaos import Chaos
@@ -344,3 +345,33 @@ def test_bad_queue_limits_are_refused_before_any_write(
     with pytest.raises(ValueError, match="queue: must not be empty"):
         groups.set_queue_limit(store, "", 2)
     assert store.rows("SELECT count(*) FROM pgkick.queue_limits") == [(0,)]
+
+
+@pytest.mark.parametrize(
+    ("change", "says"),
+    [
+        ({"batch": 0}, "WorkerOptions.batch: 0"),
+        ({"lease": timedelta(seconds=-5)}, "WorkerOptions.lease"),
+        ({"lease": timedelta(0)}, "WorkerOptions.lease"),
+        ({"cancel_check": timedelta(seconds=-1)}, "WorkerOptions.cancel_check"),
+        ({"backoff_jitter": 1.5}, "WorkerOptions.backoff_jitter: 1.5"),
+        ({"backoff_jitter": float("nan")}, "WorkerOptions.backoff_jitter"),
+        ({"backoff": timedelta(0)}, "WorkerOptions.backoff"),
+        ({"linger": timedelta(seconds=-1)}, "WorkerOptions.linger"),
+        ({"max_hops": -1}, "WorkerOptions.max_hops"),
+        ({"listen": "sometimes"}, "WorkerOptions.listen"),
+    ],
+)
+def test_worker_options_no_worker_can_run_with_are_refused_before_any_claim(
+    dsn: str, change: dict[str, Any], says: str
+) -> None:
+    """Catches the loop taking any value and misbehaving (a review, 2026-12-05): a batch of
+    0 claimed nothing and left with no kick; a lease of 0 or less was over at its claim, so
+    the reaper re-queued the running job until it failed; a jitter of 1.5 made retries due
+    at once, burning their attempts; a negative cancel check spun the heartbeat at ~4,000
+    statements a second. Refused when the worker is made, naming the field; nothing claimed."""
+    with JobStore.open(dsn) as store:
+        (job_id,) = seed(store, 1)
+        with pytest.raises(InvalidArgument, match=re.escape(says)):
+            Worker(store, Registry(), NoKicker(), WorkerOptions()._replace(**change))
+    assert job_row(dsn, job_id)["status"] == "queued"

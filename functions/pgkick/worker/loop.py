@@ -31,7 +31,7 @@ from pgkick.worker.continuation import StepBooks
 from pgkick.worker.healing import heal_queues
 from pgkick.worker.lease import LeaseKeeper
 from pgkick.worker.linger import WakeUpLine
-from pgkick.worker.options import Summary, WorkerOptions, backoff_jitter
+from pgkick.worker.options import Summary, WorkerOptions, backoff_jitter, check_options
 from pgkick.worker.outcomes import Outcomes
 from pgkick.worker.rescue import DeadMansSwitch
 from pgkick.worker.spawn import Spawns
@@ -51,7 +51,7 @@ class Worker:
         self.store = store
         self.registry = registry
         self.kicker = kicker
-        self.options = options
+        self.options = check_options(options)  # bad values refused before any claim
         # How a lingering worker waits and tells time; tests pass their own.
         self.sleep: Callable[[float], None] = time.sleep
         self.monotonic: Callable[[], float] = time.monotonic

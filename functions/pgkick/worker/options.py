@@ -11,6 +11,7 @@ from datetime import timedelta
 from typing import NamedTuple
 
 from pgkick import config
+from pgkick.errors import InvalidArgument
 
 CANCEL_CHECK_SECONDS = 2.0  # a cancel reaches a running task within this (pgkick.worker.lease)
 
@@ -94,6 +95,45 @@ class WorkerOptions(NamedTuple):
     # While jobs run, cancel marks are read this often between two extensions (a third of
     # the lease: 100 s and more on Lambda), so a cancel reaches its task within seconds.
     cancel_check: timedelta = timedelta(seconds=CANCEL_CHECK_SECONDS)
+
+
+LISTEN_MODES = ("auto", "on", "off")
+
+
+def check_options(options: WorkerOptions) -> WorkerOptions:
+    """The options, or InvalidArgument naming the first that no worker can run with.
+
+    Why: the loop took any value and misbehaved instead (a review, 2026-12-05): a batch of
+    0 claimed nothing and left, a lease of 0 or less was over at its claim (the reaper
+    re-queued the running job, five times, until it failed), a jitter of 1 or more made a
+    retry's backoff negative (due at once: its attempts burnt in one drain), a cancel
+    check of 0 or less spun the heartbeat at thousands of statements a second."""
+    if type(options.batch) is not int or options.batch < 1:
+        raise InvalidArgument(f"WorkerOptions.batch: {options.batch!r}, a whole number from 1")
+    positive = {"lease": options.lease, "cancel_check": options.cancel_check}
+    for field in ("backoff", "backoff_cap"):
+        if getattr(options, field) is not None:
+            positive[field] = getattr(options, field)
+    for field, value in positive.items():
+        if not isinstance(value, timedelta) or value <= timedelta(0):
+            raise InvalidArgument(f"WorkerOptions.{field}: {value!r}, a timedelta above 0")
+    for field in ("min_remaining", "fanout_after", "linger", "watch_ttl", "kick_pending",
+                  "kick_safety", "failed_kick_wake"):  # fmt: skip
+        value = getattr(options, field)
+        if not isinstance(value, timedelta) or value < timedelta(0):
+            raise InvalidArgument(f"WorkerOptions.{field}: {value!r}, a timedelta of 0 or more")
+    if not 0 <= options.backoff_jitter < 1:  # NaN fails this too
+        raise InvalidArgument(
+            f"WorkerOptions.backoff_jitter: {options.backoff_jitter!r}, from 0 to under 1 "
+            "(a retry waits its backoff x (1 +- this))"
+        )
+    for field in ("max_fanout", "max_hops"):
+        value = getattr(options, field)
+        if type(value) is not int or value < 0:
+            raise InvalidArgument(f"WorkerOptions.{field}: {value!r}, a whole number from 0")
+    if options.listen not in LISTEN_MODES:
+        raise InvalidArgument(f"WorkerOptions.listen: {options.listen!r}, one of {LISTEN_MODES}")
+    return options
 
 
 def backoff_jitter(source: random.Random, spread: float = 0.1) -> Callable[[], float]:
