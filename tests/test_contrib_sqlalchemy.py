@@ -57,6 +57,23 @@ def test_kicked_after_commit_and_not_after_rollback(engine: Engine, dsn: str) ->
     assert count_jobs(dsn) == 3
 
 
+def test_a_released_savepoint_kicks_nothing_until_the_session_commits(
+    engine: Engine, dsn: str
+) -> None:
+    """Catches after_commit taken for the session's commit when a `begin_nested()` savepoint
+    was released (SQLAlchemy fires it for both): the kick ran inside the open transaction,
+    raised MisuseError, and the session's own commit was lost with every row of it."""
+    kicker = RecordingKicker()
+    with Session(engine) as session:
+        with session.begin():
+            pgkick_sa.jobs(session, kicker=kicker).enqueue({}, task="sa_receipt", queue="outer")
+            with session.begin_nested():
+                session.execute(text("SELECT 1"))
+            assert kicker.kicks == []
+        assert kicker.kicks == [("outer", "enqueue")]
+    assert count_jobs(dsn) == 1
+
+
 def test_a_fresh_sessions_batch_rolls_back_with_it(engine: Engine, dsn: str) -> None:
     """Catches a batch committed on its own when it is the session's first statement: the
     session's DBAPI connection has no transaction open yet (psycopg opens one at the first

@@ -18,7 +18,7 @@ from pgkick.store.bulk import IDS_ONLY_FROM
 from pgkick.store.producer import ProducerStore
 from pgkick.validation import DEFAULT_MAX_PAYLOAD_BYTES
 from tests.aws import WORKER, CallLog, create_worker_function
-from tests.helpers import job_row
+from tests.helpers import FakeClock, job_row
 from tests.store import JobStore
 
 
@@ -56,6 +56,26 @@ def test_enqueue_and_kick_commits_then_kicks_once(dsn: str) -> None:
         {"to": "a@b.c"},
     )
     assert kicker.kicks == [("mail", "enqueue")] and kicker.wakes == []
+
+
+class ReadsAdvance(FakeClock):
+    """A clock one second further at every read: the enqueue's own time, made long."""
+
+    def __call__(self) -> datetime:
+        return self.advance(1)
+
+
+def test_a_job_due_by_its_commit_but_not_when_planned_is_kicked(dsn: str) -> None:
+    """Catches a job whose delay is shorter than the enqueue itself: not due when planned,
+    so no kick was reserved with its insert, and due by the commit, so no wake-up either;
+    kick_committed was told nothing needed reserving, and the job waited for a sweep or the
+    daily reaper (a review: 1 in 40 at delay=0.001 s, every time behind a slow insert)."""
+    clock = ReadsAdvance()
+    kicker = RecordingKicker()
+    due = clock.now + timedelta(seconds=1.5)  # after the plan's read, before the commit's
+    producer.enqueue_and_kick({}, task="noop", queue="soon", run_at=due, dsn=dsn, kicker=kicker,
+                              clock=clock)  # fmt: skip
+    assert kicker.kicks == [("soon", "enqueue")] and kicker.wakes == []
 
 
 def test_transaction_kicks_once_per_queue_after_commit(dsn: str) -> None:

@@ -71,8 +71,13 @@ class SessionJobs:
 
 
 def _kick(session: Session) -> None:
-    pending = session.info.pop(_PENDING, None)
-    if isinstance(pending, PendingJobs):
+    """The session committed: kick its jobs, once its DBAPI transaction is over. SQLAlchemy
+    fires after_commit for a `begin_nested()` savepoint released too, while the outer
+    transaction goes on: its jobs wait for that one's commit (kicking then raised
+    MisuseError, and the session could not commit at all)."""
+    pending = session.info.get(_PENDING)
+    if isinstance(pending, PendingJobs) and no_transaction(pending.conn):
+        del session.info[_PENDING]
         pending.kick()  # never raises after a commit (pgkick.producer.joined)
 
 

@@ -193,7 +193,10 @@ def enqueue_and_kick(payload: Any, *, task: str, **options: Unpack[ProducerOptio
     job, must_kick = committer.insert_and_reserve(
         plan.spec, reserve=plan.reserve, pending=config.app_settings().kick_pending
     )
-    reserved = {job.queue} if must_kick else set()
+    # A job not due when planned reserved nothing: by the commit it may be due (a delay
+    # shorter than the enqueue itself), so kick_committed reserves it then (None) rather
+    # than take it for watched (it got neither a kick nor a wake-up: a review, 2026-12-05).
+    reserved = {job.queue} if must_kick else (set() if plan.reserve else None)
     # "now" read after the commit, so a job due at once is never taken for a later one
     kick_committed(
         [job], kicker, lambda: producer_store(dsn, clock), reserved=reserved, now=now(clock)
