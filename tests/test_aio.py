@@ -15,8 +15,9 @@ from pgkick import aio
 from pgkick.connections import aio_pool
 from pgkick.connections.linger import APPLICATION_NAME
 from pgkick.connections.pool import DEFAULT_SIZE
+from pgkick.errors import UnknownParent
 from pgkick.kick.kickers import NoKicker
-from tests.helpers import sessions_of
+from tests.helpers import sessions_of, wait_for_lock_waiters
 from tests.test_producer import RecordingKicker, count_jobs
 
 
@@ -169,6 +170,88 @@ def test_bad_input_fails_before_anything_is_written_in_every_async_form(
 
     asyncio.run(main())
     assert count_jobs(dsn) == 0
+
+
+def test_a_batch_refused_half_way_in_the_apps_transaction_leaves_none_of_its_jobs(
+    dsn: str,
+) -> None:
+    """Catches AsyncEnqueuer.enqueue_many sending its inserts straight into the app's
+    transaction: a batch whose second job names no existing parent raised UnknownParent,
+    and an app that handled it and committed kept the first job (and the second, linked to
+    nothing), unkicked. The sync form's savepoint leaves nothing; so must this one."""
+    batch = [
+        {"payload": {"n": 1}, "task": "t", "queue": "m"},
+        {"payload": {"n": 2}, "task": "t", "queue": "m", "after": [987654321]},
+    ]
+    kicker = RecordingKicker()
+
+    async def run() -> None:
+        conn = await psycopg.AsyncConnection.connect(dsn)
+        try:
+            async with aio.transaction(conn, kicker=kicker) as jobs:
+                with pytest.raises(UnknownParent):
+                    await jobs.enqueue_many(batch)
+                await jobs.enqueue({"n": 3}, task="t", queue="kept")
+        finally:
+            await conn.close()
+
+    asyncio.run(run())
+    assert count_jobs(dsn) == 1 and kicker.kicks == [("kept", "enqueue")]
+
+
+@pytest.mark.parametrize("form", ["enqueue_and_kick", "transaction"])
+def test_a_caller_cancelled_after_its_commit_still_kicks_what_it_committed(
+    dsn: str, form: str
+) -> None:
+    """The reservation after the commit is held up (queue_watchers locked by another
+    session) and the caller is cancelled meanwhile (a request timeout, a client gone).
+    Catches the cancellation taking the kick with it: the job stayed committed and
+    unkicked, to wait for a sweep or the daily reaper (a review, 2026-12-05). The caller
+    still gets its cancellation, once the job is kicked."""
+    kicker = RecordingKicker()
+
+    async def enqueue() -> None:
+        if form == "enqueue_and_kick":
+            await aio.enqueue_and_kick({}, task="t", queue="cq", dsn=dsn, kicker=kicker)
+            return
+        conn = await psycopg.AsyncConnection.connect(dsn)
+        try:
+            async with aio.transaction(conn, kicker=kicker) as jobs:
+                await jobs.enqueue({}, task="t", queue="cq")
+        finally:
+            await conn.close()
+
+    async def run() -> None:
+        caller = asyncio.create_task(enqueue())
+        await asyncio.to_thread(wait_for_lock_waiters, dsn)
+        caller.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await caller
+
+    with psycopg.connect(dsn) as holder:
+        holder.execute("LOCK TABLE pgkick.queue_watchers IN EXCLUSIVE MODE")
+        asyncio.run(run())
+    assert count_jobs(dsn) == 1 and kicker.kicks == [("cq", "enqueue")]
+
+
+def test_a_connection_the_server_closed_while_idle_is_not_lent_again(dsn: str) -> None:
+    """Catches the loop's pool lending a lingering connection the server had terminated (an
+    idle timeout, a restart, a compute suspended): the next enqueue failed with
+    AdminShutdown, where the threads' pool drops such a connection before lending it."""
+
+    async def run() -> list[int]:
+        first = await aio.enqueue_and_kick({}, task="t", dsn=dsn, kicker=NoKicker())
+        with psycopg.connect(dsn, autocommit=True) as admin:
+            admin.execute(
+                "SELECT pg_terminate_backend(pid, 5000) FROM pg_stat_activity"
+                " WHERE datname = current_database() AND application_name = %s"
+                " AND state = 'idle' AND pid <> pg_backend_pid()",
+                (APPLICATION_NAME,),
+            )
+        second = await aio.enqueue_and_kick({}, task="t", dsn=dsn, kicker=NoKicker())
+        return [first, second]
+
+    assert len(set(asyncio.run(run()))) == 2 and count_jobs(dsn) == 2
 
 
 def test_the_loops_connections_close_after_linger(

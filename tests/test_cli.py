@@ -228,3 +228,24 @@ def test_enqueue_waits_by_default_only_for_a_kicker_that_runs_jobs_nearby() -> N
     assert LocalKicker.runs_jobs_nearby is True
     assert _local_wait(LambdaKicker("worker"), now) == 0.0
     assert _local_wait(NoKicker(), now) == 0.0
+
+
+def test_a_retry_with_no_kicker_configured_is_refused_before_it_writes(
+    dsn: str, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Catches `pgkick retry` building its kicker after its commit: with no kicker
+    configured it put the job back in the queue, then exited 2 saying so (an error after a
+    commit: run again, it found nothing to retry). Now refused first, the job still failed."""
+    for name in ("PGKICK_KICKER", "PGKICK_WORKER_FUNCTION"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setattr("pgkick.kick.default._default", None)
+    with JobStore.open(dsn) as store:
+        (job_id,) = seed(store, 1)
+        store.conn.execute(
+            "UPDATE pgkick.jobs SET status = 'failed', attempts = 5, finished_at = now()"
+            " WHERE id = %s",
+            (job_id,),
+        )
+    code, out, err = run(capsys, "retry", str(job_id), "--dsn", dsn)
+    assert code == 2 and out == "" and "PGKICK_WORKER_FUNCTION" in err
+    assert job_row(dsn, job_id)["status"] == "failed"

@@ -43,6 +43,7 @@ from pgkick.producer.aio_after_commit import (
     kick,
     no_sync_store,
     reserve,
+    reserve_despite_cancel,
     reserve_in_autocommit,
 )
 from pgkick.producer.enqueue import INSERT_CHUNK, producer_store
@@ -101,23 +102,26 @@ class AsyncEnqueuer:
 
     @schema_advice  # no schema: say to migrate
     async def enqueue_many(self, jobs: Iterable[Mapping[str, Any]]) -> list[int]:
-        """Each mapping holds enqueue's arguments; all validated before any is sent."""
+        """Each mapping holds enqueue's arguments; all validated before any is sent. One
+        savepoint in the app's transaction: a batch refused half way (an unknown parent, a
+        key that kept changing) leaves none of its jobs, as the sync form (it left the
+        first ones, unkicked, one of them linked to no parent: a review, 2026-12-05)."""
         specs = job_specs(list(enumerate(jobs)), self.max_payload_bytes)
         batch = unique.UniqueBatch()  # keyed jobs wait, deduplicated, for the plain ones
-        for chunk in itertools.batched(specs, INSERT_CHUNK):
-            plain = batch.split(chunk)
-            if plain:
-                batch.took_plain(
-                    plain, await rows_async(self.conn, self.clock, bulk.insert_many(plain))
-                )
-        every, inserted = await drive_async(self.conn, self.clock, batch.insert_keyed())
-        children, parents = dependencies.new_pairs(
-            [row[0] for row in every], [row[0] for row in inserted], [s.after for s in specs]
-        )
-        waiting: set[int] = set()
-        if children:  # in the caller's transaction: an unknown parent rolls the batch back
-            await self._drive(dependencies.checked(parents, config.app_settings().schema))
-            waiting = await self._drive(dependencies.linked(children, parents))
+        async with self.conn.transaction():
+            for chunk in itertools.batched(specs, INSERT_CHUNK):
+                plain = batch.split(chunk)
+                if plain:
+                    inserted_rows = await rows_async(self.conn, self.clock, bulk.insert_many(plain))
+                    batch.took_plain(plain, inserted_rows)
+            every, inserted = await drive_async(self.conn, self.clock, batch.insert_keyed())
+            children, parents = dependencies.new_pairs(
+                [row[0] for row in every], [row[0] for row in inserted], [s.after for s in specs]
+            )
+            waiting: set[int] = set()
+            if children:  # an unknown parent rolls the batch back
+                await self._drive(dependencies.checked(parents, config.app_settings().schema))
+                waiting = await self._drive(dependencies.linked(children, parents))
         # a skipped duplicate is not kicked again, nor a waiting job (its last parent is)
         self.queued.extend(QueuedJob._make(r) for r in inserted if r[0] not in waiting)
         return [row[0] for row in every]
@@ -139,17 +143,26 @@ async def enqueue_and_kick(payload: Any, *, task: str, **options: Unpack[Produce
         async with _pool(dsn).connection() as conn:
             enqueuer = AsyncEnqueuer(conn, clock, DEFAULT_MAX_PAYLOAD_BYTES)
             job_id = await enqueuer.enqueue_plan(plan)
-            reserved = await reserve(conn, clock, enqueuer.queued, kicker)
+            reserving = reserve(conn, clock, enqueuer.queued, kicker)
+            reserved, cancelled = await reserve_despite_cancel(
+                reserving, enqueuer.queued, kicker, clock
+            )
         await kick(enqueuer.queued, kicker, lambda: producer_store(dsn, clock), reserved, clock)
+        if cancelled is not None:
+            raise cancelled  # the caller's, once its committed job is kicked
         return job_id
     async with _pool(dsn).connection() as conn:
         # Each statement its own transaction: the INSERT (with a unique key, its steps:
         # pgkick.store.unique), then the reservation after its commit, as the synchronous
         # lone job does (ProducerStore.insert_and_reserve says why not a pipeline).
         job, inserted = await execute_async(conn, clock, plan)
-        reserved = await reserve(conn, clock, [job], kicker) if inserted else set()
-    if inserted:
-        await kick([job], kicker, lambda: producer_store(dsn, clock), reserved, clock)
+        if not inserted:
+            return job.id  # a live job held its key: nothing written, nothing to kick
+        reserving = reserve(conn, clock, [job], kicker)
+        reserved, cancelled = await reserve_despite_cancel(reserving, [job], kicker, clock)
+    await kick([job], kicker, lambda: producer_store(dsn, clock), reserved, clock)
+    if cancelled is not None:
+        raise cancelled  # the caller's, once its committed job is kicked
     return job.id
 
 
@@ -175,8 +188,13 @@ async def commit_and_kick[T](
         enqueuer = AsyncEnqueuer(conn, clock, DEFAULT_MAX_PAYLOAD_BYTES)
         async with conn.transaction():
             result = await fill(enqueuer)
-        reserved = await reserve(conn, clock, enqueuer.queued, kicker)
+        reserving = reserve(conn, clock, enqueuer.queued, kicker)
+        reserved, cancelled = await reserve_despite_cancel(
+            reserving, enqueuer.queued, kicker, clock
+        )
     await kick(enqueuer.queued, kicker, lambda: producer_store(dsn, clock), reserved, clock)
+    if cancelled is not None:
+        raise cancelled  # the caller's, once its committed jobs are kicked
     return result
 
 
@@ -203,8 +221,11 @@ async def transaction(
         committed = [QueuedJob._make(row) for row in await rows_async(conn, clock, among)]
     if not committed:
         return
-    reserved = await reserve_in_autocommit(conn, clock, committed, kicker)
+    reserving = reserve_in_autocommit(conn, clock, committed, kicker)
+    reserved, cancelled = await reserve_despite_cancel(reserving, committed, kicker, clock)
     await kick(committed, kicker, no_sync_store, reserved, clock)
+    if cancelled is not None:
+        raise cancelled  # the caller's, once its committed jobs are kicked
 
 
 def _pool(dsn: str) -> aio_pool.AsyncLingeringPool:

@@ -119,6 +119,10 @@ def kick_released(queues: Iterable[str], kicker: Callable[[], Kicker]) -> None:
 
 
 def kick_queues(jobs: Iterable[tuple[int, str]], kicker: Kicker) -> None:
-    """One kick per queue that got jobs back."""
+    """One kick per queue that got jobs back, after the commit: a failure is logged, never
+    raised (the retry is committed; a sweep or the reaper runs them)."""
     for queue in sorted({queue for _, queue in jobs}):
-        kicker.kick(queue, "manual")
+        try:
+            kicker.kick(queue, "manual")
+        except Exception as exc:
+            log.warning("could not kick queue %s for its retried jobs (%s)", queue, exc)

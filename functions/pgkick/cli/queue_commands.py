@@ -21,6 +21,7 @@ from pgkick.cli.inspect import Command, add_filter_arguments
 from pgkick.cli.types import extra_attempts, positive, span
 from pgkick.errors import UsageError
 from pgkick.kick.default import default_kicker
+from pgkick.kick.kickers import NoKicker
 from pgkick.store.inspect import FILTERS
 from pgkick.store.operator import OperatorStore
 from pgkick.worker.reaper import reap
@@ -127,13 +128,16 @@ AGAIN = "run it again without --dry-run"  # the forms from before act at once
 def cmd_retry(args: argparse.Namespace) -> dict[str, Any]:
     """Put failed jobs back in the queue, with --extra-attempts more tries, and kick; the
     dependants their failure had failed or cancelled wait for them again (counted)."""
+    # a kicker that cannot be built fails before the write (it failed after its commit);
+    # a dry run writes and kicks nothing
+    kicker = NoKicker() if args.dry_run else default_kicker()
     if _bulk(args, "retry") is not None:
 
         def retry(store: OperatorStore, selection: bulk.JobSelection) -> dict[str, Any]:
             retried = bulk.retry_matching(
                 store, selection, extra_attempts=args.extra_attempts, batch=args.batch
             )
-            operations.kick_queues(retried.jobs, default_kicker())
+            operations.kick_queues(retried.jobs, kicker)
             return {"retried": len(retried.jobs), "revived_dependants": retried.revived}
 
         return _bulk_command(args, "retry", retry)
@@ -144,7 +148,7 @@ def cmd_retry(args: argparse.Namespace) -> dict[str, Any]:
         retried = operations.retry(
             store, ids=ids, queue=args.queue, task=args.task, extra_attempts=args.extra_attempts
         )
-    operations.kick_queues(retried.jobs, default_kicker())
+    operations.kick_queues(retried.jobs, kicker)
     return {
         "retried": [job_id for job_id, _ in retried.jobs],
         "revived_dependants": retried.revived,

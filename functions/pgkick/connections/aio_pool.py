@@ -23,6 +23,7 @@ from pgkick.connections.idle import (
     DEFAULT_SIZE,
     IdleConnections,
     keep_after_error,
+    server_spoke,
 )
 
 
@@ -77,7 +78,14 @@ class AsyncLingeringPool:
     async def _take(self) -> AsyncConnection:
         async with self._cond:
             while True:
-                conn, _ = self._core.take_idle(lambda c: not c.closed and not async_state(c)[2])
+                # as the threads' pool: a connection the server spoke on while it sat idle
+                # (it closed it: an idle timeout, a restart, a compute suspended) is dropped,
+                # not lent to fail the caller's enqueue
+                conn, dropped = self._core.take_idle(
+                    lambda c: not c.closed and not async_state(c)[2] and not server_spoke(c)
+                )
+                for gone in dropped:
+                    await gone.close()
                 if conn is not None:
                     return conn
                 if self._core.take_slot():

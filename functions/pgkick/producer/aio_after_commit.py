@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Callable, Iterator
+from collections.abc import Awaitable, Callable, Iterator
 from contextlib import AbstractContextManager, contextmanager
 
 from pgkick import config
@@ -40,6 +40,23 @@ async def reserve(
     except DatabaseError as exc:  # who watches is unknown: kick, as if nobody did
         log.warning("could not check who watches %s (%s); kicking", ready, exc)
         return set(ready)
+
+
+async def reserve_despite_cancel(
+    reserving: Awaitable[set[str]], jobs: list[QueuedJob], kicker: Kicker, clock: Clock
+) -> tuple[set[str], asyncio.CancelledError | None]:
+    """The reservation after a commit, and the caller's cancellation if one came meanwhile.
+
+    Why: the jobs are committed; a request timeout or a client gone that cancels the caller
+    during the reservation left them reserved (or not) and never kicked, to wait for a sweep
+    or the daily reaper (a review, 2026-12-05). Cancelled, the queues are taken as nobody
+    watched (every ready one: at worst a spare kick); the caller kicks them, then lets the
+    cancellation through (pgkick.aio). A kick already in its thread runs to its end anyway."""
+    try:
+        return await reserving, None
+    except asyncio.CancelledError as cancelled:
+        ready = set() if isinstance(kicker, NoKicker) else set(ready_queues(jobs, now(clock)))
+        return ready, cancelled
 
 
 async def reserve_in_autocommit(
