@@ -356,7 +356,7 @@ def test_bad_queue_limits_are_refused_before_any_write(
         ({"cancel_check": timedelta(seconds=-1)}, "WorkerOptions.cancel_check"),
         ({"backoff_jitter": 1.5}, "WorkerOptions.backoff_jitter: 1.5"),
         ({"backoff_jitter": float("nan")}, "WorkerOptions.backoff_jitter"),
-        ({"backoff": timedelta(0)}, "WorkerOptions.backoff"),
+        ({"backoff": timedelta(seconds=-1)}, "WorkerOptions.backoff"),
         ({"linger": timedelta(seconds=-1)}, "WorkerOptions.linger"),
         ({"max_hops": -1}, "WorkerOptions.max_hops"),
         ({"listen": "sometimes"}, "WorkerOptions.listen"),

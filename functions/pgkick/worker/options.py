@@ -110,16 +110,15 @@ def check_options(options: WorkerOptions) -> WorkerOptions:
     check of 0 or less spun the heartbeat at thousands of statements a second."""
     if type(options.batch) is not int or options.batch < 1:
         raise InvalidArgument(f"WorkerOptions.batch: {options.batch!r}, a whole number from 1")
-    positive = {"lease": options.lease, "cancel_check": options.cancel_check}
-    for field in ("backoff", "backoff_cap"):
-        if getattr(options, field) is not None:
-            positive[field] = getattr(options, field)
-    for field, value in positive.items():
+    for field in ("lease", "cancel_check"):
+        value = getattr(options, field)
         if not isinstance(value, timedelta) or value <= timedelta(0):
             raise InvalidArgument(f"WorkerOptions.{field}: {value!r}, a timedelta above 0")
     for field in ("min_remaining", "fanout_after", "linger", "watch_ttl", "kick_pending",
-                  "kick_safety", "failed_kick_wake"):  # fmt: skip
+                  "kick_safety", "failed_kick_wake", "backoff", "backoff_cap"):  # fmt: skip
         value = getattr(options, field)
+        if value is None and field.startswith("backoff"):
+            continue  # the SQL's own backoff and cap
         if not isinstance(value, timedelta) or value < timedelta(0):
             raise InvalidArgument(f"WorkerOptions.{field}: {value!r}, a timedelta of 0 or more")
     if not 0 <= options.backoff_jitter < 1:  # NaN fails this too
