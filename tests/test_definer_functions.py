@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import uuid
+from collections.abc import Iterable
 from datetime import timedelta
 
 import psycopg
@@ -33,6 +34,20 @@ FLOW = (
     " '0'::interval, 3, 0, NULL, %(key)s, NULL, NULL, %(debounce)s::interval, NULL,"
     " %(throttle)s::interval, NULL)"
 )
+
+
+def migrate_only(dsn: str, versions: Iterable[int], *, path: str = "pgkick, pg_temp") -> None:
+    """Apply these migrations alone, in one transaction, as `pgkick migrate` would but without
+    the role set-up it runs again when pgkick's roles exist (and with the search path given:
+    before 0025, the schema alone)."""
+    wanted = set(versions)
+    with JobStore.open(dsn) as store, store.transaction():
+        store.create_schema()
+        store.set_migration_path(path)
+        store.create_migration_table()
+        for version, name, script in MIGRATIONS:
+            if version in wanted:
+                store.apply_migration(version, name, script)
 
 
 def other_apps_job(dsn: str, **options: object) -> int:
@@ -271,13 +286,7 @@ def test_an_install_with_its_own_roles_from_0026_takes_the_producers_table_right
     functions are nobody else's."""
     suffix = uuid.uuid4().hex[:8]
     roles = {"producer": f"own_producer_{suffix}", "worker": f"own_worker_{suffix}"}
-    with JobStore.open(empty_dsn) as store, store.transaction():
-        store.create_schema()
-        store.set_migration_path("pgkick, pg_temp")
-        store.create_migration_table()
-        for version, name, script in MIGRATIONS:
-            if version <= 26:
-                store.apply_migration(version, name, script)
+    migrate_only(empty_dsn, range(1, 27))
     with psycopg.connect(empty_dsn, autocommit=True) as conn:
         conn.execute(OWN_ROLES_GRANTS.format(**roles))
     try:
@@ -382,13 +391,7 @@ def test_an_install_from_0024_has_every_function_search_pg_temp_last(empty_dsn: 
     """Catches migration 0025 missing on an upgrade: an install migrated before it keeps its
     functions' path without pg_temp (searched first then), and every function of the schema,
     SECURITY DEFINER or not, must name it last after the upgrade as after a fresh install."""
-    with JobStore.open(empty_dsn) as store, store.transaction():
-        store.create_schema()
-        store.set_migration_path("pgkick")  # as migrations ran before 0025
-        store.create_migration_table()
-        for version, name, script in MIGRATIONS:
-            if version <= 24:
-                store.apply_migration(version, name, script)
+    migrate_only(empty_dsn, range(1, 25), path="pgkick")  # as migrations ran before 0025
     with psycopg.connect(empty_dsn) as conn:
         before = conn.execute(FUNCTION_PATHS).fetchall()
     assert ("job_await", True, "search_path=pgkick") in before
@@ -419,13 +422,7 @@ def test_job_await_is_not_publics_to_call_where_roles_were_never_set_up(empty_ds
     are applied here one by one, without the role set-up a `pgkick migrate` re-runs."""
     suffix = uuid.uuid4().hex[:8]
     inserter, reader = f"own_inserter_{suffix}", f"own_reader_{suffix}"
-    with JobStore.open(empty_dsn) as store, store.transaction():
-        store.create_schema()
-        store.set_migration_path("pgkick, pg_temp")
-        store.create_migration_table()
-        for version, name, script in MIGRATIONS:
-            if version <= 27:
-                store.apply_migration(version, name, script)
+    migrate_only(empty_dsn, range(1, 28))
     with psycopg.connect(empty_dsn, autocommit=True) as conn:
         conn.execute(f"CREATE ROLE {inserter} NOLOGIN")
         conn.execute(f"CREATE ROLE {reader} NOLOGIN")
@@ -434,11 +431,7 @@ def test_job_await_is_not_publics_to_call_where_roles_were_never_set_up(empty_ds
         conn.execute(f"GRANT SELECT (id) ON pgkick.jobs TO {reader}")
         assert conn.execute(AWAIT_RIGHT, (reader,)).fetchone() == (True,)  # by PUBLIC's
     try:
-        with JobStore.open(empty_dsn) as store, store.transaction():
-            store.set_migration_path("pgkick, pg_temp")
-            for version, name, script in MIGRATIONS:
-                if version == 28:
-                    store.apply_migration(version, name, script)
+        migrate_only(empty_dsn, [28])
         with psycopg.connect(empty_dsn) as conn:
             rights = [conn.execute(AWAIT_RIGHT, (r,)).fetchone() for r in (reader, inserter)]
             assert rights == [(False,), (True,)]

@@ -42,17 +42,7 @@ def book_safety(kicker: Kicker, queue: str, sent_for: datetime, after: timedelta
     its kick or wake-up has not (the next sweep, or the reaper). False: none booked."""
     if after <= timedelta(0):
         return False
-    try:
-        kicker.wake_at(queue, sent_for + after)
-    except Exception as exc:
-        log.warning(
-            "no safety wake-up for queue %s (%s: %s); a lost kick waits for the next sweep",
-            queue,
-            type(exc).__name__,
-            " ".join(str(exc).split())[:300],
-        )
-        return False
-    return True
+    return _wake(kicker, queue, sent_for + after, "a lost kick waits for the next sweep")
 
 
 def wake_after_failed_kick(
@@ -83,14 +73,20 @@ def wake_after_failed_kick(
                 type(exc).__name__,
                 " ".join(str(exc).split())[:300],
             )
+    return _wake(kicker, queue, (now or datetime.now(UTC)) + after, "after its failed kick")
+
+
+def _wake(kicker: Kicker, queue: str, when: datetime, why: str) -> bool:
+    """Book a wake-up; False, and a warning saying `why` it mattered, if it cannot be."""
     try:
-        kicker.wake_at(queue, (now or datetime.now(UTC)) + after)
+        kicker.wake_at(queue, when)
     except Exception as exc:
         log.warning(
-            "no wake-up for queue %s after its failed kick (%s: %s)",
+            "no wake-up for queue %s (%s: %s): %s",
             queue,
             type(exc).__name__,
             " ".join(str(exc).split())[:300],
+            why,
         )
         return False
     return True
