@@ -42,4 +42,5 @@ SET status       = CASE WHEN coalesce(c.pending, 0) > 0 THEN 'waiting' ELSE 'que
     cancel_requested_at = NULL  -- a job cancelled while running may be retried: a fresh start
 FROM selected AS s LEFT JOIN counted AS c ON c.child_id = s.id
 WHERE j.id = s.id AND NOT coalesce(c.blocked, false)
+  AND j.status = 'failed'  -- re-checked on the row's latest version: a concurrent retry or claim wins
 RETURNING j.id, j.queue;

@@ -5,6 +5,7 @@ filters and more, counted first, acted on with --yes a batch per transaction; th
 from __future__ import annotations
 
 import json
+import threading
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -17,6 +18,7 @@ from pgkick.errors import InvalidArgument, UsageError
 from pgkick.store import queries
 from pgkick.store.operator import OperatorStore
 from pgkick.validation import JobSpec
+from tests.helpers import job_row, seed, wait_for_lock_waiters
 from tests.store import JobStore
 
 LEASE = timedelta(minutes=5)
@@ -223,3 +225,33 @@ def test_a_bulk_selection_filters_on_every_field_a_listing_filters_on() -> None:
         in_listing = [line.strip() for line in listing if placeholder in line]
         in_selecting = [line.strip() for line in selecting if placeholder in line]
         assert len(in_listing) == 1 and in_listing == in_selecting, (name, in_selecting)
+
+
+def test_a_retry_that_waited_for_another_retry_and_its_claim_changes_nothing(dsn: str) -> None:
+    """Two retries of one failed job at once: the first, in a transaction that also claims
+    the job, holds the row; the second waits for it (seen waiting, not slept for). Catches
+    the retry statement checking `failed` only on its snapshot: after the wait it put the
+    running job back to queued, and the claim's run would be followed by another."""
+    with JobStore.open(dsn) as store:
+        (job_id,) = seed(store, 1, max_attempts=1)
+        store.conn.execute(
+            "UPDATE pgkick.jobs SET status = 'failed', attempts = 1, finished_at = now()"
+            " WHERE id = %s",
+            (job_id,),
+        )
+    second: list[list[tuple[int, str]]] = []
+
+    def retry_again() -> None:
+        with OperatorStore.open(dsn) as other:
+            second.append(other.retry_failed(ids=[job_id], queue=None, task=None, extra_attempts=1))
+
+    with JobStore.open(dsn) as first, first.transaction():
+        assert first.retry_failed(ids=[job_id], queue=None, task=None, extra_attempts=1)
+        waiting = threading.Thread(target=retry_again)
+        waiting.start()
+        wait_for_lock_waiters(dsn)
+        (claimed,) = first.claim("default", batch=1, lease=timedelta(minutes=5))
+    waiting.join(30)
+    assert claimed.id == job_id and second == [[]]
+    row = job_row(dsn, job_id)
+    assert (row["status"], row["attempts"], row["max_attempts"]) == ("running", 2, 2)
