@@ -67,12 +67,7 @@ def wake_after_failed_kick(
         try:
             release()
         except Exception as exc:
-            log.warning(
-                "could not forget the pending kick of queue %s (%s: %s)",
-                queue,
-                type(exc).__name__,
-                " ".join(str(exc).split())[:300],
-            )
+            log.warning("could not forget the pending kick of queue %s (%s)", queue, _brief(exc))
     return _wake(kicker, queue, (now or datetime.now(UTC)) + after, "after its failed kick")
 
 
@@ -81,15 +76,13 @@ def _wake(kicker: Kicker, queue: str, when: datetime, why: str) -> bool:
     try:
         kicker.wake_at(queue, when)
     except Exception as exc:
-        log.warning(
-            "no wake-up for queue %s (%s: %s): %s",
-            queue,
-            type(exc).__name__,
-            " ".join(str(exc).split())[:300],
-            why,
-        )
+        log.warning("no wake-up for queue %s (%s): %s", queue, _brief(exc), why)
         return False
     return True
+
+
+def _brief(exc: BaseException) -> str:
+    return f"{type(exc).__name__}: {' '.join(str(exc).split())[:300]}"
 
 
 def kick_with_safety(

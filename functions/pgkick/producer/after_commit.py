@@ -19,7 +19,7 @@ from datetime import UTC, datetime
 
 from pgkick import config
 from pgkick.kick.kickers import Kicker, NoKicker
-from pgkick.kick.safety import book_safety
+from pgkick.kick.safety import book_safety, wake_after_failed_kick
 from pgkick.store.producer import ProducerStore, QueuedJob
 
 log = logging.getLogger("pgkick.producer")
@@ -93,16 +93,18 @@ def _after_failed_kick(
     now: datetime,
 ) -> None:
     """Forget the pending kick (so the next producer kicks) and book a wake-up
-    PGKICK_FAILED_KICK_WAKE_MS out (0 by default: Scheduler's next minute)."""
-    try:
+    PGKICK_FAILED_KICK_WAKE_MS out (0 by default: Scheduler's next minute): the rule every
+    sender of a kick follows (pgkick.kick.safety.wake_after_failed_kick)."""
+
+    def release() -> None:
         with store_for() as store:
             store.release_kick(queue)
-    except Exception as exc:
-        log.warning("could not release the pending kick of %s (%s)", queue, one_line(exc))
-    if not _guard(
-        lambda: kicker.wake_at(queue, now + config.app_settings().failed_kick_wake), queue, jobs
-    ):
+
+    after = config.app_settings().failed_kick_wake
+    if not wake_after_failed_kick(kicker, queue, after=after, release=release, now=now):
         stats.wake_failures += 1
+        ids = [job.id for job in jobs if job.queue == queue]
+        log.warning("jobs %s of queue %s wait for a sweep or the reaper", ids[:20], queue)
 
 
 def _guard(call: Callable[[], None], queue: str, jobs: list[QueuedJob]) -> bool:
