@@ -14,6 +14,7 @@ import pytest
 from pgkick import cli
 from pgkick.config import Settings
 from pgkick.errors import MisuseError
+from pgkick.store.worker import ClaimedJob
 from pgkick.worker.runtime import Runtime
 from tests.helpers import job_row, seed
 from tests.store import JobStore
@@ -145,6 +146,18 @@ def test_resume_of_a_queue_never_paused_says_so_and_neither_writes_nor_kicks(
     assert run(capsys, "limit", "--dsn", dsn, "--json")[1] == {"limits": []}
 
 
+def _expired_lease(dsn: str) -> ClaimedJob:
+    """A job claimed, whose lease ran out a minute ago: what a reaper re-queues."""
+    with JobStore.open(dsn) as store:
+        seed(store, 1)
+        (job,) = store.claim("default", batch=1, lease=LEASE)
+        store.execute(
+            "UPDATE pgkick.jobs SET locked_until = now() - interval '1 minute' WHERE id = %(id)s",
+            id=job.id,
+        )
+    return job
+
+
 def test_reap_as_a_role_that_may_not_purge_refuses_before_writing_or_kicking(
     dsn: str,
     login_as: dict[str, str],  # noqa: F811  (the fixture imported above)
@@ -157,13 +170,7 @@ def test_reap_as_a_role_that_may_not_purge_refuses_before_writing_or_kicking(
     and kicked nothing; as pgkick_maintainer the same run reaps."""
     kicker = RecordingKicker()
     monkeypatch.setattr("pgkick.kick.default._default", kicker)
-    with JobStore.open(dsn) as store:
-        seed(store, 1)
-        (job,) = store.claim("default", batch=1, lease=LEASE)
-        store.execute(
-            "UPDATE pgkick.jobs SET locked_until = now() - interval '1 minute' WHERE id = %(id)s",
-            id=job.id,
-        )
+    job = _expired_lease(dsn)
     code, out, err = run(capsys, "reap", "--dsn", login_as["worker"])
     assert code != 0 and err.count("\n") == 1 and "pgkick_maintainer" in err, err
     assert "permission denied" not in err and out == ""
@@ -203,13 +210,7 @@ def test_the_reaper_lambdas_run_as_a_role_that_may_not_purge_refuses_before_writ
     """Catches the check made by `pgkick reap` alone: the reaper Lambda's run (Runtime.reap,
     pgkick.aws.reaper) as pgkick_worker re-queued an expired lease and kicked, then failed at
     the purge. The check is the reaper's own now: refused, nothing written or kicked."""
-    with JobStore.open(dsn) as store:
-        seed(store, 1)
-        (job,) = store.claim("default", batch=1, lease=LEASE)
-        store.execute(
-            "UPDATE pgkick.jobs SET locked_until = now() - interval '1 minute' WHERE id = %(id)s",
-            id=job.id,
-        )
+    job = _expired_lease(dsn)
     kicker = RecordingKicker()
     runtime = Runtime(Settings.from_env({}), kicker, dsn=lambda: login_as["worker"])
     with pytest.raises(MisuseError, match="pgkick_maintainer"):
