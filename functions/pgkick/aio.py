@@ -30,6 +30,7 @@ import itertools
 import logging
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mapping
 from contextlib import asynccontextmanager
+from functools import partial
 from typing import Any, Unpack
 
 from pgkick import config
@@ -147,9 +148,8 @@ async def enqueue_and_kick(payload: Any, *, task: str, **options: Unpack[Produce
             reserved, cancelled = await reserve_despite_cancel(
                 reserving, enqueuer.queued, kicker, clock
             )
-        await kick(enqueuer.queued, kicker, lambda: producer_store(dsn, clock), reserved, clock)
-        if cancelled is not None:
-            raise cancelled  # the caller's, once its committed job is kicked
+        store_for = partial(producer_store, dsn, clock)
+        await kick(enqueuer.queued, kicker, store_for, reserved, clock, cancelled)
         return job_id
     async with _pool(dsn).connection() as conn:
         # Each statement its own transaction: the INSERT (with a unique key, its steps:
@@ -160,9 +160,7 @@ async def enqueue_and_kick(payload: Any, *, task: str, **options: Unpack[Produce
             return job.id  # a live job held its key: nothing written, nothing to kick
         reserving = reserve(conn, clock, [job], kicker)
         reserved, cancelled = await reserve_despite_cancel(reserving, [job], kicker, clock)
-    await kick([job], kicker, lambda: producer_store(dsn, clock), reserved, clock)
-    if cancelled is not None:
-        raise cancelled  # the caller's, once its committed job is kicked
+    await kick([job], kicker, partial(producer_store, dsn, clock), reserved, clock, cancelled)
     return job.id
 
 
@@ -192,9 +190,8 @@ async def commit_and_kick[T](
         reserved, cancelled = await reserve_despite_cancel(
             reserving, enqueuer.queued, kicker, clock
         )
-    await kick(enqueuer.queued, kicker, lambda: producer_store(dsn, clock), reserved, clock)
-    if cancelled is not None:
-        raise cancelled  # the caller's, once its committed jobs are kicked
+    store_for = partial(producer_store, dsn, clock)
+    await kick(enqueuer.queued, kicker, store_for, reserved, clock, cancelled)
     return result
 
 
@@ -223,9 +220,7 @@ async def transaction(
         return
     reserving = reserve_in_autocommit(conn, clock, committed, kicker)
     reserved, cancelled = await reserve_despite_cancel(reserving, committed, kicker, clock)
-    await kick(committed, kicker, no_sync_store, reserved, clock)
-    if cancelled is not None:
-        raise cancelled  # the caller's, once its committed jobs are kicked
+    await kick(committed, kicker, no_sync_store, reserved, clock, cancelled)
 
 
 def _pool(dsn: str) -> aio_pool.AsyncLingeringPool:

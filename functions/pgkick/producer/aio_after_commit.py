@@ -83,13 +83,19 @@ async def kick(
     store_for: Callable[[], AbstractContextManager[ProducerStore]],
     reserved: set[str],
     clock: Clock,
+    cancelled: asyncio.CancelledError | None = None,
 ) -> None:
-    """kick_committed in the loop's executor: a blocking kicker never stalls the loop."""
-    if isinstance(kicker, NoKicker) or (not reserved and all(j.run_at <= now(clock) for j in jobs)):
-        return  # nothing to send: no thread hop
-    await asyncio.to_thread(
-        kick_committed, jobs, kicker, store_for, reserved=reserved, now=now(clock)
-    )
+    """kick_committed in the loop's executor: a blocking kicker never stalls the loop. Then
+    the caller's cancellation, if one came during the reservation (reserve_despite_cancel),
+    once what the commit made is kicked."""
+    if not isinstance(kicker, NoKicker) and (
+        reserved or any(j.run_at > now(clock) for j in jobs)
+    ):  # else nothing to send: no thread hop
+        await asyncio.to_thread(
+            kick_committed, jobs, kicker, store_for, reserved=reserved, now=now(clock)
+        )
+    if cancelled is not None:
+        raise cancelled
 
 
 @contextmanager

@@ -69,9 +69,12 @@ def run_jobs(
             spec = registry.batch(job.task)
             assert spec is not None
             for start in range(0, len(group), spec.size):
-                chunk = group[start : start + spec.size]
-                yield from ((lost, NOT_STARTED) for lost in chunk if keeper.is_lost(lost.id))
-                held = [job for job in chunk if not keeper.is_lost(job.id)]
+                held = []  # each job asked once: the heartbeat may mark one meanwhile
+                for member in group[start : start + spec.size]:
+                    if keeper.is_lost(member.id):
+                        yield member, NOT_STARTED
+                    else:
+                        held.append(member)
                 if held:
                     yield from run_batch(spec, held)
             group.clear()
