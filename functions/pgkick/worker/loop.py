@@ -69,7 +69,6 @@ class Worker:
         self._spawns: Spawns | None = None
         self._outcomes: Outcomes | None = None
         self._held_checked = False
-        self._stranded = False
 
     def drain(self, queue: str, remaining_ms: Callable[[], int], *, hop: int = 0) -> Summary:
         """Work `queue` until it is empty or time runs short; never raises for a job's error.
@@ -94,7 +93,7 @@ class Worker:
             self.store, self.kicker, self.options, jitter=self.jitter, hop=hop, spawns=spawns
         )
         self._held_checked = False  # flow_held: asked once per idle window
-        self._stranded = False  # a hand-over whose kick and wake-up both failed
+        handed = True  # False: a hand-over whose kick and wake-up both failed
         # after its announcement too has lapsed (pgkick.worker.rescue says why)
         after = self.options.lease + self.options.watch_ttl
         rescue = DeadMansSwitch(self.kicker, queue, watch.watcher, after=after)
@@ -113,7 +112,7 @@ class Worker:
                     if window.held:  # claimed already: run now, not left to their leases
                         finished += self._run_batch(window.release(), keeper, summary)
                     outcomes.complete(finished, keeper, summary)
-                    self._hand_over(queue, watch, last_batch_full, summary)
+                    handed = self._hand_over(queue, watch, last_batch_full, summary)
                     break
                 held, jobs = self.store.complete_many_and_claim(
                     finished,
@@ -156,8 +155,8 @@ class Worker:
                 finished = self._run_batch(window.take(jobs, full=last_batch_full), keeper, summary)
                 longest_batch_ms = max(longest_batch_ms, before - remaining_ms())
             self._heal(queue, summary)
-            if not self._stranded:  # a clean finish; after a crash, or a queue handed to
-                rescue.disarm()  # nobody (its kick and its wake-up failed), it must fire
+            if handed:  # a clean finish; after a crash, or a queue handed to nobody, it fires
+                rescue.disarm()
         finally:
             spawns.drop_all()  # a run not completed by now never wrote its children
             line.close()  # still listening only if it left without withdrawing through it
@@ -230,8 +229,10 @@ class Worker:
 
     def _hand_over(
         self, queue: str, watch: WorkerWatch, last_batch_full: bool, summary: Summary
-    ) -> None:
+    ) -> bool:
         """Out of time: withdraw, then hand the queue to a fresh invocation if work is left.
+        False: handed to nobody (its kick failed, and the wake-up that heals a failed kick
+        too): the rescue stays armed.
 
         The ready check runs after the withdrawal, so a job a producer left to this
         worker is seen by it (and kicked for) or by the producer's own check."""
@@ -239,6 +240,10 @@ class Worker:
         self.store.withdraw(queue, watch.watcher)
         if last_batch_full or self.store.ready_exists(queue):
             summary.rekicked = self._kick(queue, "rekick")
+            if not summary.rekicked:
+                after = self.options.failed_kick_wake
+                return wake_after_failed_kick(self.kicker, queue, after=after)
+        return True
 
     def _run_batch(
         self, jobs: list[ClaimedJob], keeper: LeaseKeeper, summary: Summary
@@ -293,11 +298,5 @@ class Worker:
                 kick_with_safety(self.kicker, queue, reason, after=safety, hop=hop)
         except Exception:
             log.exception("could not kick queue %s (%s)", queue, reason)
-            # a fan-out's worker was extra; a failed hand-over strands the queue: its
-            # wake-up, or else this invocation's rescue stays armed (drain)
-            if reason == "rekick" and not wake_after_failed_kick(
-                self.kicker, queue, after=self.options.failed_kick_wake
-            ):
-                self._stranded = True
             return False
         return True
