@@ -12,6 +12,7 @@ from typing import NamedTuple
 
 from pgkick import config
 from pgkick.errors import InvalidArgument
+from pgkick.variables import LISTEN_MODES
 
 CANCEL_CHECK_SECONDS = 2.0  # a cancel reaches a running task within this (pgkick.worker.lease)
 
@@ -95,9 +96,6 @@ class WorkerOptions(NamedTuple):
     # While jobs run, cancel marks are read this often between two extensions (a third of
     # the lease: 100 s and more on Lambda), so a cancel reaches its task within seconds.
     cancel_check: timedelta = timedelta(seconds=CANCEL_CHECK_SECONDS)
-
-
-LISTEN_MODES = ("auto", "on", "off")
 
 
 def check_options(options: WorkerOptions) -> WorkerOptions:
