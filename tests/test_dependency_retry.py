@@ -291,6 +291,29 @@ def test_a_dependant_whose_unique_key_a_live_job_took_stays_failed(
     assert (jobs[a][0], jobs[b][0], jobs[holder][0]) == ("queued", "failed", "queued")
 
 
+def test_a_dependant_whose_unique_key_a_newer_job_took_and_finished_stays_failed(
+    dsn: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """As above, but the newer job with "k" is done by the retry. Revived, b would hold
+    "k" while a duplicate enqueue of "k" is answered with the newest job with the key,
+    the finished one, and writes nothing (0033). b stays failed; a duplicate then makes
+    a new job."""
+    with JobStore.open(dsn) as store:
+        enqueue = Enqueuer(store).enqueue
+        a = enqueue(_node("a", fail_attempts=[1]), task="dag_node", max_attempts=1)
+        b = enqueue(_node("b"), task="dag_node", after=[a], unique_key="k")
+        _drain(store)
+        newer = enqueue(_node("b2"), task="dag_node", queue="held", unique_key="k")
+        _drain(store, "held")
+    out = _cli(capsys, "retry", str(a), "--dsn", dsn)
+    assert out == {"retried": [a], "revived_dependants": 0}
+    jobs = _jobs(dsn)
+    assert (jobs[a][0], jobs[b][0], jobs[newer][0]) == ("queued", "failed", "done")
+    with JobStore.open(dsn) as store:
+        again = Enqueuer(store).enqueue(_node("b3"), task="dag_node", unique_key="k")
+    assert again not in (b, newer)
+
+
 def test_the_dashboard_button_says_how_many_dependants_wait_again(dsn: str) -> None:
     with JobStore.open(dsn) as store:
         enqueue = Enqueuer(store).enqueue

@@ -252,3 +252,42 @@ def test_retry_of_a_failed_job_whose_key_a_live_job_holds_is_refused_naming_both
     assert code == 1 and f"jobs {twin} and {again} share unique key 'twin'" in err
     assert retry(str(again), str(plain)) == (0, "")
     assert rows_with_key(dsn, "twin") == [(twin, "failed"), (again, "queued")]
+
+
+def test_retry_of_a_failed_job_whose_key_a_newer_job_took_is_refused(
+    dsn: str, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A failed job 1 with key k; a newer job 2 took k and finished. Retried, job 1 would
+    be live while a duplicate enqueue of k is answered with the newest job with the key
+    (job 2, finished: the producer may not read status). Catches: that retry allowed (the
+    duplicate answered with the finished job), and a refusal that does not say what to
+    do instead (retry the newer failed job; enqueue a key whose newer job is done)."""
+    monkeypatch.setenv("PGKICK_KICKER", "none")
+    monkeypatch.setattr("pgkick.kick.default._default", None)
+
+    def finished(key: str, *, fail: bool) -> int:
+        with JobStore.open(dsn) as store:
+            store.insert_unique(job_spec({}, task="t", queue="n", unique_key=key))
+            (job,) = store.claim("n", batch=1, lease=LEASE)
+            if fail:
+                store.fail(job.id, job.attempts, "boom", permanent=True)
+            else:
+                store.complete(job.id, job.attempts)
+            return job.id
+
+    old, done = finished("k", fail=True), finished("k", fail=False)
+    code = main(["retry", str(old), "--dsn", dsn])
+    err = capsys.readouterr().err
+    assert code == 1, err
+    assert f"job {old}'s unique key 'k' was taken again since by job {done} (done)" in err
+    assert "enqueue the key again instead" in err
+    assert rows_with_key(dsn, "k") == [(old, "failed"), (done, "done")]
+    again = producer.enqueue_and_kick({}, task="t", unique_key="k", dsn=dsn, kicker=NoKicker())
+    assert again not in (old, done)  # the key is free: a new job, not an old one's id
+
+    older, newer = finished("f", fail=True), finished("f", fail=True)
+    assert main(["retry", str(older), "--dsn", dsn]) == 1
+    assert f"by job {newer} (failed): retry job {newer} instead" in capsys.readouterr().err
+    assert main(["retry", str(newer), "--dsn", dsn]) == 0
+    duplicate = producer.enqueue_and_kick({}, task="t", unique_key="f", dsn=dsn, kicker=NoKicker())
+    assert duplicate == newer

@@ -596,7 +596,7 @@ WHERE j.id = s.id AND NOT coalesce(c.blocked, false)
 RETURNING j.id, j.queue;"""
 
 JOB_RETRY_UNIQUE_CONFLICTS: Final = """\
--- job_retry_unique_conflicts: For the failed jobs a retry would select (by ids, or by queue and task), each whose unique key a waiting, queued or running job holds, or an earlier selected job shares: the job, its key, and the job in the way (a retry of it would break the one-live-job-per-key rule).
+-- job_retry_unique_conflicts: For the failed jobs a retry would select (by ids, or by queue and task), each whose unique key a waiting, queued or running job holds, or an earlier selected job shares, or a newer job outside the selection took since (done or failed): the job, its key, the job in the way and its status. A retry of it would break the one-live-job-per-key rule, or, for a newer job, the rule a duplicate's read-back relies on (job_get_latest_by_unique_keys: the newest job with a key is the one that may hold it).
 WITH chosen AS (
   SELECT id, unique_key FROM pgkick.jobs
   WHERE status = 'failed'
@@ -611,9 +611,15 @@ FROM chosen c
 JOIN pgkick.jobs live
   ON live.unique_key = c.unique_key AND live.status IN ('waiting', 'queued', 'running')
 UNION ALL
-SELECT c.id, c.unique_key, other.id, 'failed'
+SELECT c.id, c.unique_key, other.id, 'shared'
 FROM chosen c
 JOIN chosen other ON other.unique_key = c.unique_key AND other.id < c.id
+UNION ALL
+SELECT c.id, c.unique_key, newer.id, 'newer ' || newer.status
+FROM chosen c
+JOIN pgkick.jobs newer
+  ON newer.unique_key = c.unique_key AND newer.id > c.id AND newer.status IN ('done', 'failed')
+WHERE newer.id NOT IN (SELECT chosen.id FROM chosen)
 ORDER BY 1, 3;"""
 
 JOB_REVIVABLE_COUNT: Final = """\
@@ -1199,4 +1205,4 @@ SELECT coalesce(%(now)s::timestamptz, now());"""
 
 # The migrations' versions in the order they apply (their scripts:
 # pgkick.store.migration_scripts, which a Lambda handler never loads).
-MIGRATION_VERSIONS: Final[tuple[int, ...]] = (1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 17, 18, 19, 20, 21, 22, 23, 24, 25, 26, 27, 28, 29, 30, 31, 32,)
+MIGRATION_VERSIONS: Final[tuple[int, ...]] = (1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 17, 18, 19, 20, 21, 22, 23, 24, 25, 26, 27, 28, 29, 30, 31, 32, 33,)

@@ -39,9 +39,12 @@ retry the transaction on psycopg.errors.DeadlockDetected.
 A key is global, not per queue or task: put the task or queue in the key when
 they should not collide. Once its job is done or failed, the key is free again.
 `pgkick retry` of a failed job whose key a newer live job holds (or another failed
-job of the same retry shares) is refused before anything is written, naming the key
-and the job in the way (`job_retry_unique_conflicts`); should a producer take the key
-between that check and the retry, the index refuses the retry (nothing written).
+job of the same retry shares, or a newer job took since, now done or failed) is refused
+before anything is written, naming the key and the job in the way
+(`job_retry_unique_conflicts`): a retried job older than another with its key would
+break the read-back above (a duplicate answered with the newer, finished job). Should a
+producer take the key between that check and the retry, the index refuses the retry
+(nothing written).
 
 Debounce and throttle (`debounce=`, `throttle=`, with a key) go through
 `pgkick.job_insert_flow` (migration 0015 says why a function and a per-key lock): one
@@ -95,12 +98,19 @@ def _flow(spec: JobSpec) -> Statement:
 
 def describe_conflicts(conflicts: Iterable[tuple[int, str, int, str]]) -> str:
     """Why a retry is refused: (job, key, the job in the way, its status) in words."""
-    return "; ".join(
-        f"jobs {holder} and {job} share unique key {key!r} (retry one of them)"
-        if status == "failed"
-        else f"job {job}'s unique key {key!r} is held by {status} job {holder}"
-        for job, key, holder, status in conflicts
-    )
+    return "; ".join(_describe_conflict(*conflict) for conflict in conflicts)
+
+
+def _describe_conflict(job: int, key: str, holder: int, status: str) -> str:
+    if status == "shared":  # both selected
+        return f"jobs {holder} and {job} share unique key {key!r} (retry one of them)"
+    if status.startswith("newer "):  # a duplicate's read-back would answer the newer job
+        instead = f"retry job {holder}" if status == "newer failed" else "enqueue the key again"
+        return (
+            f"job {job}'s unique key {key!r} was taken again since by job {holder} "
+            f"({status.removeprefix('newer ')}): {instead} instead"
+        )
+    return f"job {job}'s unique key {key!r} is held by {status} job {holder}"
 
 
 class UniqueBatch:
