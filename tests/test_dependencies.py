@@ -396,6 +396,26 @@ def test_spawned_children_are_kicked_after_the_commit_or_woken_when_delayed(dsn:
     assert statuses == {"done": 2, "queued": 6, "waiting": 2}
 
 
+def test_spawned_children_due_now_are_kicked_by_a_worker_whose_clock_is_behind(
+    dsn: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The children's run_at is the server's clock; the worker asked its own whether they
+    were due. Catches: a worker clock 50 ms behind the server's booked a wake-up for
+    children due at once (Scheduler's next minute) and sent no kick."""
+
+    class Behind(datetime):
+        @classmethod
+        def now(cls, tz: object = None) -> datetime:
+            return datetime.now(tz) - timedelta(milliseconds=50)  # type: ignore[arg-type]
+
+    monkeypatch.setattr("pgkick.worker.outcomes.datetime", Behind)
+    kicker = RecordingKicker()
+    with JobStore.open(dsn) as store:
+        Enqueuer(store).enqueue({"n": 2, "queue": "kids"}, task="spawn_then")
+        Worker(store, registry, kicker, FAST_RETRY).drain("default", _forever)
+    assert kicker.kicks == [("kids", "dependants", 1)]
+
+
 def test_the_worker_role_spawns_with_reserved_ids_and_joins(
     dsn: str,
     login_as: dict[str, str],  # noqa: F811  (the fixture imported above)

@@ -146,6 +146,33 @@ def test_enqueue_many_is_one_commit_and_kicks_once_per_queue(dsn: str) -> None:
     assert job_row(dsn, ids[7])["payload"] == {"n": 7}
 
 
+class _ClockBehind(datetime):
+    """This machine's clock 50 ms behind the server's (the producer reads datetime.now)."""
+
+    @classmethod
+    def now(cls, tz: Any = None) -> Any:
+        return datetime.now(tz) - timedelta(milliseconds=50)
+
+
+@pytest.mark.parametrize("form", ["enqueue_many", "transaction"])
+def test_a_job_due_at_once_is_kicked_by_a_producer_whose_clock_is_behind_the_servers(
+    dsn: str, form: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Its run_at is the server's now(); whether it is due was asked of this machine's
+    clock, read after the commit. Catches: a clock a few ms behind the server's took the
+    job for a later one, booked a wake-up (Scheduler's next minute) and sent no kick."""
+    monkeypatch.setattr("pgkick.producer.plan.datetime", _ClockBehind)
+    monkeypatch.setattr("pgkick.producer.after_commit.datetime", _ClockBehind)
+    kicker = RecordingKicker()
+    if form == "enqueue_many":
+        producer.enqueue_many([{"payload": {}, "task": "noop", "queue": "skew"}], dsn=dsn,
+                              kicker=kicker)  # fmt: skip
+    else:
+        with psycopg.connect(dsn) as conn, producer.transaction(conn, kicker=kicker) as jobs:
+            jobs.enqueue({}, task="noop", queue="skew")
+    assert kicker.kicks == [("skew", "enqueue")]
+
+
 PLUS_FIVE = timezone(timedelta(hours=5))
 LONG_DELAY = timedelta(microseconds=47_591_810_969_869_130)
 MIXED_JOBS: list[dict[str, Any]] = [

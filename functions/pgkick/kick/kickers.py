@@ -30,6 +30,20 @@ REASONS = frozenset(
 )
 
 
+# A job's run_at is the server's clock (now() at its insert); whether it is due is asked of
+# this machine's, read after the commit. A clock a few ms behind the server's took a job due
+# at once for a later one: no kick, a wake-up at Scheduler's next minute instead. Within
+# this allowance a job is kicked now (its wake-up is still booked: `run_at > now`); a kick
+# a little early finds a lingering worker that claims it when due, or its wake-up does.
+SERVER_CLOCK_ALLOWANCE = timedelta(seconds=1)
+
+
+def due_by(run_at: datetime, now: datetime) -> bool:
+    """Whether a job the server dated `run_at` is due (or about to be) by this machine's
+    `now`: kick its queue now (SERVER_CLOCK_ALLOWANCE says why the margin)."""
+    return run_at <= now + SERVER_CLOCK_ALLOWANCE
+
+
 class Kicker(Protocol):
     def kick(self, queue: str, reason: str, *, hop: int = 0) -> None:
         """Ask for a worker on `queue` now. May raise; callers never let that lose a job.

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 
 from pgkick import config
-from pgkick.kick.kickers import Kicker, NoKicker
+from pgkick.kick.kickers import Kicker, NoKicker, due_by
 from pgkick.kick.safety import book_safety, wake_after_failed_kick
 from pgkick.store.producer import ProducerStore, QueuedJob
 
@@ -80,9 +80,10 @@ def kick_committed(
 
 
 def ready_queues(jobs: list[QueuedJob], now: datetime) -> list[str]:
-    """The queues of the jobs due by `now`, whose kicks are to be reserved (sorted: two
-    producers reserving the same queues lock their rows in the same order)."""
-    return sorted({job.queue for job in jobs if job.run_at <= now})
+    """The queues of the jobs due by `now` (on the server's clock: `due_by`), whose kicks
+    are to be reserved (sorted: two producers reserving the same queues lock their rows in
+    the same order)."""
+    return sorted({job.queue for job in jobs if due_by(job.run_at, now)})
 
 
 def _after_failed_kick(

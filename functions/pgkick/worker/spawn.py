@@ -35,6 +35,7 @@ from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 from pgkick.errors import InvalidArgument
+from pgkick.kick.kickers import due_by
 from pgkick.store import dependencies
 from pgkick.store.worker import ClaimedJob, WorkerStore
 from pgkick.validation import DEFAULT_MAX_PAYLOAD_BYTES, JobSpec
@@ -116,8 +117,9 @@ class Spawns:
 
 def due_and_later(children: list[QueuedJob], now: datetime) -> tuple[set[str], dict[str, datetime]]:
     """The queues of children due now (to kick), and each queue's first later due time (to
-    book a wake-up for), as a producer's kick after commit decides."""
-    due = {child.queue for child in children if child.run_at <= now}
+    book a wake-up for), as a producer's kick after commit decides (`due_by`: the children's
+    run_at is the server's clock)."""
+    due = {child.queue for child in children if due_by(child.run_at, now)}
     later: dict[str, datetime] = {}
     for child in sorted(children, key=lambda c: c.run_at):
         if child.run_at > now:
