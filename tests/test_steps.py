@@ -317,12 +317,24 @@ def test_sleep_requeues_the_job_with_a_wake_up_and_replays_its_steps_after_it(
         # a review: after an unnamed sleep (stored as sleep:1), sleep(1, name="1") replayed
         # it and returned at once
         (lambda job: job.sleep(1, name="1"), "the key of the job's unnamed sleep number 1"),
+        # a review: the inner step stored the name, the outer one's write then stored
+        # nothing and was taken for a lost lease (retried, it replayed the inner's result)
+        (
+            lambda job: job.step("outer", lambda: job.step("outer", lambda: 2)),
+            "runs a step of its own name inside it",
+        ),
+        # a review: a name past 128 characters (f"page {url}") was retried to the end
+        (lambda job: job.step("page " + "u" * 200, lambda: 1), "at most 128 allowed"),
+        (lambda job: job.sleep(1, name="s" * 200), "at most 128 allowed"),
     ],
     ids=[
         "name reused with other arguments",
         "non-JSON result",
         "non-JSON argument",
         "sleep named like an unnamed one",
+        "step named as the step it runs in",
+        "step name too long",
+        "sleep name too long",
     ],
 )
 def test_bad_steps_fail_the_job_for_good_before_anything_is_stored(
@@ -345,6 +357,36 @@ def test_bad_steps_fail_the_job_for_good_before_anything_is_stored(
     assert str(row["last_error"]).startswith(StepInputError.__name__)
     assert message in str(row["last_error"])
     assert steps_of(dsn, job_id) == {"fetch": (1, 1)}
+
+
+def test_a_steps_result_is_the_same_on_its_first_run_as_on_a_replay(
+    dsn: str, timed: JobStore, clock: FakeClock
+) -> None:
+    """A step's result feeds the next step's arguments, which a replay compares. Catches
+    the first run handing back Python's own JSON of the result where a replay reads
+    jsonb's (2.5e16 a float, then the integer it equals; an object's keys in the order
+    written, then jsonb's): after the sleep the next step's arguments differed and the job
+    failed for good (StepInputError, a review). And a sleep's seconds compared on the
+    replay: a sleep until a deadline, whose seconds differ (here: none left) every run."""
+    seen: list[Any] = []
+    tasks = Registry()
+
+    @tasks.task("report")
+    def report(payload: Any, job: JobContext) -> str:
+        total = job.step("sum sizes", lambda: 25e15)
+        prices = job.step("fetch prices", lambda: {"widget": 3, "nut": 1})
+        seen.append((total, list(prices)))
+        job.step("store", lambda t, p: None, total, list(prices.items()))
+        deadline = clock.now + timedelta(seconds=3600) if not seen[1:] else clock.now
+        job.sleep((deadline - clock.now).total_seconds())
+        return "ok"
+
+    (job_id,) = seed(timed, 1, task="report", max_attempts=1)
+    worker = Worker(timed, tasks, RecordingKicker(), OPTIONS)
+    assert worker.drain("default", lambda: 600_000).snoozed == 1
+    clock.advance(3600)
+    assert worker.drain("default", lambda: 600_000).done == 1, job_row(dsn, job_id)
+    assert seen[0] == seen[1] and type(seen[0][0]) is type(seen[1][0])
 
 
 def test_the_worker_role_can_run_steps_and_the_purge_deletes_them(

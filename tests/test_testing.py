@@ -123,3 +123,25 @@ def test_a_task_taking_the_job_gets_its_real_context_under_testing(dsn: str) -> 
         second = with_job.enqueue_and_kick({})
     assert [(i, a) for i, a, _ in seen] == [(first, 1), (second, 1)]
     assert len({key for _, _, key in seen}) == 2
+
+
+def test_a_task_that_sleeps_or_snoozes_is_not_a_failure_under_testing(dsn: str) -> None:
+    """Catches the block raising `a pgkick task raised: Snooze` for a task that slept or
+    snoozed (a review): the worker hands the job back, due later, as in production, and
+    an app's correct test failed."""
+    tasks = Registry()
+
+    @tasks.task("naps")
+    def naps(payload: dict[str, Any], job: pgkick.JobContext) -> None:
+        if payload["how"] == "sleep":
+            job.sleep(60)
+        raise pgkick.Snooze(60)
+
+    with testing.inline(dsn, tasks=tasks) as jobs:
+        slept = naps.enqueue_and_kick({"how": "sleep"})
+        snoozed = naps.enqueue_and_kick({"how": "snooze"})
+    assert jobs.errors == []
+    for job_id in (slept, snoozed):
+        row = job_row(dsn, job_id)
+        assert (row["status"], row["attempts"]) == ("queued", 0)
+    assert [queue for queue, _ in jobs.wakes] == ["default", "default"]

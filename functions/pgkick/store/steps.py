@@ -52,10 +52,11 @@ class StepStore(Database):
         result: str | None,
         duration_ms: int,
         sleep: float | None = None,
-    ) -> bool:
+    ) -> tuple[bool, Any]:
         """Store a finished step (`result`: JSON text or None), or a sleep's end (now +
-        `sleep` seconds); True if this attempt still held the job and it is written."""
-        written = self.count(
+        `sleep` seconds): (True, the result as stored, in jsonb's form) if this attempt
+        still held the job and it is written, else (False, None)."""
+        rows = self.rows(
             queries.JOB_STEP_RECORD,
             id=job_id,
             attempts=attempts,
@@ -65,7 +66,7 @@ class StepStore(Database):
             duration_ms=duration_ms,
             sleep=sleep,
         )
-        return bool(written == 1)
+        return (True, rows[0][0]) if rows else (False, None)
 
     def continue_job(self, job_id: int, attempts: int, *, stalled: bool) -> str | None:
         """Back to the queue, due now, the attempt given back (a continuation); returns the

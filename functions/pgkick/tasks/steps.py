@@ -29,7 +29,7 @@ import json
 from collections.abc import Callable
 from typing import Any
 
-from pgkick.errors import Continuation, Snooze, StepInputError, StepRefused
+from pgkick.errors import Continuation, InvalidArgument, Snooze, StepInputError, StepRefused
 from pgkick.store.steps import StepStore, StoredStep, StoredSteps
 from pgkick.tasks.results import MAX_RESULT_BYTES
 from pgkick.validation import check_name, payload_json
@@ -58,17 +58,23 @@ class Steps:
         self._stored: StoredSteps | None = None  # read on the first step: one statement
         self._ran = 0  # steps run (not replayed) in this invocation
         self._sleeps = 0  # sleeps met in this run, to name the unnamed ones
-        self._running = 0  # steps whose fn is running now (nested: a step in a step)
+        self._open: set[str] = set()  # steps whose fn is running now (a step in a step)
 
     @property
     def running(self) -> bool:
         """Inside a step's fn (JobContext.spawn refuses to run there)."""
-        return self._running > 0
+        return bool(self._open)
 
     def run(self, name: str, fn: Callable[..., Any], args: tuple[Any, ...]) -> Any:
         """`fn(*args)`'s result: the stored one if this step finished before (in this job,
         any attempt or invocation), else run now and stored before it is returned."""
-        check_name("step", name)
+        _check_name("step", name)
+        if name in self._open:
+            raise StepInputError(
+                f"step {name!r} runs a step of its own name inside it: the inner one stores "
+                "the name first, and the outer one could store nothing; give each step a "
+                "name of its own; nothing was stored"
+            )
         if name.startswith(SLEEP_PREFIX):
             raise StepInputError(f"step {name!r}: names starting {SLEEP_PREFIX!r} are sleeps'")
         if not callable(fn):
@@ -79,11 +85,11 @@ class Steps:
             return done.result
         self._check_time(name)
         before = self._now_ms()
-        self._running += 1
+        self._open.add(name)
         try:
             value = fn(*args)
         finally:
-            self._running -= 1
+            self._open.discard(name)
         try:
             text = payload_json(value, MAX_RESULT_BYTES) if value is not None else None
         except (TypeError, ValueError) as exc:
@@ -94,8 +100,12 @@ class Steps:
                 f"{MAX_RESULT_BYTES} bytes; nothing was stored"
             ) from None
         duration_ms = max(0, int(before - self._now_ms()))
-        result = None if text is None else json.loads(text)  # as a replay returns it
-        self._write(name, args_hash, text, duration_ms, None)
+        # As a replay returns it: jsonb's own form, read back from the row just written
+        # (jsonb sorts an object's keys and keeps 2.5e16 as the integer it equals, so
+        # Python's own JSON of it came back other on a replay: a later step taking it as an
+        # argument was refused as changed). With no store, decoded from the text.
+        stored = self._write(name, args_hash, text, duration_ms, None)
+        result = stored if self._store is not None or text is None else json.loads(text)
         self._ran += 1
         self._loaded().steps[name] = StoredStep(args_hash, result, duration_ms, None)
         return result
@@ -103,10 +113,9 @@ class Steps:
     def sleep(self, seconds: float, name: str | None = None) -> None:
         """End this run and come back after `seconds` (a snooze, booked once: replayed, the
         sleep is over, or snoozes for what is left)."""
-        Snooze(seconds)  # refuses bad seconds before anything is written
         self._sleeps += 1
         if name is not None:
-            check_name("sleep", name)
+            _check_name("sleep", name)
             if name.isascii() and name.isdigit():  # the unnamed sleeps' keys: sleep:1, ...
                 raise StepInputError(
                     f"sleep: the name {name!r} is the key of the job's unnamed sleep number "
@@ -114,12 +123,16 @@ class Steps:
                     "letter in it; nothing was stored"
                 )
         key = SLEEP_PREFIX + (name if name is not None else str(self._sleeps))
-        args_hash = _hash(key, (seconds,))
-        done = self._replay(key, args_hash)
+        # Its seconds are neither compared with a replay's nor checked again: the end stored
+        # is what counts, and a sleep until a deadline (`deadline - time.time()`) asks for
+        # other seconds each run, none at all once the deadline has passed.
+        done = self._loaded().steps.get(key)
         if done is not None:
             if done.sleep_left:
                 raise Snooze(done.sleep_left)  # run before its time (an operator's retry)
             return
+        Snooze(seconds)  # refuses bad seconds before anything is written
+        args_hash = _hash(key, (seconds,))
         self._write(key, args_hash, None, 0, float(seconds))
         self._loaded().steps[key] = StoredStep(args_hash, None, 0, float(seconds))
         raise Snooze(seconds)
@@ -160,10 +173,12 @@ class Steps:
 
     def _write(
         self, name: str, args_hash: str, text: str | None, duration_ms: int, sleep: float | None
-    ) -> None:
+    ) -> Any:
+        """Store the step; its result as stored (jsonb's form). Raises StepRefused when
+        this attempt no longer holds the job."""
         if self._store is None:
-            return
-        written = self._store.record_step(
+            return None
+        written, stored = self._store.record_step(
             self._job_id,
             self._attempt,
             name,
@@ -177,6 +192,15 @@ class Steps:
                 f"step {name!r} of job {self._job_id}: not stored, attempt {self._attempt} "
                 "no longer holds the job (its lease was taken over); stopping here"
             )
+        return stored
+
+
+def _check_name(what: str, name: str) -> None:
+    """check_name's rule, its refusal made permanent: a retry runs the same name again."""
+    try:
+        check_name(what, name)
+    except InvalidArgument as exc:
+        raise StepInputError(f"{exc}; nothing was stored") from None
 
 
 def _hash(name: str, args: tuple[Any, ...]) -> str:

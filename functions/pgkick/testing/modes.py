@@ -20,7 +20,8 @@ migrate; and inside it a task name the registry does not know is refused at
 enqueue (pgkick.errors.UnknownTask), as after `pgkick.load_tasks()`.
 
 An exception a task raises is kept (the worker turns it into a retry or a failure,
-as in production) and raised again when the `with` block ends, so a broken task
+as in production) and raised again when the `with` block ends (not a snooze, a sleep or a
+continuation: the job is handed back, not failed), so a broken task
 fails the test that ran it; `raise_errors=False` leaves them in `.errors`.
 """
 
@@ -34,6 +35,7 @@ from typing import Any
 
 from pgkick import config, validation
 from pgkick.connections import linger
+from pgkick.errors import Continuation, Snooze, StepRefused
 from pgkick.kick.default import set_default_kicker
 from pgkick.store import migrations, queries
 from pgkick.store.maintenance import MaintenanceStore
@@ -42,6 +44,11 @@ from pgkick.tasks.context import JobContext
 from pgkick.tasks.registry import Registry, registry
 from pgkick.testing import asserts
 from pgkick.worker.loop import Worker, WorkerOptions
+
+# What a task raises to hand its job back to the worker, not to fail it: `job.sleep` and
+# `pgkick.Snooze` re-queue it, a continuation moves it to a fresh invocation, a refused step
+# means another attempt holds it. The block must not raise them as the task's errors.
+CONTROL_FLOW = (Snooze, Continuation, StepRefused)
 
 OPTIONS = WorkerOptions(
     batch=10, lease=timedelta(minutes=5), min_remaining=timedelta(0), max_fanout=0, heartbeat=False
@@ -72,6 +79,8 @@ class _Recording(Registry):
             self.runs.append((name, payload))
             try:
                 return fn(payload, job)
+            except CONTROL_FLOW:
+                raise  # a snooze, a sleep, a continuation: the worker's, not a failure
             except BaseException as exc:
                 self.errors.append(exc)
                 raise  # the worker records the failure or the retry, as in production
