@@ -1,14 +1,25 @@
--- queue_heal_plan: For each queue with queued jobs, the one wake-up to book for it (its earliest run_at still to come, or the instant its rate admits the next of its ready jobs held by the rate) and whether it needs a kick: a ready job its rate admits now, nobody watching, nothing running (a running holder heals its own queue when it exits), not paused, and not the caller's own queue; those queues get a pending kick (as queue_kick_reserve marks one), so of racing callers exactly one kicks.
+-- queue_heal_plan: For each queue with queued jobs, the one wake-up to book for it (its earliest run_at still to come, or the instant its rate admits the next of its ready jobs held by the rate) and whether it needs a kick: a ready job a claim could take (ungrouped, or its group's head) its rate admits now, nobody watching, nothing running (a running holder heals its own queue when it exits), not paused, and not the caller's own queue; those queues get a pending kick (as queue_kick_reserve marks one), so of racing callers exactly one kicks.
 WITH relaxed AS (
   -- A reservation lost in a crash costs one spare kick: its commit need not wait for the disk.
   SELECT set_config('synchronous_commit', 'off', true)
-), queued AS (
-  SELECT queue,
-         min(run_at) FILTER (WHERE run_at > coalesce(%(now)s::timestamptz, now())) AS next_run_at,
-         bool_or(run_at <= coalesce(%(now)s::timestamptz, now())) AS ready
+), heads AS (
+  -- Each group's head, first in job_claim's order: a group is claimable only through it, so
+  -- a ready job behind a head not due (or retrying) is not a reason to kick: two such
+  -- queues' sweeps kicked each other's workers, which claimed nothing, until the head was due.
+  SELECT DISTINCT ON (queue, group_key) queue, run_at
   FROM pgkick.jobs
-  WHERE status = 'queued'
-  GROUP BY queue
+  WHERE status = 'queued' AND group_key IS NOT NULL
+  ORDER BY queue, group_key, -priority, ordered_at, id
+), queued AS (
+  SELECT j.queue,
+         min(j.run_at) FILTER (WHERE j.run_at > coalesce(%(now)s::timestamptz, now())) AS next_run_at,
+         bool_or(j.run_at <= coalesce(%(now)s::timestamptz, now()) AND j.group_key IS NULL)
+           OR EXISTS (SELECT 1 FROM heads h
+                      WHERE h.queue = j.queue AND h.run_at <= coalesce(%(now)s::timestamptz, now()))
+           AS ready
+  FROM pgkick.jobs j
+  WHERE j.status = 'queued'
+  GROUP BY j.queue
 ), rated AS (
   -- A queue with a rate (migration 0014): each rate key with ready jobs is admitted again
   -- once the newest rate_limit-th start of its window is a period old.

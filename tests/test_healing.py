@@ -73,6 +73,27 @@ def test_a_watched_or_running_queue_is_not_kicked(timed: JobStore, clock: FakeCl
     assert kicker.kicks == []
 
 
+def test_a_ready_job_behind_a_group_head_not_due_is_not_kicked_but_woken_at_the_head(
+    timed: JobStore, clock: FakeClock
+) -> None:
+    """A group's head (priority 10) is due in 30 minutes; a job behind it is due now, which
+    no claim can take (a group runs through its head). Catches the sweep kicking that queue
+    anyway (a review: two such queues' leaving workers kicked each other's, claiming
+    nothing, until the head was due), and a wake-up booked other than at the head's time;
+    a group whose head is due is still kicked."""
+    due_head = JobSpec("blocked", "noop", "{}", None, timedelta(minutes=30), 5, priority=10,
+                       group="g")  # fmt: skip
+    timed.insert_many([[due_head]])
+    timed.insert_many([[JobSpec("blocked", "noop", "{}", None, timedelta(0), 5, group="g")]])
+    timed.insert_many([[JobSpec("head-due", "noop", "{}", None, timedelta(0), 5, group="g")]])
+    kicker = RecordingKicker()
+    drain_other_queue(timed, kicker)
+    assert kicker.kicks == [("head-due", "heal")]
+    assert ("blocked", clock.now + timedelta(minutes=30)) in [
+        (queue, when.astimezone(UTC)) for queue, when in kicker.wakes
+    ]
+
+
 def test_a_leaving_worker_books_one_wake_up_per_queue_at_its_earliest_run_at(
     timed: JobStore, clock: FakeClock
 ) -> None:
