@@ -180,6 +180,29 @@ def test_malformed_records_are_dropped_and_a_failed_drain_is_handed_back(
     assert answer == {"batchItemFailures": [{"itemIdentifier": kick["messageId"]}]}
 
 
+@pytest.mark.parametrize(
+    "body",
+    [
+        "[" * 2000 + "]" * 2000,  # past the JSON parser's depth: RecursionError
+        json.dumps({"periodic": "nightly", "tick": "0001-01-01T00:00:00+01:00"}),
+        json.dumps({"periodic": "nightly", "tick": "9999-12-31T23:30:00-01:00"}),
+    ],
+    ids=["nested past the parser", "tick before year 1 in UTC", "tick after 9999 in UTC"],
+)
+def test_a_record_that_cannot_be_read_is_dropped_alone_not_with_its_batch(
+    worker_env: str, body: str
+) -> None:
+    """Catches a record whose reading raised other than BadEvent (RecursionError,
+    OverflowError, a review): the whole batch failed, and SQS handed its good kicks back
+    with it every time, for the queue's retention; the jobs waited for the reaper."""
+    with JobStore.open(worker_env) as store:
+        seed(store, 2, queue="mail")
+    batch = {"Records": [sqs_record(body), dead_letter(kick_event("mail", "wake"))]}
+    answer = load_handler("worker").handler(batch, FakeLambdaContext())
+    assert answer == {"batchItemFailures": []}
+    assert statuses(worker_env) == {"mail:done": 2}
+
+
 def test_a_ticks_drain_emits_the_job_counts_its_failures_included(
     worker_env: str,
     tmp_path: Path,

@@ -30,7 +30,7 @@ import logging
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from pgkick.errors import BadEvent, InvalidArgument
+from pgkick.errors import BadEvent
 from pgkick.kick.kickers import parse_kick_event
 
 log = logging.getLogger("pgkick.failed_kicks")
@@ -52,7 +52,7 @@ def original_event(body: str) -> tuple[str, dict[str, Any]]:
     shape. origin: "lambda" (an on-failure record) or "scheduler" (a dead letter)."""
     try:
         parsed = json.loads(body)
-    except (TypeError, ValueError):
+    except (TypeError, ValueError, RecursionError):  # nested past the parser's depth too
         raise BadEvent(f"failed-kick record body is not JSON: {str(body)[:100]!r}") from None
     if not isinstance(parsed, dict):
         raise BadEvent(f"failed-kick record body is not a JSON object: {str(body)[:100]!r}")
@@ -99,11 +99,14 @@ def sort_records(records: list[Mapping[str, Any]]) -> Batch:
                 batch.ticks.append((message, event))
                 continue
             kick = parse_kick_event(event)
-        except (BadEvent, InvalidArgument) as exc:
+        except Exception as exc:  # one record's, never the batch's
+            # Any record that cannot be read is dropped alone: raised, it failed the whole
+            # batch, and SQS handed every record of it back, the good kicks with it, each
+            # time the bad one was batched with them, for the queue's retention (14 days).
             batch.dropped += 1
             log.error(
                 "dropped a failed-kick record that is not a kick, a tick or a reaper run",
-                extra={"message_id": message, "reason": str(exc)},
+                extra={"message_id": message, "reason": f"{type(exc).__name__}: {exc}"[:500]},
             )
             continue
         log.warning(

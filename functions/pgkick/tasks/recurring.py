@@ -132,4 +132,7 @@ def parse_tick(event: Mapping[str, Any]) -> tuple[str, datetime]:
         raise InvalidArgument(f"tick event: tick {str(tick)[:100]!r} is not an ISO time") from None
     if when.tzinfo is None:
         raise InvalidArgument(f"tick event: tick {tick!r} has no time zone")
-    return name, when.astimezone(UTC)
+    try:
+        return name, when.astimezone(UTC)
+    except OverflowError:  # 0001-01-01T00:00+01:00 is before year 1 in UTC
+        raise InvalidArgument(f"tick event: tick {tick!r} is out of range in UTC") from None
