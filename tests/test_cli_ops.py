@@ -146,6 +146,29 @@ def test_resume_of_a_queue_never_paused_says_so_and_neither_writes_nor_kicks(
     assert run(capsys, "limit", "--dsn", dsn, "--json")[1] == {"limits": []}
 
 
+@pytest.mark.parametrize("kick_fails", [False, True], ids=["kicked", "kick failed"])
+def test_an_operators_kick_is_followed_by_its_safety_or_replaced_by_a_wake_up(
+    dsn: str, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch,
+    kick_fails: bool,
+) -> None:  # fmt: skip
+    """`pgkick resume` and `pgkick retry` kick after their commit. Catches (a review) a kick
+    that raised only logged, and a kick sent with no safety wake-up, as every other sender
+    books: a kick lost or failed on a quiet day left the jobs to the daily reaper."""
+    kicker = RecordingKicker(fail=kick_fails)
+    monkeypatch.setattr("pgkick.kick.default._default", kicker)
+    monkeypatch.setenv("PGKICK_KICK_SAFETY_MS", "60000")  # the default (the suite's is 0)
+    assert run(capsys, "pause", "ops", "--dsn", dsn, "--json")[0] == 0
+    code, out, _ = run(capsys, "resume", "ops", "--dsn", dsn, "--json")
+    assert (code, out) == (0, {"resumed": "ops", "kicked": not kick_fails})
+    with JobStore.open(dsn) as store:
+        seed(store, 1, queue="mail")
+        (job,) = store.claim("mail", batch=1, lease=timedelta(minutes=5))
+        store.fail(job.id, job.attempts, "boom", permanent=True)
+    assert run(capsys, "retry", str(job.id), "--dsn", dsn, "--json")[0] == 0
+    # a safety a minute after the kick, or a wake-up at once (Scheduler's next minute)
+    assert [queue for queue, _ in kicker.wakes] == ["ops", "mail"]
+
+
 def _expired_lease(dsn: str) -> ClaimedJob:
     """A job claimed, whose lease ran out a minute ago: what a reaper re-queues."""
     with JobStore.open(dsn) as store:

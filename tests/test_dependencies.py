@@ -396,6 +396,20 @@ def test_spawned_children_are_kicked_after_the_commit_or_woken_when_delayed(dsn:
     assert statuses == {"done": 2, "queued": 6, "waiting": 2}
 
 
+def test_a_workers_kick_for_released_dependants_is_followed_by_its_safety(dsn: str) -> None:
+    """Catches (a review) the released dependants' kick sent with no safety wake-up: the
+    worker's own sweep trusts the kick it reserved, so a kick Lambda accepted and lost left
+    the child to another worker's sweep or the daily reaper."""
+    kicker = RecordingKicker()
+    options = WorkerOptions(heal=False, backoff=timedelta(0), backoff_cap=None,
+                            kick_safety=timedelta(minutes=1))  # fmt: skip
+    with JobStore.open(dsn) as store:
+        Enqueuer(store).enqueue({"n": 2, "queue": "kids"}, task="spawn_then")
+        Worker(store, registry, kicker, options).drain("default", _forever)
+    assert kicker.kicks == [("kids", "dependants", 1)]
+    assert kicker.wakes == ["kids"]
+
+
 def test_spawned_children_due_now_are_kicked_by_a_worker_whose_clock_is_behind(
     dsn: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -8,18 +8,15 @@ the same `OperatorStore`.
 from __future__ import annotations
 
 import argparse
-import logging
 from typing import Any
 
-from pgkick.cli import database
+from pgkick.cli import database, operations
 from pgkick.cli.inspect import Command
 from pgkick.cli.types import positive, rate
 from pgkick.errors import UsageError
 from pgkick.kick.default import default_kicker
 from pgkick.store import flow, groups
 from pgkick.validation import check_name
-
-log = logging.getLogger("pgkick.cli")
 
 
 def cmd_limit(args: argparse.Namespace) -> dict[str, Any]:
@@ -66,12 +63,9 @@ def cmd_resume(args: argparse.Namespace) -> dict[str, Any]:
     with database.operator_store(args) as store:
         if not flow.resume_queue(store, args.queue):  # nothing to resume: no write, no kick
             return {"not_paused": args.queue, "kicked": False}
-    try:
-        kicker.kick(args.queue, "manual")  # an operator's kick, as `pgkick kick`
-    except Exception as exc:  # resumed all the same: the next enqueue, sweep or reaper kicks
-        log.warning("could not kick queue %s after resuming it (%s)", args.queue, exc)
-        return {"resumed": args.queue, "kicked": False}
-    return {"resumed": args.queue, "kicked": True}
+    # an operator's kick, as `pgkick kick`; failed, a wake-up instead (resumed all the same)
+    kicked = operations.kick_or_wake(kicker, args.queue, "manual", "resuming it")
+    return {"resumed": args.queue, "kicked": kicked}
 
 
 def add_flow_commands(command: Command) -> list[argparse.ArgumentParser]:

@@ -10,8 +10,10 @@ import logging
 from collections.abc import Callable, Iterable
 from typing import NamedTuple
 
+from pgkick import config
 from pgkick.errors import JobMissing, UsageError
 from pgkick.kick.kickers import Kicker
+from pgkick.kick.safety import kick_with_safety, wake_after_failed_kick
 from pgkick.store import unique
 from pgkick.store.operator import OperatorStore
 from pgkick.validation import MAX_ATTEMPTS_LIMIT
@@ -108,21 +110,34 @@ def cancel(
     return Cancelled([i for i, _ in cancelled], [i for i, _ in marked], released)
 
 
+def kick_or_wake(kicker: Kicker, queue: str, reason: str, what: str) -> bool:
+    """Kick `queue` after an operator's commit, then book its safety wake-up; a kick that
+    raises books a wake-up instead (PGKICK_FAILED_KICK_WAKE_MS out), as every sender of a
+    kick does (pgkick.kick.safety): these only logged, and a kick failed or lost left the
+    jobs to the daily reaper on a quiet day. Never raises (the write is committed); True:
+    kicked. `what`: the jobs it is for, in the warning."""
+    settings = config.app_settings()
+    try:
+        kick_with_safety(kicker, queue, reason, after=settings.kick_safety)
+    except Exception as exc:
+        log.warning("could not kick queue %s for %s (%s); waking it instead", queue, what, exc)
+        wake_after_failed_kick(kicker, queue, after=settings.failed_kick_wake)
+        return False
+    return True
+
+
 def kick_released(queues: Iterable[str], kicker: Callable[[], Kicker]) -> None:
-    """Kick each queue dependants entered, after the commit: a failure is logged, never
-    raised (the cancel is committed; a sweep or the reaper runs them)."""
+    """Kick each queue dependants entered, after the commit (kick_or_wake)."""
     for queue in sorted(queues):
         try:
-            kicker().kick(queue, "dependants")
-        except Exception as exc:
+            built = kicker()
+        except Exception as exc:  # no kicker: nothing to wake with either; a sweep or the reaper
             log.warning("could not kick queue %s for its released dependants (%s)", queue, exc)
+            continue
+        kick_or_wake(built, queue, "dependants", "its released dependants")
 
 
 def kick_queues(jobs: Iterable[tuple[int, str]], kicker: Kicker) -> None:
-    """One kick per queue that got jobs back, after the commit: a failure is logged, never
-    raised (the retry is committed; a sweep or the reaper runs them)."""
+    """One kick per queue that got jobs back, after the commit (kick_or_wake)."""
     for queue in sorted({queue for _, queue in jobs}):
-        try:
-            kicker.kick(queue, "manual")
-        except Exception as exc:
-            log.warning("could not kick queue %s for its retried jobs (%s)", queue, exc)
+        kick_or_wake(kicker, queue, "manual", "its retried jobs")

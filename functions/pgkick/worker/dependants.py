@@ -24,7 +24,7 @@ from datetime import UTC, datetime, timedelta
 from functools import partial
 
 from pgkick.kick.kickers import Kicker, NoKicker
-from pgkick.kick.safety import wake_after_failed_kick
+from pgkick.kick.safety import kick_with_safety, wake_after_failed_kick
 from pgkick.store.worker import WorkerStore
 
 log = logging.getLogger("pgkick.dependants")
@@ -40,12 +40,14 @@ def kick_released(
     hop: int,
     max_hops: int,
     failed_wake: timedelta = timedelta(0),
+    safety: timedelta = timedelta(0),
 ) -> int:
     """Kick each queue of `queues` (but `skip`) that nobody watches, at `hop` (the releasing
     invocation's + 1), or past `max_hops` book it a wake-up now; returns the kicks sent.
     Never raises: a kick that fails forgets its reservation and books a wake-up
-    `failed_wake` out (pgkick.kick.safety.wake_after_failed_kick); a kick lost after it was
-    sent is healed by the next sweep (pgkick.worker.healing)."""
+    `failed_wake` out (pgkick.kick.safety.wake_after_failed_kick); a kick sent is followed by
+    its safety wake-up `safety` later (pgkick.kick.safety: the leaving worker's own sweep
+    trusts the kick it reserved, so a kick Lambda accepted and lost had no other cover)."""
     wanted = sorted(set(queues) - {skip})
     if not wanted or isinstance(kicker, NoKicker):  # NoKicker: a reservation never sent
         return 0
@@ -61,7 +63,7 @@ def kick_released(
                 log.info("chain of %s hops: waking queue %s for released dependants", hop, queue)
                 kicker.wake_at(queue, datetime.now(UTC))
             else:
-                kicker.kick(queue, "dependants", hop=hop)
+                kick_with_safety(kicker, queue, "dependants", after=safety, hop=hop)
             sent += 1
         except Exception as exc:
             log.warning("could not kick queue %s for released dependants (%s)", queue, exc)

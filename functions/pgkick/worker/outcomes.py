@@ -85,6 +85,7 @@ class Outcomes:
                 hop=self.hop + 1,
                 max_hops=self.options.max_hops,
                 failed_wake=self.options.failed_kick_wake,
+                safety=self.options.kick_safety,
             )
 
     def account(
