@@ -14,6 +14,7 @@ from botocore.config import Config
 
 from pgkick_dev.devserver.clock import ManualClock
 from pgkick_dev.devserver.queue import QueueOptions
+from pgkick_dev.devserver.scheduler_delivery import LOCAL_DLQ_ARN
 from pgkick_dev.devserver.server import ServerThread, make_app
 from pgkick_dev.devserver.stack import FunctionSpec, Stack
 
@@ -72,6 +73,9 @@ def dev_stack(
     timeout_ms: int = 30_000,
     start: float = 1_800_000_000.0,  # 2027-01-15T08:00:00Z, a whole minute
     awake: Any = None,  # an AwakeMonitor: the dashboard's timeline shows its measurements
+    aliases: tuple[str, ...] = (),  # the template's AutoPublishAlias
+    on_failure: bool = False,  # OnFailure to FailedKicksQueue, which the function drains
+    memory_mb: int = 512,
     **options: Any,
 ) -> Iterator[Running]:
     clock = ManualClock(start=start)
@@ -81,6 +85,10 @@ def dev_stack(
         handler=handler,
         concurrency=concurrency,
         timeout_ms=timeout_ms,
+        memory_mb=memory_mb,
+        aliases=aliases,
+        on_failure=LOCAL_DLQ_ARN if on_failure else None,
+        drains=LOCAL_DLQ_ARN if on_failure else None,
         options=QueueOptions(seed=7, **options),
     )
     stack = Stack(

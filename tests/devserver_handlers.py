@@ -82,3 +82,19 @@ def touch_database(event: Any, context: Any) -> dict[str, Any]:
     with psycopg.connect(os.environ["DATABASE_URL"], application_name="pgkick-test-app") as conn:
         conn.execute("SELECT pg_sleep(0.5)")
     return {"touched": True}
+
+
+def worker_refusing_kicks(event: Any, context: Any) -> Any:
+    """pgkick's worker, except that a kick fails (as a worker whose database is down would):
+    only an SQS batch (FailedKicksQueue's records) reaches the real handler."""
+    if not (isinstance(event, dict) and "Records" in event):
+        raise RuntimeError("kick refused (the test's stand-in for a failing worker)")
+    from pgkick.aws.worker import handler
+
+    return handler(event, context)
+
+
+def hog(event: Any, context: Any) -> dict[str, Any]:
+    """Touches event["mb"] MB of memory, then answers."""
+    block = b"x" * (int(event["mb"]) * 1024 * 1024)
+    return {"touched_mb": len(block) // 2**20}

@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from botocore.exceptions import ClientError
 
 from pgkick_dev.devserver.server import make_app
 from pgkick_dev.devserver.settings import read_template
@@ -145,6 +146,48 @@ def test_the_17th_hop_of_a_chain_is_cut_unless_loops_are_allowed(
             assert answer["StatusCode"] == 202  # the caller never knows
         drops = [e["hop"] for e in dev.events("drop")]
         assert drops == ([] if allow_loops else [16])
+        # a synchronous 17th is stopped too, never run (catches: only Event invokes cut)
+        assert dev.stack.wait_idle(30)
+        if allow_loops:
+            assert dev.lambda_.invoke(FunctionName=FUNCTION)["StatusCode"] == 200
+        else:
+            with pytest.raises(dev.lambda_.exceptions.RecursiveInvocationException) as stopped:
+                dev.lambda_.invoke(FunctionName=FUNCTION)
+            status = stopped.value.response["ResponseMetadata"]["HTTPStatusCode"]
+            assert status == 400 and dev.kinds().count("invoke_start") == 1  # hop 15 alone
+
+
+def test_function_names_and_qualifiers_are_read_as_lambda_reads_them() -> None:
+    """Catches a qualifier ignored (an alias that does not exist run, the Qualifier
+    parameter never read), another account's function run, and `name:$LATEST` refused.
+    FunctionName is a name, a partial or a full ARN, each with an optional qualifier."""
+    arn = f"arn:aws:lambda:us-east-1:123456789012:function:{FUNCTION}"
+    with dev_stack(aliases=("live",)) as dev:
+        lam = dev.lambda_
+
+        def status(**named: Any) -> int:
+            return int(lam.invoke(InvocationType="Event", **named)["StatusCode"])
+
+        for name in (FUNCTION, f"{FUNCTION}:$LATEST", f"123456789012:function:{FUNCTION}"):
+            assert status(FunctionName=name) == 202
+        assert status(FunctionName=f"{arn}:$LATEST") == 202
+        assert status(FunctionName=FUNCTION, Qualifier="$LATEST") == 202
+        assert status(FunctionName=f"{FUNCTION}:live", Qualifier="live") == 202
+        not_found = lam.exceptions.ResourceNotFoundException
+        with pytest.raises(not_found, match=f"Function not found: {arn}:no-such-alias$"):
+            status(FunctionName=FUNCTION, Qualifier="no-such-alias")
+        with pytest.raises(not_found, match=f"Function not found: {arn}:no-such-alias$"):
+            status(FunctionName=f"{arn}:no-such-alias")
+        with pytest.raises(not_found, match=f"Function not found: {arn}:7$"):
+            status(FunctionName=f"{FUNCTION}:7")  # no published version here
+        with pytest.raises(lam.exceptions.InvalidParameterValueException, match="derived"):
+            status(FunctionName=f"{FUNCTION}:live", Qualifier="$LATEST")
+        other = arn.replace("123456789012", "999999999999")
+        with pytest.raises(ClientError) as refused:
+            status(FunctionName=other)
+        assert refused.value.response["Error"]["Code"] == "AccessDeniedException"
+        assert refused.value.response["ResponseMetadata"]["HTTPStatusCode"] == 403
+        assert dev.kinds().count("kick") == 6  # the refused ones never reached the queue
 
 
 def test_injected_duplicates_and_silent_drops() -> None:
@@ -217,3 +260,32 @@ def test_a_stack_on_another_database_is_refused_before_anything_is_written(
                         client.connect(env)
                 else:
                     assert client.connect(env).url == server.url
+
+
+def test_a_kick_dropped_past_its_retries_is_healed_through_the_on_failure_destination(
+    dsn: str,
+) -> None:
+    """pgkick's template sends a worker's failed events to FailedKicksQueue, which the worker
+    drains (pgkick.aws.failed_kicks). Catches a stand-in that kept them in a list: the kick
+    was lost locally, and the failed-kick path never ran before a deploy."""
+    from pgkick.kick.lambda_kicker import LambdaKicker
+    from pgkick.producer import enqueue as producer
+    from tests.store import JobStore
+
+    env = {"DATABASE_URL": dsn, "PGKICK_TASKS": "pgkick_dev.tasks", "PGKICK_WORKER_LINGER_MS": "0"}
+    handler = "tests.devserver_handlers:worker_refusing_kicks"
+    with dev_stack(handler, env=env, on_failure=True, max_retries=0) as dev:
+        kicker = LambdaKicker(FUNCTION, lambda_client=dev.lambda_, scheduler_client=dev.scheduler)
+        job = producer.enqueue_and_kick({}, task="noop", queue="healed", dsn=dsn, kicker=kicker)
+        assert kicker.flush(10)
+        dev.wait(lambda: "drop" in dev.kinds())
+        dev.clock.advance(0)  # the SQS event source hands the record over
+        dev.wait(lambda: dev.kinds().count("invoke_end") == 2 and dev.stack.idle())
+        (dropped,) = dev.stack.functions[FUNCTION].stats.failed_kicks
+        assert dropped["event"]["queue"] == "healed"
+        healed = dev.events("invoke_start")[1]  # the kick failed; then the record's SQS batch
+        assert healed["queue"] is None and healed["hop"] == 0
+        # read as Lambda's on-failure record (requestContext, requestPayload), not a letter
+        assert any("a lambda kick of queue healed was dropped" in line for line in dev.logs)
+        with JobStore.open(dsn) as store:
+            assert store.get_many([job])[0]["status"] == "done"

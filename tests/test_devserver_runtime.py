@@ -130,3 +130,21 @@ def test_a_runtime_killed_during_its_init_is_a_failure_retried_as_on_lambda(
     assert stats.crashes == 1 and stats.retries == 1 and stats.failed_kicks == []
     assert stats.results[0]["error"].startswith("Runtime.ExitError")
     assert stats.results[1] == {"initialised": True}
+
+
+def test_a_runtime_past_its_memory_size_is_killed_and_its_event_retried() -> None:
+    """Catches MemorySize only exported to the context: at 128 MB a handler touching 300 MB
+    succeeded (the stack's own measure said so). Lambda kills the runtime (Runtime.ExitError,
+    "signal: killed"), discards the environment and retries an asynchronous event."""
+    with dev_stack("tests.devserver_handlers:hog", memory_mb=128, max_retries=1) as dev:
+        lam = dev.lambda_
+        within = lam.invoke(FunctionName=FUNCTION, Payload=json.dumps({"mb": 10}).encode())
+        assert "FunctionError" not in within
+        killed = lam.invoke(FunctionName=FUNCTION, Payload=json.dumps({"mb": 300}).encode())
+        error = json.loads(killed["Payload"].read())
+        assert killed["FunctionError"] == "Unhandled" and error["errorType"] == "Runtime.ExitError"
+        assert error["errorMessage"].endswith("Runtime exited with error: signal: killed")
+        lam.invoke(FunctionName=FUNCTION, InvocationType="Event", Payload=b'{"mb": 300}')
+        dev.wait(lambda: "retry" in dev.kinds())
+        stats = dev.stack.functions[FUNCTION].stats
+        assert stats.crashes == 2 and stats.retries == 1

@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from pgkick_dev.devserver.awake import report_line, start_monitor
-from pgkick_dev.devserver.flags import add_arguments, build_stack
+from pgkick_dev.devserver.flags import add_arguments, build_stack, load_template
 from pgkick_dev.devserver.stack import Stack
 from pgkick_dev.local.client import DEFAULT_URL
 
@@ -104,6 +104,7 @@ def cmd_dev(args: argparse.Namespace) -> dict[str, Any]:
     """Run the app's local serverless stack: Lambda and Scheduler APIs on localhost."""
     from pgkick_dev.devserver.server import ServerThread, make_app
 
+    template = load_template(args)  # a setting AWS refuses at deploy: refused, nothing started
     sys.path.insert(0, os.getcwd())
     signal.signal(signal.SIGTERM, _interrupt)  # stop as on Ctrl-C: environments, then PostgreSQL
     from pgkick_dev.devserver import rie
@@ -113,7 +114,7 @@ def cmd_dev(args: argparse.Namespace) -> dict[str, Any]:
     except rie.RieMissing as exc:
         raise SystemExit(f"pgkick dev: {exc}") from exc
     dsn, source, embedded = _database(args)
-    stack, lines = build_stack(args, dsn)
+    stack, lines = build_stack(args, dsn, template)
     monitor, said = start_monitor(dsn, embedded=embedded is not None, asked=args.awake_monitor)
     lines.append(said)
     said = f"environments: awslambdaric behind AWS's Runtime Interface Emulator, {emulator}"

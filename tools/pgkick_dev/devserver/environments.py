@@ -17,10 +17,18 @@ invocations its whole process group (RIE and runtime) is frozen (SIGSTOP) and th
 connection stops there too (`freeze=False` is the labelled kindness). `reload()` retires
 them all, so the next invocation imports the app's code afresh.
 
-Inside, the worker's own kicks and wake-ups go to the stack over HTTP through boto3
-(the stack's `runtime_env` builds that environment). Each environment's log
-(RIE's START/END/REPORT and the handler's lines) is streamed, each line prefixed with
-the stack's request id and the job id it names. The owner's lock guards the state.
+Memory is enforced as Lambda enforces MemorySize: while an invocation runs, the runtime's
+peak RSS (VmHWM, what Lambda reports as "Max Memory Used") is read every 50 ms and once
+more when it answers; past the function's memory size the environment is killed
+(SIGKILL) and discarded, and the invocation fails with `Runtime.ExitError` ("signal:
+killed"): an asynchronous event is retried. Not RLIMIT_AS: that limits virtual memory,
+which threads' stacks and mapped libraries inflate far beyond what Lambda counts.
+
+Inside, the worker's own kicks go to the stack's Invoke API as signed HTTP requests
+(pgkick.awsapi.lambda_invoke.InvokeClient, as inside AWS's Lambda), its wake-ups to the
+Scheduler API the same way (the stack's `runtime_env` builds that environment). Each
+environment's log (RIE's START/END/REPORT and the handler's lines) is streamed, each line
+prefixed with the stack's request id and the job id it names. The owner's lock guards the state.
 This module is the pool's bookkeeping; what is done to an environment's processes
 (started, posted to, signalled, measured) is pgkick_dev.devserver.rie_process.
 """
@@ -207,8 +215,14 @@ class Pool:
         """One invocation through the RIE; its answer (or the environment's death) to the owner."""
         started = time.monotonic()
         environment.reported.clear()
+        done = threading.Event()
+        watch = threading.Thread(target=self._watch_memory, args=(environment, done), daemon=True)
+        watch.start()
         answered = post(environment, event, self.timeout_s)
-        if answered is None:
+        done.set()
+        if not environment.exit_reason:  # a last look: a spike between two samples
+            self._check_memory(environment)
+        if answered is None or environment.exit_reason:
             signal_all(environment, signal.SIGKILL)  # its exit hands the item back
             return
         status, body = answered
@@ -224,6 +238,25 @@ class Pool:
                 self.timeouts += 1
             if environment.busy is item:
                 self._on_answer(environment, answer_)
+
+    def _watch_memory(self, environment: Environment, done: threading.Event) -> None:
+        """While an invocation runs: its runtime's peak memory, every 50 ms."""
+        while not done.wait(0.05):
+            if self._check_memory(environment):
+                return
+
+    def _check_memory(self, environment: Environment) -> bool:
+        """Past MemorySize: the environment killed, as Lambda kills it (True)."""
+        peak = peak_rss_mb(environment.process.pid)
+        if peak <= self.memory_mb:
+            return False
+        environment.exit_reason = "signal: killed"
+        self.write_log(
+            f"{self.function} runtime used {peak} MB, past its MemorySize of {self.memory_mb} "
+            "MB: killed, as Lambda kills it"
+        )
+        signal_all(environment, signal.SIGKILL)
+        return True
 
     def _stream(self, environment: Environment, output: IO[bytes]) -> None:
         """The environment's log, each line labelled with the stack's request id (and job)."""

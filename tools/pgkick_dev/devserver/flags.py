@@ -3,8 +3,11 @@
 Why apart from the command (pgkick_dev.devserver.cli, which starts the database, the
 servers and the reload watcher): what the stand-in does is decided here, and the banner
 says it. Each setting comes from its flag, else the app's template
-(MaximumEventAgeInSeconds, MaximumRetryAttempts, RecursiveLoop, Timeout,
-ReservedConcurrentExecutions), else pgkick's own (pgkick_dev.devserver.settings). Each
+(MaximumEventAgeInSeconds, MaximumRetryAttempts, RecursiveLoop, Timeout, MemorySize,
+ReservedConcurrentExecutions), else pgkick's own (pgkick_dev.devserver.settings); a value
+AWS's deploy refuses, from a flag or the template, is refused in AWS's words before
+anything starts, and 0 is a value, never "unset" (reserved concurrency 0 throttles
+every invocation, as on AWS). Each
 kindness (`--fast-scheduler`, `--no-freeze`, `--instant-throttle`) is a flag of its own,
 named as one, and the banner says "KIND" when it is on and "faithful" when it is off;
 faults are injected only on request (`--duplicate-rate`, `--drop-rate`,
@@ -15,15 +18,41 @@ from __future__ import annotations
 
 import argparse
 import os
+from collections.abc import Callable
 from pathlib import Path
 
 from pgkick_dev.devserver.invocations import QueueOptions
+from pgkick_dev.devserver.scheduler_delivery import LOCAL_DLQ_ARN
 from pgkick_dev.devserver.schedules import SchedulerFaults
-from pgkick_dev.devserver.settings import read_template
+from pgkick_dev.devserver.settings import (
+    SettingRefused,
+    TemplateSettings,
+    read_template,
+    refusal,
+)
 from pgkick_dev.devserver.stack import REAPER_HANDLER, FunctionSpec, Stack
 
 DEFAULT_PORT = 3001
 DEFAULT_FUNCTION = "pgkick-worker"
+LOCAL_CAP = 4  # environments at once when the template reserves none (the account's pool)
+
+
+def aws_setting(setting: str) -> Callable[[str], int]:
+    """An argparse type: a whole number within AWS's range for `setting`, refused in the
+    words of AWS's own validation error otherwise."""
+
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
+        said = refusal(setting, value)
+        if said is not None:
+            raise argparse.ArgumentTypeError(f"{setting}: {said}")
+        return value
+
+    parse.__name__ = setting  # argparse names the type in its own errors
+    return parse
 
 
 def add_arguments(dev: argparse.ArgumentParser) -> None:
@@ -37,10 +66,32 @@ def add_arguments(dev: argparse.ArgumentParser) -> None:
         f"or {DEFAULT_FUNCTION}); <name>-reaper is the reaper",
     )
     add("--template", type=Path, help="the SAM template to read (default ./template.yaml)")
-    add("--concurrency", type=int, help="reserved concurrency (default: template, else 4)")
-    add("--timeout", type=int, help="function timeout, seconds (default: template, else 300)")
-    add("--max-event-age", type=int, help="MaximumEventAgeInSeconds (default: template)")
-    add("--max-retries", type=int, choices=[0, 1, 2], help="MaximumRetryAttempts")
+    add(
+        "--concurrency",
+        type=aws_setting("ReservedConcurrentExecutions"),
+        help=f"reserved concurrency; 0 throttles every invocation, as on AWS (default: "
+        f"template, else {LOCAL_CAP})",
+    )
+    add(
+        "--timeout",
+        type=aws_setting("Timeout"),
+        help="function timeout, 1-900 seconds (default: template, else 300)",
+    )
+    add(
+        "--memory-size",
+        type=aws_setting("MemorySize"),
+        help="MemorySize, 128-10240 MB: a runtime past it is killed (default: template, else 512)",
+    )
+    add(
+        "--max-event-age",
+        type=aws_setting("MaximumEventAgeInSeconds"),
+        help="MaximumEventAgeInSeconds, 60-21600 (default: template)",
+    )
+    add(
+        "--max-retries",
+        type=aws_setting("MaximumRetryAttempts"),
+        help="MaximumRetryAttempts, 0-2 (default: template)",
+    )
     add("--recursive-loop", choices=["Allow", "Terminate"], help="default: the template's")
     add("--reload", action="store_true", help="restart environments when a .py file changes")
     add("--data-dir", type=Path, default=Path(".pgkick"), help="embedded PostgreSQL's folder")
@@ -87,14 +138,40 @@ def add_arguments(dev: argparse.ArgumentParser) -> None:
     add("--exit-when-idle", type=float, help=argparse.SUPPRESS)  # the detached autostart
 
 
-def build_stack(args: argparse.Namespace, dsn: str) -> tuple[Stack, list[str]]:
+def load_template(args: argparse.Namespace) -> TemplateSettings:
+    """The app's template's settings; SystemExit in AWS's words for one its deploy refuses
+    (called before anything starts)."""
+    path = args.template or Path("template.yaml")
+    try:
+        return read_template(path)
+    except SettingRefused as exc:
+        raise SystemExit(f"pgkick dev: {path}: {exc} (AWS refuses it at deploy)") from None
+
+
+def _cap(args: argparse.Namespace, template: TemplateSettings) -> tuple[int, str]:
+    """The worker's concurrency cap and the banner's word on where it came from."""
+    if args.concurrency is not None:
+        return args.concurrency, "--concurrency"
+    if template.concurrency is not None:
+        return template.concurrency, "ReservedConcurrentExecutions"
+    if template.concurrency_unknown:
+        return LOCAL_CAP, (
+            f"ReservedConcurrentExecutions unknown: {template.concurrency_unknown}; "
+            "the local default, --concurrency to set it"
+        )
+    return LOCAL_CAP, "no reservation: the local default"
+
+
+def build_stack(
+    args: argparse.Namespace, dsn: str, template: TemplateSettings | None = None
+) -> tuple[Stack, list[str]]:
     """The stack the flags and the template describe, and the banner's lines about it."""
-    template = read_template(args.template or Path("template.yaml"))
+    template = template or load_template(args)
     name = args.function or os.environ.get("PGKICK_WORKER_FUNCTION") or DEFAULT_FUNCTION
     name = name.split(":function:")[-1].split(":")[0]
     options = QueueOptions(
         max_retries=template.max_retries if args.max_retries is None else args.max_retries,
-        max_event_age=args.max_event_age or template.max_event_age,
+        max_event_age=template.max_event_age if args.max_event_age is None else args.max_event_age,
         allow_loops=(args.recursive_loop or ("Allow" if template.allow_loops else "")) == "Allow",
         instant_throttle=args.instant_throttle,
         duplicate_rate=args.duplicate_rate,
@@ -103,10 +180,17 @@ def build_stack(args: argparse.Namespace, dsn: str) -> tuple[Stack, list[str]]:
     )
     app_path = os.pathsep.join(p for p in (os.getcwd(), os.environ.get("PYTHONPATH")) if p)
     env = {"DATABASE_URL": dsn, "PYTHONPATH": app_path}
+    cap, cap_source = _cap(args, template)
+    timeout_s = template.timeout_s if args.timeout is None else args.timeout
     worker = FunctionSpec(
         name,
-        timeout_ms=(args.timeout or template.timeout_s) * 1000,
-        concurrency=args.concurrency or template.concurrency or 4,
+        timeout_ms=timeout_s * 1000,
+        concurrency=cap,
+        memory_mb=template.memory_mb if args.memory_size is None else args.memory_size,
+        aliases=template.aliases,
+        # the template's OnFailure queue (FailedKicksQueue) is the one the worker drains
+        on_failure=LOCAL_DLQ_ARN if template.on_failure else None,
+        drains=LOCAL_DLQ_ARN,
         options=options,
     )
     reaper = FunctionSpec(
@@ -130,8 +214,8 @@ def build_stack(args: argparse.Namespace, dsn: str) -> tuple[Stack, list[str]]:
     )
     o = options
     lines = [
-        f"functions: {worker.name} (worker, cap {worker.concurrency}, timeout "
-        f"{worker.timeout_ms // 1000} s), {reaper.name}",
+        f"functions: {worker.name} (worker, cap {worker.concurrency} ({cap_source}), timeout "
+        f"{worker.timeout_ms // 1000} s, MemorySize {worker.memory_mb} MB), {reaper.name}",
         f"settings from {template.source}: MaximumEventAgeInSeconds {o.max_event_age}, "
         f"MaximumRetryAttempts {o.max_retries}, RecursiveLoop "
         f"{'Allow' if o.allow_loops else 'Terminate (cut after 16 hops)'}",

@@ -36,6 +36,11 @@ class Throttled(Exception):
     """A synchronous invoke found every environment busy (Lambda answers 429)."""
 
 
+class LoopStopped(Exception):
+    """A synchronous invoke is the 17th of its chain (Lambda answers 400
+    RecursiveInvocationException and does not run it)."""
+
+
 @dataclass
 class Invocation:
     event: Any
@@ -48,6 +53,8 @@ class Invocation:
     ready_at: float = 0.0  # not dispatched before this (a throttle's backoff)
     started: float = 0.0
     answer: concurrent.futures.Future[dict[str, Any]] | None = None  # RequestResponse only
+    failure: Any = None  # the last try's error ({"errorType", "errorMessage", ...})
+    to_destination: bool = True  # False: an SQS batch handed over, never an on-failure record
 
 
 @dataclass
@@ -109,4 +116,5 @@ def next_try(item: Invocation, options: QueueOptions) -> tuple[Invocation, float
     if item.tries >= min(options.max_retries, len(options.retry_delays)):
         return None
     again = Invocation(item.event, item.lineage, item.born, item.request_id, item.tries + 1)
+    again.to_destination = item.to_destination
     return again, options.retry_delays[item.tries]

@@ -1,10 +1,13 @@
 """Lambda's Invoke API on the dev server: what boto3's `lambda.invoke` sends, answered as AWS does.
 
-POST /2015-03-31/functions/{FunctionName}/invocations, with X-Amz-Invocation-Type:
+POST /2015-03-31/functions/{FunctionName}/invocations[?Qualifier=...], with
+FunctionName and Qualifier read as Lambda reads them (pgkick_dev.devserver.function_names)
+and X-Amz-Invocation-Type:
 - `Event`: 202 and an empty body once the event is in the function's queue;
 - `RequestResponse` (the default): 200 with the handler's answer, or with its error
   ({"errorType", "errorMessage", ...}) and `X-Amz-Function-Error: Unhandled`;
-  429 TooManyRequestsException when every environment is busy;
+  429 TooManyRequestsException when every environment is busy (or the cap is 0);
+  400 RecursiveInvocationException for the 17th invocation of a chain, not run;
 - `DryRun`: 204.
 Errors are Lambda's: status, `x-amzn-ErrorType`, and {"Type", "message"}, which
 botocore turns into the same exception classes (ResourceNotFoundException,
@@ -29,13 +32,13 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
-from pgkick_dev.devserver.invocations import Throttled
+from pgkick_dev.devserver.function_names import NameRefused
+from pgkick_dev.devserver.invocations import LoopStopped, Throttled
 from pgkick_dev.devserver.signatures import request_refusal
 from pgkick_dev.devserver.stack import Stack
 
 ASYNC_LIMIT = 1_048_576  # bytes: "For asynchronous invocations, the maximum payload size is 1 MB"
 SYNC_LIMIT = 6_291_456  # bytes: 6 MB for synchronous invocations
-ARN = "arn:aws:lambda:us-east-1:123456789012:function:"
 _LINEAGE = re.compile(r"Lineage=[0-9a-f]+:(\d+)")
 
 
@@ -56,11 +59,11 @@ def routes(stack: Stack) -> list[Route]:
         refused = await request_refusal(request, "lambda")  # AWS checks it first
         if refused is not None:
             return error(refused[0], 403, refused[1], request_id)
-        name = request.path_params["name"]
-        queue = stack.function(name)
-        if queue is None:
-            arn = name if name.startswith("arn:") else ARN + name
-            return error("ResourceNotFoundException", 404, f"Function not found: {arn}", request_id)
+        try:
+            name, qualifier = request.path_params["name"], request.query_params.get("Qualifier")
+            queue = stack.resolve(name, qualifier)
+        except NameRefused as refused_name:
+            return error(refused_name.code, refused_name.status, refused_name.message, request_id)
         kind = request.headers.get("x-amz-invocation-type", "RequestResponse")
         if kind not in ("Event", "RequestResponse", "DryRun"):
             message = (
@@ -103,6 +106,12 @@ def routes(stack: Stack) -> list[Route]:
                 "message": "Rate Exceeded.",
             }
             return JSONResponse(body_, 429, headers=headers)
+        except LoopStopped:
+            message = (
+                "Lambda has detected your function being invoked in a recursive loop with "
+                "other AWS resources and stopped your function's invocation."
+            )
+            return error("RecursiveInvocationException", 400, message, request_id)
         headers = {"x-amzn-RequestId": request_id, "X-Amz-Executed-Version": "$LATEST"}
         if answer["failure"] is not None:
             headers["X-Amz-Function-Error"] = "Unhandled"

@@ -11,8 +11,14 @@ user's deploy fails. So, as Lambda's asynchronous queue does:
   MaximumEventAgeInSeconds, 1 h), and one that errors, crashes or times out is
   retried after 1 and then 2 minutes, `max_retries` times (MaximumRetryAttempts);
 - a chain of invocations that kick each other is cut after 16 (recursive loop
-  detection) unless the function allows loops (`RecursiveLoop: Allow`); the chain
-  is followed by where an event came from (its lineage), not by what it says;
+  detection) unless the function allows loops (`RecursiveLoop: Allow`), whether the
+  17th is invoked asynchronously or synchronously (RecursiveInvocationException); the
+  chain is followed by where an event came from (its lineage), not by what it says;
+- with reserved concurrency 0, an event is never run: it goes to the on-failure
+  destination at once, without retries ("Capturing records of Lambda asynchronous
+  invocations"), and a synchronous invoke is throttled (429);
+- an event dropped (retries exhausted, too old, loop cut, cap 0) is handed to
+  `on_failure` (the stack sends Lambda's on-failure record to the destination queue);
 - on request, faults Lambda documents: an event delivered twice
   (`duplicate_rate`), an event lost silently (`drop_rate`).
 Synchronous invokes (RequestResponse) share the environments and the cap; one
@@ -40,6 +46,7 @@ from pgkick_dev.devserver.invocations import (
     RETRY_DELAYS,
     THROTTLE_BACKOFF,
     Invocation,
+    LoopStopped,
     QueueOptions,
     QueueStats,
     Throttled,
@@ -58,6 +65,7 @@ __all__ = [
     "THROTTLE_BACKOFF",
     "AsyncQueue",
     "Invocation",
+    "LoopStopped",
     "QueueOptions",
     "QueueStats",
     "Throttled",
@@ -78,8 +86,12 @@ class AsyncQueue:
         clock: Clock,
         timeline: Timeline,
         lock: threading.Condition,
+        on_failure: Callable[[Invocation, str], None] | None = None,
     ) -> None:
+        """on_failure(item, condition): under the lock, an event Lambda gave up on, for the
+        on-failure destination (condition: RetriesExhausted or EventAgeExceeded)."""
         self.function = function
+        self._on_failure = on_failure
         self.options = options
         self.stats = QueueStats()
         self._clock = clock
@@ -93,9 +105,19 @@ class AsyncQueue:
         self.pool = pool_factory(lock=lock, on_answer=self._finish, on_exit=self._on_exit)
 
     # -- accepting ------------------------------------------------------------------
-    def submit(self, event: Any, *, lineage: int = 0, request_id: str | None = None) -> str:
-        """An Event invoke, accepted (the caller answers 202 whatever happens next)."""
+    def submit(
+        self,
+        event: Any,
+        *,
+        lineage: int = 0,
+        request_id: str | None = None,
+        to_destination: bool = True,
+    ) -> str:
+        """An Event invoke, accepted (the caller answers 202 whatever happens next).
+        to_destination=False: an SQS batch the stack hands over (an event source's
+        batch never becomes an on-failure record)."""
         item = Invocation(event, lineage, self._clock.now())
+        item.to_destination = to_destination
         if request_id:
             item.request_id = request_id
         with self._lock:
@@ -104,6 +126,10 @@ class AsyncQueue:
                 return item.request_id
             if loop_cut(item, self.options):
                 self._drop(item, "recursive loop detected")
+                return item.request_id
+            if self.pool.concurrency == 0:  # never run, never retried: to the destination
+                self.stats.throttles += 1
+                self._drop(item, "reserved concurrency 0 (throttled, not retried)")
                 return item.request_id
             self.stats.events += 1
             if self.options.drop_rate and self._random.random() < self.options.drop_rate:
@@ -121,10 +147,14 @@ class AsyncQueue:
         return item.request_id
 
     def invoke_sync(self, event: Any, *, lineage: int = 0) -> tuple[str, dict[str, Any]]:
-        """A RequestResponse invoke: (request id, {"result"|"failure": ...}); raises Throttled."""
+        """A RequestResponse invoke: (request id, {"result"|"failure": ...}); raises
+        Throttled, or LoopStopped for the 17th invocation of a chain (never run)."""
         item = Invocation(event, lineage, self._clock.now())
         item.answer = concurrent.futures.Future()
         with self._lock:
+            if loop_cut(item, self.options):
+                self._record("drop", item, detail="recursive loop detected (RequestResponse: 400)")
+                raise LoopStopped(self.function)
             environment = None if self._closed else self.pool.free()
             if environment is None:
                 self._record("throttle", item, detail="RequestResponse refused (429)")
@@ -155,7 +185,7 @@ class AsyncQueue:
         now = self._clock.now()
         for item in [i for i in self._pending if expired(i, now, self.options)]:
             self._pending.remove(item)
-            self._drop(item, "maximum event age exceeded")
+            self._drop(item, "maximum event age exceeded", condition="EventAgeExceeded")
         for item in [i for i in self._pending if i.ready_at <= now]:
             environment = self.pool.free()
             if environment is None:
@@ -202,11 +232,16 @@ class AsyncQueue:
                 self._dispatch()
             self._lock.notify_all()
 
-    def _drop(self, item: Invocation, why: str) -> None:
-        """Lambda sends such an event to the on-failure destination; we keep it in a list."""
+    def _drop(self, item: Invocation, why: str, condition: str = "RetriesExhausted") -> None:
+        """Lambda sends such an event to the on-failure destination, if any (the stack's
+        `on_failure`); the list keeps it too, for the tests and the dashboard. AWS
+        documents two conditions, RetriesExhausted and EventAgeExceeded: a loop cut and a
+        cap of 0 are sent as RetriesExhausted."""
         log.warning("%s: event %s dropped: %s", self.function, item.event, why)
         self.stats.failed_kicks.append({"event": item.event, "why": why, "tries": item.tries})
         self._record("drop", item, detail=why)
+        if self._on_failure is not None and item.to_destination and item.answer is None:
+            self._on_failure(item, condition)
         self._lock.notify_all()
 
     def _retry(self, item: Invocation, why: str) -> None:
@@ -254,6 +289,7 @@ class AsyncQueue:
             self.stats.crashes += 1
         failed = failure is not None
         if isinstance(item, Invocation):
+            item.failure = failure
             said = error_line(failure)
             detail = f"error: {said}" if failed else "ok"
             self._record("invoke_end", item, duration_ms=message.get("duration_ms"), detail=detail)
@@ -272,15 +308,15 @@ class AsyncQueue:
         if isinstance(item, Invocation):
             self.stats.crashes += 1
             code = environment.process.returncode
-            why = f"died (exit {code})"
+            why = environment.exit_reason or f"died (exit {code})"
             duration = round((self._clock.now() - item.started) * 1000, 2)
             self._record("invoke_end", item, duration_ms=duration, detail=why)
+            item.failure = {
+                "errorType": "Runtime.ExitError",
+                "errorMessage": f"RequestId: {item.request_id} Error: "
+                f"Runtime exited with error: {why}",
+            }
             if item.answer is not None:
-                failure = {
-                    "errorType": "Runtime.ExitError",
-                    "errorMessage": f"RequestId: {item.request_id} Error: "
-                    f"Runtime exited with error: {why}",
-                }
-                item.answer.set_result({"result": None, "failure": failure})
+                item.answer.set_result({"result": None, "failure": item.failure})
             self._retry(item, why)
         self._dispatch()

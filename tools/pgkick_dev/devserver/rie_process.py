@@ -51,6 +51,7 @@ class Environment:
     retire_timer: Cancellable | None = None
     reported: threading.Event = field(default_factory=threading.Event)
     runtime_pids: list[int] = field(default_factory=list)  # the RIE's children, last seen
+    exit_reason: str = ""  # why the stack killed it ("signal: killed": past its MemorySize)
 
 
 def function_env(

@@ -213,7 +213,8 @@ class Scheduler:
         try:
             if self._faults.random() < self.faults.delivery_failure_rate:
                 raise DeliveryFailed("TooManyRequestsException", "Rate Exceeded. (injected)")
-            self.deliver(function, delivery.event)
+            # the whole ARN: a qualifier the function lacks is refused, as Lambda refuses it
+            self.deliver(str(delivery.target.get("Arn") or function), delivery.event)
             return
         except DeliveryFailed as failure:
             now = self.clock.now()

@@ -1,10 +1,15 @@
 """What `pgkick dev` stands in for, read from the app's SAM template, then from flags.
 
 Why the template: the stand-in must fail where the deploy fails, so the worker's
-MaximumEventAgeInSeconds, MaximumRetryAttempts, RecursiveLoop, Timeout and
-ReservedConcurrentExecutions are the deployed ones. Without a template, pgkick's
-own template's values (the one an app deploys) are used, except RecursiveLoop,
-which is Lambda's default (Terminate) unless the template says Allow.
+MaximumEventAgeInSeconds, MaximumRetryAttempts, RecursiveLoop, Timeout, MemorySize,
+ReservedConcurrentExecutions, its on-failure destination and its AutoPublishAlias are the
+deployed ones, and a value AWS refuses at deploy is refused here too, in AWS's words,
+before anything starts (`SettingRefused`). Intrinsics are evaluated as CloudFormation
+would with the Parameters' Defaults (`!Ref`, `!If` on a condition, `!Not`, `!Equals`,
+`!And`, `!Or`, `!Join`); one that cannot be (no Default, `!GetAtt`, `!Sub`) is unknown,
+and the caller says so rather than guess. Without a template, pgkick's own template's
+values (the one an app deploys) are used, except RecursiveLoop, which is Lambda's
+default (Terminate) unless the template says Allow.
 """
 
 from __future__ import annotations
@@ -21,7 +26,48 @@ DEFAULTS: dict[str, Any] = {
     "max_retries": 2,
     "timeout_s": 300,
     "allow_loops": False,
+    "memory_mb": 512,
 }
+
+# AWS's ranges, and the member name its deploy-time validation error names
+LIMITS: dict[str, tuple[str, int, int | None]] = {
+    "Timeout": ("timeout", 1, 900),
+    "MemorySize": ("memorySize", 128, 10240),
+    "MaximumEventAgeInSeconds": ("maximumEventAgeInSeconds", 60, 21600),
+    "MaximumRetryAttempts": ("maximumRetryAttempts", 0, 2),
+    "ReservedConcurrentExecutions": ("reservedConcurrentExecutions", 0, None),
+}
+
+
+class SettingRefused(ValueError):
+    """A setting AWS's deploy refuses; the message is AWS's validation error."""
+
+
+def refusal(setting: str, value: int) -> str | None:
+    """AWS's validation error for `value` of `setting` (a LIMITS key), or None if valid."""
+    member, low, high = LIMITS[setting]
+    if value < low:
+        bound = f"greater than or equal to {low}"
+    elif high is not None and value > high:
+        bound = f"less than or equal to {high}"
+    else:
+        return None
+    return (
+        f"1 validation error detected: Value '{value}' at '{member}' failed to satisfy "
+        f"constraint: Member must have value {bound}"
+    )
+
+
+def checked(setting: str, value: Any) -> int:
+    """`value` as a whole number within AWS's range for `setting`, else SettingRefused."""
+    try:
+        number = int(value)
+    except (TypeError, ValueError):
+        raise SettingRefused(f"{setting}: {value!r} is not a whole number") from None
+    said = refusal(setting, number)
+    if said is not None:
+        raise SettingRefused(f"{setting}: {said}")
+    return number
 
 
 class _Loader(yaml.SafeLoader):  # type: ignore[misc,unused-ignore]
@@ -42,6 +88,67 @@ def _intrinsic(loader: yaml.SafeLoader, suffix: str, node: yaml.Node) -> dict[st
 _Loader.add_multi_constructor("!", _intrinsic)
 
 
+class Unknown(Exception):
+    """An intrinsic the stand-in cannot evaluate from the template alone."""
+
+
+NO_VALUE = object()  # !Ref AWS::NoValue: the property is left out
+
+
+@dataclass
+class Template:
+    """A template's Parameters (their Defaults) and Conditions, to evaluate intrinsics."""
+
+    parameters: dict[str, Any]
+    conditions: dict[str, Any]
+
+    def value(self, node: Any) -> Any:
+        """A property's value as deployed with the Defaults; NO_VALUE if left out."""
+        if not isinstance(node, dict) or len(node) != 1:
+            return node
+        ((key, arg),) = node.items()
+        if key == "Ref":
+            if arg == "AWS::NoValue":
+                return NO_VALUE
+            parameter = self.parameters.get(arg)
+            if not isinstance(parameter, dict) or "Default" not in parameter:
+                raise Unknown(f"!Ref {arg} (no Default to use)")
+            if parameter.get("Type") == "CommaDelimitedList":
+                return [p for p in str(parameter["Default"]).split(",") if p] or [""]
+            return parameter["Default"]
+        if key == "Fn::If":
+            condition, then, otherwise = arg
+            return self.value(then if self.condition(condition) else otherwise)
+        if key == "Fn::Join":
+            separator, items = arg
+            parts = self.value(items)
+            if not isinstance(parts, list):
+                raise Unknown(f"!Join of {items!r}")
+            return str(separator).join(str(self.value(p)) for p in parts)
+        raise Unknown(f"!{key.removeprefix('Fn::')}")
+
+    def condition(self, name: str) -> bool:
+        if name not in self.conditions:
+            raise Unknown(f"condition {name} (not in Conditions)")
+        return self.truth(self.conditions[name])
+
+    def truth(self, node: Any) -> bool:
+        if isinstance(node, dict) and len(node) == 1:
+            ((key, arg),) = node.items()
+            if key == "Condition":
+                return self.condition(arg)
+            if key == "Fn::Not":
+                return not self.truth(arg[0])
+            if key == "Fn::And":
+                return all(self.truth(a) for a in arg)
+            if key == "Fn::Or":
+                return any(self.truth(a) for a in arg)
+            if key == "Fn::Equals":
+                left, right = (self.value(a) for a in arg)
+                return str(left) == str(right)  # CloudFormation compares strings
+        raise Unknown(f"condition {node!r}")
+
+
 @dataclass
 class TemplateSettings:
     source: str  # where the values came from
@@ -49,44 +156,80 @@ class TemplateSettings:
     max_retries: int
     timeout_s: int
     allow_loops: bool
-    concurrency: int | None = None
+    memory_mb: int = 512
+    concurrency: int | None = None  # ReservedConcurrentExecutions; None: no reservation
+    concurrency_unknown: str = ""  # why ReservedConcurrentExecutions could not be evaluated
+    on_failure: str | None = None  # EventInvokeConfig.DestinationConfig.OnFailure's Destination
+    aliases: tuple[str, ...] = ()  # AutoPublishAlias
 
 
-def _resolve(value: Any, parameters: dict[str, Any]) -> Any:
-    """A literal, or a !Ref to a parameter's Default; anything else (an !If...) is None."""
-    if isinstance(value, dict):
-        if "Ref" in value and value["Ref"] in parameters:
-            return parameters[value["Ref"]].get("Default")
-        if "Fn::If" in value:
-            return _resolve(value["Fn::If"][1], parameters)  # the condition's true branch
+def _setting(
+    template: Template, props: dict[str, Any], name: str, default: int, notes: list[str]
+) -> int:
+    """The property's value, AWS's default when absent (or unknown: noted), else refused."""
+    try:
+        found = template.value(props.get(name, NO_VALUE))
+    except Unknown as exc:
+        notes.append(f"{name} unknown ({exc}): Lambda's default {default}")
+        return default
+    return default if found is NO_VALUE or found is None else checked(name, found)
+
+
+def _destination(node: Any) -> str | None:
+    """The on-failure destination, named for the banner (a !GetAtt names its resource)."""
+    if node is None:
         return None
-    return value
+    if isinstance(node, dict) and "Fn::GetAtt" in node:
+        target = node["Fn::GetAtt"]
+        return str(target[0] if isinstance(target, list) else str(target).split(".")[0])
+    return str(node)
 
 
 def read_template(path: Path | None) -> TemplateSettings:
-    """The worker function's settings (the function whose Handler names the worker)."""
+    """The worker function's settings (the function whose Handler names the worker).
+    SettingRefused for a value AWS's deploy refuses."""
     if path is None or not path.exists():
         return TemplateSettings("pgkick's defaults (no template.yaml here)", **DEFAULTS)
-    template = yaml.load(path.read_text(), Loader=_Loader) or {}
-    parameters = template.get("Parameters") or {}
-    globals_ = (template.get("Globals") or {}).get("Function") or {}
-    for logical_id, resource in (template.get("Resources") or {}).items():
+    document = yaml.load(path.read_text(), Loader=_Loader) or {}
+    template = Template(document.get("Parameters") or {}, document.get("Conditions") or {})
+    globals_ = (document.get("Globals") or {}).get("Function") or {}
+    for logical_id, resource in (document.get("Resources") or {}).items():
         props = {**globals_, **(resource.get("Properties") or {})}
         if resource.get("Type") != "AWS::Serverless::Function" or "worker" not in str(
             props.get("Handler", "")
         ):
             continue
         invoke = props.get("EventInvokeConfig") or {}
-        age = _resolve(invoke.get("MaximumEventAgeInSeconds"), parameters)
-        retries = _resolve(invoke.get("MaximumRetryAttempts"), parameters)
-        timeout = _resolve(props.get("Timeout"), parameters)
-        reserved = _resolve(props.get("ReservedConcurrentExecutions"), parameters)
-        return TemplateSettings(
-            f"{path} ({logical_id})",
-            max_event_age=int(age) if age is not None else 21600,  # Lambda's default: 6 h
-            max_retries=int(retries) if retries is not None else 2,
-            timeout_s=int(timeout) if timeout is not None else 3,  # Lambda's default: 3 s
-            allow_loops=str(props.get("RecursiveLoop", "Terminate")) == "Allow",
-            concurrency=int(reserved) if reserved is not None else None,
+        notes: list[str] = []
+        reserved: int | None = None
+        unknown = ""
+        try:
+            found = template.value(props.get("ReservedConcurrentExecutions", NO_VALUE))
+            reserved = None if found is NO_VALUE else checked("ReservedConcurrentExecutions", found)
+        except Unknown as exc:
+            unknown = str(exc)
+        on_failure = ((invoke.get("DestinationConfig") or {}).get("OnFailure") or {}).get(
+            "Destination"
         )
+        try:
+            alias = template.value(props.get("AutoPublishAlias", NO_VALUE))
+        except Unknown as exc:
+            notes.append(f"AutoPublishAlias unknown ({exc}): no alias")
+            alias = NO_VALUE
+        # Lambda's defaults where the template says nothing: 6 h, 2 retries, 3 s, 128 MB
+        settings = TemplateSettings(
+            f"{path} ({logical_id})",
+            max_event_age=_setting(template, invoke, "MaximumEventAgeInSeconds", 21600, notes),
+            max_retries=_setting(template, invoke, "MaximumRetryAttempts", 2, notes),
+            timeout_s=_setting(template, props, "Timeout", 3, notes),
+            allow_loops=str(props.get("RecursiveLoop", "Terminate")) == "Allow",
+            memory_mb=_setting(template, props, "MemorySize", 128, notes),
+            concurrency=reserved,
+            concurrency_unknown=unknown,
+            on_failure=_destination(on_failure),
+            aliases=() if alias in (NO_VALUE, None, "") else (str(alias),),
+        )
+        if notes:
+            settings.source += f"; {'; '.join(notes)}"
+        return settings
     return TemplateSettings(f"pgkick's defaults (no worker function in {path})", **DEFAULTS)

@@ -5,7 +5,8 @@ bench and the tests use (pgkick_dev.local.kicker.LocalKicker), and the thin
 client of PGKICK_KICKER=local all drive this, so there is one stand-in. Each
 environment runs Lambda's runtime client behind AWS's emulator
 (pgkick_dev.devserver.environments), and the worker inside calls this stack back
-as it calls AWS: boto3 over HTTP to the Lambda and Scheduler APIs at `endpoint`
+as it calls AWS: signed HTTP requests (pgkick.awsapi) to the Lambda and Scheduler APIs at
+`endpoint`
 (`runtime_env` says how). Its kicks reach the Invoke API under a path naming the
 environment (`/_env/<id>/...`), which is how the stack counts the chain's hops:
 the emulator does not pass Lambda's trace header (and its Lineage) through.
@@ -14,6 +15,7 @@ the emulator does not pass Lambda's trace header (and its Lineage) through.
 from __future__ import annotations
 
 import contextlib
+import json
 import math
 import os
 import sys
@@ -31,9 +33,10 @@ from pgkick.kick.kickers import (
     one_time_schedule,
     schedule_name,
 )
+from pgkick_dev.devserver import function_names
 from pgkick_dev.devserver.clock import Clock, RealClock
 from pgkick_dev.devserver.environments import Pool
-from pgkick_dev.devserver.invocations import QueueOptions
+from pgkick_dev.devserver.invocations import Invocation, QueueOptions
 from pgkick_dev.devserver.queue import AsyncQueue
 from pgkick_dev.devserver.scheduler import Scheduler
 from pgkick_dev.devserver.scheduler_delivery import LOCAL_DLQ_ARN, DeadLetter, DeliveryFailed
@@ -52,7 +55,10 @@ class FunctionSpec:
     timeout_ms: int = 300_000  # pgkick's template: WorkerTimeout 300
     concurrency: int = 4
     idle_seconds: float = 300.0  # Lambda keeps an idle environment a few minutes
-    memory_mb: int = 512  # AWS_LAMBDA_FUNCTION_MEMORY_SIZE, what the context reports
+    memory_mb: int = 512  # MemorySize: what the context reports, and the runtime's limit
+    aliases: tuple[str, ...] = ()  # the template's AutoPublishAlias: a qualifier it answers to
+    on_failure: str | None = None  # the on-failure destination queue's ARN (OnFailure)
+    drains: str | None = None  # the queue its SQS event source reads (FailedKicksQueue)
     options: QueueOptions = field(default_factory=QueueOptions)
     env: Mapping[str, str] = field(default_factory=dict)
 
@@ -96,6 +102,7 @@ class Stack:
                 clock=self.clock,
                 timeline=self.timeline,
                 lock=self.lock,
+                on_failure=self._on_failure_for(spec),
             )
         self.scheduler = Scheduler(
             self._deliver,
@@ -163,12 +170,21 @@ class Stack:
                 return int(found.busy.lineage) + 1
         return None
 
+    def resolve(self, function_name: str, qualifier: str | None = None) -> AsyncQueue:
+        """The function the Invoke API's FunctionName (a name, a partial or full ARN, each
+        with an optional :qualifier) and Qualifier name; NameRefused as Lambda refuses it
+        (pgkick_dev.devserver.function_names)."""
+        named = function_names.parse(function_name, qualifier)
+        spec = self.specs.get(named.name)
+        function_names.check(named, spec is not None, spec.aliases if spec else ())
+        return self.functions[named.name]
+
     def function(self, name: str) -> AsyncQueue | None:
-        """The function a name or ARN (…:function:NAME[:qualifier]) names, or None."""
-        parts = name.split(":")
-        if "function" in parts:
-            name = parts[parts.index("function") + 1]
-        return self.functions.get(name)
+        """The function a name or ARN names, or None where Lambda would refuse it."""
+        try:
+            return self.resolve(name)
+        except function_names.NameRefused:
+            return None
 
     def idle(self, *, include_schedules: bool = False) -> bool:
         """Under the lock: nothing queued, running or retrying (and, if asked, no one-time
@@ -252,6 +268,37 @@ class Stack:
         with self.lock:
             self.lock.notify_all()
 
+    def _on_failure_for(self, spec: FunctionSpec) -> Callable[[Invocation, str], None] | None:
+        """The function's on-failure destination (None: none configured): Lambda's record
+        of the dropped event, as an SQS message on the destination queue."""
+        destination = spec.on_failure
+        if destination is None:
+            return None
+        arn = f"arn:aws:lambda:us-east-1:123456789012:function:{spec.name}"
+
+        def send(item: Invocation, condition: str) -> None:
+            # "Capturing records of Lambda asynchronous invocations": the invocation record
+            record: dict[str, Any] = {
+                "version": "1.0",
+                "timestamp": datetime.fromtimestamp(self.clock.now(), UTC)
+                .isoformat(timespec="milliseconds")
+                .replace("+00:00", "Z"),
+                "requestContext": {
+                    "requestId": item.request_id,
+                    "functionArn": f"{arn}:$LATEST",
+                    "condition": condition,
+                    "approximateInvokeCount": item.tries + (1 if item.started else 0),
+                },
+                "requestPayload": item.event,
+                "responseContext": {"statusCode": 200, "executedVersion": "$LATEST"},
+            }
+            if item.failure is not None:
+                record["responseContext"]["functionError"] = "Unhandled"
+                record["responsePayload"] = item.failure
+            self._dead_letter(DeadLetter(destination, json.dumps(record), {}))
+
+        return send
+
     def _dead_letter(self, letter: DeadLetter) -> None:
         """A schedule's dead letter: to the worker as an SQS event, in batches of up to
         DEAD_LETTER_BATCH, as the template's event source mapping on FailedKicksQueue hands
@@ -264,9 +311,20 @@ class Stack:
     def _send_dead_letters(self) -> None:
         with self.lock:
             letters, self._letters = self._letters, []
-        for start in range(0, len(letters), DEAD_LETTER_BATCH):
-            batch = letters[start : start + DEAD_LETTER_BATCH]
-            target = batch[0].attributes.get("TARGET_ARN", "")
-            queue = self.function(target)
-            if queue is not None:
-                queue.submit({"Records": [letter.sqs_record() for letter in batch]}, lineage=0)
+        by_consumer: dict[str, list[DeadLetter]] = {}
+        for letter in letters:
+            by_consumer.setdefault(self._consumer(letter), []).append(letter)
+        for consumer, mine in by_consumer.items():
+            queue = self.function(consumer)
+            for start in range(0, len(mine), DEAD_LETTER_BATCH):
+                batch = [letter.sqs_record() for letter in mine[start : start + DEAD_LETTER_BATCH]]
+                if queue is not None:
+                    queue.submit({"Records": batch}, lineage=0, to_destination=False)
+
+    def _consumer(self, letter: DeadLetter) -> str:
+        """The function whose SQS event source reads the letter's queue (the worker on
+        FailedKicksQueue), else the schedule's own target."""
+        for spec in self.specs.values():
+            if spec.drains is not None and spec.drains == letter.queue_arn:
+                return spec.name
+        return letter.attributes.get("TARGET_ARN", "")

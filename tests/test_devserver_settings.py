@@ -1,0 +1,133 @@
+"""`pgkick dev`'s settings, from its flags and the app's SAM template, as AWS deploys them:
+0 is a value (reserved concurrency 0 throttles everything), a condition is evaluated with
+the Parameters' Defaults, and a value AWS's deploy refuses is refused here in AWS's words
+before anything starts. Each test fails if the stand-in is kinder than the deploy."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+import pytest
+
+from pgkick.cli.main import main
+from pgkick_dev.devserver.flags import add_arguments, build_stack
+from pgkick_dev.devserver.settings import DEFAULTS, read_template
+from tests.devserver_fixtures import FUNCTION, ROOT, dev_stack
+
+WORKER = """
+Resources:
+  WorkerFunction:
+    Type: AWS::Serverless::Function
+    Properties:
+      Handler: pgkick.aws.worker.handler
+{properties}
+"""
+
+
+def _template(tmp_path: Path, properties: str) -> Path:
+    path = tmp_path / "template.yaml"
+    path.write_text(WORKER.format(properties=properties))
+    return path
+
+
+def _stack(*argv: str) -> tuple[int, list[str]]:
+    """The worker's cap and the banner, from `pgkick dev`'s own flags."""
+    parser = argparse.ArgumentParser()
+    add_arguments(parser)
+    stack, banner = build_stack(parser.parse_args(list(argv)), "postgresql://x@127.0.0.1/none")
+    try:
+        return next(iter(stack.functions.values())).pool.concurrency, banner
+    finally:
+        stack.close()
+
+
+def test_pgkicks_own_template_matches_the_defaults_and_reserves_nothing() -> None:
+    """Catches `!If` read as its true branch: pgkick's template reserves no concurrency with
+    its Defaults (WorkerReservedConcurrency 0 makes ReserveConcurrency false), where the old
+    reading took `!Ref WorkerReservedConcurrency`, 0, as a reservation."""
+    read = read_template(ROOT / "template.yaml")
+    assert read.concurrency is None and read.concurrency_unknown == ""
+    assert {k: getattr(read, k) for k in DEFAULTS} == {**DEFAULTS, "allow_loops": True}
+    cap, banner = _stack("--template", str(ROOT / "template.yaml"))
+    assert cap == 4 and "cap 4 (no reservation: the local default)" in banner[0]
+
+
+def test_reserved_concurrency_zero_is_a_cap_of_zero(tmp_path: Path) -> None:
+    """Catches `args.concurrency or template.concurrency or 4`: 0 from the template or from
+    --concurrency became a cap of 4."""
+    template = _template(tmp_path, "      ReservedConcurrentExecutions: 0")
+    assert _stack("--template", str(template))[0] == 0
+    assert _stack("--template", str(template), "--concurrency", "0")[0] == 0
+    assert _stack("--template", str(template), "--concurrency", "3")[0] == 3
+    unknown = _template(tmp_path, "      ReservedConcurrentExecutions: !GetAtt X.Y")
+    cap, banner = _stack("--template", str(unknown))
+    assert cap == 4 and "ReservedConcurrentExecutions unknown: !GetAtt" in banner[0]
+
+
+def test_a_cap_of_zero_throttles_every_invocation() -> None:
+    """As AWS: a synchronous invoke is throttled (429), an asynchronous one is accepted (202)
+    and never run nor retried (it goes to the on-failure destination, if any)."""
+    with dev_stack(concurrency=0) as dev:
+        lam = dev.lambda_
+        with pytest.raises(lam.exceptions.TooManyRequestsException):
+            lam.invoke(FunctionName=FUNCTION, Payload=b"{}")
+        assert lam.invoke(FunctionName=FUNCTION, InvocationType="Event")["StatusCode"] == 202
+        dev.clock.advance(6 * 3600)
+        queue = dev.stack.functions[FUNCTION]
+        assert [k["why"] for k in queue.stats.failed_kicks] == [
+            "reserved concurrency 0 (throttled, not retried)"
+        ]
+        assert "invoke_start" not in dev.kinds() and queue.idle()
+
+
+@pytest.mark.parametrize(
+    ("properties", "said"),
+    [
+        ("      Timeout: 3600", "Value '3600' at 'timeout' failed to satisfy constraint: "),
+        (
+            "      EventInvokeConfig:\n        MaximumEventAgeInSeconds: 10",
+            "Value '10' at 'maximumEventAgeInSeconds' failed to satisfy constraint: Member must "
+            "have value greater than or equal to 60",
+        ),
+        (
+            "      EventInvokeConfig:\n        MaximumRetryAttempts: 5",
+            "Value '5' at 'maximumRetryAttempts' failed to satisfy constraint: Member must have "
+            "value less than or equal to 2",
+        ),
+        ("      MemorySize: 64", "Value '64' at 'memorySize'"),
+    ],
+)
+def test_a_template_value_aws_refuses_is_refused_before_anything_starts(
+    tmp_path: Path, properties: str, said: str
+) -> None:
+    """Catches the old stand-in running Timeout 3600, MaximumEventAgeInSeconds 10 and
+    MaximumRetryAttempts 5 (its banner said 5, two retries ran) where the deploy fails."""
+    template = _template(tmp_path, properties)
+    data = tmp_path / "data"
+    with pytest.raises(SystemExit, match="1 validation error detected") as refused:
+        main(["dev", "--template", str(template), "--data-dir", str(data)])
+    assert said in str(refused.value) and "AWS refuses it at deploy" in str(refused.value)
+    assert not data.exists()  # no database started
+
+
+@pytest.mark.parametrize(
+    ("flag", "said"),
+    [
+        ("--timeout=5000", "Value '5000' at 'timeout'"),
+        ("--max-event-age=30", "Value '30' at 'maximumEventAgeInSeconds'"),
+        ("--max-event-age=0", "Value '0' at 'maximumEventAgeInSeconds'"),
+        ("--max-retries=5", "Value '5' at 'maximumRetryAttempts'"),
+        ("--concurrency=-1", "Value '-1' at 'reservedConcurrentExecutions'"),
+    ],
+)
+def test_a_flag_aws_would_refuse_is_refused(
+    flag: str, said: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Catches `--max-event-age 0` silently replaced by the template's value, and flags out
+    of AWS's ranges taken as they came."""
+    parser = argparse.ArgumentParser()
+    add_arguments(parser)
+    with pytest.raises(SystemExit):
+        parser.parse_args([flag])
+    assert said in capsys.readouterr().err
