@@ -30,7 +30,16 @@ from pgkick.validation import check_max_attempts, check_name, payload_json
 
 SCHEDULE_PREFIX = "pgkick.periodic."  # what sync owns: no kick or rescue name has a dot
 SCHEDULED_TIME = "<aws.scheduler.scheduled-time>"  # the scheduler fills it in, per tick
-_NAME = re.compile(r"^[A-Za-z0-9_-]{1,48}$")  # 64 characters a schedule name may have
+# 64 characters a schedule name may have, less the prefix. Matched whole (fullmatch): a
+# `$` would match before a final newline, and AWS refuses a name holding one.
+_NAME = re.compile(r"[A-Za-z0-9_-]{1,48}")
+
+
+def check_periodic_name(name: object) -> str:
+    """`name` when it makes a schedule name AWS accepts; InvalidArgument otherwise."""
+    if not isinstance(name, str) or not _NAME.fullmatch(name):
+        raise InvalidArgument(f"periodic name: {name!r} must be 1-48 of A-Z a-z 0-9 _ -")
+    return name
 
 
 @dataclass(frozen=True, slots=True)
@@ -50,8 +59,10 @@ class Periodic:
         return SCHEDULE_PREFIX + self.name
 
     def check(self) -> Periodic:
-        """Itself, when its expression and time zone are ones EventBridge Scheduler accepts
-        (pgkick.tasks.expressions); InvalidArgument naming the part it would refuse."""
+        """Itself, when its name, expression and time zone are ones EventBridge Scheduler
+        accepts (pgkick.tasks.expressions); InvalidArgument naming the part it would refuse.
+        The name too: a Periodic built by hand reaches sync without declare's check."""
+        check_periodic_name(self.name)
         check_expression(self.expression)
         check_timezone(self.timezone)
         return self
@@ -94,11 +105,9 @@ def declare(
 ) -> Periodic:
     """Validate and record one periodic task; raises before anything is declared."""
     name = task if name is None else name
-    if not isinstance(name, str) or not _NAME.match(name):
-        raise InvalidArgument(f"periodic name: {name!r} must be 1-48 of A-Z a-z 0-9 _ -")
     return into.add(
         Periodic(
-            name=name,
+            name=check_periodic_name(name),
             expression=check_expression(expression),
             timezone=check_timezone(timezone),
             task=check_name("task", task),
@@ -124,7 +133,7 @@ def periodic(
 def parse_tick(event: Mapping[str, Any]) -> tuple[str, datetime]:
     """The periodic name and scheduled time a tick event carries; ValueError otherwise."""
     name, tick = event.get("periodic"), event.get("tick")
-    if not isinstance(name, str) or not _NAME.match(name):
+    if not isinstance(name, str) or not _NAME.fullmatch(name):
         raise InvalidArgument(f"tick event: periodic {str(name)[:100]!r} is not a periodic name")
     try:
         when = datetime.fromisoformat(str(tick).replace("Z", "+00:00"))
