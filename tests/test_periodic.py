@@ -161,6 +161,57 @@ def test_a_bad_declaration_in_the_task_modules_fails_the_sync_before_any_schedul
     assert names(scheduler) == []
 
 
+def test_a_sync_that_reads_no_declarations_deletes_nothing_unless_told(
+    scheduler: Any,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """Catches (review 59, F4): a sync run where PGKICK_TASKS is unset (an operator's
+    shell, a CI job missing one variable) reading no declarations and deleting every
+    periodic schedule, exit 0; and one whose modules declare nothing doing the same
+    without being told (--prune-all)."""
+    (tmp_path / "jobs_two_ticks.py").write_text(
+        "import pgkick\n\n"
+        "@pgkick.periodic('cron(0 3 * * ? *)', task='two_nightly', timezone='Europe/Paris')\n"
+        "def nightly(payload): ...\n\n"
+        "@pgkick.periodic('rate(15 minutes)', task='two_often')\n"
+        "def often(payload): ...\n"
+    )
+    (tmp_path / "jobs_no_ticks.py").write_text(
+        "import pgkick  # tasks, maybe, but no periodic declaration\n"
+    )
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.setenv("PGKICK_WORKER_ARN", WORKER)
+    monkeypatch.setenv("PGKICK_SCHEDULER_ROLE_ARN", ROLE)
+    both = ["pgkick.periodic.two_nightly", "pgkick.periodic.two_often"]
+
+    def run(tasks: str | None, *extra: str) -> int:
+        if tasks is None:
+            monkeypatch.delenv("PGKICK_TASKS", raising=False)
+        else:
+            monkeypatch.setenv("PGKICK_TASKS", tasks)
+        try:
+            return cli.main(["schedules", "sync", *extra])
+        finally:  # each run as a fresh process: its own modules' declarations only
+            for module in ("jobs_two_ticks", "jobs_no_ticks"):
+                sys.modules.pop(module, None)
+            for name in ("two_nightly", "two_often"):
+                periodic_registry.declared.pop(name, None)
+
+    assert run("jobs_two_ticks") == 0 and names(scheduler) == both
+    capsys.readouterr()
+    assert run(None) == 2 and names(scheduler) == both
+    err = capsys.readouterr().err
+    assert "no task modules" in err and "PGKICK_TASKS" in err
+    for extra in ([], ["--dry-run"]):
+        assert run("jobs_no_ticks", *extra) == 2 and names(scheduler) == both
+        err = capsys.readouterr().err
+        assert "declare no @pgkick.periodic" in err and "--prune-all" in err
+    assert run("jobs_no_ticks", "--prune-all", "--dry-run") == 0 and names(scheduler) == both
+    assert run("jobs_no_ticks", "--prune-all") == 0 and names(scheduler) == []
+
+
 @pytest.fixture
 def nightly() -> Iterator[Registry]:
     """A task and its periodic declaration, in the global registry the runtime reads."""

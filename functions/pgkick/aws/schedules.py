@@ -7,6 +7,11 @@ It owns only schedules named `pgkick.periodic.*` in its group: the worker's
 one-time wake-ups and rescues (`pgkick-...`) and anyone else's are never touched.
 Every declaration is validated before the first call, with the check `@pgkick.periodic`
 and the local stack use (pgkick.tasks.expressions).
+
+Why it refuses to read nothing: no declarations look the same as "delete every periodic
+schedule". A sync run where PGKICK_TASKS is unset (an operator's shell, a CI job missing
+one variable) would silently stop the app's cron jobs, so no task modules is an error, and
+modules that declare nothing while schedules exist delete them only with `--prune-all`.
 """
 
 from __future__ import annotations
@@ -71,8 +76,10 @@ def sync(
     role_arn: str,
     group: str = "default",
     dry_run: bool = False,
+    prune_all: bool = False,
 ) -> dict[str, list[str]]:
-    """Create, update and delete owned schedules; returns the names in each list."""
+    """Create, update and delete owned schedules; returns the names in each list. With no
+    declaration at all, deletes the owned schedules only when `prune_all` says so."""
     if not target_arn or not role_arn:
         raise ConfigError(
             "schedules sync needs the worker's ARN and the scheduler's role ARN "
@@ -83,6 +90,14 @@ def sync(
     checked = [periodic.check() for periodic in declarations]
     wanted = {p.schedule_name: desired(p, target_arn, role_arn) for p in checked}
     have = _current(client, group)
+    if not wanted and have and not prune_all:
+        raise ConfigError(
+            f"schedules sync: the task modules declare no @pgkick.periodic, and {len(have)} "
+            f"periodic schedule(s) exist in group {group!r} ({', '.join(sorted(have))}); "
+            "nothing was changed. Check that PGKICK_TASKS names the modules that declare "
+            "them; if the app has no periodic task any more, run it again with --prune-all "
+            "to delete them all"
+        )
     plan: dict[str, list[str]] = {"created": [], "updated": [], "deleted": [], "unchanged": []}
     for name, want in sorted(wanted.items()):
         if name not in have:
@@ -112,6 +127,12 @@ def cmd_schedules(args: Any) -> dict[str, Any]:
     from pgkick.tasks.registry import registry
 
     settings = config.Settings.from_env()
+    if not settings.task_modules:  # read as "declares nothing", every schedule would go
+        raise ConfigError(
+            "schedules sync: no task modules to read the @pgkick.periodic declarations from; "
+            "set PGKICK_TASKS to the modules that declare them (PGKICK_TASKS=myapp.tasks). "
+            "Nothing was changed"
+        )
     registry.load(settings.task_modules)  # their @periodic declarations run (and are checked)
     with one_line("scheduler"):  # no botocore traceback: one line saying what to do
         return sync(
@@ -121,11 +142,18 @@ def cmd_schedules(args: Any) -> dict[str, Any]:
             role_arn=settings.scheduler_role_arn or "",
             group=settings.schedule_group,
             dry_run=args.dry_run,
+            prune_all=args.prune_all,
         )
 
 
 def add_schedule_commands(command: Any) -> None:
-    """`pgkick schedules sync [--dry-run]` (registered by pgkick.cli.main)."""
+    """`pgkick schedules sync [--dry-run] [--prune-all]` (registered by pgkick.cli.main)."""
     sub = command("schedules", cmd_schedules)
     sub.add_argument("action", choices=["sync"], help="sync: make AWS match the code")
     sub.add_argument("--dry-run", action="store_true", help="say what would change, change nothing")
+    sub.add_argument(
+        "--prune-all",
+        action="store_true",
+        help="when the task modules declare no periodic task, delete every pgkick.periodic.* "
+        "schedule (refused without it: an empty PGKICK_TASKS module is more often a mistake)",
+    )
