@@ -12,6 +12,9 @@ from typing import Any
 
 import pytest
 
+from pgkick.aws.schedules import sync
+from pgkick.tasks.recurring import Periodic
+from pgkick_dev.devserver.scheduler_delivery import LOCAL_DLQ_ARN
 from tests.devserver_fixtures import FUNCTION, Running, dev_stack
 
 TARGET: dict[str, Any] = {
@@ -125,3 +128,35 @@ def test_with_no_retry_policy_aws_defaults_keep_retrying_for_a_day() -> None:
         assert dev.stack.scheduler.letters == [] and dev.stack.scheduler.dropped == 0
         dev.clock.advance(86_400)
         assert len(dev.stack.scheduler.letters) == 1
+
+
+def test_a_periodic_tick_it_cannot_deliver_is_dead_lettered_as_synced() -> None:
+    """Catches (review 59, F5): a periodic schedule `pgkick schedules sync` makes (here
+    through boto3 against the stand-in) carrying no DeadLetterConfig: a tick the worker
+    refuses for an hour was dropped, and FailedKicksQueue (which runs a dead-lettered tick,
+    pgkick.aws.failed_kicks) never saw it. The stack hands the letter to the worker."""
+    periodic = Periodic("hourly", "cron(0 * * * ? *)", "UTC", "hourly", "reports")
+    with dev_stack() as dev:
+        dev.stack.scheduler.faults.delivery_failure_rate = 1.0
+        plan = sync(
+            dev.scheduler,
+            [periodic],
+            target_arn=TARGET["Arn"],
+            role_arn=TARGET["RoleArn"],
+            dead_letter_arn=LOCAL_DLQ_ARN,
+        )
+        assert plan["created"] == ["pgkick.periodic.hourly"]
+        first = (dev.clock.now() // 3600 + 1) * 3600  # the next whole hour: the first tick
+        dev.clock.advance(first - dev.clock.now() + 60)
+        dev.scheduler.delete_schedule(Name="pgkick.periodic.hourly")  # no further ticks
+        dev.clock.advance(2 * 3600)  # its retries (an hour at most) run out
+        assert dev.stack.scheduler.dropped == 0
+        (letter,) = dev.stack.scheduler.letters
+        assert letter.queue_arn == LOCAL_DLQ_ARN
+        assert json.loads(letter.body) == {
+            "periodic": "hourly",
+            "tick": datetime.fromtimestamp(first, UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
+        }
+        assert letter.attributes["EXHAUSTED_RETRY_CONDITION"] == "MaximumEventAgeInSeconds"
+        (sqs,) = [e for e in dev.events("kick") if e["queue"] is None]  # the SQS batch
+        assert sqs["function"] == FUNCTION

@@ -161,6 +161,50 @@ def test_a_bad_declaration_in_the_task_modules_fails_the_sync_before_any_schedul
     assert names(scheduler) == []
 
 
+def test_sync_gives_each_schedule_the_dead_letter_queue_and_updates_those_synced_before(
+    scheduler: Any,
+) -> None:
+    """Catches (review 59, F5): periodic schedules made with no DeadLetterConfig (a tick
+    Scheduler cannot deliver was dropped after its retries, though FailedKicksQueue would
+    run it), and a sync that does not compare it (a schedule synced before would never
+    get one). The RetryPolicy is the wake-ups': an hour, then the dead-letter queue."""
+    into = PeriodicRegistry()
+    declare("cron(0 3 * * ? *)", task="nightly", timezone="Europe/Paris", into=into)
+    dlq = "arn:aws:sqs:us-east-1:123456789012:pgkick-failed-kicks"
+
+    def run(dead_letter_arn: str | None) -> dict[str, list[str]]:
+        return sync(
+            scheduler,
+            into.declared.values(),
+            target_arn=WORKER,
+            role_arn=ROLE,
+            dead_letter_arn=dead_letter_arn,
+        )
+
+    def target() -> dict[str, Any]:
+        got = scheduler.get_schedule(Name="pgkick.periodic.nightly", GroupName="default")
+        return dict(got["Target"])
+
+    assert run(None)["created"] == ["pgkick.periodic.nightly"]  # as synced before the fix
+    assert "DeadLetterConfig" not in target()
+    assert run(None)["unchanged"] == ["pgkick.periodic.nightly"]  # AWS's defaults, as given
+    assert run(dlq)["updated"] == ["pgkick.periodic.nightly"]
+    assert target()["DeadLetterConfig"] == {"Arn": dlq}
+    assert target()["RetryPolicy"] == {
+        "MaximumEventAgeInSeconds": 3600,
+        "MaximumRetryAttempts": 185,
+    }
+    assert run(dlq)["unchanged"] == ["pgkick.periodic.nightly"]
+    other = "arn:aws:sqs:us-east-1:123456789012:other"
+    assert run(other)["updated"] == ["pgkick.periodic.nightly"]
+    assert run(None)["updated"] == ["pgkick.periodic.nightly"]  # unset: none, AWS's retries
+    assert "DeadLetterConfig" not in target()
+    assert target()["RetryPolicy"] == {
+        "MaximumEventAgeInSeconds": 86400,
+        "MaximumRetryAttempts": 185,
+    }
+
+
 def test_a_sync_that_reads_no_declarations_deletes_nothing_unless_told(
     scheduler: Any,
     tmp_path: Path,

@@ -72,9 +72,10 @@ VARIABLES: tuple[Variable, ...] = (
     Variable("PGKICK_SCHEDULE_GROUP", "default",
              "The Scheduler group of wake-ups, rescues and periodic schedules."),
     Variable("PGKICK_SCHEDULE_DLQ_ARN", None,
-             "The SQS queue a wake-up or rescue goes to when Scheduler cannot deliver it "
-             "(its DeadLetterConfig; the template sets FailedKicksQueue, which the worker "
-             "drains). Unset: no dead-letter queue."),
+             "The SQS queue a wake-up, rescue or periodic tick goes to when Scheduler "
+             "cannot deliver it (its DeadLetterConfig; the template sets FailedKicksQueue, "
+             "which the worker drains; give `pgkick schedules sync` its "
+             "`FailedKicksQueueArn` output). Unset: no dead-letter queue."),
     Variable("PGKICK_TASKS", "",
              "Comma-separated modules the worker imports to register its tasks, e.g. "
              "`orders_app.tasks,orders_app.reports` (blanks around names ignored). Empty: "

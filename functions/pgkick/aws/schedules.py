@@ -22,22 +22,37 @@ from typing import Any
 
 from pgkick.aws.failures import one_line
 from pgkick.errors import ConfigError
+from pgkick.kick.kickers import RETRY_POLICY
 from pgkick.tasks.recurring import SCHEDULE_PREFIX, Periodic
 
+# What Scheduler does with a tick it cannot deliver (the worker throttled, a permission
+# missing). With a dead-letter queue (PGKICK_SCHEDULE_DLQ_ARN, the template's
+# FailedKicksQueue, whose handler runs a dead-lettered tick: pgkick.aws.failed_kicks),
+# the wake-ups' policy: an hour of retries, then the queue. Without one, AWS's own default
+# (185 attempts over 24 h), written out so that a sync compares it: nothing would catch a
+# tick given up sooner.
+DEFAULT_RETRY_POLICY = {"MaximumEventAgeInSeconds": 86_400, "MaximumRetryAttempts": 185}
 
-def desired(periodic: Periodic, target_arn: str, role_arn: str) -> dict[str, Any]:
+
+def desired(
+    periodic: Periodic, target_arn: str, role_arn: str, dead_letter_arn: str | None = None
+) -> dict[str, Any]:
     """The schedule's fields as create_schedule/update_schedule take them."""
+    target: dict[str, Any] = {
+        "Arn": target_arn,
+        "RoleArn": role_arn,
+        "Input": json.dumps(periodic.event(), sort_keys=True),
+        "RetryPolicy": dict(RETRY_POLICY if dead_letter_arn else DEFAULT_RETRY_POLICY),
+    }
+    if dead_letter_arn:
+        target["DeadLetterConfig"] = {"Arn": dead_letter_arn}
     return {
         "Name": periodic.schedule_name,
         "ScheduleExpression": periodic.expression,
         "ScheduleExpressionTimezone": periodic.timezone,
         "FlexibleTimeWindow": {"Mode": "OFF"},
         "State": "ENABLED",
-        "Target": {
-            "Arn": target_arn,
-            "RoleArn": role_arn,
-            "Input": json.dumps(periodic.event(), sort_keys=True),
-        },
+        "Target": target,
     }
 
 
@@ -57,7 +72,11 @@ def _current(client: Any, group: str) -> dict[str, dict[str, Any]]:
 
 
 def _same(want: dict[str, Any], have: dict[str, Any]) -> bool:
+    """Whether `have` already does what `want` says (a RetryPolicy or DeadLetterConfig left
+    out reads as AWS's default and none: a schedule synced before them is updated)."""
     target = have.get("Target", {})
+    retry = {**DEFAULT_RETRY_POLICY, **(target.get("RetryPolicy") or {})}
+    dead_letter = (target.get("DeadLetterConfig") or {}).get("Arn")
     return bool(
         have.get("ScheduleExpression") == want["ScheduleExpression"]
         and have.get("ScheduleExpressionTimezone") == want["ScheduleExpressionTimezone"]
@@ -65,6 +84,8 @@ def _same(want: dict[str, Any], have: dict[str, Any]) -> bool:
         and target.get("Arn") == want["Target"]["Arn"]
         and target.get("RoleArn") == want["Target"]["RoleArn"]
         and target.get("Input") == want["Target"]["Input"]
+        and retry == want["Target"]["RetryPolicy"]
+        and dead_letter == want["Target"].get("DeadLetterConfig", {}).get("Arn")
     )
 
 
@@ -77,6 +98,7 @@ def sync(
     group: str = "default",
     dry_run: bool = False,
     prune_all: bool = False,
+    dead_letter_arn: str | None = None,
 ) -> dict[str, list[str]]:
     """Create, update and delete owned schedules; returns the names in each list. With no
     declaration at all, deletes the owned schedules only when `prune_all` says so."""
@@ -88,7 +110,7 @@ def sync(
     # Checked again here, every one before the first call: a Periodic built by hand (not
     # declared) must not reach AWS either (pgkick.tasks.expressions, the one check).
     checked = [periodic.check() for periodic in declarations]
-    wanted = {p.schedule_name: desired(p, target_arn, role_arn) for p in checked}
+    wanted = {p.schedule_name: desired(p, target_arn, role_arn, dead_letter_arn) for p in checked}
     have = _current(client, group)
     if not wanted and have and not prune_all:
         raise ConfigError(
@@ -143,6 +165,7 @@ def cmd_schedules(args: Any) -> dict[str, Any]:
             group=settings.schedule_group,
             dry_run=args.dry_run,
             prune_all=args.prune_all,
+            dead_letter_arn=settings.schedule_dlq_arn,
         )
 
 
