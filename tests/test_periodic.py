@@ -370,10 +370,56 @@ def test_the_reaper_forgets_ticks_older_than_the_retention(dsn: str, clock: Any)
     from pgkick.worker.reaper import reap
 
     with JobStore.open(dsn, clock) as store:
-        old, recent = clock.now - timedelta(days=8), clock.now - timedelta(days=6)
+        old, recent = clock.now - timedelta(days=31), clock.now - timedelta(days=29)
         for when in (old, recent):
             store.enqueue_tick("p", when, queue="q", task="t", payload="{}", attempts=1)
-        assert reap(store, NoKicker(), retention=timedelta(days=7))["purged_ticks"] == 1
+        assert reap(store, NoKicker(), retention=timedelta(days=30))["purged_ticks"] == 1
         assert (
             store.enqueue_tick("p", recent, queue="q", task="t", payload="{}", attempts=1) is None
         )
+
+
+def test_a_tick_is_remembered_as_long_as_it_can_come_back_whatever_the_retention(
+    dsn: str, nightly: Registry
+) -> None:
+    """Catches (review 59, F6): PGKICK_RETENTION_DAYS=0 (allowed) purging the tick keys at
+    once, so a tick delivered again afterwards (Scheduler retries for up to 24 h, a dead
+    letter comes back from FailedKicksQueue days later) inserted a second job. Through
+    Runtime.tick and Runtime.reap, the handlers' own paths; the reaper is the server's
+    clock, so the tick's times are taken from it."""
+    from datetime import timedelta
+
+    from pgkick.tasks.recurring import TICK_KEYS_KEPT
+
+    runtime = Runtime(
+        Settings.from_env({"PGKICK_KICKER": "none", "PGKICK_RETENTION_DAYS": "0"}),
+        NoKicker(),
+        dsn=lambda: dsn,
+        tasks=nightly,
+    )
+    with JobStore.open(dsn) as store:
+        (now,) = store.conn.execute("SELECT now()").fetchone() or ()
+    stamp = "%Y-%m-%dT%H:%M:%SZ"
+    late = (now - TICK_KEYS_KEPT + timedelta(hours=1)).astimezone(UTC)  # may still come back
+    gone = (now - TICK_KEYS_KEPT - timedelta(hours=1)).astimezone(UTC)  # can come back no more
+    events = [{"periodic": "nightly_report", "tick": when.strftime(stamp)} for when in (late, gone)]
+    first = [runtime.tick(dict(event), lambda: 60_000)["job"] for event in events]
+    assert None not in first
+    assert runtime.reap(lambda: 60_000)["purged_ticks"] == 1  # the one past every redelivery
+    assert runtime.tick(dict(events[0]), lambda: 60_000)["job"] is None  # still one job
+
+
+def test_the_tick_keys_outlive_the_templates_failed_kicks_queue() -> None:
+    """Catches template.yaml keeping failed kicks (or Lambda's async events) longer than
+    the tick keys' floor assumes: a tick coming back from there would make a second job."""
+    from datetime import timedelta
+
+    from pgkick.tasks import recurring
+
+    template = (Path(__file__).parents[1] / "template.yaml").read_text()
+    queue = template[template.index("  FailedKicksQueue:\n") :]
+    retention = re.search(r"MessageRetentionPeriod: (\d+)", queue)
+    age = re.search(r"KickMaxEventAgeSeconds:(?:\n .*)*?\n    MaxValue: (\d+)", template)
+    assert retention and age
+    assert timedelta(seconds=int(retention[1])) == recurring.FAILED_KICKS_RETENTION
+    assert timedelta(seconds=int(age[1])) == recurring.LAMBDA_MAX_EVENT_AGE

@@ -20,7 +20,7 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from pgkick.errors import InvalidArgument
@@ -40,6 +40,21 @@ def check_periodic_name(name: object) -> str:
     if not isinstance(name, str) or not _NAME.fullmatch(name):
         raise InvalidArgument(f"periodic name: {name!r} must be 1-48 of A-Z a-z 0-9 _ -")
     return name
+
+
+# How long a tick's key must outlive its scheduled time: as long as the tick can be
+# delivered again, whatever the job retention (PGKICK_RETENTION_DAYS may be 0). The longest
+# way back, each step at its ceiling:
+SCHEDULER_MAX_EVENT_AGE = timedelta(seconds=86_400)  # Scheduler's RetryPolicy
+# MaximumEventAgeInSeconds, at most (botocore's scheduler model; AWS's default): it
+# redelivers a tick it thinks undelivered for up to a day after the scheduled time;
+LAMBDA_MAX_EVENT_AGE = timedelta(seconds=21_600)  # Lambda's asynchronous queue, at most
+# (template.yaml's KickMaxEventAgeSeconds MaxValue; Lambda's own ceiling): a delivered tick
+# whose invocation failed is retried from it;
+FAILED_KICKS_RETENTION = timedelta(seconds=1_209_600)  # template.yaml's FailedKicksQueue
+# MessageRetentionPeriod (14 days): a dead-lettered tick, or one Lambda gave up on, waits
+# there until the worker runs it (pgkick.aws.failed_kicks), as late as that.
+TICK_KEYS_KEPT = SCHEDULER_MAX_EVENT_AGE + LAMBDA_MAX_EVENT_AGE + FAILED_KICKS_RETENTION
 
 
 @dataclass(frozen=True, slots=True)
