@@ -75,7 +75,7 @@ with mock_aws(config={"lambda": {"use_docker": False}}):
         [],
     ):  # `pgkick schedules sync`: create, update, delete
         plan = schedules.sync(client, declared, target_arn=function_arn, role_arn=role_arn,
-                              group=group)
+                              group=group, prune_all=not declared)
         plans.append({key: names for key, names in plan.items() if names})
     dsn = config.database_url({"PGKICK_DATABASE_SECRET_ARN": secret_arn})  # GetSecretValue
     left = client.list_schedules(GroupName=group)["Schedules"]

@@ -70,6 +70,7 @@ def test_schedules_sync_without_aws_settings_is_one_line(tmp_path: Path) -> None
         "AWS_EC2_METADATA_DISABLED": "true",
         "PGKICK_WORKER_ARN": "arn:aws:lambda:us-east-1:123456789012:function:w",
         "PGKICK_SCHEDULER_ROLE_ARN": "arn:aws:iam::123456789012:role/s",
+        "PGKICK_TASKS": "json",  # a module to read (none: refused before any AWS call)
     }
     done = subprocess.run(
         [str(Path(sys.executable).parent / "pgkick"), "schedules", "sync", "--dry-run"],

@@ -12,6 +12,9 @@ from typing import Any
 
 import pytest
 
+from pgkick.aws.schedules import sync
+from pgkick.tasks.recurring import Periodic
+from pgkick_dev.devserver.scheduler_delivery import LOCAL_DLQ_ARN
 from tests.devserver_fixtures import FUNCTION, Running, dev_stack
 
 TARGET: dict[str, Any] = {
@@ -125,3 +128,97 @@ def test_with_no_retry_policy_aws_defaults_keep_retrying_for_a_day() -> None:
         assert dev.stack.scheduler.letters == [] and dev.stack.scheduler.dropped == 0
         dev.clock.advance(86_400)
         assert len(dev.stack.scheduler.letters) == 1
+
+
+def test_a_periodic_tick_it_cannot_deliver_is_dead_lettered_as_synced() -> None:
+    """Catches (review 59, F5): a periodic schedule `pgkick schedules sync` makes (here
+    through boto3 against the stand-in) carrying no DeadLetterConfig: a tick the worker
+    refuses for an hour was dropped, and FailedKicksQueue (which runs a dead-lettered tick,
+    pgkick.aws.failed_kicks) never saw it. The stack hands the letter to the worker."""
+    periodic = Periodic("hourly", "cron(0 * * * ? *)", "UTC", "hourly", "reports")
+    with dev_stack() as dev:
+        dev.stack.scheduler.faults.delivery_failure_rate = 1.0
+        plan = sync(
+            dev.scheduler,
+            [periodic],
+            target_arn=TARGET["Arn"],
+            role_arn=TARGET["RoleArn"],
+            dead_letter_arn=LOCAL_DLQ_ARN,
+        )
+        assert plan["created"] == ["pgkick.periodic.hourly"]
+        first = (dev.clock.now() // 3600 + 1) * 3600  # the next whole hour: the first tick
+        dev.clock.advance(first - dev.clock.now() + 60)
+        dev.scheduler.delete_schedule(Name="pgkick.periodic.hourly")  # no further ticks
+        dev.clock.advance(2 * 3600)  # its retries (an hour at most) run out
+        assert dev.stack.scheduler.dropped == 0
+        (letter,) = dev.stack.scheduler.letters
+        assert letter.queue_arn == LOCAL_DLQ_ARN
+        assert json.loads(letter.body) == {
+            "periodic": "hourly",
+            "tick": datetime.fromtimestamp(first, UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
+        }
+        assert letter.attributes["EXHAUSTED_RETRY_CONDITION"] == "MaximumEventAgeInSeconds"
+        (sqs,) = [e for e in dev.events("kick") if e["queue"] is None]  # the SQS batch
+        assert sqs["function"] == FUNCTION
+
+
+def test_create_schedule_refuses_what_aws_refuses_as_a_validation_exception() -> None:
+    """Catches (review 59, F3) a stand-in kinder than AWS's API model (botocore's scheduler
+    service-2.json): names past 64 characters or outside [0-9a-zA-Z-_.], an at() that is
+    not yyyy-mm-ddThh:mm:ss (an offset silently dropped, a date alone), FLEXIBLE without
+    its window, a RetryPolicy out of bounds, and an unknown zone answered with HTTP 500.
+    Each is a ValidationException, HTTP 400, as AWS answers; the bounds themselves pass."""
+    with dev_stack() as dev:
+        now = dev.clock.now()
+        day = datetime.fromtimestamp(now + 2 * 86_400, UTC)
+        at = _at(now + 600)
+        flexible = {"Mode": "FLEXIBLE", "MaximumWindowInMinutes": 5000}
+        bad: list[tuple[str, dict[str, Any]]] = [
+            ("a name of 65 characters", {"Name": "x" * 65}),
+            ("a name with a space", {"Name": "bad name"}),
+            ("a name with a newline", {"Name": "pgkick.periodic.nightly\n"}),
+            ("a group outside the pattern", {"GroupName": "my group"}),
+            ("at() with an offset", {"ScheduleExpression": f"at({day:%Y-%m-%dT%H:%M:%S}+05:00)"}),
+            ("at() a date alone", {"ScheduleExpression": f"at({day:%Y-%m-%d})"}),
+            ("at() without seconds", {"ScheduleExpression": f"at({day:%Y-%m-%d %H:%M})"}),
+            ("FLEXIBLE without a window", {"FlexibleTimeWindow": {"Mode": "FLEXIBLE"}}),
+            ("an unknown Mode", {"FlexibleTimeWindow": {"Mode": "SOMETIMES"}}),
+            ("a window of 5000 minutes", {"FlexibleTimeWindow": flexible}),
+            ("500 retry attempts", {"RetryPolicy": {"MaximumRetryAttempts": 500}}),
+            ("an event age of 999999 s", {"RetryPolicy": {"MaximumEventAgeInSeconds": 999_999}}),
+            ("an unknown zone for at()", {"ScheduleExpressionTimezone": "Mars/Base"}),
+            ("a path for a zone", {"ScheduleExpressionTimezone": "../../etc/passwd"}),
+        ]
+        wrong = []
+        for n, (what, change) in enumerate(bad):
+            target = {
+                **TARGET,
+                **({"RetryPolicy": change.pop("RetryPolicy")} if "RetryPolicy" in change else {}),
+            }
+            call = {
+                "Name": f"v{n}",
+                "ScheduleExpression": at,
+                "FlexibleTimeWindow": {"Mode": "OFF"},
+                "Target": target,
+                **change,
+            }
+            try:
+                dev.scheduler.create_schedule(**call)
+                wrong.append(f"{what}: accepted")
+            except dev.scheduler.exceptions.ValidationException as exc:
+                assert exc.response["ResponseMetadata"]["HTTPStatusCode"] == 400
+            except Exception as exc:
+                wrong.append(f"{what}: {type(exc).__name__} {exc}")
+        assert wrong == []
+        assert dev.stack.scheduler.list() == []  # nothing was created by a refused call
+        dev.scheduler.create_schedule(  # the bounds themselves are AWS's, and pass
+            Name="x" * 64,
+            GroupName="default",
+            ScheduleExpression=at,
+            ScheduleExpressionTimezone="America/New_York",  # west of UTC: still ahead
+            FlexibleTimeWindow={"Mode": "FLEXIBLE", "MaximumWindowInMinutes": 1440},
+            Target={
+                **TARGET,
+                "RetryPolicy": {"MaximumRetryAttempts": 185, "MaximumEventAgeInSeconds": 86_400},
+            },
+        )

@@ -161,6 +161,101 @@ def test_a_bad_declaration_in_the_task_modules_fails_the_sync_before_any_schedul
     assert names(scheduler) == []
 
 
+def test_sync_gives_each_schedule_the_dead_letter_queue_and_updates_those_synced_before(
+    scheduler: Any,
+) -> None:
+    """Catches (review 59, F5): periodic schedules made with no DeadLetterConfig (a tick
+    Scheduler cannot deliver was dropped after its retries, though FailedKicksQueue would
+    run it), and a sync that does not compare it (a schedule synced before would never
+    get one). The RetryPolicy is the wake-ups': an hour, then the dead-letter queue."""
+    into = PeriodicRegistry()
+    declare("cron(0 3 * * ? *)", task="nightly", timezone="Europe/Paris", into=into)
+    dlq = "arn:aws:sqs:us-east-1:123456789012:pgkick-failed-kicks"
+
+    def run(dead_letter_arn: str | None) -> dict[str, list[str]]:
+        return sync(
+            scheduler,
+            into.declared.values(),
+            target_arn=WORKER,
+            role_arn=ROLE,
+            dead_letter_arn=dead_letter_arn,
+        )
+
+    def target() -> dict[str, Any]:
+        got = scheduler.get_schedule(Name="pgkick.periodic.nightly", GroupName="default")
+        return dict(got["Target"])
+
+    assert run(None)["created"] == ["pgkick.periodic.nightly"]  # as synced before the fix
+    assert "DeadLetterConfig" not in target()
+    assert run(None)["unchanged"] == ["pgkick.periodic.nightly"]  # AWS's defaults, as given
+    assert run(dlq)["updated"] == ["pgkick.periodic.nightly"]
+    assert target()["DeadLetterConfig"] == {"Arn": dlq}
+    assert target()["RetryPolicy"] == {
+        "MaximumEventAgeInSeconds": 3600,
+        "MaximumRetryAttempts": 185,
+    }
+    assert run(dlq)["unchanged"] == ["pgkick.periodic.nightly"]
+    other = "arn:aws:sqs:us-east-1:123456789012:other"
+    assert run(other)["updated"] == ["pgkick.periodic.nightly"]
+    assert run(None)["updated"] == ["pgkick.periodic.nightly"]  # unset: none, AWS's retries
+    assert "DeadLetterConfig" not in target()
+    assert target()["RetryPolicy"] == {
+        "MaximumEventAgeInSeconds": 86400,
+        "MaximumRetryAttempts": 185,
+    }
+
+
+def test_a_sync_that_reads_no_declarations_deletes_nothing_unless_told(
+    scheduler: Any,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """Catches (review 59, F4): a sync run where PGKICK_TASKS is unset (an operator's
+    shell, a CI job missing one variable) reading no declarations and deleting every
+    periodic schedule, exit 0; and one whose modules declare nothing doing the same
+    without being told (--prune-all)."""
+    (tmp_path / "jobs_two_ticks.py").write_text(
+        "import pgkick\n\n"
+        "@pgkick.periodic('cron(0 3 * * ? *)', task='two_nightly', timezone='Europe/Paris')\n"
+        "def nightly(payload): ...\n\n"
+        "@pgkick.periodic('rate(15 minutes)', task='two_often')\n"
+        "def often(payload): ...\n"
+    )
+    (tmp_path / "jobs_no_ticks.py").write_text(
+        "import pgkick  # tasks, maybe, but no periodic declaration\n"
+    )
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.setenv("PGKICK_WORKER_ARN", WORKER)
+    monkeypatch.setenv("PGKICK_SCHEDULER_ROLE_ARN", ROLE)
+    both = ["pgkick.periodic.two_nightly", "pgkick.periodic.two_often"]
+
+    def run(tasks: str | None, *extra: str) -> int:
+        if tasks is None:
+            monkeypatch.delenv("PGKICK_TASKS", raising=False)
+        else:
+            monkeypatch.setenv("PGKICK_TASKS", tasks)
+        try:
+            return cli.main(["schedules", "sync", *extra])
+        finally:  # each run as a fresh process: its own modules' declarations only
+            for module in ("jobs_two_ticks", "jobs_no_ticks"):
+                sys.modules.pop(module, None)
+            for name in ("two_nightly", "two_often"):
+                periodic_registry.declared.pop(name, None)
+
+    assert run("jobs_two_ticks") == 0 and names(scheduler) == both
+    capsys.readouterr()
+    assert run(None) == 2 and names(scheduler) == both
+    err = capsys.readouterr().err
+    assert "no task modules" in err and "PGKICK_TASKS" in err
+    for extra in ([], ["--dry-run"]):
+        assert run("jobs_no_ticks", *extra) == 2 and names(scheduler) == both
+        err = capsys.readouterr().err
+        assert "declare no @pgkick.periodic" in err and "--prune-all" in err
+    assert run("jobs_no_ticks", "--prune-all", "--dry-run") == 0 and names(scheduler) == both
+    assert run("jobs_no_ticks", "--prune-all") == 0 and names(scheduler) == []
+
+
 @pytest.fixture
 def nightly() -> Iterator[Registry]:
     """A task and its periodic declaration, in the global registry the runtime reads."""
@@ -275,10 +370,56 @@ def test_the_reaper_forgets_ticks_older_than_the_retention(dsn: str, clock: Any)
     from pgkick.worker.reaper import reap
 
     with JobStore.open(dsn, clock) as store:
-        old, recent = clock.now - timedelta(days=8), clock.now - timedelta(days=6)
+        old, recent = clock.now - timedelta(days=31), clock.now - timedelta(days=29)
         for when in (old, recent):
             store.enqueue_tick("p", when, queue="q", task="t", payload="{}", attempts=1)
-        assert reap(store, NoKicker(), retention=timedelta(days=7))["purged_ticks"] == 1
+        assert reap(store, NoKicker(), retention=timedelta(days=30))["purged_ticks"] == 1
         assert (
             store.enqueue_tick("p", recent, queue="q", task="t", payload="{}", attempts=1) is None
         )
+
+
+def test_a_tick_is_remembered_as_long_as_it_can_come_back_whatever_the_retention(
+    dsn: str, nightly: Registry
+) -> None:
+    """Catches (review 59, F6): PGKICK_RETENTION_DAYS=0 (allowed) purging the tick keys at
+    once, so a tick delivered again afterwards (Scheduler retries for up to 24 h, a dead
+    letter comes back from FailedKicksQueue days later) inserted a second job. Through
+    Runtime.tick and Runtime.reap, the handlers' own paths; the reaper is the server's
+    clock, so the tick's times are taken from it."""
+    from datetime import timedelta
+
+    from pgkick.tasks.recurring import TICK_KEYS_KEPT
+
+    runtime = Runtime(
+        Settings.from_env({"PGKICK_KICKER": "none", "PGKICK_RETENTION_DAYS": "0"}),
+        NoKicker(),
+        dsn=lambda: dsn,
+        tasks=nightly,
+    )
+    with JobStore.open(dsn) as store:
+        (now,) = store.conn.execute("SELECT now()").fetchone() or ()
+    stamp = "%Y-%m-%dT%H:%M:%SZ"
+    late = (now - TICK_KEYS_KEPT + timedelta(hours=1)).astimezone(UTC)  # may still come back
+    gone = (now - TICK_KEYS_KEPT - timedelta(hours=1)).astimezone(UTC)  # can come back no more
+    events = [{"periodic": "nightly_report", "tick": when.strftime(stamp)} for when in (late, gone)]
+    first = [runtime.tick(dict(event), lambda: 60_000)["job"] for event in events]
+    assert None not in first
+    assert runtime.reap(lambda: 60_000)["purged_ticks"] == 1  # the one past every redelivery
+    assert runtime.tick(dict(events[0]), lambda: 60_000)["job"] is None  # still one job
+
+
+def test_the_tick_keys_outlive_the_templates_failed_kicks_queue() -> None:
+    """Catches template.yaml keeping failed kicks (or Lambda's async events) longer than
+    the tick keys' floor assumes: a tick coming back from there would make a second job."""
+    from datetime import timedelta
+
+    from pgkick.tasks import recurring
+
+    template = (Path(__file__).parents[1] / "template.yaml").read_text()
+    queue = template[template.index("  FailedKicksQueue:\n") :]
+    retention = re.search(r"MessageRetentionPeriod: (\d+)", queue)
+    age = re.search(r"KickMaxEventAgeSeconds:(?:\n .*)*?\n    MaxValue: (\d+)", template)
+    assert retention and age
+    assert timedelta(seconds=int(retention[1])) == recurring.FAILED_KICKS_RETENTION
+    assert timedelta(seconds=int(age[1])) == recurring.LAMBDA_MAX_EVENT_AGE

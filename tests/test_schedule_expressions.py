@@ -15,7 +15,7 @@ import pytest
 
 from pgkick.aws.schedules import sync
 from pgkick.errors import InvalidArgument
-from pgkick.tasks.recurring import Periodic, PeriodicRegistry, declare
+from pgkick.tasks.recurring import Periodic, PeriodicRegistry, declare, parse_tick
 from pgkick_dev.local.cron import next_tick
 
 WORKER = "arn:aws:lambda:us-east-1:123456789012:function:pgkick-worker"
@@ -46,6 +46,16 @@ BAD = [
     ("rate(-5 minutes)", "is neither cron("),
     ("rate(5 weeks)", "is neither cron("),
     ("cron(0 0 ? * 2#1,6#3 *)", "'#' must be the field's only expression"),
+    # a final newline: Python's `$` matches before it (review 59, F1)
+    ("cron(0 3 * * ? *)\n", "is neither cron("),
+    ("rate(5 minutes)\n", "is neither cron("),
+    # digits that are not ASCII: str.isdigit() and \\d take any script's (review 59, F2)
+    ("cron(\u0663 3 * * ? *)", "minutes field '\u0663' is not valid: '\u0663' is not a value"),
+    ("rate(\u0665 minutes)", "is neither cron("),
+    ("cron(0 3 \uff11\uff15 * ? *)", "day-of-month field '\uff11\uff15' is not valid"),
+    ("cron(\u00b2 3 * * ? *)", "minutes field '\u00b2' is not valid: '\u00b2' is not a value"),
+    ("cron(*/\u00b2 * * * ? *)", "minutes field '*/\u00b2' is not valid: the increment"),
+    ("cron(0 0 ? * 2#\u00b2 *)", "'#\u00b2': the week of the month must be 1-5"),
 ]
 BAD_ZONES = ["localtime", "Factory", "posixrules", "posix/Europe/Paris", "right/UTC", "EST5EDT"]
 GOOD = [
@@ -84,6 +94,21 @@ def test_a_bad_expression_is_refused_by_declare_sync_and_the_local_scheduler_ali
     with pytest.raises(InvalidArgument) as local:
         next_tick(expression, "UTC", datetime(2026, 1, 1, tzinfo=UTC))
     assert str(synced.value) == str(local.value)
+
+
+@pytest.mark.parametrize("name", ["nightly\n", "night ly", "", "x" * 49, "n\u0663"])
+def test_a_bad_periodic_name_is_refused_by_declare_check_sync_and_a_tick_alike(name: str) -> None:
+    """Catches a name with a final newline passing (`$` matches before it: AWS refuses the
+    schedule name) and Periodic.check(), the one sync runs, not checking the name at all."""
+    with pytest.raises(InvalidArgument, match="periodic name"):
+        declare("rate(5 minutes)", task="t", name=name, into=PeriodicRegistry())
+    by_hand = Periodic(name, "rate(5 minutes)", "UTC", "t", "default")
+    with pytest.raises(InvalidArgument, match="periodic name"):
+        by_hand.check()
+    with pytest.raises(InvalidArgument, match="periodic name"):
+        sync(NoCalls(), [by_hand], target_arn=WORKER, role_arn=ROLE, dry_run=True)
+    with pytest.raises(InvalidArgument, match="is not a periodic name"):
+        parse_tick({"periodic": name, "tick": "2026-11-30T03:00:00Z"})
 
 
 @pytest.mark.parametrize("zone", BAD_ZONES)

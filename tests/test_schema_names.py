@@ -63,7 +63,7 @@ def test_every_statement_names_pgkicks_schema_for_each_table_it_uses() -> None:
 
 @pytest.mark.parametrize(
     "bad",
-    ["App", "1queue", "my-queue", 'q"; DROP TABLE jobs; --', "pg_queue", "x" * 64],
+    ["App", "1queue", "my-queue", 'q"; DROP TABLE jobs; --', "pg_queue", "x" * 64, "pgkick\n"],
 )
 def test_a_bad_schema_name_is_refused_naming_the_setting(bad: str) -> None:
     """Catches a name spliced into statements unchecked (an injection, or a quoted

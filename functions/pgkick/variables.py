@@ -72,9 +72,10 @@ VARIABLES: tuple[Variable, ...] = (
     Variable("PGKICK_SCHEDULE_GROUP", "default",
              "The Scheduler group of wake-ups, rescues and periodic schedules."),
     Variable("PGKICK_SCHEDULE_DLQ_ARN", None,
-             "The SQS queue a wake-up or rescue goes to when Scheduler cannot deliver it "
-             "(its DeadLetterConfig; the template sets FailedKicksQueue, which the worker "
-             "drains). Unset: no dead-letter queue."),
+             "The SQS queue a wake-up, rescue or periodic tick goes to when Scheduler "
+             "cannot deliver it (its DeadLetterConfig; the template sets FailedKicksQueue, "
+             "which the worker drains; give `pgkick schedules sync` its "
+             "`FailedKicksQueueArn` output). Unset: no dead-letter queue."),
     Variable("PGKICK_TASKS", "",
              "Comma-separated modules the worker imports to register its tasks, e.g. "
              "`orders_app.tasks,orders_app.reports` (blanks around names ignored). Empty: "
@@ -104,7 +105,9 @@ VARIABLES: tuple[Variable, ...] = (
     _n("PGKICK_BACKOFF_CAP_SECONDS", 3600, 1, 86_400, "s",
        "The longest retry backoff."),
     _n("PGKICK_RETENTION_DAYS", 7, 0, 36_500, "days",
-       "The reaper purges done and failed jobs (and periodic ticks) older than this."),
+       "The reaper purges done and failed jobs (and periodic ticks) older than this; "
+       "a periodic tick is kept at least 15 days and 6 hours whatever this says (as long "
+       "as it can be delivered again)."),
     _n("PGKICK_LOCAL_CONCURRENCY", 4, 1, 256, "environments",
        "The local kicker's execution environments at once (`PGKICK_KICKER=local`); more "
        "events wait, as throttles."),

@@ -22,7 +22,8 @@ from pgkick import variables as _variables
 from pgkick.errors import ConfigError
 
 # Lowercase, as PostgreSQL folds unquoted names: the schema reads the same in psql.
-_SCHEMA_NAME = re.compile(r"^[a-z_][a-z0-9_]{0,62}$")
+# Matched whole (fullmatch): `$` would let a final newline into the statements.
+_SCHEMA_NAME = re.compile(r"[a-z_][a-z0-9_]{0,62}")
 _MODULE = re.compile(r"[A-Za-z_]\w*(\.[A-Za-z_]\w*)*", re.ASCII)
 
 
@@ -55,7 +56,7 @@ def check_schema_name(name: str, source: str = "schema") -> str:
 
     Why so strict: the name is spliced into statements (quoted, but a surprise there
     is a surprise in every statement), and pg_* names are reserved by PostgreSQL."""
-    if not isinstance(name, str) or not _SCHEMA_NAME.match(name):
+    if not isinstance(name, str) or not _SCHEMA_NAME.fullmatch(name):
         raise ConfigError(
             f"{source}={name!r}: expected a lowercase identifier "
             "(a-z, 0-9 and _, not starting with a digit, at most 63 characters)"

@@ -150,9 +150,13 @@ class MaintenanceStore(ExpiredLeases, QueueHealing):
         rows = self.rows(queries.JOB_CANCEL_RUNNING, ids=ids, queue=queue, task=task)
         return [(row[0], row[1]) for row in rows]
 
-    def purge_ticks(self, retention: timedelta) -> int:
-        """Forget periodic ticks older than the retention; returns how many."""
-        return self.count(queries.PERIODIC_TICK_PURGE, retention=retention)
+    def purge_ticks(self, retention: timedelta, kept_at_least: timedelta) -> int:
+        """Forget periodic ticks older than the retention and than `kept_at_least` (how long
+        a tick can be delivered again: forgotten sooner, it would make a second job);
+        returns how many."""
+        return self.count(
+            queries.PERIODIC_TICK_PURGE, retention=retention, kept_at_least=kept_at_least
+        )
 
     def purge_stale_starts(self) -> int:
         """Forget rate-limit starts no window counts any more (of keys no claim prunes: a

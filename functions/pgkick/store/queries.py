@@ -829,9 +829,10 @@ GROUP BY name
 ORDER BY name;"""
 
 PERIODIC_TICK_PURGE: Final = """\
--- periodic_tick_purge: Deletes periodic ticks older than the retention (the scheduler redelivers within minutes, never days later).
+-- periodic_tick_purge: Deletes periodic ticks older than the retention, and never one younger than kept_at_least (as long as a tick can be delivered again: Scheduler's day of retries, Lambda's async queue, FailedKicksQueue's 14 days; pgkick.tasks.recurring.TICK_KEYS_KEPT).
 DELETE FROM pgkick.periodic_ticks
-WHERE tick_at < coalesce(%(now)s::timestamptz, now()) - %(retention)s::interval;"""
+WHERE tick_at < coalesce(%(now)s::timestamptz, now())
+  - greatest(%(retention)s::interval, %(kept_at_least)s::interval);"""
 
 QUEUE_FLOW_HELD: Final = """\
 -- queue_flow_held: Says whether a queue's empty claim was its flow control's doing: the queue is paused, or it has a rate and ready jobs (held by the rate); a worker then leaves at once instead of lingering on it (its exit sweep books the rate's wake-up).

@@ -41,8 +41,10 @@ from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from pgkick.errors import InvalidArgument, InvalidArgumentType
 
-RATE = re.compile(r"^rate\((\d{1,6}) (minute|minutes|hour|hours|day|days)\)$")
-CRON = re.compile(r"^cron\((.*)\)$")
+# Matched whole (fullmatch), digits spelled [0-9]: `$` matches before a final newline, and
+# `\d` (like str.isdigit()) takes any script's digits; the scheduler reads ASCII only.
+RATE = re.compile(r"rate\(([0-9]{1,6}) (minute|minutes|hour|hours|day|days)\)")
+CRON = re.compile(r"cron\((.*)\)")
 MONTHS = ("JAN", "FEB", "MAR", "APR", "MAY", "JUN", "JUL", "AUG", "SEP", "OCT", "NOV", "DEC")
 DAYS = ("SUN", "MON", "TUE", "WED", "THU", "FRI", "SAT")
 FIRST_YEAR, LAST_YEAR = 1970, 2199
@@ -68,7 +70,7 @@ def check_expression(expression: object) -> str:
     the field and the part that it would refuse."""
     if not isinstance(expression, str):
         raise InvalidArgumentType(f"schedule: must be a string, got {type(expression).__name__}")
-    rate = RATE.match(expression)
+    rate = RATE.fullmatch(expression)
     if rate:
         value, unit = int(rate.group(1)), rate.group(2)
         single = unit.rstrip("s")
@@ -77,7 +79,7 @@ def check_expression(expression: object) -> str:
                 f"schedule: {expression!r}: use rate(1 {single}) or rate(N {single}s), N > 1"
             )
         return expression
-    cron = CRON.match(expression)
+    cron = CRON.fullmatch(expression)
     if not cron:
         raise InvalidArgument(
             f"schedule: {expression!r} is neither cron(min hour day-of-month month "
@@ -122,7 +124,7 @@ def _check_field(name: str, field: str, low: int, high: int, names: tuple[str, .
         if slash:
             if name == "day-of-week":
                 raise InvalidArgument("'/' is not allowed in day-of-week")
-            if not step.isdigit() or not 1 <= int(step) <= high - low + 1:
+            if not _digits(step) or not 1 <= int(step) <= high - low + 1:
                 raise InvalidArgument(f"the increment {step!r} must be 1-{high - low + 1}")
         if base == "*":
             continue
@@ -134,8 +136,14 @@ def _check_field(name: str, field: str, low: int, high: int, names: tuple[str, .
                 raise InvalidArgument(f"the range {base!r} runs backwards")
 
 
+def _digits(text: str) -> bool:
+    """ASCII digits only: str.isdigit() is also true of Arabic-Indic, full-width and
+    superscript digits (int() fails on the last), which the scheduler does not read."""
+    return text.isascii() and text.isdigit()
+
+
 def _value(text: str, low: int, high: int, names: tuple[str, ...]) -> int:
-    if text.isdigit() and len(text) <= 4:
+    if _digits(text) and len(text) <= 4:
         number = int(text)
     elif text.upper() in names:
         number = names.index(text.upper()) + low
@@ -169,7 +177,7 @@ def _day_of_week_special(part: str) -> bool:
     if "#" in part:
         day, _, nth = part.partition("#")
         _value(day, 1, 7, DAYS)
-        if not nth.isdigit() or not 1 <= int(nth) <= 5:
+        if not _digits(nth) or not 1 <= int(nth) <= 5:
             raise InvalidArgument(f"'#{nth}': the week of the month must be 1-5")
         return True
     return False

@@ -20,7 +20,7 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from pgkick.errors import InvalidArgument
@@ -30,7 +30,31 @@ from pgkick.validation import check_max_attempts, check_name, payload_json
 
 SCHEDULE_PREFIX = "pgkick.periodic."  # what sync owns: no kick or rescue name has a dot
 SCHEDULED_TIME = "<aws.scheduler.scheduled-time>"  # the scheduler fills it in, per tick
-_NAME = re.compile(r"^[A-Za-z0-9_-]{1,48}$")  # 64 characters a schedule name may have
+# 64 characters a schedule name may have, less the prefix. Matched whole (fullmatch): a
+# `$` would match before a final newline, and AWS refuses a name holding one.
+_NAME = re.compile(r"[A-Za-z0-9_-]{1,48}")
+
+
+def check_periodic_name(name: object) -> str:
+    """`name` when it makes a schedule name AWS accepts; InvalidArgument otherwise."""
+    if not isinstance(name, str) or not _NAME.fullmatch(name):
+        raise InvalidArgument(f"periodic name: {name!r} must be 1-48 of A-Z a-z 0-9 _ -")
+    return name
+
+
+# How long a tick's key must outlive its scheduled time: as long as the tick can be
+# delivered again, whatever the job retention (PGKICK_RETENTION_DAYS may be 0). The longest
+# way back, each step at its ceiling:
+SCHEDULER_MAX_EVENT_AGE = timedelta(seconds=86_400)  # Scheduler's RetryPolicy
+# MaximumEventAgeInSeconds, at most (botocore's scheduler model; AWS's default): it
+# redelivers a tick it thinks undelivered for up to a day after the scheduled time;
+LAMBDA_MAX_EVENT_AGE = timedelta(seconds=21_600)  # Lambda's asynchronous queue, at most
+# (template.yaml's KickMaxEventAgeSeconds MaxValue; Lambda's own ceiling): a delivered tick
+# whose invocation failed is retried from it;
+FAILED_KICKS_RETENTION = timedelta(seconds=1_209_600)  # template.yaml's FailedKicksQueue
+# MessageRetentionPeriod (14 days): a dead-lettered tick, or one Lambda gave up on, waits
+# there until the worker runs it (pgkick.aws.failed_kicks), as late as that.
+TICK_KEYS_KEPT = SCHEDULER_MAX_EVENT_AGE + LAMBDA_MAX_EVENT_AGE + FAILED_KICKS_RETENTION
 
 
 @dataclass(frozen=True, slots=True)
@@ -50,8 +74,10 @@ class Periodic:
         return SCHEDULE_PREFIX + self.name
 
     def check(self) -> Periodic:
-        """Itself, when its expression and time zone are ones EventBridge Scheduler accepts
-        (pgkick.tasks.expressions); InvalidArgument naming the part it would refuse."""
+        """Itself, when its name, expression and time zone are ones EventBridge Scheduler
+        accepts (pgkick.tasks.expressions); InvalidArgument naming the part it would refuse.
+        The name too: a Periodic built by hand reaches sync without declare's check."""
+        check_periodic_name(self.name)
         check_expression(self.expression)
         check_timezone(self.timezone)
         return self
@@ -94,11 +120,9 @@ def declare(
 ) -> Periodic:
     """Validate and record one periodic task; raises before anything is declared."""
     name = task if name is None else name
-    if not isinstance(name, str) or not _NAME.match(name):
-        raise InvalidArgument(f"periodic name: {name!r} must be 1-48 of A-Z a-z 0-9 _ -")
     return into.add(
         Periodic(
-            name=name,
+            name=check_periodic_name(name),
             expression=check_expression(expression),
             timezone=check_timezone(timezone),
             task=check_name("task", task),
@@ -124,7 +148,7 @@ def periodic(
 def parse_tick(event: Mapping[str, Any]) -> tuple[str, datetime]:
     """The periodic name and scheduled time a tick event carries; ValueError otherwise."""
     name, tick = event.get("periodic"), event.get("tick")
-    if not isinstance(name, str) or not _NAME.match(name):
+    if not isinstance(name, str) or not _NAME.fullmatch(name):
         raise InvalidArgument(f"tick event: periodic {str(name)[:100]!r} is not a periodic name")
     try:
         when = datetime.fromisoformat(str(tick).replace("Z", "+00:00"))

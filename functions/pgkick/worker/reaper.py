@@ -29,6 +29,7 @@ from pgkick.errors import MisuseError
 from pgkick.kick.kickers import Kicker
 from pgkick.kick.safety import kick_with_safety, wake_after_failed_kick
 from pgkick.store.maintenance import MaintenanceStore
+from pgkick.tasks.recurring import TICK_KEYS_KEPT
 from pgkick.worker.healing import heal_queues
 
 log = logging.getLogger("pgkick.reaper")
@@ -104,7 +105,8 @@ def reap(
             purged,
             extra={"purged": purged},
         )
-    report["purged_ticks"] = store.purge_ticks(retention)  # recurring's dedupe keys
+    # recurring's dedupe keys, kept while a tick can come back even when the retention is 0
+    report["purged_ticks"] = store.purge_ticks(retention, TICK_KEYS_KEPT)
     report["purged_starts"] = store.purge_stale_starts()  # rate limits' keys gone quiet
     return report
 

@@ -59,13 +59,14 @@ def sync_periodic(stack: Stack, modules: tuple[str, ...]) -> list[str]:
     from pgkick.aws.schedules import desired
     from pgkick.tasks.recurring import periodic_registry
     from pgkick.tasks.registry import registry
+    from pgkick_dev.devserver.scheduler_delivery import LOCAL_DLQ_ARN
 
     registry.load(modules)
     worker = next(iter(stack.functions))
     arn = f"arn:aws:lambda:us-east-1:123456789012:function:{worker}"
     names = []
     for periodic in periodic_registry.declared.values():
-        body = desired(periodic, arn, "arn:aws:iam::123456789012:role/pgkick-dev")
+        body = desired(periodic, arn, "arn:aws:iam::123456789012:role/pgkick-dev", LOCAL_DLQ_ARN)
         stack.scheduler.create(body.pop("Name"), body, replace=False)
         names.append(periodic.schedule_name)
     return names

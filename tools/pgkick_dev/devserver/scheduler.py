@@ -8,7 +8,9 @@ stand-in kinder than AWS lets a test pass where the deploy loses a job. As AWS d
 - FlexibleTimeWindow FLEXIBLE fires at a random moment within MaximumWindowInMinutes after
   that (same guide, "Configuring flexible time windows");
 - a one-time at() already past is refused with a ValidationException
-  (pgkick_dev.devserver.schedules: what a schedule is, when it falls due, the errors);
+  (pgkick_dev.devserver.schedules: what a schedule is, when it falls due, the errors), as
+  is a call outside the API's constraints (pgkick_dev.devserver.schedule_checks: names,
+  bounds, FLEXIBLE's window, from botocore's model of the API);
 - CreateSchedule is throttled at 10 TPS per schedule (Scheduler quotas, "Schedule
   invocation throttle limit": a fixed 10 requests per second per schedule) and, on request,
   at a share of calls (`api_throttle_rate`, the account's TPS quota), ThrottlingException;
@@ -32,6 +34,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from pgkick_dev.devserver.clock import Clock
+from pgkick_dev.devserver.schedule_checks import check_body
 from pgkick_dev.devserver.scheduler_delivery import DeadLetter, Delivery, DeliveryFailed
 from pgkick_dev.devserver.schedules import (
     Schedule,
@@ -72,10 +75,10 @@ class Scheduler:
         self._faults = random.Random(self.seed)
 
     def create(self, name: str, body: dict[str, Any], *, replace: bool = False) -> Schedule:
-        group = str(body.pop("GroupName", None) or "default")
-        for required in ("ScheduleExpression", "Target", "FlexibleTimeWindow"):
-            if required not in body:
-                raise SchedulerError("ValidationException", 400, f"{required} is required")
+        given = body.pop("GroupName", None)
+        body.pop("Name", None)  # the path's is the name
+        check_body("UpdateSchedule" if replace else "CreateSchedule", name, given, body)
+        group = str(given or "default")
         first = first_due(body, self.clock.now)
         self._throttle(group, name)
         with self._lock:

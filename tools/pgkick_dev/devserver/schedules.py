@@ -9,24 +9,28 @@ in words; it is observed: "AWS rejects a fire time in the past at create"
 (github.com/DefangLabs/pulumi-defang/pull/425, a one-time schedule guarded for it), and
 issue #30 reports the same; pgkick tries a wake-up a few seconds ahead and, refused,
 books it a minute ahead (pgkick.kick.kickers.first_minute, booking_minute). An expression
-that does not parse is refused the same way. Errors carry the exception name boto3 raises
-and the HTTP status, so the Scheduler API (pgkick_dev.devserver.scheduler_api) answers as
-AWS does.
+that does not parse is refused the same way: an at() is `at(yyyy-mm-ddThh:mm:ss)` exactly
+("Schedule types on EventBridge Scheduler"; an offset, a date alone or a space is
+refused, not read as ISO's other forms), in a zone that exists. Errors carry the
+exception name boto3 raises and the HTTP status, so the Scheduler API
+(pgkick_dev.devserver.scheduler_api) answers as AWS does.
 """
 
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
-from zoneinfo import ZoneInfo
+from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from pgkick_dev.devserver.clock import Cancellable
 from pgkick_dev.local.cron import next_tick
 
 ACCOUNT_ARN = "arn:aws:scheduler:us-east-1:123456789012"
+AT = re.compile(r"at\([0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}\)")
 
 
 @dataclass
@@ -74,13 +78,7 @@ def first_due(body: dict[str, Any], now: Callable[[], float]) -> float | None:
     a one-time at() already past, or an expression that does not parse, is refused."""
     expression, zone = _expression(body)
     if _one_time(expression):
-        try:
-            local = datetime.fromisoformat(expression[3:-1])
-        except ValueError:
-            raise SchedulerError(
-                "ValidationException", 400, f"Invalid Schedule Expression {expression}."
-            ) from None
-        due = local.replace(tzinfo=ZoneInfo(zone)).timestamp()
+        due = _at(expression, zone)
         if due < now():
             raise SchedulerError(
                 "ValidationException",
@@ -102,6 +100,27 @@ def next_due(body: dict[str, Any], after: float) -> float | None:
 
 def _expression(body: dict[str, Any]) -> tuple[str, str]:
     return str(body["ScheduleExpression"]), str(body.get("ScheduleExpressionTimezone") or "UTC")
+
+
+def _at(expression: str, zone: str) -> float:
+    """at(yyyy-mm-ddThh:mm:ss) in `zone`, as AWS reads it: that form exactly (no offset, no
+    fraction, no date alone: ISO's other forms are refused), and a zone that exists."""
+    try:
+        local = datetime.strptime(expression, "at(%Y-%m-%dT%H:%M:%S)")
+    except ValueError:
+        local = None
+    if local is None or not AT.fullmatch(expression):  # strptime takes '7' for '07'
+        raise SchedulerError(
+            "ValidationException",
+            400,
+            f"Invalid Schedule Expression {expression}: use at(yyyy-mm-ddThh:mm:ss).",
+        )
+    try:
+        return local.replace(tzinfo=ZoneInfo(zone)).timestamp()
+    except (ZoneInfoNotFoundError, ValueError):  # ValueError: a path, not a name
+        raise SchedulerError(
+            "ValidationException", 400, f"Invalid ScheduleExpressionTimezone {zone}."
+        ) from None
 
 
 def _one_time(expression: str) -> bool:

@@ -26,7 +26,7 @@ from zoneinfo import ZoneInfo
 
 from pgkick.tasks.expressions import check_expression, check_timezone
 
-_RATE = re.compile(r"^rate\((\d+) (minute|hour|day)s?\)$")
+_RATE = re.compile(r"rate\(([0-9]+) (minute|hour|day)s?\)")  # whole: see pgkick.tasks.expressions
 _UNIT = {"minute": 60, "hour": 3600, "day": 86400}
 _MONTHS = {n: i for i, n in enumerate(calendar.month_abbr) if n}  # Jan -> 1
 _DAYS = {n.upper(): i for i, n in enumerate(["SUN", "MON", "TUE", "WED", "THU", "FRI", "SAT"], 1)}
@@ -41,7 +41,7 @@ def next_tick(expression: str, timezone: str, after: datetime) -> datetime | Non
     check_timezone(timezone)
     if after.tzinfo is None:
         raise ValueError(f"after: {after!r} has no time zone")
-    rate = _RATE.match(expression)
+    rate = _RATE.fullmatch(expression)
     if rate:
         period = int(rate.group(1)) * _UNIT[rate.group(2)]
         return datetime.fromtimestamp((int(after.timestamp()) // period + 1) * period, UTC)
