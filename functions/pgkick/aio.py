@@ -41,11 +41,13 @@ from pgkick.errors import MisuseError
 from pgkick.kick.default import default_kicker
 from pgkick.kick.kickers import Kicker, NoKicker
 from pgkick.producer.aio_after_commit import (
+    commit_despite_cancel,
     kick,
     no_sync_store,
     reserve,
     reserve_despite_cancel,
     reserve_in_autocommit,
+    transaction_despite_cancel,
 )
 from pgkick.producer.enqueue import INSERT_CHUNK, producer_store
 from pgkick.producer.options import (
@@ -143,11 +145,11 @@ async def enqueue_and_kick(payload: Any, *, task: str, **options: Unpack[Produce
     if plan.spec.after:  # its own transaction, kicked only if ready at once
         async with _pool(dsn).connection() as conn:
             enqueuer = AsyncEnqueuer(conn, clock, DEFAULT_MAX_PAYLOAD_BYTES)
-            job_id = await enqueuer.enqueue_plan(plan)
-            reserving = reserve(conn, clock, enqueuer.queued, kicker)
+            job_id, cancelled = await commit_despite_cancel(enqueuer.enqueue_plan(plan))
             reserved, cancelled = await reserve_despite_cancel(
-                reserving, enqueuer.queued, kicker, clock
-            )
+                partial(reserve, conn, clock, enqueuer.queued, kicker),
+                enqueuer.queued, kicker, clock, cancelled,
+            )  # fmt: skip
         store_for = partial(producer_store, dsn, clock)
         await kick(enqueuer.queued, kicker, store_for, reserved, clock, cancelled)
         return job_id
@@ -155,11 +157,14 @@ async def enqueue_and_kick(payload: Any, *, task: str, **options: Unpack[Produce
         # Each statement its own transaction: the INSERT (with a unique key, its steps:
         # pgkick.store.unique), then the reservation after its commit, as the synchronous
         # lone job does (ProducerStore.insert_and_reserve says why not a pipeline).
-        job, inserted = await execute_async(conn, clock, plan)
-        if not inserted:
-            return job.id  # a live job held its key: nothing written, nothing to kick
-        reserving = reserve(conn, clock, [job], kicker)
-        reserved, cancelled = await reserve_despite_cancel(reserving, [job], kicker, clock)
+        (job, inserted), cancelled = await commit_despite_cancel(execute_async(conn, clock, plan))
+        if not inserted:  # a live job held its key: nothing written, nothing to kick
+            if cancelled is not None:
+                raise cancelled
+            return job.id
+        reserved, cancelled = await reserve_despite_cancel(
+            partial(reserve, conn, clock, [job], kicker), [job], kicker, clock, cancelled
+        )
     await kick([job], kicker, partial(producer_store, dsn, clock), reserved, clock, cancelled)
     return job.id
 
@@ -184,12 +189,12 @@ async def commit_and_kick[T](
     dsn = dsn or config.app_settings().dsn()
     async with _pool(dsn).connection() as conn:
         enqueuer = AsyncEnqueuer(conn, clock, DEFAULT_MAX_PAYLOAD_BYTES)
-        async with conn.transaction():
+        async with transaction_despite_cancel(conn) as committing:
             result = await fill(enqueuer)
-        reserving = reserve(conn, clock, enqueuer.queued, kicker)
         reserved, cancelled = await reserve_despite_cancel(
-            reserving, enqueuer.queued, kicker, clock
-        )
+            partial(reserve, conn, clock, enqueuer.queued, kicker),
+            enqueuer.queued, kicker, clock, committing.cancelled,
+        )  # fmt: skip
     store_for = partial(producer_store, dsn, clock)
     await kick(enqueuer.queued, kicker, store_for, reserved, clock, cancelled)
     return result
@@ -208,18 +213,22 @@ async def transaction(
         )
     kicker = kicker or default_kicker()  # a bad setting fails here, before anything is written
     enqueuer = AsyncEnqueuer(conn, clock, DEFAULT_MAX_PAYLOAD_BYTES)
-    async with conn.transaction():
+    committed: list[QueuedJob] = []
+    async with transaction_despite_cancel(conn) as committing:
         yield enqueuer
-        if not enqueuer.queued or isinstance(kicker, NoKicker):
-            return  # nothing to kick: nothing more to send
-        # Read in the app's transaction just before its COMMIT (pgkick.producer.enqueue's
-        # _committing says why): a savepoint the app rolled back may have taken some away.
-        among = statements.committed_among([j.id for j in enqueuer.queued])
-        committed = [QueuedJob._make(row) for row in await rows_async(conn, clock, among)]
+        if enqueuer.queued and not isinstance(kicker, NoKicker):  # else nothing to kick
+            # Read in the app's transaction just before its COMMIT (pgkick.producer.enqueue's
+            # _committing says why): a savepoint the app rolled back may have taken some.
+            among = statements.committed_among([j.id for j in enqueuer.queued])
+            committed = [QueuedJob._make(row) for row in await rows_async(conn, clock, among)]
     if not committed:
+        if committing.cancelled is not None:
+            raise committing.cancelled
         return
-    reserving = reserve_in_autocommit(conn, clock, committed, kicker)
-    reserved, cancelled = await reserve_despite_cancel(reserving, committed, kicker, clock)
+    reserved, cancelled = await reserve_despite_cancel(
+        partial(reserve_in_autocommit, conn, clock, committed, kicker),
+        committed, kicker, clock, committing.cancelled,
+    )  # fmt: skip
     await kick(committed, kicker, no_sync_store, reserved, clock, cancelled)
 
 
