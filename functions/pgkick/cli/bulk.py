@@ -10,8 +10,10 @@ unique-key conflicts over the whole selection before its first write (the one-li
 per-key rule, pgkick.store.unique). Then each batch of ids is changed by the action's own
 statement, in its own short transaction: no lock outlives a batch, so workers claiming and
 producers enqueueing meanwhile wait for one batch at most. Each statement re-checks the
-job's status as it writes: a job that moved since it was counted (a queued job claimed, a
-failed one retried by someone else) is skipped or, for a cancel, takes the running path.
+job's status as it writes (and, for a retry or a purge, the selection's statuses and
+--error: the filtered columns a finished job can change): a job that moved since it was
+counted (a queued job claimed, a failed one retried by someone else, run to done or failed
+again with another error) is skipped or, for a cancel, takes the running path.
 
 A cancel of running jobs goes through the cancel request (job_cancel_running): the
 worker's heartbeat reads the mark and the job fails 'cancelled by operator' when its
@@ -138,8 +140,12 @@ def retry_matching(
     revived = 0
     for chunk in _batches(ids, batch):
         with store.transaction():
-            jobs = store.retry_failed(
-                ids=chunk, queue=None, task=None, extra_attempts=extra_attempts
+            jobs = store.retry_failed(  # --error re-checked on each row as it is written
+                ids=chunk,
+                queue=None,
+                task=None,
+                extra_attempts=extra_attempts,
+                error=selection.error,
             )
             retried += jobs
             revived += store.revived_dependants() if jobs else 0
@@ -175,8 +181,9 @@ def purge_matching(
 ) -> list[int]:
     """Delete every done or failed job of the selection, a batch at a time; their ids."""
     ids, _ = select(store, selection, "purge", batch=batch)
+    statuses = selection.statuses("purge")
     purged: list[int] = []
-    for chunk in _batches(ids, batch):
+    for chunk in _batches(ids, batch):  # the selection's status and error re-checked per row
         with store.transaction():
-            purged += store.delete_finished_among(chunk)
+            purged += store.delete_finished_among(chunk, statuses=statuses, error=selection.error)
     return purged
