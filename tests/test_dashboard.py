@@ -14,6 +14,8 @@ import psycopg
 import pytest
 from starlette.testclient import TestClient
 
+import pgkick
+from pgkick.kick.kickers import NoKicker
 from pgkick.tasks import recurring
 from pgkick.tasks.recurring import Periodic, PeriodicRegistry
 from pgkick_dev.ui.app import make_app
@@ -278,3 +280,42 @@ def test_pgkick_ui_needs_a_database_named(
     monkeypatch.setattr("uvicorn.run", lambda *a, **k: pytest.fail("served without a database"))
     assert main(["ui"]) == 2
     assert capsys.readouterr().err == "pgkick ui: no database: pass --dsn or set DATABASE_URL\n"
+
+
+def test_the_cancel_button_a_waiting_job_shows_cancels_it(
+    dsn: str, acting: tuple[TestClient, Kicks]
+) -> None:
+    """Catches the button's action refusing waiting jobs (409 "expected queued|running")
+    while the page offers it for them, as `pgkick cancel ID` takes them."""
+    ui, _ = acting
+    parent = pgkick.enqueue_and_kick({}, task="t", queue="w", dsn=dsn, kicker=NoKicker())
+    child = pgkick.enqueue_and_kick(
+        {}, task="t", queue="w", dsn=dsn, kicker=NoKicker(), after=[parent]
+    )
+    page = ui.get(f"/jobs/{child}").text
+    assert 'id="status">waiting<' in page and 'id="cancel"' in page
+    answer = ui.post(f"/jobs/{child}/cancel", headers={"origin": LOCAL})
+    assert answer.status_code == 303, answer.text
+    row = job_row(dsn, child)
+    assert (row["status"], row["last_error"]) == ("failed", "cancelled by operator")
+
+
+def test_a_retry_with_no_kicker_configured_is_refused_before_it_writes(
+    dsn: str, ids: list[int], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Catches the retry committing, then building the kicker: `pgkick ui --allow-actions`
+    with neither PGKICK_KICKER nor PGKICK_WORKER_FUNCTION answered 503 "Database
+    unavailable" for a job it had queued again. Refused first, naming the settings, the job
+    left failed; a cancel (which kicks only what it releases, and logs a kick it cannot
+    make) still cancels."""
+    for name in ("PGKICK_KICKER", "PGKICK_WORKER_FUNCTION"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setattr("pgkick.kick.default._default", None)
+    _, failed, queued, _, _ = ids
+    ui = client(make_app(dsn, allow_actions=True))  # as `pgkick ui` builds it: no kicker
+    answer = ui.post(f"/jobs/{failed}/retry", headers={"origin": LOCAL})
+    assert answer.status_code == 500 and "Database unavailable" not in answer.text
+    assert "nothing changed" in answer.text and "PGKICK_KICKER" in answer.text
+    assert job_row(dsn, failed)["status"] == "failed"
+    assert ui.post(f"/jobs/{queued}/cancel", headers={"origin": LOCAL}).status_code == 303
+    assert job_row(dsn, queued)["status"] == "failed"

@@ -107,7 +107,13 @@ def _error(request: Request, status: int, title: str, message: str) -> Response:
 
 async def _http_error(request: Request, exc: Exception) -> Response:
     assert isinstance(exc, HTTPException)
-    titles = {404: "Not found", 405: "Method not allowed", 403: "Refused", 409: "Nothing changed"}
+    titles = {
+        404: "Not found",
+        405: "Method not allowed",
+        403: "Refused",
+        409: "Nothing changed",
+        500: "Not configured",  # the actions' only 500 (pgkick_dev.ui.actions._kicker)
+    }
     response = _error(request, exc.status_code, titles.get(exc.status_code, "Error"), exc.detail)
     if exc.headers:
         response.headers.update(exc.headers)
