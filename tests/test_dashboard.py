@@ -149,6 +149,14 @@ def test_a_job_page_shows_everything_and_bad_ids_are_refused(
     missing = ui.get("/jobs/987654")
     assert missing.status_code == 404 and "job 987654 does not exist" in missing.text
     assert ui.get("/jobs/abc").status_code == 400
+    # an id past bigint is a job that cannot exist (404), a bad cursor a 400: neither is the
+    # database's "bigint out of range" (it answered 503 "Database unavailable")
+    beyond = "99999999999999999999"
+    for url, status in ((f"/jobs/{beyond}", 404), (f"/workflows/{beyond}", 404)):
+        answer = ui.get(url)
+        assert answer.status_code == status and f"job {beyond} does not exist" in answer.text
+    answer = ui.get(f"/jobs?after={beyond}")
+    assert answer.status_code == 400 and "job id must be at most" in answer.text
     bad = ui.get("/jobs?status=finished")
     assert bad.status_code == 400 and "unknown status" in bad.text
     assert ui.get("/timeline").status_code == 404  # not in dev mode

@@ -18,7 +18,7 @@ from typing import Any
 from pgkick import config
 from pgkick.cli import bulk, database, operations
 from pgkick.cli.inspect import Command, add_filter_arguments
-from pgkick.cli.types import extra_attempts, positive, span
+from pgkick.cli.types import extra_attempts, job_id, positive, span
 from pgkick.errors import UsageError
 from pgkick.kick.default import default_kicker
 from pgkick.kick.kickers import NoKicker
@@ -204,7 +204,7 @@ def cmd_reap(args: argparse.Namespace) -> dict[str, Any]:
 
 def _selection_arguments(sub: argparse.ArgumentParser, *, ids: bool = True) -> None:
     if ids:
-        sub.add_argument("ids", nargs="*", type=int, help="job ids")
+        sub.add_argument("ids", nargs="*", type=job_id, help="job ids")
     sub.add_argument("--queue", help="every job of this queue")
     sub.add_argument("--task", help="every job of this task")
     sub.add_argument("--all", action="store_true", help="every job in that state")

@@ -19,8 +19,7 @@ from pgkick.cli import operations
 from pgkick.errors import ConfigError, JobMissing, UsageError
 from pgkick.kick.default import default_kicker
 from pgkick.kick.kickers import Kicker
-from pgkick.store.inspect import parse_id
-from pgkick_dev.ui.context import Settings, settings_of
+from pgkick_dev.ui.context import Settings, job_id_of, settings_of
 from pgkick_dev.ui.guard import cross_origin
 
 
@@ -31,7 +30,7 @@ def _allowed(request: Request) -> tuple[Settings, int]:
     refused = cross_origin(request)
     if refused:
         raise HTTPException(403, refused)
-    return settings, parse_id(request.path_params["job_id"])
+    return settings, job_id_of(request)
 
 
 def _done(request: Request, job_id: int, message: str) -> Response:
