@@ -327,3 +327,50 @@ def test_a_retry_with_no_kicker_configured_is_refused_before_it_writes(
     assert job_row(dsn, failed)["status"] == "failed"
     assert ui.post(f"/jobs/{queued}/cancel", headers={"origin": LOCAL}).status_code == 303
     assert job_row(dsn, queued)["status"] == "failed"
+
+
+def test_served_beyond_this_machine_only_the_hosts_it_was_started_for_are_answered(
+    dsn: str, ids: list[int], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Catches `pgkick ui --host` checking no Host header, and an action's Origin compared
+    with that header: a page on evil.example rebound to the dashboard's address (Host and
+    Origin both evil.example) read job pages and cancelled a job. Now a Host the dashboard
+    was not started for is refused, naming --allowed-host; an address typed as such (no
+    name to rebind) and the names given are served."""
+    _, failed, queued, _, _ = ids
+    served = make_app(dsn, allow_actions=True, allowed_hosts=None, kicker=Kicks())
+    rebound = TestClient(
+        served,
+        base_url="http://evil.example:3002",
+        client=("10.0.0.7", 50000),
+        follow_redirects=False,
+    )
+    page = rebound.get(f"/jobs/{failed}")
+    assert page.status_code == 403 and "--allowed-host" in page.text
+    origin = {"origin": "http://evil.example:3002"}
+    assert rebound.post(f"/jobs/{queued}/cancel", headers=origin).status_code == 403
+    assert job_row(dsn, queued)["status"] == "queued"
+    by_address = TestClient(served, base_url="http://10.0.0.5:3002", client=("10.0.0.7", 1))
+    assert by_address.get("/jobs").status_code == 200
+
+    apps: list[Any] = []  # `pgkick ui --host 0.0.0.0 --allowed-host dash.example`, as served
+    monkeypatch.setattr("uvicorn.run", lambda app, **_: apps.append(app))
+    from pgkick.cli.main import main
+
+    argv = ["ui", "--dsn", dsn, "--host", "0.0.0.0", "--allowed-host", "dash.example"]
+    assert main([*argv, "--allow-actions"]) == 0
+    named = TestClient(
+        apps[0],
+        base_url="http://dash.example:3002",
+        client=("10.0.0.7", 50000),
+        follow_redirects=False,
+    )
+    assert named.get(f"/jobs/{failed}").status_code == 200
+    # the Origin must name a host the dashboard serves, whatever the Host header says
+    other = {"origin": "http://evil.example:3002"}
+    assert named.post(f"/jobs/{queued}/cancel", headers=other).status_code == 403
+    own = {"origin": "http://dash.example:3002"}
+    assert named.post(f"/jobs/{queued}/cancel", headers=own).status_code == 303
+    assert job_row(dsn, queued)["status"] == "failed"
+    evil = TestClient(apps[0], base_url="http://evil.example:3002", client=("10.0.0.7", 1))
+    assert evil.get("/jobs").status_code == 403

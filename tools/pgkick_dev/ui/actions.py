@@ -27,7 +27,7 @@ def _allowed(request: Request) -> tuple[Settings, int]:
     settings = settings_of(request)
     if not settings.allow_actions:
         raise HTTPException(403, "read-only: start the dashboard with --allow-actions to act")
-    refused = cross_origin(request)
+    refused = cross_origin(request, request.app.state.guard)
     if refused:
         raise HTTPException(403, refused)
     return settings, job_id_of(request)
