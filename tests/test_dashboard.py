@@ -374,3 +374,43 @@ def test_served_beyond_this_machine_only_the_hosts_it_was_started_for_are_answer
     assert job_row(dsn, queued)["status"] == "failed"
     evil = TestClient(apps[0], base_url="http://evil.example:3002", client=("10.0.0.7", 1))
     assert evil.get("/jobs").status_code == 403
+
+
+def test_times_are_shown_in_utc_whatever_the_sessions_time_zone(
+    dsn: str, ids: list[int], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Catches the pages printing datetimes as the session gives them (in its TimeZone: a
+    server set to America/New_York, an RDS parameter group) labelled "UTC", or unlabelled
+    on the list: 13:43 UTC was shown as 08:43 UTC. Every time shown is UTC, and says so."""
+    failed = ids[1]
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        conn.execute(
+            "UPDATE pgkick.jobs SET created_at = '2026-03-04 13:43:05.123+00',"
+            " run_at = '2026-03-04 13:43:06+00', finished_at = '2026-03-04 13:44:00+00'"
+            " WHERE id = %s",
+            (failed,),
+        )
+        conn.execute(
+            "INSERT INTO pgkick.job_steps (job_id, name, args_hash, attempt, duration_ms,"
+            " wake_at, created_at) VALUES (%s, 'nap', '', 1, 0, '2026-03-04 15:00+00',"
+            " '2026-03-04 13:43:30+00')",
+            (failed,),
+        )
+        conn.execute("INSERT INTO pgkick.periodic_ticks VALUES ('nightly', '2026-01-02 03:00Z')")
+    declared = PeriodicRegistry()
+    declared.add(Periodic("nightly", "cron(0 3 * * ? *)", "UTC", "mail", "default"))
+    monkeypatch.setattr("pgkick_dev.ui.pages.periodic_registry", declared)
+    zoned = psycopg.conninfo.make_conninfo(dsn, options="-c TimeZone=America/New_York")
+    ui = client(make_app(zoned))
+    page = ui.get(f"/jobs/{failed}").text
+    assert re.findall(r"<dt>created</dt><dd>[^<]*</dd>", page) == [
+        "<dt>created</dt><dd>2026-03-04 13:43:05.123 UTC</dd>"
+    ]
+    assert "<dt>finished</dt><dd>2026-03-04 13:44:00.000 UTC</dd>" in page
+    steps = page[page.index('id="steps"') :]
+    assert "2026-03-04 15:00:00.000 UTC" in steps and "2026-03-04 13:43:30.000 UTC" in steps
+    listing = ui.get("/jobs?status=failed").text
+    assert "created (UTC)" in listing and "finished (UTC)" in listing
+    row = listing[listing.index(f'href="/jobs/{failed}"') :]
+    assert "<td>03-04 13:43:05</td>" in row and "<td>03-04 13:44:00</td>" in row
+    assert "2026-01-02 03:00:00 UTC" in ui.get("/").text  # the last tick enqueued

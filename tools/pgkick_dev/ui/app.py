@@ -31,7 +31,7 @@ from pgkick.connections.db import DatabaseError
 from pgkick.errors import InvalidArgument, PgkickError
 from pgkick.kick.kickers import Kicker
 from pgkick_dev.ui import actions, pages
-from pgkick_dev.ui.context import Settings, render
+from pgkick_dev.ui.context import Settings, render, utc
 from pgkick_dev.ui.guard import LOCALHOST, HostGuard, LocalOnly
 from pgkick_dev.ui.timeline import AwakeMeasure, Timeline
 
@@ -80,6 +80,7 @@ def make_app(
     environment = jinja2.Environment(
         loader=jinja2.FileSystemLoader(TEMPLATES), autoescape=True, undefined=jinja2.StrictUndefined
     )
+    environment.filters["utc"] = utc  # every time a page prints (pgkick_dev.ui.context)
     templates = Jinja2Templates(env=environment)
     guard = HostGuard(allowed_hosts, host_names)
     app = Starlette(

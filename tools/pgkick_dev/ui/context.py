@@ -9,6 +9,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from typing import Any
 
 from starlette.exceptions import HTTPException
@@ -51,6 +52,19 @@ class Settings:
             self.dsn, schema=self.schema, application_name=APPLICATION_NAME
         ) as s:
             yield s
+
+
+def utc(value: datetime | None, shape: str = "%Y-%m-%d %H:%M:%S.%f", label: bool = True) -> str:
+    """An instant as the pages show it (the `utc` filter of every template): in UTC, with
+    milliseconds for `%f`, and " UTC" after it unless its column's header says so ("-" for
+    None). Why converted here: psycopg gives a timestamptz in the session's TimeZone (the
+    server's or the database's setting: America/New_York, an RDS parameter group), and a
+    page printed that local time labelled UTC."""
+    if value is None:
+        return "-"
+    text = value.astimezone(UTC).strftime(shape)
+    text = text[:-3] if shape.endswith("%f") else text
+    return f"{text} UTC" if label else text
 
 
 def job_id_of(request: Request) -> int:
