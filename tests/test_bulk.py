@@ -317,3 +317,49 @@ def test_a_bulk_retry_by_error_skips_a_job_that_failed_again_with_another_error(
         retried = bulk.retry_matching(store, bulk.JobSelection(error="boom"))
     assert retried.jobs == [(kept, "q")]
     assert job_row(dsn, moved)["status"] == "failed" and job_row(dsn, kept)["status"] == "queued"
+
+
+class QueueKicks:
+    def __init__(self) -> None:
+        self.queues: list[str] = []
+
+    def kick(self, queue: str, reason: str, *, hop: int = 0) -> None:
+        self.queues.append(queue)
+
+
+def test_a_bulk_retry_that_meets_a_key_taken_midway_kicks_what_it_retried_and_says_so(
+    dsn: str, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Catches a bulk retry that, when a producer enqueues a failed job's key after the
+    whole selection's check (before that job's batch), dies on the raw unique violation
+    (exit 2) and leaves the batches it committed queued but never kicked: the kick ran
+    only after every batch. Now each batch's queues are kicked after its commit, and the
+    refusal is the check's one line, naming the key and how many were retried first."""
+    with JobStore.open(dsn) as store:
+        (first,) = insert(store, 1)
+        keyed = store.insert_unique(JobSpec("q", "t", "{}", None, timedelta(0), 1, unique_key="k"))[
+            0
+        ].id
+        fail_all(store, "q", "boom")
+    kicks = QueueKicks()
+    monkeypatch.setattr("pgkick.kick.default._default", kicks)
+    real = OperatorStore.retry_failed
+    batches: list[Any] = []
+
+    def racing(self: OperatorStore, **kw: Any) -> list[tuple[int, str]]:
+        batches.append(kw["ids"])
+        if len(batches) == 2:  # a producer takes the key after the first batch's commit
+            with JobStore.open(dsn) as producer:
+                producer.insert_unique(
+                    JobSpec("q", "t", "{}", None, timedelta(0), 1, unique_key="k")
+                )
+        return real(self, **kw)
+
+    monkeypatch.setattr(OperatorStore, "retry_failed", racing)
+    argv = ["retry", "--queue", "q", "--status", "failed", "--yes", "--batch", "1"]
+    code, _, err = run(capsys, *argv, "--dsn", dsn)
+    assert code == 1 and err.count("\n") == 1, err
+    assert err.startswith("pgkick retry: retried 1 job(s) (queued again, their queues kicked)")
+    assert f"job {keyed}'s unique key 'k' is held by queued job" in err, err
+    assert job_row(dsn, first)["status"] == "queued" and kicks.queues == ["q"]
+    assert job_row(dsn, keyed)["status"] == "failed"

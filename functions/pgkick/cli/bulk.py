@@ -29,11 +29,14 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
+from psycopg.errors import UniqueViolation
+
 from pgkick.cli import operations
 from pgkick.cli.operations import Retried
-from pgkick.errors import InvalidArgument
+from pgkick.errors import InvalidArgument, UsageError
 from pgkick.kick.default import default_kicker
 from pgkick.kick.kickers import Kicker
+from pgkick.store import unique
 from pgkick.store.inspect import JobFilter
 from pgkick.store.operator import OperatorStore
 
@@ -127,29 +130,55 @@ def retry_matching(
     *,
     extra_attempts: int = 1,
     batch: int = BATCH,
+    kicker: Kicker | None = None,
 ) -> Retried:
     """Put every failed job of the selection back in its queue with `extra_attempts` more,
     a batch at a time, reviving the dependants their failure ended (migration 0019); the
     jobs, (id, queue) each, and how many dependants wait again. Refused, nothing written,
-    if a retry would put a job next to a live one with its unique key. Kick the queues
-    afterwards (pgkick.cli.operations.kick_queues)."""
+    if a retry would put a job next to a live one with its unique key. Each batch's queues
+    are kicked after its commit, by `kicker` or the default one (built before the first
+    write: a kicker setting missing refuses the retry, as `pgkick retry` does).
+
+    Why a kick per batch: a later batch can still fail (a producer enqueues a selected
+    job's key after the whole selection was checked), and the batches committed before it
+    must not wait queued, unkicked, for a sweep. That refusal is the check's one line,
+    naming the key and saying how many jobs were retried before it."""
     ids, _ = select(store, selection, "retry", batch=batch)
     if ids:
         operations.check_retry(store, ids=ids, queue=None, task=None)
+        kicker = kicker or default_kicker()  # before the first write
     retried: list[tuple[int, str]] = []
     revived = 0
     for chunk in _batches(ids, batch):
-        with store.transaction():
-            jobs = store.retry_failed(  # --error re-checked on each row as it is written
-                ids=chunk,
-                queue=None,
-                task=None,
-                extra_attempts=extra_attempts,
-                error=selection.error,
-            )
-            retried += jobs
-            revived += store.revived_dependants() if jobs else 0
+        try:
+            with store.transaction():
+                jobs = store.retry_failed(  # --error re-checked on each row as it is written
+                    ids=chunk,
+                    queue=None,
+                    task=None,
+                    extra_attempts=extra_attempts,
+                    error=selection.error,
+                )
+                revived += store.revived_dependants() if jobs else 0
+        except UniqueViolation as exc:
+            raise _taken_meanwhile(store, chunk, len(retried), exc) from None
+        retried += jobs
+        if kicker is not None:
+            operations.kick_queues(jobs, kicker)
     return Retried(retried, revived)
+
+
+def _taken_meanwhile(
+    store: OperatorStore, chunk: list[int], done: int, exc: UniqueViolation
+) -> UsageError:
+    """The refusal of a batch whose job's unique key a live job took after the selection's
+    check: check_retry's words for it (else the server's detail), and what came before."""
+    conflicts = store.retry_conflicts(ids=chunk, queue=None, task=None)
+    why = unique.describe_conflicts(conflicts) if conflicts else exc.diag.message_detail
+    return UsageError(
+        f"retried {done} job(s) (queued again, their queues kicked), then stopped: {why} "
+        "(taken since the retry was checked); the rest of the selection is still failed"
+    )
 
 
 def cancel_matching(

@@ -134,10 +134,13 @@ def cmd_retry(args: argparse.Namespace) -> dict[str, Any]:
     if _bulk(args, "retry") is not None:
 
         def retry(store: OperatorStore, selection: bulk.JobSelection) -> dict[str, Any]:
-            retried = bulk.retry_matching(
-                store, selection, extra_attempts=args.extra_attempts, batch=args.batch
+            retried = bulk.retry_matching(  # kicks each batch's queues after its commit
+                store,
+                selection,
+                extra_attempts=args.extra_attempts,
+                batch=args.batch,
+                kicker=kicker,
             )
-            operations.kick_queues(retried.jobs, kicker)
             return {"retried": len(retried.jobs), "revived_dependants": retried.revived}
 
         return _bulk_command(args, "retry", retry)
