@@ -54,7 +54,8 @@ ACTIONS: dict[str, tuple[str, ...]] = {
 class JobSelection(JobFilter):
     """The jobs a bulk action takes: `pgkick jobs`' filters (status, task, queue, unique key,
     group), a created range [since, until) and `error`, text the last error contains
-    (case-insensitive). None: no filter on that field.
+    (in any case for ASCII letters; others as the database's LC_CTYPE folds them). None:
+    no filter on that field.
 
     Why a JobFilter: the listing's fields, checks and parameters are the selection's, defined
     once (pgkick.store.inspect), so a bulk action takes what `pgkick jobs` lists. What is a

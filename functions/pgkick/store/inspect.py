@@ -45,7 +45,8 @@ class JobFilter:
     unique_key: str | None = None
     group: str | None = None
     # Created at or after `since`, before `until`; `error`: text the last error contains
-    # (any case). The CLI's (`pgkick jobs --since/--until/--error`) and a bulk action's.
+    # (any case for ASCII letters; others as the database's LC_CTYPE folds them: lower()).
+    # The CLI's (`pgkick jobs --since/--until/--error`) and a bulk action's.
     since: datetime | None = None
     until: datetime | None = None
     error: str | None = None
