@@ -1,4 +1,4 @@
--- job_id_page_matching: Up to `limit` ids (and statuses) of the jobs a bulk action selects, in id order above a cursor: by statuses, task, queue, unique key, group, created range and error text (case-insensitive substring); read-only and lock-free (the action's own statement re-checks each job's status as it writes).
+-- job_id_page_matching: Up to `limit` ids (and statuses) of the jobs a bulk action selects, in id order above a cursor: by statuses, task, queue, unique key, group, created range and error text (a substring, lower() against lower(): any case for ASCII letters, others as the database's LC_CTYPE folds them); read-only and lock-free (the action's own statement re-checks each job's status as it writes).
 SELECT id, status
 FROM pgkick.jobs
 WHERE id > %(after)s::bigint

@@ -13,7 +13,7 @@ import psycopg
 import pytest
 
 from pgkick import cli
-from pgkick.cli import bulk
+from pgkick.cli import bulk, operations
 from pgkick.errors import InvalidArgument, UsageError
 from pgkick.store import queries
 from pgkick.store.operator import OperatorStore
@@ -255,3 +255,111 @@ def test_a_retry_that_waited_for_another_retry_and_its_claim_changes_nothing(dsn
     assert claimed.id == job_id and second == [[]]
     row = job_row(dsn, job_id)
     assert (row["status"], row["attempts"], row["max_attempts"]) == ("running", 2, 2)
+
+
+class Racing(OperatorStore):
+    """A bulk action's store that, once its selection is read, lets `meanwhile` run in
+    another session before the first write: what an operator and a worker do between
+    the count and the batch (no sleep: the race is played in order)."""
+
+    meanwhile: Any = None
+
+    def ids_matching(self, filters: dict[str, Any], *, after: int, limit: int) -> list[Any]:
+        found = super().ids_matching(filters, after=after, limit=limit)
+        if Racing.meanwhile is not None:
+            Racing.meanwhile, act = None, Racing.meanwhile
+            act()
+        return found
+
+
+def test_a_bulk_purge_skips_a_job_retried_and_run_to_done_since_it_was_selected(
+    dsn: str,
+) -> None:
+    """Catches the purge's delete re-checking only 'done or failed': `purge --status failed
+    --error Boom` deleted a job another operator retried and a worker ran to done between
+    the selection and the delete (the docs: a job that moved since it was counted is
+    skipped). Its sibling, still failed with Boom, is purged."""
+    with JobStore.open(dsn) as store:
+        moved, kept = insert(store, 2)
+        fail_all(store, "q", "PermanentError: Boom")
+
+    def retried_and_run() -> None:
+        with JobStore.open(dsn) as other:
+            operations.retry(OperatorStore(other.conn, other.clock), ids=[moved])
+            (job,) = other.claim("q", batch=1, lease=LEASE)
+            assert other.complete(job.id, job.attempts)
+
+    Racing.meanwhile = retried_and_run
+    with Racing.open(dsn) as store:
+        purged = bulk.purge_matching(store, bulk.JobSelection(status="failed", error="boom"))
+    assert sorted(purged) == [kept]
+    assert rows(dsn, [moved, kept]).keys() == {moved} and job_row(dsn, moved)["status"] == "done"
+
+
+def test_a_bulk_retry_by_error_skips_a_job_that_failed_again_with_another_error(
+    dsn: str,
+) -> None:
+    """Catches the retry's statement re-checking only 'failed': `retry --error Boom` put
+    back a job that, since it was selected, was retried by someone else and failed again
+    with another error (outside the selection as it is written)."""
+    with JobStore.open(dsn) as store:
+        moved, kept = insert(store, 2)
+        fail_all(store, "q", "PermanentError: Boom")
+
+    def retried_and_failed_otherwise() -> None:
+        with JobStore.open(dsn) as other:
+            operations.retry(OperatorStore(other.conn, other.clock), ids=[moved])
+            (job,) = other.claim("q", batch=1, lease=LEASE)
+            other.fail(job.id, job.attempts, "KeyError: 'sku'", permanent=True)
+
+    Racing.meanwhile = retried_and_failed_otherwise
+    with Racing.open(dsn) as store:
+        retried = bulk.retry_matching(store, bulk.JobSelection(error="boom"))
+    assert retried.jobs == [(kept, "q")]
+    assert job_row(dsn, moved)["status"] == "failed" and job_row(dsn, kept)["status"] == "queued"
+
+
+class QueueKicks:
+    def __init__(self) -> None:
+        self.queues: list[str] = []
+
+    def kick(self, queue: str, reason: str, *, hop: int = 0) -> None:
+        self.queues.append(queue)
+
+
+def test_a_bulk_retry_that_meets_a_key_taken_midway_kicks_what_it_retried_and_says_so(
+    dsn: str, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Catches a bulk retry that, when a producer enqueues a failed job's key after the
+    whole selection's check (before that job's batch), dies on the raw unique violation
+    (exit 2) and leaves the batches it committed queued but never kicked: the kick ran
+    only after every batch. Now each batch's queues are kicked after its commit, and the
+    refusal is the check's one line, naming the key and how many were retried first."""
+    with JobStore.open(dsn) as store:
+        (first,) = insert(store, 1)
+        keyed = store.insert_unique(JobSpec("q", "t", "{}", None, timedelta(0), 1, unique_key="k"))[
+            0
+        ].id
+        fail_all(store, "q", "boom")
+    kicks = QueueKicks()
+    monkeypatch.setattr("pgkick.kick.default._default", kicks)
+    real = OperatorStore.retry_failed
+    batches: list[Any] = []
+
+    def racing(self: OperatorStore, **kw: Any) -> list[tuple[int, str]]:
+        batches.append(kw["ids"])
+        if len(batches) == 2:  # a producer takes the key after the first batch's commit
+            with JobStore.open(dsn) as producer:
+                producer.insert_unique(
+                    JobSpec("q", "t", "{}", None, timedelta(0), 1, unique_key="k")
+                )
+        return real(self, **kw)
+
+    monkeypatch.setattr(OperatorStore, "retry_failed", racing)
+    argv = ["retry", "--queue", "q", "--status", "failed", "--yes", "--batch", "1"]
+    code, _, err = run(capsys, *argv, "--dsn", dsn)
+    assert code == 1 and err.count("\n") == 1, err
+    assert err.startswith("pgkick retry: retried 1 job(s) (queued again, their queues kicked)")
+    assert f"job {keyed}'s unique key 'k' is held by queued job" in err, err
+    assert job_row(dsn, first)["status"] == "queued" and kicks.queues == ["q"]
+    assert job_row(dsn, keyed)["status"] == "failed"

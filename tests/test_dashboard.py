@@ -14,6 +14,8 @@ import psycopg
 import pytest
 from starlette.testclient import TestClient
 
+import pgkick
+from pgkick.kick.kickers import NoKicker
 from pgkick.tasks import recurring
 from pgkick.tasks.recurring import Periodic, PeriodicRegistry
 from pgkick_dev.ui.app import make_app
@@ -147,6 +149,14 @@ def test_a_job_page_shows_everything_and_bad_ids_are_refused(
     missing = ui.get("/jobs/987654")
     assert missing.status_code == 404 and "job 987654 does not exist" in missing.text
     assert ui.get("/jobs/abc").status_code == 400
+    # an id past bigint is a job that cannot exist (404), a bad cursor a 400: neither is the
+    # database's "bigint out of range" (it answered 503 "Database unavailable")
+    beyond = "99999999999999999999"
+    for url, status in ((f"/jobs/{beyond}", 404), (f"/workflows/{beyond}", 404)):
+        answer = ui.get(url)
+        assert answer.status_code == status and f"job {beyond} does not exist" in answer.text
+    answer = ui.get(f"/jobs?after={beyond}")
+    assert answer.status_code == 400 and "job id must be at most" in answer.text
     bad = ui.get("/jobs?status=finished")
     assert bad.status_code == 400 and "unknown status" in bad.text
     assert ui.get("/timeline").status_code == 404  # not in dev mode
@@ -278,3 +288,129 @@ def test_pgkick_ui_needs_a_database_named(
     monkeypatch.setattr("uvicorn.run", lambda *a, **k: pytest.fail("served without a database"))
     assert main(["ui"]) == 2
     assert capsys.readouterr().err == "pgkick ui: no database: pass --dsn or set DATABASE_URL\n"
+
+
+def test_the_cancel_button_a_waiting_job_shows_cancels_it(
+    dsn: str, acting: tuple[TestClient, Kicks]
+) -> None:
+    """Catches the button's action refusing waiting jobs (409 "expected queued|running")
+    while the page offers it for them, as `pgkick cancel ID` takes them."""
+    ui, _ = acting
+    parent = pgkick.enqueue_and_kick({}, task="t", queue="w", dsn=dsn, kicker=NoKicker())
+    child = pgkick.enqueue_and_kick(
+        {}, task="t", queue="w", dsn=dsn, kicker=NoKicker(), after=[parent]
+    )
+    page = ui.get(f"/jobs/{child}").text
+    assert 'id="status">waiting<' in page and 'id="cancel"' in page
+    answer = ui.post(f"/jobs/{child}/cancel", headers={"origin": LOCAL})
+    assert answer.status_code == 303, answer.text
+    row = job_row(dsn, child)
+    assert (row["status"], row["last_error"]) == ("failed", "cancelled by operator")
+
+
+def test_a_retry_with_no_kicker_configured_is_refused_before_it_writes(
+    dsn: str, ids: list[int], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Catches the retry committing, then building the kicker: `pgkick ui --allow-actions`
+    with neither PGKICK_KICKER nor PGKICK_WORKER_FUNCTION answered 503 "Database
+    unavailable" for a job it had queued again. Refused first, naming the settings, the job
+    left failed; a cancel (which kicks only what it releases, and logs a kick it cannot
+    make) still cancels."""
+    for name in ("PGKICK_KICKER", "PGKICK_WORKER_FUNCTION"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setattr("pgkick.kick.default._default", None)
+    _, failed, queued, _, _ = ids
+    ui = client(make_app(dsn, allow_actions=True))  # as `pgkick ui` builds it: no kicker
+    answer = ui.post(f"/jobs/{failed}/retry", headers={"origin": LOCAL})
+    assert answer.status_code == 500 and "Database unavailable" not in answer.text
+    assert "nothing changed" in answer.text and "PGKICK_KICKER" in answer.text
+    assert job_row(dsn, failed)["status"] == "failed"
+    assert ui.post(f"/jobs/{queued}/cancel", headers={"origin": LOCAL}).status_code == 303
+    assert job_row(dsn, queued)["status"] == "failed"
+
+
+def test_served_beyond_this_machine_only_the_hosts_it_was_started_for_are_answered(
+    dsn: str, ids: list[int], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Catches `pgkick ui --host` checking no Host header, and an action's Origin compared
+    with that header: a page on evil.example rebound to the dashboard's address (Host and
+    Origin both evil.example) read job pages and cancelled a job. Now a Host the dashboard
+    was not started for is refused, naming --allowed-host; an address typed as such (no
+    name to rebind) and the names given are served."""
+    _, failed, queued, _, _ = ids
+    served = make_app(dsn, allow_actions=True, allowed_hosts=None, kicker=Kicks())
+    rebound = TestClient(
+        served,
+        base_url="http://evil.example:3002",
+        client=("10.0.0.7", 50000),
+        follow_redirects=False,
+    )
+    page = rebound.get(f"/jobs/{failed}")
+    assert page.status_code == 403 and "--allowed-host" in page.text
+    origin = {"origin": "http://evil.example:3002"}
+    assert rebound.post(f"/jobs/{queued}/cancel", headers=origin).status_code == 403
+    assert job_row(dsn, queued)["status"] == "queued"
+    by_address = TestClient(served, base_url="http://10.0.0.5:3002", client=("10.0.0.7", 1))
+    assert by_address.get("/jobs").status_code == 200
+
+    apps: list[Any] = []  # `pgkick ui --host 0.0.0.0 --allowed-host dash.example`, as served
+    monkeypatch.setattr("uvicorn.run", lambda app, **_: apps.append(app))
+    from pgkick.cli.main import main
+
+    argv = ["ui", "--dsn", dsn, "--host", "0.0.0.0", "--allowed-host", "dash.example"]
+    assert main([*argv, "--allow-actions"]) == 0
+    named = TestClient(
+        apps[0],
+        base_url="http://dash.example:3002",
+        client=("10.0.0.7", 50000),
+        follow_redirects=False,
+    )
+    assert named.get(f"/jobs/{failed}").status_code == 200
+    # the Origin must name a host the dashboard serves, whatever the Host header says
+    other = {"origin": "http://evil.example:3002"}
+    assert named.post(f"/jobs/{queued}/cancel", headers=other).status_code == 403
+    own = {"origin": "http://dash.example:3002"}
+    assert named.post(f"/jobs/{queued}/cancel", headers=own).status_code == 303
+    assert job_row(dsn, queued)["status"] == "failed"
+    evil = TestClient(apps[0], base_url="http://evil.example:3002", client=("10.0.0.7", 1))
+    assert evil.get("/jobs").status_code == 403
+
+
+def test_times_are_shown_in_utc_whatever_the_sessions_time_zone(
+    dsn: str, ids: list[int], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Catches the pages printing datetimes as the session gives them (in its TimeZone: a
+    server set to America/New_York, an RDS parameter group) labelled "UTC", or unlabelled
+    on the list: 13:43 UTC was shown as 08:43 UTC. Every time shown is UTC, and says so."""
+    failed = ids[1]
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        conn.execute(
+            "UPDATE pgkick.jobs SET created_at = '2026-03-04 13:43:05.123+00',"
+            " run_at = '2026-03-04 13:43:06+00', finished_at = '2026-03-04 13:44:00+00'"
+            " WHERE id = %s",
+            (failed,),
+        )
+        conn.execute(
+            "INSERT INTO pgkick.job_steps (job_id, name, args_hash, attempt, duration_ms,"
+            " wake_at, created_at) VALUES (%s, 'nap', '', 1, 0, '2026-03-04 15:00+00',"
+            " '2026-03-04 13:43:30+00')",
+            (failed,),
+        )
+        conn.execute("INSERT INTO pgkick.periodic_ticks VALUES ('nightly', '2026-01-02 03:00Z')")
+    declared = PeriodicRegistry()
+    declared.add(Periodic("nightly", "cron(0 3 * * ? *)", "UTC", "mail", "default"))
+    monkeypatch.setattr("pgkick_dev.ui.pages.periodic_registry", declared)
+    zoned = psycopg.conninfo.make_conninfo(dsn, options="-c TimeZone=America/New_York")
+    ui = client(make_app(zoned))
+    page = ui.get(f"/jobs/{failed}").text
+    assert re.findall(r"<dt>created</dt><dd>[^<]*</dd>", page) == [
+        "<dt>created</dt><dd>2026-03-04 13:43:05.123 UTC</dd>"
+    ]
+    assert "<dt>finished</dt><dd>2026-03-04 13:44:00.000 UTC</dd>" in page
+    steps = page[page.index('id="steps"') :]
+    assert "2026-03-04 15:00:00.000 UTC" in steps and "2026-03-04 13:43:30.000 UTC" in steps
+    listing = ui.get("/jobs?status=failed").text
+    assert "created (UTC)" in listing and "finished (UTC)" in listing
+    row = listing[listing.index(f'href="/jobs/{failed}"') :]
+    assert "<td>03-04 13:43:05</td>" in row and "<td>03-04 13:44:00</td>" in row
+    assert "2026-01-02 03:00:00 UTC" in ui.get("/").text  # the last tick enqueued

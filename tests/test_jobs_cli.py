@@ -162,6 +162,33 @@ def test_bad_input_is_one_line_and_exit_2(
     assert err == f"pgkick {argv[0]}: {message}\n"
 
 
+BEYOND_BIGINT = "99999999999999999999"
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["job", BEYOND_BIGINT],
+        ["workflow", BEYOND_BIGINT],
+        ["jobs", "--after", BEYOND_BIGINT],
+        ["retry", BEYOND_BIGINT],
+        ["cancel", "3", BEYOND_BIGINT],
+        ["retry", "0"],
+    ],
+)
+def test_an_id_beyond_bigint_is_the_id_checks_one_line_and_exit_2(
+    dsn: str, capsys: pytest.CaptureFixture[str], argv: list[str]
+) -> None:
+    """Catches an id past bigint (or below 1) reaching PostgreSQL: the command printed the
+    server's "bigint out of range" (retry and cancel took any int), not the id check."""
+    try:
+        code, _, err = run(capsys, *argv, "--dsn", dsn)
+    except SystemExit as exited:  # retry and cancel: the parser's refusal, one line as well
+        code, err = int(str(exited.code)), capsys.readouterr().err
+    assert code == 2 and "out of range" not in err and err.count("\n") == 1, err
+    assert err.startswith(f"pgkick {argv[0]}: ") and "job id must be" in err, err
+
+
 @pytest.mark.parametrize(
     ("argv", "message"),
     [

@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from pgkick.cli.types import schema_name, seconds
+from pgkick.errors import UsageError
 from pgkick_dev import scratch
 from pgkick_dev.awake.chart import Lane, render
 from pgkick_dev.awake.compare import Workload, compare
@@ -199,14 +200,20 @@ def cmd_ui(args: argparse.Namespace) -> dict[str, Any]:
         raise ValueError("no database: pass --dsn or set DATABASE_URL")
     local = args.host is None
     host = "127.0.0.1" if local else args.host
+    if local and args.allowed_host:
+        raise UsageError("--allowed-host names the dashboard served with --host: give --host")
+    names = [] if local else [host, *args.allowed_host]  # the Host headers answered
     app = make_app(
         dsn,
         allow_actions=args.allow_actions,
         allowed_hosts=LOCALHOST if local else None,
+        host_names=names,
         schema=args.schema,
     )
     mode = "actions allowed" if args.allow_actions else "read-only"
     reach = "this machine only" if local else f"anyone who can reach {host}"
+    if not local:
+        reach += f", as {', '.join(names)}, localhost or an IP address (or --allowed-host NAME)"
     print(f"pgkick ui: http://{host}:{args.port}/ ({mode}, {reach})", file=sys.stderr)
     uvicorn.run(app, host=host, port=args.port, log_level="warning")
     return {}
@@ -287,6 +294,14 @@ def add_tool_commands(command: Command) -> None:
         "--host",
         help="address to serve on, and answer clients other than this machine "
         "(default: 127.0.0.1, this machine only)",
+    )
+    ui.add_argument(
+        "--allowed-host",
+        action="append",
+        default=[],
+        metavar="NAME",
+        help="with --host: a host name the dashboard is reached by (repeatable); a request "
+        "naming another (DNS rebinding) is refused",
     )
     ui.add_argument(
         "--allow-actions", action="store_true", help="show and accept retry and cancel buttons"

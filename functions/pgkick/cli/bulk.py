@@ -10,8 +10,10 @@ unique-key conflicts over the whole selection before its first write (the one-li
 per-key rule, pgkick.store.unique). Then each batch of ids is changed by the action's own
 statement, in its own short transaction: no lock outlives a batch, so workers claiming and
 producers enqueueing meanwhile wait for one batch at most. Each statement re-checks the
-job's status as it writes: a job that moved since it was counted (a queued job claimed, a
-failed one retried by someone else) is skipped or, for a cancel, takes the running path.
+job's status as it writes (and, for a retry or a purge, the selection's statuses and
+--error: the filtered columns a finished job can change): a job that moved since it was
+counted (a queued job claimed, a failed one retried by someone else, run to done or failed
+again with another error) is skipped or, for a cancel, takes the running path.
 
 A cancel of running jobs goes through the cancel request (job_cancel_running): the
 worker's heartbeat reads the mark and the job fails 'cancelled by operator' when its
@@ -27,11 +29,14 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
+from psycopg.errors import UniqueViolation
+
 from pgkick.cli import operations
 from pgkick.cli.operations import Retried
-from pgkick.errors import InvalidArgument
+from pgkick.errors import InvalidArgument, UsageError
 from pgkick.kick.default import default_kicker
 from pgkick.kick.kickers import Kicker
+from pgkick.store import unique
 from pgkick.store.inspect import JobFilter
 from pgkick.store.operator import OperatorStore
 
@@ -49,7 +54,8 @@ ACTIONS: dict[str, tuple[str, ...]] = {
 class JobSelection(JobFilter):
     """The jobs a bulk action takes: `pgkick jobs`' filters (status, task, queue, unique key,
     group), a created range [since, until) and `error`, text the last error contains
-    (case-insensitive). None: no filter on that field.
+    (in any case for ASCII letters; others as the database's LC_CTYPE folds them). None:
+    no filter on that field.
 
     Why a JobFilter: the listing's fields, checks and parameters are the selection's, defined
     once (pgkick.store.inspect), so a bulk action takes what `pgkick jobs` lists. What is a
@@ -125,25 +131,55 @@ def retry_matching(
     *,
     extra_attempts: int = 1,
     batch: int = BATCH,
+    kicker: Kicker | None = None,
 ) -> Retried:
     """Put every failed job of the selection back in its queue with `extra_attempts` more,
     a batch at a time, reviving the dependants their failure ended (migration 0019); the
     jobs, (id, queue) each, and how many dependants wait again. Refused, nothing written,
-    if a retry would put a job next to a live one with its unique key. Kick the queues
-    afterwards (pgkick.cli.operations.kick_queues)."""
+    if a retry would put a job next to a live one with its unique key. Each batch's queues
+    are kicked after its commit, by `kicker` or the default one (built before the first
+    write: a kicker setting missing refuses the retry, as `pgkick retry` does).
+
+    Why a kick per batch: a later batch can still fail (a producer enqueues a selected
+    job's key after the whole selection was checked), and the batches committed before it
+    must not wait queued, unkicked, for a sweep. That refusal is the check's one line,
+    naming the key and saying how many jobs were retried before it."""
     ids, _ = select(store, selection, "retry", batch=batch)
     if ids:
         operations.check_retry(store, ids=ids, queue=None, task=None)
+        kicker = kicker or default_kicker()  # before the first write
     retried: list[tuple[int, str]] = []
     revived = 0
     for chunk in _batches(ids, batch):
-        with store.transaction():
-            jobs = store.retry_failed(
-                ids=chunk, queue=None, task=None, extra_attempts=extra_attempts
-            )
-            retried += jobs
-            revived += store.revived_dependants() if jobs else 0
+        try:
+            with store.transaction():
+                jobs = store.retry_failed(  # --error re-checked on each row as it is written
+                    ids=chunk,
+                    queue=None,
+                    task=None,
+                    extra_attempts=extra_attempts,
+                    error=selection.error,
+                )
+                revived += store.revived_dependants() if jobs else 0
+        except UniqueViolation as exc:
+            raise _taken_meanwhile(store, chunk, len(retried), exc) from None
+        retried += jobs
+        if kicker is not None:
+            operations.kick_queues(jobs, kicker)
     return Retried(retried, revived)
+
+
+def _taken_meanwhile(
+    store: OperatorStore, chunk: list[int], done: int, exc: UniqueViolation
+) -> UsageError:
+    """The refusal of a batch whose job's unique key a live job took after the selection's
+    check: check_retry's words for it (else the server's detail), and what came before."""
+    conflicts = store.retry_conflicts(ids=chunk, queue=None, task=None)
+    why = unique.describe_conflicts(conflicts) if conflicts else exc.diag.message_detail
+    return UsageError(
+        f"retried {done} job(s) (queued again, their queues kicked), then stopped: {why} "
+        "(taken since the retry was checked); the rest of the selection is still failed"
+    )
 
 
 def cancel_matching(
@@ -175,8 +211,9 @@ def purge_matching(
 ) -> list[int]:
     """Delete every done or failed job of the selection, a batch at a time; their ids."""
     ids, _ = select(store, selection, "purge", batch=batch)
+    statuses = selection.statuses("purge")
     purged: list[int] = []
-    for chunk in _batches(ids, batch):
+    for chunk in _batches(ids, batch):  # the selection's status and error re-checked per row
         with store.transaction():
-            purged += store.delete_finished_among(chunk)
+            purged += store.delete_finished_among(chunk, statuses=statuses, error=selection.error)
     return purged

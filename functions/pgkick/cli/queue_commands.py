@@ -18,7 +18,7 @@ from typing import Any
 from pgkick import config
 from pgkick.cli import bulk, database, operations
 from pgkick.cli.inspect import Command, add_filter_arguments
-from pgkick.cli.types import extra_attempts, positive, span
+from pgkick.cli.types import extra_attempts, job_id, positive, span
 from pgkick.errors import UsageError
 from pgkick.kick.default import default_kicker
 from pgkick.kick.kickers import NoKicker
@@ -134,10 +134,13 @@ def cmd_retry(args: argparse.Namespace) -> dict[str, Any]:
     if _bulk(args, "retry") is not None:
 
         def retry(store: OperatorStore, selection: bulk.JobSelection) -> dict[str, Any]:
-            retried = bulk.retry_matching(
-                store, selection, extra_attempts=args.extra_attempts, batch=args.batch
+            retried = bulk.retry_matching(  # kicks each batch's queues after its commit
+                store,
+                selection,
+                extra_attempts=args.extra_attempts,
+                batch=args.batch,
+                kicker=kicker,
             )
-            operations.kick_queues(retried.jobs, kicker)
             return {"retried": len(retried.jobs), "revived_dependants": retried.revived}
 
         return _bulk_command(args, "retry", retry)
@@ -204,7 +207,7 @@ def cmd_reap(args: argparse.Namespace) -> dict[str, Any]:
 
 def _selection_arguments(sub: argparse.ArgumentParser, *, ids: bool = True) -> None:
     if ids:
-        sub.add_argument("ids", nargs="*", type=int, help="job ids")
+        sub.add_argument("ids", nargs="*", type=job_id, help="job ids")
     sub.add_argument("--queue", help="every job of this queue")
     sub.add_argument("--task", help="every job of this task")
     sub.add_argument("--all", action="store_true", help="every job in that state")

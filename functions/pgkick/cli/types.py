@@ -15,6 +15,7 @@ from datetime import UTC, datetime, timedelta
 from pgkick import config
 from pgkick.errors import ConfigError, InvalidArgument
 from pgkick.store import flow
+from pgkick.store.inspect import parse_id
 from pgkick.validation import MAX_ATTEMPTS_LIMIT
 
 SPAN = re.compile(r"^(\d+)([smhd])$")
@@ -28,6 +29,15 @@ def schema_name(text: str) -> str:
     try:
         return config.check_schema_name(text, "--schema")
     except ConfigError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+
+
+def job_id(text: str) -> int:
+    """A job id (`pgkick retry|cancel ID...`): a bigint of 1 or more, checked as `pgkick job`
+    checks it (pgkick.store.inspect.parse_id), so none reaches the server out of range."""
+    try:
+        return parse_id(text)
+    except InvalidArgument as exc:
         raise argparse.ArgumentTypeError(str(exc)) from None
 
 

@@ -45,7 +45,8 @@ class JobFilter:
     unique_key: str | None = None
     group: str | None = None
     # Created at or after `since`, before `until`; `error`: text the last error contains
-    # (any case). The CLI's (`pgkick jobs --since/--until/--error`) and a bulk action's.
+    # (any case for ASCII letters; others as the database's LC_CTYPE folds them: lower()).
+    # The CLI's (`pgkick jobs --since/--until/--error`) and a bulk action's.
     since: datetime | None = None
     until: datetime | None = None
     error: str | None = None
@@ -116,14 +117,21 @@ class JobPage:
     looked_down_to: int | None
 
 
+MAX_ID = 2**63 - 1  # jobs.id is a bigint
+
+
 def parse_id(text: str) -> int:
-    """A job id from what a person typed."""
+    """A job id from what a person typed, refused here (InvalidArgument) unless it is a
+    bigint of 1 or more: a larger one reached PostgreSQL and came back as its "bigint out
+    of range", which the dashboard took for a database failure (503)."""
     try:
         value = int(text)
     except ValueError:
         raise InvalidArgument(f"job id must be a whole number, not {text!r}") from None
     if value < 1:
         raise InvalidArgument(f"job id must be 1 or more, not {value}")
+    if value > MAX_ID:
+        raise InvalidArgument(f"job id must be at most {MAX_ID} (a bigint), not {value}")
     return value
 
 

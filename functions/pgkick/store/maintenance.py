@@ -77,13 +77,25 @@ class MaintenanceStore(ExpiredLeases, QueueHealing):
         return rows[0] if rows else {}
 
     def retry_failed(
-        self, *, ids: list[int] | None, queue: str | None, task: str | None, extra_attempts: int
+        self,
+        *,
+        ids: list[int] | None,
+        queue: str | None,
+        task: str | None,
+        extra_attempts: int,
+        error: str | None = None,
     ) -> list[tuple[int, str]]:
         """Failed jobs back to queued; returns (id, queue) of each. The dependants their
         failure had ended wait for them again (migration 0019's trigger, in this statement):
-        `revived_dependants` counts them, in the same transaction."""
+        `revived_dependants` counts them, in the same transaction. `error`: only those whose
+        last error still contains it (a bulk retry's --error, re-checked as it writes)."""
         rows = self.rows(
-            queries.JOB_RETRY_FAILED, ids=ids, queue=queue, task=task, extra_attempts=extra_attempts
+            queries.JOB_RETRY_FAILED,
+            ids=ids,
+            queue=queue,
+            task=task,
+            extra_attempts=extra_attempts,
+            error=error,
         )
         return [(row[0], row[1]) for row in rows]
 
@@ -126,9 +138,15 @@ class MaintenanceStore(ExpiredLeases, QueueHealing):
         """(id, status) of up to `limit` jobs a bulk action selects, above id `after`."""
         return self.rows(queries.JOB_ID_PAGE_MATCHING, after=after, limit=limit, **filters)
 
-    def delete_finished_among(self, ids: list[int]) -> list[int]:
-        """Delete the done or failed jobs among `ids`; returns their ids."""
-        return [row[0] for row in self.rows(queries.JOB_DELETE_FINISHED_AMONG, ids=ids)]
+    def delete_finished_among(
+        self, ids: list[int], *, statuses: list[str], error: str | None
+    ) -> list[int]:
+        """Delete the jobs among `ids` still in one of `statuses` (done, failed) and, with
+        `error`, whose last error still contains it: a bulk purge's selection, re-checked
+        as each row is deleted (a job retried and run since it was counted is not one of
+        them any more). Returns their ids."""
+        rows = self.rows(queries.JOB_DELETE_FINISHED_AMONG, ids=ids, statuses=statuses, error=error)
+        return [row[0] for row in rows]
 
     def get_many(self, ids: list[int]) -> list[dict[str, Any]]:
         return self.dicts(queries.JOB_GET_MANY, ids=ids)

@@ -122,10 +122,12 @@ WHERE id = %(id)s AND status = 'running' AND attempts = %(attempts)s
 RETURNING status;"""
 
 JOB_DELETE_FINISHED_AMONG: Final = """\
--- job_delete_finished_among: Deletes the jobs among ids that are done or failed (a job retried meanwhile is left alone); returns their ids.
+-- job_delete_finished_among: Deletes the jobs among ids that still match the bulk purge's selection as each row is deleted (its latest version): a status among the selection's statuses (done or failed), and a last error containing the selection's text if it has one (case-insensitive), the two filtered columns a job can change once selected (queue, task, keys, group and created_at never change), so a job retried and run to done, or failed again with another error, since it was counted is left alone; returns their ids.
 DELETE FROM pgkick.jobs
 WHERE id = ANY(%(ids)s::bigint[])
   AND status IN ('done', 'failed')
+  AND status = ANY(%(statuses)s::text[])
+  AND (%(error)s::text IS NULL OR strpos(lower(last_error), lower(%(error)s::text)) > 0)
 RETURNING id;"""
 
 JOB_DEPENDANTS_READY_QUEUES: Final = """\
@@ -211,7 +213,7 @@ JOB_ID_LAST: Final = """\
 SELECT coalesce(max(id), 0) FROM pgkick.jobs;"""
 
 JOB_ID_PAGE_MATCHING: Final = """\
--- job_id_page_matching: Up to `limit` ids (and statuses) of the jobs a bulk action selects, in id order above a cursor: by statuses, task, queue, unique key, group, created range and error text (case-insensitive substring); read-only and lock-free (the action's own statement re-checks each job's status as it writes).
+-- job_id_page_matching: Up to `limit` ids (and statuses) of the jobs a bulk action selects, in id order above a cursor: by statuses, task, queue, unique key, group, created range and error text (a substring, lower() against lower(): any case for ASCII letters, others as the database's LC_CTYPE folds them); read-only and lock-free (the action's own statement re-checks each job's status as it writes).
 SELECT id, status
 FROM pgkick.jobs
 WHERE id > %(after)s::bigint
@@ -548,7 +550,7 @@ WHERE j.status = 'failed'
 ORDER BY 1, 2;"""
 
 JOB_RETRY_FAILED: Final = """\
--- job_retry_failed: Puts failed jobs (by ids, or by queue and task) back in the queue with more attempts, never more than 1000 in all (a job that used 1000 stays failed); attempts keep counting up, so fencing stays sound; a cancel mark is cleared. A selected job that a parent's failure ended (its last_error says so, policy fail or cancel), whose failed parent this retry selects too, is left to that parent: migration 0019's trigger revives it as waiting, so it runs after its parent, not beside it. A job with parents still to finish waits for them again (waiting, counted), and one whose parent under fail or cancel is failed and not retried here stays failed (the CLI names that parent first: job_retry_blocked_by_parents).
+-- job_retry_failed: Puts failed jobs (by ids, or by queue and task) back in the queue with more attempts, never more than 1000 in all (a job that used 1000 stays failed); attempts keep counting up, so fencing stays sound; a cancel mark is cleared. With `error` (a bulk retry's --error), only the jobs whose last error still contains that text (case-insensitive), checked on the row's latest version: one retried by someone else since it was selected and failed again with another error is left failed. A selected job that a parent's failure ended (its last_error says so, policy fail or cancel), whose failed parent this retry selects too, is left to that parent: migration 0019's trigger revives it as waiting, so it runs after its parent, not beside it. A job with parents still to finish waits for them again (waiting, counted), and one whose parent under fail or cancel is failed and not retried here stays failed (the CLI names that parent first: job_retry_blocked_by_parents).
 WITH selected AS (
   SELECT j.id FROM pgkick.jobs AS j
   WHERE j.status = 'failed'
@@ -556,6 +558,7 @@ WITH selected AS (
     AND (%(ids)s::bigint[] IS NULL OR j.id = ANY(%(ids)s::bigint[]))
     AND (%(queue)s::text IS NULL OR j.queue = %(queue)s)
     AND (%(task)s::text IS NULL OR j.task = %(task)s)
+    AND (%(error)s::text IS NULL OR strpos(lower(j.last_error), lower(%(error)s::text)) > 0)
     AND NOT (coalesce(j.last_error, '') ~ '^(cancelled: )?parent job [0-9]+ failed: ' AND EXISTS (
       SELECT 1
       FROM pgkick.job_dependencies d JOIN pgkick.jobs p ON p.id = d.parent_id
@@ -565,6 +568,7 @@ WITH selected AS (
         AND (%(ids)s::bigint[] IS NULL OR p.id = ANY(%(ids)s::bigint[]))
         AND (%(queue)s::text IS NULL OR p.queue = %(queue)s)
         AND (%(task)s::text IS NULL OR p.task = %(task)s)
+        AND (%(error)s::text IS NULL OR strpos(lower(p.last_error), lower(%(error)s::text)) > 0)
     ))
 ), parents AS (
   -- Their parents, locked in id order before they are counted and read as locked (the
@@ -593,6 +597,7 @@ SET status       = CASE WHEN coalesce(c.pending, 0) > 0 THEN 'waiting' ELSE 'que
 FROM selected AS s LEFT JOIN counted AS c ON c.child_id = s.id
 WHERE j.id = s.id AND NOT coalesce(c.blocked, false)
   AND j.status = 'failed'  -- re-checked on the row's latest version: a concurrent retry or claim wins
+  AND (%(error)s::text IS NULL OR strpos(lower(j.last_error), lower(%(error)s::text)) > 0)
 RETURNING j.id, j.queue;"""
 
 JOB_RETRY_UNIQUE_CONFLICTS: Final = """\

@@ -31,8 +31,8 @@ from pgkick.connections.db import DatabaseError
 from pgkick.errors import InvalidArgument, PgkickError
 from pgkick.kick.kickers import Kicker
 from pgkick_dev.ui import actions, pages
-from pgkick_dev.ui.context import Settings, render
-from pgkick_dev.ui.guard import LOCALHOST, LocalOnly
+from pgkick_dev.ui.context import Settings, render, utc
+from pgkick_dev.ui.guard import LOCALHOST, HostGuard, LocalOnly
 from pgkick_dev.ui.timeline import AwakeMeasure, Timeline
 
 TEMPLATES = Path(__file__).parent / "templates"
@@ -55,6 +55,7 @@ def make_app(
     timeline: Timeline | None = None,
     allow_actions: bool = False,
     allowed_hosts: Collection[str] | None = LOCALHOST,
+    host_names: Collection[str] = (),
     kicker: Kicker | None = None,
     schema: str | None = None,
     awake_window: float = 300.0,
@@ -64,8 +65,10 @@ def make_app(
 
     timeline: the local stack's recorder (dev mode: the invocation and awake timelines).
     allow_actions: show and accept retry and cancel.
-    allowed_hosts: client addresses served besides loopback ones; None: everyone (then the
-    Host header is not checked either).
+    allowed_hosts: client addresses served besides loopback ones (a request's Host header
+    must name one of them or a loopback one); None: every client (`pgkick ui --host`), and
+    the Host header must be a loopback name, an IP address or one of `host_names` (the
+    address bound, `--allowed-host`): pgkick_dev.ui.guard.
     kicker: what a retry kicks (default: PGKICK_KICKER's, as `pgkick retry`).
     awake_window: seconds a serverless database stays awake after its last invocation.
     awake: the activity monitor watching this database (dev mode on the embedded database):
@@ -77,7 +80,9 @@ def make_app(
     environment = jinja2.Environment(
         loader=jinja2.FileSystemLoader(TEMPLATES), autoescape=True, undefined=jinja2.StrictUndefined
     )
+    environment.filters["utc"] = utc  # every time a page prints (pgkick_dev.ui.context)
     templates = Jinja2Templates(env=environment)
+    guard = HostGuard(allowed_hosts, host_names)
     app = Starlette(
         routes=[
             Route("/", pages.overview, name="overview"),
@@ -88,7 +93,7 @@ def make_app(
             Route("/workflows/{job_id}", pages.workflow, name="workflow"),
             Route("/timeline", pages.timeline, name="timeline"),
         ],
-        middleware=[Middleware(LocalOnly, allowed=allowed_hosts)],
+        middleware=[Middleware(LocalOnly, guard=guard)],
         exception_handlers={
             HTTPException: _http_error,
             InvalidArgument: _bad_request,
@@ -98,6 +103,7 @@ def make_app(
     )
     app.state.settings = settings
     app.state.templates = templates
+    app.state.guard = guard  # the actions' Origin check reads the same host names
     return app
 
 
@@ -107,7 +113,13 @@ def _error(request: Request, status: int, title: str, message: str) -> Response:
 
 async def _http_error(request: Request, exc: Exception) -> Response:
     assert isinstance(exc, HTTPException)
-    titles = {404: "Not found", 405: "Method not allowed", 403: "Refused", 409: "Nothing changed"}
+    titles = {
+        404: "Not found",
+        405: "Method not allowed",
+        403: "Refused",
+        409: "Nothing changed",
+        500: "Not configured",  # the actions' only 500 (pgkick_dev.ui.actions._kicker)
+    }
     response = _error(request, exc.status_code, titles.get(exc.status_code, "Error"), exc.detail)
     if exc.headers:
         response.headers.update(exc.headers)

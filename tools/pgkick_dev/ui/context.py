@@ -9,14 +9,16 @@ from __future__ import annotations
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from typing import Any
 
+from starlette.exceptions import HTTPException
 from starlette.requests import Request
 from starlette.responses import Response
 from starlette.templating import Jinja2Templates
 
 from pgkick.kick.kickers import Kicker
-from pgkick.store.inspect import JobReader
+from pgkick.store.inspect import MAX_ID, JobReader, parse_id
 from pgkick.store.operator import OperatorStore
 from pgkick_dev.ui.timeline import AwakeMeasure, Timeline
 
@@ -50,6 +52,29 @@ class Settings:
             self.dsn, schema=self.schema, application_name=APPLICATION_NAME
         ) as s:
             yield s
+
+
+def utc(value: datetime | None, shape: str = "%Y-%m-%d %H:%M:%S.%f", label: bool = True) -> str:
+    """An instant as the pages show it (the `utc` filter of every template): in UTC, with
+    milliseconds for `%f`, and " UTC" after it unless its column's header says so ("-" for
+    None). Why converted here: psycopg gives a timestamptz in the session's TimeZone (the
+    server's or the database's setting: America/New_York, an RDS parameter group), and a
+    page printed that local time labelled UTC."""
+    if value is None:
+        return "-"
+    text = value.astimezone(UTC).strftime(shape)
+    text = text[:-3] if shape.endswith("%f") else text
+    return f"{text} UTC" if label else text
+
+
+def job_id_of(request: Request) -> int:
+    """The job id of a page's or an action's path. An id past bigint names a job that cannot
+    exist: 404, as a missing one (PostgreSQL's "bigint out of range" was answered as a
+    database failure, 503); text that is no id is a 400 (InvalidArgument)."""
+    text = request.path_params["job_id"]
+    if text.isascii() and text.isdigit() and int(text) > MAX_ID:
+        raise HTTPException(404, f"job {text} does not exist")
+    return parse_id(text)
 
 
 def settings_of(request: Request) -> Settings:

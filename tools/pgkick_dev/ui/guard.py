@@ -1,12 +1,15 @@
-"""Who may use the dashboard: this machine only (unless told otherwise), and actions only
-from the dashboard's own pages.
+"""Who may use the dashboard: this machine only (unless told otherwise), only under the
+host names it was started for, and actions only from the dashboard's own pages.
 
 Why both checks on the client and on the Host header: the dashboard binds to
 127.0.0.1, but a web page elsewhere can make the browser on this machine send
 requests to it (a Host it does not own, by DNS rebinding) or submit a form to it
-(a cross-site POST). A request from another address, or naming another host, is
-refused unless `pgkick ui --host` was given; an action must come from a page of
-the same origin (the Origin header, else the Referer), or it is refused.
+(a cross-site POST). A request from another address is refused unless `pgkick ui
+--host` was given. Whatever the address, a request naming a host the dashboard was not
+started for is refused (as Django's ALLOWED_HOSTS): with --host, a rebound name reaches
+any machine that can reach the dashboard, and its pages would be the attacker's site's
+own (same origin), free to read them and to post actions. An action must come from a
+page of one of those hosts (the Origin header, else the Referer), or it is refused.
 """
 
 from __future__ import annotations
@@ -31,53 +34,93 @@ def _loopback(address: str) -> bool:
         return False
 
 
+def _address(name: str) -> bool:
+    """An IP address, not a name: a browser sends it as Host only when it was typed (no DNS
+    lookup, so nothing to rebind), and a page from elsewhere is of another origin."""
+    try:
+        ipaddress.ip_address(name.strip("[]"))
+    except ValueError:
+        return False
+    return True
+
+
 def _host_name(host_header: str) -> str:
     """The name in a Host header, without its port (an IPv6 address keeps no brackets)."""
-    return urlsplit(f"//{host_header}").hostname or ""
+    try:
+        return urlsplit(f"//{host_header}").hostname or ""
+    except ValueError:  # a malformed header (an unclosed bracket): no name we serve
+        return ""
 
 
-class LocalOnly:
-    """ASGI middleware: refuse (403) any request whose client is not in `allowed` (loopback
-    addresses always are) or whose Host header does not name this machine; `allowed`
-    None lets everyone in (`pgkick ui --host`)."""
+class HostGuard:
+    """Which clients the dashboard answers, and which host names a request (its Host
+    header) and an action (its Origin) may carry.
 
-    def __init__(self, app: ASGIApp, allowed: Collection[str] | None) -> None:
-        self.app = app
-        self.allowed = None if allowed is None else frozenset(allowed)
+    clients: addresses answered besides loopback ones (their names are served too: this
+    machine's), or None for every client (`pgkick ui --host`): then the names served are
+    loopback ones, any IP address, and `names` (the address bound, `--allowed-host`)."""
 
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] == "http" and self.allowed is not None:
-            problem = self.refusal(Request(scope))
-            if problem:
-                await PlainTextResponse(problem, status_code=403)(scope, receive, send)
-                return
-        await self.app(scope, receive, send)
+    def __init__(self, clients: Collection[str] | None, names: Collection[str] = ()) -> None:
+        self.clients = None if clients is None else frozenset(clients)
+        self.names = frozenset(name.lower() for name in (*(clients or ()), *names))
+
+    def host_allowed(self, name: str) -> bool:
+        name = name.lower()
+        if _loopback(name) or name in self.names:
+            return True
+        return self.clients is None and _address(name)
 
     def refusal(self, request: Request) -> str | None:
-        assert self.allowed is not None
         client = request.client.host if request.client else ""
-        if client not in self.allowed and not _loopback(client):
+        if self.clients is not None and client not in self.clients and not _loopback(client):
             return (
                 f"refused: the dashboard answers this machine only, not {client or 'unknown'} "
                 "(start it with --host to serve others)"
             )
         host = _host_name(request.headers.get("host", ""))
-        if host not in self.allowed and not _loopback(host):
+        if self.host_allowed(host):
+            return None
+        if self.clients is not None:
             return f"refused: Host {host!r} is not this machine (start it with --host to allow)"
-        return None
+        return (
+            f"refused: Host {host!r} is not a name this dashboard was started for; if it is "
+            f"yours, start it with --allowed-host {host or 'NAME'}"
+        )
 
 
-def cross_origin(request: Request) -> str | None:
-    """Why an action request does not come from one of our pages, or None if it does."""
+class LocalOnly:
+    """ASGI middleware: refuse (403) what `guard` refuses: a client not allowed, a Host
+    header naming a host the dashboard does not serve."""
+
+    def __init__(self, app: ASGIApp, guard: HostGuard) -> None:
+        self.app = app
+        self.guard = guard
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "http":
+            problem = self.guard.refusal(Request(scope))
+            if problem:
+                await PlainTextResponse(problem, status_code=403)(scope, receive, send)
+                return
+        await self.app(scope, receive, send)
+
+
+def cross_origin(request: Request, guard: HostGuard) -> str | None:
+    """Why an action request does not come from one of our pages, or None if it does: its
+    Origin (else Referer) must name a host `guard` serves, not merely match the Host header
+    (which the sender chooses), and be this request's own scheme, host and port."""
     own = f"{request.url.scheme}://{request.headers.get('host', '')}"
     if request.headers.get("sec-fetch-site") not in (None, "same-origin", "none"):
         return "refused: the request came from another site"
     origin = request.headers.get("origin")
-    if origin is not None and origin != "null":
-        return None if origin == own else f"refused: the request came from {origin}"
-    referer = request.headers.get("referer")
-    if referer is not None:
+    if origin is None or origin == "null":
+        referer = request.headers.get("referer")
+        if referer is None:
+            return (
+                "refused: an action needs an Origin or Referer header from the dashboard's own page"
+            )
         parts = urlsplit(referer)
-        came_from = f"{parts.scheme}://{parts.netloc}"
-        return None if came_from == own else f"refused: the request came from {came_from}"
-    return "refused: an action needs an Origin or Referer header from the dashboard's own page"
+        origin = f"{parts.scheme}://{parts.netloc}"
+    if origin == own and guard.host_allowed(_host_name(urlsplit(origin).netloc)):
+        return None
+    return f"refused: the request came from {origin}"

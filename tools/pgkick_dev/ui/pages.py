@@ -25,7 +25,7 @@ from pgkick.store.workflows import critical_path, summary, workflow_jobs
 from pgkick.tasks.recurring import periodic_registry
 from pgkick_dev.local.cron import next_tick
 from pgkick_dev.ui import timeline as tl
-from pgkick_dev.ui.context import Settings, render, settings_of
+from pgkick_dev.ui.context import Settings, job_id_of, render, settings_of
 
 PAGE_SIZES = (25, 50, 100, 200)
 WAKE_KINDS = ("kick", "schedule_create", "schedule_fire", "schedule_delete", "drop", "retry")
@@ -147,7 +147,7 @@ def jobs(request: Request) -> Response:
 
 def workflow(request: Request) -> Response:
     """A workflow (pgkick.Workflow) from any of its jobs: `pgkick workflow ID`'s view."""
-    job_id = parse_id(request.path_params["job_id"])
+    job_id = job_id_of(request)
     with settings_of(request).reader() as reader:
         found = workflow_jobs(reader, job_id)
     if not found:
@@ -160,7 +160,7 @@ def workflow(request: Request) -> Response:
 
 def job(request: Request) -> Response:
     settings = settings_of(request)
-    job_id = parse_id(request.path_params["job_id"])
+    job_id = job_id_of(request)
     with settings.reader() as reader:
         found = reader.job(job_id)
     if found is None:
