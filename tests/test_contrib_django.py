@@ -103,3 +103,19 @@ def test_outside_atomic_or_bad_payload_is_refused_before_writing(django_db: str)
             pgkick_django.jobs(kicker=kicker).enqueue({"x": float("nan")}, task="t")
     assert count_jobs(django_db) == 0
     assert kicker.kicks == []
+
+
+def test_a_connection_not_in_autocommit_is_refused_before_writing(django_db: str) -> None:
+    """With autocommit off (AUTOCOMMIT False, or set_autocommit(False)) Django's outermost
+    atomic() runs no on_commit hooks. Catches (a review) the job committed by the app's
+    own commit and never kicked, its hook left pending in Django for ever."""
+    kicker = RecordingKicker()
+    transaction.set_autocommit(False)
+    try:
+        with transaction.atomic():
+            with pytest.raises(RuntimeError, match="not in autocommit"):
+                pgkick_django.jobs(kicker=kicker).enqueue({}, task="django_receipt")
+        transaction.commit()
+    finally:
+        transaction.set_autocommit(True)
+    assert count_jobs(django_db) == 0 and kicker.kicks == []

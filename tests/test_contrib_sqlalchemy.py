@@ -115,3 +115,20 @@ def test_not_a_session_or_bad_payload_is_refused(
         with pytest.raises(ValueError, match="NaN"):
             pgkick_sa.enqueue(session, {"x": float("nan")}, task="sa_receipt")
     assert count_jobs(dsn) == 0
+
+
+def test_a_session_closed_without_commit_leaves_nothing_to_the_next_transaction(
+    engine: Engine, dsn: str
+) -> None:
+    """close() fires no after_rollback. Catches (a review) the closed transaction's jobs,
+    rolled back with it, riding into the next transaction on the same pooled connection
+    and kicked by its commit, with the old kicker (the new one got nothing)."""
+    old, new = RecordingKicker(), RecordingKicker()
+    session = Session(engine)
+    pgkick_sa.jobs(session, kicker=old).enqueue({}, task="sa_receipt", queue="gone")
+    session.close()
+    pgkick_sa.jobs(session, kicker=new).enqueue({}, task="sa_receipt", queue="kept")
+    session.commit()
+    session.close()
+    assert (old.kicks, new.kicks) == ([], [("kept", "enqueue")])
+    assert count_jobs(dsn) == 1

@@ -58,6 +58,14 @@ class DjangoJobs:
                 "pgkick.contrib.django: enqueue inside transaction.atomic() (the job then "
                 "commits with the app's rows); outside one, use pgkick.enqueue_and_kick"
             )
+        if not connection.commit_on_exit:  # the outermost atomic() found autocommit off
+            raise MisuseError(
+                f"pgkick.contrib.django: the connection {self.using!r} is not in autocommit "
+                "(AUTOCOMMIT False, or transaction.set_autocommit(False)), so Django never "
+                "runs on_commit hooks and the job would commit unkicked; nothing was "
+                "written. Keep autocommit on, or enqueue with pgkick.enqueue_in(conn) and "
+                "kick after your own commit"
+            )
         connection.ensure_connection()
         raw = connection.connection
         if not is_connection(raw):

@@ -11,7 +11,8 @@ Why the session's own connection: the job commits or rolls back with the app's r
 Why `after_commit`: it fires only once the DBAPI transaction committed, before the
 connection goes back to the pool, so the committed jobs are re-read on it (a
 `begin_nested()` savepoint rolled back takes its jobs away) and only those kicked.
-`after_rollback` forgets them (not for a savepoint's). Needs the psycopg 3 driver (`postgresql+psycopg://`).
+`after_rollback` forgets them (not for a savepoint's), and so does the end of the outermost
+transaction (a session closed without either). Needs the psycopg 3 driver (`postgresql+psycopg://`).
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ from collections.abc import Iterable, Mapping
 from typing import Any, Unpack
 
 from sqlalchemy import event
-from sqlalchemy.orm import Session
+from sqlalchemy.orm import Session, SessionTransaction
 
 from pgkick.connections.db import is_connection, no_transaction
 from pgkick.errors import InvalidArgumentType
@@ -63,6 +64,7 @@ class SessionJobs:
         if not info.get(_HOOKED):
             event.listen(self.session, "after_commit", _kick)
             event.listen(self.session, "after_rollback", _forget)
+            event.listen(self.session, "after_transaction_end", _ended)
             info[_HOOKED] = True
         pending = info.get(_PENDING)
         if not isinstance(pending, PendingJobs) or pending.conn is not raw:
@@ -88,6 +90,17 @@ def _forget(session: Session) -> None:
     if isinstance(pending, PendingJobs) and no_transaction(pending.conn):
         del session.info[_PENDING]
         pending.discard()
+
+
+def _ended(session: Session, transaction: SessionTransaction) -> None:
+    """The session's outermost transaction ended: forget what it did not kick. A session
+    closed without commit or rollback fires no after_rollback, and its jobs (rolled back
+    with the connection) rode into the next transaction on the same pooled connection, to
+    be kicked by its commit with the old kicker (a review, 2026-12-05)."""
+    if transaction.parent is None:
+        pending = session.info.pop(_PENDING, None)
+        if isinstance(pending, PendingJobs):
+            pending.discard()
 
 
 def jobs(session: Session, *, kicker: Kicker | None = None) -> SessionJobs:
