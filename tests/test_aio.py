@@ -293,33 +293,41 @@ def test_a_caller_cancelled_during_its_commit_still_commits_and_kicks(dsn: str, 
 
 
 def test_a_kick_waiting_for_a_free_thread_runs_though_the_caller_is_cancelled(dsn: str) -> None:
-    """The loop's executor is busy (one thread, held), so the kick waits in its queue, and
-    the caller is cancelled meanwhile. Catches the cancel taking the kick off the queue:
-    the job was committed and never kicked (a review: 4 of 229 cancelled transactions)."""
+    """The loop's executor is busy (one thread, held) when the kick is handed to it, so the
+    kick waits in its queue, and the caller is cancelled meanwhile. Catches the cancel
+    taking the kick off the queue: the job was committed and never kicked (a review: 4 of
+    229 cancelled transactions)."""
     kicker = RecordingKicker()
     busy = threading.Event()
+    one_thread = ThreadPoolExecutor(max_workers=1)
 
     async def run() -> None:
-        # a lingering connection first: opening one resolves its host in the executor
-        await aio.enqueue_and_kick({}, task="t", queue="warm", dsn=dsn, kicker=NoKicker())
-        asyncio.get_running_loop().set_default_executor(ThreadPoolExecutor(max_workers=1))
-        held = asyncio.get_running_loop().run_in_executor(None, busy.wait)
         caller = asyncio.create_task(
             aio.enqueue_and_kick({}, task="t", queue="cq", dsn=dsn, kicker=kicker)
         )
-        while count_jobs(dsn) == 1:  # until committed; its kick then waits for the thread
-            assert not caller.done(), caller
+        await asyncio.to_thread(wait_for_lock_waiters, dsn)  # committed; its reservation waits
+        loop = asyncio.get_running_loop()
+        loop.set_default_executor(one_thread)
+        held = loop.run_in_executor(None, busy.wait)
+        holder.commit()  # the reservation goes on, and the kick is handed to the executor
+        for _ in range(10_000):  # until the kick waits in the executor's queue
+            if one_thread._work_queue.qsize():
+                break
             await asyncio.sleep(0.001)
-        for _ in range(3):  # the kick is in the executor's queue by now
-            await asyncio.sleep(0)
+        assert one_thread._work_queue.qsize() == 1, "the kick never reached the executor"
         caller.cancel()
-        with pytest.raises(asyncio.CancelledError):
-            await caller
-        busy.set()
+        try:
+            with pytest.raises(asyncio.CancelledError):
+                await caller
+        finally:
+            busy.set()
         await held
+        await loop.run_in_executor(None, lambda: None)  # one thread, in order: after the kick
 
-    asyncio.run(run())  # waits for the executor's threads, the kick's included
-    assert kicker.kicks == [("cq", "enqueue")]
+    with psycopg.connect(dsn) as holder:
+        holder.execute("LOCK TABLE pgkick.queue_watchers IN EXCLUSIVE MODE")
+        asyncio.run(run())
+    assert count_jobs(dsn) == 1 and kicker.kicks == [("cq", "enqueue")]
 
 
 def test_a_connection_the_server_closed_while_idle_is_not_lent_again(dsn: str) -> None:

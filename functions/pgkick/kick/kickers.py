@@ -33,9 +33,11 @@ REASONS = frozenset(
 # A job's run_at is the server's clock (now() at its insert); whether it is due is asked of
 # this machine's, read after the commit. A clock a few ms behind the server's took a job due
 # at once for a later one: no kick, a wake-up at Scheduler's next minute instead. Within
-# this allowance a job is kicked now (its wake-up is still booked: `run_at > now`); a kick
-# a little early finds a lingering worker that claims it when due, or its wake-up does.
-SERVER_CLOCK_ALLOWANCE = timedelta(seconds=1)
+# this allowance a job is kicked now (its wake-up is still booked: `run_at > now`). Why
+# 100 ms, not more: clocks kept by NTP (Amazon Time Sync) differ by well under it, and a
+# worker reaches its claim later than that anyway; a job delayed further is not kicked (a
+# worker finding nothing due leaves, and the kick is an invocation for nothing).
+SERVER_CLOCK_ALLOWANCE = timedelta(milliseconds=100)
 
 
 def due_by(run_at: datetime, now: datetime) -> bool:
