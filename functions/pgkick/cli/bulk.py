@@ -29,10 +29,9 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
-from psycopg.errors import UniqueViolation
-
 from pgkick.cli import operations
 from pgkick.cli.operations import Retried
+from pgkick.connections.db import UniqueViolation
 from pgkick.errors import InvalidArgument, UsageError
 from pgkick.kick.default import default_kicker
 from pgkick.kick.kickers import Kicker

@@ -41,6 +41,7 @@ def server_clock() -> datetime | None:
 
 
 DatabaseError = psycopg.Error  # what a statement raises when the server fails it
+UniqueViolation = psycopg.errors.UniqueViolation  # a unique index refused a row
 
 
 class _Opened:
