@@ -64,7 +64,7 @@ def cmd_resume(args: argparse.Namespace) -> dict[str, Any]:
         if not flow.resume_queue(store, args.queue):  # nothing to resume: no write, no kick
             return {"not_paused": args.queue, "kicked": False}
     # an operator's kick, as `pgkick kick`; failed, a wake-up instead (resumed all the same)
-    kicked = operations.kick_or_wake(kicker, args.queue, "manual", "resuming it")
+    kicked = operations.kick_or_wake(kicker, args.queue, "manual")
     return {"resumed": args.queue, "kicked": kicked}
 
 

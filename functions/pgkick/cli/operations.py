@@ -12,8 +12,8 @@ from typing import NamedTuple
 
 from pgkick import config
 from pgkick.errors import JobMissing, UsageError
+from pgkick.kick import safety
 from pgkick.kick.kickers import Kicker
-from pgkick.kick.safety import kick_with_safety, wake_after_failed_kick
 from pgkick.store import unique
 from pgkick.store.operator import OperatorStore
 from pgkick.validation import MAX_ATTEMPTS_LIMIT
@@ -110,20 +110,15 @@ def cancel(
     return Cancelled([i for i, _ in cancelled], [i for i, _ in marked], released)
 
 
-def kick_or_wake(kicker: Kicker, queue: str, reason: str, what: str) -> bool:
-    """Kick `queue` after an operator's commit, then book its safety wake-up; a kick that
-    raises books a wake-up instead (PGKICK_FAILED_KICK_WAKE_MS out), as every sender of a
-    kick does (pgkick.kick.safety): these only logged, and a kick failed or lost left the
-    jobs to the daily reaper on a quiet day. Never raises (the write is committed); True:
-    kicked. `what`: the jobs it is for, in the warning."""
+def kick_or_wake(kicker: Kicker, queue: str, reason: str) -> bool:
+    """Kick `queue` after an operator's commit, as every sender of a kick does
+    (pgkick.kick.safety.kick_or_wake: its safety wake-up, or a wake-up for a kick that
+    failed; these only logged, and a lost or failed kick left the jobs to the daily reaper
+    on a quiet day). Never raises (the write is committed); True: kicked."""
     settings = config.app_settings()
-    try:
-        kick_with_safety(kicker, queue, reason, after=settings.kick_safety)
-    except Exception as exc:
-        log.warning("could not kick queue %s for %s (%s); waking it instead", queue, what, exc)
-        wake_after_failed_kick(kicker, queue, after=settings.failed_kick_wake)
-        return False
-    return True
+    return safety.kick_or_wake(
+        kicker, queue, reason, safety=settings.kick_safety, failed_wake=settings.failed_kick_wake
+    )
 
 
 def kick_released(queues: Iterable[str], kicker: Callable[[], Kicker]) -> None:
@@ -134,10 +129,10 @@ def kick_released(queues: Iterable[str], kicker: Callable[[], Kicker]) -> None:
         except Exception as exc:  # no kicker: nothing to wake with either; a sweep or the reaper
             log.warning("could not kick queue %s for its released dependants (%s)", queue, exc)
             continue
-        kick_or_wake(built, queue, "dependants", "its released dependants")
+        kick_or_wake(built, queue, "dependants")
 
 
 def kick_queues(jobs: Iterable[tuple[int, str]], kicker: Kicker) -> None:
     """One kick per queue that got jobs back, after the commit (kick_or_wake)."""
     for queue in sorted({queue for _, queue in jobs}):
-        kick_or_wake(kicker, queue, "manual", "its retried jobs")
+        kick_or_wake(kicker, queue, "manual")

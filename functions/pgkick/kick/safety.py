@@ -98,3 +98,28 @@ def kick_with_safety(
     safety then: the caller's failed-kick path books its own wake-up)."""
     kicker.kick(queue, reason, hop=hop)
     book_safety(kicker, queue, now or datetime.now(UTC), after)
+
+
+def kick_or_wake(
+    kicker: Kicker,
+    queue: str,
+    reason: str,
+    *,
+    safety: timedelta,
+    failed_wake: timedelta,
+    hop: int = 0,
+    release: Callable[[], None] | None = None,
+    now: datetime | None = None,
+) -> bool:
+    """Kick `queue` and book its safety wake-up `safety` later; a kick that raises is healed
+    as wake_after_failed_kick heals it (`release` its reservation, a wake-up `failed_wake`
+    out). The rule of every sender that has nothing else to do on failure (a leaving
+    worker's sweep, its kick of released dependants, an operator's command). Never raises;
+    True: kicked."""
+    try:
+        kick_with_safety(kicker, queue, reason, after=safety, hop=hop, now=now)
+    except Exception as exc:
+        log.warning("could not kick queue %s (%s); waking it instead", queue, _brief(exc))
+        wake_after_failed_kick(kicker, queue, after=failed_wake, release=release, now=now)
+        return False
+    return True

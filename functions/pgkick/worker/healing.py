@@ -23,7 +23,7 @@ from datetime import UTC, datetime, timedelta
 from functools import partial
 
 from pgkick.kick.kickers import Kicker, NoKicker
-from pgkick.kick.safety import book_safety, kick_with_safety, wake_after_failed_kick
+from pgkick.kick.safety import book_safety, kick_or_wake
 from pgkick.store.healing import QueueHealing
 
 log = logging.getLogger("pgkick.healing")
@@ -62,16 +62,13 @@ def heal_queues(
         return healed
     now = datetime.now(UTC)
     for plan in store.heal_plan(pending, skip=skip):
-        if plan.kick and kick:
-            try:
-                kick_with_safety(kicker, plan.queue, "heal", after=safety, now=now)
+        if plan.kick and kick:  # failed: its reservation forgotten, a wake-up booked
+            release = partial(store.release_kick, plan.queue)
+            if kick_or_wake(kicker, plan.queue, "heal", safety=safety, failed_wake=failed_wake,
+                            release=release, now=now):  # fmt: skip
                 healed.kicked.append(plan.queue)
-            except Exception as exc:
+            else:
                 healed.failures += 1
-                log.warning("could not kick queue %s while healing (%s)", plan.queue, exc)
-                # its reservation forgotten and a wake-up booked (`failed_wake` out)
-                release = partial(store.release_kick, plan.queue)
-                wake_after_failed_kick(kicker, plan.queue, after=failed_wake, release=release)
         if plan.next_run_at is not None:
             try:
                 kicker.wake_at(plan.queue, plan.next_run_at)
