@@ -76,6 +76,7 @@ def dev_stack(
     aliases: tuple[str, ...] = (),  # the template's AutoPublishAlias
     on_failure: bool = False,  # OnFailure to FailedKicksQueue, which the function drains
     memory_mb: int = 512,
+    drain_batch: int = 10,  # the BatchSize of its SQS event source on FailedKicksQueue
     **options: Any,
 ) -> Iterator[Running]:
     clock = ManualClock(start=start)
@@ -89,6 +90,7 @@ def dev_stack(
         aliases=aliases,
         on_failure=LOCAL_DLQ_ARN if on_failure else None,
         drains=LOCAL_DLQ_ARN if on_failure else None,
+        drain_batch=drain_batch,
         options=QueueOptions(seed=7, **options),
     )
     stack = Stack(

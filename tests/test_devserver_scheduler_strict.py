@@ -106,6 +106,21 @@ def test_a_refused_delivery_is_retried_then_dead_lettered_with_its_input() -> No
         assert dev.stack.scheduler.dropped == 0 and sqs["function"] == FUNCTION
 
 
+def test_dead_letters_reach_the_worker_in_batches_of_its_event_sources_batch_size() -> None:
+    """Catches a fixed batch of 10 (note 59): the template's FailedKicks event source says
+    BatchSize 5, so twelve letters are three invocations (5, 5, 2), as SQS hands them over;
+    pgkick's template's BatchSize is what `pgkick dev` reads (test_devserver_settings)."""
+    with dev_stack(on_failure=True, drain_batch=5, concurrency=0) as dev:
+        # reserved concurrency 0: each Event invoke goes to the on-failure queue at once
+        for _ in range(12):
+            dev.lambda_.invoke(
+                FunctionName=FUNCTION, InvocationType="Event", Payload=b'{"queue": "q"}'
+            )
+        dev.clock.advance(1.0)
+        batches = [e for e in dev.events("kick") if e["queue"] is None]  # the SQS batches
+        assert len(batches) == 3, batches
+
+
 def test_without_a_dead_letter_queue_the_event_is_dropped_after_its_maximum_age() -> None:
     with dev_stack() as dev:
         dev.stack.scheduler.faults.delivery_failure_rate = 1.0

@@ -191,6 +191,7 @@ def build_stack(
         # the template's OnFailure queue (FailedKicksQueue) is the one the worker drains
         on_failure=LOCAL_DLQ_ARN if template.on_failure else None,
         drains=LOCAL_DLQ_ARN,
+        drain_batch=template.drain_batch,
         options=options,
     )
     reaper = FunctionSpec(
@@ -218,7 +219,8 @@ def build_stack(
         f"{worker.timeout_ms // 1000} s, MemorySize {worker.memory_mb} MB), {reaper.name}",
         f"settings from {template.source}: MaximumEventAgeInSeconds {o.max_event_age}, "
         f"MaximumRetryAttempts {o.max_retries}, RecursiveLoop "
-        f"{'Allow' if o.allow_loops else 'Terminate (cut after 16 hops)'}",
+        f"{'Allow' if o.allow_loops else 'Terminate (cut after 16 hops)'}, failed kicks in "
+        f"batches of {worker.drain_batch} (BatchSize)",
         "faithful: every event kept; retries after 1 and 2 min; throttles back off 1 s..5 min"
         if not o.instant_throttle
         else "KIND: a throttled event runs the moment a slot frees (--instant-throttle)",

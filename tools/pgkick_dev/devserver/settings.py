@@ -2,14 +2,14 @@
 
 Why the template: the stand-in must fail where the deploy fails, so the worker's
 MaximumEventAgeInSeconds, MaximumRetryAttempts, RecursiveLoop, Timeout, MemorySize,
-ReservedConcurrentExecutions, its on-failure destination and its AutoPublishAlias are the
-deployed ones, and a value AWS refuses at deploy is refused here too, in AWS's words,
-before anything starts (`SettingRefused`). Intrinsics are evaluated as CloudFormation
-would with the Parameters' Defaults (`!Ref`, `!If` on a condition, `!Not`, `!Equals`,
-`!And`, `!Or`, `!Join`); one that cannot be (no Default, `!GetAtt`, `!Sub`) is unknown,
-and the caller says so rather than guess. Without a template, pgkick's own template's
-values (the one an app deploys) are used, except RecursiveLoop, which is Lambda's
-default (Terminate) unless the template says Allow.
+ReservedConcurrentExecutions, its on-failure destination, its AutoPublishAlias and the
+BatchSize of its SQS event source are the deployed ones, and a value AWS refuses at
+deploy is refused here too, in AWS's words, before anything starts (`SettingRefused`).
+Intrinsics are evaluated as CloudFormation would with the Parameters' Defaults (`!Ref`,
+`!If` on a condition, `!Not`, `!Equals`, `!And`, `!Or`, `!Join`); one that cannot be (no
+Default, `!GetAtt`, `!Sub`) is unknown, and the caller says so rather than guess. Without
+a template, pgkick's own template's values (the one an app deploys) are used, except
+RecursiveLoop, which is Lambda's default (Terminate) unless the template says Allow.
 """
 
 from __future__ import annotations
@@ -27,6 +27,7 @@ DEFAULTS: dict[str, Any] = {
     "timeout_s": 300,
     "allow_loops": False,
     "memory_mb": 512,
+    "drain_batch": 5,
 }
 
 # AWS's ranges, and the member name its deploy-time validation error names
@@ -36,6 +37,7 @@ LIMITS: dict[str, tuple[str, int, int | None]] = {
     "MaximumEventAgeInSeconds": ("maximumEventAgeInSeconds", 60, 21600),
     "MaximumRetryAttempts": ("maximumRetryAttempts", 0, 2),
     "ReservedConcurrentExecutions": ("reservedConcurrentExecutions", 0, None),
+    "BatchSize": ("batchSize", 1, 10000),
 }
 
 
@@ -161,6 +163,7 @@ class TemplateSettings:
     concurrency_unknown: str = ""  # why ReservedConcurrentExecutions could not be evaluated
     on_failure: str | None = None  # EventInvokeConfig.DestinationConfig.OnFailure's Destination
     aliases: tuple[str, ...] = ()  # AutoPublishAlias
+    drain_batch: int = 10  # its SQS event source's BatchSize (FailedKicksQueue's records)
 
 
 def _setting(
@@ -183,6 +186,15 @@ def _destination(node: Any) -> str | None:
         target = node["Fn::GetAtt"]
         return str(target[0] if isinstance(target, list) else str(target).split(".")[0])
     return str(node)
+
+
+def _drain_batch(template: Template, props: dict[str, Any], notes: list[str]) -> int:
+    """The BatchSize of the function's SQS event source (the failed kicks it drains): how
+    many records one invocation gets. SQS's event source mapping defaults to 10."""
+    for event in (props.get("Events") or {}).values():
+        if isinstance(event, dict) and event.get("Type") == "SQS":
+            return _setting(template, event.get("Properties") or {}, "BatchSize", 10, notes)
+    return 10
 
 
 def read_template(path: Path | None) -> TemplateSettings:
@@ -228,6 +240,7 @@ def read_template(path: Path | None) -> TemplateSettings:
             concurrency_unknown=unknown,
             on_failure=_destination(on_failure),
             aliases=() if alias in (NO_VALUE, None, "") else (str(alias),),
+            drain_batch=_drain_batch(template, props, notes),
         )
         if notes:
             settings.source += f"; {'; '.join(notes)}"

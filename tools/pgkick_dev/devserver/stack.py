@@ -45,7 +45,6 @@ from pgkick_dev.devserver.timeline import Timeline
 
 WORKER_HANDLER = "pgkick.aws.worker:handler"
 REAPER_HANDLER = "pgkick.aws.reaper:handler"
-DEAD_LETTER_BATCH = 10  # the SQS event source mapping's BatchSize on FailedKicksQueue
 
 
 @dataclass
@@ -59,6 +58,7 @@ class FunctionSpec:
     aliases: tuple[str, ...] = ()  # the template's AutoPublishAlias: a qualifier it answers to
     on_failure: str | None = None  # the on-failure destination queue's ARN (OnFailure)
     drains: str | None = None  # the queue its SQS event source reads (FailedKicksQueue)
+    drain_batch: int = 10  # that event source's BatchSize: records per invocation at most
     options: QueueOptions = field(default_factory=QueueOptions)
     env: Mapping[str, str] = field(default_factory=dict)
 
@@ -300,9 +300,9 @@ class Stack:
         return send
 
     def _dead_letter(self, letter: DeadLetter) -> None:
-        """A schedule's dead letter: to the worker as an SQS event, in batches of up to
-        DEAD_LETTER_BATCH, as the template's event source mapping on FailedKicksQueue hands
-        them over (the local stack has no SQS; the scheduler keeps every letter too)."""
+        """A dead letter: to the worker as an SQS event, in batches of up to its
+        `drain_batch`, as the template's event source mapping on FailedKicksQueue hands them
+        over (the local stack has no SQS; the scheduler keeps every letter too)."""
         with self.lock:
             self._letters.append(letter)
             if len(self._letters) == 1:  # the first of a batch: send what came by then
@@ -316,8 +316,10 @@ class Stack:
             by_consumer.setdefault(self._consumer(letter), []).append(letter)
         for consumer, mine in by_consumer.items():
             queue = self.function(consumer)
-            for start in range(0, len(mine), DEAD_LETTER_BATCH):
-                batch = [letter.sqs_record() for letter in mine[start : start + DEAD_LETTER_BATCH]]
+            spec = self.specs.get(consumer)
+            size = spec.drain_batch if spec is not None else 10
+            for start in range(0, len(mine), size):
+                batch = [letter.sqs_record() for letter in mine[start : start + size]]
                 if queue is not None:
                     queue.submit({"Records": batch}, lineage=0, to_destination=False)
 
