@@ -76,7 +76,8 @@ def dev_stack(
     aliases: tuple[str, ...] = (),  # the template's AutoPublishAlias
     on_failure: bool = False,  # OnFailure to FailedKicksQueue, which the function drains
     memory_mb: int = 512,
-    drain_batch: int = 10,  # the BatchSize of its SQS event source on FailedKicksQueue
+    drain_batch: int = 5,  # the BatchSize of its SQS event source on FailedKicksQueue
+    drain_retention: int = 1_209_600,  # that queue's MessageRetentionPeriod
     **options: Any,
 ) -> Iterator[Running]:
     clock = ManualClock(start=start)
@@ -91,6 +92,7 @@ def dev_stack(
         on_failure=LOCAL_DLQ_ARN if on_failure else None,
         drains=LOCAL_DLQ_ARN if on_failure else None,
         drain_batch=drain_batch,
+        drain_retention=drain_retention,
         options=QueueOptions(seed=7, **options),
     )
     stack = Stack(

@@ -98,3 +98,19 @@ def hog(event: Any, context: Any) -> dict[str, Any]:
     """Touches event["mb"] MB of memory, then answers."""
     block = b"x" * (int(event["mb"]) * 1024 * 1024)
     return {"touched_mb": len(block) // 2**20}
+
+
+def sqs_partial(event: Any, context: Any) -> dict[str, Any]:
+    """An asynchronous event fails (so Lambda's on-failure record reaches FailedKicksQueue);
+    an SQS batch answers with batchItemFailures naming the records whose original event
+    said {"fail": true}, and each record's ApproximateReceiveCount."""
+    import json
+
+    if not (isinstance(event, dict) and "Records" in event):
+        raise RuntimeError("kick refused (the test's stand-in for a failing worker)")
+    failed, receives = [], []
+    for record in event["Records"]:
+        receives.append(int(record["attributes"]["ApproximateReceiveCount"]))
+        if json.loads(record["body"])["requestPayload"].get("fail"):
+            failed.append({"itemIdentifier": record["messageId"]})
+    return {"batchItemFailures": failed, "receives": receives}

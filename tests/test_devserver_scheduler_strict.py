@@ -106,19 +106,61 @@ def test_a_refused_delivery_is_retried_then_dead_lettered_with_its_input() -> No
         assert dev.stack.scheduler.dropped == 0 and sqs["function"] == FUNCTION
 
 
+def _sqs_batches(dev: Running) -> list[dict[str, Any]]:
+    return [e for e in dev.events("kick") if str(e["detail"]).startswith("SQS batch")]
+
+
+def _failed_kicks(dev: Running, *events: dict[str, Any]) -> None:
+    """Each event an Event invoke the handler fails (no retries): an on-failure record."""
+    for event in events:
+        dev.lambda_.invoke(
+            FunctionName=FUNCTION, InvocationType="Event", Payload=json.dumps(event).encode()
+        )
+    # every record on the queue before its first poll (at the clock's next move)
+    dev.wait(lambda: len(getattr(dev.stack.sources.get(FUNCTION), "messages", ())) == len(events))
+
+
 def test_dead_letters_reach_the_worker_in_batches_of_its_event_sources_batch_size() -> None:
     """Catches a fixed batch of 10 (note 59): the template's FailedKicks event source says
-    BatchSize 5, so twelve letters are three invocations (5, 5, 2), as SQS hands them over;
+    BatchSize 5, so twelve records are three invocations (5, 5, 2), as SQS hands them over;
     pgkick's template's BatchSize is what `pgkick dev` reads (test_devserver_settings)."""
-    with dev_stack(on_failure=True, drain_batch=5, concurrency=0) as dev:
-        # reserved concurrency 0: each Event invoke goes to the on-failure queue at once
-        for _ in range(12):
-            dev.lambda_.invoke(
-                FunctionName=FUNCTION, InvocationType="Event", Payload=b'{"queue": "q"}'
-            )
+    handler = "tests.devserver_handlers:sqs_partial"
+    with dev_stack(handler, on_failure=True, max_retries=0, instant_throttle=True) as dev:
+        _failed_kicks(dev, *[{"queue": "q", "n": n} for n in range(12)])
+        for _ in range(3):  # a third batch finds both environments busy: retried in 1 s
+            dev.clock.advance(1.0)
+            dev.wait(lambda: dev.stack.idle())
+        assert [e["detail"] for e in _sqs_batches(dev)] == [
+            "SQS batch of 5",
+            "SQS batch of 5",
+            "SQS batch of 2",
+        ]
+        assert dev.stack.sources[FUNCTION].deleted == 12
+
+
+def test_a_record_the_worker_reports_failed_comes_back_after_the_visibility_timeout() -> None:
+    """Catches the SQS batch handed over as an asynchronous event (note 59): retried after 1
+    and 2 minutes, then dropped, where SQS keeps a record the worker reported in
+    batchItemFailures (or a batch whose invocation failed) and hands it over again once the
+    queue's VisibilityTimeout (900 s) has passed, its ApproximateReceiveCount one higher,
+    until the MessageRetentionPeriod; the records not reported are deleted."""
+    handler = "tests.devserver_handlers:sqs_partial"
+    with dev_stack(handler, on_failure=True, max_retries=0, drain_retention=3600) as dev:
+        _failed_kicks(dev, {"queue": "q", "fail": True}, {"queue": "q", "fail": False})
         dev.clock.advance(1.0)
-        batches = [e for e in dev.events("kick") if e["queue"] is None]  # the SQS batches
-        assert len(batches) == 3, batches
+        dev.wait(lambda: dev.stack.idle())
+        source = dev.stack.sources[FUNCTION]
+        assert source.deleted == 1 and [m.receives for m in source.messages] == [1]
+        dev.clock.advance(898.0)  # still invisible: not handed over again
+        assert len(_sqs_batches(dev)) == 1
+        dev.clock.advance(2.0)
+        dev.wait(lambda: dev.stack.idle())
+        assert len(_sqs_batches(dev)) == 2
+        assert dev.stack.functions[FUNCTION].stats.results[-1]["receives"] == [2]
+        for _ in range(3):  # received at 901, 1801, 2701 s; past 3600 s SQS deletes it
+            dev.clock.advance(901.0)
+            dev.wait(lambda: dev.stack.idle())
+        assert source.messages == [] and source.expired == 1 and source.deleted == 1
 
 
 def test_without_a_dead_letter_queue_the_event_is_dropped_after_its_maximum_age() -> None:
@@ -164,7 +206,9 @@ def test_a_periodic_tick_it_cannot_deliver_is_dead_lettered_as_synced() -> None:
         first = (dev.clock.now() // 3600 + 1) * 3600  # the next whole hour: the first tick
         dev.clock.advance(first - dev.clock.now() + 60)
         dev.scheduler.delete_schedule(Name="pgkick.periodic.hourly")  # no further ticks
-        dev.clock.advance(2 * 3600)  # its retries (an hour at most) run out
+        dev.clock.advance(3600)  # its retries (an hour at most) run out: dead-lettered
+        dev.wait(lambda: dev.stack.idle())  # the worker drained it (no second receive)
+        dev.clock.advance(3600)
         assert dev.stack.scheduler.dropped == 0
         (letter,) = dev.stack.scheduler.letters
         assert letter.queue_arn == LOCAL_DLQ_ARN

@@ -192,6 +192,8 @@ def build_stack(
         on_failure=LOCAL_DLQ_ARN if template.on_failure else None,
         drains=LOCAL_DLQ_ARN,
         drain_batch=template.drain_batch,
+        drain_visibility=template.drain_visibility,
+        drain_retention=template.drain_retention,
         options=options,
     )
     reaper = FunctionSpec(

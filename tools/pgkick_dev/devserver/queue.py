@@ -149,6 +149,14 @@ class AsyncQueue:
     def invoke_sync(self, event: Any, *, lineage: int = 0) -> tuple[str, dict[str, Any]]:
         """A RequestResponse invoke: (request id, {"result"|"failure": ...}); raises
         Throttled, or LoopStopped for the 17th invocation of a chain (never run)."""
+        request_id, answer = self.start_sync(event, lineage=lineage)
+        return request_id, answer.result()
+
+    def start_sync(
+        self, event: Any, *, lineage: int = 0
+    ) -> tuple[str, concurrent.futures.Future[dict[str, Any]]]:
+        """A RequestResponse invoke started: its request id and the future of its answer
+        (an event source mapping's caller does not wait on it); raises as invoke_sync."""
         item = Invocation(event, lineage, self._clock.now())
         item.answer = concurrent.futures.Future()
         with self._lock:
@@ -160,7 +168,7 @@ class AsyncQueue:
                 self._record("throttle", item, detail="RequestResponse refused (429)")
                 raise Throttled(self.function)
             self._start(environment, item)
-        return item.request_id, item.answer.result()
+        return item.request_id, item.answer
 
     # -- for the stack, the demo and the tests ----------------------------------------
     def idle(self) -> bool:

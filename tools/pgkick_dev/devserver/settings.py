@@ -28,6 +28,8 @@ DEFAULTS: dict[str, Any] = {
     "allow_loops": False,
     "memory_mb": 512,
     "drain_batch": 5,
+    "drain_visibility": 900,
+    "drain_retention": 1_209_600,
 }
 
 # AWS's ranges, and the member name its deploy-time validation error names
@@ -38,6 +40,8 @@ LIMITS: dict[str, tuple[str, int, int | None]] = {
     "MaximumRetryAttempts": ("maximumRetryAttempts", 0, 2),
     "ReservedConcurrentExecutions": ("reservedConcurrentExecutions", 0, None),
     "BatchSize": ("batchSize", 1, 10000),
+    "VisibilityTimeout": ("VisibilityTimeout", 0, 43200),
+    "MessageRetentionPeriod": ("MessageRetentionPeriod", 60, 1_209_600),
 }
 
 
@@ -164,6 +168,8 @@ class TemplateSettings:
     on_failure: str | None = None  # EventInvokeConfig.DestinationConfig.OnFailure's Destination
     aliases: tuple[str, ...] = ()  # AutoPublishAlias
     drain_batch: int = 10  # its SQS event source's BatchSize (FailedKicksQueue's records)
+    drain_visibility: int = 30  # that queue's VisibilityTimeout: a record failed comes back
+    drain_retention: int = 345_600  # ... and its MessageRetentionPeriod: then SQS deletes it
 
 
 def _setting(
@@ -188,13 +194,39 @@ def _destination(node: Any) -> str | None:
     return str(node)
 
 
-def _drain_batch(template: Template, props: dict[str, Any], notes: list[str]) -> int:
-    """The BatchSize of the function's SQS event source (the failed kicks it drains): how
-    many records one invocation gets. SQS's event source mapping defaults to 10."""
+def _drain(
+    template: Template, props: dict[str, Any], resources: dict[str, Any], notes: list[str]
+) -> dict[str, int]:
+    """The function's SQS event source (the failed kicks it drains): its BatchSize, and
+    its queue's VisibilityTimeout and MessageRetentionPeriod, SQS's defaults where the
+    template gives none (10, 30 s, 4 days); a visibility timeout shorter than the function's
+    timeout is refused, as CreateEventSourceMapping refuses it."""
+    found: dict[str, int] = {}  # no SQS event source: the TemplateSettings' defaults
     for event in (props.get("Events") or {}).values():
-        if isinstance(event, dict) and event.get("Type") == "SQS":
-            return _setting(template, event.get("Properties") or {}, "BatchSize", 10, notes)
-    return 10
+        if not (isinstance(event, dict) and event.get("Type") == "SQS"):
+            continue
+        source = event.get("Properties") or {}
+        found["drain_batch"] = _setting(template, source, "BatchSize", 10, notes)
+        queue = source.get("Queue")
+        target = queue.get("Fn::GetAtt") if isinstance(queue, dict) else None
+        name = (
+            (target[0] if isinstance(target, list) else str(target).split(".")[0])
+            if target
+            else None
+        )
+        queue_props = ((resources.get(name) or {}).get("Properties") or {}) if name else {}
+        found["drain_visibility"] = _setting(template, queue_props, "VisibilityTimeout", 30, notes)
+        found["drain_retention"] = _setting(
+            template, queue_props, "MessageRetentionPeriod", 345_600, notes
+        )
+        timeout = _setting(template, props, "Timeout", 3, [])
+        if found["drain_visibility"] < timeout:
+            raise SettingRefused(
+                f"Queue visibility timeout: {found['drain_visibility']} seconds is less than "
+                f"Function timeout: {timeout} seconds"
+            )
+        break
+    return found
 
 
 def read_template(path: Path | None) -> TemplateSettings:
@@ -240,7 +272,7 @@ def read_template(path: Path | None) -> TemplateSettings:
             concurrency_unknown=unknown,
             on_failure=_destination(on_failure),
             aliases=() if alias in (NO_VALUE, None, "") else (str(alias),),
-            drain_batch=_drain_batch(template, props, notes),
+            **_drain(template, props, document.get("Resources") or {}, notes),
         )
         if notes:
             settings.source += f"; {'; '.join(notes)}"

@@ -41,6 +41,7 @@ from pgkick_dev.devserver.queue import AsyncQueue
 from pgkick_dev.devserver.scheduler import Scheduler
 from pgkick_dev.devserver.scheduler_delivery import LOCAL_DLQ_ARN, DeadLetter, DeliveryFailed
 from pgkick_dev.devserver.schedules import SchedulerError, SchedulerFaults
+from pgkick_dev.devserver.sqs_source import SqsEventSource
 from pgkick_dev.devserver.timeline import Timeline
 
 WORKER_HANDLER = "pgkick.aws.worker:handler"
@@ -58,7 +59,11 @@ class FunctionSpec:
     aliases: tuple[str, ...] = ()  # the template's AutoPublishAlias: a qualifier it answers to
     on_failure: str | None = None  # the on-failure destination queue's ARN (OnFailure)
     drains: str | None = None  # the queue its SQS event source reads (FailedKicksQueue)
-    drain_batch: int = 10  # that event source's BatchSize: records per invocation at most
+    # pgkick's template: that event source's BatchSize (records per invocation at most),
+    # its queue's VisibilityTimeout and MessageRetentionPeriod (seconds)
+    drain_batch: int = 5
+    drain_visibility: int = 900
+    drain_retention: int = 1_209_600
     options: QueueOptions = field(default_factory=QueueOptions)
     env: Mapping[str, str] = field(default_factory=dict)
 
@@ -114,7 +119,8 @@ class Stack:
             on_dead_letter=self._dead_letter,
             on_settled=self._notify,
         )
-        self._letters: list[DeadLetter] = []  # waiting for the next SQS batch
+        # the queues SQS event sources drain, by the function draining them
+        self.sources: dict[str, SqsEventSource] = {}
 
     def _pool_factory(self, spec: FunctionSpec) -> Callable[..., Pool]:
         def make(**owner: Any) -> Pool:
@@ -188,8 +194,11 @@ class Stack:
 
     def idle(self, *, include_schedules: bool = False) -> bool:
         """Under the lock: nothing queued, running or retrying (and, if asked, no one-time
-        schedule still to fire: wake-ups and rescues)."""
+        schedule still to fire: wake-ups and rescues). A failed kick waiting out its
+        visibility timeout on the drained queue does not count: it is held, as on AWS."""
         if any(not q.idle() for q in self.functions.values()):
+            return False
+        if any(source.waiting() for source in self.sources.values()):
             return False
         return not include_schedules or not (self.one_time_schedules() or self.scheduler.retrying)
 
@@ -212,6 +221,8 @@ class Stack:
 
     def close(self) -> None:
         self.scheduler.close()
+        for source in self.sources.values():
+            source.close()
         for queue in self.functions.values():
             queue.close()
 
@@ -300,28 +311,31 @@ class Stack:
         return send
 
     def _dead_letter(self, letter: DeadLetter) -> None:
-        """A dead letter: to the worker as an SQS event, in batches of up to its
-        `drain_batch`, as the template's event source mapping on FailedKicksQueue hands them
-        over (the local stack has no SQS; the scheduler keeps every letter too)."""
+        """A dead letter or an on-failure record: onto the queue the worker's SQS event
+        source drains (pgkick_dev.devserver.sqs_source: batches of its BatchSize, a record
+        it could not drain received again after the visibility timeout); the scheduler
+        keeps every dead letter too."""
+        consumer = self._consumer(letter)
         with self.lock:
-            self._letters.append(letter)
-            if len(self._letters) == 1:  # the first of a batch: send what came by then
-                self.clock.call_later(0.0, self._send_dead_letters)
-
-    def _send_dead_letters(self) -> None:
-        with self.lock:
-            letters, self._letters = self._letters, []
-        by_consumer: dict[str, list[DeadLetter]] = {}
-        for letter in letters:
-            by_consumer.setdefault(self._consumer(letter), []).append(letter)
-        for consumer, mine in by_consumer.items():
-            queue = self.function(consumer)
-            spec = self.specs.get(consumer)
-            size = spec.drain_batch if spec is not None else 10
-            for start in range(0, len(mine), size):
-                batch = [letter.sqs_record() for letter in mine[start : start + size]]
-                if queue is not None:
-                    queue.submit({"Records": batch}, lineage=0, to_destination=False)
+            source = self.sources.get(consumer)
+            if source is None:
+                queue = self.function(consumer)
+                if queue is None:
+                    self.write_log(
+                        f"pgkick dev: dead letter for {consumer!r} dropped: no such function"
+                    )
+                    return
+                spec = self.specs[queue.function]
+                source = self.sources[consumer] = SqsEventSource(
+                    queue,
+                    batch_size=spec.drain_batch,
+                    visibility=spec.drain_visibility,
+                    retention=spec.drain_retention,
+                    clock=self.clock,
+                    timeline=self.timeline,
+                    lock=self.lock,
+                )
+        source.send(letter)
 
     def _consumer(self, letter: DeadLetter) -> str:
         """The function whose SQS event source reads the letter's queue (the worker on
