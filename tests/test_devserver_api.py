@@ -202,8 +202,9 @@ def test_injected_duplicates_and_silent_drops() -> None:
         assert answer["StatusCode"] == 202 and dev.kinds() == ["kick", "drop"]
 
 
-def _status_from(app: Any, host: str) -> tuple[int, bytes]:
-    """One ASGI request to `app` as if from `host` (a remote client cannot be faked over TCP)."""
+def _status_from(app: Any, host: str, host_header: str = "127.0.0.1:3001") -> tuple[int, bytes]:
+    """One ASGI request to `app` as if from `host` (a remote client cannot be faked over TCP),
+    naming `host_header` in its Host header."""
     sent: list[dict[str, Any]] = []
     scope = {
         "type": "http",
@@ -211,7 +212,7 @@ def _status_from(app: Any, host: str) -> tuple[int, bytes]:
         "path": "/_pgkick/status",
         "raw_path": b"",
         "query_string": b"",
-        "headers": [],
+        "headers": [(b"host", host_header.encode())],
         "client": (host, 5000),
         "server": ("x", 1),
         "scheme": "http",
@@ -236,6 +237,24 @@ def test_only_this_machine_is_served_unless_a_host_was_given() -> None:
         assert status == 403 and b"--host" in body
         assert _status_from(make_app(dev.stack), "127.0.0.1")[0] == 200
         assert _status_from(make_app(dev.stack, allow_remote=True), "192.0.2.10")[0] == 200
+
+
+def test_a_host_name_the_server_was_not_started_for_is_refused() -> None:
+    """Catches (note 59) a server that checked the client's address only: a page elsewhere
+    that rebinds its own name to 127.0.0.1 makes this machine's browser the client, and
+    read the stack's status or invoked the worker as its own origin."""
+    with dev_stack() as dev:
+        local = make_app(dev.stack)
+        for served in ("127.0.0.1:3001", "localhost:3001", "[::1]:3001"):
+            assert _status_from(local, "127.0.0.1", served)[0] == 200, served
+        status, body = _status_from(local, "127.0.0.1", "attacker.example:3001")
+        assert status == 403 and b"attacker.example" in body and b"--allowed-host" in body
+        assert _status_from(local, "127.0.0.1", "192.0.2.10:3001")[0] == 403  # local only
+        remote = make_app(dev.stack, allow_remote=True, host_names=["devbox"])
+        assert _status_from(remote, "192.0.2.10", "devbox:3001")[0] == 200
+        assert _status_from(remote, "192.0.2.10", "192.0.2.1:3001")[0] == 200  # an address
+        assert _status_from(remote, "127.0.0.1", "rebound.example")[0] == 403
+        assert _status_from(remote, "127.0.0.1", "")[0] == 403  # no Host header: no name
 
 
 def test_a_stack_on_another_database_is_refused_before_anything_is_written(

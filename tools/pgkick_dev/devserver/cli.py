@@ -105,6 +105,10 @@ def cmd_dev(args: argparse.Namespace) -> dict[str, Any]:
     """Run the app's local serverless stack: Lambda and Scheduler APIs on localhost."""
     from pgkick_dev.devserver.server import ServerThread, make_app
 
+    if args.allowed_host and not args.host:
+        raise SystemExit(
+            "pgkick dev: --allowed-host names the server served with --host: give --host"
+        )
     template = load_template(args)  # a setting AWS refuses at deploy: refused, nothing started
     sys.path.insert(0, os.getcwd())
     signal.signal(signal.SIGTERM, _interrupt)  # stop as on Ctrl-C: environments, then PostgreSQL
@@ -133,7 +137,14 @@ def cmd_dev(args: argparse.Namespace) -> dict[str, Any]:
     wildcard = host in ("0.0.0.0", "::", "localhost")
     stack.endpoint = f"http://{'127.0.0.1' if wildcard else host}:{args.port}"  # for the workers
     measured = monitor if embedded is not None else None  # a named database: the estimate
-    app = make_app(stack, dsn=dsn, allow_remote=bool(args.host), banner=banner, awake=measured)
+    app = make_app(
+        stack,
+        dsn=dsn,
+        allow_remote=bool(args.host),
+        banner=banner,
+        awake=measured,
+        host_names=[*([args.host] if args.host else []), *args.allowed_host],
+    )
     stop = threading.Event()
     try:
         with ServerThread(app, host, args.port):

@@ -61,6 +61,14 @@ def add_arguments(dev: argparse.ArgumentParser) -> None:
     add("--port", type=int, default=DEFAULT_PORT, help=f"default {DEFAULT_PORT}")
     add("--host", help="serve this address and accept other machines (default: 127.0.0.1 only)")
     add(
+        "--allowed-host",
+        action="append",
+        default=[],
+        metavar="NAME",
+        help="with --host: a host name the server is reached by (repeatable); a request "
+        "naming another (DNS rebinding) is refused",
+    )
+    add(
         "--function",
         help="the worker function's name (default $PGKICK_WORKER_FUNCTION "
         f"or {DEFAULT_FUNCTION}); <name>-reaper is the reaper",

@@ -14,6 +14,7 @@ import ipaddress
 import os
 import threading
 import time
+from collections.abc import Collection
 from typing import Any
 
 import uvicorn
@@ -27,34 +28,54 @@ from pgkick.connections.db import database_identity
 from pgkick_dev.devserver import lambda_api, scheduler_api
 from pgkick_dev.devserver.ports import free_port
 from pgkick_dev.devserver.stack import Stack
+from pgkick_dev.ui.guard import LOCALHOST, HostGuard, host_name
 
 NOT_INSTALLED = "<p>The pgkick dashboard is not installed (pgkick_dev.ui is missing).</p>\n"
 
 
 class LocalOnly:
-    """403 for any client that is not this machine (unless remote clients are allowed)."""
+    """403 for a client that is not this machine (unless remote clients are allowed), and
+    for a Host header naming a host the server was not started for.
 
-    def __init__(self, app: ASGIApp, allow_remote: bool) -> None:
+    Why the Host header too: a web page elsewhere can rebind its own name to 127.0.0.1
+    (DNS rebinding); the browser on this machine then sends its requests here as the page's
+    own origin, free to read the answers and to invoke the worker or book schedules (an
+    access key the server does not know is accepted unchecked). Loopback names, IP
+    addresses (typed, not looked up) and the names given (`--host`, `--allowed-host`) are
+    served; another name is refused, as pgkick_dev.ui.guard refuses it for the dashboard."""
+
+    def __init__(self, app: ASGIApp, allow_remote: bool, names: Collection[str] = ()) -> None:
         self.app, self.allow_remote = app, allow_remote
+        self.guard = HostGuard(None if allow_remote else LOCALHOST, names)
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] == "http" and not self.allow_remote:
-            host = (scope.get("client") or ("", 0))[0]
+        if scope["type"] == "http":
+            problem = self._refusal(scope)
+            if problem:
+                await JSONResponse({"message": problem}, 403)(scope, receive, send)
+                return
+        await self.app(scope, receive, send)
+
+    def _refusal(self, scope: Scope) -> str | None:
+        host = (scope.get("client") or ("", 0))[0]
+        if not self.allow_remote:
             try:
                 local = ipaddress.ip_address(host).is_loopback
             except ValueError:
                 local = host in ("testclient", "localhost")
             if not local:
-                response = JSONResponse(
-                    {
-                        "message": f"pgkick dev serves this machine only ({host} refused): "
-                        "restart it with --host to serve others"
-                    },
-                    403,
+                return (
+                    f"pgkick dev serves this machine only ({host} refused): "
+                    "restart it with --host to serve others"
                 )
-                await response(scope, receive, send)
-                return
-        await self.app(scope, receive, send)
+        name = host_name(Request(scope).headers.get("host", ""))
+        if self.guard.host_allowed(name):
+            return None
+        return (
+            f"pgkick dev: Host {name!r} is not a name this server was started for (a page "
+            "elsewhere rebinding its name here is refused); if it is yours, restart with "
+            f"--host ADDRESS --allowed-host {name or 'NAME'}"
+        )
 
 
 def dashboard(dsn: str | None, stack: Stack, allow_actions: bool, awake: Any = None) -> ASGIApp:
@@ -86,6 +107,7 @@ def make_app(
     banner: dict[str, Any] | None = None,
     with_dashboard: bool = True,
     awake: Any = None,
+    host_names: Collection[str] = (),
 ) -> ASGIApp:
     """The dev server's app; `with_dashboard=False` serves the APIs alone (the in-process
     stack of LocalKicker, which its environments call back). `awake`: an AwakeMonitor
@@ -115,7 +137,7 @@ def make_app(
     ]
     if with_dashboard:
         routes.append(Mount("/", dashboard(dsn, stack, allow_actions, awake)))
-    return LocalOnly(Starlette(routes=routes), allow_remote)
+    return LocalOnly(Starlette(routes=routes), allow_remote, host_names)
 
 
 class ServerThread:

@@ -44,7 +44,7 @@ def _address(name: str) -> bool:
     return True
 
 
-def _host_name(host_header: str) -> str:
+def host_name(host_header: str) -> str:
     """The name in a Host header, without its port (an IPv6 address keeps no brackets)."""
     try:
         return urlsplit(f"//{host_header}").hostname or ""
@@ -77,7 +77,7 @@ class HostGuard:
                 f"refused: the dashboard answers this machine only, not {client or 'unknown'} "
                 "(start it with --host to serve others)"
             )
-        host = _host_name(request.headers.get("host", ""))
+        host = host_name(request.headers.get("host", ""))
         if self.host_allowed(host):
             return None
         if self.clients is not None:
@@ -121,6 +121,6 @@ def cross_origin(request: Request, guard: HostGuard) -> str | None:
             )
         parts = urlsplit(referer)
         origin = f"{parts.scheme}://{parts.netloc}"
-    if origin == own and guard.host_allowed(_host_name(urlsplit(origin).netloc)):
+    if origin == own and guard.host_allowed(host_name(urlsplit(origin).netloc)):
         return None
     return f"refused: the request came from {origin}"
