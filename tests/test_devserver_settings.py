@@ -12,7 +12,9 @@ import pytest
 
 from pgkick.cli.main import main
 from pgkick_dev.devserver.flags import add_arguments, build_stack
+from pgkick_dev.devserver.scheduler_delivery import LOCAL_DLQ_ARN
 from pgkick_dev.devserver.settings import DEFAULTS, read_template
+from pgkick_dev.devserver.stack import REAPER_HANDLER
 from tests.devserver_fixtures import FUNCTION, ROOT, dev_stack
 
 WORKER = """
@@ -51,6 +53,25 @@ def test_pgkicks_own_template_matches_the_defaults_and_reserves_nothing() -> Non
     assert {k: getattr(read, k) for k in DEFAULTS} == {**DEFAULTS, "allow_loops": True}
     cap, banner = _stack("--template", str(ROOT / "template.yaml"))
     assert cap == 4 and "cap 4 (no reservation: the local default)" in banner[0]
+
+
+def test_a_failed_reaper_run_goes_to_the_queue_the_worker_drains(tmp_path: Path) -> None:
+    """Catches (note 59) a reaper with no on-failure destination locally: the template sends
+    a failed reaper run's record to FailedKicksQueue (the worker logs it), and without a
+    template pgkick's template is what is deployed; a template without OnFailure has none."""
+    parser = argparse.ArgumentParser()
+    add_arguments(parser)
+    for argv, expected in (
+        (["--template", str(ROOT / "template.yaml")], LOCAL_DLQ_ARN),
+        (["--template", str(tmp_path / "none.yaml")], LOCAL_DLQ_ARN),  # no template here
+        (["--template", str(_template(tmp_path, "      Timeout: 60"))], None),
+    ):
+        stack, _ = build_stack(parser.parse_args(argv), "postgresql://x@127.0.0.1/none")
+        try:
+            reaper = next(s for s in stack.specs.values() if s.handler == REAPER_HANDLER)
+            assert reaper.on_failure == expected, argv
+        finally:
+            stack.close()
 
 
 def test_reserved_concurrency_zero_is_a_cap_of_zero(tmp_path: Path) -> None:

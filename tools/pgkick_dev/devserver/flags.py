@@ -209,6 +209,7 @@ def build_stack(
         handler=REAPER_HANDLER,
         timeout_ms=120_000,
         concurrency=1,
+        on_failure=LOCAL_DLQ_ARN if template.reaper_on_failure else None,
         options=QueueOptions(max_retries=0, seed=args.seed),
     )
     stack = Stack(

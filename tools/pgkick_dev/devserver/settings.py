@@ -27,6 +27,8 @@ DEFAULTS: dict[str, Any] = {
     "timeout_s": 300,
     "allow_loops": False,
     "memory_mb": 512,
+    "on_failure": "FailedKicksQueue",
+    "reaper_on_failure": "FailedKicksQueue",
     "drain_batch": 5,
     "drain_visibility": 900,
     "drain_retention": 1_209_600,
@@ -168,6 +170,7 @@ class TemplateSettings:
     on_failure: str | None = None  # EventInvokeConfig.DestinationConfig.OnFailure's Destination
     aliases: tuple[str, ...] = ()  # AutoPublishAlias
     drain_batch: int = 10  # its SQS event source's BatchSize (FailedKicksQueue's records)
+    reaper_on_failure: str | None = None  # the reaper's OnFailure destination, likewise
     drain_visibility: int = 30  # that queue's VisibilityTimeout: a record failed comes back
     drain_retention: int = 345_600  # ... and its MessageRetentionPeriod: then SQS deletes it
 
@@ -229,6 +232,22 @@ def _drain(
     return found
 
 
+def _reaper_on_failure(resources: dict[str, Any], globals_: dict[str, Any]) -> str | None:
+    """The on-failure destination of the function whose Handler names the reaper: where a
+    failed reaper run's record goes (the worker reads it: pgkick.aws.failed_kicks)."""
+    for resource in resources.values():
+        props = {**globals_, **(resource.get("Properties") or {})}
+        if resource.get("Type") == "AWS::Serverless::Function" and "reaper" in str(
+            props.get("Handler", "")
+        ):
+            invoke = props.get("EventInvokeConfig") or {}
+            target = ((invoke.get("DestinationConfig") or {}).get("OnFailure") or {}).get(
+                "Destination"
+            )
+            return _destination(target)
+    return None
+
+
 def read_template(path: Path | None) -> TemplateSettings:
     """The worker function's settings (the function whose Handler names the worker).
     SettingRefused for a value AWS's deploy refuses."""
@@ -273,6 +292,7 @@ def read_template(path: Path | None) -> TemplateSettings:
             on_failure=_destination(on_failure),
             aliases=() if alias in (NO_VALUE, None, "") else (str(alias),),
             **_drain(template, props, document.get("Resources") or {}, notes),
+            reaper_on_failure=_reaper_on_failure(document.get("Resources") or {}, globals_),
         )
         if notes:
             settings.source += f"; {'; '.join(notes)}"
