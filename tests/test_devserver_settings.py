@@ -6,6 +6,7 @@ before anything starts. Each test fails if the stand-in is kinder than the deplo
 from __future__ import annotations
 
 import argparse
+import re
 from pathlib import Path
 
 import pytest
@@ -53,6 +54,35 @@ def test_pgkicks_own_template_matches_the_defaults_and_reserves_nothing() -> Non
     assert {k: getattr(read, k) for k in DEFAULTS} == {**DEFAULTS, "allow_loops": True}
     cap, banner = _stack("--template", str(ROOT / "template.yaml"))
     assert cap == 4 and "cap 4 (no reservation: the local default)" in banner[0]
+
+
+def test_the_deploys_parameter_values_are_the_stacks(tmp_path: Path) -> None:
+    """Catches (note 59) a stand-in evaluated with the Defaults only: a team deploying with
+    WorkerTimeout=900 and a reservation got 300 s and no cap locally. The values come from
+    samconfig.toml beside the template (what `sam deploy` reads), then the flag; each is
+    checked as CloudFormation checks it, in its words, before anything starts."""
+    template = tmp_path / "template.yaml"
+    template.write_text((ROOT / "template.yaml").read_text())
+    given = ["--template", str(template), "--parameter-overrides"]
+    cap, banner = _stack(*given, "WorkerTimeout=900", "WorkerReservedConcurrency=3")
+    assert cap == 3 and "timeout 900 s" in banner[0] and "ReservedConcurrentExecutions" in banner[0]
+    (tmp_path / "samconfig.toml").write_text(
+        'version = 0.1\n[default.deploy.parameters]\nparameter_overrides = "KickMaxRetryAttempts=0 '
+        'WorkerTimeout=600"\n'
+    )
+    _, banner = _stack("--template", str(template))
+    assert "timeout 600 s" in banner[0] and "MaximumRetryAttempts 0" in banner[1]
+    _, banner = _stack(*given, "WorkerTimeout=120")  # the flag over samconfig.toml
+    assert "timeout 120 s" in banner[0] and "MaximumRetryAttempts 0" in banner[1]
+    for value, said in (
+        ("WorkerTimeout=901", "Parameter 'WorkerTimeout' must be a number not greater than 900"),
+        ("WorkerTimeout=ten", "Parameter 'WorkerTimeout' must be a number."),
+        ("LogLevel=TRACE", "Parameter 'LogLevel' must be one of AllowedValues"),
+        ("Nope=1", "Parameters: [Nope] do not exist in the template"),
+        ("WorkerTimeout", "'WorkerTimeout' is not Key=Value"),
+    ):
+        with pytest.raises(SystemExit, match=re.escape(said)):
+            _stack(*given, value)
 
 
 def test_a_failed_reaper_run_goes_to_the_queue_the_worker_drains(tmp_path: Path) -> None:

@@ -21,6 +21,7 @@ import os
 from collections.abc import Callable
 from pathlib import Path
 
+from pgkick_dev.devserver import parameters
 from pgkick_dev.devserver.invocations import QueueOptions
 from pgkick_dev.devserver.scheduler_delivery import LOCAL_DLQ_ARN
 from pgkick_dev.devserver.schedules import SchedulerFaults
@@ -74,6 +75,14 @@ def add_arguments(dev: argparse.ArgumentParser) -> None:
         f"or {DEFAULT_FUNCTION}); <name>-reaper is the reaper",
     )
     add("--template", type=Path, help="the SAM template to read (default ./template.yaml)")
+    add(
+        "--parameter-overrides",
+        nargs="+",
+        default=[],
+        metavar="KEY=VALUE",
+        help="the template's parameter values, as `sam deploy` takes them (after samconfig.toml's "
+        "parameter_overrides beside the template; the others: their Defaults)",
+    )
     add(
         "--concurrency",
         type=aws_setting("ReservedConcurrentExecutions"),
@@ -151,8 +160,10 @@ def load_template(args: argparse.Namespace) -> TemplateSettings:
     (called before anything starts)."""
     path = args.template or Path("template.yaml")
     try:
-        return read_template(path)
-    except SettingRefused as exc:
+        values = parameters.from_samconfig(path.parent / "samconfig.toml")
+        values.update(parameters.parse(args.parameter_overrides, "--parameter-overrides"))
+        return read_template(path, values)
+    except (SettingRefused, parameters.ParameterRefused) as exc:
         raise SystemExit(f"pgkick dev: {path}: {exc} (AWS refuses it at deploy)") from None
 
 

@@ -20,6 +20,8 @@ from typing import Any
 
 import yaml  # type: ignore[import-untyped,unused-ignore]
 
+from pgkick_dev.devserver import parameters
+
 # pgkick's template.yaml defaults (tests/test_devserver_settings.py checks they match)
 DEFAULTS: dict[str, Any] = {
     "max_event_age": 3600,
@@ -248,13 +250,20 @@ def _reaper_on_failure(resources: dict[str, Any], globals_: dict[str, Any]) -> s
     return None
 
 
-def read_template(path: Path | None) -> TemplateSettings:
-    """The worker function's settings (the function whose Handler names the worker).
+def read_template(path: Path | None, values: dict[str, str] | None = None) -> TemplateSettings:
+    """The worker function's settings (the function whose Handler names the worker), the
+    template evaluated with `values` for its parameters (the others: their Defaults).
     SettingRefused for a value AWS's deploy refuses."""
     if path is None or not path.exists():
+        if values:
+            raise SettingRefused(f"parameter values given but no template ({path}) to apply them")
         return TemplateSettings("pgkick's defaults (no template.yaml here)", **DEFAULTS)
     document = yaml.load(path.read_text(), Loader=_Loader) or {}
-    template = Template(document.get("Parameters") or {}, document.get("Conditions") or {})
+    try:
+        declared = parameters.applied(document.get("Parameters") or {}, values or {})
+    except parameters.ParameterRefused as exc:
+        raise SettingRefused(str(exc)) from None
+    template = Template(declared, document.get("Conditions") or {})
     globals_ = (document.get("Globals") or {}).get("Function") or {}
     for logical_id, resource in (document.get("Resources") or {}).items():
         props = {**globals_, **(resource.get("Properties") or {})}
@@ -294,6 +303,8 @@ def read_template(path: Path | None) -> TemplateSettings:
             **_drain(template, props, document.get("Resources") or {}, notes),
             reaper_on_failure=_reaper_on_failure(document.get("Resources") or {}, globals_),
         )
+        if values:
+            notes.insert(0, "with " + " ".join(f"{k}={v}" for k, v in sorted(values.items())))
         if notes:
             settings.source += f"; {'; '.join(notes)}"
         return settings
