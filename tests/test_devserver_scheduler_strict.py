@@ -30,13 +30,33 @@ def _at(seconds: float) -> str:
 
 
 def _create(dev: Running, name: str, due: float, **extra: Any) -> None:
+    group = {"GroupName": extra.pop("GroupName")} if "GroupName" in extra else {}
     dev.scheduler.create_schedule(
+        **group,
         Name=name,
         ScheduleExpression=_at(due),
         FlexibleTimeWindow=extra.pop("FlexibleTimeWindow", {"Mode": "OFF"}),
         ActionAfterCompletion="DELETE",
         Target={**TARGET, **extra},
     )
+
+
+def test_a_schedule_group_that_does_not_exist_is_refused() -> None:
+    """Catches (note 59) a stand-in that took any GroupName: a wrong PGKICK_SCHEDULE_GROUP
+    passed every local test and failed every booking deployed. Scheduler knows "default"
+    and the template's groups; another is ResourceNotFoundException (404), as AWS says."""
+    with dev_stack() as dev:
+        client = dev.scheduler
+        due = dev.clock.now() + 120
+        with pytest.raises(client.exceptions.ResourceNotFoundException, match="group nope"):
+            _create(dev, "w", due, GroupName="nope")
+        for call in (client.get_schedule, client.delete_schedule):
+            with pytest.raises(client.exceptions.ResourceNotFoundException, match="group nope"):
+                call(Name="w", GroupName="nope")
+        with pytest.raises(client.exceptions.ResourceNotFoundException, match="group nope"):
+            client.list_schedules(GroupName="nope")
+        _create(dev, "w", due, GroupName="default")
+        assert dev.stack.scheduler.list() and not dev.stack.scheduler.dropped
 
 
 def test_a_one_time_schedule_in_the_past_is_refused() -> None:

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import argparse
 import re
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
@@ -83,6 +84,38 @@ def test_the_deploys_parameter_values_are_the_stacks(tmp_path: Path) -> None:
     ):
         with pytest.raises(SystemExit, match=re.escape(said)):
             _stack(*given, value)
+
+
+def test_the_worker_books_in_the_templates_schedule_group(tmp_path: Path) -> None:
+    """Catches (note 59) a stack whose worker booked in "default" whatever the template: the
+    deployed worker books in its PGKICK_SCHEDULE_GROUP, `!Ref WakeScheduleGroup`, named
+    `${AWS::StackName}-wakes` (samconfig.toml's stack_name), the only group beside
+    "default" that exists; without a stack name the group is unknown, and said."""
+    template = tmp_path / "template.yaml"
+    template.write_text((ROOT / "template.yaml").read_text())
+    (tmp_path / "samconfig.toml").write_text(
+        'version = 0.1\n[default.global.parameters]\nstack_name = "shop"\n'
+    )
+    parser = argparse.ArgumentParser()
+    add_arguments(parser)
+    args = parser.parse_args(["--template", str(template)])
+    stack, banner = build_stack(args, "postgresql://x@127.0.0.1/none")
+    try:
+        stack.endpoint = "http://127.0.0.1:1"
+        assert stack.scheduler.groups == {"default", "shop-wakes"}
+        assert stack.runtime_env(FUNCTION, "e1")["PGKICK_SCHEDULE_GROUP"] == "shop-wakes"
+        now = datetime.fromtimestamp(stack.clock.now(), UTC)
+        stack.book(FUNCTION, "mail", now + timedelta(minutes=5), "wake", None)
+        assert [s.group for s in stack.scheduler.list()] == ["shop-wakes"]
+    finally:
+        stack.close()
+    (tmp_path / "samconfig.toml").unlink()
+    stack, banner = build_stack(args, "postgresql://x@127.0.0.1/none")
+    try:
+        assert stack.scheduler.groups == {"default"}
+        assert "schedule group WakeScheduleGroup unknown" in banner[1]
+    finally:
+        stack.close()
 
 
 def test_a_failed_reaper_run_goes_to_the_queue_the_worker_drains(tmp_path: Path) -> None:

@@ -160,9 +160,10 @@ def load_template(args: argparse.Namespace) -> TemplateSettings:
     (called before anything starts)."""
     path = args.template or Path("template.yaml")
     try:
-        values = parameters.from_samconfig(path.parent / "samconfig.toml")
+        samconfig = path.parent / "samconfig.toml"
+        values = parameters.from_samconfig(samconfig)
         values.update(parameters.parse(args.parameter_overrides, "--parameter-overrides"))
-        return read_template(path, values)
+        return read_template(path, values, parameters.stack_name(samconfig))
     except (SettingRefused, parameters.ParameterRefused) as exc:
         raise SystemExit(f"pgkick dev: {path}: {exc} (AWS refuses it at deploy)") from None
 
@@ -230,6 +231,8 @@ def build_stack(
         freeze=not args.no_freeze,
         fast_scheduler=args.fast_scheduler,
         seed=args.seed,
+        schedule_group=template.schedule_group,
+        schedule_groups=template.schedule_groups,
         scheduler_faults=SchedulerFaults(
             api_throttle_rate=args.schedule_throttle_rate,
             delivery_failure_rate=args.schedule_delivery_failure_rate,

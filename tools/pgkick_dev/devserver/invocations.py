@@ -25,6 +25,7 @@ from __future__ import annotations
 import concurrent.futures
 import uuid
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from typing import Any
 
 RETRY_DELAYS = (60.0, 120.0)  # Lambda retries a failed asynchronous invocation after these
@@ -118,3 +119,29 @@ def next_try(item: Invocation, options: QueueOptions) -> tuple[Invocation, float
     again = Invocation(item.event, item.lineage, item.born, item.request_id, item.tries + 1)
     again.to_destination = item.to_destination
     return again, options.retry_delays[item.tries]
+
+
+def failure_record(
+    item: Invocation, condition: str, *, function_arn: str, now: float
+) -> dict[str, Any]:
+    """Lambda's record of an event it gave up on, as its on-failure destination receives
+    it ("Capturing records of Lambda asynchronous invocations"): condition is
+    RetriesExhausted or EventAgeExceeded."""
+    record: dict[str, Any] = {
+        "version": "1.0",
+        "timestamp": datetime.fromtimestamp(now, UTC)
+        .isoformat(timespec="milliseconds")
+        .replace("+00:00", "Z"),
+        "requestContext": {
+            "requestId": item.request_id,
+            "functionArn": f"{function_arn}:$LATEST",
+            "condition": condition,
+            "approximateInvokeCount": item.tries + (1 if item.started else 0),
+        },
+        "requestPayload": item.event,
+        "responseContext": {"statusCode": 200, "executedVersion": "$LATEST"},
+    }
+    if item.failure is not None:
+        record["responseContext"]["functionError"] = "Unhandled"
+        record["responsePayload"] = item.failure
+    return record

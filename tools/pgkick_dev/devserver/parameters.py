@@ -52,6 +52,21 @@ def from_samconfig(path: Path) -> dict[str, str]:
     return parse(given, f"{path} parameter_overrides")
 
 
+def stack_name(path: Path) -> str | None:
+    """samconfig.toml's stack_name (global, else deploy parameters): ${AWS::StackName}."""
+    if not path.exists():
+        return None
+    try:
+        config = tomllib.loads(path.read_text()).get("default") or {}
+    except tomllib.TOMLDecodeError as exc:
+        raise ParameterRefused(f"{path}: not TOML ({exc})") from None
+    for section in ("global", "deploy"):
+        name = ((config.get(section) or {}).get("parameters") or {}).get("stack_name")
+        if isinstance(name, str) and name:
+            return name
+    return None
+
+
 def _refusal(name: str, declared: dict[str, Any], value: str) -> str | None:
     """CloudFormation's error for `value` of parameter `name`, or None if it is accepted."""
     kind = str(declared.get("Type", "String"))

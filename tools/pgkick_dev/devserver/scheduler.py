@@ -66,6 +66,8 @@ class Scheduler:
     letters: list[DeadLetter] = field(default_factory=list)  # every dead letter, kept
     dropped: int = 0  # deliveries given up with no dead-letter queue (InvocationDroppedCount)
     retrying: int = 0  # deliveries waiting for their next try (their schedule may be gone)
+    # the schedule groups that exist: "default" (every account has it) and the template's
+    groups: frozenset[str] = frozenset({"default"})
     _schedules: dict[tuple[str, str], Schedule] = field(default_factory=dict)
     _lock: threading.Lock = field(default_factory=threading.Lock)
     _calls: dict[tuple[str, str], list[float]] = field(default_factory=dict)
@@ -78,7 +80,7 @@ class Scheduler:
         given = body.pop("GroupName", None)
         body.pop("Name", None)  # the path's is the name
         check_body("UpdateSchedule" if replace else "CreateSchedule", name, given, body)
-        group = str(given or "default")
+        group = self._group(given)
         first = first_due(body, self.clock.now)
         self._throttle(group, name)
         with self._lock:
@@ -103,8 +105,9 @@ class Scheduler:
         return schedule
 
     def get(self, name: str, group: str | None) -> Schedule:
+        group = self._group(group)
         with self._lock:
-            schedule = self._schedules.get((group or "default", name))
+            schedule = self._schedules.get((group, name))
         if schedule is None:
             raise SchedulerError(
                 "ResourceNotFoundException", 404, f"Schedule {name} does not exist."
@@ -112,8 +115,9 @@ class Scheduler:
         return schedule
 
     def delete(self, name: str, group: str | None, *, why: str = "deleted") -> None:
+        group = self._group(group)
         with self._lock:
-            schedule = self._schedules.pop((group or "default", name), None)
+            schedule = self._schedules.pop((group, name), None)
         if schedule is None:
             raise SchedulerError(
                 "ResourceNotFoundException", 404, f"Schedule {name} does not exist."
@@ -127,7 +131,20 @@ class Scheduler:
             detail=f"{schedule.group}/{name} {why}",
         )
 
+    def _group(self, given: str | None) -> str:
+        """The group a call names (none: "default"); ResourceNotFoundException, as AWS
+        answers, for one that does not exist: a stand-in that took any name would let a
+        wrong PGKICK_SCHEDULE_GROUP pass locally and fail every booking deployed."""
+        group = str(given or "default")
+        if group not in self.groups:
+            raise SchedulerError(
+                "ResourceNotFoundException", 404, f"Schedule group {group} does not exist."
+            )
+        return group
+
     def list(self, group: str | None = None, prefix: str | None = None) -> list[Schedule]:
+        if group is not None:
+            self._group(group)
         with self._lock:
             return sorted(
                 (

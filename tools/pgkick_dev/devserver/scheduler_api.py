@@ -64,11 +64,11 @@ def routes(stack: Stack) -> list[Route]:
     async def listing(request: Request) -> Response:
         try:
             await signed(request)
+            found = scheduler.list(
+                request.query_params.get("ScheduleGroup"), request.query_params.get("NamePrefix")
+            )
         except SchedulerError as exc:
             return _error(exc)
-        found = scheduler.list(
-            request.query_params.get("ScheduleGroup"), request.query_params.get("NamePrefix")
-        )
         summaries = []
         for schedule in found:
             described = schedule.describe()

@@ -2,13 +2,14 @@
 
 Why the template: the stand-in must fail where the deploy fails, so the worker's
 MaximumEventAgeInSeconds, MaximumRetryAttempts, RecursiveLoop, Timeout, MemorySize,
-ReservedConcurrentExecutions, its on-failure destination, its AutoPublishAlias and the
-BatchSize of its SQS event source are the deployed ones, and a value AWS refuses at
-deploy is refused here too, in AWS's words, before anything starts (`SettingRefused`).
-Intrinsics are evaluated as CloudFormation would with the Parameters' Defaults (`!Ref`,
-`!If` on a condition, `!Not`, `!Equals`, `!And`, `!Or`, `!Join`); one that cannot be (no
-Default, `!GetAtt`, `!Sub`) is unknown, and the caller says so rather than guess. Without
-a template, pgkick's own template's values (the one an app deploys) are used, except
+ReservedConcurrentExecutions, its on-failure destination, its AutoPublishAlias, the
+BatchSize of its SQS event source and that queue's visibility and retention, the
+reaper's on-failure destination and the schedule groups are the deployed ones, and a
+value AWS refuses at deploy is refused here too, in AWS's words, before anything starts
+(`SettingRefused`). The template is evaluated with the deploy's parameter values
+(pgkick_dev.devserver.parameters) by pgkick_dev.devserver.intrinsics; an intrinsic that
+cannot be evaluated is unknown, and the caller says so rather than guess. Without a
+template, pgkick's own template's values (the one an app deploys) are used, except
 RecursiveLoop, which is Lambda's default (Terminate) unless the template says Allow.
 """
 
@@ -18,9 +19,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import yaml  # type: ignore[import-untyped,unused-ignore]
-
 from pgkick_dev.devserver import parameters
+from pgkick_dev.devserver.intrinsics import NO_VALUE, Template, Unknown, load
 
 # pgkick's template.yaml defaults (tests/test_devserver_settings.py checks they match)
 DEFAULTS: dict[str, Any] = {
@@ -80,85 +80,6 @@ def checked(setting: str, value: Any) -> int:
     return number
 
 
-class _Loader(yaml.SafeLoader):  # type: ignore[misc,unused-ignore]
-    """CloudFormation's short tags (!Ref, !Sub, !If, ...) read as {"Ref": ...} dicts."""
-
-
-def _intrinsic(loader: yaml.SafeLoader, suffix: str, node: yaml.Node) -> dict[str, Any]:
-    value: Any
-    if isinstance(node, yaml.ScalarNode):
-        value = loader.construct_scalar(node)
-    elif isinstance(node, yaml.SequenceNode):
-        value = loader.construct_sequence(node, deep=True)
-    else:
-        value = loader.construct_mapping(node, deep=True)  # type: ignore[arg-type,unused-ignore]
-    return {"Ref" if suffix == "Ref" else f"Fn::{suffix}": value}
-
-
-_Loader.add_multi_constructor("!", _intrinsic)
-
-
-class Unknown(Exception):
-    """An intrinsic the stand-in cannot evaluate from the template alone."""
-
-
-NO_VALUE = object()  # !Ref AWS::NoValue: the property is left out
-
-
-@dataclass
-class Template:
-    """A template's Parameters (their Defaults) and Conditions, to evaluate intrinsics."""
-
-    parameters: dict[str, Any]
-    conditions: dict[str, Any]
-
-    def value(self, node: Any) -> Any:
-        """A property's value as deployed with the Defaults; NO_VALUE if left out."""
-        if not isinstance(node, dict) or len(node) != 1:
-            return node
-        ((key, arg),) = node.items()
-        if key == "Ref":
-            if arg == "AWS::NoValue":
-                return NO_VALUE
-            parameter = self.parameters.get(arg)
-            if not isinstance(parameter, dict) or "Default" not in parameter:
-                raise Unknown(f"!Ref {arg} (no Default to use)")
-            if parameter.get("Type") == "CommaDelimitedList":
-                return [p for p in str(parameter["Default"]).split(",") if p] or [""]
-            return parameter["Default"]
-        if key == "Fn::If":
-            condition, then, otherwise = arg
-            return self.value(then if self.condition(condition) else otherwise)
-        if key == "Fn::Join":
-            separator, items = arg
-            parts = self.value(items)
-            if not isinstance(parts, list):
-                raise Unknown(f"!Join of {items!r}")
-            return str(separator).join(str(self.value(p)) for p in parts)
-        raise Unknown(f"!{key.removeprefix('Fn::')}")
-
-    def condition(self, name: str) -> bool:
-        if name not in self.conditions:
-            raise Unknown(f"condition {name} (not in Conditions)")
-        return self.truth(self.conditions[name])
-
-    def truth(self, node: Any) -> bool:
-        if isinstance(node, dict) and len(node) == 1:
-            ((key, arg),) = node.items()
-            if key == "Condition":
-                return self.condition(arg)
-            if key == "Fn::Not":
-                return not self.truth(arg[0])
-            if key == "Fn::And":
-                return all(self.truth(a) for a in arg)
-            if key == "Fn::Or":
-                return any(self.truth(a) for a in arg)
-            if key == "Fn::Equals":
-                left, right = (self.value(a) for a in arg)
-                return str(left) == str(right)  # CloudFormation compares strings
-        raise Unknown(f"condition {node!r}")
-
-
 @dataclass
 class TemplateSettings:
     source: str  # where the values came from
@@ -173,6 +94,8 @@ class TemplateSettings:
     aliases: tuple[str, ...] = ()  # AutoPublishAlias
     drain_batch: int = 10  # its SQS event source's BatchSize (FailedKicksQueue's records)
     reaper_on_failure: str | None = None  # the reaper's OnFailure destination, likewise
+    schedule_groups: tuple[str, ...] = ()  # its AWS::Scheduler::ScheduleGroup names
+    schedule_group: str = "default"  # the worker's PGKICK_SCHEDULE_GROUP
     drain_visibility: int = 30  # that queue's VisibilityTimeout: a record failed comes back
     drain_retention: int = 345_600  # ... and its MessageRetentionPeriod: then SQS deletes it
 
@@ -201,12 +124,12 @@ def _destination(node: Any) -> str | None:
 
 def _drain(
     template: Template, props: dict[str, Any], resources: dict[str, Any], notes: list[str]
-) -> dict[str, int]:
+) -> dict[str, Any]:
     """The function's SQS event source (the failed kicks it drains): its BatchSize, and
     its queue's VisibilityTimeout and MessageRetentionPeriod, SQS's defaults where the
     template gives none (10, 30 s, 4 days); a visibility timeout shorter than the function's
     timeout is refused, as CreateEventSourceMapping refuses it."""
-    found: dict[str, int] = {}  # no SQS event source: the TemplateSettings' defaults
+    found: dict[str, Any] = {}  # no SQS event source: the TemplateSettings' defaults
     for event in (props.get("Events") or {}).values():
         if not (isinstance(event, dict) and event.get("Type") == "SQS"):
             continue
@@ -250,7 +173,37 @@ def _reaper_on_failure(resources: dict[str, Any], globals_: dict[str, Any]) -> s
     return None
 
 
-def read_template(path: Path | None, values: dict[str, str] | None = None) -> TemplateSettings:
+def _schedule_groups(
+    template: Template, props: dict[str, Any], globals_: dict[str, Any], notes: list[str]
+) -> dict[str, Any]:
+    """The template's schedule groups (AWS::Scheduler::ScheduleGroup) by name, and the one
+    the worker books in (its PGKICK_SCHEDULE_GROUP, Globals' variables under its own)."""
+    names: list[str] = []
+    for logical_id, resource in template.resources.items():
+        if isinstance(resource, dict) and resource.get("Type") == "AWS::Scheduler::ScheduleGroup":
+            try:
+                names.append(str(template.value({"Ref": logical_id})))
+            except Unknown as exc:
+                notes.append(f"schedule group {logical_id} unknown ({exc})")
+    variables = {
+        **((globals_.get("Environment") or {}).get("Variables") or {}),
+        **(
+            ((props.get("Environment") or {}) if isinstance(props, dict) else {}).get("Variables")
+            or {}
+        ),
+    }
+    group = "default"
+    if "PGKICK_SCHEDULE_GROUP" in variables:
+        try:
+            group = str(template.value(variables["PGKICK_SCHEDULE_GROUP"]))
+        except Unknown as exc:
+            notes.append(f"PGKICK_SCHEDULE_GROUP unknown ({exc}): the default group")
+    return {"schedule_groups": tuple(names), "schedule_group": group}
+
+
+def read_template(
+    path: Path | None, values: dict[str, str] | None = None, stack_name: str | None = None
+) -> TemplateSettings:
     """The worker function's settings (the function whose Handler names the worker), the
     template evaluated with `values` for its parameters (the others: their Defaults).
     SettingRefused for a value AWS's deploy refuses."""
@@ -258,12 +211,17 @@ def read_template(path: Path | None, values: dict[str, str] | None = None) -> Te
         if values:
             raise SettingRefused(f"parameter values given but no template ({path}) to apply them")
         return TemplateSettings("pgkick's defaults (no template.yaml here)", **DEFAULTS)
-    document = yaml.load(path.read_text(), Loader=_Loader) or {}
+    document = load(path)
     try:
         declared = parameters.applied(document.get("Parameters") or {}, values or {})
     except parameters.ParameterRefused as exc:
         raise SettingRefused(str(exc)) from None
-    template = Template(declared, document.get("Conditions") or {})
+    template = Template(
+        declared,
+        document.get("Conditions") or {},
+        document.get("Resources") or {},
+        stack_name,
+    )
     globals_ = (document.get("Globals") or {}).get("Function") or {}
     for logical_id, resource in (document.get("Resources") or {}).items():
         props = {**globals_, **(resource.get("Properties") or {})}
@@ -302,6 +260,7 @@ def read_template(path: Path | None, values: dict[str, str] | None = None) -> Te
             aliases=() if alias in (NO_VALUE, None, "") else (str(alias),),
             **_drain(template, props, document.get("Resources") or {}, notes),
             reaper_on_failure=_reaper_on_failure(document.get("Resources") or {}, globals_),
+            **_schedule_groups(template, resource.get("Properties") or {}, globals_, notes),
         )
         if values:
             notes.insert(0, "with " + " ".join(f"{k}={v}" for k, v in sorted(values.items())))

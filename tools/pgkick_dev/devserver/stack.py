@@ -36,7 +36,7 @@ from pgkick.kick.kickers import (
 from pgkick_dev.devserver import function_names
 from pgkick_dev.devserver.clock import Clock, RealClock
 from pgkick_dev.devserver.environments import Pool
-from pgkick_dev.devserver.invocations import Invocation, QueueOptions
+from pgkick_dev.devserver.invocations import Invocation, QueueOptions, failure_record
 from pgkick_dev.devserver.queue import AsyncQueue
 from pgkick_dev.devserver.scheduler import Scheduler
 from pgkick_dev.devserver.scheduler_delivery import LOCAL_DLQ_ARN, DeadLetter, DeliveryFailed
@@ -86,9 +86,15 @@ class Stack:
         seed: int | None = None,
         scheduler_faults: SchedulerFaults | None = None,
         endpoint: str | None = None,
+        schedule_group: str = "default",
+        schedule_groups: tuple[str, ...] = (),
     ) -> None:
         """endpoint: the URL serving this stack's Lambda and Scheduler APIs, which the
-        environments call back (set it before the first invocation, once it is known)."""
+        environments call back (set it before the first invocation, once it is known).
+        schedule_groups: the template's schedule groups (besides "default"), the only ones
+        Scheduler knows; schedule_group: the one the worker books its wake-ups in (the
+        template's PGKICK_SCHEDULE_GROUP)."""
+        self.schedule_group = schedule_group
         self.endpoint = endpoint
         self.clock = clock or RealClock()
         self.timeline = timeline or Timeline(clock=self.clock.now)
@@ -118,6 +124,7 @@ class Stack:
             faults=scheduler_faults or SchedulerFaults(),
             on_dead_letter=self._dead_letter,
             on_settled=self._notify,
+            groups=frozenset({"default", schedule_group, *schedule_groups}),
         )
         # the queues SQS event sources drain, by the function draining them
         self.sources: dict[str, SqsEventSource] = {}
@@ -158,6 +165,7 @@ class Stack:
             "PGKICK_SCHEDULER_ROLE_ARN": "arn:aws:iam::123456789012:role/pgkick-dev-scheduler",
             # as the template sets it: undeliverable wake-ups come back as SQS events
             "PGKICK_SCHEDULE_DLQ_ARN": LOCAL_DLQ_ARN,
+            "PGKICK_SCHEDULE_GROUP": self.schedule_group,  # the template's, as deployed
             "PGKICK_SCHEMA": config.app_settings().schema,  # a CLI's --schema included
             "AWS_ENDPOINT_URL_LAMBDA": f"{self.endpoint}/_env/{environment}",
             "AWS_ENDPOINT_URL_SCHEDULER": self.endpoint,
@@ -244,6 +252,7 @@ class Stack:
             kick_event(queue, reason),
             function_arn=f"arn:aws:lambda:us-east-1:123456789012:function:{function}",
             role_arn="arn:aws:iam::123456789012:role/pgkick-dev-scheduler",
+            group=self.schedule_group,
             dead_letter_arn=LOCAL_DLQ_ARN,
         )
         del body["Name"]
@@ -261,13 +270,13 @@ class Stack:
         Otherwise the wake-up is lost, as a booking whose retries ran out on AWS; the next
         sweep of a leaving worker (pgkick.worker.healing) books it again."""
         with contextlib.suppress(SchedulerError):
-            self.scheduler.get(name, None)
+            self.scheduler.get(name, self.schedule_group)
             return
         self.write_log(f"pgkick dev: wake-up {name} not booked: Scheduler throttled it ({exc})")
 
     def cancel(self, name: str) -> None:
         with contextlib.suppress(SchedulerError):  # fired already, or never made
-            self.scheduler.delete(name, None)
+            self.scheduler.delete(name, self.schedule_group)
 
     def _deliver(self, function: str, event: Any) -> None:
         queue = self.function(function)
@@ -288,24 +297,7 @@ class Stack:
         arn = f"arn:aws:lambda:us-east-1:123456789012:function:{spec.name}"
 
         def send(item: Invocation, condition: str) -> None:
-            # "Capturing records of Lambda asynchronous invocations": the invocation record
-            record: dict[str, Any] = {
-                "version": "1.0",
-                "timestamp": datetime.fromtimestamp(self.clock.now(), UTC)
-                .isoformat(timespec="milliseconds")
-                .replace("+00:00", "Z"),
-                "requestContext": {
-                    "requestId": item.request_id,
-                    "functionArn": f"{arn}:$LATEST",
-                    "condition": condition,
-                    "approximateInvokeCount": item.tries + (1 if item.started else 0),
-                },
-                "requestPayload": item.event,
-                "responseContext": {"statusCode": 200, "executedVersion": "$LATEST"},
-            }
-            if item.failure is not None:
-                record["responseContext"]["functionError"] = "Unhandled"
-                record["responsePayload"] = item.failure
+            record = failure_record(item, condition, function_arn=arn, now=self.clock.now())
             self._dead_letter(DeadLetter(destination, json.dumps(record), {}))
 
         return send
