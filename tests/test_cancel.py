@@ -18,8 +18,9 @@ from typing import Any
 import pytest
 
 from pgkick.cli.main import main
-from pgkick.errors import Snooze
+from pgkick.errors import Continuation, Snooze
 from pgkick.kick.kickers import NoKicker
+from pgkick.producer.enqueue import Enqueuer
 from pgkick.tasks.context import JobContext
 from pgkick.worker.lease import LeaseKeeper
 from pgkick.worker.loop import Summary, Worker, WorkerOptions
@@ -206,3 +207,34 @@ def test_a_cancel_after_the_last_heartbeat_fails_a_raising_or_snoozing_job(
         1,
     )
     assert kicker.wakes == []
+
+
+@pytest.mark.parametrize("ending", ["snooze", "continuation"])
+def test_a_late_cancel_of_a_snooze_or_continuation_kicks_the_run_anyway_dependants(
+    dsn: str, clock: FakeClock, ending: str
+) -> None:
+    """The cancel lands after the last heartbeat, then the task snoozes or continues: the job
+    fails instead, and its "run anyway" dependant enters its queue in that statement.
+    Catches (note 59) the worker counting the failure without kicking that queue, as it
+    kicks a failure's (the dependant waited for a leaving worker's sweep or the reaper)."""
+    tasks = CheckedRegistry()
+
+    @tasks.task("interrupted")
+    def interrupted(payload: Any, job: JobContext) -> None:
+        with JobStore.open(dsn, clock) as operator:
+            assert operator.cancel_running(ids=[job.id], queue=None, task=None)
+        if ending == "snooze":
+            raise Snooze(60)
+        raise Continuation(stalled=False)
+
+    kicker = RecordingKicker()
+    with JobStore.open(dsn, clock) as store:
+        enqueue = Enqueuer(store).enqueue
+        parent = enqueue({}, task="interrupted")
+        anyway = enqueue({}, task="noop", queue="held", after=[(parent, "run anyway")])
+        options = WorkerOptions(batch=1, lease=timedelta(minutes=5), max_fanout=0, heartbeat=False)
+        summary = Worker(store, tasks, kicker, options).drain("default", forever)
+    assert (summary.failed, summary.snoozed, summary.continued) == (1, 0, 0)
+    assert job_row(dsn, parent)["last_error"] == "cancelled by operator"
+    assert job_row(dsn, anyway)["status"] == "queued"
+    assert [k[:2] for k in kicker.kicks] == [("held", "dependants")]

@@ -48,16 +48,17 @@ class StepBooks:
 
     def continue_job(
         self, job: ClaimedJob, stalled: bool, keeper: LeaseKeeper, summary: Summary
-    ) -> None:
-        """Record a continuation (fenced); the loop hands the queue over after this batch."""
+    ) -> bool:
+        """Record a continuation (fenced); the loop hands the queue over after this batch.
+        False when a cancel since the last heartbeat failed the job instead (the caller
+        counts it and kicks its released dependants)."""
         keeper.forget(job.id)  # the next claim reuses this attempt number: never extend again
         status = self.store.continue_job(job.id, job.attempts, stalled=stalled)
         if status is None:
             summary.lost += 1
-            return
+            return True
         if status != "queued":  # a cancel since the last heartbeat: the job failed instead
-            summary.failed += 1
-            return
+            return False
         summary.continued += 1
         self.continued = True
         log.info(
@@ -65,3 +66,4 @@ class StepBooks:
             job.id,
             extra={"job_id": job.id, "queue": job.queue, "attempt": job.attempts},
         )
+        return True

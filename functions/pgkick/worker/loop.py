@@ -266,7 +266,8 @@ class Worker:
             elif outcome.snooze is not None:
                 outcomes.snooze(job, outcome.snooze, keeper, summary)
             elif outcome.continued and self._books is not None:
-                self._books.continue_job(job, outcome.stalled, keeper, summary)
+                if not self._books.continue_job(job, outcome.stalled, keeper, summary):
+                    outcomes.cancelled_late(job, summary)
             elif outcome.error is None:  # (a new tuple: only for a result)
                 done = job if outcome.result is None else job._replace(result=outcome.result)
                 if buffered:  # completed alone, with its children (pgkick.worker.spawn)

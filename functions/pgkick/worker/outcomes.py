@@ -135,10 +135,17 @@ class Outcomes:
             summary.lost += 1
             return
         if snoozed.cancelled:  # a cancel since the last heartbeat: the job failed instead
-            summary.failed += 1
+            self.cancelled_late(job, summary)
             return
         summary.snoozed += 1
         summary.wake_failures += int(not self.wake(job, snoozed.run_at))
+
+    def cancelled_late(self, job: ClaimedJob, summary: Summary) -> None:
+        """A snooze or a continuation that failed the job instead (a cancel since the last
+        heartbeat): its "run anyway" dependants entered their queues in that statement, and
+        are kicked as a failure's are (one read: this happens only after a cancel)."""
+        summary.failed += 1
+        self.kick_dependants(job.queue, released_by_failure(self.store, job.id), summary)
 
     def wake(self, job: ClaimedJob, run_at: datetime) -> bool:
         try:
