@@ -182,6 +182,52 @@ def test_a_failure_between_two_levels_leaves_no_job_of_the_workflow(
     assert _statuses(dsn) == {}
 
 
+def test_a_node_keeps_the_payload_add_checked_and_a_level_refused_leaves_no_node(
+    dsn: str,
+) -> None:
+    """Catches Workflow.add keeping the caller's payload object: a loop reusing one dict
+    wrote its last value for every node, and a payload made invalid after its add failed at
+    enqueue naming `jobs[0]`, its roots already written in the app's transaction (no
+    savepoint spanned the levels), so an app that caught it committed half a workflow.
+    Now add keeps the value it checked; a level the sink refuses (here: a tighter payload
+    limit) raises naming the node, and the levels before it are rolled back, in both forms."""
+    wf = pgkick.Workflow()
+    root = wf.add("dag_node", {"name": "root"})
+    payload: dict[str, Any] = {"name": None}
+    for size in ("small", "medium", "large"):
+        payload["name"] = size
+        wf.add("dag_node", payload, after=[root])
+    payload["blob"] = object()  # not JSON any more: add checked it before
+    run = wf.enqueue(dsn=dsn, kicker=NO_KICKS)
+    with psycopg.connect(dsn) as conn:
+        written = conn.execute(
+            "SELECT payload FROM pgkick.jobs WHERE id = ANY(%s) ORDER BY id", (list(run.job_ids),)
+        ).fetchall()
+    assert [row[0]["name"] for row in written] == ["root", "small", "medium", "large"]
+
+    wf = pgkick.Workflow()
+    root = wf.add("dag_node", {"name": "root"})
+    wf.add("dag_node", {"name": "x" * 300}, after=[root])
+    with psycopg.connect(dsn) as conn:
+        with pgkick.transaction(conn, kicker=NO_KICKS) as jobs:
+            jobs.max_payload_bytes = 200  # the sink's own limit, tighter than add's
+            with pytest.raises(InvalidArgument, match=r"^workflow node 1 \(dag_node\): payload"):
+                wf.enqueue_with(jobs)
+            assert jobs.queued == []  # the root rolled back is not kicked either
+            unrelated = jobs.enqueue({"name": "unrelated"}, task="dag_node")
+
+        async def in_asyncio() -> None:
+            async with await psycopg.AsyncConnection.connect(dsn) as conn:
+                async with aio.transaction(conn, kicker=NO_KICKS) as jobs:
+                    jobs.max_payload_bytes = 200
+                    with pytest.raises(InvalidArgument, match=r"^workflow node 1 \(dag_node\)"):
+                        await wf.enqueue_with_async(jobs)
+                    assert jobs.queued == []
+
+        asyncio.run(in_asyncio())
+    assert set(_statuses(dsn)) == {*run.job_ids, unrelated}
+
+
 def test_the_asyncio_forms_enqueue_a_workflow_in_one_transaction_and_kick_the_roots(
     dsn: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
