@@ -160,6 +160,34 @@ def test_pgkick_workflow_lists_its_jobs_states_and_critical_path(
     )  # no such job: refused as it stands, as `pgkick job`
 
 
+def test_a_finished_workflow_with_a_node_that_never_ran_has_its_path_by_durations(
+    dsn: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Catches `pgkick workflow` calling a finished workflow unfinished (path by links, no
+    seconds) when a node never ran: failed by its parent's failure, it has no claim, so no
+    run time. Every job finished: the path is by durations, a job that never ran 0 s."""
+    wf = pgkick.Workflow()
+    a = wf.add(dag_node, {"name": "a"})
+    b = wf.add(dag_node, {"name": "b", "fail": True}, after=[a])
+    c = wf.add(dag_node, {"name": "c"}, after=[(b, "cancel")])
+    run = wf.enqueue(dsn=dsn, kicker=NO_KICKS)
+    with JobStore.open(dsn) as store:
+        Worker(store, registry, NO_KICKS, WorkerOptions(heal=False)).drain(
+            "default", lambda: 60_000
+        )
+    assert [_statuses(dsn)[run[n]][0] for n in (a, b, c)] == ["done", "failed", "failed"]
+    assert main(["workflow", str(run.id), "--dsn", dsn, "--json"]) == 0
+    path = json.loads(capsys.readouterr().out)["critical_path"]
+    assert path["by"] == "durations"
+    assert path["ids"] == [run[a], run[b], run[c]] and path["seconds"] >= 0
+    assert main(["workflow", str(run.id), "--dsn", dsn]) == 0
+    assert (
+        capsys.readouterr()
+        .out.splitlines()[-1]
+        .endswith(f"s of runs): {run[a]} -> {run[b]} -> {run[c]}")
+    )
+
+
 def test_a_failure_between_two_levels_leaves_no_job_of_the_workflow(
     dsn: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
