@@ -106,6 +106,18 @@ def test_a_bad_workflow_is_refused_before_anything_is_written(dsn: str) -> None:
         assert conn.execute("SELECT count(*) FROM pgkick.jobs").fetchone() == (0,)
 
 
+def test_a_node_pair_given_as_a_list_is_taken_as_after_ids_pairs_are(dsn: str) -> None:
+    """Catches `after=[[node, "cancel"]]` refused as "is not a node" where `after=` with
+    job ids takes `[id, policy]` lists (JSON gives pairs as lists)."""
+    wf = pgkick.Workflow()
+    a = wf.add("dag_node", {"name": "a"})
+    b = wf.add("dag_node", {"name": "b"}, after=[[a, "cancel"]])
+    run = wf.enqueue(dsn=dsn, kicker=NO_KICKS)
+    with psycopg.connect(dsn) as conn:
+        links = conn.execute("SELECT child_id, parent_id, policy FROM pgkick.job_dependencies")
+        assert links.fetchall() == [(run[b], run[a], "cancel")]
+
+
 def test_pgkick_workflow_lists_its_jobs_states_and_critical_path(
     dsn: str, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -44,6 +44,10 @@ REFUSED_OPTIONS = ("after", "unique_key", "debounce", "max_delay", "throttle")
 _BATCH_PLACE = r"jobs\[(\d+)\]: "  # how enqueue_many names a refused job (compiled once used)
 
 
+# A parent with its policy: a tuple, or a list of two (as after= with ids takes them).
+type NodePair = tuple[Node, str] | list[Node | str]
+
+
 class NodeOptions(TypedDict, total=False):
     """A node's options: `EnqueueOptions` less those REFUSED_OPTIONS (checked by job_spec)."""
 
@@ -112,7 +116,7 @@ class Workflow:
         task: Any,
         payload: Any,
         *,
-        after: Sequence[Node | tuple[Node, str]] | Mapping[Node, str] | None = None,
+        after: Sequence[Node | NodePair] | Mapping[Node, str] | None = None,
         **options: Unpack[NodeOptions],
     ) -> Node:
         """A node running `task` (a name, or a `@pgkick.task` handle) on `payload` once the
@@ -145,7 +149,9 @@ class Workflow:
         items = list(after.items()) if isinstance(after, Mapping) else list(after)
         chosen: dict[int, str] = {}
         for item in items:
-            node, policy = item if isinstance(item, tuple) and len(item) == 2 else (item, "fail")
+            # a pair as a tuple, or as a list (as after= with ids takes it: JSON's pairs)
+            pair = isinstance(item, (tuple, list)) and len(item) == 2
+            node, policy = item if pair else (item, "fail")
             if not isinstance(node, Node):
                 raise InvalidArgumentType(
                     f"{where}: {node!r} is not a node; give what Workflow.add returned "
