@@ -15,6 +15,7 @@ import pytest
 from pgkick import cli
 from pgkick.cli import bulk, operations
 from pgkick.errors import InvalidArgument, UsageError
+from pgkick.producer.enqueue import Enqueuer
 from pgkick.store import queries
 from pgkick.store.operator import OperatorStore
 from pgkick.validation import JobSpec
@@ -294,6 +295,27 @@ def test_a_bulk_purge_skips_a_job_retried_and_run_to_done_since_it_was_selected(
         purged = bulk.purge_matching(store, bulk.JobSelection(status="failed", error="boom"))
     assert sorted(purged) == [kept]
     assert rows(dsn, [moved, kept]).keys() == {moved} and job_row(dsn, moved)["status"] == "done"
+
+
+def test_a_bulk_purge_of_a_failed_chain_deletes_it_whole_dependants_first(
+    dsn: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A parent is left while a dependant is not done (job_delete_finished_among: retried,
+    the dependant would run as if that parent had never been); the dependants selected too
+    go in the same purge, so the parents left are passed again: a failed chain selected
+    whole (batches of one, in id order: the parents first) goes whole. An unselected failed
+    dependant keeps its parent."""
+    with JobStore.open(dsn) as store:
+        enqueue = Enqueuer(store).enqueue
+        head = enqueue({}, task="t", queue="q")
+        middle = enqueue({}, task="t", queue="q", after=[head])
+        tail = enqueue({}, task="t", queue="q", after=[middle])
+        other = enqueue({}, task="t", queue="q")
+        kept = enqueue({}, task="u", queue="q", after=[other])
+        fail_all(store, "q", "PermanentError: Boom")
+    argv = ["purge", "--task", "t", "--status", "failed", "--batch", "1", "--dsn", dsn]
+    assert run(capsys, *argv, "--yes")[1] == {"purged": 3}
+    assert sorted(rows(dsn, [head, middle, tail, other, kept])) == [other, kept]
 
 
 def test_a_bulk_retry_by_error_skips_a_job_that_failed_again_with_another_error(

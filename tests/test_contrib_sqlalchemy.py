@@ -9,7 +9,9 @@ import pytest
 from sqlalchemy import Engine, create_engine, text
 from sqlalchemy.orm import Session
 
+import pgkick
 from pgkick.contrib import sqlalchemy as pgkick_sa
+from pgkick.errors import InvalidArgument
 from pgkick.tasks.registry import Registry
 from tests.test_producer import RecordingKicker, count_jobs
 
@@ -131,4 +133,25 @@ def test_a_session_closed_without_commit_leaves_nothing_to_the_next_transaction(
     session.commit()
     session.close()
     assert (old.kicks, new.kicks) == ([], [("kept", "enqueue")])
+    assert count_jobs(dsn) == 1
+
+
+def test_a_workflow_level_refused_leaves_none_of_it_in_the_session(
+    engine: Engine, dsn: str
+) -> None:
+    """Catches Workflow.enqueue_with writing its levels with no savepoint over them: a
+    level refused left the roots in the session's transaction, and the app that caught
+    the refusal committed half a workflow. SessionJobs.savepoint spans the levels."""
+    wf = pgkick.Workflow()
+    root = wf.add("sa_receipt", {"order": 1})
+    wf.add("sa_receipt", {"order": 2, "note": "x" * 300}, after=[root])
+    kicker = RecordingKicker()
+    with Session(engine) as session:
+        with session.begin():
+            sink = pgkick_sa.jobs(session, kicker=kicker)
+            sink._pending()._enqueuer.max_payload_bytes = 200  # a tighter limit than add's
+            with pytest.raises(InvalidArgument, match=r"^workflow node 1 \(sa_receipt\)"):
+                wf.enqueue_with(sink)
+            sink.enqueue({"order": 3}, task="sa_receipt", queue="q")
+        assert kicker.kicks == [("q", "enqueue")]
     assert count_jobs(dsn) == 1

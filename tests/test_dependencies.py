@@ -701,3 +701,31 @@ def test_a_key_repeated_in_a_batch_links_only_its_first_jobs_parents(dsn: str) -
             "SELECT child_id, parent_id FROM pgkick.job_dependencies ORDER BY 1, 2"
         ).fetchall()
     assert links == [(ids[0], first)]
+
+
+def test_a_finished_parent_is_not_purged_while_its_dependant_waits(dsn: str) -> None:
+    """Catches retention deleting a done parent whose dependant still waited for another:
+    the link went with it (ON DELETE CASCADE), and the join's parent_results() silently
+    lacked that parent's result when it finally ran. Neither the reaper's purge nor a bulk
+    purge by filter takes it now; once the join ran, the next purge takes them all."""
+    with JobStore.open(dsn) as store:
+        enqueue = Enqueuer(store).enqueue
+        fast = enqueue({"i": 1}, task="fan_child")
+        slow = enqueue({"i": 2}, task="fan_child", queue="slow")  # a backlogged queue, say
+        join = enqueue({"n": 2}, task="fan_join", after=[fast, slow])
+        Worker(store, registry, NO_KICKS, FAST_RETRY).drain("default", _forever)
+    assert _statuses(dsn)[fast][0] == "done" and _statuses(dsn)[join][0] == "waiting"
+    later = datetime.now(UTC) + timedelta(days=8)
+    with JobStore.open(dsn, lambda: later) as reaper:
+        assert reaper.purgeable_count(timedelta(days=7)) == {}
+        assert reaper.purge_finished(timedelta(days=7)) == 0
+    assert main(["purge", "--task", "fan_child", "--yes", "--dsn", dsn]) == 0
+    assert fast in _statuses(dsn)
+    with JobStore.open(dsn) as store:
+        Worker(store, registry, NO_KICKS, FAST_RETRY).drain("slow", _forever)
+        Worker(store, registry, NO_KICKS, FAST_RETRY).drain("default", _forever)
+    with psycopg.connect(dsn) as conn:
+        row = conn.execute("SELECT status, result FROM pgkick.jobs WHERE id = %s", (join,))
+        assert row.fetchone() == ("done", 3)  # both parents' results
+    with JobStore.open(dsn, lambda: later) as reaper:
+        assert reaper.purge_finished(timedelta(days=7)) == 3

@@ -27,6 +27,7 @@ from pgkick.store.operator import OperatorStore
 from pgkick.tasks.registry import registry
 from pgkick.worker.loop import Worker, WorkerOptions
 from pgkick_dev.ui.app import make_app
+from tests.helpers import FakeClock
 from tests.store import JobStore
 from tests.test_dashboard import LOCAL
 from tests.test_dashboard import client as ui_client
@@ -451,3 +452,30 @@ def _wait_until(condition: Callable[[], bool], deadline_s: float = 30.0) -> None
     while not condition():
         assert time.monotonic() < end, "the other session neither waited nor finished"
         time.sleep(0.01)
+
+
+def test_a_failed_parent_is_not_purged_while_the_dependant_it_failed_may_be_retried(
+    dsn: str, clock: FakeClock, recorded: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Catches retention deleting a failed parent before the dependant its failure ended
+    (linked days later, so finished later): the link went with the parent, and retrying
+    the dependant ran it as if that parent had succeeded. The parent stays while its
+    dependant may be retried, so the retry is refused behind it; it goes once the
+    dependant itself was purged."""
+    with JobStore.open(dsn, clock) as store:
+        enqueue = Enqueuer(store).enqueue
+        p = enqueue(_node("p", fail=True), task="dag_node", max_attempts=1)
+        _drain(store)
+        clock.advance(5 * 86_400)
+        d = enqueue(_node("d"), task="dag_node", after=[p])
+        assert _jobs(dsn)[d][0] == "failed"  # its parent had failed: it fails at once
+        clock.advance(3 * 86_400)
+        assert store.purge_finished(timedelta(days=7)) == 0
+        assert main(["retry", str(d), "--dsn", dsn]) == 1
+        assert f"job {d} waits for job {p}, which failed" in capsys.readouterr().err
+        _drain(store)
+        assert _runs(recorded) == ["p"]
+        clock.advance(5 * 86_400)
+        assert store.purge_finished(timedelta(days=7)) == 1  # d; p on the next purge
+        assert store.purge_finished(timedelta(days=7)) == 1
+    assert _jobs(dsn) == {}

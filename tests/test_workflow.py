@@ -106,6 +106,18 @@ def test_a_bad_workflow_is_refused_before_anything_is_written(dsn: str) -> None:
         assert conn.execute("SELECT count(*) FROM pgkick.jobs").fetchone() == (0,)
 
 
+def test_a_node_pair_given_as_a_list_is_taken_as_after_ids_pairs_are(dsn: str) -> None:
+    """Catches `after=[[node, "cancel"]]` refused as "is not a node" where `after=` with
+    job ids takes `[id, policy]` lists (JSON gives pairs as lists)."""
+    wf = pgkick.Workflow()
+    a = wf.add("dag_node", {"name": "a"})
+    b = wf.add("dag_node", {"name": "b"}, after=[[a, "cancel"]])
+    run = wf.enqueue(dsn=dsn, kicker=NO_KICKS)
+    with psycopg.connect(dsn) as conn:
+        links = conn.execute("SELECT child_id, parent_id, policy FROM pgkick.job_dependencies")
+        assert links.fetchall() == [(run[b], run[a], "cancel")]
+
+
 def test_pgkick_workflow_lists_its_jobs_states_and_critical_path(
     dsn: str, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -160,6 +172,34 @@ def test_pgkick_workflow_lists_its_jobs_states_and_critical_path(
     )  # no such job: refused as it stands, as `pgkick job`
 
 
+def test_a_finished_workflow_with_a_node_that_never_ran_has_its_path_by_durations(
+    dsn: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Catches `pgkick workflow` calling a finished workflow unfinished (path by links, no
+    seconds) when a node never ran: failed by its parent's failure, it has no claim, so no
+    run time. Every job finished: the path is by durations, a job that never ran 0 s."""
+    wf = pgkick.Workflow()
+    a = wf.add(dag_node, {"name": "a"})
+    b = wf.add(dag_node, {"name": "b", "fail": True}, after=[a])
+    c = wf.add(dag_node, {"name": "c"}, after=[(b, "cancel")])
+    run = wf.enqueue(dsn=dsn, kicker=NO_KICKS)
+    with JobStore.open(dsn) as store:
+        Worker(store, registry, NO_KICKS, WorkerOptions(heal=False)).drain(
+            "default", lambda: 60_000
+        )
+    assert [_statuses(dsn)[run[n]][0] for n in (a, b, c)] == ["done", "failed", "failed"]
+    assert main(["workflow", str(run.id), "--dsn", dsn, "--json"]) == 0
+    path = json.loads(capsys.readouterr().out)["critical_path"]
+    assert path["by"] == "durations"
+    assert path["ids"] == [run[a], run[b], run[c]] and path["seconds"] >= 0
+    assert main(["workflow", str(run.id), "--dsn", dsn]) == 0
+    assert (
+        capsys.readouterr()
+        .out.splitlines()[-1]
+        .endswith(f"s of runs): {run[a]} -> {run[b]} -> {run[c]}")
+    )
+
+
 def test_a_failure_between_two_levels_leaves_no_job_of_the_workflow(
     dsn: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -180,6 +220,52 @@ def test_a_failure_between_two_levels_leaves_no_job_of_the_workflow(
         wf.enqueue(dsn=dsn, kicker=NO_KICKS)
     assert calls == [1, 1]
     assert _statuses(dsn) == {}
+
+
+def test_a_node_keeps_the_payload_add_checked_and_a_level_refused_leaves_no_node(
+    dsn: str,
+) -> None:
+    """Catches Workflow.add keeping the caller's payload object: a loop reusing one dict
+    wrote its last value for every node, and a payload made invalid after its add failed at
+    enqueue naming `jobs[0]`, its roots already written in the app's transaction (no
+    savepoint spanned the levels), so an app that caught it committed half a workflow.
+    Now add keeps the value it checked; a level the sink refuses (here: a tighter payload
+    limit) raises naming the node, and the levels before it are rolled back, in both forms."""
+    wf = pgkick.Workflow()
+    root = wf.add("dag_node", {"name": "root"})
+    payload: dict[str, Any] = {"name": None}
+    for size in ("small", "medium", "large"):
+        payload["name"] = size
+        wf.add("dag_node", payload, after=[root])
+    payload["blob"] = object()  # not JSON any more: add checked it before
+    run = wf.enqueue(dsn=dsn, kicker=NO_KICKS)
+    with psycopg.connect(dsn) as conn:
+        written = conn.execute(
+            "SELECT payload FROM pgkick.jobs WHERE id = ANY(%s) ORDER BY id", (list(run.job_ids),)
+        ).fetchall()
+    assert [row[0]["name"] for row in written] == ["root", "small", "medium", "large"]
+
+    wf = pgkick.Workflow()
+    root = wf.add("dag_node", {"name": "root"})
+    wf.add("dag_node", {"name": "x" * 300}, after=[root])
+    with psycopg.connect(dsn) as conn:
+        with pgkick.transaction(conn, kicker=NO_KICKS) as jobs:
+            jobs.max_payload_bytes = 200  # the sink's own limit, tighter than add's
+            with pytest.raises(InvalidArgument, match=r"^workflow node 1 \(dag_node\): payload"):
+                wf.enqueue_with(jobs)
+            assert jobs.queued == []  # the root rolled back is not kicked either
+            unrelated = jobs.enqueue({"name": "unrelated"}, task="dag_node")
+
+        async def in_asyncio() -> None:
+            async with await psycopg.AsyncConnection.connect(dsn) as conn:
+                async with aio.transaction(conn, kicker=NO_KICKS) as jobs:
+                    jobs.max_payload_bytes = 200
+                    with pytest.raises(InvalidArgument, match=r"^workflow node 1 \(dag_node\)"):
+                        await wf.enqueue_with_async(jobs)
+                    assert jobs.queued == []
+
+        asyncio.run(in_asyncio())
+    assert set(_statuses(dsn)) == {*run.job_ids, unrelated}
 
 
 def test_the_asyncio_forms_enqueue_a_workflow_in_one_transaction_and_kick_the_roots(

@@ -103,6 +103,18 @@ class AsyncEnqueuer:
             self.queued.append(job)
         return job.id
 
+    @asynccontextmanager
+    async def savepoint(self) -> AsyncIterator[None]:
+        """The calls inside written together or not at all (a workflow's levels): a
+        savepoint in the app's transaction; rolled back, their jobs are not kicked."""
+        kept = len(self.queued)
+        try:
+            async with self.conn.transaction():
+                yield
+        except BaseException:
+            del self.queued[kept:]
+            raise
+
     @schema_advice  # no schema: say to migrate
     async def enqueue_many(self, jobs: Iterable[Mapping[str, Any]]) -> list[int]:
         """Each mapping holds enqueue's arguments; all validated before any is sent. One

@@ -208,11 +208,24 @@ def cancel_matching(
 def purge_matching(
     store: OperatorStore, selection: JobSelection, *, batch: int = BATCH
 ) -> list[int]:
-    """Delete every done or failed job of the selection, a batch at a time; their ids."""
+    """Delete every done or failed job of the selection, a batch at a time; their ids.
+
+    A parent one of whose dependants is not done is left (it may still run, or be retried,
+    and read that parent's result: job_delete_finished_among); when that dependant was
+    selected too and went in a later batch, the jobs left are passed again, until a pass
+    deletes none, so a selected failed chain goes whole, its dependants first."""
     ids, _ = select(store, selection, "purge", batch=batch)
     statuses = selection.statuses("purge")
     purged: list[int] = []
-    for chunk in _batches(ids, batch):  # the selection's status and error re-checked per row
-        with store.transaction():
-            purged += store.delete_finished_among(chunk, statuses=statuses, error=selection.error)
+    left = ids
+    while left:
+        gone: list[int] = []
+        for chunk in _batches(left, batch):  # the selection's status and error re-checked
+            with store.transaction():
+                gone += store.delete_finished_among(chunk, statuses=statuses, error=selection.error)
+        if not gone:
+            return purged
+        purged += gone
+        taken = set(gone)
+        left = [job_id for job_id in left if job_id not in taken]
     return purged

@@ -17,7 +17,8 @@ installed), because the rows are inserted on Django's own psycopg connection.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping
+from contextlib import contextmanager
 from typing import Any, Unpack
 
 from django.db import connections, transaction
@@ -50,6 +51,13 @@ class DjangoJobs:
         ids = pending.enqueue_many(jobs)
         transaction.on_commit(pending.kick, using=self.using)
         return ids
+
+    @contextmanager
+    def savepoint(self) -> Iterator[None]:
+        """The calls inside written together or not at all, in the current atomic block
+        (a workflow's levels: PendingJobs.savepoint)."""
+        with self._pending().savepoint():
+            yield
 
     def _pending(self) -> PendingJobs:
         connection = connections[self.using]

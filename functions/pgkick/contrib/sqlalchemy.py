@@ -17,7 +17,8 @@ transaction (a session closed without either). Needs the psycopg 3 driver (`post
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping
+from contextlib import contextmanager
 from typing import Any, Unpack
 
 from sqlalchemy import event
@@ -52,6 +53,13 @@ class SessionJobs:
 
     def enqueue_many(self, jobs: Iterable[Mapping[str, Any]]) -> list[int]:
         return self._pending().enqueue_many(jobs)
+
+    @contextmanager
+    def savepoint(self) -> Iterator[None]:
+        """The calls inside written together or not at all, in the session's transaction
+        (a workflow's levels: PendingJobs.savepoint)."""
+        with self._pending().savepoint():
+            yield
 
     def _pending(self) -> PendingJobs:
         raw = self.session.connection().connection.driver_connection  # begins if needed

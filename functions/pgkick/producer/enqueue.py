@@ -84,6 +84,19 @@ class Enqueuer:
             self.queued.append(job)
         return job.id
 
+    @contextmanager
+    def savepoint(self) -> Iterator[None]:
+        """The calls inside written together or not at all (a workflow's levels, each an
+        enqueue_many): a savepoint, in the transaction if one is open; rolled back, their
+        jobs are forgotten too, so nothing is kicked for them."""
+        kept = len(self.queued)
+        try:
+            with self.store.transaction():
+                yield
+        except BaseException:
+            del self.queued[kept:]
+            raise
+
     @schema_advice  # no schema: say to migrate
     def enqueue_many(self, jobs: Iterable[Mapping[str, Any]]) -> list[int]:
         """Each mapping holds enqueue's arguments (payload, task, queue, ...); one commit.

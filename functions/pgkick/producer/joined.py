@@ -80,6 +80,14 @@ class PendingJobs:
         self._check_joinable()
         return self._enqueuer.enqueue_many(jobs)
 
+    @contextmanager
+    def savepoint(self) -> Iterator[None]:
+        """The calls inside written together or not at all, in the app's transaction (a
+        workflow's levels: Enqueuer.savepoint)."""
+        self._check_joinable()
+        with self._enqueuer.savepoint():
+            yield
+
     def kick(self, via: Connection | None = None) -> list[int]:
         """After the app's commit: kick the queues of the jobs that committed; their ids.
 

@@ -122,13 +122,16 @@ WHERE id = %(id)s AND status = 'running' AND attempts = %(attempts)s
 RETURNING status;"""
 
 JOB_DELETE_FINISHED_AMONG: Final = """\
--- job_delete_finished_among: Deletes the jobs among ids that still match the bulk purge's selection as each row is deleted (its latest version): a status among the selection's statuses (done or failed), and a last error containing the selection's text if it has one (case-insensitive), the two filtered columns a job can change once selected (queue, task, keys, group and created_at never change), so a job retried and run to done, or failed again with another error, since it was counted is left alone; returns their ids.
-DELETE FROM pgkick.jobs
-WHERE id = ANY(%(ids)s::bigint[])
-  AND status IN ('done', 'failed')
-  AND status = ANY(%(statuses)s::text[])
-  AND (%(error)s::text IS NULL OR strpos(lower(last_error), lower(%(error)s::text)) > 0)
-RETURNING id;"""
+-- job_delete_finished_among: Deletes the jobs among ids that still match the bulk purge's selection as each row is deleted (its latest version): a status among the selection's statuses (done or failed), and a last error containing the selection's text if it has one (case-insensitive), the two filtered columns a job can change once selected (queue, task, keys, group and created_at never change), so a job retried and run to done, or failed again with another error, since it was counted is left alone; as job_purge_finished, never a parent one of whose dependants is not done (the caller passes it again once that dependant went, if it was selected too); returns their ids.
+DELETE FROM pgkick.jobs AS j
+WHERE j.id = ANY(%(ids)s::bigint[])
+  AND j.status IN ('done', 'failed')
+  AND j.status = ANY(%(statuses)s::text[])
+  AND (%(error)s::text IS NULL OR strpos(lower(j.last_error), lower(%(error)s::text)) > 0)
+  AND NOT (j.has_dependants AND EXISTS (
+    SELECT 1 FROM pgkick.job_dependencies AS d JOIN pgkick.jobs AS c ON c.id = d.child_id
+    WHERE d.parent_id = j.id AND c.status <> 'done'))
+RETURNING j.id;"""
 
 JOB_DEPENDANTS_READY_QUEUES: Final = """\
 -- job_dependants_ready_queues: The queues of a job's dependants, direct or transitive, that are queued now: what a worker kicks after a job with dependants failed (its 'run anyway' dependants were released by migration 0017's trigger in the fail's own statement).
@@ -405,23 +408,29 @@ WHERE NOT EXISTS (SELECT 1 FROM pgkick.jobs j WHERE j.id = p)
 ORDER BY p;"""
 
 JOB_PURGE_FINISHED: Final = """\
--- job_purge_finished: Deletes up to batch done or failed jobs that finished more than retention ago; never queued or running ones.
+-- job_purge_finished: Deletes up to batch done or failed jobs that finished more than retention ago; never queued or running ones, nor a parent one of whose dependants is not done (it may still run, or be retried, and read that parent's result; deleted, its link would go with it and the dependant run as if that parent had never been): that parent goes on a purge after its dependant finished, or after the failed dependant itself was purged.
 DELETE FROM pgkick.jobs
 WHERE id IN (
-  SELECT id FROM pgkick.jobs
-  WHERE status IN ('done', 'failed')
-    AND finished_at < coalesce(%(now)s::timestamptz, now()) - %(retention)s::interval
+  SELECT j.id FROM pgkick.jobs AS j
+  WHERE j.status IN ('done', 'failed')
+    AND j.finished_at < coalesce(%(now)s::timestamptz, now()) - %(retention)s::interval
+    AND NOT (j.has_dependants AND EXISTS (
+      SELECT 1 FROM pgkick.job_dependencies AS d JOIN pgkick.jobs AS c ON c.id = d.child_id
+      WHERE d.parent_id = j.id AND c.status <> 'done'))
   LIMIT %(batch)s
 );"""
 
 JOB_PURGEABLE_COUNT: Final = """\
--- job_purgeable_count: How many done or failed jobs, by status, finished more than retention ago (what job_purge_finished would delete: `pgkick purge --older-than --dry-run`).
-SELECT status, count(*)::int
-FROM pgkick.jobs
-WHERE status IN ('done', 'failed')
-  AND finished_at < coalesce(%(now)s::timestamptz, now()) - %(retention)s::interval
-GROUP BY status
-ORDER BY status;"""
+-- job_purgeable_count: How many done or failed jobs, by status, finished more than retention ago (what job_purge_finished would delete: `pgkick purge --older-than --dry-run`), a parent one of whose dependants is not done left out as it leaves it.
+SELECT j.status, count(*)::int
+FROM pgkick.jobs AS j
+WHERE j.status IN ('done', 'failed')
+  AND j.finished_at < coalesce(%(now)s::timestamptz, now()) - %(retention)s::interval
+  AND NOT (j.has_dependants AND EXISTS (
+    SELECT 1 FROM pgkick.job_dependencies AS d JOIN pgkick.jobs AS c ON c.id = d.child_id
+    WHERE d.parent_id = j.id AND c.status <> 'done'))
+GROUP BY j.status
+ORDER BY j.status;"""
 
 JOB_READY_COUNT_BY_QUEUE: Final = """\
 -- job_ready_count_by_queue: Counts the jobs a claim could take now in each queue (which queues need a worker); a queue without a rate or a concurrency: ungrouped ready jobs, plus one for each group with no running job whose head is ready (a blocked group's jobs do not count); a queue with a rate or a concurrency (job_ready_fair_count, migration 0014; only those queues pay for it): its ready jobs with neither key if its own rate bucket has room, plus one for each key with a ready job its rate and its group's concurrency admit now (a held queue is not kicked: the sweep books its wake-up); a paused queue has none.

@@ -42,8 +42,8 @@ class WorkflowJob:
 @dataclass(frozen=True, slots=True)
 class CriticalPath:
     """The chain of jobs that decides the workflow's length: by the durations of their
-    runs once every job finished ('durations'), else by the number of links ('links':
-    what still stands between the first job and the last)."""
+    runs once every job finished ('durations'; a job that never ran counts 0 s), else by
+    the number of links ('links': what still stands between the first job and the last)."""
 
     ids: tuple[int, ...]
     by: str
@@ -64,7 +64,10 @@ def critical_path(jobs: list[WorkflowJob]) -> CriticalPath:
     jobs still to finish: what stands between now and the end."""
     if not jobs:
         return CriticalPath((), "links", None)
-    finished = all(job.seconds is not None for job in jobs)
+    # Finished by status, not by run time: a job its parent's failure ended (or an
+    # operator's cancel, while it waited or was queued) never ran, has no claim, and counts
+    # 0 s; it would otherwise keep a finished workflow "unfinished" for good.
+    finished = all(job.status in FINISHED for job in jobs)
     best: dict[int, tuple[float, int, tuple[int, ...]]] = {}
     for job in sorted(jobs, key=lambda j: j.id):
         length, pending, ids = max(

@@ -16,8 +16,10 @@ connected graph: enqueue refuses unlinked parts) and created by the same transac
 (pgkick.store.workflows); a child a node spawns at run time is not a node of it.
 """
 
+import json
+import re
 from collections.abc import Iterable, Iterator, Mapping, Sequence
-from contextlib import contextmanager
+from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any, Protocol, TypedDict, Unpack, cast
@@ -39,6 +41,11 @@ from pgkick.validation.dependencies import DEPENDENCY_POLICIES
 # throttle, which use one) may answer with an existing job, which would graft a job of
 # another transaction into the workflow.
 REFUSED_OPTIONS = ("after", "unique_key", "debounce", "max_delay", "throttle")
+_BATCH_PLACE = r"jobs\[(\d+)\]: "  # how enqueue_many names a refused job (compiled once used)
+
+
+# A parent with its policy: a tuple, or a list of two (as after= with ids takes them).
+type NodePair = tuple[Node, str] | list[Node | str]
 
 
 class NodeOptions(TypedDict, total=False):
@@ -54,13 +61,16 @@ class NodeOptions(TypedDict, total=False):
 
 
 class ManyJobSink(Protocol):
-    """Where a workflow's jobs go in a transaction someone else commits."""
+    """Where a workflow's jobs go in a transaction someone else commits. pgkick's sinks
+    also have `savepoint()`, which `enqueue_with` opens over every level, so a level refused
+    rolls back the ones before it and the app's transaction goes on without them."""
 
     def enqueue_many(self, jobs: Sequence[Mapping[str, Any]], /) -> list[int]: ...
 
 
 class AsyncManyJobSink(Protocol):
-    """The same for asyncio (`pgkick.aio.transaction(conn)`'s enqueuer)."""
+    """The same for asyncio (`pgkick.aio.transaction(conn)`'s enqueuer, whose `savepoint()`
+    is an async context manager)."""
 
     async def enqueue_many(self, jobs: Iterable[Mapping[str, Any]], /) -> list[int]: ...
 
@@ -106,7 +116,7 @@ class Workflow:
         task: Any,
         payload: Any,
         *,
-        after: Sequence[Node | tuple[Node, str]] | Mapping[Node, str] | None = None,
+        after: Sequence[Node | NodePair] | Mapping[Node, str] | None = None,
         **options: Unpack[NodeOptions],
     ) -> Node:
         """A node running `task` (a name, or a `@pgkick.task` handle) on `payload` once the
@@ -121,8 +131,10 @@ class Workflow:
                 "workflow node (after= names nodes; a unique key could answer with a job "
                 "outside the workflow)"
             )
-        value = to_json_value(payload)
-        job_spec(value, task=name, **cast(EnqueueOptions, options))  # raises naming the bad one
+        spec = job_spec(to_json_value(payload), task=name, **cast(EnqueueOptions, options))
+        # The value checked, not the caller's object: a dict reused in a loop, or changed
+        # after this add, would be written (or refused, half-way through) as it is then.
+        value = json.loads(spec.payload_json)
         parents = self._parents(after, name)
         level = 1 + max((self._jobs[p].level for p, _ in parents), default=-1)
         self._jobs.append(_Job({"payload": value, "task": name, **options}, parents, level))
@@ -137,7 +149,9 @@ class Workflow:
         items = list(after.items()) if isinstance(after, Mapping) else list(after)
         chosen: dict[int, str] = {}
         for item in items:
-            node, policy = item if isinstance(item, tuple) and len(item) == 2 else (item, "fail")
+            # a pair as a tuple, or as a list (as after= with ids takes it: JSON's pairs)
+            pair = isinstance(item, (tuple, list)) and len(item) == 2
+            node, policy = item if pair else (item, "fail")
             if not isinstance(node, Node):
                 raise InvalidArgumentType(
                     f"{where}: {node!r} is not a node; give what Workflow.add returned "
@@ -183,10 +197,16 @@ class Workflow:
         `pgkick.enqueue_in(conn)`): kicked after that commit, the roots only."""
         self.check()
         ids: list[int] = [0] * len(self._jobs)
-        for level in self._levels():
-            batch = [self._with_ids(self._jobs[i], ids) for i in level]
-            for i, job_id in zip(level, jobs.enqueue_many(batch), strict=True):
-                ids[i] = job_id
+        savepoint = getattr(jobs, "savepoint", None)  # pgkick's sinks: one over every level
+        with savepoint() if savepoint is not None else nullcontext():
+            for level in self._levels():
+                batch = [self._with_ids(self._jobs[i], ids) for i in level]
+                try:
+                    got = jobs.enqueue_many(batch)
+                except (TypeError, ValueError) as exc:
+                    raise self._named(exc, level) from None
+                for i, job_id in zip(level, got, strict=True):
+                    ids[i] = job_id
         return WorkflowRun(ids[0], tuple(ids))
 
     def enqueue(self, **where: Unpack[CommitOptions]) -> WorkflowRun:
@@ -205,10 +225,16 @@ class Workflow:
         the app's commit, the roots only."""
         self.check()
         ids: list[int] = [0] * len(self._jobs)
-        for level in self._levels():
-            batch = [self._with_ids(self._jobs[i], ids) for i in level]
-            for i, job_id in zip(level, await jobs.enqueue_many(batch), strict=True):
-                ids[i] = job_id
+        savepoint = getattr(jobs, "savepoint", None)  # pgkick's sinks: one over every level
+        async with savepoint() if savepoint is not None else nullcontext():
+            for level in self._levels():
+                batch = [self._with_ids(self._jobs[i], ids) for i in level]
+                try:
+                    got = await jobs.enqueue_many(batch)
+                except (TypeError, ValueError) as exc:
+                    raise self._named(exc, level) from None
+                for i, job_id in zip(level, got, strict=True):
+                    ids[i] = job_id
         return WorkflowRun(ids[0], tuple(ids))
 
     async def enqueue_async(self, **where: Unpack[CommitOptions]) -> WorkflowRun:
@@ -216,6 +242,16 @@ class Workflow:
         loop's lingering connections (pgkick.aio), then the roots' queues kicked."""
         self.check()  # before a connection is taken
         return await aio.commit_and_kick(self.enqueue_with_async, **where)
+
+    def _named[E: Exception](self, exc: E, level: list[int]) -> E:
+        """A level's refusal named by its node, not by its place in the level's batch
+        (enqueue_many's `jobs[i]`): the node index and task the caller's add returned."""
+        found = re.match(_BATCH_PLACE, str(exc))
+        if found is None or int(found[1]) >= len(level):
+            return exc
+        index = level[int(found[1])]
+        task = self._jobs[index].mapping["task"]
+        return type(exc)(f"workflow node {index} ({task}): {str(exc)[found.end() :]}")
 
     @staticmethod
     def _with_ids(job: _Job, ids: list[int]) -> dict[str, Any]:
