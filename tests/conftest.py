@@ -37,10 +37,11 @@ os.environ.setdefault("PGKICK_TASKS", "pgkick_dev.tasks")
 # to each. It is tested on its own, switched on (tests/test_safety.py).
 os.environ.setdefault("PGKICK_KICK_SAFETY_MS", "0")
 
-# One template a pytest-xdist worker (the suite runs on two, pyproject's addopts): each
-# worker starts its own embedded server, but workers sharing a DATABASE_URL server must not
-# drop each other's template.
-TEMPLATE = f"pgkick_test_template{os.environ.get('PYTEST_XDIST_WORKER', '')}"
+# One template a test process (a pytest-xdist worker: the suite runs on two, pyproject's
+# addopts): each worker starts its own embedded server, but processes sharing a
+# DATABASE_URL server (two sessions at once, from two checkouts) must not drop each
+# other's template, hence the process id; dropped at the session's end.
+TEMPLATE = f"pgkick_test_template{os.environ.get('PYTEST_XDIST_WORKER', '')}_{os.getpid()}"
 # Test-only durability shortcuts: nothing here must survive a power cut.
 FAST_SETTINGS = {
     "fsync": "off",
@@ -74,14 +75,16 @@ def server_dsn(embedded_pg: EmbeddedPostgres | None) -> str:
 
 
 @pytest.fixture(scope="session")
-def template_db(server_dsn: str) -> str:
+def template_db(server_dsn: str) -> Iterator[str]:
     """A database migrated once, cloned for every test."""
     with psycopg.connect(server_dsn, autocommit=True) as admin:
         admin.execute(f"DROP DATABASE IF EXISTS {TEMPLATE} WITH (FORCE)")
         admin.execute(f"CREATE DATABASE {TEMPLATE}")
     with JobStore.open(make_conninfo(server_dsn, dbname=TEMPLATE)) as store:
         schema.migrate(store)
-    return TEMPLATE
+    yield TEMPLATE
+    with psycopg.connect(server_dsn, autocommit=True) as admin:
+        admin.execute(f"DROP DATABASE IF EXISTS {TEMPLATE} WITH (FORCE)")
 
 
 def _fresh_database(server_dsn: str, template: str) -> Iterator[str]:
