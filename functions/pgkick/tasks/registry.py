@@ -103,10 +103,11 @@ class Registry:
                 spec = batch_spec(name, fn, batch, batch_window)
                 self._tasks[name] = (fn, single_call(spec), True)
                 self._batches[name] = spec
-                return Task(name, fn)
+                return Task(name, fn, spec.load)
             wants_job = len(inspect.signature(fn).parameters) >= 2
-            self._tasks[name] = (fn, _call(fn, wants_job, payload_loader(fn)), wants_job)
-            return Task(name, fn)
+            load = payload_loader(fn, name)
+            self._tasks[name] = (fn, _call(fn, wants_job, load), wants_job)
+            return Task(name, fn, load)
 
         return register
 

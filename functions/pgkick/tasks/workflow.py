@@ -31,7 +31,7 @@ from pgkick.producer.enqueue import Enqueuer, producer_store
 from pgkick.producer.options import CommitOptions, EnqueueOptions, where_to_commit
 from pgkick.producer.plan import now
 from pgkick.store.producer import ProducerStore
-from pgkick.tasks.handle import to_json_value
+from pgkick.tasks.handle import Task, to_json_value
 from pgkick.validation import job_spec
 from pgkick.validation.dependencies import DEPENDENCY_POLICIES
 
@@ -121,7 +121,7 @@ class Workflow:
                 "workflow node (after= names nodes; a unique key could answer with a job "
                 "outside the workflow)"
             )
-        value = to_json_value(payload)
+        value = task.json_value(payload) if isinstance(task, Task) else to_json_value(payload)
         job_spec(value, task=name, **cast(EnqueueOptions, options))  # raises naming the bad one
         parents = self._parents(after, name)
         level = 1 + max((self._jobs[p].level for p, _ in parents), default=-1)
