@@ -349,3 +349,37 @@ def test_a_payload_that_does_not_fit_the_model_says_where_never_what(dsn: str) -
         "InvalidArgumentType: payload (keys ['card', 'order']) does not fit Card, the task's "
         "payload type: order: int_parsing; card: string_too_long"
     )
+
+
+def test_only_a_second_positional_parameter_is_the_job_context(dsn: str) -> None:
+    """Catches the context passed to any function of two parameters or more: `def f(payload,
+    *, dry_run=False)` failed every attempt (TypeError: takes 1 positional argument), and
+    `def f(payload, retries=3)` got the JobContext as `retries`. One the worker cannot tell
+    or cannot call is refused where it is declared, saying how to declare it."""
+    tasks = Registry()
+    seen: list[Any] = []
+
+    @tasks.task("kwonly")
+    def kwonly(payload: dict[str, int], *, dry_run: bool = False) -> None:
+        seen.append(("kwonly", dry_run))
+
+    @tasks.task("typed_job")
+    def typed_job(payload: dict[str, int], job: JobContext | None = None) -> None:
+        seen.append(("typed_job", type(job).__name__))
+
+    def retries(payload: dict[str, int], retries: int = 3) -> None:
+        raise AssertionError("never declared")
+
+    def extra(payload: dict[str, int], job: JobContext, extra: int) -> None:
+        raise AssertionError("never declared")
+
+    with pytest.raises(TypeError, match=r"task 'retries': its second parameter 'retries' has a"):
+        tasks.task("retries")(retries)
+    with pytest.raises(TypeError, match=r"task 'extra': extra\(\) .*cannot pass .*'extra'"):
+        tasks.task("extra")(extra)
+    kicker = RecordingKicker()
+    kwonly.enqueue_and_kick({}, dsn=dsn, kicker=kicker)
+    typed_job.enqueue_and_kick({}, dsn=dsn, kicker=kicker)
+    _drain(dsn, tasks)
+    assert sorted(seen) == [("kwonly", False), ("typed_job", "JobContext")]
+    assert tasks.names() == ["kwonly", "typed_job"]

@@ -16,7 +16,6 @@ before failing it, naming the modules it loaded and PGKICK_TASKS.
 from __future__ import annotations
 
 import importlib
-import inspect
 import sys
 from collections.abc import Callable, Iterable
 from datetime import timedelta
@@ -28,6 +27,7 @@ from pgkick.errors import ConfigError, InvalidArgument, UnknownTask
 from pgkick.tasks.batch import BatchItem, BatchSpec, batch_spec, single_call
 from pgkick.tasks.context import JobContext
 from pgkick.tasks.handle import Task, payload_loader
+from pgkick.tasks.signature import takes_context
 from pgkick.validation import check_name
 
 TaskFunction = Callable[..., Any]
@@ -98,15 +98,17 @@ class Registry:
             fn = fn.fn if isinstance(fn, Task) else fn
             if name in self._tasks and self._tasks[name][0] is not fn:
                 raise InvalidArgument(f"task {name!r} is already registered")
-            self._importers[name] = _importers()
             if batch is not None:  # checked in full before anything is registered
                 spec = batch_spec(name, fn, batch, batch_window)
-                self._tasks[name] = (fn, single_call(spec), True)
+                wants_job, call, load = True, single_call(spec), spec.load
+            else:
+                wants_job = takes_context(name, fn)
+                load = payload_loader(fn, name)
+                call = _call(fn, wants_job, load)
+            self._tasks[name] = (fn, call, wants_job)
+            self._importers[name] = _importers()
+            if batch is not None:
                 self._batches[name] = spec
-                return Task(name, fn, spec.load)
-            wants_job = len(inspect.signature(fn).parameters) >= 2
-            load = payload_loader(fn, name)
-            self._tasks[name] = (fn, _call(fn, wants_job, load), wants_job)
             return Task(name, fn, load)
 
         return register
