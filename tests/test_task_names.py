@@ -4,9 +4,11 @@ unknown task retried by the worker (a deploy mid-rollout) with what it loaded na
 
 from __future__ import annotations
 
+import copy
 import os
 import subprocess
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -138,3 +140,71 @@ def test_a_worker_retries_an_unknown_task_and_says_what_it_loaded(
     error = row["last_error"]
     assert error.startswith("unknown task 'send_reciept' (did you mean 'send_receipt'?)")
     assert "tests.example_shop" in error and "PGKICK_TASKS='tests.example_shop'" in error
+
+
+@pytest.fixture
+def app_folder(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
+    """A folder on the import path for an app's task modules; pgkick's registry and
+    sys.modules are as they were after the test (its modules register into them)."""
+    from pgkick.tasks.registry import registry
+
+    monkeypatch.syspath_prepend(str(tmp_path))
+    saved = {name: copy.copy(value) for name, value in vars(registry).items()}
+    modules = set(sys.modules)
+    try:
+        yield tmp_path
+    finally:
+        for name in set(sys.modules) - modules:
+            del sys.modules[name]
+        vars(registry).update(saved)
+
+
+def _drain_app_registry(dsn: str) -> None:
+    from pgkick.tasks.registry import registry
+
+    with JobStore.open(dsn) as store:
+        store.execute("UPDATE pgkick.jobs SET run_at = now() - interval '1 s'")
+        Worker(store, registry, RecordingKicker(), WorkerOptions(heartbeat=False)).drain(
+            "default", lambda: 600_000
+        )
+
+
+@pytest.mark.parametrize("breaks", ["a wrapper without functools.wraps", "a failing re-import"])
+def test_an_unknown_task_never_costs_a_warm_worker_the_tasks_it_has(
+    dsn: str, app_folder: Path, monkeypatch: pytest.MonkeyPatch, breaks: str
+) -> None:
+    """Catches a job of an unknown name (a typo, a newer producer mid-rollout) making the
+    worker drop PGKICK_TASKS' tasks before importing the modules again, and keep them
+    dropped when that import raised ("already registered" for a task wrapped by a helper
+    without functools.wraps, whose __module__ is the helper's): every later job of a task
+    still deployed failed "unknown task" in that warm environment."""
+    (app_folder / "reload_helper.py").write_text(
+        "IMPORTS = []\n"
+        "def timed(fn):\n"
+        "    def wrapper(payload):\n"
+        "        return fn(payload)\n"
+        "    return wrapper\n"
+    )
+    if breaks == "a wrapper without functools.wraps":
+        body = "@pgkick.task('reload_receipt')\n@timed\ndef receipt(payload):\n    pass\n"
+    else:
+        body = "if IMPORTS[1:]:\n    raise RuntimeError('the second import fails')\n"
+    (app_folder / "reload_tasks.py").write_text(
+        "import pgkick\nfrom reload_helper import IMPORTS, timed\nIMPORTS.append(1)\n"
+        + body
+        + "\n@pgkick.task('reload_refund')\ndef refund(payload):\n    pass\n"
+    )
+    monkeypatch.setenv("PGKICK_TASKS", "reload_tasks")
+    from pgkick.tasks.registry import registry
+
+    registry.load(["reload_tasks"])
+    with JobStore.open(dsn) as store:
+        (stray,) = seed(store, 1, task="reload_refnud", max_attempts=1)
+    _drain_app_registry(dsn)
+    assert job_row(dsn, stray)["status"] == "failed"
+    assert "reload_refund" in registry.names()
+    with JobStore.open(dsn) as store:
+        (job,) = seed(store, 1, task="reload_refund", max_attempts=1)
+    _drain_app_registry(dsn)
+    row = job_row(dsn, job)
+    assert row["status"] == "done", row["last_error"]

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from dataclasses import InitVar, dataclass, field
 from pathlib import Path
 from typing import Any, TypedDict
 
@@ -186,3 +186,200 @@ def test_async_handle_forms_commit_and_the_sync_form_warns_once_on_a_loop(
 
     ids = asyncio.run(app())
     assert len(set(ids)) == 6 and count_jobs(dsn) == 6
+
+
+@dataclass
+class Charge:
+    order: int
+    cents: int
+    label: str = field(init=False)  # computed, not passed
+
+    def __post_init__(self) -> None:
+        self.label = f"order {self.order}"
+
+
+@dataclass
+class Scaled:
+    cents: int
+    rate: InitVar[int]  # passed, never stored: asdict leaves it out
+
+    def __post_init__(self, rate: int) -> None:
+        self.cents *= rate
+
+
+def test_a_dataclass_with_a_computed_field_reaches_the_task(dsn: str) -> None:
+    """Catches a `field(init=False)` payload accepted at enqueue (dumped with asdict, the
+    computed field included) and then failing every attempt with `__init__() got an
+    unexpected keyword argument 'label'`; and an InitVar, which asdict leaves out, so no
+    stored payload could be rebuilt: refused where the task is declared."""
+    tasks = Registry()
+    seen: list[Any] = []
+
+    @tasks.task("charge")
+    def charge(payload: Charge) -> None:
+        seen.append(payload)
+
+    charge.enqueue_and_kick(Charge(order=7, cents=250), dsn=dsn, kicker=RecordingKicker())
+    _drain(dsn, tasks)
+    assert seen == [Charge(order=7, cents=250)] and seen[0].label == "order 7"
+
+    def scaled(payload: Scaled) -> None:
+        raise AssertionError("never declared")
+
+    with pytest.raises(TypeError, match=r"task 'scaled': .*Scaled.*InitVar 'rate'"):
+        tasks.task("scaled")(scaled)
+    assert tasks.names() == ["charge"]
+
+
+class Order(pydantic.BaseModel):
+    order_id: int = pydantic.Field(alias="orderId")  # an API's camelCase
+
+
+class Priced(pydantic.BaseModel):
+    model_config = pydantic.ConfigDict(extra="forbid")
+    cents: int
+
+    @pydantic.computed_field  # type: ignore[prop-decorator]
+    @property
+    def euros(self) -> float:
+        return self.cents / 100
+
+
+class Renamed(pydantic.BaseModel):
+    order: int = pydantic.Field(serialization_alias="ord")  # dumped as a name it refuses
+
+
+def test_pydantic_payloads_with_aliases_and_computed_fields_reach_the_task(dsn: str) -> None:
+    """Catches a model dumped by field name (and with its computed fields) while validated
+    by alias (and refusing extra keys): accepted at enqueue, refused by the worker on every
+    attempt. One that still cannot make the trip is refused at enqueue, nothing written."""
+    tasks = Registry()
+    seen: list[Any] = []
+
+    @tasks.task("order")
+    def order(payload: Order) -> None:
+        seen.append(payload)
+
+    @tasks.task("priced")
+    def priced(payload: Priced) -> None:
+        seen.append(payload)
+
+    @tasks.task("renamed")
+    def renamed(payload: Renamed) -> None:
+        raise AssertionError("never enqueued")
+
+    kicker = RecordingKicker()
+    order.enqueue_and_kick(Order(orderId=42), dsn=dsn, kicker=kicker)
+    priced.enqueue_many([Priced(cents=250)], dsn=dsn, kicker=kicker)
+    _drain(dsn, tasks)
+    assert seen == [Order(orderId=42), Priced(cents=250)]
+    with pytest.raises(TypeError, match=r"task 'renamed': .*Renamed.* does not survive"):
+        renamed.enqueue_and_kick(Renamed(order=1), dsn=dsn, kicker=kicker)
+    assert count_jobs(dsn) == 2
+
+
+@dataclass
+class Line:
+    sku: str
+    cents: int
+
+
+@dataclass
+class Basket:
+    first: Line
+    lines: list[Line]
+    by_sku: dict[str, Line]
+    gift: Line | None = None
+
+
+@dataclass
+class Either:
+    line: Line | Refund  # which one a dict is, nothing says
+
+
+def test_nested_dataclasses_are_rebuilt_or_refused_where_the_task_is_declared(dsn: str) -> None:
+    """Catches a dataclass field holding another dataclass (alone, in a list, a dict, or
+    optional) reaching the task as a dict (asdict recurses, only the outer was rebuilt):
+    `payload.first.sku` raised AttributeError every attempt. A field no rebuild can read
+    (a union of two dataclasses) is refused at registration."""
+    tasks = Registry()
+    seen: list[Any] = []
+
+    @tasks.task("basket")
+    def basket(payload: Basket) -> None:
+        seen.append(payload)
+
+    line = Line("a", 1)
+    sent = [Basket(line, [line, Line("b", 2)], {"a": line}, None), Basket(line, [], {}, line)]
+    basket.enqueue_many(sent, dsn=dsn, kicker=RecordingKicker())
+    _drain(dsn, tasks)
+    assert seen == sent and isinstance(seen[0].first, Line)
+
+    def either(payload: Either) -> None:
+        raise AssertionError("never declared")
+
+    with pytest.raises(TypeError, match=r"task 'either': .*Either\.line"):
+        tasks.task("either")(either)
+
+
+class Card(pydantic.BaseModel):
+    order: int
+    card: str = pydantic.Field(max_length=4)
+
+
+def test_a_payload_that_does_not_fit_the_model_says_where_never_what(dsn: str) -> None:
+    """Catches pydantic's ValidationError stored whole in last_error: it quotes each bad
+    input (`input_value='4111 1111 ...'`), where the docs promise the type and keys only."""
+    tasks = Registry()
+
+    @tasks.task("card")
+    def card(payload: Card) -> None:
+        raise AssertionError("never rebuilt")
+
+    job = producer.enqueue_and_kick(
+        {"order": "x7", "card": "4111 1111 1111 1111"},
+        task="card",
+        dsn=dsn,
+        kicker=RecordingKicker(),
+    )
+    _drain(dsn, tasks)
+    row = job_row(dsn, job)
+    assert (row["status"], row["attempts"]) == ("queued", 1)
+    assert row["last_error"] == (
+        "InvalidArgumentType: payload (keys ['card', 'order']) does not fit Card, the task's "
+        "payload type: order: int_parsing; card: string_too_long"
+    )
+
+
+def test_only_a_second_positional_parameter_is_the_job_context(dsn: str) -> None:
+    """Catches the context passed to any function of two parameters or more: `def f(payload,
+    *, dry_run=False)` failed every attempt (TypeError: takes 1 positional argument), and
+    `def f(payload, retries=3)` got the JobContext as `retries`. One the worker cannot tell
+    or cannot call is refused where it is declared, saying how to declare it."""
+    tasks = Registry()
+    seen: list[Any] = []
+
+    @tasks.task("kwonly")
+    def kwonly(payload: dict[str, int], *, dry_run: bool = False) -> None:
+        seen.append(("kwonly", dry_run))
+
+    @tasks.task("typed_job")
+    def typed_job(payload: dict[str, int], job: JobContext | None = None) -> None:
+        seen.append(("typed_job", type(job).__name__))
+
+    def retries(payload: dict[str, int], retries: int = 3) -> None:
+        raise AssertionError("never declared")
+
+    def extra(payload: dict[str, int], job: JobContext, extra: int) -> None:
+        raise AssertionError("never declared")
+
+    with pytest.raises(TypeError, match=r"task 'retries': its second parameter 'retries' has a"):
+        tasks.task("retries")(retries)
+    with pytest.raises(TypeError, match=r"task 'extra': extra\(\) .*cannot pass .*'extra'"):
+        tasks.task("extra")(extra)
+    kicker = RecordingKicker()
+    kwonly.enqueue_and_kick({}, dsn=dsn, kicker=kicker)
+    typed_job.enqueue_and_kick({}, dsn=dsn, kicker=kicker)
+    _drain(dsn, tasks)
+    assert sorted(seen) == [("kwonly", False), ("typed_job", "JobContext")]
+    assert tasks.names() == ["kwonly", "typed_job"]

@@ -35,7 +35,7 @@ from typing import Any, NamedTuple
 
 from pgkick import variables
 from pgkick.errors import BatchResultError, InvalidArgument, InvalidArgumentType
-from pgkick.tasks.handle import payload_loader
+from pgkick.tasks.payloads import payload_loader
 
 MAX_BATCH = variables.BY_NAME["PGKICK_BATCH"].high or 1000  # no claim ever brings more
 MAX_BATCH_WINDOW = timedelta(minutes=5)  # held jobs keep their leases; longer is a mistake
@@ -92,7 +92,7 @@ def batch_spec(name: str, fn: Callable[..., Any], batch: object, batch_window: o
         raise InvalidArgumentType(
             f"task {name!r}: a batch task takes one parameter, `items: list[BatchItem[P]]`"
         )
-    return BatchSpec(fn, batch, window, batch_payload_loader(fn))
+    return BatchSpec(fn, batch, window, batch_payload_loader(fn, name))
 
 
 def _window(name: str, value: object) -> timedelta:
@@ -120,7 +120,7 @@ def inspect_parameters(fn: Callable[..., Any]) -> list[str]:
     return list(inspect.signature(fn).parameters)
 
 
-def batch_payload_loader(fn: Callable[..., Any]) -> Callable[[Any], Any] | None:
+def batch_payload_loader(fn: Callable[..., Any], name: str = "") -> Callable[[Any], Any] | None:
     """How to rebuild `P` of `items: list[BatchItem[P]]` (a dataclass or a pydantic model);
     None for a plain type (dict, TypedDict, Any), as a plain task's payload_loader."""
     try:
@@ -139,7 +139,7 @@ def batch_payload_loader(fn: Callable[..., Any]) -> Callable[[Any], Any] | None:
         del value
 
     shaped.__annotations__ = {"value": payload}
-    return payload_loader(shaped)
+    return payload_loader(shaped, name)
 
 
 def _only_argument(generic: object) -> Any:

@@ -9,7 +9,8 @@ against the TypedDict, dataclass or pydantic model the task declares.
 
 Dataclass and pydantic payloads are turned into plain JSON values before the
 usual validation (the row holds JSON), and turned back into the declared type
-before the task runs (a flat dataclass from its fields; pydantic validates).
+before the task runs (pgkick.tasks.payloads); the handle rebuilds each one from its
+JSON before writing it, so a type whose jobs could never run is refused at enqueue.
 The handle stays callable as the function it wraps, and the string-name API
 (`pgkick.enqueue_and_kick(payload, task="name")`) keeps working beside it.
 
@@ -23,21 +24,26 @@ trip: it says so once, with the async form to use instead.
 
 from __future__ import annotations
 
-import dataclasses
-import inspect
 import sys
-import typing
 import warnings
 from collections.abc import Callable, Coroutine, Iterable, Mapping
 from typing import TYPE_CHECKING, Any, Protocol, Unpack, overload
 
 from pgkick.errors import InvalidArgumentType
 from pgkick.producer.options import EnqueueOptions, ProducerOptions
+from pgkick.tasks.payloads import Loader, payload_loader, survives, to_json_value
 
 if TYPE_CHECKING:
     from pgkick.kick.kickers import Kicker
 
-__all__ = ["EnqueueOptions", "JobSink", "ProducerOptions", "Task"]
+__all__ = [
+    "EnqueueOptions",
+    "JobSink",
+    "ProducerOptions",
+    "Task",
+    "payload_loader",
+    "to_json_value",
+]
 
 
 class JobSink(Protocol):
@@ -74,62 +80,13 @@ def _warn_if_on_event_loop(name: str) -> None:
     )
 
 
-def to_json_value(payload: object) -> object:
-    """A dataclass or pydantic model as plain JSON values; anything else unchanged."""
-    if dataclasses.is_dataclass(payload) and not isinstance(payload, type):
-        return dataclasses.asdict(payload)
-    dump = getattr(payload, "model_dump", None)  # pydantic v2, without importing it
-    if callable(dump) and not isinstance(payload, type):
-        return dump(mode="json")
-    return payload
-
-
-def payload_loader(fn: Callable[..., Any]) -> Callable[[Any], Any] | None:
-    """How to turn a stored payload back into the type `fn`'s first parameter declares.
-
-    None when it declares a plain type (dict, TypedDict, Any): the JSON value is it."""
-    params = list(inspect.signature(fn).parameters.values())
-    if not params:
-        return None
-    try:
-        hints = typing.get_type_hints(fn)
-    except Exception:  # a forward reference that cannot be resolved: no conversion
-        return None
-    declared = hints.get(params[0].name)
-    if isinstance(declared, type) and dataclasses.is_dataclass(declared):
-        return _dataclass_loader(declared)
-    validate = getattr(declared, "model_validate", None)
-    if isinstance(declared, type) and callable(validate):
-        return validate  # type: ignore[no-any-return]
-    return None
-
-
-def _dataclass_loader(cls: type) -> Callable[[Any], Any]:
-    """A stored payload as the dataclass `cls`, or an error that says the payload does not
-    fit it (a job enqueued by name, or by a producer whose dataclass has another shape): the
-    bare TypeError named only `__init__`'s missing argument. Retried as any error is: a
-    worker deployed before its producer may be the one out of date."""
-
-    def load(value: Any) -> Any:
-        if isinstance(value, cls):
-            return value
-        try:
-            return cls(**value)
-        except TypeError as exc:
-            shape = f"keys {sorted(value)}" if isinstance(value, dict) else type(value).__name__
-            raise InvalidArgumentType(  # its keys, not its values: an error is logged and kept
-                f"payload ({shape}) does not fit {cls.__qualname__}, the task's payload type: {exc}"
-            ) from None
-
-    return load
-
-
 class Task[P]:
     """A registered task: its name, its function, and typed ways to enqueue it."""
 
-    def __init__(self, name: str, fn: Callable[..., Any]) -> None:
+    def __init__(self, name: str, fn: Callable[..., Any], load: Loader | None = None) -> None:
         self.name = name
         self.fn = fn
+        self.load = load  # how the worker rebuilds the payload type (None: plain JSON)
         self.__doc__ = fn.__doc__
         self.__wrapped__ = fn
 
@@ -140,18 +97,32 @@ class Task[P]:
     def __repr__(self) -> str:
         return f"<pgkick task {self.name!r}>"
 
+    def json_value(self, payload: object) -> object:
+        """`payload` as the row will hold it; a dataclass or model the worker could not
+        rebuild from that JSON is refused here (InvalidArgumentType), before any write."""
+        value = to_json_value(payload)
+        if value is not payload and self.load is not None:
+            why = survives(payload, value, self.load)
+            if why is not None:
+                raise InvalidArgumentType(
+                    f"task {self.name!r}: a {type(payload).__qualname__} payload does not "
+                    f"survive its trip through JSON, so every attempt would fail ({why}); "
+                    f"nothing was written"
+                )
+        return value
+
     def enqueue_and_kick(self, payload: P, **options: Unpack[ProducerOptions]) -> int:
         """Commit one job on pgkick's own connection, then kick (`pgkick.enqueue_and_kick`)."""
         from pgkick.producer.enqueue import enqueue_and_kick
 
         _warn_if_on_event_loop(self.name)
-        return enqueue_and_kick(to_json_value(payload), task=self.name, **options)
+        return enqueue_and_kick(self.json_value(payload), task=self.name, **options)
 
     async def enqueue_and_kick_async(self, payload: P, **options: Unpack[ProducerOptions]) -> int:
         """The same on the event loop's own connections (`pgkick.aio.enqueue_and_kick`)."""
         from pgkick import aio
 
-        return await aio.enqueue_and_kick(to_json_value(payload), task=self.name, **options)
+        return await aio.enqueue_and_kick(self.json_value(payload), task=self.name, **options)
 
     async def enqueue_many_async(
         self,
@@ -164,7 +135,7 @@ class Task[P]:
         """Many jobs of this task in one commit, then one kick per queue (`pgkick.aio`)."""
         from pgkick import aio
 
-        jobs = [_job(self.name, payload, options) for payload in payloads]
+        jobs = [self._job(payload, options) for payload in payloads]
         return await aio.enqueue_many(jobs, dsn=dsn, kicker=kicker)
 
     @overload
@@ -184,7 +155,7 @@ class Task[P]:
                 f"(pgkick.transaction(conn), pgkick.enqueue_in(conn), ...), got "
                 f"{type(into).__name__}"
             )
-        return into.enqueue(to_json_value(payload), task=self.name, **options)
+        return into.enqueue(self.json_value(payload), task=self.name, **options)
 
     def enqueue_many(
         self,
@@ -197,7 +168,7 @@ class Task[P]:
     ) -> list[int]:
         """Many jobs of this task, same options each: in one commit of their own
         (`pgkick.enqueue_many`), or `into` a transaction someone else commits."""
-        jobs = (_job(self.name, payload, options) for payload in payloads)
+        jobs = (self._job(payload, options) for payload in payloads)
         if into is not None:
             many = getattr(into, "enqueue_many", None)
             if not callable(many):
@@ -212,6 +183,5 @@ class Task[P]:
         _warn_if_on_event_loop(self.name)
         return enqueue_many(jobs, dsn=dsn, kicker=kicker)
 
-
-def _job(name: str, payload: object, options: Mapping[str, Any]) -> dict[str, Any]:
-    return {"payload": to_json_value(payload), "task": name, **options}
+    def _job(self, payload: object, options: Mapping[str, Any]) -> dict[str, Any]:
+        return {"payload": self.json_value(payload), "task": self.name, **options}

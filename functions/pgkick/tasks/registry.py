@@ -16,10 +16,10 @@ before failing it, naming the modules it loaded and PGKICK_TASKS.
 from __future__ import annotations
 
 import importlib
-import inspect
 import sys
 from collections.abc import Callable, Iterable
 from datetime import timedelta
+from types import FrameType
 from typing import Any, Protocol, overload
 
 from pgkick import config, validation
@@ -27,6 +27,7 @@ from pgkick.errors import ConfigError, InvalidArgument, UnknownTask
 from pgkick.tasks.batch import BatchItem, BatchSpec, batch_spec, single_call
 from pgkick.tasks.context import JobContext
 from pgkick.tasks.handle import Task, payload_loader
+from pgkick.tasks.signature import takes_context
 from pgkick.validation import check_name
 
 TaskFunction = Callable[..., Any]
@@ -70,6 +71,9 @@ class Registry:
         # name: (the function, how the worker calls it, whether it takes the JobContext)
         self._tasks: dict[str, tuple[TaskFunction, Callable[[Any, JobContext], Any], bool]] = {}
         self._batches: dict[str, BatchSpec] = {}  # the batch tasks among them
+        # name: the modules whose top-level code was running when it registered, innermost
+        # (the module that declared it, whatever its function's __module__) first
+        self._importers: dict[str, tuple[str, ...]] = {}
         self.modules: list[str] = []  # the modules load() imported (PGKICK_TASKS)
 
     @overload
@@ -96,12 +100,16 @@ class Registry:
                 raise InvalidArgument(f"task {name!r} is already registered")
             if batch is not None:  # checked in full before anything is registered
                 spec = batch_spec(name, fn, batch, batch_window)
-                self._tasks[name] = (fn, single_call(spec), True)
+                wants_job, call, load = True, single_call(spec), spec.load
+            else:
+                wants_job = takes_context(name, fn)
+                load = payload_loader(fn, name)
+                call = _call(fn, wants_job, load)
+            self._tasks[name] = (fn, call, wants_job)
+            self._importers[name] = _importers()
+            if batch is not None:
                 self._batches[name] = spec
-                return Task(name, fn)
-            wants_job = len(inspect.signature(fn).parameters) >= 2
-            self._tasks[name] = (fn, _call(fn, wants_job, payload_loader(fn)), wants_job)
-            return Task(name, fn)
+            return Task(name, fn, load)
 
         return register
 
@@ -165,19 +173,44 @@ class Registry:
     def reload(self, modules: Iterable[str]) -> None:
         """Import the modules again, their tasks registered afresh. Why: a warm worker (an
         environment started before the app's code changed) must not fail a job of a task
-        the app has just added; it looks again before calling the task unknown."""
+        the app has just added; it looks again before calling the task unknown.
+
+        A module's tasks are those its top-level code registered (one wrapped by a helper
+        without functools.wraps has the helper's __module__). Why all or nothing: if an
+        import raises, the registry is left as it was, not without the tasks dropped
+        before it (every later job of a task still deployed would fail "unknown task")."""
         importlib.invalidate_caches()
-        for module in (m.strip() for m in modules if m.strip()):
-            self._tasks = {
-                name: entry
-                for name, entry in self._tasks.items()
-                if getattr(entry[0], "__module__", None) != module
-            }
-            loaded = sys.modules.get(module)
-            if loaded is None:
-                importlib.import_module(module)
-            else:
-                importlib.reload(loaded)
+        before = dict(self._tasks), dict(self._batches), dict(self._importers)
+        try:
+            for module in (m.strip() for m in modules if m.strip()):
+                for name in [n for n in self._tasks if self._declared(n, module)]:
+                    del self._tasks[name]
+                loaded = sys.modules.get(module)
+                if loaded is None:
+                    importlib.import_module(module)
+                else:
+                    importlib.reload(loaded)
+        except BaseException:
+            self._tasks, self._batches, self._importers = before
+            raise
+
+    def _declared(self, name: str, module: str) -> bool:
+        """Whether task `name` was declared by `module` (registered by its top-level code)."""
+        importers = self._importers.get(name, ())
+        origin = importers[0] if importers else getattr(self._tasks[name][0], "__module__", None)
+        return origin == module
+
+
+def _importers() -> tuple[str, ...]:
+    """The modules whose top-level code is running (each import under way), innermost first:
+    read once a registration, at import time."""
+    frame: FrameType | None = sys._getframe(1)
+    names = []
+    while frame is not None:
+        if frame.f_code.co_name == "<module>":
+            names.append(str(frame.f_globals.get("__name__")))
+        frame = frame.f_back
+    return tuple(names)
 
 
 def _call(

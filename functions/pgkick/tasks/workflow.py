@@ -33,7 +33,7 @@ from pgkick.producer.enqueue import Enqueuer, producer_store
 from pgkick.producer.options import CommitOptions, EnqueueOptions, where_to_commit
 from pgkick.producer.plan import now
 from pgkick.store.producer import ProducerStore
-from pgkick.tasks.handle import to_json_value
+from pgkick.tasks.handle import Task, to_json_value
 from pgkick.validation import job_spec
 from pgkick.validation.dependencies import DEPENDENCY_POLICIES
 
@@ -131,7 +131,8 @@ class Workflow:
                 "workflow node (after= names nodes; a unique key could answer with a job "
                 "outside the workflow)"
             )
-        spec = job_spec(to_json_value(payload), task=name, **cast(EnqueueOptions, options))
+        given = task.json_value(payload) if isinstance(task, Task) else to_json_value(payload)
+        spec = job_spec(given, task=name, **cast(EnqueueOptions, options))
         # The value checked, not the caller's object: a dict reused in a loop, or changed
         # after this add, would be written (or refused, half-way through) as it is then.
         value = json.loads(spec.payload_json)
