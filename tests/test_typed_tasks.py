@@ -383,3 +383,18 @@ def test_only_a_second_positional_parameter_is_the_job_context(dsn: str) -> None
     _drain(dsn, tasks)
     assert sorted(seen) == [("kwonly", False), ("typed_job", "JobContext")]
     assert tasks.names() == ["kwonly", "typed_job"]
+
+
+def test_enqueue_many_into_a_transaction_refuses_its_own_connection_options(dsn: str) -> None:
+    """Catches `enqueue_many(into=..., dsn=..., kicker=...)` ignoring dsn and kicker without
+    a word: the jobs went into the transaction's database and were kicked by its kicker."""
+    import psycopg
+
+    tasks = Registry()
+    note = tasks.task("note")(lambda payload: None)
+    with psycopg.connect(dsn) as conn:
+        with producer.transaction(conn, kicker=RecordingKicker()) as jobs:
+            with pytest.raises(TypeError, match=r"into= .* dsn=, kicker= .* transaction"):
+                note.enqueue_many([{}], into=jobs, dsn=dsn, kicker=RecordingKicker())
+            assert note.enqueue_many([{}], into=jobs) != []
+    assert count_jobs(dsn) == 1

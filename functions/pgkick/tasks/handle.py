@@ -167,9 +167,17 @@ class Task[P]:
         **options: Unpack[EnqueueOptions],
     ) -> list[int]:
         """Many jobs of this task, same options each: in one commit of their own
-        (`pgkick.enqueue_many`), or `into` a transaction someone else commits."""
+        (`pgkick.enqueue_many`, on `dsn`, kicked by `kicker`), or `into` a transaction
+        someone else commits (its connection and kicker: dsn and kicker are refused)."""
         jobs = (self._job(payload, options) for payload in payloads)
         if into is not None:
+            given = [name for name, value in (("dsn", dsn), ("kicker", kicker)) if value]
+            if given:  # they were ignored without a word: the transaction's own are used
+                raise InvalidArgumentType(
+                    f"{self.name}.enqueue_many: into= takes no "
+                    f"{', '.join(n + '=' for n in given)} (the jobs go into that "
+                    f"transaction's connection, kicked by its kicker); pass one or the other"
+                )
             many = getattr(into, "enqueue_many", None)
             if not callable(many):
                 raise InvalidArgumentType(

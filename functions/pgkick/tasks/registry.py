@@ -1,9 +1,9 @@
 """The task registry: names in the jobs table mapped to Python functions.
 
 Why a registry, not import paths in rows: a row names a task; only code the
-deployer registered can run, and an unknown name is a permanent failure that
-says which names exist. The worker imports the modules named in PGKICK_TASKS
-so that their `@task` decorators run.
+deployer registered can run, and an unknown name is a failure that says which
+names exist (retried until max_attempts, see below). The worker imports the
+modules named in PGKICK_TASKS so that their `@task` decorators run.
 
 Why a producer may check names too (`load_tasks()`): a typo (`send_reciept`)
 would otherwise be a job that fails in a worker minutes later. A process that
