@@ -447,6 +447,47 @@ def test_pgkick_pause_resume_and_limit_rate_concurrency_from_the_cli(
     assert json.loads(capsys.readouterr().out) == {"limits": []}
 
 
+def test_pgkick_limit_that_frees_held_jobs_kicks_the_queue_and_one_that_tightens_does_not(
+    dsn: str, capsys: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """1 start a day: two of three jobs are held, their wake-up a day away. `pgkick limit q
+    --no-rate` frees them and kicks q once (the kicker built first), as `resume` does; a
+    rate set anew, or a lower concurrency, holds more and kicks nothing (nor says
+    "kicked"); a higher concurrency frees a group's next job and kicks; the API's setters
+    say which (True: the caller kicks). Catches a limit loosened with nobody woken: the
+    freed jobs waited for the wake-up booked under the old rate, a day."""
+    kicker = Kicker()
+    monkeypatch.setattr("pgkick.kick.default._default", kicker)
+
+    def limit(*args: str) -> dict[str, Any]:
+        assert cli.main(["limit", "q", *args, "--dsn", dsn, "--json"]) == 0
+        return dict(json.loads(capsys.readouterr().out))
+
+    with JobStore.open(dsn) as store:
+        flow.set_queue_rate(store, "q", 1, timedelta(days=1))
+        for n in range(3):
+            add(store, n, queue="q")
+        store.complete_many(store.claim("q", batch=5, lease=LEASE))
+        assert store.claim("q", batch=5, lease=LEASE) == []  # held for a day
+        freed = limit("--no-rate")
+        assert kicker.kicks == [("q", "manual")]
+        assert freed["kicked"] is True
+        assert "kicked" not in limit("--rate", "1/1d")  # a rate where none was: holds
+        assert flow.set_queue_rate(store, "q", 1, timedelta(hours=1)) is True  # shorter
+        assert flow.set_queue_rate(store, "q", 1, timedelta(hours=2)) is False
+        assert flow.set_queue_rate(store, "q", None) is True
+        add(store, 10, queue="q", group="g")
+        add(store, 11, queue="q", group="g")
+        assert limit("--concurrency", "2")["kicked"] is True  # g's second may run
+        assert "kicked" not in limit("--concurrency", "1")
+        assert flow.set_queue_concurrency(store, "q", None) is False
+        assert kicker.kicks == [("q", "manual")] * 2
+        store.conn.execute("DELETE FROM pgkick.jobs")
+        assert flow.set_queue_rate(store, "q", 1, timedelta(days=1)) is False
+        assert "kicked" not in limit("--no-rate")  # nothing queued: nothing held
+    assert kicker.kicks == [("q", "manual")] * 2
+
+
 @pytest.mark.parametrize(
     "args",
     [
