@@ -12,7 +12,7 @@ from typing import Any
 
 from pgkick.cli import database, operations
 from pgkick.cli.inspect import Command
-from pgkick.cli.types import positive, rate
+from pgkick.cli.types import concurrency, rate
 from pgkick.errors import UsageError
 from pgkick.kick.default import default_kicker
 from pgkick.store import flow, groups
@@ -99,7 +99,7 @@ def add_flow_commands(command: Command) -> list[argparse.ArgumentParser]:
     )
     limit.add_argument("--no-rate", action="store_true", help="remove the queue's rate")
     limit.add_argument(
-        "--concurrency", type=positive, metavar="N", help="at most N running per group key"
+        "--concurrency", type=concurrency, metavar="N", help="at most N running per group key"
     )
     limit.add_argument(
         "--no-concurrency", action="store_true", help="remove the concurrency per group key"
