@@ -1,4 +1,4 @@
--- queue_heal_plan: For each queue with queued jobs, the one wake-up to book for it (its earliest run_at still to come, or the instant its rate admits the next of its ready jobs held by the rate) and whether it needs a kick: a ready job a claim could take (ungrouped, or its group's head) its rate admits now, nobody watching, nothing running (a running holder heals its own queue when it exits), not paused, and not the caller's own queue; those queues get a pending kick (as queue_kick_reserve marks one), so of racing callers exactly one kicks.
+-- queue_heal_plan: For each queue with queued jobs, the one wake-up to book for it (its earliest run_at still to come, or the earliest instant its rate admits a job a claim would take but for its rate) and whether it needs a kick: a job a claim could take now (a queue without a rate or a concurrency: ungrouped, or its group's head; with one: job_ready_fair_count, the claim's rules read only), nobody watching, nothing running (a running holder heals its own queue when it exits), not paused, and not the caller's own queue; those queues get a pending kick (as queue_kick_reserve marks one), so of racing callers exactly one kicks.
 WITH relaxed AS (
   -- A reservation lost in a crash costs one spare kick: its commit need not wait for the disk.
   SELECT set_config('synchronous_commit', 'off', true)
@@ -6,7 +6,7 @@ WITH relaxed AS (
   -- Each group's head, first in job_claim's order: a group is claimable only through it, so
   -- a ready job behind a head not due (or retrying) is not a reason to kick: two such
   -- queues' sweeps kicked each other's workers, which claimed nothing, until the head was due.
-  SELECT DISTINCT ON (queue, group_key) queue, run_at
+  SELECT DISTINCT ON (queue, group_key) queue, group_key, run_at
   FROM pgkick.jobs
   WHERE status = 'queued' AND group_key IS NOT NULL
   ORDER BY queue, group_key, -priority, ordered_at, id
@@ -21,13 +21,33 @@ WITH relaxed AS (
   WHERE j.status = 'queued'
   GROUP BY j.queue
 ), rated AS (
-  -- A queue with a rate (migration 0014): each rate key with ready jobs is admitted again
-  -- once the newest rate_limit-th start of its window is a period old.
-  SELECT l.queue, min(a.admit) AS admit
+  -- A queue with a rate (migration 0014): each rate key of a job a claim would take but for
+  -- its rate (an ungrouped ready job, or a ready one among its group's first `concurrency`
+  -- queued jobs (1 without one) less those running: job_claim_fair_ids's candidates) is
+  -- admitted again once the newest rate_limit-th start of its window is a period old; the
+  -- earliest such instant still to come is the queue's wake-up. A key of jobs no claim can
+  -- take yet (a follower behind its group's head) is not one: its room said "now" and hid
+  -- the held keys' instant (the wake-up fell back to the next run_at, or to none).
+  SELECT l.queue,
+         min(a.admit) FILTER (WHERE a.admit > coalesce(%(now)s::timestamptz, now())) AS admit
   FROM pgkick.queue_limits l,
-       LATERAL (SELECT DISTINCT coalesce(j.rate_key, '') AS rate_key FROM pgkick.jobs j
-                WHERE j.queue = l.queue AND j.status = 'queued'
-                  AND j.run_at <= coalesce(%(now)s::timestamptz, now())) k,
+       LATERAL (SELECT coalesce(j.rate_key, '') AS rate_key FROM pgkick.jobs j
+                WHERE j.queue = l.queue AND j.status = 'queued' AND j.group_key IS NULL
+                  AND j.run_at <= coalesce(%(now)s::timestamptz, now())
+                UNION
+                SELECT coalesce(f.rate_key, '')
+                FROM heads g,
+                     LATERAL (SELECT h.rate_key, h.run_at FROM pgkick.jobs h
+                              WHERE h.queue = g.queue AND h.group_key = g.group_key
+                                AND h.status = 'queued'
+                              ORDER BY -h.priority, h.ordered_at, h.id
+                              LIMIT greatest(coalesce(l.concurrency, 1)
+                                             - (SELECT count(*) FROM pgkick.jobs r
+                                                WHERE r.queue = g.queue
+                                                  AND r.group_key = g.group_key
+                                                  AND r.status = 'running'), 0)) f
+                WHERE g.queue = l.queue
+                  AND f.run_at <= coalesce(%(now)s::timestamptz, now())) k,
        LATERAL (SELECT CASE WHEN count(*) < l.rate_limit
                             THEN coalesce(%(now)s::timestamptz, now())
                             ELSE (array_agg(s.started_at ORDER BY s.started_at DESC))[l.rate_limit]
@@ -36,16 +56,18 @@ WITH relaxed AS (
                 FROM pgkick.job_starts s
                 WHERE s.queue = l.queue AND s.rate_key = k.rate_key
                   AND s.started_at > coalesce(%(now)s::timestamptz, now()) - l.rate_period) a
-  WHERE l.rate_limit IS NOT NULL
+  WHERE l.rate_limit IS NOT NULL AND NOT l.paused
   GROUP BY l.queue
 ), planned AS (
   SELECT q.queue,
          CASE WHEN p.paused THEN q.next_run_at
-              WHEN r.admit > coalesce(%(now)s::timestamptz, now())
-              THEN least(q.next_run_at, r.admit)
-              ELSE q.next_run_at END AS next_run_at,
-         q.ready AND NOT coalesce(p.paused, false)
-           AND NOT coalesce(r.admit > coalesce(%(now)s::timestamptz, now()), false) AS ready
+              ELSE least(q.next_run_at, r.admit) END AS next_run_at,
+         CASE WHEN coalesce(p.paused, false) THEN false
+              -- the claim's rules (migration 0014), read only: a queue whose ready jobs are
+              -- all held (by a key's rate, a group's concurrency or its head) is not kicked
+              WHEN p.rate_limit IS NOT NULL OR p.concurrency IS NOT NULL
+              THEN pgkick.job_ready_fair_count(q.queue, coalesce(%(now)s::timestamptz, now()), 1) > 0
+              ELSE q.ready END AS ready
   FROM queued q
   LEFT JOIN rated r ON r.queue = q.queue
   LEFT JOIN pgkick.queue_limits p ON p.queue = q.queue

@@ -83,6 +83,8 @@ def _refusal(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int | str 
         (["--rate", "0/1m"], "--no-rate"),
         (["--rate", "9999999999/1m"], "--no-rate"),
         (["3000000000"], "pgkick limit mail --clear"),
+        (["--concurrency", "0"], "--no-concurrency"),
+        (["--concurrency", "2147483648"], "--no-concurrency"),
     ],
 )
 def test_a_limit_out_of_range_is_refused_in_words_not_with_a_python_none(
@@ -96,6 +98,19 @@ def test_a_limit_out_of_range_is_refused_in_words_not_with_a_python_none(
     assert "None" not in err and remedy in err, err
     assert cli.main(["limit", "--dsn", dsn, "--json"]) == 0
     assert json.loads(capsys.readouterr().out) == {"limits": []}
+
+
+def test_limit_concurrency_takes_what_the_api_takes(
+    dsn: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Catches `pgkick limit --concurrency` capped at 10**9 while set_queue_concurrency (and
+    the column) take up to 2**31 - 1: the command refused a value the API sets."""
+    assert cli.main(["limit", "mail", "--concurrency", "2147483647", "--dsn", dsn]) == 0
+    capsys.readouterr()
+    assert (
+        run(capsys, "limit", "mail", "--dsn", dsn, "--json")[1]["limits"][0]["concurrency"]
+        == 2147483647
+    )
 
 
 def test_limit_with_only_a_queue_shows_that_queues_limits(

@@ -447,6 +447,47 @@ def test_pgkick_pause_resume_and_limit_rate_concurrency_from_the_cli(
     assert json.loads(capsys.readouterr().out) == {"limits": []}
 
 
+def test_pgkick_limit_that_frees_held_jobs_kicks_the_queue_and_one_that_tightens_does_not(
+    dsn: str, capsys: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """1 start a day: two of three jobs are held, their wake-up a day away. `pgkick limit q
+    --no-rate` frees them and kicks q once (the kicker built first), as `resume` does; a
+    rate set anew, or a lower concurrency, holds more and kicks nothing (nor says
+    "kicked"); a higher concurrency frees a group's next job and kicks; the API's setters
+    say which (True: the caller kicks). Catches a limit loosened with nobody woken: the
+    freed jobs waited for the wake-up booked under the old rate, a day."""
+    kicker = Kicker()
+    monkeypatch.setattr("pgkick.kick.default._default", kicker)
+
+    def limit(*args: str) -> dict[str, Any]:
+        assert cli.main(["limit", "q", *args, "--dsn", dsn, "--json"]) == 0
+        return dict(json.loads(capsys.readouterr().out))
+
+    with JobStore.open(dsn) as store:
+        flow.set_queue_rate(store, "q", 1, timedelta(days=1))
+        for n in range(3):
+            add(store, n, queue="q")
+        store.complete_many(store.claim("q", batch=5, lease=LEASE))
+        assert store.claim("q", batch=5, lease=LEASE) == []  # held for a day
+        freed = limit("--no-rate")
+        assert kicker.kicks == [("q", "manual")]
+        assert freed["kicked"] is True
+        assert "kicked" not in limit("--rate", "1/1d")  # a rate where none was: holds
+        assert flow.set_queue_rate(store, "q", 1, timedelta(hours=1)) is True  # shorter
+        assert flow.set_queue_rate(store, "q", 1, timedelta(hours=2)) is False
+        assert flow.set_queue_rate(store, "q", None) is True
+        add(store, 10, queue="q", group="g")
+        add(store, 11, queue="q", group="g")
+        assert limit("--concurrency", "2")["kicked"] is True  # g's second may run
+        assert "kicked" not in limit("--concurrency", "1")
+        assert flow.set_queue_concurrency(store, "q", None) is False
+        assert kicker.kicks == [("q", "manual")] * 2
+        store.conn.execute("DELETE FROM pgkick.jobs")
+        assert flow.set_queue_rate(store, "q", 1, timedelta(days=1)) is False
+        assert "kicked" not in limit("--no-rate")  # nothing queued: nothing held
+    assert kicker.kicks == [("q", "manual")] * 2
+
+
 @pytest.mark.parametrize(
     "args",
     [
@@ -562,6 +603,67 @@ def test_a_queue_held_by_its_concurrency_is_neither_handed_over_nor_kicked(
         assert store.ready_by_queue() == {"c": 1}
         assert ns(store.claim("c", batch=10, lease=LEASE)) == [2]
         assert store.ready_exists("c") is False
+
+
+def test_a_rate_held_keys_wake_up_is_booked_whatever_holds_the_queues_other_jobs(
+    dsn: str, clock: FakeClock
+) -> None:
+    """1 start a minute a key: key host's second job is held for 60 s, and the worker leaves
+    it booking a wake-up at +60 s, though the queue's other ready job (a group's follower,
+    its own rate key unstarted) is held by something else: in "api" its group's head is
+    not due for an hour, in "busy" its group runs its one job in another session. Catches
+    a sweep that took every ready job's rate key, the follower's included: that key's room
+    said "now" and hid host's instant (the wake-up fell at the head's run_at, +1 h, or was
+    not booked at all, host's job waiting for the other session's job to end)."""
+    with JobStore.open(dsn, clock) as store, JobStore.open(dsn, clock) as other:
+        for queue in ("api", "busy"):
+            flow.set_queue_rate(store, queue, 1, timedelta(minutes=1))
+        flow.set_queue_concurrency(store, "busy", 1)
+        add(store, 0, queue="api", group="g", rate_key="x", priority=5, delay=3600)  # g's head
+        add(store, 1, queue="api", group="g", rate_key="y")
+        add(store, 2, queue="busy", group="g", rate_key="x")
+        add(store, 3, queue="busy", group="g", rate_key="y")
+        assert ns(other.claim("busy", batch=1, lease=LEASE)) == [2]  # runs on, elsewhere
+        for queue in ("api", "busy"):
+            add(store, 10, queue=queue, rate_key="host")
+            add(store, 11, queue=queue, rate_key="host")
+        tasks = Registry()
+        tasks.task("t")(lambda payload: None)
+        for queue in ("api", "busy"):
+            kicker = Kicker()
+            summary = Worker(store, tasks, kicker, OPTIONS).drain(queue, forever)
+            assert (summary.done, summary.stopped_because) == (1, "empty")
+            assert (queue, clock.now + timedelta(minutes=1)) in kicker.wakes
+            assert min(when for _, when in kicker.wakes) == clock.now + timedelta(minutes=1)
+        clock.advance(60)
+        assert ns(store.claim("api", batch=10, lease=LEASE)) == [11]
+        assert ns(store.claim("busy", batch=10, lease=LEASE)) == [11]
+
+
+def test_a_queue_whose_ready_jobs_are_all_held_is_not_kicked_by_another_workers_sweep(
+    dsn: str, clock: FakeClock
+) -> None:
+    """Key host's second job is held by its rate, group g's follower by its head (not due
+    for an hour): a worker leaving another queue books "api"'s wake-up at host's instant
+    and does not kick it, as the reaper's count says (a worker kicked there claims
+    nothing). Catches a sweep that decided "ready" by the plain queue's rule (an ungrouped
+    ready job) and let the follower's unstarted rate key say the rate had room."""
+    with JobStore.open(dsn, clock) as store:
+        flow.set_queue_rate(store, "api", 1, timedelta(minutes=1))
+        add(store, 0, queue="api", group="g", rate_key="x", priority=5, delay=3600)  # g's head
+        add(store, 1, queue="api", group="g", rate_key="y")
+        add(store, 10, queue="api", rate_key="host")
+        add(store, 11, queue="api", rate_key="host")
+        store.complete_many(store.claim("api", batch=10, lease=LEASE))  # host's first
+        assert store.ready_by_queue() == {}
+        assert store.claim("api", batch=10, lease=LEASE) == []
+        add(store, 20, queue="other")
+        tasks = Registry()
+        tasks.task("t")(lambda payload: None)
+        kicker = Kicker()
+        assert Worker(store, tasks, kicker, OPTIONS).drain("other", forever).done == 1
+        assert kicker.kicks == []
+        assert kicker.wakes == [("api", clock.now + timedelta(minutes=1))]
 
 
 def test_pgkick_enqueue_rate_key_is_counted_by_the_queues_rate(

@@ -12,7 +12,7 @@ from typing import Any
 
 from pgkick.cli import database, operations
 from pgkick.cli.inspect import Command
-from pgkick.cli.types import positive, rate
+from pgkick.cli.types import concurrency, rate
 from pgkick.errors import UsageError
 from pgkick.kick.default import default_kicker
 from pgkick.store import flow, groups
@@ -21,7 +21,9 @@ from pgkick.validation import check_name
 
 def cmd_limit(args: argparse.Namespace) -> dict[str, Any]:
     """Set or remove a queue's limits (running N, --rate N/period, --concurrency N), show
-    them (the queue alone), or list every queue's."""
+    them (the queue alone), or list every queue's. A change that frees held jobs (a rate
+    removed or raised, a concurrency raised: pgkick.store.flow.loosens) kicks the queue
+    once it is committed, as `resume` does."""
     changes = (args.max_running, args.rate, args.concurrency)
     removals = (args.clear, args.no_rate, args.no_concurrency)
     if args.queue is None and (any(c is not None for c in changes) or any(removals)):
@@ -37,17 +39,31 @@ def cmd_limit(args: argparse.Namespace) -> dict[str, Any]:
     for value, removed, name in zip(changes, removals, names, strict=True):
         if value is not None and removed:
             raise UsageError(f"{name} and its removal in one command: give one")
+    kicker = None
     with database.operator_store(args) as store:
         if shown:
             return {"limits": [q for q in groups.queue_limits(store) if q["queue"] == args.queue]}
-        if args.queue is not None:
-            if args.max_running is not None or args.clear:
-                groups.set_queue_limit(store, args.queue, args.max_running)
-            if args.rate is not None or args.no_rate:
-                flow.set_queue_rate(store, args.queue, *(args.rate or (None, None)))
-            if args.concurrency is not None or args.no_concurrency:
-                flow.set_queue_concurrency(store, args.queue, args.concurrency)
-        return {"limits": groups.queue_limits(store)}
+        if args.queue is None:
+            return {"limits": groups.queue_limits(store)}
+        rate_change = args.rate if args.rate is not None or args.no_rate else flow.KEEP
+        concurrency_change = (
+            args.concurrency if args.concurrency is not None or args.no_concurrency else flow.KEEP
+        )
+        if flow.loosens(store, args.queue, rate=rate_change, concurrency=concurrency_change):
+            kicker = default_kicker()  # frees held jobs: a kicker that cannot be built fails
+            # before the write
+        if args.max_running is not None or args.clear:
+            groups.set_queue_limit(store, args.queue, args.max_running)
+        if args.rate is not None or args.no_rate:
+            flow.set_queue_rate(store, args.queue, *(args.rate or (None, None)))
+        if args.concurrency is not None or args.no_concurrency:
+            flow.set_queue_concurrency(store, args.queue, args.concurrency)
+        limits = groups.queue_limits(store)
+    if kicker is None:  # nothing freed: nothing to kick, nor to say about a kick
+        return {"limits": limits}
+    # Jobs the old limit held wait, else, for the wake-up booked under it (up to a day): an
+    # operator's kick, as `resume`'s; failed, a wake-up instead (the limits set all the same)
+    return {"limits": limits, "kicked": operations.kick_or_wake(kicker, args.queue, "manual")}
 
 
 def cmd_pause(args: argparse.Namespace) -> dict[str, Any]:
@@ -83,7 +99,7 @@ def add_flow_commands(command: Command) -> list[argparse.ArgumentParser]:
     )
     limit.add_argument("--no-rate", action="store_true", help="remove the queue's rate")
     limit.add_argument(
-        "--concurrency", type=positive, metavar="N", help="at most N running per group key"
+        "--concurrency", type=concurrency, metavar="N", help="at most N running per group key"
     )
     limit.add_argument(
         "--no-concurrency", action="store_true", help="remove the concurrency per group key"

@@ -14,7 +14,7 @@ from datetime import UTC, datetime, timedelta
 
 from pgkick import config
 from pgkick.errors import ConfigError, InvalidArgument
-from pgkick.store import flow
+from pgkick.store import flow, groups
 from pgkick.store.inspect import parse_id
 from pgkick.validation import MAX_ATTEMPTS_LIMIT
 
@@ -68,6 +68,21 @@ def rate(text: str) -> tuple[int, timedelta]:
         return flow.check_rate(count, period, remove="to remove the queue's rate: --no-rate")
     except InvalidArgument as exc:
         raise argparse.ArgumentTypeError(f"{text!r}: {exc}") from None
+
+
+def concurrency(text: str) -> int:
+    """--concurrency N: a whole number checked as the API checks it (1..2**31 - 1, the
+    column's bound; the command capped it at 10**9 and refused what the API sets)."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
+    try:
+        return groups.check_count(
+            "concurrency", value, "to remove the queue's concurrency: --no-concurrency"
+        )
+    except InvalidArgument as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
 
 
 def positive(text: str, most: int = 10**9) -> int:

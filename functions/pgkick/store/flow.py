@@ -23,6 +23,9 @@ reasoning, which these rules reuse):
 - Pause: a paused queue's claim takes nothing (a worker already running sees it at its
   next claim and leaves), producers and sweeps do not kick it; `resume_queue`'s caller
   kicks it (pgkick.cli).
+- Loosened: a rate removed or raised, or a concurrency raised, over queued jobs frees jobs
+  the old limit held; the setter says so (True) and its caller kicks the queue, as after
+  a resume (pgkick.cli), or they wait for the wake-up booked under the old limit.
 
 Bad input raises before anything is written (InvalidArgument / InvalidArgumentType).
 """
@@ -30,6 +33,7 @@ Bad input raises before anything is written (InvalidArgument / InvalidArgumentTy
 from __future__ import annotations
 
 from datetime import timedelta
+from typing import Literal
 
 from pgkick.connections.db import Database
 from pgkick.errors import InvalidArgument, InvalidArgumentType
@@ -61,33 +65,69 @@ def _prune(db: Database, queue: str) -> None:
     db.execute(queries.QUEUE_LIMIT_PRUNE, queue=queue)
 
 
+KEEP: Literal["keep"] = "keep"  # loosens(): this setting is not changed
+
+
+def loosens(
+    db: Database,
+    queue: str,
+    *,
+    rate: tuple[int, timedelta] | Literal["keep"] | None = KEEP,
+    concurrency: int | Literal["keep"] | None = KEEP,
+) -> bool:
+    """Whether setting `rate` ((count, period); None: removed) and `concurrency` frees jobs
+    of `queue` the current settings may hold: a rate removed, more starts or a shorter
+    period; a concurrency above the current one (a group without one runs one job at a
+    time); and jobs queued. Its caller kicks the queue once the change is committed.
+
+    Why: a job held by its rate waits for the wake-up its worker's sweep booked at the
+    instant the old window admitted it (up to a day later), and nothing else runs in the
+    queue to heal it sooner: `pgkick limit Q --no-rate` freed jobs a claim would take at
+    once, and they waited a day (a review, 2026-12-10)."""
+    old_rate, old_period, old_concurrency, queued = db.rows(
+        queries.QUEUE_LIMIT_FLOW_GET, queue=queue
+    )[0]
+    if not queued:
+        return False
+    if old_rate is not None and (
+        rate is None or (isinstance(rate, tuple) and (rate[0] > old_rate or rate[1] < old_period))
+    ):
+        return True
+    return isinstance(concurrency, int) and concurrency > (old_concurrency or 1)
+
+
 def set_queue_rate(
     db: Database, queue: str, limit: int | None, period: timedelta | None = None
-) -> None:
+) -> bool:
     """At most `limit` jobs of each rate key of `queue` start per sliding `period`;
-    None removes the rate."""
+    None removes the rate. True when the change frees jobs the old rate held (`loosens`):
+    the caller kicks the queue (pgkick.cli does), as after `resume_queue`."""
     check_name("queue", queue)
     if limit is None:
+        freed = loosens(db, queue, rate=None)
         db.execute(queries.QUEUE_LIMIT_RATE_SET, queue=queue, rate_limit=None, rate_period=None)
         _prune(db, queue)
-        return
+        return freed
     count, span = check_rate(limit, period)
+    freed = loosens(db, queue, rate=(count, span))
     db.execute(queries.QUEUE_LIMIT_RATE_SET, queue=queue, rate_limit=count, rate_period=span)
+    return freed
 
 
-def set_queue_concurrency(db: Database, queue: str, concurrency: int | None) -> None:
+def set_queue_concurrency(db: Database, queue: str, concurrency: int | None) -> bool:
     """At most `concurrency` jobs of one group key of `queue` run at once, claimed
-    round-robin across keys; None removes it (groups run one at a time, in priority order)."""
+    round-robin across keys; None removes it (groups run one at a time, in priority order).
+    True when the change frees jobs the old concurrency held (`loosens`): the caller kicks
+    the queue (pgkick.cli does), as after `resume_queue`."""
     check_name("queue", queue)
     if concurrency is None:
         db.execute(queries.QUEUE_LIMIT_CONCURRENCY_SET, queue=queue, concurrency=None)
         _prune(db, queue)
-        return
-    db.execute(
-        queries.QUEUE_LIMIT_CONCURRENCY_SET,
-        queue=queue,
-        concurrency=check_count("concurrency", concurrency),
-    )
+        return False  # one job a group at a time: no more than any concurrency allowed
+    count = check_count("concurrency", concurrency)
+    freed = loosens(db, queue, concurrency=count)
+    db.execute(queries.QUEUE_LIMIT_CONCURRENCY_SET, queue=queue, concurrency=count)
+    return freed
 
 
 def pause_queue(db: Database, queue: str) -> None:
