@@ -11,6 +11,7 @@ a waiting job's key be taken twice, and the first design's dependants trigger.
 
 from __future__ import annotations
 
+import hashlib
 from pathlib import Path
 from typing import Any
 
@@ -22,6 +23,7 @@ from pgkick.store import migrations as schema
 from tests.store import JobStore
 
 MIGRATIONS = Path(__file__).parent.parent / "sql" / "migrations"
+HASHES = Path(__file__).parent / "migration_hashes.txt"
 ROLE_SETUP_GRANT = "^pgkick_(producer|worker|maintainer)="
 REPAIR = "edited_migrations_reapplied"  # 0036's name (its number may change at a merge)
 
@@ -155,3 +157,24 @@ def test_live_keys_taken_twice_stop_the_repair_in_words(empty_dsn: str) -> None:
             schema.migrate(store)
         assert "pgkick cancel" in str(exc.value)
         assert "attempt" in [k[2] for k in catalog(empty_dsn) if k[0] == "column"]
+
+
+def test_released_migrations_are_never_edited() -> None:
+    """A database that applied a migration never runs it again: an edit reaches fresh
+    installs only, and upgraded ones differ from them for ever, silently."""
+    recorded = dict(line.split()[::-1] for line in HASHES.read_text().splitlines() if line)
+    for path in sorted(MIGRATIONS.glob("*.sql")):
+        digest = hashlib.sha256(path.read_bytes()).hexdigest()
+        assert path.name in recorded, (
+            f"{path.name} is a new migration: add the line '{digest}  {path.name}' to {HASHES}"
+        )
+        assert recorded[path.name] == digest, (
+            f"{path.name} was edited after its release, but a database that applied it never "
+            f"runs it again: restore it (git checkout main -- sql/migrations/{path.name}) "
+            "and write a new migration that brings installs to the new definition (0036 "
+            "shows how). Only if it was never released (it is new on your branch) may its "
+            f"line in {HASHES.name} change, to '{digest}  {path.name}'"
+        )
+    assert sorted(recorded) == sorted(p.name for p in MIGRATIONS.glob("*.sql")), (
+        f"{HASHES.name} lists a migration that is gone: migrations are never removed"
+    )
