@@ -19,6 +19,7 @@ from pgkick.config import Settings
 from pgkick.kick.kickers import NoKicker
 from pgkick.store import migration_scripts
 from pgkick.store import migrations as schema
+from pgkick.validation import job_spec
 from pgkick.worker.runtime import Runtime
 from pgkick_dev.embedded import EmbeddedPostgres
 from tests.pgbouncer import pgbouncer, requires_pgbouncer
@@ -217,3 +218,28 @@ def test_schema_public_keeps_an_old_install_where_it_is(
         ]
     with psycopg.connect(empty_dsn) as conn:
         assert conn.execute("SELECT to_regnamespace('pgkick')").fetchone() == (None,)
+
+
+def test_a_second_install_beside_one_in_public_moves_nothing(
+    empty_dsn: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Catches an install in schema public (made or moved there since 0006, its ledger
+    holding version 6) taken for one from before 0006 by a migrate for another schema:
+    0006 moved public's tables, with the app's jobs, and failed recording its version
+    with a raw duplicate-key error. The second install is made beside it; before, a check
+    of schema b names the install in public (an operator who forgot --schema public)."""
+    assert cli.main(["migrate", "--dsn", empty_dsn, "--schema", "public"]) == 0
+    with JobStore.open(empty_dsn, schema="public") as store:
+        kept = store.insert(job_spec({"i": 1}, task="noop")).id
+    with JobStore.open(empty_dsn, schema="b") as store:
+        with pytest.raises(schema.SchemaError, match=r"installed in schema 'public'.*--schema"):
+            schema.check(store)
+    capsys.readouterr()
+    assert cli.main(["migrate", "--dsn", empty_dsn, "--schema", "b", "--json"]) == 0
+    report = json.loads(capsys.readouterr().out)
+    assert report["applied"] == [v for v, _, _ in migration_scripts.MIGRATIONS]
+    assert [row[0] for row in rows(empty_dsn, "public.jobs")] == [kept]
+    for name in ("public", "b"):
+        with JobStore.open(empty_dsn, schema=name) as store:
+            assert schema.check(store) == schema.LATEST_VERSION
+    assert rows(empty_dsn, "b.jobs") == []

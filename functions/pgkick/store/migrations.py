@@ -20,7 +20,9 @@ rather than an unrecorded adoption step: the ledger says the move happened,
 and a fresh install runs the same script in order, where it finds nothing to
 move. The old install is found by its ledger (`pgkick_migrations` visible
 through the session's own search_path, outside the target schema, with none in
-the target), never by a table named `jobs`, which could be the app's own.
+the target), never by a table named `jobs`, which could be the app's own; and a
+ledger that records 0006 is no old install but another one, made or moved there
+since (`--schema public`): the new install is made beside it, nothing moves.
 Everything (move, pending migrations, their records) is one transaction:
 an error leaves the old layout as it was, every row in place.
 
@@ -35,7 +37,7 @@ from typing import Any, LiteralString, NamedTuple
 
 from pgkick.connections.db import Database
 from pgkick.connections.qualify import quote
-from pgkick.errors import SchemaError
+from pgkick.errors import ConfigError, SchemaError
 from pgkick.store import queries
 
 LATEST_VERSION = queries.MIGRATION_VERSIONS[-1]
@@ -83,10 +85,24 @@ class MigrationStore(Database):
     def create_schema(self) -> None:
         self.execute(queries.SCHEMA_CREATE)
 
+    def ledger_elsewhere(self) -> tuple[str, bool] | None:
+        """The schema of a ledger the session's own search_path finds outside this store's
+        schema (which has none), and whether it is an install from before 0006 (to move)
+        rather than another install, made or moved there since: its ledger records 0006."""
+        row = self.execute(queries.MIGRATION_TABLE_LEGACY).fetchone()
+        if row is None:
+            return None
+        found = str(row[0])
+        try:
+            ledger = MigrationStore(self.conn, self.clock, schema=found)
+        except ConfigError:  # a name pgkick refuses: no install since 0006 was made there
+            return found, True
+        return found, OWN_SCHEMA_VERSION not in ledger.applied_versions()
+
     def legacy_schema(self) -> str | None:
         """Where an install from before 0006 keeps its tables (None: not such an install)."""
-        row = self.execute(queries.MIGRATION_TABLE_LEGACY).fetchone()
-        return str(row[0]) if row else None
+        elsewhere = self.ledger_elsewhere()
+        return elsewhere[0] if elsewhere and elsewhere[1] else None
 
     def set_migration_path(self, path: str) -> None:
         """search_path until the end of this transaction (`path` as SET would take it)."""
@@ -155,15 +171,22 @@ def check(db: Database) -> int:
     store = MigrationStore.on(db)
     done = set(store.applied_versions())
     if not done:
-        legacy = store.legacy_schema()
-        if legacy is not None:
+        elsewhere = store.ledger_elsewhere()
+        if elsewhere is not None and elsewhere[1]:
             raise SchemaError(
-                f"pgkick's tables are in schema {legacy!r} (a layout from before version "
+                f"pgkick's tables are in schema {elsewhere[0]!r} (a layout from before version "
                 f"{OWN_SCHEMA_VERSION}): run `pgkick migrate` to move them into {store.schema!r}"
             )
+        there = (
+            f" (pgkick is installed in schema {elsewhere[0]!r}: to use it, pass --schema "
+            f"{elsewhere[0]} or set PGKICK_SCHEMA={elsewhere[0]})"
+            if elsewhere
+            else ""
+        )
         raise SchemaError(
             f"pgkick's schema is missing from this database (looked in schema "
             f"{store.schema!r}): run `pgkick migrate` (or `pgkick.migrate(dsn)` from Python)"
+            + there
         )
     _refuse_newer(done)
     missing = sorted(set(queries.MIGRATION_VERSIONS) - done)

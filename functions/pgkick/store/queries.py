@@ -814,7 +814,7 @@ MIGRATION_TABLE_EXISTS: Final = """\
 SELECT to_regclass(quote_ident(%(schema)s) || '.pgkick_migrations') IS NOT NULL AS exists;"""
 
 MIGRATION_TABLE_LEGACY: Final = """\
--- migration_table_legacy: The schema of a pgkick_migrations table the session's own search_path finds outside pgkick's schema, while pgkick's schema has none: an install from before 0006 (its tables in the role's default schema, usually public), to move.
+-- migration_table_legacy: The schema of a pgkick_migrations table the session's own search_path finds outside pgkick's schema, while pgkick's schema has none: an install from before 0006 (its tables in the role's default schema, usually public), to move, unless that ledger records 0006 (MigrationStore.ledger_elsewhere asks it): then another install, beside which the new one is made.
 SELECT n.nspname AS legacy_schema
 FROM pg_catalog.pg_class AS c
 JOIN pg_catalog.pg_namespace AS n ON n.oid = c.relnamespace
@@ -1261,4 +1261,4 @@ SELECT coalesce(%(now)s::timestamptz, now());"""
 
 # The migrations' versions in the order they apply (their scripts:
 # pgkick.store.migration_scripts, which a Lambda handler never loads).
-MIGRATION_VERSIONS: Final[tuple[int, ...]] = (1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 17, 18, 19, 20, 21, 22, 23, 24, 25, 26, 27, 28, 29, 30, 31, 32, 33,)
+MIGRATION_VERSIONS: Final[tuple[int, ...]] = (1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 17, 18, 19, 20, 21, 22, 23, 24, 25, 26, 27, 28, 29, 30, 31, 32, 33, 36,)
