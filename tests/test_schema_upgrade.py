@@ -1,4 +1,4 @@
-"""An upgraded install is a fresh one: released migrations are never edited, and 0036 brings
+"""An upgraded install is a fresh one: released migrations are never edited, and 0034 brings
 an install migrated before the edits made to 0015, 0017, 0022 and 0026 to what they make now.
 
 Why: the ledger records versions, not texts, so a database that applied a migration never
@@ -25,7 +25,7 @@ from tests.store import JobStore
 MIGRATIONS = Path(__file__).parent.parent / "sql" / "migrations"
 HASHES = Path(__file__).parent / "migration_hashes.txt"
 ROLE_SETUP_GRANT = "^pgkick_(producer|worker|maintainer)="
-REPAIR = "edited_migrations_reapplied"  # 0036's name (its number may change at a merge)
+REPAIR = "edited_migrations_reapplied"  # 0034's name (its number may change at a merge)
 
 # What such an install kept, rebuilt here (the old texts are in git: 0017 at 6cf9dc1, 0026
 # at 20bd486, 0022 at 7f70b72, 0015 at dc318dd); the stubs' bodies stand for the old ones,
@@ -97,8 +97,8 @@ def differences(fresh: dict[Any, Any], other: dict[Any, Any]) -> list[tuple[str,
 
 
 def install_before_repair(store: JobStore) -> None:
-    """Every migration before 0036 applied, as `migrate` applies them (all of them when
-    there is no 0036: the install is then as current as this code can make it)."""
+    """Every migration before 0034 applied, as `migrate` applies them (all of them when
+    there is no 0034: the install is then as current as this code can make it)."""
     repair = [v for v, name, _ in migration_scripts.MIGRATIONS if name == REPAIR]
     with store.transaction():
         store.create_schema()
@@ -127,8 +127,8 @@ def test_an_install_migrated_before_the_edits_is_upgraded_to_a_fresh_one(
 
 
 def test_the_repair_changes_nothing_on_a_current_install(empty_dsn: str) -> None:
-    """0036's copies are the newest definitions before it (a merge that puts a migration
-    redefining one of them before 0036 must update 0036's copy), and cost a fresh install
+    """0034's copies are the newest definitions before it (a merge that puts a migration
+    redefining one of them before 0034 must update 0034's copy), and cost a fresh install
     no rebuild."""
     (repair,) = [m for m in migration_scripts.MIGRATIONS if m[1] == REPAIR]
     with JobStore.open(empty_dsn) as store:
@@ -171,7 +171,7 @@ def test_released_migrations_are_never_edited() -> None:
         assert recorded[path.name] == digest, (
             f"{path.name} was edited after its release, but a database that applied it never "
             f"runs it again: restore it (git checkout main -- sql/migrations/{path.name}) "
-            "and write a new migration that brings installs to the new definition (0036 "
+            "and write a new migration that brings installs to the new definition (0034 "
             "shows how). Only if it was never released (it is new on your branch) may its "
             f"line in {HASHES.name} change, to '{digest}  {path.name}'"
         )
