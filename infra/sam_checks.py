@@ -6,7 +6,7 @@ transformed CloudFormation they are plain properties it checks. The transform
 needs the ARNs of the AWS managed policies SAM attaches; they are fixed, so a
 table replaces the IAM lookup and no AWS account is needed. Then pgkick's own
 rules: E9001 Scheduler expressions, E9002 the worker's RecursiveLoop, and
-E9003-E9010 what an operator needs (infra/ops_checks.py). Last, checkov
+E9003-E9013 what an operator needs (infra/ops_checks.py). Last, checkov
 (infra/checkov_scan.py: its skips, each justified), alongside cfn-lint.
 
     .venv-sam/bin/python infra/sam_checks.py [TEMPLATE] [--out transformed.json] [--no-checkov]

@@ -4,6 +4,7 @@ artifact itself invoked without Docker against the test database."""
 from __future__ import annotations
 
 import json
+import re
 from datetime import timedelta
 from pathlib import Path
 from typing import Any
@@ -11,7 +12,10 @@ from typing import Any
 import psycopg
 import pytest
 
-from infra import checkov_scan, rie_invoke
+from infra import checkov_scan, ops_checks, rie_invoke
+from pgkick.config import Settings
+from pgkick.kick.default import make_kicker
+from pgkick.kick.lambda_kicker import LambdaKicker
 from tests.helpers import job_row, seed
 from tests.sam import ROOT, ensure_sam_venv, machine_architecture, project_copy, run, uv
 from tests.store import JobStore
@@ -193,10 +197,28 @@ BAD_VALUES = [
         "",
         "E9012",
     ),
-    (
+    (  # every function's wake-ups (worker's and reaper's) without their dead letters
         "PGKICK_SCHEDULE_DLQ_ARN: !GetAtt FailedKicksQueue.Arn",
         "PGKICK_SCHEDULE_DLQ_ARN: x",
-        "E9012",
+        "E9013",
+    ),
+    # review 60, F1: the reaper books wake-ups (its kicks' safeties, its sweep's) with the
+    # template's variables, so its role must allow them, or each is AccessDenied on AWS
+    (
+        "              - Sid: BookWakeUps  # the reaper creates, never deletes\n"
+        "                Effect: Allow\n                Action: scheduler:CreateSchedule\n",
+        "              - Sid: BookWakeUps  # the reaper creates, never deletes\n"
+        "                Effect: Allow\n                Action: scheduler:GetSchedule\n",
+        "E9013 ReaperFunction: books wake-ups; ReaperFunctionRole may not create them",
+    ),
+    (
+        "              - Sid: HandWakeRoleToScheduler  # with each of its wake-ups\n"
+        "                Effect: Allow\n                Action: iam:PassRole\n"
+        "                Resource: !GetAtt WakeRole.Arn\n",
+        "              - Sid: HandWakeRoleToScheduler  # with each of its wake-ups\n"
+        "                Effect: Allow\n                Action: iam:PassRole\n"
+        "                Resource: !GetAtt ReaperScheduleRole.Arn\n",
+        "E9013 ReaperFunction: books wake-ups; ReaperFunctionRole may not pass the wake role",
     ),
     # alarms on each failure path (defect 2)
     ("MetricName: AsyncEventsDropped", "MetricName: AsyncEventsReceived", "E9004"),
@@ -366,8 +388,10 @@ def test_each_role_reaches_only_its_own_resources(transformed: dict[str, Any]) -
     reaper = {
         a: r for a, r in by_action(transformed, "ReaperFunctionRole").items() if a[:4] != "ec2:"
     }
-    assert reaper == {
+    assert reaper == {  # it books wake-ups (review 60, F1) but never deletes one
         "lambda:InvokeFunction": {"Fn::GetAtt": ["WorkerFunction", "Arn"]},
+        "scheduler:CreateSchedule": worker["scheduler:CreateSchedule"],
+        "iam:PassRole": {"Fn::GetAtt": ["WakeRole", "Arn"]},
         "secretsmanager:GetSecretValue": {"Ref": "DatabaseSecretArn"},
         "logs:CreateLogStream": {"Fn::GetAtt": ["ReaperLogGroup", "Arn"]},
         "logs:PutLogEvents": {"Fn::GetAtt": ["ReaperLogGroup", "Arn"]},
@@ -384,6 +408,35 @@ def test_each_role_reaches_only_its_own_resources(transformed: dict[str, Any]) -
     assert reaper_arn["Fn::Sub"].endswith(":function:${AWS::StackName}-reaper")
     producer = by_action(transformed, "ProducerPolicy")
     assert set(producer) == {"lambda:InvokeFunction", "scheduler:CreateSchedule", "iam:PassRole"}
+
+
+def test_the_functions_that_book_wake_ups_are_the_ones_e9013_checks(
+    transformed: dict[str, Any],
+) -> None:
+    """E9013 (infra/ops_checks.py) holds each function given SCHEDULES_WITH to its role's
+    scheduling permissions: the kicker each function's template environment makes must
+    book wake-ups exactly then, or the rule would check the wrong functions."""
+    resources, parameters = transformed["Resources"], transformed["Parameters"]
+
+    def value(name: str, given: Any) -> str:  # as deployed, the stack's names stood in
+        if isinstance(given, str):
+            return given
+        if "Fn::Sub" in given:
+            return re.sub(r"\$\{[^}]+\}", "x", given["Fn::Sub"])
+        if "Default" in parameters.get(given.get("Ref"), {}):
+            return str(parameters[given["Ref"]]["Default"])
+        return f"arn:aws:{name}"  # a resource's ARN (the wake role, the dead-letter queue)
+
+    for name in ("WorkerFunction", "ReaperFunction"):  # both book: kicks' safeties, sweeps
+        variables = resources[name]["Properties"]["Environment"]["Variables"]
+        env = {k: value(k, v) for k, v in variables.items()}
+        assert all(env.get(v) for v in ops_checks.SCHEDULES_WITH), name
+        kicker = make_kicker(Settings.from_env(env))
+        assert isinstance(kicker, LambdaKicker) and kicker._can_schedule(), name
+        assert kicker.dead_letter_arn, name  # its wake-ups' dead letters (E9013 too)
+        for missing in ops_checks.SCHEDULES_WITH:
+            kicker = make_kicker(Settings.from_env({**env, missing: ""}))
+            assert isinstance(kicker, LambdaKicker) and not kicker._can_schedule(), missing
 
 
 def test_worker_and_reaper_settings(transformed: dict[str, Any]) -> None:
