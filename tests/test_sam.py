@@ -14,6 +14,7 @@ import pytest
 
 from infra import checkov_scan, ops_checks, rie_invoke
 from pgkick.config import Settings
+from pgkick.errors import ConfigError
 from pgkick.kick.default import make_kicker
 from pgkick.kick.lambda_kicker import LambdaKicker
 from tests.helpers import job_row, seed
@@ -410,26 +411,32 @@ def test_each_role_reaches_only_its_own_resources(transformed: dict[str, Any]) -
     assert set(producer) == {"lambda:InvokeFunction", "scheduler:CreateSchedule", "iam:PassRole"}
 
 
-def test_the_functions_that_book_wake_ups_are_the_ones_e9013_checks(
-    transformed: dict[str, Any],
-) -> None:
-    """E9013 (infra/ops_checks.py) holds each function given SCHEDULES_WITH to its role's
-    scheduling permissions: the kicker each function's template environment makes must
-    book wake-ups exactly then, or the rule would check the wrong functions."""
-    resources, parameters = transformed["Resources"], transformed["Parameters"]
+def deployed_env(transformed: dict[str, Any], function: str) -> dict[str, str]:
+    """A function's environment as deployed with the parameters' defaults, the stack's
+    names standing in for ${...} and a stand-in ARN for a resource's (the wake role)."""
+    parameters = transformed["Parameters"]
 
-    def value(name: str, given: Any) -> str:  # as deployed, the stack's names stood in
+    def value(name: str, given: Any) -> str:
         if isinstance(given, str):
             return given
         if "Fn::Sub" in given:
             return re.sub(r"\$\{[^}]+\}", "x", given["Fn::Sub"])
         if "Default" in parameters.get(given.get("Ref"), {}):
             return str(parameters[given["Ref"]]["Default"])
-        return f"arn:aws:{name}"  # a resource's ARN (the wake role, the dead-letter queue)
+        return f"arn:aws:{name}"
 
+    variables = transformed["Resources"][function]["Properties"]["Environment"]["Variables"]
+    return {k: value(k, v) for k, v in variables.items()}
+
+
+def test_the_functions_that_book_wake_ups_are_the_ones_e9013_checks(
+    transformed: dict[str, Any],
+) -> None:
+    """E9013 (infra/ops_checks.py) holds each function given SCHEDULES_WITH to its role's
+    scheduling permissions: the kicker each function's template environment makes must
+    book wake-ups exactly then, or the rule would check the wrong functions."""
     for name in ("WorkerFunction", "ReaperFunction"):  # both book: kicks' safeties, sweeps
-        variables = resources[name]["Properties"]["Environment"]["Variables"]
-        env = {k: value(k, v) for k, v in variables.items()}
+        env = deployed_env(transformed, name)
         assert all(env.get(v) for v in ops_checks.SCHEDULES_WITH), name
         kicker = make_kicker(Settings.from_env(env))
         assert isinstance(kicker, LambdaKicker) and kicker._can_schedule(), name
@@ -437,6 +444,55 @@ def test_the_functions_that_book_wake_ups_are_the_ones_e9013_checks(
         for missing in ops_checks.SCHEDULES_WITH:
             kicker = make_kicker(Settings.from_env({**env, missing: ""}))
             assert isinstance(kicker, LambdaKicker) and not kicker._can_schedule(), missing
+
+
+def cloudformation_accepts(parameter: dict[str, Any], value: str) -> bool:
+    """Whether CloudFormation takes `value` for the parameter (its documented constraints):
+    a Number is any integer or float, within MinValue..MaxValue; a String matches all of
+    its AllowedPattern, within MinLength..MaxLength; either is one of AllowedValues."""
+    allowed = parameter.get("AllowedValues")
+    if allowed is not None and value not in map(str, allowed):
+        return False
+    if parameter["Type"] == "Number":
+        try:
+            number = float(value)
+        except ValueError:
+            return False
+        low, high = parameter.get("MinValue", float("-inf")), parameter.get("MaxValue")
+        return float(low) <= number <= float(high if high is not None else "inf")
+    pattern = parameter.get("AllowedPattern")
+    if pattern is not None and re.fullmatch(pattern, value) is None:
+        return False
+    return int(parameter.get("MinLength", 0)) <= len(value) <= int(parameter.get("MaxLength", 4096))
+
+
+# Values an operator may give a parameter: whole, fractional, out of bounds, padded; module
+# lists, well and badly written.
+PARAMETER_VALUES = ["0", "7", "30", "3650", "3651", "1.5", "7.0", "-1", "07", "", "x", "_"]
+PARAMETER_VALUES += ["a.tasks", " a.tasks , b ", "a,,b,", "a b", "a/tasks.py", "a.", "é"]
+
+
+def test_every_value_the_template_takes_for_a_functions_variable_the_code_takes(
+    transformed: dict[str, Any],
+) -> None:
+    """Review 60, F2: RetentionDays was a Number, so 1.5 or 7.0 deployed and then every
+    cold start of both functions failed (PGKICK_RETENTION_DAYS: a whole number). Each
+    parameter a function's environment names must refuse at deploy what the code refuses."""
+    parameters, crashes = transformed["Parameters"], set()
+    for function in ("WorkerFunction", "ReaperFunction"):
+        env = deployed_env(transformed, function)
+        variables = transformed["Resources"][function]["Properties"]["Environment"]["Variables"]
+        for variable, given in variables.items():
+            parameter = parameters.get(given.get("Ref")) if isinstance(given, dict) else None
+            if parameter is None or parameter["Type"] not in ("Number", "String"):
+                continue
+            for value in PARAMETER_VALUES:
+                if cloudformation_accepts(parameter, value):
+                    try:
+                        Settings.from_env({**env, variable: value})
+                    except ConfigError as exc:
+                        crashes.add(f"{given['Ref']}={value!r} deploys, then: {exc}")
+    assert not crashes, sorted(crashes)
 
 
 def test_worker_and_reaper_settings(transformed: dict[str, Any]) -> None:
