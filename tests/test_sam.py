@@ -96,6 +96,7 @@ BAD_VALUES = [
     ("Runtime: python3.12", "Runtime: python3.99", "E3030"),
     ("Default: rate(1 day)", "Default: rate(1 days)", "E9001"),
     ("ScheduleExpression: !Ref ReaperSchedule", "ScheduleExpression: rate(1 minutes)", "E9001"),
+    ("ScheduleExpression: !Ref ReaperSchedule", "ScheduleExpression: rate(0 days)", "E9001"),
     ("RecursiveLoop: Allow", "RecursiveLoop: Terminate", "E9002"),
     # a copy SAM cannot read is its own finding, and the other copies are still checked
     ("Runtime: python3.12", "Runtime: [python3.12", "E0000 the SAM transform failed"),
@@ -493,6 +494,25 @@ def test_every_value_the_template_takes_for_a_functions_variable_the_code_takes(
                     except ConfigError as exc:
                         crashes.add(f"{given['Ref']}={value!r} deploys, then: {exc}")
     assert not crashes, sorted(crashes)
+
+
+# Scheduler's rate(): a positive whole value, the unit singular for 1 and plural above
+# (rate(1 hours), rate(5 hour) are refused); cron(): six fields.
+SCHEDULER_TAKES = ["rate(1 day)", "rate(1 minute)", "rate(5 minutes)", "rate(12 hours)"]
+SCHEDULER_TAKES += ["rate(30 days)", "rate(100 minutes)", "cron(0 3 * * ? *)"]
+SCHEDULER_REFUSES = ["rate(5 minute)", "rate(1 days)", "rate(0 days)", "rate(0 day)"]
+SCHEDULER_REFUSES += ["rate(01 day)", "rate(-1 days)", "cron(0 3 * * ?)", "rate(1 week)", ""]
+
+
+def test_the_reaper_schedule_parameter_takes_what_scheduler_takes(
+    transformed: dict[str, Any],
+) -> None:
+    """Catches ReaperSchedule's AllowedPattern letting through an expression Scheduler
+    refuses (review 60: rate(5 minute), rate(0 days)): the stack would fail to deploy,
+    or roll back, at the reaper's schedule, rather than at the parameter, naming it."""
+    parameter = transformed["Parameters"]["ReaperSchedule"]
+    assert [e for e in SCHEDULER_TAKES if not cloudformation_accepts(parameter, e)] == []
+    assert [e for e in SCHEDULER_REFUSES if cloudformation_accepts(parameter, e)] == []
 
 
 def test_worker_and_reaper_settings(transformed: dict[str, Any]) -> None:
