@@ -6,8 +6,9 @@ a failed kick or job nobody hears of, a reaper run retried into three database
 connections, a stack that cannot deploy in an account with a low concurrency
 quota, VPC permissions without a VPC (or with log writes on "*"), a permission the
 code never uses, a role another account's service could be tricked into assuming, a
-failed kick or dead wake-up nobody drains. Each check names the rule (E9003-E9012) so
-a test can prove it fails on a template without the item.
+failed kick or dead wake-up nobody drains, a function that books wake-ups its role may
+not. Each check names the rule (E9003-E9013) so a test can prove it fails on a template
+without the item.
 """
 
 from __future__ import annotations
@@ -43,6 +44,11 @@ VPC_ACTIONS = {
 VPC_POLICY = "AWSLambdaVPCAccessExecutionRole"  # grants logs:* on "*": not used
 DRAIN_ACTIONS = {"sqs:ReceiveMessage", "sqs:DeleteMessage", "sqs:GetQueueAttributes"}
 FAILED_KICKS = {"Fn::GetAtt": ["FailedKicksQueue", "Arn"]}
+# A function given both books wake-ups (LambdaKicker._can_schedule: the reaper's kicks'
+# safeties and its sweep's wake-ups, the worker's too), whatever its role allows. (An ARN
+# in PGKICK_WORKER_FUNCTION would stand for the first; the template gives a name.)
+SCHEDULES_WITH = ("PGKICK_WORKER_ARN", "PGKICK_SCHEDULER_ROLE_ARN")
+WAKE_GROUP = "schedule/${WakeScheduleGroup}/*"
 # (namespace, metric) of each alarm an operator needs; the dashboard shows each too.
 ALARMED = {
     ("AWS/SQS", "ApproximateNumberOfMessagesVisible"): "the failed-kicks queue depth",
@@ -239,7 +245,7 @@ def _resources_of(template: dict[str, Any], role: str) -> dict[str, Any]:
 def failed_kicks_problems(template: dict[str, Any]) -> list[str]:
     """Failed kicks and dead wake-ups come back as runs: the worker drains FailedKicksQueue
     (an SQS event source, a small batch, per-record failures) with scoped permissions; the
-    wake role may dead-letter into it and the worker knows its ARN to book wake-ups with it."""
+    wake role may dead-letter into it (each booking names it: scheduling_problems)."""
     problems = []
     mappings = [
         m
@@ -263,10 +269,27 @@ def failed_kicks_problems(template: dict[str, Any]) -> list[str]:
         problems.append("E9011 FailedKicksQueue: VisibilityTimeout below the worker's max 900 s")
     if _resources_of(template, "WakeRole").get("sqs:SendMessage") != FAILED_KICKS:
         problems.append("E9012 WakeRole: cannot dead-letter wake-ups into FailedKicksQueue")
-    worker = _of_type(template, "AWS::Lambda::Function").get("WorkerFunction", {})
-    variables = worker.get("Environment", {}).get("Variables", {})
-    if variables.get("PGKICK_SCHEDULE_DLQ_ARN") != FAILED_KICKS:
-        problems.append("E9012 WorkerFunction: PGKICK_SCHEDULE_DLQ_ARN is not FailedKicksQueue")
+    return problems
+
+
+def scheduling_problems(template: dict[str, Any]) -> list[str]:
+    """Each function whose environment lets it book wake-ups (SCHEDULES_WITH) may: its role
+    creates schedules in the wake group and passes Scheduler the role it names, and its
+    bookings name the dead-letter queue. Without that, every booking is AccessDenied on
+    AWS while the function reports its queues woken (the reaper's, before E9013)."""
+    problems = []
+    for name, function in _of_type(template, "AWS::Lambda::Function").items():
+        variables = function.get("Environment", {}).get("Variables", {})
+        if not all(variables.get(v) for v in SCHEDULES_WITH):
+            continue
+        role = str(function.get("Role", {}).get("Fn::GetAtt", ["?"])[0])
+        granted = _resources_of(template, role)
+        if WAKE_GROUP not in json.dumps(granted.get("scheduler:CreateSchedule")):
+            problems.append(f"E9013 {name}: books wake-ups; {role} may not create them")
+        if granted.get("iam:PassRole") != variables["PGKICK_SCHEDULER_ROLE_ARN"]:
+            problems.append(f"E9013 {name}: books wake-ups; {role} may not pass the wake role")
+        if variables.get("PGKICK_SCHEDULE_DLQ_ARN") != FAILED_KICKS:
+            problems.append(f"E9013 {name}: PGKICK_SCHEDULE_DLQ_ARN is not FailedKicksQueue")
     return problems
 
 
@@ -278,4 +301,5 @@ def all_problems(template: dict[str, Any]) -> list[str]:
         + concurrency_problems(template)
         + iam_problems(template)
         + failed_kicks_problems(template)
+        + scheduling_problems(template)
     )

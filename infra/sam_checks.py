@@ -6,7 +6,7 @@ transformed CloudFormation they are plain properties it checks. The transform
 needs the ARNs of the AWS managed policies SAM attaches; they are fixed, so a
 table replaces the IAM lookup and no AWS account is needed. Then pgkick's own
 rules: E9001 Scheduler expressions, E9002 the worker's RecursiveLoop, and
-E9003-E9010 what an operator needs (infra/ops_checks.py). Last, checkov
+E9003-E9013 what an operator needs (infra/ops_checks.py). Last, checkov
 (infra/checkov_scan.py: its skips, each justified), alongside cfn-lint.
 
     .venv-sam/bin/python infra/sam_checks.py [TEMPLATE] [--out transformed.json] [--no-checkov]
@@ -77,7 +77,7 @@ CRON = re.compile(r"^cron\((\S+ ){5}\S+\)$")
 
 def schedule_problems(template: dict[str, Any]) -> list[str]:
     """EventBridge Scheduler expressions, which no linter checks: rate(1 minute) but
-    rate(15 minutes), cron() with six fields, at(yyyy-mm-ddThh:mm:ss)."""
+    rate(15 minutes), never rate(0 ...), cron() with six fields, at(yyyy-mm-ddThh:mm:ss)."""
     problems = []
     for name, resource in template.get("Resources", {}).items():
         if resource.get("Type") != "AWS::Scheduler::Schedule":
@@ -89,7 +89,7 @@ def schedule_problems(template: dict[str, Any]) -> list[str]:
         if not isinstance(expression, str):
             continue
         rate = RATE.match(expression)
-        plural_ok = rate is not None and (rate[1] == "1") == (rate[3] == "")
+        plural_ok = rate is not None and int(rate[1]) > 0 and (rate[1] == "1") == (rate[3] == "")
         if not (plural_ok or AT.match(expression) or CRON.match(expression)):
             problems.append(f"E9001 {name}: {expression!r} is not a valid schedule expression")
     return problems

@@ -180,3 +180,17 @@ def test_readme_is_a_front_page_whose_commands_ci_runs() -> None:
     links = re.findall(r"\]\((?!https?://|#)([^)#]+)", readme)
     assert links and [link for link in links if not (ROOT / link).exists()] == []
     assert "shared/seed" not in readme
+
+
+def test_letting_the_app_kick_names_every_variable_the_stack_outputs_for_the_app() -> None:
+    """Catches docs/deploy/sam.md's "Letting the app kick" leaving out a variable a stack
+    output is there to give the app (review 60, F3: PGKICK_SCHEDULE_DLQ_ARN, without
+    which the app's wake-ups have no dead-letter queue and Scheduler drops those it
+    cannot deliver)."""
+    outputs = (ROOT / "template.yaml").read_text().split("\nOutputs:\n", 1)[1]
+    for_app = [line for line in outputs.splitlines() if "for the app" in line]
+    wanted = {name for line in for_app for name in NAMED.findall(line)}
+    assert {"PGKICK_WORKER_FUNCTION", "PGKICK_SCHEDULE_DLQ_ARN"} <= wanted
+    page = (ROOT / "docs" / "deploy" / "sam.md").read_text()
+    section = page.split("## Letting the app kick\n", 1)[1].split("\n## ", 1)[0]
+    assert sorted(name for name in wanted if f"`{name}`" not in section) == []

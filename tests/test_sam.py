@@ -4,6 +4,7 @@ artifact itself invoked without Docker against the test database."""
 from __future__ import annotations
 
 import json
+import re
 from datetime import timedelta
 from pathlib import Path
 from typing import Any
@@ -11,7 +12,11 @@ from typing import Any
 import psycopg
 import pytest
 
-from infra import checkov_scan, rie_invoke
+from infra import checkov_scan, ops_checks, rie_invoke
+from pgkick.config import Settings
+from pgkick.errors import ConfigError
+from pgkick.kick.default import make_kicker
+from pgkick.kick.lambda_kicker import LambdaKicker
 from tests.helpers import job_row, seed
 from tests.sam import ROOT, ensure_sam_venv, machine_architecture, project_copy, run, uv
 from tests.store import JobStore
@@ -91,6 +96,7 @@ BAD_VALUES = [
     ("Runtime: python3.12", "Runtime: python3.99", "E3030"),
     ("Default: rate(1 day)", "Default: rate(1 days)", "E9001"),
     ("ScheduleExpression: !Ref ReaperSchedule", "ScheduleExpression: rate(1 minutes)", "E9001"),
+    ("ScheduleExpression: !Ref ReaperSchedule", "ScheduleExpression: rate(0 days)", "E9001"),
     ("RecursiveLoop: Allow", "RecursiveLoop: Terminate", "E9002"),
     # a copy SAM cannot read is its own finding, and the other copies are still checked
     ("Runtime: python3.12", "Runtime: [python3.12", "E0000 the SAM transform failed"),
@@ -193,10 +199,28 @@ BAD_VALUES = [
         "",
         "E9012",
     ),
-    (
+    (  # every function's wake-ups (worker's and reaper's) without their dead letters
         "PGKICK_SCHEDULE_DLQ_ARN: !GetAtt FailedKicksQueue.Arn",
         "PGKICK_SCHEDULE_DLQ_ARN: x",
-        "E9012",
+        "E9013",
+    ),
+    # review 60, F1: the reaper books wake-ups (its kicks' safeties, its sweep's) with the
+    # template's variables, so its role must allow them, or each is AccessDenied on AWS
+    (
+        "              - Sid: BookWakeUps  # the reaper creates, never deletes\n"
+        "                Effect: Allow\n                Action: scheduler:CreateSchedule\n",
+        "              - Sid: BookWakeUps  # the reaper creates, never deletes\n"
+        "                Effect: Allow\n                Action: scheduler:GetSchedule\n",
+        "E9013 ReaperFunction: books wake-ups; ReaperFunctionRole may not create them",
+    ),
+    (
+        "              - Sid: HandWakeRoleToScheduler  # with each of its wake-ups\n"
+        "                Effect: Allow\n                Action: iam:PassRole\n"
+        "                Resource: !GetAtt WakeRole.Arn\n",
+        "              - Sid: HandWakeRoleToScheduler  # with each of its wake-ups\n"
+        "                Effect: Allow\n                Action: iam:PassRole\n"
+        "                Resource: !GetAtt ReaperScheduleRole.Arn\n",
+        "E9013 ReaperFunction: books wake-ups; ReaperFunctionRole may not pass the wake role",
     ),
     # alarms on each failure path (defect 2)
     ("MetricName: AsyncEventsDropped", "MetricName: AsyncEventsReceived", "E9004"),
@@ -366,8 +390,10 @@ def test_each_role_reaches_only_its_own_resources(transformed: dict[str, Any]) -
     reaper = {
         a: r for a, r in by_action(transformed, "ReaperFunctionRole").items() if a[:4] != "ec2:"
     }
-    assert reaper == {
+    assert reaper == {  # it books wake-ups (review 60, F1) but never deletes one
         "lambda:InvokeFunction": {"Fn::GetAtt": ["WorkerFunction", "Arn"]},
+        "scheduler:CreateSchedule": worker["scheduler:CreateSchedule"],
+        "iam:PassRole": {"Fn::GetAtt": ["WakeRole", "Arn"]},
         "secretsmanager:GetSecretValue": {"Ref": "DatabaseSecretArn"},
         "logs:CreateLogStream": {"Fn::GetAtt": ["ReaperLogGroup", "Arn"]},
         "logs:PutLogEvents": {"Fn::GetAtt": ["ReaperLogGroup", "Arn"]},
@@ -384,6 +410,109 @@ def test_each_role_reaches_only_its_own_resources(transformed: dict[str, Any]) -
     assert reaper_arn["Fn::Sub"].endswith(":function:${AWS::StackName}-reaper")
     producer = by_action(transformed, "ProducerPolicy")
     assert set(producer) == {"lambda:InvokeFunction", "scheduler:CreateSchedule", "iam:PassRole"}
+
+
+def deployed_env(transformed: dict[str, Any], function: str) -> dict[str, str]:
+    """A function's environment as deployed with the parameters' defaults, the stack's
+    names standing in for ${...} and a stand-in ARN for a resource's (the wake role)."""
+    parameters = transformed["Parameters"]
+
+    def value(name: str, given: Any) -> str:
+        if isinstance(given, str):
+            return given
+        if "Fn::Sub" in given:
+            return re.sub(r"\$\{[^}]+\}", "x", given["Fn::Sub"])
+        if "Default" in parameters.get(given.get("Ref"), {}):
+            return str(parameters[given["Ref"]]["Default"])
+        return f"arn:aws:{name}"
+
+    variables = transformed["Resources"][function]["Properties"]["Environment"]["Variables"]
+    return {k: value(k, v) for k, v in variables.items()}
+
+
+def test_the_functions_that_book_wake_ups_are_the_ones_e9013_checks(
+    transformed: dict[str, Any],
+) -> None:
+    """E9013 (infra/ops_checks.py) holds each function given SCHEDULES_WITH to its role's
+    scheduling permissions: the kicker each function's template environment makes must
+    book wake-ups exactly then, or the rule would check the wrong functions."""
+    for name in ("WorkerFunction", "ReaperFunction"):  # both book: kicks' safeties, sweeps
+        env = deployed_env(transformed, name)
+        assert all(env.get(v) for v in ops_checks.SCHEDULES_WITH), name
+        kicker = make_kicker(Settings.from_env(env))
+        assert isinstance(kicker, LambdaKicker) and kicker._can_schedule(), name
+        assert kicker.dead_letter_arn, name  # its wake-ups' dead letters (E9013 too)
+        for missing in ops_checks.SCHEDULES_WITH:
+            kicker = make_kicker(Settings.from_env({**env, missing: ""}))
+            assert isinstance(kicker, LambdaKicker) and not kicker._can_schedule(), missing
+
+
+def cloudformation_accepts(parameter: dict[str, Any], value: str) -> bool:
+    """Whether CloudFormation takes `value` for the parameter (its documented constraints):
+    a Number is any integer or float, within MinValue..MaxValue; a String matches all of
+    its AllowedPattern, within MinLength..MaxLength; either is one of AllowedValues."""
+    allowed = parameter.get("AllowedValues")
+    if allowed is not None and value not in map(str, allowed):
+        return False
+    if parameter["Type"] == "Number":
+        try:
+            number = float(value)
+        except ValueError:
+            return False
+        low, high = parameter.get("MinValue", float("-inf")), parameter.get("MaxValue")
+        return float(low) <= number <= float(high if high is not None else "inf")
+    pattern = parameter.get("AllowedPattern")
+    if pattern is not None and re.fullmatch(pattern, value) is None:
+        return False
+    return int(parameter.get("MinLength", 0)) <= len(value) <= int(parameter.get("MaxLength", 4096))
+
+
+# Values an operator may give a parameter: whole, fractional, out of bounds, padded; module
+# lists, well and badly written.
+PARAMETER_VALUES = ["0", "7", "30", "3650", "3651", "1.5", "7.0", "-1", "07", "", "x", "_"]
+PARAMETER_VALUES += ["a.tasks", " a.tasks , b ", "a,,b,", "a b", "a/tasks.py", "a.", "é"]
+
+
+def test_every_value_the_template_takes_for_a_functions_variable_the_code_takes(
+    transformed: dict[str, Any],
+) -> None:
+    """Review 60, F2: RetentionDays was a Number, so 1.5 or 7.0 deployed and then every
+    cold start of both functions failed (PGKICK_RETENTION_DAYS: a whole number). Each
+    parameter a function's environment names must refuse at deploy what the code refuses."""
+    parameters, crashes = transformed["Parameters"], set()
+    for function in ("WorkerFunction", "ReaperFunction"):
+        env = deployed_env(transformed, function)
+        variables = transformed["Resources"][function]["Properties"]["Environment"]["Variables"]
+        for variable, given in variables.items():
+            parameter = parameters.get(given.get("Ref")) if isinstance(given, dict) else None
+            if parameter is None or parameter["Type"] not in ("Number", "String"):
+                continue
+            for value in PARAMETER_VALUES:
+                if cloudformation_accepts(parameter, value):
+                    try:
+                        Settings.from_env({**env, variable: value})
+                    except ConfigError as exc:
+                        crashes.add(f"{given['Ref']}={value!r} deploys, then: {exc}")
+    assert not crashes, sorted(crashes)
+
+
+# Scheduler's rate(): a positive whole value, the unit singular for 1 and plural above
+# (rate(1 hours), rate(5 hour) are refused); cron(): six fields.
+SCHEDULER_TAKES = ["rate(1 day)", "rate(1 minute)", "rate(5 minutes)", "rate(12 hours)"]
+SCHEDULER_TAKES += ["rate(30 days)", "rate(100 minutes)", "cron(0 3 * * ? *)"]
+SCHEDULER_REFUSES = ["rate(5 minute)", "rate(1 days)", "rate(0 days)", "rate(0 day)"]
+SCHEDULER_REFUSES += ["rate(01 day)", "rate(-1 days)", "cron(0 3 * * ?)", "rate(1 week)", ""]
+
+
+def test_the_reaper_schedule_parameter_takes_what_scheduler_takes(
+    transformed: dict[str, Any],
+) -> None:
+    """Catches ReaperSchedule's AllowedPattern letting through an expression Scheduler
+    refuses (review 60: rate(5 minute), rate(0 days)): the stack would fail to deploy,
+    or roll back, at the reaper's schedule, rather than at the parameter, naming it."""
+    parameter = transformed["Parameters"]["ReaperSchedule"]
+    assert [e for e in SCHEDULER_TAKES if not cloudformation_accepts(parameter, e)] == []
+    assert [e for e in SCHEDULER_REFUSES if cloudformation_accepts(parameter, e)] == []
 
 
 def test_worker_and_reaper_settings(transformed: dict[str, Any]) -> None:
