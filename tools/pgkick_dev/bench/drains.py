@@ -121,7 +121,7 @@ def scale(bench: Bench) -> dict[str, Any]:
                 store.complete_many(jobs)
                 cycles += 1
             costs[label] = round((time.perf_counter() - started) * 1000 / cycles, 3)
-    ratio = round(costs["history"] / costs["empty"], 2)
+    ratio = costs["history"] / costs["empty"]  # unrounded: the 1.5x target reads it
     return {
         "history_rows": bench.sizes.history,
         "ms_per_claim_complete": costs,

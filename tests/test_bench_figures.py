@@ -1,0 +1,151 @@
+"""How the bench turns measurements into figures and verdicts: percentiles, ratios judged
+unrounded, drains that did not run every job, what a missing side is called.
+
+Crafted measurements go into the bench's own functions (report.targets, markdown.render,
+each item's run with its measuring replaced), so every figure is known exactly; the
+measuring itself is tests/test_bench.py's."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from pgkick_dev.bench import claim_order as bench_claim_order
+from pgkick_dev.bench import cold_path as bench_cold_path
+from pgkick_dev.bench import markdown as bench_markdown
+from pgkick_dev.bench import producers as bench_producers
+from pgkick_dev.bench import report as bench_report
+
+
+def _targets(results: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    return {t["target"]: t for t in bench_report.targets(results)}
+
+
+def _one(targets: dict[str, dict[str, Any]], part: str) -> dict[str, Any]:
+    (found,) = [t for name, t in targets.items() if part in name]
+    return found
+
+
+def _drain_results(drain_rate: float, peer_rate: float) -> dict[str, Any]:
+    """One repeat: a ceiling of 10,000 jobs/s on the 8x10 drain of 100,000 jobs, the tuned
+    drain of 10,000 at `peer_rate`'s rival, every job run once."""
+    drains = [
+        {
+            "repeat": 0,
+            "start": start,
+            "jobs": n,
+            "workers": workers,
+            "batch": batch,
+            "seconds": 1.0,
+            "jobs_per_s": rate,
+            "executions": n,
+            "exactly_once": True,
+            "worker_peak_rss_mb": 60,
+        }
+        for start in ("cold", "warm")
+        for n, workers, batch, rate in ((100_000, 8, 10, drain_rate), (10_000, 2, 25, 14_960))
+    ]
+    return {
+        "ceiling": [
+            {"repeat": 0, "clients": 8, "batch": 10, "jobs": 100_000, "jobs_per_s": 10_000}
+        ],
+        "drain": drains,
+        "peers": [
+            {
+                "repeat": 0,
+                "peer": "pgqueuer 1.6.0",
+                "jobs": 10_000,
+                "processes": 2,
+                "batch": 25,
+                "jobs_per_s_with_startup": peer_rate,
+                "jobs_per_s_warm": peer_rate,
+                "jobs_left": 0,
+                "bulk_enqueue_jobs_per_s": 1,
+                "single_enqueue_jobs_per_s": 1,
+            }
+        ],
+    }
+
+
+def test_ratio_targets_are_judged_unrounded_and_shown_on_their_side() -> None:
+    """Catches a verdict on a rounded ratio: 7,960 / 10,000 is 0.796, under the 0.8 target,
+    yet rounded to 2 digits it read 0.8 and met; 14,960 / 10,000 = 1.496 read 1.5 and met
+    the peers' 1.5x. And a shown figure that contradicts its "no": 1.496 as "x1.5"."""
+    targets = _targets(_drain_results(drain_rate=7_960, peer_rate=10_000))
+    ceiling = _one(targets, "80% of the pipelined SQL ceiling (8x10, warm")
+    assert not ceiling["met"]
+    assert ceiling["measured"].startswith("79.6% (median of 1; 79.6%..79.6%)")
+    peers = _one(targets, "best peer configuration in every repeat (warm)")
+    assert not peers["met"] and peers["measured"].startswith("x1.496 (median of 1;")
+    targets = _targets(_drain_results(drain_rate=8_000, peer_rate=9_960))
+    assert _one(targets, "SQL ceiling (8x10, warm")["met"]
+    assert _one(targets, "best peer configuration in every repeat (warm)")["met"]
+
+
+def test_producer_targets_are_judged_unrounded() -> None:
+    """Catches the producer ratios rounded before their verdicts: one caller at 0.8496x
+    pgbench stored as 0.85 (met), 8 threads at 2.996x one stored as 3.0 (met), and the bulk
+    enqueue's 1.996x shown as "2.00x" beside its "no"."""
+    size = 250
+    spent = {"pgkick": [1.0, 1.0], "pgbench": [0.8496, 0.8496]}
+    pgbench = bench_producers._versus(spent, "pgbench", size)
+    beside = {
+        "calls_per_turn": size,
+        "turns": 2,
+        "pgkick_jobs_per_s": 250,
+        "pgbench_jobs_per_s": pgbench.pop("jobs_per_s"),
+        **pgbench,
+        "peers": {},
+    }
+    results: dict[str, Any] = {
+        "enqueue": {"single_beside_pgbench": beside, "many": {"jobs_per_s": 199_600}},
+        "peers": [{"peer": "fast", "bulk_enqueue_jobs_per_s": 100_000}],
+        "producer_threads": [
+            {"threads": t, "jobs_per_s": r, "sessions_opened": 1, "exactly_once": True}
+            for t, r in ((1, 1_000), (8, 2_996), (16, 4_000))
+        ],
+    }
+    rows = {label: (measured, met) for label, measured, met in bench_producers.targets(results)}
+    one = next(v for k, v in rows.items() if "0.85x pgbench" in k)
+    assert one[1] is False and one[0].startswith("0.8496x"), one
+    eight = next(v for k, v in rows.items() if k.startswith("8 producer"))
+    assert eight[1] is False and eight[0].startswith("2.996x (2,996 vs 1,000"), eight
+    bulk = next(v for k, v in rows.items() if "bulk enqueue" in k)
+    assert bulk[1] is False and bulk[0].startswith("1.996x"), bulk
+
+
+def test_claim_order_ratios_are_judged_unrounded(dsn: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Catches claim_order's ratios rounded to 2 digits (and its ms to 3) before the targets
+    read them: priorities and groups at 1.204x the claim before 0004 stored as 1.2 (met
+    against 1.2), the keyed claim at 1.304x the plain one as 1.3 (met against 1.3)."""
+    monkeypatch.setattr(bench_claim_order, "_before_schema", lambda dsn: None)
+    monkeypatch.setattr(
+        bench_claim_order,
+        "_beside_before",
+        lambda dsn, backlog, cycles, chunk, priorities, groups: (1.0, 1.204 if groups else 1.1),
+    )
+    monkeypatch.setattr(
+        bench_claim_order, "_keyed_beside_plain", lambda *args: (0.6520, 0.5)
+    )  # keyed 1.304x the plain claim beside it
+    result = bench_claim_order.run(dsn, rounds=3, say=lambda _: None)
+    targets = _targets({"claim_order": result})
+    groups = _one(targets, "priorities and groups")
+    assert not groups["met"] and groups["measured"] == "x1.204"
+    keyed = _one(targets, "a rate and a concurrency per key")
+    assert not keyed["met"] and keyed["measured"] == "x1.304"
+    text = bench_markdown.render({"claim_order": result})
+    assert "(x1.204, x1.204..x1.204)" in text and "(x1.304, x1.304..x1.304)" in text
+
+
+def test_cold_path_ratio_is_judged_unrounded(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Catches the cold path's p50 ratio rounded to 2 digits before its verdict: the worker
+    at 120.4 ms against the floor's 100 ms is 1.204x, over the 1.2x target, stored as 1.2."""
+    samples = iter([(120.4, 130.0), (100.0, None)] * 3)
+    monkeypatch.setattr(bench_cold_path, "one", lambda dsn, handler, log: next(samples))
+    cold = bench_cold_path.run("unused", 3, tmp_path / "log", say=lambda _: None)
+    _, measured, met = bench_cold_path.target(cold)
+    assert not met and measured.startswith("x1.204 (worker p50 120.4 ms vs floor 100.0 ms")
