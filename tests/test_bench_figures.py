@@ -14,9 +14,11 @@ import pytest
 
 from pgkick_dev.bench import claim_order as bench_claim_order
 from pgkick_dev.bench import cold_path as bench_cold_path
+from pgkick_dev.bench import figures as bench_figures
 from pgkick_dev.bench import markdown as bench_markdown
 from pgkick_dev.bench import producers as bench_producers
 from pgkick_dev.bench import report as bench_report
+from pgkick_dev.bench import trickle as bench_trickle
 
 
 def _targets(results: dict[str, Any]) -> dict[str, dict[str, Any]]:
@@ -149,3 +151,39 @@ def test_cold_path_ratio_is_judged_unrounded(
     cold = bench_cold_path.run("unused", 3, tmp_path / "log", say=lambda _: None)
     _, measured, met = bench_cold_path.target(cold)
     assert not met and measured.startswith("x1.204 (worker p50 120.4 ms vs floor 100.0 ms")
+
+
+@pytest.mark.parametrize(
+    ("values", "q", "expected"),
+    [
+        (list(range(1, 101)), 0.99, 99),  # not the maximum
+        (list(range(1, 401)), 0.99, 396),
+        (list(range(1, 21)), 0.5, 10),  # the lower middle: nearest rank
+        ([1.0, 2.0], 0.5, 1.0),
+        ([3.0], 0.99, 3.0),
+        (list(range(1, 101)), 0.07, 7),  # 0.07 * 100 is 7.000000000000001 in floats
+        (list(range(1, 101)), 1.0, 100),
+        ([], 0.5, 0.0),
+    ],
+)
+def test_percentile_is_the_nearest_rank(values: list[float], q: float, expected: float) -> None:
+    """Catches a percentile one rank too high whenever q * n is whole (int(q * n) indexes the
+    rank after ceil(q * n)): p99 of 100 samples read the maximum, p50 of 20 the 11th."""
+    assert bench_figures.percentile(values, q) == expected
+
+
+def test_trickle_target_reads_the_median_of_its_rounds() -> None:
+    """Catches the trickle's "median of rounds" taken as a percentile of two rounds, which
+    was the worse round: p99 6 and 30 ms have a median of 18 ms (<= 20: met)."""
+    rows = [
+        {
+            "load": "trickle 20/s, listen",
+            "warm_p50_ms": p50,
+            "warm_p99_ms": p99,
+            "after_first_batch_p99_ms": p99,
+        }
+        for p50, p99 in ((2.0, 6.0), (3.0, 30.0))
+    ]
+    _, measured, met = bench_trickle.target(rows)
+    assert measured == "p50 2.50 ms, p99 18.00 ms (after its first batch: p99 18.00 ms)"
+    assert met

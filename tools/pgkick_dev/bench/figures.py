@@ -7,17 +7,22 @@ those may use them without importing the others.
 
 from __future__ import annotations
 
+import math
 import statistics
 from collections.abc import Iterable
 from typing import Any
 
 
 def percentile(values: list[float], q: float) -> float:
-    """The q-quantile of the values (nearest rank), rounded to 0.01; 0 for none."""
+    """The q-quantile of the values (nearest rank: the ceil(q * n)-th smallest), rounded to
+    0.01; 0 for none. p99 of 100 samples is the 99th, not the maximum; p50 of an even count
+    the lower middle (a median that says so uses statistics.median). q * n is rounded to 9
+    digits before its ceiling: 0.07 * 100 is 7.000000000000001 in floats."""
     if not values:
         return 0.0
     ordered = sorted(values)
-    return round(ordered[min(len(ordered) - 1, int(q * len(ordered)))], 2)
+    rank = math.ceil(round(q * len(ordered), 9))
+    return round(ordered[min(len(ordered), max(1, rank)) - 1], 2)
 
 
 def shown(value: float, threshold: float, digits: int) -> str:
