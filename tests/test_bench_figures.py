@@ -187,3 +187,65 @@ def test_trickle_target_reads_the_median_of_its_rounds() -> None:
     _, measured, met = bench_trickle.target(rows)
     assert measured == "p50 2.50 ms, p99 18.00 ms (after its first batch: p99 18.00 ms)"
     assert met
+
+
+def _partial_results() -> dict[str, Any]:
+    """A drain that ran 40,000 of its 100,000 jobs, and a peer that left 9,000 of 10,000."""
+    results = _drain_results(drain_rate=18_182, peer_rate=5_000)
+    for row in results["drain"]:
+        if row["jobs"] == 100_000:
+            row.update(executions=40_000, exactly_once=False, timed_out=True)
+    results["peers"][0]["jobs_left"] = 9_000
+    return results
+
+
+def test_a_drain_that_did_not_run_every_job_is_not_rated() -> None:
+    """Catches a drain rated n / seconds and judged although its jobs did not all run once
+    (the wait timed out: 40,000 executions of 100,000 jobs, 182% of the ceiling "met"), and
+    a peer rated on all its jobs though 9,000 were left when its workers exited; bench.md
+    must say so beside each figure."""
+    results = _partial_results()
+    targets = _targets(results)
+    for start in ("start-up included", "warm"):
+        ceiling = _one(targets, f"pipelined SQL ceiling (8x10, {start}")
+        assert not ceiling["met"]
+        assert ceiling["measured"] == (
+            "not rated: repeat 0 ran 40,000 executions of 100,000 jobs, not each done once, "
+            "the wait timed out"
+        )
+        peers = _one(targets, f"best peer configuration in every repeat ({start})")
+        assert not peers["met"]
+        assert peers["measured"] == (
+            "not rated: pgqueuer 1.6.0, 2x25, 10,000 jobs: repeat 0 left 9,000 of 10,000 jobs "
+            "undone"
+        )
+    text = bench_markdown.render({**results, "targets": bench_report.targets(results)})
+    assert (
+        "| pgkick, 8x10, 100,000 jobs, warm | 18,182 | 18,182..18,182 | **no**: repeat 0 ran "
+        "40,000 executions of 100,000 jobs, not each done once, the wait timed out |"
+    ) in text
+    assert "| pgkick, 2x25, 10,000 jobs, warm | 14,960 | 14,960..14,960 | yes |" in text
+    assert "| pgqueuer 1.6.0, 2x25, 10,000 jobs, warm | 5,000 | 5,000..5,000 | **no**: " in text
+
+
+def test_a_drain_whose_wait_timed_out_says_so(dsn: str, tmp_path: Path) -> None:
+    """Catches the drain's wait for the stack to be idle read as finished when it timed out
+    (wait_idle's False ignored): the row must say so and count no job as run once."""
+    from types import SimpleNamespace
+
+    from pgkick_dev import scratch
+    from pgkick_dev.bench import drains as bench_drains
+    from pgkick_dev.bench import runner as bench_runner
+    from pgkick_dev.embedded import binaries_dir
+
+    scratch.claim(dsn, "bench")
+    runner = bench_runner.Bench(
+        dsn, binaries_dir(), bench_runner.QUICK, tmp_path / "log", say=lambda _: None
+    )
+    stuck = SimpleNamespace(  # a stack whose workers never finish: the wait times out
+        stats=SimpleNamespace(results=[], peak_rss_mb=0, cold_starts=0),
+        kick=lambda queue, reason: None,
+        wait_idle=lambda timeout: False,
+    )
+    row = bench_drains._drain_once(runner, stuck, 20, workers=2, batch=10)  # type: ignore[arg-type]
+    assert row["timed_out"] is True and row["exactly_once"] is False and row["executions"] == 0

@@ -3,7 +3,9 @@
 Why apart from the runner: these three measure pgkick's claim itself, in line, where
 the runner only holds what every item shares (the sizes, the bench's own connection,
 the reset and the seed, the item list). Each drains a queue it seeded and reads the
-jobs back, so a rate never stands without the count that says each job ran once:
+jobs back, so a rate never stands without the count that says each job ran once (a drain whose
+jobs did not, or whose wait timed out, is flagged in bench.md and judged by no target:
+pgkick_dev.bench.figures.unfinished):
 
 - article_table: the article's naive claim beside pgkick's claim + complete, both as
   pgbench scripts (8 clients), each job's status and attempts read back;
@@ -87,7 +89,7 @@ def _drain_once(
     started = time.monotonic()
     for _ in range(workers):
         kicker.kick("default", "manual")
-    kicker.wait_idle(1_800)
+    idle = kicker.wait_idle(1_800)  # False: timed out, jobs may still be running
     seconds = time.monotonic() - started
     claimed = sum(r.get("claimed", 0) for r in kicker.stats.results) - before
     counts = bench.counts()
@@ -99,6 +101,7 @@ def _drain_once(
         "jobs_per_s": round(n / seconds),
         "executions": claimed,
         "exactly_once": claimed == n and counts == {"done": {"count": n, "max_attempts": 1}},
+        "timed_out": not idle,  # with exactly_once false: no target reads this rate
         "worker_peak_rss_mb": kicker.stats.peak_rss_mb,  # the largest environment's
     }
 

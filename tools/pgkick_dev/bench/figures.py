@@ -79,6 +79,33 @@ def figures(results: dict[str, Any]) -> dict[str, dict[int, float]]:
     return out
 
 
+def unfinished(results: dict[str, Any]) -> dict[str, list[str]]:
+    """Every repeated rate whose drain did not run each of its jobs once, named as figures()
+    names it, with why, repeat by repeat: pgkick's executions short of its jobs or not each
+    done once, or its wait for the stack to be idle timed out; a peer's jobs left when its
+    workers exited. Such a rate divides jobs that did not all run by the time: it is shown
+    flagged and no target is judged on it."""
+    out: dict[str, list[str]] = {}
+    for row in results.get("drain", []):
+        if row.get("exactly_once", True) and not row.get("timed_out", False):
+            continue
+        why = (
+            f"repeat {row.get('repeat', 0)} ran {row.get('executions', 0):,} executions of "
+            f"{row['jobs']:,} jobs"
+        )
+        why += "" if row.get("exactly_once", True) else ", not each done once"
+        why += ", the wait timed out" if row.get("timed_out") else ""
+        name = f"pgkick, {row['workers']}x{row['batch']}, {row['jobs']:,} jobs"
+        out.setdefault(f"{name}, {_start(row['start'])}", []).append(why)
+    for row in results.get("peers", []):
+        if left := row.get("jobs_left", 0):
+            why = f"repeat {row.get('repeat', 0)} left {left:,} of {row['jobs']:,} jobs undone"
+            name = f"{row['peer']}, {row['processes']}x{row['batch']}, {row['jobs']:,} jobs"
+            for start in ("cold", "warm"):
+                out.setdefault(f"{name}, {_start(start)}", []).append(why)
+    return out
+
+
 def _start(start: str) -> str:
     return "start-up included" if start == "cold" else "warm"
 

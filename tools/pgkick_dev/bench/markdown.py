@@ -30,7 +30,10 @@ def render(results: dict[str, Any]) -> str:
         f"{results.get('seconds', '?')} s in all.\n",
         "## Targets\n\n" + _table(["target", "measured", "met"], _targets(results)),
         "## Speed: median of the repeats (min..max)\n\n"
-        + _table(["figure", "jobs/s", "min..max"], _figures(summary["figures"])),
+        + _table(
+            ["figure", "jobs/s", "min..max", "every job run once (peers: none left)"],
+            _figures(summary["figures"], bench_figures.unfinished(results)),
+        ),
         "## Ratios, pair by pair: taken within each repeat\n\n"
         + _table(["ratio", "median", "min..max", "each repeat"], _ratios(summary["ratios"])),
         "## Other figures (one run; the peers' enqueue rates: median of the repeats)\n\n"
@@ -105,9 +108,18 @@ def _targets(results: dict[str, Any]) -> list[list[Any]]:
     ]
 
 
-def _figures(figures: dict[str, dict[str, Any]]) -> list[list[Any]]:
+def _figures(
+    figures: dict[str, dict[str, Any]], unfinished: dict[str, list[str]]
+) -> list[list[Any]]:
+    """Each rate beside whether its drains ran every job once (a rate of jobs that did not
+    all run is flagged, with why)."""
     return [
-        [name, f"{s['median']:,.0f}", f"{s['min']:,.0f}..{s['max']:,.0f}"]
+        [
+            name,
+            f"{s['median']:,.0f}",
+            f"{s['min']:,.0f}..{s['max']:,.0f}",
+            f"**no**: {'; '.join(unfinished[name])}" if name in unfinished else "yes",
+        ]
         for name, s in figures.items()
     ]
 

@@ -43,7 +43,7 @@ def targets(results: dict[str, Any]) -> list[dict[str, Any]]:
         bench_cold_path.target(results.get("cold_path")),
         bench_cost_table.target(results.get("cost")),
         *_versus_ceiling(results, ratios),
-        *_versus_peers(ratios),
+        *_versus_peers(results, ratios),
         (
             "enqueue_many >= 100,000 jobs/s",
             enqueue.get("many", {}).get("jobs_per_s"),
@@ -210,6 +210,12 @@ def _versus_ceiling(
             f"({clients}x{batch}, {start}; median of pairs)"
         )
         pairs = ratios.get(f"pgkick / SQL ceiling, {clients}x{batch}, {jobs:,} jobs, {start}", {})
+        why = bench_figures.unfinished(results).get(
+            f"pgkick, {clients}x{batch}, {jobs:,} jobs, {start}"
+        )
+        if why:
+            rows.append((label, f"not rated: {'; '.join(why)}", False))
+            continue
         rows.append(
             _judged(
                 label,
@@ -222,15 +228,28 @@ def _versus_ceiling(
     return rows
 
 
-def _versus_peers(ratios: dict[str, dict[int, float]]) -> list[tuple[str, Any, bool]]:
+def _versus_peers(
+    results: dict[str, Any], ratios: dict[str, dict[int, float]]
+) -> list[tuple[str, Any, bool]]:
     """pgkick's best configuration over the best peer configuration, repeat by repeat:
-    >= 1.5 in every repeat, start-up included and warm."""
+    >= 1.5 in every repeat, start-up included and warm; not rated when a drain compared
+    (pgkick's of the peers' jobs, or any peer's) did not run every job once."""
     rows = []
+    peer_jobs = {p["jobs"] for p in results.get("peers", [])}
     for start in ("start-up included", "warm"):
         label = f"drain >= 1.5x the best peer configuration in every repeat ({start})"
         pairs = next((v for k, v in ratios.items() if "best peer" in k and k.endswith(start)), {})
         if not pairs:
             rows.append((label, "peers not run (--peers)", False))
+            continue
+        why = [
+            f"{name.removesuffix(f', {start}')}: {reason}"
+            for name, reasons in bench_figures.unfinished(results).items()
+            if name.endswith(start) and any(f", {jobs:,} jobs," in name for jobs in peer_jobs)
+            for reason in reasons
+        ]
+        if why:
+            rows.append((label, f"not rated: {'; '.join(why)}", False))
             continue
         rows.append(
             _judged(
