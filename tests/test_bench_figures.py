@@ -249,3 +249,15 @@ def test_a_drain_whose_wait_timed_out_says_so(dsn: str, tmp_path: Path) -> None:
     )
     row = bench_drains._drain_once(runner, stuck, 20, workers=2, batch=10)  # type: ignore[arg-type]
     assert row["timed_out"] is True and row["exactly_once"] is False and row["executions"] == 0
+
+
+def test_peer_targets_name_the_missing_side() -> None:
+    """Catches `--peers --items sql_ceiling` (the peers drained, pgkick's drain not run)
+    reported as "peers not run (--peers)": the missing side is pgkick's drain."""
+    results = _drain_results(drain_rate=8_000, peer_rate=5_000)
+    peers_only = {"peers": results["peers"], "ceiling": []}
+    for start in ("start-up included", "warm"):
+        row = _one(_targets(peers_only), f"best peer configuration in every repeat ({start})")
+        assert (row["measured"], row["met"]) == ("not measured (item drain)", False)
+        row = _one(_targets({"drain": results["drain"]}), f"every repeat ({start})")
+        assert (row["measured"], row["met"]) == ("peers not run (--peers)", False)

@@ -240,7 +240,8 @@ def _versus_peers(
         label = f"drain >= 1.5x the best peer configuration in every repeat ({start})"
         pairs = next((v for k, v in ratios.items() if "best peer" in k and k.endswith(start)), {})
         if not pairs:
-            rows.append((label, "peers not run (--peers)", False))
+            missing = "not measured (item drain)" if peer_jobs else "peers not run (--peers)"
+            rows.append((label, missing, False))
             continue
         why = [
             f"{name.removesuffix(f', {start}')}: {reason}"
