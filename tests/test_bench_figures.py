@@ -261,3 +261,48 @@ def test_peer_targets_name_the_missing_side() -> None:
         assert (row["measured"], row["met"]) == ("not measured (item drain)", False)
         row = _one(_targets({"drain": results["drain"]}), f"every repeat ({start})")
         assert (row["measured"], row["met"]) == ("peers not run (--peers)", False)
+
+
+def test_a_warm_drain_keeps_its_environments_and_says_if_any_started_cold(
+    dsn: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Catches a "warm" drain that may include cold starts: the stack retired an idle
+    environment after 5 s (LocalKicker's default) while the bench reset and seeded 100,000
+    jobs between the cold drain and the warm one (1.9 to 2.3 s here, more under load), and
+    no drain counted its cold starts. The drain's environments must outlive that gap, each
+    drain must count its cold starts, and bench.md must say when a warm drain had any."""
+    from types import SimpleNamespace
+
+    from pgkick_dev import scratch
+    from pgkick_dev.bench import drains as bench_drains
+    from pgkick_dev.bench import runner as bench_runner
+    from pgkick_dev.embedded import binaries_dir
+
+    scratch.claim(dsn, "bench")
+    runner = bench_runner.Bench(
+        dsn, binaries_dir(), bench_runner.QUICK, tmp_path / "log", say=lambda _: None
+    )
+    made: list[dict[str, Any]] = []
+
+    class Stack:  # each kick starts a new environment: what a retired pool does
+        def __init__(self, **options: Any) -> None:
+            made.append(options)
+            self.stats = SimpleNamespace(results=[], peak_rss_mb=0, cold_starts=0)
+
+        def kick(self, queue: str, reason: str) -> None:
+            self.stats.cold_starts += 1
+
+        def wait_idle(self, timeout: float) -> bool:
+            return True
+
+        def close(self) -> None:
+            pass
+
+    monkeypatch.setattr(bench_drains, "LocalKicker", Stack)
+    rows = bench_drains._drain(runner, 20, workers=2, batch=10)
+    assert made[0]["idle_seconds"] >= 600  # past any reset and seed between the two drains
+    assert [(r["start"], r["cold_starts"]) for r in rows] == [("cold", 2), ("warm", 2)]
+    results = {"drain": [{**row, "repeat": 0} for row in rows]}
+    text = bench_markdown.render(results)
+    assert "| pgkick, 2x10, 20 jobs, warm (**not all warm**: repeat 0 had 2 cold starts) |" in text
+    assert "| pgkick, 2x10, 20 jobs, start-up included |" in text

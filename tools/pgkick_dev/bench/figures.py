@@ -106,6 +106,19 @@ def unfinished(results: dict[str, Any]) -> dict[str, list[str]]:
     return out
 
 
+def not_warm(results: dict[str, Any]) -> dict[str, str]:
+    """Each warm drain's figure, named as figures() names it, whose drains started an
+    environment (its stack retired one between the cold drain and the warm one): said
+    beside it in bench.md, as its rate then includes a start-up."""
+    out: dict[str, list[str]] = {}
+    for row in results.get("drain", []):
+        if row["start"] == "warm" and row.get("cold_starts"):
+            name = f"pgkick, {row['workers']}x{row['batch']}, {row['jobs']:,} jobs, warm"
+            why = f"repeat {row.get('repeat', 0)} had {row['cold_starts']} cold starts"
+            out.setdefault(name, []).append(why)
+    return {name: "; ".join(why) for name, why in out.items()}
+
+
 def _start(start: str) -> str:
     return "start-up included" if start == "cold" else "warm"
 

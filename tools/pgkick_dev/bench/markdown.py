@@ -32,7 +32,11 @@ def render(results: dict[str, Any]) -> str:
         "## Speed: median of the repeats (min..max)\n\n"
         + _table(
             ["figure", "jobs/s", "min..max", "every job run once (peers: none left)"],
-            _figures(summary["figures"], bench_figures.unfinished(results)),
+            _figures(
+                summary["figures"],
+                bench_figures.unfinished(results),
+                bench_figures.not_warm(results),
+            ),
         ),
         "## Ratios, pair by pair: taken within each repeat\n\n"
         + _table(["ratio", "median", "min..max", "each repeat"], _ratios(summary["ratios"])),
@@ -109,13 +113,15 @@ def _targets(results: dict[str, Any]) -> list[list[Any]]:
 
 
 def _figures(
-    figures: dict[str, dict[str, Any]], unfinished: dict[str, list[str]]
+    figures: dict[str, dict[str, Any]],
+    unfinished: dict[str, list[str]],
+    not_warm: dict[str, str],
 ) -> list[list[Any]]:
     """Each rate beside whether its drains ran every job once (a rate of jobs that did not
-    all run is flagged, with why)."""
+    all run is flagged, with why); a warm drain that started environments says so."""
     return [
         [
-            name,
+            f"{name} (**not all warm**: {not_warm[name]})" if name in not_warm else name,
             f"{s['median']:,.0f}",
             f"{s['min']:,.0f}..{s['max']:,.0f}",
             f"**no**: {'; '.join(unfinished[name])}" if name in unfinished else "yes",
