@@ -228,6 +228,20 @@ def test_a_drain_that_did_not_run_every_job_is_not_rated() -> None:
     assert "| pgqueuer 1.6.0, 2x25, 10,000 jobs, warm | 5,000 | 5,000..5,000 | **no**: " in text
 
 
+def test_a_ceiling_that_did_not_finish_its_jobs_is_not_rated() -> None:
+    """Catches a ceiling read as the bound of a drain though pgbench finished fewer jobs
+    than it was given (its rate is of those done): flagged, and the target not rated."""
+    results = _drain_results(drain_rate=8_000, peer_rate=5_000)
+    results["ceiling"][0].update(done=1_000)
+    ceiling = _one(_targets(results), "pipelined SQL ceiling (8x10, warm")
+    assert (ceiling["measured"], ceiling["met"]) == (
+        "not rated: repeat 0 finished 1,000 of 100,000 jobs",
+        False,
+    )
+    text = bench_markdown.render(results)
+    assert "| SQL ceiling, 8x10, 100,000 jobs | 10,000 | 10,000..10,000 | **no**: " in text
+
+
 def test_a_drain_whose_wait_timed_out_says_so(dsn: str, tmp_path: Path) -> None:
     """Catches the drain's wait for the stack to be idle read as finished when it timed out
     (wait_idle's False ignored): the row must say so and count no job as run once."""

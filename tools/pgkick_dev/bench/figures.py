@@ -81,11 +81,17 @@ def figures(results: dict[str, Any]) -> dict[str, dict[int, float]]:
 
 def unfinished(results: dict[str, Any]) -> dict[str, list[str]]:
     """Every repeated rate whose drain did not run each of its jobs once, named as figures()
-    names it, with why, repeat by repeat: pgkick's executions short of its jobs or not each
-    done once, or its wait for the stack to be idle timed out; a peer's jobs left when its
-    workers exited. Such a rate divides jobs that did not all run by the time: it is shown
-    flagged and no target is judged on it."""
+    names it, with why, repeat by repeat: the ceiling's pgbench finishing fewer jobs than it
+    was given; pgkick's executions short of its jobs or not each done once, or its wait for
+    the stack to be idle timed out; a peer's jobs left when its workers exited. Such a rate
+    divides jobs that did not all run by the time: it is shown flagged and no target is
+    judged on it."""
     out: dict[str, list[str]] = {}
+    for row in results.get("ceiling", []):
+        if row.get("done", row["jobs"]) < row["jobs"]:
+            name = f"SQL ceiling, {row['clients']}x{row['batch']}, {row['jobs']:,} jobs"
+            why = f"repeat {row.get('repeat', 0)} finished {row['done']:,} of {row['jobs']:,} jobs"
+            out.setdefault(name, []).append(why)
     for row in results.get("drain", []):
         if row.get("exactly_once", True) and not row.get("timed_out", False):
             continue

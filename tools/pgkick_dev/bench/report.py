@@ -210,9 +210,11 @@ def _versus_ceiling(
             f"({clients}x{batch}, {start}; median of pairs)"
         )
         pairs = ratios.get(f"pgkick / SQL ceiling, {clients}x{batch}, {jobs:,} jobs, {start}", {})
-        why = bench_figures.unfinished(results).get(
-            f"pgkick, {clients}x{batch}, {jobs:,} jobs, {start}"
-        )
+        unfinished = bench_figures.unfinished(results)
+        why = [
+            *unfinished.get(f"SQL ceiling, {clients}x{batch}, {jobs:,} jobs", []),
+            *unfinished.get(f"pgkick, {clients}x{batch}, {jobs:,} jobs, {start}", []),
+        ]
         if why:
             rows.append((label, f"not rated: {'; '.join(why)}", False))
             continue
