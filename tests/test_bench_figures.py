@@ -81,6 +81,9 @@ def test_ratio_targets_are_judged_unrounded_and_shown_on_their_side() -> None:
     assert ceiling["measured"].startswith("79.6% (median of 1; 79.6%..79.6%)")
     peers = _one(targets, "best peer configuration in every repeat (warm)")
     assert not peers["met"] and peers["measured"].startswith("x1.496 (median of 1;")
+    ratios = bench_markdown.render(_drain_results(drain_rate=7_960, peer_rate=10_000))
+    assert "10,000 jobs, warm | x1.496 | x1.496..x1.496 | x1.496 |" in ratios  # as judged
+    assert "8x10, 100,000 jobs, warm | 79.6% | 79.6%..79.6% | 79.6% |" in ratios
     targets = _targets(_drain_results(drain_rate=8_000, peer_rate=9_960))
     assert _one(targets, "SQL ceiling (8x10, warm")["met"]
     assert _one(targets, "best peer configuration in every repeat (warm)")["met"]

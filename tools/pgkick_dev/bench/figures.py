@@ -39,6 +39,20 @@ def shown(value: float, threshold: float, digits: int) -> str:
     return repr(value)
 
 
+def ratio_text(value: float, unit: str, threshold: float | None = None) -> str:
+    """0.853 as "85%", or 4.52 as "x4.5"; with more digits where that rounding would land on
+    or across `threshold` (0.796 against 0.8: "79.6%"), so a figure never reads as meeting a
+    target it missed."""
+    if unit == "%":
+        if threshold is None:
+            return f"{value * 100:.0f}%"
+        # as percentages, without the float's tail (0.8 * 100 is 80.00000000000001)
+        return f"{shown(round(value * 100, 9), round(threshold * 100, 9), 0)}%"
+    if threshold is None:
+        return f"x{value:.1f}"
+    return f"x{shown(value, threshold, 1)}"
+
+
 def spread(values: list[float]) -> dict[str, Any]:
     """Median, min and max, and the values in repeat order (the median rounded for display:
     a target reads its values unrounded)."""

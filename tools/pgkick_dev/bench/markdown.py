@@ -7,6 +7,8 @@ item measures is said to be not measured, not left out.
 
 from __future__ import annotations
 
+import statistics
+from functools import partial
 from typing import Any
 
 from pgkick_dev.bench import artifact as bench_artifact
@@ -16,8 +18,7 @@ from pgkick_dev.bench import dependencies as bench_dependencies
 from pgkick_dev.bench import figures as bench_figures
 from pgkick_dev.bench import report as bench_report
 from pgkick_dev.bench import trickle as bench_trickle
-from pgkick_dev.bench.figures import shown
-from pgkick_dev.bench.report import ratio_text
+from pgkick_dev.bench.figures import ratio_text, shown
 
 
 def render(results: dict[str, Any]) -> str:
@@ -134,12 +135,14 @@ def _ratios(ratios: dict[str, dict[str, Any]]) -> list[list[Any]]:
     rows = []
     for name, s in ratios.items():
         unit = "%" if "ceiling" in name else "x"
+        bound = bench_report.CEILING_TARGET if unit == "%" else bench_report.PEERS_TARGET
+        text = partial(ratio_text, unit=unit, threshold=bound)  # on their target's side
         rows.append(
             [
                 name,
-                ratio_text(s["median"], unit),
-                f"{ratio_text(s['min'], unit)}..{ratio_text(s['max'], unit)}",
-                ", ".join(ratio_text(v, unit) for v in s["values"]),
+                text(statistics.median(s["values"])),  # spread's median is rounded
+                f"{text(s['min'])}..{text(s['max'])}",
+                ", ".join(text(v) for v in s["values"]),
             ]
         )
     return rows

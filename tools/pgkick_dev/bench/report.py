@@ -273,7 +273,7 @@ def _judged(
     stats = {"median": statistics.median(values), "min": min(values), "max": max(values)}
 
     def text(value: float) -> str:
-        return ratio_text(value, unit, threshold)
+        return bench_figures.ratio_text(value, unit, threshold)
 
     return (
         label,
@@ -288,20 +288,6 @@ def _at_most(label: str, ratio: float | None, bound: float) -> tuple[str, Any, b
     if ratio is None:
         return (label, None, False)
     return (label, f"x{bench_figures.shown(ratio, bound, 2)}", ratio <= bound)
-
-
-def ratio_text(value: float, unit: str, threshold: float | None = None) -> str:
-    """0.853 as "85%", or 4.52 as "x4.5"; with more digits where that rounding would land on
-    or across `threshold` (0.796 against 0.8: "79.6%"), so a figure never reads as meeting a
-    target it missed."""
-    if unit == "%":
-        if threshold is None:
-            return f"{value * 100:.0f}%"
-        # as percentages, without the float's tail (0.8 * 100 is 80.00000000000001)
-        return f"{bench_figures.shown(round(value * 100, 9), round(threshold * 100, 9), 0)}%"
-    if threshold is None:
-        return f"x{value:.1f}"
-    return f"x{bench_figures.shown(value, threshold, 1)}"
 
 
 def _kept_awake(mode: dict[str, Any]) -> str:
