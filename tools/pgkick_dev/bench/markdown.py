@@ -7,14 +7,18 @@ item measures is said to be not measured, not left out.
 
 from __future__ import annotations
 
+import statistics
+from functools import partial
 from typing import Any
 
 from pgkick_dev.bench import artifact as bench_artifact
+from pgkick_dev.bench import cold_path as bench_cold_path
 from pgkick_dev.bench import cost_table as bench_cost_table
 from pgkick_dev.bench import dependencies as bench_dependencies
 from pgkick_dev.bench import figures as bench_figures
+from pgkick_dev.bench import report as bench_report
 from pgkick_dev.bench import trickle as bench_trickle
-from pgkick_dev.bench.report import ratio_text
+from pgkick_dev.bench.figures import ratio_text, shown
 
 
 def render(results: dict[str, Any]) -> str:
@@ -27,7 +31,14 @@ def render(results: dict[str, Any]) -> str:
         f"{results.get('seconds', '?')} s in all.\n",
         "## Targets\n\n" + _table(["target", "measured", "met"], _targets(results)),
         "## Speed: median of the repeats (min..max)\n\n"
-        + _table(["figure", "jobs/s", "min..max"], _figures(summary["figures"])),
+        + _table(
+            ["figure", "jobs/s", "min..max", "every job run once (peers: none left)"],
+            _figures(
+                summary["figures"],
+                bench_figures.unfinished(results),
+                bench_figures.not_warm(results),
+            ),
+        ),
         "## Ratios, pair by pair: taken within each repeat\n\n"
         + _table(["ratio", "median", "min..max", "each repeat"], _ratios(summary["ratios"])),
         "## Other figures (one run; the peers' enqueue rates: median of the repeats)\n\n"
@@ -61,7 +72,8 @@ def _cold_path(cold: dict[str, Any]) -> str:
         f"## Cold path: a kick that starts a new environment (item cold_path, "
         f"{cold['samples']} cold starts each, interleaved)\n\n"
         + _table(["handler", "p50 ms", "p99 ms", "min..max ms"], rows)
-        + f"\nRatio to the floor: p50 x{cold['ratio_p50']}, p99 x{cold['ratio_p99']}; "
+        + f"\nRatio to the floor: p50 x{shown(cold['ratio_p50'], bench_cold_path.TARGET, 2)}, "
+        f"p99 x{cold['ratio_p99']:.2f}; "
         f"sample by sample median x{pairs['median']} (x{pairs['min']}..x{pairs['max']}).\n"
     )
 
@@ -101,9 +113,20 @@ def _targets(results: dict[str, Any]) -> list[list[Any]]:
     ]
 
 
-def _figures(figures: dict[str, dict[str, Any]]) -> list[list[Any]]:
+def _figures(
+    figures: dict[str, dict[str, Any]],
+    unfinished: dict[str, list[str]],
+    not_warm: dict[str, str],
+) -> list[list[Any]]:
+    """Each rate beside whether its drains ran every job once (a rate of jobs that did not
+    all run is flagged, with why); a warm drain that started environments says so."""
     return [
-        [name, f"{s['median']:,.0f}", f"{s['min']:,.0f}..{s['max']:,.0f}"]
+        [
+            f"{name} (**not all warm**: {not_warm[name]})" if name in not_warm else name,
+            f"{s['median']:,.0f}",
+            f"{s['min']:,.0f}..{s['max']:,.0f}",
+            f"**no**: {'; '.join(unfinished[name])}" if name in unfinished else "yes",
+        ]
         for name, s in figures.items()
     ]
 
@@ -112,12 +135,14 @@ def _ratios(ratios: dict[str, dict[str, Any]]) -> list[list[Any]]:
     rows = []
     for name, s in ratios.items():
         unit = "%" if "ceiling" in name else "x"
+        bound = bench_report.CEILING_TARGET if unit == "%" else bench_report.PEERS_TARGET
+        text = partial(ratio_text, unit=unit, threshold=bound)  # on their target's side
         rows.append(
             [
                 name,
-                ratio_text(s["median"], unit),
-                f"{ratio_text(s['min'], unit)}..{ratio_text(s['max'], unit)}",
-                ", ".join(ratio_text(v, unit) for v in s["values"]),
+                text(statistics.median(s["values"])),  # spread's median is rounded
+                f"{text(s['min'])}..{text(s['max'])}",
+                ", ".join(text(v) for v in s["values"]),
             ]
         )
     return rows
@@ -179,7 +204,8 @@ def _once(results: dict[str, Any]) -> list[list[Any]]:
         rows.append(
             [
                 f"claim + complete, {scale['history_rows']:,} finished jobs of history vs none",
-                f"{costs['history']} vs {costs['empty']} ms (x{scale['ratio']})",
+                f"{costs['history']} vs {costs['empty']} ms "
+                f"(x{shown(scale['ratio'], bench_report.SCALE_TARGET, 2)})",
             ]
         )
     order = results.get("claim_order")
@@ -187,9 +213,15 @@ def _once(results: dict[str, Any]) -> list[list[Any]]:
         costs, ratio = order["ms_per_claim_complete"], order["ratio"]
         spreads = order.get("spread_ratio", {})
 
-        def ratio_of(name: str) -> str:
+        def ratio_of(name: str, bound: float | None = None) -> str:
+            """The median and the rounds' spread, on their side of the target if any."""
+
+            def text(value: float) -> str:
+                return shown(value, bound, 2) if bound is not None else f"{value:.2f}"
+
             low, high = spreads.get(name, {}).get("min"), spreads.get(name, {}).get("max")
-            return f"x{ratio[name]}" + (f", x{low}..x{high}" if low is not None else "")
+            spread_text = f", x{text(low)}..x{text(high)}" if low is not None else ""
+            return f"x{text(ratio[name])}{spread_text}"
 
         rows.append(
             [
@@ -199,19 +231,22 @@ def _once(results: dict[str, Any]) -> list[list[Any]]:
                 "before 0004, plain, priorities, priorities and groups",
                 f"{costs['before_0004']}, {costs['plain']} ({ratio_of('plain')}), "
                 f"{costs['priorities']} ({ratio_of('priorities')}), "
-                f"{costs['priorities_and_groups']} ms ({ratio_of('priorities_and_groups')})",
+                f"{costs['priorities_and_groups']} ms "
+                f"({ratio_of('priorities_and_groups', bench_report.CLAIM_GROUPS_TARGET)})",
             ]
         )
         if "rate_and_concurrency_per_key" in costs:
             keyed = order.get("spread_keyed_vs_plain", {})
             plain = order.get("plain_beside_keyed_ms", {}).get("median", costs["plain"])
+            bound = bench_report.CLAIM_KEYED_TARGET
             rows.append(
                 [
                     f"claim + complete with a rate and a concurrency per key, "
                     f"{order.get('keys', 0):,} keys, against the plain claim beside it "
                     "(one table, chunks interleaved; ratio within each round)",
                     f"{costs['rate_and_concurrency_per_key']} ms vs {plain} ms "
-                    f"(x{order.get('keyed_vs_plain')}, x{keyed.get('min')}..x{keyed.get('max')})",
+                    f"(x{shown(order['keyed_vs_plain'], bound, 2)}, "
+                    f"x{shown(keyed['min'], bound, 2)}..x{shown(keyed['max'], bound, 2)})",
                 ]
             )
     return rows

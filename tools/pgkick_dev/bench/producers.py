@@ -28,7 +28,7 @@ from pgkick.kick.kickers import NoKicker
 from pgkick.producer import enqueue as producer
 from pgkick_dev.bench import peer_apis
 from pgkick_dev.bench import pgbench as bench_sql
-from pgkick_dev.bench.figures import spread
+from pgkick_dev.bench.figures import shown, spread
 from pgkick_dev.bench.peers import VERSIONS
 
 if TYPE_CHECKING:
@@ -89,7 +89,7 @@ def _versus(spent: dict[str, list[float]], other: str, size: int) -> dict[str, A
     pairs = [t / o for o, t in zip(ours, theirs, strict=True)]
     return {
         "jobs_per_s": round(size * len(theirs) / sum(theirs)),
-        "ratio": round(sum(theirs) / sum(ours), 3),
+        "ratio": sum(theirs) / sum(ours),  # unrounded: the targets read it
         "pairs": [round(p, 3) for p in pairs],
         "pairs_spread": spread(pairs),
     }
@@ -107,7 +107,7 @@ def targets(results: dict[str, Any]) -> list[tuple[str, Any, bool]]:
     else:
         low, high = beside["pairs_spread"]["min"], beside["pairs_spread"]["max"]
         measured = (
-            f"{beside['ratio']:.2f}x ({beside['pgkick_jobs_per_s']:,} vs "
+            f"{shown(beside['ratio'], 0.85, 2)}x ({beside['pgkick_jobs_per_s']:,} vs "
             f"{beside['pgbench_jobs_per_s']:,} jobs/s; turns {low:.2f}x..{high:.2f}x)"
         )
         rows.append((label, measured, beside["ratio"] >= 0.85))
@@ -129,7 +129,7 @@ def _single_versus_peers(beside: dict[str, Any] | None) -> tuple[str, Any, bool]
     name, peer = max(peers.items(), key=lambda item: item[1]["jobs_per_s"])
     low, high = peer["pairs_spread"]["min"], peer["pairs_spread"]["max"]
     measured = (
-        f"{peer['ratio']:.2f}x ({beside['pgkick_jobs_per_s']:,} vs {name}'s "
+        f"{shown(peer['ratio'], 1.0, 2)}x ({beside['pgkick_jobs_per_s']:,} vs {name}'s "
         f"{peer['jobs_per_s']:,} jobs/s; turns {low:.2f}x..{high:.2f}x)"
     )
     return (label, measured, peer["ratio"] >= 1.0)
@@ -145,7 +145,8 @@ def _many_versus_peers(ours: float | None, peers: list[dict[str, Any]]) -> tuple
     if not theirs:
         return (label, "peers not run (--peers)", False)
     ratio = ours / theirs
-    return (label, f"{ratio:.2f}x ({ours:,} vs {name}'s {theirs:,} jobs/s)", ratio >= 2.0)
+    measured = f"{shown(ratio, 2.0, 2)}x ({ours:,} vs {name}'s {theirs:,} jobs/s)"
+    return (label, measured, ratio >= 2.0)
 
 
 def threads_target(
@@ -160,10 +161,11 @@ def threads_target(
     if 1 not in by or threads not in by:
         return (label, "not measured (item producer_threads)", False)
     one, many = by[1], by[threads]
-    ratio = round(many["jobs_per_s"] / max(one["jobs_per_s"], 1), 2)
+    ratio = many["jobs_per_s"] / max(one["jobs_per_s"], 1)  # judged unrounded
     sessions_ok = all(row["sessions_opened"] <= row["threads"] for row in rows)
     measured = (
-        f"{ratio}x ({many['jobs_per_s']:,} vs {one['jobs_per_s']:,} jobs/s); sessions "
+        f"{shown(ratio, at_least, 2)}x ({many['jobs_per_s']:,} vs {one['jobs_per_s']:,} "
+        "jobs/s); sessions "
         + ", ".join(f"{row['sessions_opened']} for {row['threads']}" for row in rows)
     )
     ok = ratio >= at_least and sessions_ok and all(row["exactly_once"] for row in rows)

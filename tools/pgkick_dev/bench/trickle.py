@@ -11,13 +11,14 @@ created_at` of every job gives the wait.
 
 from __future__ import annotations
 
+import statistics
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 from pgkick.connections.db import Database
 from pgkick_dev import queries as dev_queries
-from pgkick_dev.bench.figures import percentile
+from pgkick_dev.bench.figures import percentile, shown
 from pgkick_dev.bench.kicks import KickLoad, measure
 
 RATE = 20  # jobs a second: the issue's trickle
@@ -123,14 +124,18 @@ def table(rows: list[dict[str, Any]]) -> list[list[Any]]:
 def target(rows: list[dict[str, Any]]) -> tuple[str, Any, bool]:
     """Issue 32's target, read on the jobs the lingering worker served (median of rounds)."""
     served = [r for r in rows if r.get("load") == f"trickle {RATE}/s, listen"]
-    p50 = percentile([r["warm_p50_ms"] for r in served], 0.5)
-    p99 = percentile([r["warm_p99_ms"] for r in served], 0.5)
-    later_p99 = percentile([r["after_first_batch_p99_ms"] for r in served], 0.5)
-    met = bool(served) and p50 <= 5 and p99 <= 20
+
+    def median(key: str) -> float:
+        """The median of the rounds (of two, their mean: a percentile took the worse)."""
+        return statistics.median([r[key] for r in served]) if served else 0.0
+
+    p50, p99 = median("warm_p50_ms"), median("warm_p99_ms")
+    met = bool(served) and p50 <= 5 and p99 <= 20  # unrounded; shown on their side
     return (
         f"trickle {RATE}/s, one lingering worker: commit-to-claim p50 <= 5 ms, p99 <= 20 ms "
         "(jobs committed after its first claim; median of rounds)",
-        f"p50 {p50} ms, p99 {p99} ms (after its first batch: p99 {later_p99} ms)"
+        f"p50 {shown(p50, 5, 2)} ms, p99 {shown(p99, 20, 2)} ms (after its first batch: p99 "
+        f"{median('after_first_batch_p99_ms'):.2f} ms)"
         if served
         else None,
         met,
