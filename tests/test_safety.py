@@ -122,3 +122,36 @@ def test_the_test_kit_books_no_safety_for_its_in_process_kicks(dsn: str) -> None
         producer.enqueue_and_kick({}, task="noop", dsn=dsn, delay=3600)
     assert jobs.kicks == ["default"]
     assert [queue for queue, _when in jobs.wakes] == ["default"]  # the delayed job's alone
+
+
+class DiesInItsKick:
+    """A kicker whose process is killed while its kick is in flight (an app's Lambda timing
+    out during a kick that hangs): what it noted before is what survives."""
+
+    def __init__(self) -> None:
+        self.wakes: list[tuple[str, datetime]] = []
+
+    def kick(self, queue: str, reason: str, *, hop: int = 0) -> None:
+        raise SystemExit("killed during the kick")
+
+    def wake_at(self, queue: str, when: datetime) -> None:
+        self.wakes.append((queue, when))
+
+
+def test_a_sender_killed_during_its_kick_leaves_the_safety_booked(dsn: str) -> None:
+    """Catches (review 60, F1) the safety booked only after the kick returned: a producer
+    killed during its kick left its reservation, which silenced every other producer for
+    PGKICK_KICK_PENDING_MS, and nothing booked; the queue's jobs waited for later traffic or
+    the daily reaper. The safety is noted first (the kicker's thread books it while the
+    kick is in flight), by a producer and by every other sender (kick_with_safety)."""
+    from pgkick.kick.safety import kick_with_safety
+
+    producer_side = DiesInItsKick()
+    with pytest.raises(SystemExit):
+        producer.enqueue_and_kick({}, task="noop", queue="a", dsn=dsn, kicker=producer_side)
+    assert [queue for queue, _ in producer_side.wakes] == ["a"]
+    sender = DiesInItsKick()
+    now = datetime.now(UTC)
+    with pytest.raises(SystemExit):
+        kick_with_safety(sender, "b", "heal", after=SAFETY, now=now)
+    assert sender.wakes == [("b", now + SAFETY)]

@@ -10,7 +10,8 @@ that too is lost, left its jobs to the daily reaper (`pgkick bench` quiet_day: 5
 So whoever sends a kick (a producer after its commit, a leaving worker's sweep, the
 reaper, a worker handing its queue over) or books a wake-up at `run_at` also books a
 safety wake-up of the same queue at `PGKICK_KICK_SAFETY_MS` later (60 s, rounded up to
-Scheduler's minute). It is an ordinary wake-up, named per queue and minute, so:
+Scheduler's minute), noted before the kick is sent (a sender killed during its kick leaves
+it booked). It is an ordinary wake-up, named per queue and minute, so:
 - one Scheduler call per queue and minute at most, per process: a wake-up of that queue
   and minute booked or noted already costs nothing more (pgkick.kick.bookings), and the
   safety of a wake-up at minute M is the wake-up of M+1 when jobs are due then too;
@@ -94,10 +95,13 @@ def kick_with_safety(
     hop: int = 0,
     now: datetime | None = None,
 ) -> None:
-    """Kick `queue`, then book its safety wake-up. Raises as `kicker.kick` raises (no
-    safety then: the caller's failed-kick path books its own wake-up)."""
-    kicker.kick(queue, reason, hop=hop)
+    """Note `queue`'s safety wake-up, then kick it. Raises as `kicker.kick` raises (the
+    caller's failed-kick path books its own, earlier, wake-up). The safety first: noted, it
+    is booked by the kicker's thread while the kick is in flight, so a sender killed during
+    a kick that hangs leaves it booked, where its reservation silences every other sender
+    for PGKICK_KICK_PENDING_MS (the sweeps only kick a queue once that lapses)."""
     book_safety(kicker, queue, now or datetime.now(UTC), after)
+    kicker.kick(queue, reason, hop=hop)
 
 
 def kick_or_wake(

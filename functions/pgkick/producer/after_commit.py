@@ -64,10 +64,12 @@ def kick_committed(
         reserved = set(ready)
     safety = config.app_settings().kick_safety
     for queue in sorted(reserved or ()):
+        # A kick Lambda accepts may still be lost: its safety (pgkick.kick.safety), noted
+        # before the kick is sent, so that a process killed while its kick hangs (an app's
+        # Lambda timing out) leaves it booked: its reservation silences the next producers.
+        stats.safeties += book_safety(kicker, queue, now, safety)
         if not _guard(functools.partial(kicker.kick, queue, "enqueue"), queue, jobs):
             _after_failed_kick(queue, jobs, kicker, store_for, now)
-        else:  # a kick Lambda accepts may still be lost: its safety (pgkick.kick.safety)
-            stats.safeties += book_safety(kicker, queue, now, safety)
         stats.kicks += 1
     covered: set[str] = set()
     for queue, when in later:
