@@ -240,3 +240,66 @@ def test_a_lingering_worker_claims_an_empty_queue_a_bounded_number_of_times(dsn:
         worker.sleep, worker.monotonic = app.sleep, lambda: app.now
         assert worker.drain("q", lambda: 60_000).stopped_because == "empty"
     assert app.pauses - 10 == claims_while_lingering(timedelta(seconds=1)) == 14
+
+
+class _NearFutureProducer:
+    """The worker's pauses, on the drain's clock and the SQL's (`clock`): in the pause that
+    ends its window an app commits a job due `due_in` seconds after the SQL's now, on a
+    connection of its own, and reserves its kick as a producer does (the worker watches:
+    none). `sweep_after`: how far the SQL's clock moves between the worker's last claim and
+    its exit sweep (the few ms between the two statements)."""
+
+    def __init__(self, dsn: str, clock: FakeClock, due_in: float) -> None:
+        self.dsn, self.clock, self.due_in, self.now = dsn, clock, due_in, 0.0
+        self.job: int | None = None
+        self.reserved: set[str] | None = None
+
+    def sleep(self, seconds: float) -> None:
+        self.now += seconds
+        self.clock.advance(seconds)
+        if self.job is None and self.now >= 1.0:
+            with JobStore.open(self.dsn, self.clock) as app:
+                spec = job_spec({}, task="noop", queue="q", delay=self.due_in)
+                self.job = app.insert_many([[spec]])[0].id
+                self.reserved = app.reserve_kicks(["q"], PENDING)
+
+
+@pytest.mark.parametrize(
+    ("due_in", "sweep_after"),
+    [
+        (0.05, 0.0),  # due 50 ms later: inside the 100 ms allowance, so kicked by nobody
+        (0.05, 0.051),  # an app clock 50 ms ahead: due at the sweep, after the last claim
+    ],
+)
+def test_a_leaving_worker_stays_for_its_own_queues_job_due_within_the_allowance(
+    dsn: str, clock: FakeClock, due_in: float, sweep_after: float
+) -> None:
+    """Catches (review F3, F4): a job due within the server-clock allowance, committed near
+    the end of a worker's linger, got no kick (the producer saw the worker), was not due at
+    the worker's last claim, and the exit sweep never kicks the worker's own queue: it
+    waited for Scheduler's next minute (5 to 65 s), or, due by the sweep's clock, for new
+    traffic or the reaper. The worker now stays until it is due and claims it."""
+    kicker = RecordingKicker()
+    registry = Registry()
+    registry.task("noop")(lambda payload, job: None)
+    options = WorkerOptions(heartbeat=False, linger=timedelta(seconds=1))
+    app = _NearFutureProducer(dsn, clock, due_in)
+
+    class Store(JobStore):
+        def withdraw_and_claim(self, *args: Any, **kwargs: Any) -> Any:
+            jobs = super().withdraw_and_claim(*args, **kwargs)
+            if app.job is not None:
+                clock.advance(sweep_after)
+            return jobs
+
+    with JobStore.open(dsn, clock) as seeding:
+        seeding.insert_many([[job_spec({}, task="noop", queue="q")] * 2])  # a trickle: lingers
+    with Store.open(dsn, clock) as store:
+        worker = Worker(store, registry, kicker, options)
+        worker.sleep, worker.monotonic = app.sleep, lambda: app.now
+        summary = worker.drain("q", lambda: 60_000)
+    assert app.reserved == set()  # the producer left it to the lingering worker
+    assert (summary.done, summary.stopped_because) == (3, "empty")
+    assert kicker.kicks == []
+    with JobStore.open(dsn) as store:  # it withdrew again before it left
+        assert store.rows("SELECT * FROM pgkick.queue_watchers") == []

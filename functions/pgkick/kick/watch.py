@@ -70,7 +70,10 @@ reservation statement runs after c (its snapshot S is taken after c).
   and books that kick's safety). Only if the safety is lost too and no traffic
   follows is the reaper left.
 Jobs not ready yet (`run_at` in the future) never rely on this: each books a
-wake-up at its `run_at`.
+wake-up at its `run_at`. Except for the minute's wait: one due within the server-clock
+allowance is kicked as if due (pgkick.kick.kickers.due_by), and when W's announcement
+took that kick's place, W's last claim may come before it is due; W's exit sweep then
+sees it queued, due within moments, and W stays for it (pgkick.worker.healing.stay_for).
 """
 
 from __future__ import annotations

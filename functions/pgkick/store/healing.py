@@ -16,11 +16,17 @@ from pgkick.store import queries
 
 
 class QueuePlan(NamedTuple):
-    """One queue's need: a wake-up at `next_run_at` (None: nothing later), a kick or not."""
+    """One queue's need: a wake-up at `next_run_at` (None: nothing later), a kick or not.
+
+    `unserved`: a claim could take a job now and nobody watches or runs the queue (what a
+    kick needs, said of the caller's own queue too, which is never kicked); `swept_at`: the
+    statement's now, on the server's clock as `next_run_at` (pgkick.worker.healing's stay)."""
 
     queue: str
     next_run_at: datetime | None
     kick: bool
+    unserved: bool = False
+    swept_at: datetime | None = None
 
 
 class QueueHealing(Database):
@@ -32,6 +38,10 @@ class QueueHealing(Database):
     def heal_plan(self, pending: timedelta, *, skip: str | None = None) -> list[QueuePlan]:
         """Every queue with queued jobs; those to kick now carry a pending kick of this caller's.
 
-        skip: the caller's own queue, never kicked (a worker leaving it just found it empty)."""
+        skip: the caller's own queue, never kicked (a worker leaving it just found it empty;
+        if a job became due since, that worker claims it again: pgkick.worker.healing)."""
         rows = self.rows(queries.QUEUE_HEAL_PLAN, pending=pending, skip=skip)
-        return [QueuePlan(str(queue), when, bool(kick)) for queue, when, kick in rows]
+        return [
+            QueuePlan(str(queue), when, bool(kick), bool(unserved), swept_at)
+            for queue, when, kick, unserved, swept_at in rows
+        ]

@@ -860,7 +860,7 @@ SELECT EXISTS (
                            AND j.run_at <= coalesce(%(now)s::timestamptz, now())))));"""
 
 QUEUE_HEAL_PLAN: Final = """\
--- queue_heal_plan: For each queue with queued jobs, the one wake-up to book for it (its earliest run_at still to come, or the earliest instant its rate admits a job a claim would take but for its rate) and whether it needs a kick: a job a claim could take now (a queue without a rate or a concurrency: ungrouped, or its group's head; with one: job_ready_fair_count, the claim's rules read only), nobody watching, nothing running (a running holder heals its own queue when it exits), not paused, and not the caller's own queue; those queues get a pending kick (as queue_kick_reserve marks one), so of racing callers exactly one kicks.
+-- queue_heal_plan: For each queue with queued jobs, the one wake-up to book for it (its earliest run_at still to come, or the earliest instant its rate admits a job a claim would take but for its rate) and whether it needs a kick: a job a claim could take now (a queue without a rate or a concurrency: ungrouped, or its group's head; with one: job_ready_fair_count, the claim's rules read only), nobody watching, nothing running (a running holder heals its own queue when it exits), not paused, and not the caller's own queue; those queues get a pending kick (as queue_kick_reserve marks one), so of racing callers exactly one kicks; the caller's own queue is only said to be unserved (ready, nobody watching, nothing running: its leaving worker claims it again, pgkick.worker.healing), and each row carries the statement's now (on the server's clock, as next_run_at).
 WITH relaxed AS (
   -- A reservation lost in a crash costs one spare kick: its commit need not wait for the disk.
   SELECT set_config('synchronous_commit', 'off', true)
@@ -934,9 +934,8 @@ WITH relaxed AS (
   LEFT JOIN rated r ON r.queue = q.queue
   LEFT JOIN pgkick.queue_limits p ON p.queue = q.queue
 ), unwatched AS (
-  SELECT q.queue FROM planned q, relaxed
+  SELECT q.queue FROM planned q
   WHERE q.ready
-    AND q.queue IS DISTINCT FROM %(skip)s::text
     AND NOT EXISTS (SELECT 1 FROM pgkick.queue_watchers w
                     WHERE w.queue = q.queue AND w.until > coalesce(%(now)s::timestamptz, now())
                       -- never more than two hours ahead (queue_kick_reserve says why)
@@ -944,14 +943,19 @@ WITH relaxed AS (
     AND NOT EXISTS (SELECT 1 FROM pgkick.jobs r WHERE r.queue = q.queue AND r.status = 'running')
 ), reserved AS (
   INSERT INTO pgkick.queue_watchers AS w (queue, watcher, until)
-  SELECT queue, 'kick', coalesce(%(now)s::timestamptz, now()) + %(pending)s::interval FROM unwatched
+  SELECT queue, 'kick', coalesce(%(now)s::timestamptz, now()) + %(pending)s::interval
+  FROM unwatched, relaxed
+  WHERE queue IS DISTINCT FROM %(skip)s::text
   ON CONFLICT (queue, watcher) DO UPDATE SET until = excluded.until
     WHERE w.until <= coalesce(%(now)s::timestamptz, now())
        OR w.until > coalesce(%(now)s::timestamptz, now()) + interval '2 hours'
   RETURNING w.queue
 )
-SELECT q.queue, q.next_run_at, r.queue IS NOT NULL AS kick
-FROM planned q LEFT JOIN reserved r ON r.queue = q.queue
+SELECT q.queue, q.next_run_at, r.queue IS NOT NULL AS kick, u.queue IS NOT NULL AS unserved,
+       coalesce(%(now)s::timestamptz, now()) AS swept_at
+FROM planned q
+LEFT JOIN reserved r ON r.queue = q.queue
+LEFT JOIN unwatched u ON u.queue = q.queue
 ORDER BY q.queue;"""
 
 QUEUE_KICK_RELEASE: Final = """\

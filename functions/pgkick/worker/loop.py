@@ -24,11 +24,12 @@ from datetime import UTC, datetime, timedelta
 from pgkick.kick.kickers import Kicker
 from pgkick.kick.safety import kick_with_safety, wake_after_failed_kick
 from pgkick.kick.watch import WorkerWatch
+from pgkick.store.healing import QueuePlan
 from pgkick.store.worker import ClaimedJob, WorkerStore
 from pgkick.tasks.registry import Registry
 from pgkick.worker.batch_run import BatchWindow, run_jobs
 from pgkick.worker.continuation import StepBooks
-from pgkick.worker.healing import heal_queues
+from pgkick.worker.healing import heal_queues, stay_for
 from pgkick.worker.lease import LeaseKeeper
 from pgkick.worker.linger import WakeUpLine
 from pgkick.worker.options import Summary, WorkerOptions, backoff_jitter, check_options
@@ -69,6 +70,7 @@ class Worker:
         self._spawns: Spawns | None = None
         self._outcomes: Outcomes | None = None
         self._held_checked = False
+        self._stayed = False  # it stayed for its queue (pgkick.worker.healing.stay_for)
 
     def drain(self, queue: str, remaining_ms: Callable[[], int], *, hop: int = 0) -> Summary:
         """Work `queue` until it is empty or time runs short; never raises for a job's error.
@@ -93,6 +95,8 @@ class Worker:
             self.store, self.kicker, self.options, jitter=self.jitter, hop=hop, spawns=spawns
         )
         self._held_checked = False  # flow_held: asked once per idle window
+        self._stayed = False
+        swept = False  # left after the exit sweep (a worker leaving empty sweeps to decide)
         handed = True  # False: a hand-over whose kick and wake-up both failed
         # after its announcement too has lapsed (pgkick.worker.rescue says why)
         after = self.options.lease + self.options.watch_ttl
@@ -139,11 +143,15 @@ class Worker:
                     if last is None:
                         continue  # lingered: claim again
                     if not last:
-                        summary.stopped_because = "empty"
-                        break
+                        wait = self._stay(queue, summary, remaining_ms, reserve)  # swept
+                        if wait is None:
+                            summary.stopped_because, swept = "empty", True
+                            break
+                        self.sleep(wait)
+                        continue  # claim again (announced again with it)
                     jobs = last
                 watch.busy()
-                self._held_checked = False
+                self._held_checked = self._stayed = False
                 rescue.arm()
                 summary.batches += 1
                 summary.claimed += len(jobs)
@@ -154,7 +162,8 @@ class Worker:
                 keeper.hold(jobs)  # (only the new claim: a held-back job keeps its marks)
                 finished = self._run_batch(window.take(jobs, full=last_batch_full), keeper, summary)
                 longest_batch_ms = max(longest_batch_ms, before - remaining_ms())
-            self._heal(queue, summary)
+            if not swept:
+                self._heal(queue, summary)
             if handed:  # a clean finish; after a crash, or a queue handed to nobody, it fires
                 rescue.disarm()
         finally:
@@ -164,11 +173,26 @@ class Worker:
             summary.duration_ms = int((time.monotonic() - started) * 1000)
         return summary
 
-    def _heal(self, queue: str, summary: Summary) -> None:
+    def _stay(
+        self, queue: str, summary: Summary, remaining_ms: Callable[[], int], reserve: float
+    ) -> float | None:
+        """Withdrawn, its last claim empty: sweep, then the seconds to wait before claiming its
+        own queue again (a job due within the allowance that no one was kicked for:
+        pgkick.worker.healing.stay_for), or None to leave. Once per idle spell: a stay whose
+        claim finds nothing (another worker took the job) leaves at the next try."""
+        own = self._heal(queue, summary)
+        wait = None if self._stayed else stay_for(own)
+        if wait is None or remaining_ms() - wait * 1000 <= reserve:
+            return None
+        self._stayed = True
+        return wait
+
+    def _heal(self, queue: str, summary: Summary) -> QueuePlan | None:
         """Leaving: book each queue's next wake-up and kick the ready queues nobody will see
-        (pgkick.worker.healing), so a lost kick or wake-up never waits for the reaper."""
+        (pgkick.worker.healing), so a lost kick or wake-up never waits for the reaper.
+        Returns its own queue's row (None: no queued job, or no sweep)."""
         if not self.options.heal:
-            return
+            return None
         try:
             healed = heal_queues(
                 self.store,
@@ -180,9 +204,10 @@ class Worker:
             )
         except Exception:  # a sweep that fails loses nothing: the next one, or the reaper
             log.exception("could not sweep the queues while leaving %s", queue)
-            return
+            return None
         summary.healed_kicks += len(healed.kicked)
         summary.healed_wakes += len(healed.woken)
+        return healed.own
 
     def _fan_out_now(self, full_since: float | None, summary: Summary) -> bool:
         """Ask for one more worker once full batches have kept coming for `fanout_after`.
