@@ -114,7 +114,9 @@ class WorkerWatch:
 
         Renewed once a third of its lifetime has passed, so it never lapses between
         two claims of a busy worker; a batch that runs longer lets it lapse, and
-        producers then kick another worker (the backlog gets more hands)."""
+        producers then kick another worker (the backlog gets more hands). A job
+        committed before the lapse waits for this worker's next claim, after the batch
+        (or for a later producer's kick): nothing acts on the lapse (kicks.md)."""
         now = self.clock()
         if self._renewed_at is not None and now - self._renewed_at < self.ttl.total_seconds() / 3:
             return None
