@@ -102,7 +102,7 @@ def _rebuilder(hint: Any, where: str) -> Loader | None:
     if origin in (typing.Union, types.UnionType) and len(args) == 2 and type(None) in args:
         one = next(r for r in inner if r)  # X | None: the one that is not None
         return lambda value: None if value is None else one(value)
-    raise TypeError(
+    raise InvalidArgumentType(
         f"{where} is {hint}, which a stored payload cannot be rebuilt as (nested dataclasses "
         f"and models are rebuilt alone, in list[X], dict[str, X] or X | None); declare it "
         f"as one of these, or the payload as a pydantic model"
@@ -117,7 +117,7 @@ def _dataclass(cls: type) -> Loader:
         hints = {}
     for name, hint in hints.items():
         if isinstance(hint, dataclasses.InitVar):
-            raise TypeError(
+            raise InvalidArgumentType(
                 f"{cls.__qualname__} declares InitVar {name!r}, which is never stored "
                 f"(dataclasses.asdict leaves it out), so no job could rebuild it; make it a "
                 f"field"
@@ -134,7 +134,9 @@ def _dataclass(cls: type) -> Loader:
         if isinstance(value, cls):
             return value
         if not isinstance(value, dict):
-            raise TypeError(f"{cls.__qualname__} is built from an object, got {type(value)}")
+            raise InvalidArgumentType(
+                f"{cls.__qualname__} is built from an object, got {type(value)}"
+            )
         kept = {key: item for key, item in value.items() if key not in computed}
         for key, rebuild in nested.items():
             if key in kept:
