@@ -156,3 +156,25 @@ def test_every_form_on_the_apps_connection_ignores_its_row_factory(dsn: str, fac
     assert all(type(job_id) is int for job_id in ids), ids
     assert len(set(ids)) == 4
     assert kicker.kicks == [("a", "enqueue"), ("b", "enqueue"), ("c", "enqueue")]
+
+
+def test_each_transaction_form_names_the_connection_it_needs(dsn: str) -> None:
+    """Catches (a review, F4) pgkick.transaction(AsyncConnection) failing on the context
+    manager protocol, pgkick.transaction("postgresql://...") and pgkick.aio.transaction(a
+    psycopg.Connection) on an AttributeError: none said what to pass instead."""
+    kicker = RecordingKicker()
+
+    async def main() -> None:
+        async with await psycopg.AsyncConnection.connect(dsn) as conn:
+            with pytest.raises(TypeError, match=r"got AsyncConnection.*pgkick\.aio\.transaction"):
+                with producer.transaction(conn, kicker=kicker):  # type: ignore[arg-type]
+                    pass
+        with psycopg.connect(dsn) as sync_conn:
+            with pytest.raises(TypeError, match=r"got Connection.*use pgkick\.transaction"):
+                async with aio.transaction(sync_conn, kicker=kicker):  # type: ignore[arg-type]
+                    pass
+
+    asyncio.run(asyncio.wait_for(main(), 30))
+    with pytest.raises(TypeError, match=r"got str.*pgkick\.enqueue_and_kick"):
+        with producer.transaction(dsn, kicker=kicker):  # type: ignore[arg-type]
+            pass

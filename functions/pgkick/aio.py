@@ -54,6 +54,7 @@ from pgkick.producer.options import (
     CommitOptions,
     EnqueueOptions,
     ProducerOptions,
+    check_connection,
     where_to_commit,
 )
 from pgkick.producer.plan import (
@@ -217,6 +218,7 @@ async def transaction(
     conn: AsyncConnection, *, kicker: Kicker | None = None, clock: Clock = server_clock
 ) -> AsyncIterator[AsyncEnqueuer]:
     """Enqueue inside the app's own transaction; kick once it has committed, never before."""
+    check_connection("pgkick.aio.transaction", conn, asyncio=True)
     idle, autocommit, _ = async_state(conn)
     if not idle or autocommit:
         raise MisuseError(

@@ -307,6 +307,11 @@ def is_connection(obj: object) -> TypeGuard[Connection]:
     return isinstance(obj, psycopg.Connection)
 
 
+def is_async_connection(obj: object) -> TypeGuard[AsyncConnection]:
+    """True for a psycopg 3 AsyncConnection (pgkick.aio.transaction checks it)."""
+    return isinstance(obj, psycopg.AsyncConnection)
+
+
 def transaction_failed(conn: Connection) -> bool:
     """True when the connection's transaction failed and must be rolled back."""
     return conn.info.transaction_status == psycopg.pq.TransactionStatus.INERROR
