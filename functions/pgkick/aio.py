@@ -126,8 +126,7 @@ class AsyncEnqueuer:
         batch = unique.UniqueBatch()  # keyed jobs wait, deduplicated, for the plain ones
         async with self.conn.transaction():
             for chunk in itertools.batched(specs, INSERT_CHUNK):
-                plain = batch.split(chunk)
-                if plain:
+                for plain in bulk.sized(batch.split(chunk)):  # runs one statement can carry
                     inserted_rows = await rows_async(self.conn, self.clock, bulk.insert_many(plain))
                     batch.took_plain(plain, inserted_rows)
             every, inserted = await drive_async(self.conn, self.clock, batch.insert_keyed())
