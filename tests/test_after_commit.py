@@ -4,6 +4,7 @@ exception fails only its own job, and a worker leaves no session its tasks opene
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Callable
 from datetime import datetime
 from typing import Any
@@ -15,7 +16,9 @@ from pgkick import config
 from pgkick.errors import ConfigError
 from pgkick.kick import default as kickers
 from pgkick.kick.kickers import NoKicker, kick_event
+from pgkick.producer import after_commit
 from pgkick.producer import enqueue as producer
+from pgkick.store.producer import QueuedJob
 from pgkick.tasks.registry import Registry
 from pgkick.worker.loop import Worker, WorkerOptions
 from pgkick.worker.runtime import Runtime
@@ -169,3 +172,18 @@ def test_a_kick_check_that_fails_after_the_commit_does_not_raise(dsn: str) -> No
     # and the lingering connection is still usable for the next call
     producer.enqueue_and_kick({}, task="noop", queue="q", dsn=dsn, kicker=kicker)
     assert count_jobs(dsn) == 2
+
+
+def test_kick_committed_never_raises_whatever_it_is_handed(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """Catches: kick_committed raising before its guards (ready_queues compared a run_at it
+    could not read: a review, F1, the jobs an app's dict_row connection read back as their
+    column names), after the commit: a caller that retries enqueues the job again."""
+    odd = [QueuedJob._make(("id", "queue", "run_at"))]
+    kicker = RecordingKicker()
+    failures = after_commit.stats.kick_failures
+    after_commit.kick_committed(odd, kicker, contextlib.nullcontext)  # type: ignore[arg-type]
+    assert kicker.kicks == []
+    assert after_commit.stats.kick_failures == failures + 1
+    assert "are committed" in caplog.text

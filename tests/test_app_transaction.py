@@ -14,7 +14,10 @@ from __future__ import annotations
 import asyncio
 
 import psycopg
+import pytest
+from psycopg.rows import dict_row, namedtuple_row
 
+import pgkick
 from pgkick import aio
 from pgkick.kick.kickers import NoKicker
 from pgkick.producer import enqueue as producer
@@ -120,3 +123,58 @@ def test_the_asyncio_app_transaction_kicks_when_its_reservation_is_refused(dsn: 
     autocommit, row = asyncio.run(asyncio.wait_for(main(), 30))
     assert (autocommit, row) == (False, ("queued",))
     assert kicker.kicks == [("q", "enqueue")]
+
+
+ROW_FACTORIES = {"dict_row": dict_row, "namedtuple_row": namedtuple_row}
+
+
+@pytest.mark.parametrize("factory", sorted(ROW_FACTORIES))
+def test_every_form_on_the_apps_connection_ignores_its_row_factory(dsn: str, factory: str) -> None:
+    """Catches: pgkick's statements on the app's connection read with the app's row factory
+    (a review, F1): with dict_row, pgkick.transaction raised (the column name "id" sent back
+    as a bigint), enqueue_in returned "id" as the job id, and its kick() raised after the
+    commit; pgkick.aio.transaction likewise."""
+    rows = ROW_FACTORIES[factory]
+    kicker = RecordingKicker()
+    with psycopg.connect(dsn, row_factory=rows) as conn:
+        with producer.transaction(conn, kicker=kicker) as jobs:
+            first = jobs.enqueue({}, task="t", queue="a")
+            many = jobs.enqueue_many([{"payload": {}, "task": "t", "queue": "a"}])
+        conn.execute("SELECT 1")  # the app's own transaction, joined
+        pending = pgkick.enqueue_in(conn, kicker=kicker)
+        joined = pending.enqueue({}, task="t", queue="b")
+        conn.commit()
+        assert pending.kick() == [joined]
+
+    async def main() -> int:
+        async with await psycopg.AsyncConnection.connect(dsn, row_factory=rows) as conn:
+            async with aio.transaction(conn, kicker=kicker) as jobs:
+                return await jobs.enqueue({}, task="t", queue="c")
+
+    in_aio = asyncio.run(asyncio.wait_for(main(), 30))
+    ids = [first, *many, joined, in_aio]
+    assert all(type(job_id) is int for job_id in ids), ids
+    assert len(set(ids)) == 4
+    assert kicker.kicks == [("a", "enqueue"), ("b", "enqueue"), ("c", "enqueue")]
+
+
+def test_each_transaction_form_names_the_connection_it_needs(dsn: str) -> None:
+    """Catches (a review, F4) pgkick.transaction(AsyncConnection) failing on the context
+    manager protocol, pgkick.transaction("postgresql://...") and pgkick.aio.transaction(a
+    psycopg.Connection) on an AttributeError: none said what to pass instead."""
+    kicker = RecordingKicker()
+
+    async def main() -> None:
+        async with await psycopg.AsyncConnection.connect(dsn) as conn:
+            with pytest.raises(TypeError, match=r"got AsyncConnection.*pgkick\.aio\.transaction"):
+                with producer.transaction(conn, kicker=kicker):  # type: ignore[arg-type]
+                    pass
+        with psycopg.connect(dsn) as sync_conn:
+            with pytest.raises(TypeError, match=r"got Connection.*use pgkick\.transaction"):
+                async with aio.transaction(sync_conn, kicker=kicker):  # type: ignore[arg-type]
+                    pass
+
+    asyncio.run(asyncio.wait_for(main(), 30))
+    with pytest.raises(TypeError, match=r"got str.*pgkick\.enqueue_and_kick"):
+        with producer.transaction(dsn, kicker=kicker):  # type: ignore[arg-type]
+            pass

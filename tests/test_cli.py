@@ -83,6 +83,9 @@ def count(dsn: str) -> int:
         (["enqueue", "noop", "--max-attempts", "0"], "max_attempts: 0 is outside 1..1000", 2),
         # Each of these was a traceback (RecursionError, OverflowError) or a commit first:
         (["enqueue", "noop", "--payload", "[" * 100_000], "--payload is not JSON", 2),
+        # JSON, but past a float: it was refused as "NaN and Infinity are not JSON" (F5)
+        (["enqueue", "noop", "--payload", '{"big": 1e400}'], "number 1e400 is out of range", 2),
+        (["enqueue", "noop", "--payload", "[-1E+309]"], "number -1E+309 is out of range", 2),
         (["enqueue", "noop", "--delay", "inf"], "delay: inf is not a number of seconds", 2),
         (["enqueue", "noop", "--delay", "nan"], "delay: nan is not a number of seconds", 2),
         (["enqueue", "noop", "--delay", "3e11"], "would be due after 9999-12-30", 2),

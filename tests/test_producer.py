@@ -283,3 +283,51 @@ def test_kick_to_a_missing_function_is_logged_and_the_job_kept(
     assert ("Invoke", 404) in log.statuses
     assert producer.stats.kick_failures == before + 1
     assert job_row(dsn, job_id)["status"] == "queued"
+
+
+@pytest.mark.parametrize("form", ["sync", "aio"])
+def test_enqueue_many_cuts_its_statements_by_payload_size_too(
+    dsn: str, monkeypatch: pytest.MonkeyPatch, form: str
+) -> None:
+    """Catches (a review, F2) a chunk's payloads sent in one statement whatever their size:
+    5,000 jobs of 240,000-byte payloads (each under the limit) made a Bind message over
+    PostgreSQL's 1 GB, and the server closed the connection. Here a budget of 1,000
+    characters a statement: 12 plain jobs of 300 go in 4 statements (3 a statement), 6
+    keyed ones in 2; every job is written, in input order, in one transaction."""
+    import asyncio
+
+    from pgkick import aio
+    from pgkick.errors import UnknownParent
+    from pgkick.store import bulk
+    from tests.helpers import calls_between, statements_sent
+
+    monkeypatch.setattr(bulk, "STATEMENT_PAYLOAD_CHARS", 1_000, raising=False)
+    kinds = {
+        "plain": ["-- job_insert_many:%", "-- job_insert_many_ids:%"],
+        "keyed": ["-- job_insert_many_unique:%"],
+    }
+    jobs: list[dict[str, Any]] = [
+        {"payload": f"{n:03}" + "x" * 295, "task": "t"} for n in range(12)
+    ]
+    jobs += [{**job, "unique_key": f"k{n}"} for n, job in enumerate(jobs[:6])]
+    kicker = RecordingKicker()
+    before = statements_sent(dsn, kinds)
+    if form == "sync":
+        ids = producer.enqueue_many(jobs, dsn=dsn, kicker=kicker)
+    else:
+        ids = asyncio.run(aio.enqueue_many(jobs, dsn=dsn, kicker=kicker))
+    assert calls_between(before, statements_sent(dsn, kinds)) == {"plain": 4, "keyed": 2}
+    with psycopg.connect(dsn) as conn:
+        stored = conn.execute("SELECT id, payload #>> '{}' FROM pgkick.jobs").fetchall()
+    payloads = dict(stored)
+    assert len(stored) == 18 and [payloads[i][:3] for i in ids] == [
+        f"{n:03}" for n in [*range(12), *range(6)]
+    ]
+    # refused by the server once every run is sent (an unknown parent): none of them stays
+    bad = [*jobs[:12], {"payload": 0, "task": "t", "after": [2**62]}]
+    with pytest.raises(UnknownParent):
+        if form == "sync":
+            producer.enqueue_many(bad, dsn=dsn, kicker=kicker)
+        else:
+            asyncio.run(aio.enqueue_many(bad, dsn=dsn, kicker=kicker))
+    assert count_jobs(dsn) == 18

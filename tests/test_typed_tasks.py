@@ -398,3 +398,37 @@ def test_enqueue_many_into_a_transaction_refuses_its_own_connection_options(dsn:
                 note.enqueue_many([{}], into=jobs, dsn=dsn, kicker=RecordingKicker())
             assert note.enqueue_many([{}], into=jobs) != []
     assert count_jobs(dsn) == 1
+
+
+def test_a_handle_refuses_options_that_would_override_its_task_or_payload(dsn: str) -> None:
+    """Catches (a review, F3) `note.enqueue_many(payloads, task="other", payload=...)`
+    writing jobs of another task with one payload for all (the options were spread over
+    the handle's own fields), and the other forms failing with Python's bare 'multiple
+    values for keyword argument'."""
+    import asyncio
+
+    import psycopg
+
+    tasks = Registry()
+    note = tasks.task("note")(lambda payload: None)
+    kicker = RecordingKicker()
+    bad: dict[str, Any] = {"task": "charge_card", "payload": {"amount": 10**6}}
+    refused = r"note\.\w+: takes no payload=, task= .*the handle gives the task and payload"
+    with pytest.raises(TypeError, match=refused):
+        note.enqueue_many([{"order": 1}, {"order": 2}], dsn=dsn, kicker=kicker, **bad)
+    task = r"note\.\w+: takes no task= .*the handle gives the task and payload"
+    with pytest.raises(TypeError, match=task):  # payload=: Python's own 'multiple values'
+        note.enqueue_and_kick({"order": 1}, dsn=dsn, kicker=kicker, task="charge_card")
+    with pytest.raises(TypeError, match=r"note\.enqueue_many: takes no task= "):
+        note.enqueue_many([{}], dsn=dsn, kicker=kicker, task="charge_card")  # type: ignore[call-arg]
+    with pytest.raises(TypeError, match=r"note\.enqueue_many_async: takes no payload=, task="):
+        asyncio.run(note.enqueue_many_async([{"order": 1}], dsn=dsn, kicker=kicker, **bad))
+    with pytest.raises(TypeError, match=r"note\.enqueue_and_kick_async: takes no task="):
+        asyncio.run(note.enqueue_and_kick_async({}, dsn=dsn, kicker=kicker, task="charge_card"))
+    with psycopg.connect(dsn) as conn:
+        with producer.transaction(conn, kicker=kicker) as jobs:
+            with pytest.raises(TypeError, match=refused):
+                note.enqueue_many([{"order": 1}], into=jobs, **bad)
+            with pytest.raises(TypeError, match=task):
+                note.enqueue(jobs, {"order": 1}, task="charge_card")
+    assert count_jobs(dsn) == 0 and kicker.kicks == []

@@ -54,6 +54,7 @@ from pgkick.producer.options import (
     CommitOptions,
     EnqueueOptions,
     ProducerOptions,
+    check_connection,
     where_to_commit,
 )
 from pgkick.producer.plan import (
@@ -125,8 +126,7 @@ class AsyncEnqueuer:
         batch = unique.UniqueBatch()  # keyed jobs wait, deduplicated, for the plain ones
         async with self.conn.transaction():
             for chunk in itertools.batched(specs, INSERT_CHUNK):
-                plain = batch.split(chunk)
-                if plain:
+                for plain in bulk.sized(batch.split(chunk)):  # runs one statement can carry
                     inserted_rows = await rows_async(self.conn, self.clock, bulk.insert_many(plain))
                     batch.took_plain(plain, inserted_rows)
             every, inserted = await drive_async(self.conn, self.clock, batch.insert_keyed())
@@ -217,6 +217,7 @@ async def transaction(
     conn: AsyncConnection, *, kicker: Kicker | None = None, clock: Clock = server_clock
 ) -> AsyncIterator[AsyncEnqueuer]:
     """Enqueue inside the app's own transaction; kick once it has committed, never before."""
+    check_connection("pgkick.aio.transaction", conn, asyncio=True)
     idle, autocommit, _ = async_state(conn)
     if not idle or autocommit:
         raise MisuseError(

@@ -24,12 +24,11 @@ from pgkick.cli.flow_commands import add_flow_commands
 from pgkick.cli.inspect import add_inspect_commands
 from pgkick.cli.output import failure, json_value, summary, text, tooling_missing, versions
 from pgkick.cli.queue_commands import add_queue_commands
-from pgkick.cli.types import schema_name, wait_seconds
+from pgkick.cli.types import json_payload, schema_name, wait_seconds
 from pgkick.cli.workflow import add_workflow_command
 from pgkick.connections.db import DatabaseError
 from pgkick.connections.redact import redact
 from pgkick.errors import (
-    InvalidArgument,
     JobFailed,
     JobNotFound,
     JobRetried,
@@ -81,11 +80,7 @@ def cmd_migrate(args: argparse.Namespace) -> dict[str, Any]:
 
 def cmd_enqueue(args: argparse.Namespace) -> dict[str, Any]:
     """Enqueue one job and kick a worker (PGKICK_KICKER decides how)."""
-    try:
-        payload = json.loads(args.payload)
-    except (ValueError, RecursionError) as exc:
-        reason = exc if isinstance(exc, ValueError) else "nested too deeply"
-        raise InvalidArgument(f"--payload is not JSON: {reason}") from None
+    payload = json_payload(args.payload)
     if config.task_modules():  # the app's tasks known: a misspelt TASK is refused, unwritten
         registry.load(config.task_modules())
         registry.check_known(check_name("task", args.task))

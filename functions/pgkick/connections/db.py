@@ -21,6 +21,7 @@ from typing import Any, LiteralString, Self, TypeGuard
 
 import psycopg
 import psycopg.conninfo
+from psycopg.rows import tuple_row
 
 from pgkick import config
 from pgkick.connections.adapters import IntListDumper, JsonbLoader
@@ -147,7 +148,7 @@ class Database:
     def execute(self, query: LiteralString, **params: Any) -> Cursor:
         """A statement's cursor, for a caller that reads it later (a pipeline's answers)."""
         with self._io:
-            return self._execute_on(self.conn.cursor(), query, params)
+            return self._execute_on(self._cursor(), query, params)
 
     def _read[T](
         self, query: LiteralString, params: dict[str, Any], read: Callable[[Cursor], T]
@@ -160,11 +161,18 @@ class Database:
         own share ~85). The cursor is taken off the connection while in use, so two
         threads on one connection never share it (the second makes its own), and is
         given back only once its answer is read (a failed statement's is dropped)."""
-        cur = vars(self.conn).pop(_KEPT_CURSOR, None) or self.conn.cursor()
+        cur = vars(self.conn).pop(_KEPT_CURSOR, None) or self._cursor()
         with self._io:
             answer = read(self._execute_on(cur, query, params))
         vars(self.conn)[_KEPT_CURSOR] = cur
         return answer
+
+    def _cursor(self) -> Cursor:
+        """A cursor that reads rows as tuples, whatever the connection's row_factory: on the
+        app's own connection (pgkick.transaction, enqueue_in, the Django and SQLAlchemy
+        forms) a dict_row or class_row of the app's made job ids of column names, and
+        raised after the commit (a review, F1)."""
+        return self.conn.cursor(row_factory=tuple_row)
 
     def _execute_on(self, cur: Cursor, query: LiteralString, params: dict[str, Any]) -> Cursor:
         """Every statement of this Database passes here, once (the tests' spies and wedges
@@ -284,7 +292,8 @@ async def execute_async(
     if schema != config.DEFAULT_SCHEMA:
         query = qualify(query, schema)
     values = {"now": clock(), "schema": schema, **params} if "%(" in query else None
-    return await conn.execute(query, values, prepare=False)
+    # Tuples whatever the app's connection's row_factory (Database._cursor says why).
+    return await conn.cursor(row_factory=tuple_row).execute(query, values, prepare=False)
 
 
 def async_state(conn: AsyncConnection) -> tuple[bool, bool, bool]:
@@ -296,6 +305,11 @@ def async_state(conn: AsyncConnection) -> tuple[bool, bool, bool]:
 def is_connection(obj: object) -> TypeGuard[Connection]:
     """True for a psycopg 3 connection (the framework forms check their driver's with it)."""
     return isinstance(obj, psycopg.Connection)
+
+
+def is_async_connection(obj: object) -> TypeGuard[AsyncConnection]:
+    """True for a psycopg 3 AsyncConnection (pgkick.aio.transaction checks it)."""
+    return isinstance(obj, psycopg.AsyncConnection)
 
 
 def transaction_failed(conn: Connection) -> bool:

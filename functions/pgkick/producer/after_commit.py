@@ -49,8 +49,29 @@ def kick_committed(
 
     `reserved`: the queues whose kick this caller already reserved (enqueue_and_kick
     does it in its insert's round trip); None reserves them here, on a store from
-    `store_for` (pgkick.kick.watch). Never raises: every job here is committed."""
-    now = now or datetime.now(UTC)
+    `store_for` (pgkick.kick.watch). Never raises: every job here is committed, so the
+    whole body is guarded, not only the kicks (a review, F1: jobs an app's dict_row
+    connection read back as column names raised in ready_queues, after the commit)."""
+    try:
+        _kick_committed(jobs, kicker, store_for, reserved, now or datetime.now(UTC))
+    except Exception as exc:
+        stats.kick_failures += 1
+        log.warning(
+            "could not kick after the commit (%s: %s); jobs %s are committed and will run "
+            "at the next wake-up",
+            type(exc).__name__,
+            one_line(exc),
+            [getattr(job, "id", job) for job in jobs[:20]],
+        )
+
+
+def _kick_committed(
+    jobs: list[QueuedJob],
+    kicker: Kicker,
+    store_for: Callable[[], AbstractContextManager[ProducerStore]],
+    reserved: set[str] | None,
+    now: datetime,
+) -> None:
     if isinstance(kicker, NoKicker):  # workers run by other means: reserve nothing
         return
     ready = ready_queues(jobs, now)

@@ -38,6 +38,7 @@ from pgkick.producer.options import (
     CommitOptions,
     EnqueueOptions,
     ProducerOptions,
+    check_connection,
     where_to_commit,
 )
 from pgkick.producer.plan import EnqueuePlan, execute_sync, job_specs, now
@@ -143,6 +144,7 @@ def transaction(
     conn: Connection, *, kicker: Kicker | None = None, clock: Clock = server_clock
 ) -> Iterator[Enqueuer]:
     """Enqueue inside the app's own transaction; kick once it has committed, never before."""
+    check_connection("pgkick.transaction", conn, asyncio=False)
     if not idle_outside_transaction(conn):
         raise MisuseError(
             "pgkick.transaction() must own the transaction: pass a connection with "

@@ -6,12 +6,14 @@ a typed task's handle, the validation), with their defaults, and a new option ha
 be added to all of them. Now each form takes `**options: Unpack[EnqueueOptions]` (or
 `ProducerOptions`, for the forms that commit by themselves), mypy and pyright check
 callers against it, and `pgkick.validation.job_spec` holds the defaults and the checks;
-the per-job options themselves sit there, at the bottom, beside their checks.
+the per-job options themselves sit there, at the bottom, beside their checks. The
+connection a transaction form takes is checked here too (check_connection).
 """
 
 from typing import TYPE_CHECKING, Any, TypedDict, cast
 
-from pgkick.connections.db import Clock, server_clock
+from pgkick.connections.db import Clock, is_async_connection, is_connection, server_clock
+from pgkick.errors import InvalidArgumentType
 from pgkick.validation import JOB_FIELDS as JOB_FIELDS  # re-exported: the forms' one place
 from pgkick.validation import EnqueueOptions as EnqueueOptions
 
@@ -39,3 +41,24 @@ def where_to_commit(
     job: dict[str, Any] = dict(options)
     dsn, kicker = job.pop("dsn", None), job.pop("kicker", None)
     return dsn, kicker, job.pop("clock", server_clock), cast(EnqueueOptions, job)
+
+
+def check_connection(form: str, conn: object, *, asyncio: bool) -> None:
+    """Refuse, before anything is written, a `conn` the transaction form cannot own, naming
+    the form that takes it. Why: pgkick.transaction(an AsyncConnection) failed on the
+    context manager protocol, and a DSN string, or pgkick.aio.transaction(a
+    psycopg.Connection), on an AttributeError, none saying what to pass (a review, F4)."""
+    if is_async_connection(conn) if asyncio else is_connection(conn):
+        return
+    wanted = "an AsyncConnection" if asyncio else "a psycopg 3 connection"
+    if is_connection(conn) or is_async_connection(conn):
+        instead = "pgkick.transaction" if asyncio else "pgkick.aio.transaction"
+        hint = f"for a {type(conn).__name__} use {instead}(conn)"
+    elif isinstance(conn, str):
+        module = "pgkick.aio" if asyncio else "pgkick"
+        hint = f"to enqueue on a DSN use {module}.enqueue_and_kick or enqueue_many (dsn=...)"
+    else:
+        hint = "open one with psycopg" + (".AsyncConnection.connect" if asyncio else ".connect")
+    raise InvalidArgumentType(
+        f"{form}: needs {wanted} with autocommit off, got {type(conn).__name__}; {hint}"
+    )

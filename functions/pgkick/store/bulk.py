@@ -12,7 +12,7 @@ caller knows both from what it sent (`rows_of`). The keyed jobs' rounds
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from datetime import datetime, timedelta
 from itertools import repeat
 from operator import itemgetter
@@ -24,6 +24,33 @@ from pgkick.validation import JobSpec
 
 Row = tuple[int, str, datetime]  # id, queue, run_at: what a QueuedJob is made of
 _ID = itemgetter(0)
+
+
+# The payload characters one insert carries at most (each at most 4 bytes in UTF-8, and an
+# array literal's escapes at most double an ASCII one: 256 MB at worst). Why: PostgreSQL
+# refuses a message over 1 GB, and a chunk of 5,000 jobs of 240,000-byte payloads (each
+# under the 256 KiB limit) made one Bind message of 1.2 GB: the server closed the
+# connection (a review, F2). Read at each call: a test makes it small.
+STATEMENT_PAYLOAD_CHARS = 64 * 2**20
+
+
+def sized[J: tuple[int, JobSpec]](jobs: list[J]) -> Iterator[list[J]]:
+    """`jobs` in runs whose payloads hold at most STATEMENT_PAYLOAD_CHARS characters (a job
+    larger alone is a run of its own), in order: each run is one insert, all of them in the
+    caller's one transaction. Most chunks are one run: their sizes summed, nothing cut."""
+    budget = STATEMENT_PAYLOAD_CHARS
+    sizes = [len(spec.payload_json) for _, spec in jobs]
+    if sum(sizes) <= budget:
+        if jobs:
+            yield jobs
+        return
+    start, taken = 0, 0
+    for end, size in enumerate(sizes):
+        if taken + size > budget and end > start:
+            yield jobs[start:end]
+            start, taken = end, 0
+        taken += size
+    yield jobs[start:]
 
 
 def insert_many(plain: Sequence[tuple[int, JobSpec]]) -> Statement:

@@ -11,7 +11,7 @@ producer (pgkick.aio) sends exactly what `ProducerStore` sends.
 """
 
 import logging
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from itertools import repeat
@@ -212,7 +212,7 @@ class ProducerStore(Database):
         base: Any = None  # transaction_now's cursor, if a chunk is answered by ids
         with self.transaction():
             with self.pipeline():
-                for plain in map(batch.split, chunks):
+                for plain in _sized(map(batch.split, chunks)):
                     if len(plain) >= bulk.IDS_ONLY_FROM:
                         if base is None:  # once, with the first chunk answered by ids
                             base = self._send(bulk.transaction_now(now))
@@ -241,3 +241,9 @@ class ProducerStore(Database):
 
     def _rows(self, statement: Statement) -> list[tuple[Any, ...]]:
         return self.rows(statement.query, **statement.params)
+
+
+def _sized(chunks: Iterable[list[tuple[int, JobSpec]]]) -> Iterator[list[tuple[int, JobSpec]]]:
+    """Each chunk's plain jobs in runs one statement can carry (bulk.sized)."""
+    for plain in chunks:
+        yield from bulk.sized(plain)

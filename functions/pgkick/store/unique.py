@@ -66,7 +66,7 @@ from typing import Any
 
 from pgkick.errors import UniqueKeyChurn
 from pgkick.store import queries
-from pgkick.store.bulk import Row, arrays
+from pgkick.store.bulk import Row, arrays, sized
 from pgkick.store.statement import Statement, Steps
 from pgkick.validation import JobSpec
 
@@ -163,8 +163,10 @@ class UniqueBatch:
         for _ in range(MAX_ROUNDS):
             if not rounds.pending:
                 break
-            statement = Statement(queries.JOB_INSERT_MANY_UNIQUE, rounds.insert_params())
-            rounds.took((yield statement))
+            for keyed in sized(rounds.in_key_order()):  # runs one statement can carry
+                rounds.took(
+                    (yield Statement(queries.JOB_INSERT_MANY_UNIQUE, arrays(keyed, keys=True)))
+                )
             if rounds.pending:
                 rounds.found((yield _latest_holders(sorted(rounds.pending))))
         if rounds.pending:
@@ -197,9 +199,9 @@ class _Rounds:
         self.held: dict[str, Row] = {}
         self.inserted: list[Row] = []
 
-    def insert_params(self) -> dict[str, Any]:
+    def in_key_order(self) -> list[tuple[int, JobSpec]]:
         """In key order, whatever the batch's: the deadlock rule (the module says why)."""
-        return arrays([self.pending[key] for key in sorted(self.pending)], keys=True)
+        return [self.pending[key] for key in sorted(self.pending)]
 
     def took(self, rows: Iterable[tuple[Any, ...]]) -> None:
         """The rows job_insert_many_unique returned: inserted, their keys now held."""

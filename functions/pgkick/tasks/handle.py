@@ -61,6 +61,8 @@ class AsyncJobSink(Protocol):
     ) -> Coroutine[Any, Any, int]: ...
 
 
+_ENQUEUE_OPTIONS = frozenset(EnqueueOptions.__optional_keys__)
+_PRODUCER_OPTIONS = frozenset(ProducerOptions.__optional_keys__)
 _warned_about_loop = False
 
 
@@ -115,6 +117,7 @@ class Task[P]:
         """Commit one job on pgkick's own connection, then kick (`pgkick.enqueue_and_kick`)."""
         from pgkick.producer.enqueue import enqueue_and_kick
 
+        self._refuse_own_fields("enqueue_and_kick", options, _PRODUCER_OPTIONS)
         _warn_if_on_event_loop(self.name)
         return enqueue_and_kick(self.json_value(payload), task=self.name, **options)
 
@@ -122,6 +125,7 @@ class Task[P]:
         """The same on the event loop's own connections (`pgkick.aio.enqueue_and_kick`)."""
         from pgkick import aio
 
+        self._refuse_own_fields("enqueue_and_kick_async", options, _PRODUCER_OPTIONS)
         return await aio.enqueue_and_kick(self.json_value(payload), task=self.name, **options)
 
     async def enqueue_many_async(
@@ -135,6 +139,7 @@ class Task[P]:
         """Many jobs of this task in one commit, then one kick per queue (`pgkick.aio`)."""
         from pgkick import aio
 
+        self._refuse_own_fields("enqueue_many_async", options, _ENQUEUE_OPTIONS)
         jobs = [self._job(payload, options) for payload in payloads]
         return await aio.enqueue_many(jobs, dsn=dsn, kicker=kicker)
 
@@ -155,6 +160,7 @@ class Task[P]:
                 f"(pgkick.transaction(conn), pgkick.enqueue_in(conn), ...), got "
                 f"{type(into).__name__}"
             )
+        self._refuse_own_fields("enqueue", options, _ENQUEUE_OPTIONS)
         return into.enqueue(self.json_value(payload), task=self.name, **options)
 
     def enqueue_many(
@@ -169,6 +175,7 @@ class Task[P]:
         """Many jobs of this task, same options each: in one commit of their own
         (`pgkick.enqueue_many`, on `dsn`, kicked by `kicker`), or `into` a transaction
         someone else commits (its connection and kicker: dsn and kicker are refused)."""
+        self._refuse_own_fields("enqueue_many", options, _ENQUEUE_OPTIONS)
         jobs = (self._job(payload, options) for payload in payloads)
         if into is not None:
             given = [name for name, value in (("dsn", dsn), ("kicker", kicker)) if value]
@@ -190,6 +197,22 @@ class Task[P]:
 
         _warn_if_on_event_loop(self.name)
         return enqueue_many(jobs, dsn=dsn, kicker=kicker)
+
+    def _refuse_own_fields(
+        self, form: str, options: Mapping[str, Any], allowed: frozenset[str]
+    ) -> None:
+        """Refuse `task=`, `payload=` or any name that is not an option, before any write.
+
+        Why: enqueue_many spreads the options over each job's fields, so `task="other"`
+        wrote jobs of another task and `payload=` one payload for all, silently (a review,
+        F3); the single forms failed with Python's 'multiple values for keyword argument'."""
+        unknown = sorted(set(options) - allowed)
+        if unknown:
+            raise InvalidArgumentType(
+                f"{self.name}.{form}: takes no {', '.join(n + '=' for n in unknown)} (the "
+                f"handle gives the task and payload; its options: {', '.join(sorted(allowed))});"
+                f" nothing was written"
+            )
 
     def _job(self, payload: object, options: Mapping[str, Any]) -> dict[str, Any]:
         return {"payload": self.json_value(payload), "task": self.name, **options}
