@@ -250,3 +250,53 @@ def test_without_a_running_stack_one_is_started_detached_and_stops_by_itself(
         time.sleep(0.2)
     log = (app / ".pgkick" / "dev.log").read_text()
     assert "receipt sent to detached@example.com" in log and "nothing pending: stopping" in log
+
+
+LONG_APP = """import sys, time, pgkick
+from pgkick_dev.local.client import status
+url = sys.argv[1]
+print(pgkick.enqueue_and_kick({"to": "first@example.com"}, task="send_receipt"), flush=True)
+deadline = time.monotonic() + 60
+while status(url) is not None:  # the detached stack stops once nothing is pending
+    assert time.monotonic() < deadline, "the detached stack did not stop"
+    time.sleep(0.2)
+print(pgkick.enqueue_and_kick({"to": "second@example.com"}, task="send_receipt"), flush=True)
+"""
+
+
+def test_a_long_running_app_starts_the_stack_again_once_it_stopped_idle(
+    app_python: Path, app: Path, dsn: str
+) -> None:
+    """Catches a kicker that finds (or starts) its stack only when it is made, once per
+    process: a web app or a shell whose detached stack stopped idle got a refused
+    connection on its next kick, and its job waited for a sweep that does not run locally."""
+    url = f"http://127.0.0.1:{free_port()}"
+    (app / "long_app.py").write_text(LONG_APP)
+    env = app_env(
+        dsn,
+        PGKICK_KICKER="local",
+        PGKICK_DEV_URL=url,
+        PGKICK_DEV_IDLE_EXIT="1",
+        PGKICK_KICK_SAFETY_MS="0",
+    )
+    try:
+        done = subprocess.run(
+            [str(app_python), "long_app.py", url],
+            cwd=app,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=180,
+        )
+        assert done.returncode == 0, done.stderr
+        assert "wait for a sweep or the reaper" not in done.stderr, done.stderr
+        jobs = [int(x) for x in done.stdout.split()]
+        deadline = time.monotonic() + 60
+        while {status(dsn, j) for j in jobs} != {"done"}:
+            assert time.monotonic() < deadline, (app / ".pgkick" / "dev.log").read_text()
+            time.sleep(0.1)
+        assert done.stderr.count("started `pgkick dev`") == 2, done.stderr
+    finally:
+        found = client_status(url)
+        if found is not None:
+            os.kill(int(found["pid"]), 15)

@@ -8,11 +8,12 @@ pgkick.kick.LambdaKicker makes in production (kicks as Event invokes; wake-ups a
 rescues as one-time schedules, named and rounded to the minute the same way).
 
 Finding the stack happens when the kicker is made, before anything is written:
-at PGKICK_DEV_URL (default http://127.0.0.1:3001). With none there, one is started
-detached (it stops by itself once nothing has been pending for PGKICK_DEV_IDLE_EXIT
-seconds, 60 by default, and its log is .pgkick/dev.log), unless PGKICK_DEV_AUTOSTART=0:
-then a ConfigError says to start `pgkick dev`. Never a committed job that nothing will
-run.
+at PGKICK_DEV_URL (default http://127.0.0.1:3001), and again whenever that address
+refuses a call (a long-running app outlives the detached stack it started). With
+none there, one is started detached (it stops by itself once nothing has been
+pending for PGKICK_DEV_IDLE_EXIT seconds, 60 by default, and its log is
+.pgkick/dev.log), unless PGKICK_DEV_AUTOSTART=0: then a ConfigError says to start
+`pgkick dev`. Never a committed job that nothing will run.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+import threading
 import time
 import urllib.error
 import urllib.request
@@ -108,7 +110,14 @@ def start_detached(url: str, env: Mapping[str, str], idle_exit: float) -> Path:
 
 def connect(env: Mapping[str, str]) -> DevClient:
     url = (env.get("PGKICK_DEV_URL") or DEFAULT_URL).rstrip("/")
-    idle_exit = idle_exit_seconds(env)  # refused whether or not a stack answers
+    idle_exit_seconds(env)  # refused whether or not a stack answers
+    return DevClient(url, str(find_or_start(url, env)["worker"]), env=env)
+
+
+def find_or_start(url: str, env: Mapping[str, str]) -> dict[str, Any]:
+    """The status of the stack at `url`, started detached if none answers there (unless
+    PGKICK_DEV_AUTOSTART=0), refused if it runs its workers elsewhere than this process
+    enqueues; every refusal comes before anything is written."""
     found = status(url)
     if found is None:
         if env.get("PGKICK_DEV_AUTOSTART", "1") == "0":
@@ -116,7 +125,7 @@ def connect(env: Mapping[str, str]) -> DevClient:
                 f"PGKICK_KICKER=local: no `pgkick dev` answers at {url}: start it in another "
                 "terminal (`pgkick dev`), or set PGKICK_DEV_URL to where it runs"
             )
-        log = start_detached(url, env, idle_exit)
+        log = start_detached(url, env, idle_exit_seconds(env))
         deadline = time.monotonic() + START_TIMEOUT
         while found is None and time.monotonic() < deadline:
             time.sleep(0.2)
@@ -133,7 +142,7 @@ def connect(env: Mapping[str, str]) -> DevClient:
             flush=True,
         )
     _check_database(url, found)
-    return DevClient(url, str(found["worker"]))
+    return found
 
 
 def _check_database(url: str, found: Mapping[str, Any]) -> None:
@@ -158,12 +167,26 @@ class PastMinute(RuntimeError):
 
 
 class DevClient:
-    """The Kicker protocol over the dev server's Lambda and Scheduler APIs."""
+    """The Kicker protocol over the dev server's Lambda and Scheduler APIs.
+
+    Made once per process (pgkick.kick.default), it may outlive the stack it found: a
+    detached stack stops once idle while a web app or a shell runs on. With `env` (as
+    connect() gives it), a call the stack's address refuses finds or starts a stack
+    again, with connect()'s refusals, and is sent once more: locally, no sweep or
+    reaper would ever run the job its kick was for."""
 
     runs_jobs_nearby = True  # `pgkick enqueue` waits for the job (pgkick.cli.main)
 
-    def __init__(self, url: str, function: str, timeout: float = 2.0) -> None:
-        self.url, self.function, self.timeout = url, function, timeout
+    def __init__(
+        self,
+        url: str,
+        function: str,
+        timeout: float = 2.0,
+        *,
+        env: Mapping[str, str] | None = None,
+    ) -> None:
+        self.url, self.function, self.timeout, self.env = url, function, timeout, env
+        self._restart_lock = threading.Lock()
 
     def kick(self, queue: str, reason: str, *, hop: int = 0) -> None:
         body = json.dumps(kick_event(queue, reason, hop)).encode()
@@ -203,6 +226,26 @@ class DevClient:
         )
 
     def _call(
+        self,
+        method: str,
+        path: str,
+        body: bytes | None,
+        headers: dict[str, str],
+        *,
+        expect: int,
+        ignore: int | None = None,
+    ) -> None:
+        try:
+            self._send(method, path, body, headers, expect=expect, ignore=ignore)
+        except urllib.error.URLError as exc:
+            refused = isinstance(exc.reason, ConnectionRefusedError)
+            if not refused or self.env is None:
+                raise
+            with self._restart_lock:  # concurrent kicks start one stack, not one each
+                find_or_start(self.url, self.env)
+            self._send(method, path, body, headers, expect=expect, ignore=ignore)
+
+    def _send(
         self,
         method: str,
         path: str,
