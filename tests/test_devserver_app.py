@@ -7,7 +7,9 @@ Without a running stack (and autostart off) the script is refused before anythin
 
 from __future__ import annotations
 
+import contextlib
 import os
+import signal
 import subprocess
 import sys
 import time
@@ -19,6 +21,7 @@ import pytest
 
 from pgkick.errors import ConfigError
 from pgkick_dev.devserver.ports import free_port
+from pgkick_dev.devserver.rie_process import descendants
 from pgkick_dev.local import client as dev_client
 from pgkick_dev.local.client import status as client_status
 from tests.devserver_fixtures import ROOT
@@ -300,3 +303,62 @@ def test_a_long_running_app_starts_the_stack_again_once_it_stopped_idle(
         found = client_status(url)
         if found is not None:
             os.kill(int(found["pid"]), 15)
+
+
+SLOW_TASKS = (
+    TASKS
+    + """
+
+@pgkick.task("slow")
+def slow(payload):
+    import time
+    print("slow task started", flush=True)
+    time.sleep(300)
+"""
+)
+
+
+def running(pid: int) -> bool:
+    """Not exited (a zombie, exited and not yet reaped, counts as exited)."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return False
+    return stat.rpartition(")")[2].split()[0] != "Z"
+
+
+def test_a_killed_stack_takes_its_environments_with_it(
+    app_python: Path, app: Path, dsn: str
+) -> None:
+    """Catches environments that outlive a `pgkick dev` killed outright (SIGKILL, a crash):
+    started in sessions of their own, the RIE and its runtime ran on, and the orphan drained
+    the next script's jobs, failing them on the dead server's pipe."""
+    (app / "shop_tasks.py").write_text(SLOW_TASKS)
+    dev = DevProcess(app_python, app, app_env(dsn))
+    under: list[int] = []
+    try:
+        local = app_env(
+            dsn, PGKICK_KICKER="local", PGKICK_DEV_URL=dev.url, PGKICK_DEV_AUTOSTART="0"
+        )
+        subprocess.run(
+            [str(app_python), "-c", "import pgkick; pgkick.enqueue_and_kick({}, task='slow')"],
+            cwd=app,
+            env=local,
+            check=True,
+            timeout=60,
+        )
+        dev.wait_for("slow task started", 30)
+        under = descendants(dev.process.pid)  # the RIE and its runtime
+        assert len(under) >= 2, under
+        os.kill(dev.process.pid, signal.SIGKILL)
+        dev.process.wait(10)
+        deadline = time.monotonic() + 10
+        while alive := [pid for pid in under if running(pid)]:
+            assert time.monotonic() < deadline, f"left running: {alive}"
+            time.sleep(0.05)
+    finally:
+        for pid in under:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
+        if dev.process.poll() is None:
+            dev.stop()
