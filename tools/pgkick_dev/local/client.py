@@ -116,8 +116,8 @@ def connect(env: Mapping[str, str]) -> DevClient:
 
 def find_or_start(url: str, env: Mapping[str, str]) -> dict[str, Any]:
     """The status of the stack at `url`, started detached if none answers there (unless
-    PGKICK_DEV_AUTOSTART=0), refused if it runs its workers elsewhere than this process
-    enqueues; every refusal comes before anything is written."""
+    PGKICK_DEV_AUTOSTART=0), refused if it runs its workers elsewhere (another database or
+    schema) than this process enqueues; every refusal comes before anything is written."""
     found = status(url)
     if found is None:
         if env.get("PGKICK_DEV_AUTOSTART", "1") == "0":
@@ -147,11 +147,12 @@ def find_or_start(url: str, env: Mapping[str, str]) -> dict[str, Any]:
 
 def _check_database(url: str, found: Mapping[str, Any]) -> None:
     """Refuse, before anything is written, a stack that runs its workers on another
-    database than this process's: its workers would never see this job (a stack left
-    from an earlier run, on another project's database)."""
-    theirs = found.get("database")
+    database or schema than this process enqueues into: its workers would never see this
+    job (a stack left from an earlier run, on another project's database or schema)."""
+    theirs, their_schema = found.get("database"), found.get("schema")
     try:
-        ours = database_identity(config.app_settings().dsn())
+        settings = config.app_settings()
+        ours, our_schema = database_identity(settings.dsn()), settings.schema
     except (ConfigError, psycopg.ProgrammingError):  # no DSN known here: nothing to compare
         return
     if theirs and theirs != ours:
@@ -159,6 +160,13 @@ def _check_database(url: str, found: Mapping[str, Any]) -> None:
             f"PGKICK_KICKER=local: the `pgkick dev` at {url} runs its workers on {theirs}, "
             f"this process enqueues into {ours}: stop it, or set PGKICK_DEV_URL to another "
             "port (a stack starts there), or give both the same DATABASE_URL"
+        )
+    if their_schema and their_schema != our_schema:
+        raise ConfigError(
+            f"PGKICK_KICKER=local: the `pgkick dev` at {url} runs its workers on schema "
+            f"{their_schema}, this process enqueues into schema {our_schema}: stop it, or "
+            "set PGKICK_DEV_URL to another port (a stack starts there), or give both the "
+            "same PGKICK_SCHEMA"
         )
 
 
