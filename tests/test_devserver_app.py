@@ -9,9 +9,11 @@ from __future__ import annotations
 
 import contextlib
 import os
+import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -362,3 +364,27 @@ def test_a_killed_stack_takes_its_environments_with_it(
                 os.kill(pid, signal.SIGKILL)
         if dev.process.poll() is None:
             dev.stop()
+
+
+def test_a_closed_terminal_stops_the_stack_as_ctrl_c_does(app_python: Path, app: Path) -> None:
+    """Catches SIGHUP (the terminal `pgkick dev` ran in was closed) left to Python's
+    default: the process died at once, without its orderly stop, and its embedded
+    PostgreSQL (and, before they died with it, its frozen environments) ran on."""
+    env = app_env("")
+    del env["DATABASE_URL"]
+    data = Path(tempfile.mkdtemp(prefix="pgkick-hup-", dir="/tmp"))  # postgres must reach it
+    data.chmod(0o755)
+    dev = DevProcess(app_python, app, env, "--data-dir", str(data))
+    pid_file = data / "data" / "postmaster.pid"
+    try:
+        assert pid_file.exists(), dev.output()
+        dev.process.send_signal(signal.SIGHUP)
+        assert dev.process.wait(60) == 0, dev.output()
+        assert not pid_file.exists(), dev.output()  # the embedded PostgreSQL was stopped
+    finally:
+        if dev.process.poll() is None:
+            dev.stop()
+        if pid_file.exists():  # left running: stopped here, by the pid it wrote
+            with contextlib.suppress(ProcessLookupError, ValueError):
+                os.kill(int(pid_file.read_text().split()[0]), signal.SIGTERM)
+        shutil.rmtree(data, ignore_errors=True)

@@ -111,7 +111,11 @@ def cmd_dev(args: argparse.Namespace) -> dict[str, Any]:
         )
     template = load_template(args)  # a setting AWS refuses at deploy: refused, nothing started
     sys.path.insert(0, os.getcwd())
-    signal.signal(signal.SIGTERM, _interrupt)  # stop as on Ctrl-C: environments, then PostgreSQL
+    # stop as on Ctrl-C (environments, then PostgreSQL) when asked to, and when the
+    # terminal it ran in is closed (SIGHUP), whose default left the embedded database running
+    for name in ("SIGTERM", "SIGHUP"):  # SIGHUP: not on Windows
+        if hasattr(signal, name):
+            signal.signal(getattr(signal, name), _interrupt)
     from pgkick_dev.devserver import rie
 
     try:  # before the database: a refusal leaves nothing started
