@@ -24,8 +24,9 @@ import pytest
 from pgkick.errors import ConfigError
 from pgkick_dev.devserver.ports import free_port
 from pgkick_dev.devserver.rie_process import descendants
-from pgkick_dev.local import client as dev_client
-from pgkick_dev.local.client import status as client_status
+from pgkick_dev.local import autostart
+from pgkick_dev.local.autostart import status as client_status
+from pgkick_dev.local.client import connect
 from tests.devserver_fixtures import ROOT
 from tests.sam import uv
 
@@ -192,9 +193,9 @@ def test_a_bad_idle_exit_is_refused_when_the_kicker_is_made() -> None:
             "PGKICK_DEV_IDLE_EXIT": bad,
         }
         with pytest.raises(ConfigError, match="PGKICK_DEV_IDLE_EXIT"):
-            dev_client.connect(nobody)
-    assert dev_client.idle_exit_seconds({}) == dev_client.IDLE_EXIT_SECONDS == 60.0
-    assert dev_client.idle_exit_seconds({"PGKICK_DEV_IDLE_EXIT": " 2.5 "}) == 2.5
+            connect(nobody)
+    assert autostart.idle_exit_seconds({}) == autostart.IDLE_EXIT_SECONDS == 60.0
+    assert autostart.idle_exit_seconds({"PGKICK_DEV_IDLE_EXIT": " 2.5 "}) == 2.5
 
 
 def test_without_a_running_stack_the_script_is_refused_before_writing(
@@ -258,7 +259,7 @@ def test_without_a_running_stack_one_is_started_detached_and_stops_by_itself(
 
 
 LONG_APP = """import sys, time, pgkick
-from pgkick_dev.local.client import status
+from pgkick_dev.local.autostart import status
 url = sys.argv[1]
 print(pgkick.enqueue_and_kick({"to": "first@example.com"}, task="send_receipt"), flush=True)
 deadline = time.monotonic() + 60
@@ -388,3 +389,24 @@ def test_a_closed_terminal_stops_the_stack_as_ctrl_c_does(app_python: Path, app:
             with contextlib.suppress(ProcessLookupError, ValueError):
                 os.kill(int(pid_file.read_text().split()[0]), signal.SIGTERM)
         shutil.rmtree(data, ignore_errors=True)
+
+
+def test_a_dev_url_without_a_port_or_a_stack_that_exits_is_refused_at_once(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Catches the port read as whatever follows the URL's last colon (none given: the
+    stack was started with its host as the port, exited at once, and the script waited a
+    minute to blame the stack) and a start that waited on a stack that had already exited,
+    never saying why."""
+    monkeypatch.chdir(tmp_path)  # the started stack's log, .pgkick/dev.log, goes here
+    env = {k: v for k, v in os.environ.items() if k != "PGKICK_DEV_AUTOSTART"}
+    for url in ("http://127.0.0.1", "http://127.0.0.1:notaport"):
+        with pytest.raises(ConfigError, match="give the port"):
+            connect({**env, "PGKICK_DEV_URL": url})
+    with pytest.raises(ConfigError, match="only on this machine"):
+        connect({**env, "PGKICK_DEV_URL": "http://192.0.2.1:3001"})
+    assert not (tmp_path / ".pgkick").exists()  # nothing was started
+    rie = tmp_path / "no-such-rie"
+    url = f"http://127.0.0.1:{free_port()}"
+    with pytest.raises(ConfigError, match=f"exited.*{rie}"):
+        connect({**env, "PGKICK_DEV_URL": url, "PGKICK_DEV_RIE": str(rie)})

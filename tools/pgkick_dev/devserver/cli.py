@@ -25,7 +25,7 @@ from typing import Any
 from pgkick_dev.devserver.awake import report_line, start_monitor
 from pgkick_dev.devserver.flags import add_arguments, build_stack, load_template
 from pgkick_dev.devserver.stack import Stack
-from pgkick_dev.local.client import DEFAULT_URL
+from pgkick_dev.local.autostart import DEFAULT_URL
 
 
 def add_dev_command(command: Callable[..., argparse.ArgumentParser]) -> None:
