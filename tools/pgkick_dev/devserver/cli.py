@@ -22,6 +22,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from pgkick.connections.db import database_identity
 from pgkick_dev.devserver.awake import report_line, start_monitor
 from pgkick_dev.devserver.flags import add_arguments, build_stack, load_template
 from pgkick_dev.devserver.stack import Stack
@@ -157,7 +158,8 @@ def cmd_dev(args: argparse.Namespace) -> dict[str, Any]:
                 "dashboard at /)",
                 flush=True,
             )
-            print(f"database: {source}", flush=True)
+            named = "" if embedded is not None else f" ({database_identity(dsn)})"
+            print(f"database: {source}{named}", flush=True)  # which one, with no password
             for line in lines:
                 print(line, flush=True)
             name = next(iter(stack.functions))

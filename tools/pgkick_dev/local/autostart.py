@@ -133,9 +133,10 @@ def find_or_start(url: str, env: Mapping[str, str]) -> dict[str, Any]:
     found = status(url)
     if found is None:
         if env.get("PGKICK_DEV_AUTOSTART", "1") == "0":
+            command = "pgkick dev" if url == DEFAULT_URL else f"pgkick dev --port {start_port(url)}"
             raise ConfigError(
                 f"PGKICK_KICKER=local: no `pgkick dev` answers at {url}: start it in another "
-                "terminal (`pgkick dev`), or set PGKICK_DEV_URL to where it runs"
+                f"terminal (`{command}`), or set PGKICK_DEV_URL to where it runs"
             )
         started, log = start_detached(url, env, idle_exit_seconds(env))
         deadline = time.monotonic() + START_TIMEOUT
