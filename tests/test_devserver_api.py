@@ -281,6 +281,29 @@ def test_a_stack_on_another_database_is_refused_before_anything_is_written(
                     assert client.connect(env).url == server.url
 
 
+def test_a_stack_on_another_schema_is_refused_before_anything_is_written(
+    dsn: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Catches PGKICK_KICKER=local comparing databases only: a stack whose workers look in
+    pgkick.jobs took the kicks of a script enqueueing into shopq.jobs of the same database,
+    and the job stayed queued with no error anywhere."""
+    from pgkick import config
+    from pgkick_dev.devserver.server import ServerThread, make_app
+    from pgkick_dev.local import client
+
+    monkeypatch.setenv("DATABASE_URL", dsn)
+    monkeypatch.setenv("PGKICK_SCHEMA", "shopq")
+    with dev_stack() as running:
+        for served, refused in (("pgkick", True), ("shopq", False)):
+            with ServerThread(make_app(running.stack, dsn=dsn, schema=served)) as server:
+                env = {"PGKICK_DEV_URL": server.url, "PGKICK_DEV_AUTOSTART": "0"}
+                if refused:
+                    with pytest.raises(config.ConfigError, match=r"schema pgkick.*shopq"):
+                        client.connect(env)
+                else:
+                    assert client.connect(env).url == server.url
+
+
 def test_a_kick_dropped_past_its_retries_is_healed_through_the_on_failure_destination(
     dsn: str,
 ) -> None:

@@ -7,9 +7,13 @@ Without a running stack (and autostart off) the script is refused before anythin
 
 from __future__ import annotations
 
+import contextlib
 import os
+import shutil
+import signal
 import subprocess
 import sys
+import tempfile
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -17,10 +21,13 @@ from pathlib import Path
 import psycopg
 import pytest
 
+from pgkick.connections.db import database_identity
 from pgkick.errors import ConfigError
 from pgkick_dev.devserver.ports import free_port
-from pgkick_dev.local import client as dev_client
-from pgkick_dev.local.client import status as client_status
+from pgkick_dev.devserver.rie_process import descendants
+from pgkick_dev.local import autostart
+from pgkick_dev.local.autostart import status as client_status
+from pgkick_dev.local.client import connect
 from tests.devserver_fixtures import ROOT
 from tests.sam import uv
 
@@ -143,7 +150,9 @@ def test_a_script_that_enqueues_and_exits_gets_its_job_run(
     app_python: Path, app: Path, dsn: str, dev: DevProcess
 ) -> None:
     assert "KIND: schedules fire at the second (--fast-scheduler)" in dev.output()
-    assert "database: --dsn" not in dev.output() and "database: $DATABASE_URL" in dev.output()
+    assert "database: --dsn" not in dev.output()
+    # which database, not only where its name came from (no password)
+    assert f"database: $DATABASE_URL ({database_identity(dsn)})" in dev.output()
     # on a port of its own, the banner gives the address the app's kicker needs
     assert f"an app uses it with: PGKICK_KICKER=local PGKICK_DEV_URL={dev.url} " in dev.output()
     local = app_env(dsn, PGKICK_KICKER="local", PGKICK_DEV_URL=dev.url, PGKICK_DEV_AUTOSTART="0")
@@ -187,18 +196,19 @@ def test_a_bad_idle_exit_is_refused_when_the_kicker_is_made() -> None:
             "PGKICK_DEV_IDLE_EXIT": bad,
         }
         with pytest.raises(ConfigError, match="PGKICK_DEV_IDLE_EXIT"):
-            dev_client.connect(nobody)
-    assert dev_client.idle_exit_seconds({}) == dev_client.IDLE_EXIT_SECONDS == 60.0
-    assert dev_client.idle_exit_seconds({"PGKICK_DEV_IDLE_EXIT": " 2.5 "}) == 2.5
+            connect(nobody)
+    assert autostart.idle_exit_seconds({}) == autostart.IDLE_EXIT_SECONDS == 60.0
+    assert autostart.idle_exit_seconds({"PGKICK_DEV_IDLE_EXIT": " 2.5 "}) == 2.5
 
 
 def test_without_a_running_stack_the_script_is_refused_before_writing(
     app_python: Path, app: Path, dsn: str
 ) -> None:
+    port = free_port()
     env = app_env(
         dsn,
         PGKICK_KICKER="local",
-        PGKICK_DEV_URL=f"http://127.0.0.1:{free_port()}",
+        PGKICK_DEV_URL=f"http://127.0.0.1:{port}",
         PGKICK_DEV_AUTOSTART="0",
     )
     done = subprocess.run(
@@ -209,7 +219,9 @@ def test_without_a_running_stack_the_script_is_refused_before_writing(
         text=True,
         timeout=60,
     )
-    assert done.returncode != 0 and "start it in another terminal (`pgkick dev`)" in done.stderr
+    # the command to start names the port the script looks at (not the default's 3001)
+    said = f"start it in another terminal (`pgkick dev --port {port}`)"
+    assert done.returncode != 0 and said in done.stderr, done.stderr
     with psycopg.connect(dsn) as conn:
         assert conn.execute("SELECT count(*) FROM pgkick.jobs").fetchone() == (0,)
 
@@ -250,3 +262,157 @@ def test_without_a_running_stack_one_is_started_detached_and_stops_by_itself(
         time.sleep(0.2)
     log = (app / ".pgkick" / "dev.log").read_text()
     assert "receipt sent to detached@example.com" in log and "nothing pending: stopping" in log
+
+
+LONG_APP = """import sys, time, pgkick
+from pgkick_dev.local.autostart import status
+url = sys.argv[1]
+print(pgkick.enqueue_and_kick({"to": "first@example.com"}, task="send_receipt"), flush=True)
+deadline = time.monotonic() + 60
+while status(url) is not None:  # the detached stack stops once nothing is pending
+    assert time.monotonic() < deadline, "the detached stack did not stop"
+    time.sleep(0.2)
+print(pgkick.enqueue_and_kick({"to": "second@example.com"}, task="send_receipt"), flush=True)
+"""
+
+
+def test_a_long_running_app_starts_the_stack_again_once_it_stopped_idle(
+    app_python: Path, app: Path, dsn: str
+) -> None:
+    """Catches a kicker that finds (or starts) its stack only when it is made, once per
+    process: a web app or a shell whose detached stack stopped idle got a refused
+    connection on its next kick, and its job waited for a sweep that does not run locally."""
+    url = f"http://127.0.0.1:{free_port()}"
+    (app / "long_app.py").write_text(LONG_APP)
+    env = app_env(
+        dsn,
+        PGKICK_KICKER="local",
+        PGKICK_DEV_URL=url,
+        PGKICK_DEV_IDLE_EXIT="1",
+        PGKICK_KICK_SAFETY_MS="0",
+    )
+    try:
+        done = subprocess.run(
+            [str(app_python), "long_app.py", url],
+            cwd=app,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=180,
+        )
+        assert done.returncode == 0, done.stderr
+        assert "wait for a sweep or the reaper" not in done.stderr, done.stderr
+        jobs = [int(x) for x in done.stdout.split()]
+        deadline = time.monotonic() + 60
+        while {status(dsn, j) for j in jobs} != {"done"}:
+            assert time.monotonic() < deadline, (app / ".pgkick" / "dev.log").read_text()
+            time.sleep(0.1)
+        assert done.stderr.count("started `pgkick dev`") == 2, done.stderr
+    finally:
+        found = client_status(url)
+        if found is not None:
+            os.kill(int(found["pid"]), 15)
+
+
+SLOW_TASKS = (
+    TASKS
+    + """
+
+@pgkick.task("slow")
+def slow(payload):
+    import time
+    print("slow task started", flush=True)
+    time.sleep(300)
+"""
+)
+
+
+def running(pid: int) -> bool:
+    """Not exited (a zombie, exited and not yet reaped, counts as exited)."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return False
+    return stat.rpartition(")")[2].split()[0] != "Z"
+
+
+def test_a_killed_stack_takes_its_environments_with_it(
+    app_python: Path, app: Path, dsn: str
+) -> None:
+    """Catches environments that outlive a `pgkick dev` killed outright (SIGKILL, a crash):
+    started in sessions of their own, the RIE and its runtime ran on, and the orphan drained
+    the next script's jobs, failing them on the dead server's pipe."""
+    (app / "shop_tasks.py").write_text(SLOW_TASKS)
+    dev = DevProcess(app_python, app, app_env(dsn))
+    under: list[int] = []
+    try:
+        local = app_env(
+            dsn, PGKICK_KICKER="local", PGKICK_DEV_URL=dev.url, PGKICK_DEV_AUTOSTART="0"
+        )
+        subprocess.run(
+            [str(app_python), "-c", "import pgkick; pgkick.enqueue_and_kick({}, task='slow')"],
+            cwd=app,
+            env=local,
+            check=True,
+            timeout=60,
+        )
+        dev.wait_for("slow task started", 30)
+        under = descendants(dev.process.pid)  # the RIE and its runtime
+        assert len(under) >= 2, under
+        os.kill(dev.process.pid, signal.SIGKILL)
+        dev.process.wait(10)
+        deadline = time.monotonic() + 10
+        while alive := [pid for pid in under if running(pid)]:
+            assert time.monotonic() < deadline, f"left running: {alive}"
+            time.sleep(0.05)
+    finally:
+        for pid in under:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
+        if dev.process.poll() is None:
+            dev.stop()
+
+
+def test_a_closed_terminal_stops_the_stack_as_ctrl_c_does(app_python: Path, app: Path) -> None:
+    """Catches SIGHUP (the terminal `pgkick dev` ran in was closed) left to Python's
+    default: the process died at once, without its orderly stop, and its embedded
+    PostgreSQL (and, before they died with it, its frozen environments) ran on."""
+    env = app_env("")
+    del env["DATABASE_URL"]
+    data = Path(tempfile.mkdtemp(prefix="pgkick-hup-", dir="/tmp"))  # postgres must reach it
+    data.chmod(0o755)
+    dev = DevProcess(app_python, app, env, "--data-dir", str(data))
+    pid_file = data / "data" / "postmaster.pid"
+    try:
+        assert pid_file.exists(), dev.output()
+        dev.process.send_signal(signal.SIGHUP)
+        assert dev.process.wait(60) == 0, dev.output()
+        assert not pid_file.exists(), dev.output()  # the embedded PostgreSQL was stopped
+    finally:
+        if dev.process.poll() is None:
+            dev.stop()
+        if pid_file.exists():  # left running: stopped here, by the pid it wrote
+            with contextlib.suppress(ProcessLookupError, ValueError):
+                os.kill(int(pid_file.read_text().split()[0]), signal.SIGTERM)
+        shutil.rmtree(data, ignore_errors=True)
+
+
+def test_a_dev_url_without_a_port_or_a_stack_that_exits_is_refused_at_once(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Catches the port read as whatever follows the URL's last colon (none given: the
+    stack was started with its host as the port, exited at once, and the script waited a
+    minute to blame the stack) and a start that waited on a stack that had already exited,
+    never saying why."""
+    monkeypatch.chdir(tmp_path)  # the started stack's log, .pgkick/dev.log, goes here
+    env = {k: v for k, v in os.environ.items() if k != "PGKICK_DEV_AUTOSTART"}
+    for url in ("http://127.0.0.1", "http://127.0.0.1:notaport"):
+        with pytest.raises(ConfigError, match="give the port"):
+            connect({**env, "PGKICK_DEV_URL": url})
+    with pytest.raises(ConfigError, match="only on this machine"):
+        connect({**env, "PGKICK_DEV_URL": "http://192.0.2.1:3001"})
+    assert not (tmp_path / ".pgkick").exists()  # nothing was started
+    rie = tmp_path / "no-such-rie"
+    url = f"http://127.0.0.1:{free_port()}"
+    with pytest.raises(ConfigError, match=f"exited.*{rie}"):
+        connect({**env, "PGKICK_DEV_URL": url, "PGKICK_DEV_RIE": str(rie)})

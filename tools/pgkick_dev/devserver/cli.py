@@ -22,10 +22,11 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from pgkick.connections.db import database_identity
 from pgkick_dev.devserver.awake import report_line, start_monitor
 from pgkick_dev.devserver.flags import add_arguments, build_stack, load_template
 from pgkick_dev.devserver.stack import Stack
-from pgkick_dev.local.client import DEFAULT_URL
+from pgkick_dev.local.autostart import DEFAULT_URL
 
 
 def add_dev_command(command: Callable[..., argparse.ArgumentParser]) -> None:
@@ -111,7 +112,11 @@ def cmd_dev(args: argparse.Namespace) -> dict[str, Any]:
         )
     template = load_template(args)  # a setting AWS refuses at deploy: refused, nothing started
     sys.path.insert(0, os.getcwd())
-    signal.signal(signal.SIGTERM, _interrupt)  # stop as on Ctrl-C: environments, then PostgreSQL
+    # stop as on Ctrl-C (environments, then PostgreSQL) when asked to, and when the
+    # terminal it ran in is closed (SIGHUP), whose default left the embedded database running
+    for name in ("SIGTERM", "SIGHUP"):  # SIGHUP: not on Windows
+        if hasattr(signal, name):
+            signal.signal(getattr(signal, name), _interrupt)
     from pgkick_dev.devserver import rie
 
     try:  # before the database: a refusal leaves nothing started
@@ -153,7 +158,8 @@ def cmd_dev(args: argparse.Namespace) -> dict[str, Any]:
                 "dashboard at /)",
                 flush=True,
             )
-            print(f"database: {source}", flush=True)
+            named = "" if embedded is not None else f" ({database_identity(dsn)})"
+            print(f"database: {source}{named}", flush=True)  # which one, with no password
             for line in lines:
                 print(line, flush=True)
             name = next(iter(stack.functions))

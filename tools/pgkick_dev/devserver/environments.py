@@ -2,7 +2,8 @@
 
 Why this and not a hand-made loop: what answers must be what Lambda answers. Each
 environment is one RIE process (pgkick_dev.devserver.rie finds the binary) on its own
-port, whose runtime is `python -m awslambdaric <handler>`, Lambda's own runtime client,
+port, whose runtime is awslambdaric's main (`python -m pgkick_dev.devserver.lifeline
+<handler>`: it dies with the RIE), Lambda's own runtime client,
 with the function's environment (AWS_LAMBDA_FUNCTION_TIMEOUT, memory size, name). An
 invocation is an HTTP POST to that RIE; the context (request id, remaining time from
 the function's timeout), the marshalling of the answer (`Runtime.MarshalError`), an

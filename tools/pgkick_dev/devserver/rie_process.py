@@ -3,13 +3,13 @@
 Why apart from the pool (pgkick_dev.devserver.environments): the pool decides when an
 environment starts, runs, freezes and retires; this module is how that is done to the
 operating system, with nothing of the pool's state. It starts the RIE (found by
-pgkick_dev.devserver.rie) on a free port with `python -m awslambdaric <handler>` as its
-runtime and the variables Lambda sets (AWS_LAMBDA_FUNCTION_TIMEOUT, memory size, name,
-log group and stream, initialization type), posts an invocation to it over HTTP as
-Lambda's service would, labels its log lines, signals its whole process tree (the RIE
-starts its runtime in a process group of its own, so the RIE's group alone is not
-enough) and reads /proc for what Lambda reports and the RIE does not: the runtime's
-peak memory.
+pgkick_dev.devserver.rie) on a free port with awslambdaric as its runtime (both dying
+with the server: pgkick_dev.devserver.lifeline) and the variables Lambda sets
+(AWS_LAMBDA_FUNCTION_TIMEOUT, memory size, name, log group and stream, initialization
+type), posts an invocation to it over HTTP as Lambda's service would, labels its log
+lines, signals its whole process tree (the RIE starts its runtime in a process group of
+its own, so the RIE's group alone is not enough) and reads /proc for what Lambda reports
+and the RIE does not: the runtime's peak memory.
 """
 
 from __future__ import annotations
@@ -29,6 +29,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from pgkick_dev.devserver import lifeline
 from pgkick_dev.devserver.clock import Cancellable
 from pgkick_dev.devserver.ports import free_port, wait_for_own_listener
 
@@ -83,25 +84,30 @@ def function_env(
 
 
 def launch(rie: Path, handler: str, port: int, env: Mapping[str, str]) -> subprocess.Popen[bytes]:
-    """The RIE serving invocations on `port`, its runtime Lambda's runtime client."""
-    return subprocess.Popen(
-        [
-            str(rie),
-            "--log-level",
-            "error",
-            "--runtime-interface-emulator-address",
-            f"127.0.0.1:{port}",
-            "--runtime-api-address",
-            f"127.0.0.1:{free_port()}",
-            sys.executable,
-            "-m",
-            "awslambdaric",
-            handler,
-        ],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        env=env,
-        start_new_session=True,  # its own process group: frozen whole; Ctrl-C is the server's
+    """The RIE serving invocations on `port`, its runtime Lambda's runtime client; both
+    die with the server, however it stops (pgkick_dev.devserver.lifeline)."""
+    argv = [
+        str(rie),
+        "--log-level",
+        "error",
+        "--runtime-interface-emulator-address",
+        f"127.0.0.1:{port}",
+        "--runtime-api-address",
+        f"127.0.0.1:{free_port()}",
+        sys.executable,
+        "-m",
+        "pgkick_dev.devserver.lifeline",  # awslambdaric, dying with the RIE
+        handler,
+    ]
+    return lifeline.spawn(
+        lambda: subprocess.Popen(
+            argv,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            env=env,
+            start_new_session=True,  # its own process group: frozen whole; Ctrl-C is the server's
+            preexec_fn=lifeline.preexec,
+        )
     )
 
 

@@ -24,6 +24,7 @@ from starlette.responses import HTMLResponse, JSONResponse, Response
 from starlette.routing import BaseRoute, Mount, Route
 from starlette.types import ASGIApp, Receive, Scope, Send
 
+from pgkick import config
 from pgkick.connections.db import database_identity
 from pgkick_dev.devserver import lambda_api, scheduler_api
 from pgkick_dev.devserver.ports import free_port
@@ -102,6 +103,7 @@ def make_app(
     stack: Stack,
     *,
     dsn: str | None = None,
+    schema: str | None = None,
     allow_remote: bool = False,
     allow_actions: bool = False,
     banner: dict[str, Any] | None = None,
@@ -111,7 +113,10 @@ def make_app(
 ) -> ASGIApp:
     """The dev server's app; `with_dashboard=False` serves the APIs alone (the in-process
     stack of LocalKicker, which its environments call back). `awake`: an AwakeMonitor
-    on the embedded database, whose measurements the dashboard's timeline shows."""
+    on the embedded database, whose measurements the dashboard's timeline shows.
+    `schema`: the one its workers use (PGKICK_SCHEMA, `--schema`; by default the
+    process's now), in its status so that a client enqueueing elsewhere is refused."""
+    workers_schema = schema or config.app_settings().schema
 
     async def status(request: Request) -> Response:
         with stack.lock:
@@ -122,6 +127,7 @@ def make_app(
                 "pgkick_dev": True,
                 "pid": os.getpid(),  # a caller that started it detached may stop it
                 "database": database_identity(dsn) if dsn else None,  # no password
+                "schema": workers_schema,
                 "worker": next(iter(stack.functions)),
                 "functions": sorted(stack.functions),
                 "pending": pending,

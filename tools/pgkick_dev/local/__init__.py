@@ -2,10 +2,10 @@
 
 `make_kicker` is found here through the `pgkick.kickers` entry point. In an app it is
 a thin client of a running `pgkick dev` (pgkick_dev.local.client), found or started
-before anything is written. Inside one of the stack's execution environments the
-worker uses PGKICK_KICKER=lambda against the stack; only with the fast-scheduler
-kindness (PGKICK_DEV_WAKE_AT_SECOND set by the stack) does it come here, for the
-same Lambda kicker with wake-ups at the second (pgkick_dev.local.inside).
+before anything is written (pgkick_dev.local.autostart). Inside one of the stack's
+execution environments the worker uses PGKICK_KICKER=lambda against the stack; only
+with the fast-scheduler kindness (PGKICK_DEV_WAKE_AT_SECOND set by the stack) does it
+come here, for the same Lambda kicker with wake-ups at the second (pgkick_dev.local.inside).
 """
 
 from __future__ import annotations

@@ -7,34 +7,22 @@ does. The calls are the dev server's Lambda and Scheduler APIs, the ones
 pgkick.kick.LambdaKicker makes in production (kicks as Event invokes; wake-ups and
 rescues as one-time schedules, named and rounded to the minute the same way).
 
-Finding the stack happens when the kicker is made, before anything is written:
-at PGKICK_DEV_URL (default http://127.0.0.1:3001). With none there, one is started
-detached (it stops by itself once nothing has been pending for PGKICK_DEV_IDLE_EXIT
-seconds, 60 by default, and its log is .pgkick/dev.log), unless PGKICK_DEV_AUTOSTART=0:
-then a ConfigError says to start `pgkick dev`. Never a committed job that nothing will
-run.
+Finding (or starting) the stack is pgkick_dev.local.autostart's, when the kicker is made
+and again whenever the stack's address refuses a call.
 """
 
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
-import time
+import threading
 import urllib.error
 import urllib.request
 from collections.abc import Mapping
 from datetime import UTC, datetime
-from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qsl, urlsplit
 
-import psycopg
-
-from pgkick import config
 from pgkick.awsapi.signature import Credentials, sign
-from pgkick.connections.db import database_identity
-from pgkick.errors import ConfigError
 from pgkick.kick.kickers import (
     book_wake,
     booking_minute,
@@ -43,114 +31,13 @@ from pgkick.kick.kickers import (
     one_time_schedule,
 )
 from pgkick_dev.devserver.scheduler_delivery import LOCAL_DLQ_ARN
-
-DEFAULT_URL = "http://127.0.0.1:3001"
-IDLE_EXIT_SECONDS = 60.0  # a detached stack stops this long after nothing is pending
-START_TIMEOUT = 60.0  # seconds for a detached stack to answer (it may start PostgreSQL)
-
-
-def status(url: str, timeout: float = 0.5) -> dict[str, Any] | None:
-    """The running stack's status, or None when nothing answers there as `pgkick dev`."""
-    try:
-        with urllib.request.urlopen(f"{url}/_pgkick/status", timeout=timeout) as answer:
-            found: dict[str, Any] = json.loads(answer.read())
-    except (OSError, ValueError):
-        return None
-    return found if found.get("pgkick_dev") else None
-
-
-def idle_exit_seconds(env: Mapping[str, str]) -> float:
-    """PGKICK_DEV_IDLE_EXIT: how long a detached stack waits with nothing pending before
-    it stops (seconds, default IDLE_EXIT_SECONDS); refused before anything is written."""
-    raw = env.get("PGKICK_DEV_IDLE_EXIT", "").strip()
-    if not raw:
-        return IDLE_EXIT_SECONDS
-    try:
-        seconds = float(raw)
-    except ValueError:
-        seconds = -1.0
-    if not 0 < seconds <= 86_400:
-        raise ConfigError(
-            f"PGKICK_DEV_IDLE_EXIT={raw!r}: give the seconds a detached `pgkick dev` waits "
-            f"with nothing pending before it stops, over 0 and at most 86400 (default "
-            f"{IDLE_EXIT_SECONDS:.0f})"
-        )
-    return seconds
-
-
-def start_detached(url: str, env: Mapping[str, str], idle_exit: float) -> Path:
-    """`pgkick dev` in its own session, outliving this process, stopping `idle_exit` s
-    after nothing is pending; returns its log's path."""
-    log = Path(".pgkick") / "dev.log"
-    log.parent.mkdir(parents=True, exist_ok=True)
-    port = url.rsplit(":", 1)[-1].strip("/")
-    argv = [
-        sys.executable,
-        "-c",
-        "import sys; from pgkick.cli import main; sys.exit(main())",
-        "dev",
-        "--port",
-        port,
-        "--exit-when-idle",
-        str(idle_exit),
-    ]
-    with log.open("ab") as out:
-        subprocess.Popen(
-            argv,
-            stdin=subprocess.DEVNULL,
-            stdout=out,
-            stderr=subprocess.STDOUT,
-            env=dict(env),
-            start_new_session=True,
-        )
-    return log.resolve()
+from pgkick_dev.local.autostart import DEFAULT_URL, find_or_start, idle_exit_seconds
 
 
 def connect(env: Mapping[str, str]) -> DevClient:
     url = (env.get("PGKICK_DEV_URL") or DEFAULT_URL).rstrip("/")
-    idle_exit = idle_exit_seconds(env)  # refused whether or not a stack answers
-    found = status(url)
-    if found is None:
-        if env.get("PGKICK_DEV_AUTOSTART", "1") == "0":
-            raise ConfigError(
-                f"PGKICK_KICKER=local: no `pgkick dev` answers at {url}: start it in another "
-                "terminal (`pgkick dev`), or set PGKICK_DEV_URL to where it runs"
-            )
-        log = start_detached(url, env, idle_exit)
-        deadline = time.monotonic() + START_TIMEOUT
-        while found is None and time.monotonic() < deadline:
-            time.sleep(0.2)
-            found = status(url)
-        if found is None:
-            raise ConfigError(
-                f"PGKICK_KICKER=local: `pgkick dev` started at {url} did not answer in "
-                f"{START_TIMEOUT:.0f} s (its log: {log}): start it yourself with `pgkick dev`"
-            )
-        print(
-            f"pgkick: started `pgkick dev` at {url}, detached: it stops once nothing is "
-            f"pending; its log: {log}",
-            file=sys.stderr,
-            flush=True,
-        )
-    _check_database(url, found)
-    return DevClient(url, str(found["worker"]))
-
-
-def _check_database(url: str, found: Mapping[str, Any]) -> None:
-    """Refuse, before anything is written, a stack that runs its workers on another
-    database than this process's: its workers would never see this job (a stack left
-    from an earlier run, on another project's database)."""
-    theirs = found.get("database")
-    try:
-        ours = database_identity(config.app_settings().dsn())
-    except (ConfigError, psycopg.ProgrammingError):  # no DSN known here: nothing to compare
-        return
-    if theirs and theirs != ours:
-        raise ConfigError(
-            f"PGKICK_KICKER=local: the `pgkick dev` at {url} runs its workers on {theirs}, "
-            f"this process enqueues into {ours}: stop it, or set PGKICK_DEV_URL to another "
-            "port (a stack starts there), or give both the same DATABASE_URL"
-        )
+    idle_exit_seconds(env)  # refused whether or not a stack answers
+    return DevClient(url, str(find_or_start(url, env)["worker"]), env=env)
 
 
 class PastMinute(RuntimeError):
@@ -158,12 +45,26 @@ class PastMinute(RuntimeError):
 
 
 class DevClient:
-    """The Kicker protocol over the dev server's Lambda and Scheduler APIs."""
+    """The Kicker protocol over the dev server's Lambda and Scheduler APIs.
+
+    Made once per process (pgkick.kick.default), it may outlive the stack it found: a
+    detached stack stops once idle while a web app or a shell runs on. With `env` (as
+    connect() gives it), a call the stack's address refuses finds or starts a stack
+    again, with connect()'s refusals, and is sent once more: locally, no sweep or
+    reaper would ever run the job its kick was for."""
 
     runs_jobs_nearby = True  # `pgkick enqueue` waits for the job (pgkick.cli.main)
 
-    def __init__(self, url: str, function: str, timeout: float = 2.0) -> None:
-        self.url, self.function, self.timeout = url, function, timeout
+    def __init__(
+        self,
+        url: str,
+        function: str,
+        timeout: float = 2.0,
+        *,
+        env: Mapping[str, str] | None = None,
+    ) -> None:
+        self.url, self.function, self.timeout, self.env = url, function, timeout, env
+        self._restart_lock = threading.Lock()
 
     def kick(self, queue: str, reason: str, *, hop: int = 0) -> None:
         body = json.dumps(kick_event(queue, reason, hop)).encode()
@@ -203,6 +104,26 @@ class DevClient:
         )
 
     def _call(
+        self,
+        method: str,
+        path: str,
+        body: bytes | None,
+        headers: dict[str, str],
+        *,
+        expect: int,
+        ignore: int | None = None,
+    ) -> None:
+        try:
+            self._send(method, path, body, headers, expect=expect, ignore=ignore)
+        except urllib.error.URLError as exc:
+            refused = isinstance(exc.reason, ConnectionRefusedError)
+            if not refused or self.env is None:
+                raise
+            with self._restart_lock:  # concurrent kicks start one stack, not one each
+                find_or_start(self.url, self.env)
+            self._send(method, path, body, headers, expect=expect, ignore=ignore)
+
+    def _send(
         self,
         method: str,
         path: str,
