@@ -19,15 +19,18 @@ Elsewhere than Linux nothing is set, and environments may outlive a killed stack
 
 from __future__ import annotations
 
+import _thread
 import ctypes
-import queue
 import runpy
 import signal
 import sys
-import threading
 from collections.abc import Callable
-from concurrent.futures import Future
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:  # the server's side only: the runtime's start (main) imports none of it
+    import queue
+    import threading
+    from concurrent.futures import Future
 
 PR_SET_PDEATHSIG = 1  # <linux/prctl.h>
 _prctl: Callable[..., int] | None = None
@@ -41,14 +44,16 @@ def preexec() -> None:
         _prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
 
 
-_jobs: queue.SimpleQueue[tuple[Callable[[], Any], Future[Any]]] = queue.SimpleQueue()
+# The spawner's state, made at the first spawn: every cold start of a runtime runs this
+# module too (main), and pays for no import it does not use.
+_jobs: queue.SimpleQueue[tuple[Callable[[], Any], Future[Any]]] | None = None
 _spawner: threading.Thread | None = None
-_spawner_lock = threading.Lock()
+_SPAWNER_LOCK = _thread.allocate_lock()  # _thread: built in, already loaded
 
 
-def _serve() -> None:
+def _serve(jobs: queue.SimpleQueue[tuple[Callable[[], Any], Future[Any]]]) -> None:
     while True:
-        start, done = _jobs.get()
+        start, done = jobs.get()
         try:
             done.set_result(start())
         except BaseException as exc:  # handed to the caller, the thread lives on
@@ -58,13 +63,21 @@ def _serve() -> None:
 def spawn[T](start: Callable[[], T]) -> T:
     """`start()` (a Popen with `preexec`) run on the one thread that lives as long as the
     server, so that the child's parent-death signal fires only when the server dies."""
-    global _spawner
-    with _spawner_lock:
-        if _spawner is None:
-            _spawner = threading.Thread(target=_serve, name="pgkick-spawner", daemon=True)
+    global _jobs, _spawner
+    import queue
+    import threading
+    from concurrent.futures import Future
+
+    with _SPAWNER_LOCK:
+        if _spawner is None or _jobs is None:
+            _jobs = queue.SimpleQueue()
+            _spawner = threading.Thread(
+                target=_serve, args=(_jobs,), name="pgkick-spawner", daemon=True
+            )
             _spawner.start()
+        jobs = _jobs
     done: Future[T] = Future()
-    _jobs.put((start, done))
+    jobs.put((start, done))
     return done.result()
 
 
