@@ -160,19 +160,15 @@ def json_payload(text: str) -> object:
     every enqueue form's payload does."""
     try:
         return json.loads(text, parse_float=_finite_float)
-    except _OutOfRange as exc:
+    except InvalidArgument as exc:  # _finite_float's (a ValueError too: caught first)
         raise InvalidArgument(f"--payload: {exc}") from None
     except (ValueError, RecursionError) as exc:
         reason = exc if isinstance(exc, ValueError) else "nested too deeply"
         raise InvalidArgument(f"--payload is not JSON: {reason}") from None
 
 
-class _OutOfRange(Exception):
-    pass
-
-
 def _finite_float(text: str) -> float:
     value = float(text)
     if math.isinf(value):
-        raise _OutOfRange(f"number {text} is out of range (a float holds up to ~1.8e308)")
+        raise InvalidArgument(f"number {text} is out of range (a float holds up to ~1.8e308)")
     return value
