@@ -327,6 +327,35 @@ def test_a_workflow_and_a_jobs_steps_in_the_browser(
     browser.save_screenshot(str(shots / "9-job-steps.png"))
 
 
+def test_a_finished_workflow_with_a_node_that_never_ran_shows_its_path_by_durations(
+    dsn: str, url: str, browser: webdriver.Chrome, shots: Path
+) -> None:
+    """Review 60 (workflows, F1), in the browser: a node failed by its parent's policy never
+    ran, and the page called the finished workflow "not finished" for good."""
+    registry = tasks()
+
+    @registry.task("broken")
+    def broken(payload: Any) -> None:
+        raise ValueError("no such invoice")
+
+    wf = pgkick.Workflow()
+    a = wf.add("mail", {"to": "a"})
+    c = wf.add("broken", {}, after=[a], max_attempts=1)
+    d = wf.add("mail", {"to": "d"}, after=[c])  # failed by c's failure: never claimed
+    run = wf.enqueue(dsn=dsn, kicker=NoKicker())
+    with JobStore.open(dsn) as store:
+        Worker(store, registry, NoKicker(), WorkerOptions(max_fanout=0)).drain(
+            "default", lambda: 600_000
+        )
+    browser.get(url + f"/workflows/{run[a]}")
+    assert browser.find_element(By.ID, "statuses").text == "3 jobs: 1 done, 2 failed"
+    said = browser.find_element(By.ID, "critical-path").text
+    assert "s of runs" in said and "not finished" not in said, said
+    path = [int(x.text) for x in browser.find_elements(By.CSS_SELECTOR, "#critical-path a")]
+    assert path == [run[a], run[c], run[d]]
+    browser.save_screenshot(str(shots / "8b-workflow-finished.png"))
+
+
 def test_timeline_page(url: str, browser: webdriver.Chrome, shots: Path) -> None:
     browser.get(url + "/timeline")
     assert len(browser.find_elements(By.CSS_SELECTOR, "#chart rect")) >= 9
