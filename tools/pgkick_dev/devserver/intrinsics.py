@@ -17,10 +17,12 @@ from typing import Any
 
 import yaml  # type: ignore[import-untyped,unused-ignore]
 
+from pgkick_dev.devserver.function_names import ACCOUNT, REGION
+
 NO_VALUE = object()  # !Ref AWS::NoValue: the property is left out
 _SUBSTITUTION = re.compile(r"\$\{([^}!]+)\}")
 # the stand-in's account and region (its ARNs'): what the local stack's names carry
-PSEUDO = {"AWS::Region": "us-east-1", "AWS::AccountId": "123456789012", "AWS::Partition": "aws"}
+PSEUDO = {"AWS::Region": REGION, "AWS::AccountId": ACCOUNT, "AWS::Partition": "aws"}
 
 
 class _Loader(yaml.SafeLoader):  # type: ignore[misc,unused-ignore]
