@@ -25,7 +25,7 @@ from __future__ import annotations
 import concurrent.futures
 import logging
 import threading
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 from pgkick_dev.devserver.clock import Clock
@@ -58,7 +58,10 @@ class Batch:
     messages: list[Message]
     received_at: float
     backoff: float = 0.0
-    ids: set[str] = field(default_factory=set)
+
+    @property
+    def ids(self) -> set[str]:
+        return {m.letter.message_id for m in self.messages}
 
 
 class SqsEventSource:
@@ -127,7 +130,7 @@ class SqsEventSource:
                 for message in chunk:
                     message.receives += 1
                     message.visible_at = now + self.visibility
-                self._invoke(Batch(chunk, now, ids={m.letter.message_id for m in chunk}))
+                self._invoke(Batch(chunk, now))
             self._arm_next()
 
     def _arm_next(self) -> None:
@@ -159,7 +162,7 @@ class SqsEventSource:
             with self._lock:
                 live = [m for m in batch.messages if m in self.messages]
                 if live and not self._closed:
-                    self._invoke(Batch(live, batch.received_at, batch.backoff, batch.ids))
+                    self._invoke(Batch(live, batch.received_at, batch.backoff))
 
         self._clock.call_later(batch.backoff, again)
 
@@ -181,7 +184,7 @@ class SqsEventSource:
         """The messages that stay: all of them for a failed invocation or an answer AWS
         cannot read, else those in batchItemFailures."""
         if message.get("failure") is not None:
-            return set(batch.ids)
+            return batch.ids
         result = message.get("result")
         if result is None or not isinstance(result, dict):
             return set()
@@ -189,10 +192,11 @@ class SqsEventSource:
         if failures is None:
             return set()
         if not isinstance(failures, list):
-            return set(batch.ids)
+            return batch.ids
+        ids = batch.ids
         named = {f.get("itemIdentifier") if isinstance(f, dict) else None for f in failures}
-        if not named <= batch.ids:  # an empty, null or unknown identifier: the whole batch
-            return set(batch.ids)
+        if not named <= ids:  # an empty, null or unknown identifier: the whole batch
+            return ids
         return {str(n) for n in named}
 
     def _note(self, kind: str, detail: str, request_id: str | None = None) -> None:
