@@ -244,8 +244,7 @@ def build_stack(
         f"{worker.timeout_ms // 1000} s, MemorySize {worker.memory_mb} MB), {reaper.name}",
         f"settings from {template.source}: MaximumEventAgeInSeconds {o.max_event_age}, "
         f"MaximumRetryAttempts {o.max_retries}, RecursiveLoop "
-        f"{'Allow' if o.allow_loops else 'Terminate (cut after 16 hops)'}, failed kicks in "
-        f"batches of {worker.drain_batch} (BatchSize)",
+        f"{'Allow' if o.allow_loops else 'Terminate (cut after 16 hops)'}",
         "faithful: every event kept; retries after 1 and 2 min; throttles back off 1 s..5 min"
         if not o.instant_throttle
         else "KIND: a throttled event runs the moment a slot frees (--instant-throttle)",
@@ -264,7 +263,10 @@ def build_stack(
             f"{args.schedule_delivery_failure_rate:.0%} of schedule deliveries refused"
         )
     lines.append(
-        "faithful: schedules retried under their RetryPolicy, then dead-lettered; no SQS "
-        "here: dead letters go to the worker as SQS events, 10 a batch"
+        "faithful: schedules retried under their RetryPolicy, then dead-lettered; dead letters "
+        "and failed kicks onto FailedKicksQueue, drained by the worker "
+        f"{worker.drain_batch} a batch, a failed record back after {worker.drain_visibility} s "
+        f"(until {worker.drain_retention // 86400} d); wake-ups in schedule group "
+        f"{template.schedule_group}"
     )
     return stack, lines
