@@ -9,11 +9,14 @@ import subprocess
 import sys
 import threading
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 
-from pgkick_dev.devserver.ports import free_port, wait_for_own_listener
+from pgkick_dev.devserver.ports import PortTaken, free_port, taken_by_another, wait_for_own_listener
 from pgkick_dev.devserver.rie_process import Environment, post
+
+TEMPLATE = Path(__file__).resolve().parents[1] / "template.yaml"
 
 LISTENER = """
 import socket, sys, time
@@ -86,3 +89,32 @@ def test_an_invocation_is_never_posted_to_another_process_port(
     finally:
         rie.kill()
         rie.wait()
+
+
+def test_pgkick_dev_on_a_busy_port_says_so_before_starting_anything(
+    foreign_listener: socket.socket, tmp_path: Path
+) -> None:
+    """Catches `pgkick dev --port N` on a port another process holds ending in uvicorn's
+    bind error and a RuntimeError traceback, after its embedded database had started."""
+    from pgkick.cli.main import main
+
+    port = foreign_listener.getsockname()[1]
+    data = tmp_path / "data"
+    with pytest.raises(SystemExit, match=f"127.0.0.1:{port} is in use by another process"):
+        main(["dev", "--port", str(port), "--data-dir", str(data), "--template", str(TEMPLATE)])
+    assert not data.exists()  # no database started
+
+
+def test_a_port_taken_after_the_check_is_told_from_other_start_failures(
+    foreign_listener: socket.socket,
+) -> None:
+    """The server's own bind is the last word (the port may be taken after the check): it
+    raises PortTaken, which `pgkick dev` turns into the same sentence."""
+    from starlette.applications import Starlette
+
+    from pgkick_dev.devserver.server import ServerThread
+
+    port = foreign_listener.getsockname()[1]
+    with pytest.raises(PortTaken), ServerThread(Starlette(), "127.0.0.1", port):
+        pass
+    assert taken_by_another("127.0.0.1", free_port()) is False

@@ -118,7 +118,11 @@ def cmd_dev(args: argparse.Namespace) -> dict[str, Any]:
         if hasattr(signal, name):
             signal.signal(getattr(signal, name), _interrupt)
     from pgkick_dev.devserver import rie
+    from pgkick_dev.devserver.ports import PortTaken, taken_by_another
 
+    host = args.host or "127.0.0.1"
+    if taken_by_another(host, args.port):  # before the database: nothing is started
+        raise SystemExit(_port_taken(host, args.port))
     try:  # before the database: a refusal leaves nothing started
         emulator = rie.locate(say=lambda line: print(line, flush=True))
     except rie.RieMissing as exc:
@@ -129,7 +133,6 @@ def cmd_dev(args: argparse.Namespace) -> dict[str, Any]:
     lines.append(said)
     said = f"environments: awslambdaric behind AWS's Runtime Interface Emulator, {emulator}"
     lines.insert(0, said)
-    host = args.host or "127.0.0.1"
     url = f"http://{host}:{args.port}"
     banner = {"url": url, "database": source, "lines": lines}
     try:
@@ -175,6 +178,8 @@ def cmd_dev(args: argparse.Namespace) -> dict[str, Any]:
             _serve(stack, args.exit_when_idle)
     except KeyboardInterrupt:
         pass
+    except PortTaken:  # taken between the check above and the server's bind
+        raise SystemExit(_port_taken(host, args.port)) from None
     finally:
         stop.set()
         stack.close()
@@ -183,6 +188,14 @@ def cmd_dev(args: argparse.Namespace) -> dict[str, Any]:
         if embedded is not None:
             embedded.stop()
     return {"stopped": True}
+
+
+def _port_taken(host: str, port: int) -> str:
+    return (
+        f"pgkick dev: {host}:{port} is in use by another process (another `pgkick dev`?): "
+        "stop it, or serve another port with --port N (an app with PGKICK_KICKER=local "
+        "then finds it with PGKICK_DEV_URL=http://127.0.0.1:N)"
+    )
 
 
 def _interrupt(signum: int, frame: object) -> None:

@@ -20,6 +20,7 @@ not there to read, nothing can be told and the invocation is posted as before.
 from __future__ import annotations
 
 import contextlib
+import errno
 import os
 import socket
 import subprocess
@@ -84,4 +85,29 @@ def holds(pid: int, inode: str) -> bool:
             with contextlib.suppress(OSError):
                 if os.readlink(fd) == f"socket:[{inode}]":
                     return True
+    return False
+
+
+class PortTaken(OSError):
+    """The server's port is held by another process (see `taken_by_another`)."""
+
+
+def taken_by_another(host: str, port: int) -> bool:
+    """Whether `pgkick dev` could not serve `host:port` because something else listens there.
+
+    Why: found only when uvicorn binds, a busy port ended `pgkick dev` in a traceback after
+    the embedded database had been started. Probed as uvicorn binds (SO_REUSEADDR, so a
+    port left in TIME_WAIT by the last run is not taken for a busy one), before anything
+    starts. A host that does not resolve is left for the server to report."""
+    try:
+        infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)
+    except OSError:
+        return False
+    family, kind, proto, _, address = infos[0]
+    with socket.socket(family, kind, proto) as probe:
+        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            probe.bind(address)
+        except OSError as exc:
+            return exc.errno == errno.EADDRINUSE
     return False

@@ -9,6 +9,8 @@ kicker (PGKICK_KICKER=local) finds a running stack and what it is doing.
 
 from __future__ import annotations
 
+import contextlib
+import errno
 import importlib
 import ipaddress
 import os
@@ -27,7 +29,7 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 from pgkick import config
 from pgkick.connections.db import database_identity
 from pgkick_dev.devserver import lambda_api, scheduler_api
-from pgkick_dev.devserver.ports import free_port
+from pgkick_dev.devserver.ports import PortTaken, free_port, taken_by_another
 from pgkick_dev.devserver.stack import Stack
 from pgkick_dev.ui.guard import LOCALHOST, HostGuard, host_name
 
@@ -160,7 +162,11 @@ class ServerThread:
             lifespan="off",
         )
         self.server = uvicorn.Server(config)
-        self.thread = threading.Thread(target=self.server.run, daemon=True)
+        self.thread = threading.Thread(target=self._run, daemon=True)
+
+    def _run(self) -> None:
+        with contextlib.suppress(SystemExit):  # uvicorn's answer to a failed bind: see __enter__
+            self.server.run()
 
     @property
     def url(self) -> str:
@@ -171,6 +177,8 @@ class ServerThread:
         deadline = time.monotonic() + 10
         while not self.server.started:
             if time.monotonic() > deadline or not self.thread.is_alive():
+                if taken_by_another(self.host, self.port):
+                    raise PortTaken(errno.EADDRINUSE, f"{self.url} is in use")
                 raise RuntimeError(f"the dev server did not start on {self.url}")
             time.sleep(0.01)
         return self
