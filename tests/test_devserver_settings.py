@@ -86,6 +86,23 @@ def test_the_deploys_parameter_values_are_the_stacks(tmp_path: Path) -> None:
             _stack(*given, value)
 
 
+def test_the_templates_rules_refuse_half_a_vpc_config(tmp_path: Path) -> None:
+    """Catches (note 60) SubnetIds given without SecurityGroupIds: deployed, the function's
+    create fails and the stack rolls back, while the stand-in served it. The template's
+    Rules refuse it before anything is created, and the stand-in evaluates them."""
+    template = tmp_path / "template.yaml"
+    template.write_text((ROOT / "template.yaml").read_text())
+    given = ["--template", str(template), "--parameter-overrides"]
+    for values, said in (
+        (["SubnetIds=subnet-1"], "SubnetIds needs SecurityGroupIds"),
+        (["SecurityGroupIds=sg-1"], "SecurityGroupIds without SubnetIds would be ignored"),
+    ):
+        with pytest.raises(SystemExit, match=said):
+            _stack(*given, *values)
+    _, banner = _stack(*given, "SubnetIds=subnet-1,subnet-2", "SecurityGroupIds=sg-1")
+    assert any("SubnetIds=subnet-1,subnet-2" in line for line in banner)  # both: served
+
+
 def test_the_worker_books_in_the_templates_schedule_group(tmp_path: Path) -> None:
     """Catches (note 59) a stack whose worker booked in "default" whatever the template: the
     deployed worker books in its PGKICK_SCHEDULE_GROUP, `!Ref WakeScheduleGroup`, named

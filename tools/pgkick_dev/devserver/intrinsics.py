@@ -123,7 +123,24 @@ class Template:
             if key == "Fn::Equals":
                 left, right = (self.value(a) for a in arg)
                 return str(left) == str(right)  # CloudFormation compares strings
+            if key in ("Fn::EachMemberEquals", "Fn::Contains"):  # the Rules section's own
+                members, wanted = self.value(arg[0]), str(self.value(arg[1]))
+                found = (str(m) == wanted for m in members)
+                return all(found) if key == "Fn::EachMemberEquals" else any(found)
         raise Unknown(f"condition {node!r}")
+
+    def broken_rule(self, rules: dict[str, Any]) -> str | None:
+        """The first of the template's Rules the parameter values break, in the words
+        CloudFormation's ValidationError gives (the assertion's description); None if all
+        hold. A rule the evaluator cannot read is Unknown."""
+        for name, rule in rules.items():
+            if "RuleCondition" in rule and not self.truth(rule["RuleCondition"]):
+                continue
+            for assertion in rule.get("Assertions") or []:
+                if not self.truth(assertion["Assert"]):
+                    said = assertion.get("AssertDescription") or "Assertion failed"
+                    return f"{said} (rule {name})"
+        return None
 
 
 def load(path: Path) -> dict[str, Any]:

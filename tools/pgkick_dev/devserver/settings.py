@@ -222,6 +222,15 @@ def read_template(
         document.get("Resources") or {},
         stack_name,
     )
+    try:
+        broken = template.broken_rule(document.get("Rules") or {})
+    except Unknown as exc:  # a rule beyond the evaluator: the deploy is the judge
+        broken = None
+        unreadable = f"Rules not checked here ({exc})"
+    else:
+        unreadable = ""
+    if broken is not None:
+        raise SettingRefused(broken)
     globals_ = (document.get("Globals") or {}).get("Function") or {}
     for logical_id, resource in (document.get("Resources") or {}).items():
         props = {**globals_, **(resource.get("Properties") or {})}
@@ -262,6 +271,8 @@ def read_template(
             reaper_on_failure=_reaper_on_failure(document.get("Resources") or {}, globals_),
             **_schedule_groups(template, resource.get("Properties") or {}, globals_, notes),
         )
+        if unreadable:
+            notes.append(unreadable)
         if values:
             notes.insert(0, "with " + " ".join(f"{k}={v}" for k, v in sorted(values.items())))
         if notes:
