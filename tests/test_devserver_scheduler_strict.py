@@ -137,7 +137,12 @@ def _failed_kicks(dev: Running, *events: dict[str, Any]) -> None:
             FunctionName=FUNCTION, InvocationType="Event", Payload=json.dumps(event).encode()
         )
     # every record on the queue before its first poll (at the clock's next move)
-    dev.wait(lambda: len(getattr(dev.stack.sources.get(FUNCTION), "messages", ())) == len(events))
+    dev.wait(
+        lambda: (
+            len(getattr(dev.stack.dead_letters.sources.get(FUNCTION), "messages", ()))
+            == len(events)
+        )
+    )
 
 
 def test_dead_letters_reach_the_worker_in_batches_of_its_event_sources_batch_size() -> None:
@@ -155,7 +160,7 @@ def test_dead_letters_reach_the_worker_in_batches_of_its_event_sources_batch_siz
             "SQS batch of 5",
             "SQS batch of 2",
         ]
-        assert dev.stack.sources[FUNCTION].deleted == 12
+        assert dev.stack.dead_letters.sources[FUNCTION].deleted == 12
 
 
 def test_a_record_the_worker_reports_failed_comes_back_after_the_visibility_timeout() -> None:
@@ -169,7 +174,7 @@ def test_a_record_the_worker_reports_failed_comes_back_after_the_visibility_time
         _failed_kicks(dev, {"queue": "q", "fail": True}, {"queue": "q", "fail": False})
         dev.clock.advance(1.0)
         dev.wait(lambda: dev.stack.idle())
-        source = dev.stack.sources[FUNCTION]
+        source = dev.stack.dead_letters.sources[FUNCTION]
         assert source.deleted == 1 and [m.receives for m in source.messages] == [1]
         dev.clock.advance(898.0)  # still invisible: not handed over again
         assert len(_sqs_batches(dev)) == 1

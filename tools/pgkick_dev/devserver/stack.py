@@ -15,7 +15,6 @@ the emulator does not pass Lambda's trace header (and its Lineage) through.
 from __future__ import annotations
 
 import contextlib
-import json
 import math
 import os
 import sys
@@ -35,13 +34,13 @@ from pgkick.kick.kickers import (
 )
 from pgkick_dev.devserver import function_names
 from pgkick_dev.devserver.clock import Clock, RealClock
+from pgkick_dev.devserver.dead_letters import DeadLetters
 from pgkick_dev.devserver.environments import Pool
-from pgkick_dev.devserver.invocations import Invocation, QueueOptions, failure_record
+from pgkick_dev.devserver.invocations import QueueOptions
 from pgkick_dev.devserver.queue import AsyncQueue
 from pgkick_dev.devserver.scheduler import Scheduler
-from pgkick_dev.devserver.scheduler_delivery import LOCAL_DLQ_ARN, DeadLetter, DeliveryFailed
+from pgkick_dev.devserver.scheduler_delivery import LOCAL_DLQ_ARN, DeliveryFailed
 from pgkick_dev.devserver.schedules import SchedulerError, SchedulerFaults
-from pgkick_dev.devserver.sqs_source import SqsEventSource
 from pgkick_dev.devserver.timeline import Timeline
 
 WORKER_HANDLER = "pgkick.aws.worker:handler"
@@ -105,6 +104,14 @@ class Stack:
         self.env = {**os.environ, **(env or {})}
         self.functions: dict[str, AsyncQueue] = {}
         self.specs = {spec.name: spec for spec in functions}
+        self.dead_letters = DeadLetters(
+            self.specs,
+            self.function,
+            clock=self.clock,
+            timeline=self.timeline,
+            lock=self.lock,
+            write_log=write_log,
+        )
         for spec in functions:
             self.functions[spec.name] = AsyncQueue(
                 spec.name,
@@ -113,7 +120,7 @@ class Stack:
                 clock=self.clock,
                 timeline=self.timeline,
                 lock=self.lock,
-                on_failure=self._on_failure_for(spec),
+                on_failure=self.dead_letters.on_failure_for(spec),
             )
         self.scheduler = Scheduler(
             self._deliver,
@@ -122,12 +129,10 @@ class Stack:
             fast=fast_scheduler,
             seed=seed,
             faults=scheduler_faults or SchedulerFaults(),
-            on_dead_letter=self._dead_letter,
+            on_dead_letter=self.dead_letters.route,
             on_settled=self._notify,
             groups=frozenset({"default", schedule_group, *schedule_groups}),
         )
-        # the queues SQS event sources drain, by the function draining them
-        self.sources: dict[str, SqsEventSource] = {}
 
     def _pool_factory(self, spec: FunctionSpec) -> Callable[..., Pool]:
         def make(**owner: Any) -> Pool:
@@ -206,7 +211,7 @@ class Stack:
         visibility timeout on the drained queue does not count: it is held, as on AWS."""
         if any(not q.idle() for q in self.functions.values()):
             return False
-        if any(source.waiting() for source in self.sources.values()):
+        if any(source.waiting() for source in self.dead_letters.sources.values()):
             return False
         return not include_schedules or not (self.one_time_schedules() or self.scheduler.retrying)
 
@@ -229,8 +234,7 @@ class Stack:
 
     def close(self) -> None:
         self.scheduler.close()
-        for source in self.sources.values():
-            source.close()
+        self.dead_letters.close()
         for queue in self.functions.values():
             queue.close()
 
@@ -287,52 +291,3 @@ class Stack:
     def _notify(self) -> None:
         with self.lock:
             self.lock.notify_all()
-
-    def _on_failure_for(self, spec: FunctionSpec) -> Callable[[Invocation, str], None] | None:
-        """The function's on-failure destination (None: none configured): Lambda's record
-        of the dropped event, as an SQS message on the destination queue."""
-        destination = spec.on_failure
-        if destination is None:
-            return None
-        arn = f"arn:aws:lambda:us-east-1:123456789012:function:{spec.name}"
-
-        def send(item: Invocation, condition: str) -> None:
-            record = failure_record(item, condition, function_arn=arn, now=self.clock.now())
-            self._dead_letter(DeadLetter(destination, json.dumps(record), {}))
-
-        return send
-
-    def _dead_letter(self, letter: DeadLetter) -> None:
-        """A dead letter or an on-failure record: onto the queue the worker's SQS event
-        source drains (pgkick_dev.devserver.sqs_source: batches of its BatchSize, a record
-        it could not drain received again after the visibility timeout); the scheduler
-        keeps every dead letter too."""
-        consumer = self._consumer(letter)
-        with self.lock:
-            source = self.sources.get(consumer)
-            if source is None:
-                queue = self.function(consumer)
-                if queue is None:
-                    self.write_log(
-                        f"pgkick dev: dead letter for {consumer!r} dropped: no such function"
-                    )
-                    return
-                spec = self.specs[queue.function]
-                source = self.sources[consumer] = SqsEventSource(
-                    queue,
-                    batch_size=spec.drain_batch,
-                    visibility=spec.drain_visibility,
-                    retention=spec.drain_retention,
-                    clock=self.clock,
-                    timeline=self.timeline,
-                    lock=self.lock,
-                )
-        source.send(letter)
-
-    def _consumer(self, letter: DeadLetter) -> str:
-        """The function whose SQS event source reads the letter's queue (the worker on
-        FailedKicksQueue), else the schedule's own target."""
-        for spec in self.specs.values():
-            if spec.drains is not None and spec.drains == letter.queue_arn:
-                return spec.name
-        return letter.attributes.get("TARGET_ARN", "")
