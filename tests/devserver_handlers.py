@@ -59,6 +59,7 @@ def context_seen(event: Any, context: Any) -> dict[str, Any]:
         "function_version": context.function_version,
         "arn": context.invoked_function_arn,
         "log_group_name": context.log_group_name,
+        "aws_request_id": context.aws_request_id,
         # not the context's, the environment's: Lambda sets it in every environment
         "initialization_type": os.environ.get("AWS_LAMBDA_INITIALIZATION_TYPE"),
     }

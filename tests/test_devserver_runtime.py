@@ -51,6 +51,20 @@ def test_the_context_is_lambdas_own_with_the_functions_timeout_and_memory() -> N
     assert first["initialization_type"] == "on-demand"  # the emulator alone leaves it unset
 
 
+def test_the_log_prefix_is_the_request_id_the_handler_and_start_line_show() -> None:
+    """Catches (note 60) lines labelled with the stack's own event id while the START and
+    END lines, the handler's context and Powertools' log fields all carry the runtime's
+    RequestId (docs/develop/local.md shows the prefix and START's id as one)."""
+    with dev_stack("tests.devserver_handlers:context_seen") as dev:
+        _, seen = _invoke(dev)
+        dev.wait(lambda: any(" END RequestId: " in line for line in dev.logs))
+    request = seen["aws_request_id"]
+    start = next(line for line in dev.logs if " START RequestId: " in line)
+    assert f"START RequestId: {request}" in start
+    assert f"[{request[:8]}]" in start
+    assert all(f"[{request[:8]}" in line for line in dev.logs if "RequestId" in line)
+
+
 def test_an_unhandled_error_has_lambdas_shape() -> None:
     """errorType, errorMessage and the stack trace as a list of lines, with
     X-Amz-Function-Error: Unhandled; not a string the stand-in formatted."""

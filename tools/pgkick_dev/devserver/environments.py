@@ -260,12 +260,15 @@ class Pool:
         return True
 
     def _stream(self, environment: Environment, output: IO[bytes]) -> None:
-        """The environment's log, each line labelled with the stack's request id (and job)."""
+        """The environment's log, each line labelled with its invocation's RequestId (and
+        job): the runtime's, which its START line, the handler's context and Powertools'
+        log fields carry (the emulator makes its own; the stack's event id stays in its
+        timeline)."""
         request = "-"
         for raw in output:
             line = raw.decode(errors="replace").rstrip("\n")
-            if START.match(line):
-                request = str(getattr(environment.busy, "request_id", None) or "-")
+            if started := START.match(line):
+                request = started.group(1)
             self.write_log(label(self.function, request, line))
             if REPORT.match(line):
                 environment.reported.set()
