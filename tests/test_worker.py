@@ -64,6 +64,40 @@ def test_outcomes_done_retried_and_permanent(dsn: str, timed: JobStore, clock: F
     assert later["last_error"].startswith("unknown task 'nope'; registered: boom, ok from")
 
 
+def test_a_task_raising_system_exit_fails_only_its_own_job(
+    dsn: str, timed: JobStore, clock: FakeClock
+) -> None:
+    """Catches: SystemExit (a library's sys.exit() inside a task) escaping the worker, as
+    it did (a review, 2026-12-05, F2): the worker process ended, the batch's finished job
+    was never recorded and every job of it stayed `running` until its lease ran out, the
+    exiting job's own error never stored. Here: the exiting job is retried with its error,
+    its batch-mates done, in one drain."""
+    tasks = Registry()
+    tasks.task("ok")(lambda payload: None)
+
+    @tasks.task("exits")
+    def exits(payload: Any) -> None:
+        raise SystemExit(3)
+
+    @tasks.task("batch_exits", batch=2)
+    def batch_exits(items: list[Any]) -> None:
+        raise SystemExit("a batch task's exit")
+
+    first = seed(timed, 1, task="ok")
+    (exiting,) = seed(timed, 1, task="exits")
+    after = seed(timed, 2, task="ok")
+    batched = seed(timed, 2, task="batch_exits")
+    summary = Worker(timed, tasks, RecordingKicker(), OPTIONS).drain("default", forever)
+
+    assert (summary.claimed, summary.done, summary.retried, summary.failed) == (6, 3, 3, 0)
+    assert [job_row(dsn, i)["status"] for i in first + after] == ["done"] * 3
+    row = job_row(dsn, exiting)
+    assert (row["status"], row["attempts"], row["last_error"]) == ("queued", 1, "SystemExit: 3")
+    assert [job_row(dsn, i)["last_error"] for i in batched] == [
+        "SystemExit: a batch task's exit"
+    ] * 2
+
+
 def test_no_transaction_is_open_while_a_job_runs(dsn: str, timed: JobStore) -> None:
     tasks = Registry()
     seen: list[tuple[Any, ...]] = []

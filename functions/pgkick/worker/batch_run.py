@@ -34,7 +34,7 @@ from pgkick.tasks.results import encode_result
 from pgkick.tasks.steps import Steps
 from pgkick.worker.lease import LeaseKeeper
 from pgkick.worker.spawn import Spawns
-from pgkick.worker.task_run import TaskOutcome, run_task
+from pgkick.worker.task_run import TASK_ERRORS, TaskOutcome, run_task
 
 log = logging.getLogger("pgkick.batch_run")
 
@@ -102,7 +102,7 @@ def _call(spec: BatchSpec, items: list[Any]) -> dict[int, TaskOutcome]:
     items it has sent) must not take the jobs' outcomes with it; `settle` reads ours."""
     try:
         settled = settle(items, spec.fn(list(items)))
-    except Exception as exc:  # the whole batch: each job by its own attempts
+    except TASK_ERRORS as exc:  # the whole batch: each job by its own attempts
         every = outcome_of(exc)
         log.warning("batch of %s jobs failed as a whole: %s", len(items), every.error or "snooze")
         return {item.id: every for item in items}
@@ -116,7 +116,7 @@ def outcome_of(value: object) -> TaskOutcome:
         return TaskOutcome(snooze=value.seconds)
     if isinstance(value, PermanentError):
         return TaskOutcome(describe_error(value), True)
-    if isinstance(value, Exception):
+    if isinstance(value, TASK_ERRORS):  # (a whole batch's SystemExit, from _call)
         return TaskOutcome(describe_error(value), False)
     try:
         return TaskOutcome(result=encode_result(value))
