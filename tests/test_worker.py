@@ -190,6 +190,32 @@ def test_short_time_budget_stops_early_and_the_rekick_finishes(dsn: str, timed: 
         ]
 
 
+def test_jobs_not_started_when_the_reserve_is_reached_are_given_back_and_handed_over(
+    dsn: str, timed: JobStore
+) -> None:
+    """Each job costs 1.5 s of the invocation's 4.5 s; 2 s must stay in reserve. Catches: the
+    batch running on past the reserve, as it did (a review, 2026-12-05, F3): every job of
+    the claim started whatever the time left, Lambda's timeout killed the worker mid-batch,
+    and the jobs it never started stayed `running`, an attempt used, until their lease ran
+    out. Here the third job would start with 1.5 s left: it and the rest go back to the
+    queue, their attempt not used, and the queue is handed over."""
+    remaining = {"ms": 4_500}
+    tasks = Registry()
+
+    @tasks.task("slow")
+    def slow(payload: Any) -> None:
+        remaining["ms"] -= 1_500
+
+    ids = seed(timed, 5, task="slow")
+    kicker = RecordingKicker()
+    summary = Worker(timed, tasks, kicker, OPTIONS).drain("default", lambda: remaining["ms"])
+    assert (summary.claimed, summary.done, summary.stopped_because) == (5, 2, "time")
+    rows = [job_row(dsn, i) for i in ids]
+    assert [(r["status"], r["attempts"]) for r in rows] == [("done", 1)] * 2 + [("queued", 0)] * 3
+    assert all(r["locked_until"] is None for r in rows)
+    assert kicker.kicks == [("default", "rekick")]
+
+
 def test_full_batch_fans_out_one_more_kick(timed: JobStore) -> None:
     tasks = Registry()
     tasks.task("noop")(lambda payload: None)

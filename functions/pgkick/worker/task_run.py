@@ -49,6 +49,7 @@ class TaskOutcome(NamedTuple):
     snooze: float | None = None
     continued: bool = False  # out of time for its next step (pgkick.worker.continuation)
     stalled: bool = False  # ... before any step ran in this invocation
+    unstarted: bool = False  # not run: the invocation reached its reserve first (given back)
 
 
 def run_task(
