@@ -390,8 +390,11 @@ def test_a_held_group_runs_before_the_worker_hands_over_for_lack_of_time(
     second B is left queued for the next invocation. Catches: a held job left running
     when time runs short (it would wait for its lease to expire, then the reaper)."""
     worker, sizes, ids = window_worker(timed, "BPPPB", window=60)
+    # 2.5 s left after the first claim: too little for another batch, enough to run the
+    # claim's jobs above the 2 s reserve (below it they go back to the queue: test_worker's
+    # test_jobs_not_started_when_the_reserve_is_reached_are_given_back_and_handed_over)
     budget = iter([600_000])
-    summary = worker.drain("default", lambda: next(budget, 0))
+    summary = worker.drain("default", lambda: next(budget, 2_500))
     assert summary.stopped_because == "time"
     assert sizes == [1]
     assert [job_row(dsn, i)["status"] for i in ids] == ["done"] * 4 + ["queued"]

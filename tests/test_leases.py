@@ -21,7 +21,7 @@ from pgkick.worker.lease import LeaseKeeper
 from pgkick.worker.loop import Worker, WorkerOptions
 from pgkick.worker.reaper import reap
 from pgkick.worker.task_run import TaskOutcome, run_task
-from tests.helpers import FakeClock, job_row, seed
+from tests.helpers import FakeClock, Ticks, job_row, seed
 from tests.spies import WAIT, CheckedRegistry, WatchedStore
 from tests.store import JobStore
 
@@ -156,6 +156,36 @@ def test_a_tick_marks_a_taken_over_job_lost_and_keeps_the_others(
         assert not keeper.is_lost(b) and not b_lost.is_set()
         assert job_row(dsn, a) == new_owners_row
         assert locked_until(dsn, [b]) == {b: clock.now + LEASE}
+
+
+def test_a_lease_its_extensions_cannot_reach_is_marked_lost_once_it_has_run_out(
+    dsn: str, clock: FakeClock
+) -> None:
+    """The worker's session dies (pg_terminate_backend, a network cut) while its job runs:
+    every extension raises. Catches: a failed extension only logged, as it was (a review,
+    2026-12-05, F4): the lease ran out unextended, the reaper handed the job to another
+    worker, and this one's task ran on beside it with `lease_lost` never set. Marked lost
+    only once the lease has run out by the keeper's own clock: a fault that heals in time
+    loses nothing."""
+    ticks = Ticks()
+    with JobStore.open(dsn, clock) as worker:
+        (job_id,) = seed(worker, 1)
+        keeper = LeaseKeeper(worker, LEASE, interval=None)
+        keeper.monotonic = ticks
+        keeper.hold(worker.claim("default", batch=1, lease=LEASE))  # runs out at +60 s
+        lost = keeper.lost_event(job_id)  # what the task holds
+        worker.conn.close()  # every statement of the keeper fails from now on
+
+        ticks.now += 59
+        with pytest.raises(psycopg.OperationalError):
+            keeper.tick()
+        assert not keeper.is_lost(job_id) and not lost.is_set()  # it may come back in time
+
+        ticks.now += 1  # +60 s: the lease is over, another worker may hold the job now
+        with pytest.raises(psycopg.OperationalError):
+            keeper.check_cancels()
+        assert keeper.is_lost(job_id) and lost.is_set()
+    assert job_row(dsn, job_id)["status"] == "running"  # nothing written: the reaper's now
 
 
 def test_a_job_whose_failure_is_recorded_during_an_extension_is_not_reported_lost(

@@ -64,6 +64,40 @@ def test_outcomes_done_retried_and_permanent(dsn: str, timed: JobStore, clock: F
     assert later["last_error"].startswith("unknown task 'nope'; registered: boom, ok from")
 
 
+def test_a_task_raising_system_exit_fails_only_its_own_job(
+    dsn: str, timed: JobStore, clock: FakeClock
+) -> None:
+    """Catches: SystemExit (a library's sys.exit() inside a task) escaping the worker, as
+    it did (a review, 2026-12-05, F2): the worker process ended, the batch's finished job
+    was never recorded and every job of it stayed `running` until its lease ran out, the
+    exiting job's own error never stored. Here: the exiting job is retried with its error,
+    its batch-mates done, in one drain."""
+    tasks = Registry()
+    tasks.task("ok")(lambda payload: None)
+
+    @tasks.task("exits")
+    def exits(payload: Any) -> None:
+        raise SystemExit(3)
+
+    @tasks.task("batch_exits", batch=2)
+    def batch_exits(items: list[Any]) -> None:
+        raise SystemExit("a batch task's exit")
+
+    first = seed(timed, 1, task="ok")
+    (exiting,) = seed(timed, 1, task="exits")
+    after = seed(timed, 2, task="ok")
+    batched = seed(timed, 2, task="batch_exits")
+    summary = Worker(timed, tasks, RecordingKicker(), OPTIONS).drain("default", forever)
+
+    assert (summary.claimed, summary.done, summary.retried, summary.failed) == (6, 3, 3, 0)
+    assert [job_row(dsn, i)["status"] for i in first + after] == ["done"] * 3
+    row = job_row(dsn, exiting)
+    assert (row["status"], row["attempts"], row["last_error"]) == ("queued", 1, "SystemExit: 3")
+    assert [job_row(dsn, i)["last_error"] for i in batched] == [
+        "SystemExit: a batch task's exit"
+    ] * 2
+
+
 def test_no_transaction_is_open_while_a_job_runs(dsn: str, timed: JobStore) -> None:
     tasks = Registry()
     seen: list[tuple[Any, ...]] = []
@@ -154,6 +188,32 @@ def test_short_time_budget_stops_early_and_the_rekick_finishes(dsn: str, timed: 
         assert conn.execute("SELECT status, count(*) FROM pgkick.jobs GROUP BY 1").fetchall() == [
             ("done", 45)
         ]
+
+
+def test_jobs_not_started_when_the_reserve_is_reached_are_given_back_and_handed_over(
+    dsn: str, timed: JobStore
+) -> None:
+    """Each job costs 1.5 s of the invocation's 4.5 s; 2 s must stay in reserve. Catches: the
+    batch running on past the reserve, as it did (a review, 2026-12-05, F3): every job of
+    the claim started whatever the time left, Lambda's timeout killed the worker mid-batch,
+    and the jobs it never started stayed `running`, an attempt used, until their lease ran
+    out. Here the third job would start with 1.5 s left: it and the rest go back to the
+    queue, their attempt not used, and the queue is handed over."""
+    remaining = {"ms": 4_500}
+    tasks = Registry()
+
+    @tasks.task("slow")
+    def slow(payload: Any) -> None:
+        remaining["ms"] -= 1_500
+
+    ids = seed(timed, 5, task="slow")
+    kicker = RecordingKicker()
+    summary = Worker(timed, tasks, kicker, OPTIONS).drain("default", lambda: remaining["ms"])
+    assert (summary.claimed, summary.done, summary.stopped_because) == (5, 2, "time")
+    rows = [job_row(dsn, i) for i in ids]
+    assert [(r["status"], r["attempts"]) for r in rows] == [("done", 1)] * 2 + [("queued", 0)] * 3
+    assert all(r["locked_until"] is None for r in rows)
+    assert kicker.kicks == [("default", "rekick")]
 
 
 def test_full_batch_fans_out_one_more_kick(timed: JobStore) -> None:

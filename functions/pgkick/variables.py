@@ -93,7 +93,8 @@ VARIABLES: tuple[Variable, ...] = (
        "(the template sets 60)."),
     _n("PGKICK_MIN_REMAINING_MS", DEFAULT_MIN_REMAINING_MS, 0, 900_000, "ms",
        "A worker stops claiming when the Lambda time left is below its longest batch plus "
-       "this, then hands over."),
+       "this, then hands over; below this alone, no job of its claim starts: it goes back "
+       "to the queue, its attempt not used."),
     _n("PGKICK_MAX_FANOUT", DEFAULT_MAX_FANOUT, 0, 100, "kicks",
        "Extra workers a worker kicks once full batches kept coming (0: it never fans out)."),
     _n("PGKICK_FANOUT_AFTER_MS", 1000, 0, 900_000, "ms",

@@ -16,7 +16,8 @@ its `batch`; the other jobs keep their order around it.
 jobs are ready now), a batch task's group short of `batch` may be held back, its
 leases kept by the heartbeat, and topped up by the next claim, made at once. A
 short or empty claim, the window running out (measured from the first job held),
-or the worker running out of time runs what is held at once. So nothing idles on
+or the worker running out of time runs what is held at once (gives it back to the
+queue if the worker is down to its reserve: `run_jobs`' `out_of_time`). So nothing idles on
 an empty queue, and a job waits at most the window plus one claim's run.
 """
 
@@ -34,13 +35,16 @@ from pgkick.tasks.results import encode_result
 from pgkick.tasks.steps import Steps
 from pgkick.worker.lease import LeaseKeeper
 from pgkick.worker.spawn import Spawns
-from pgkick.worker.task_run import TaskOutcome, run_task
+from pgkick.worker.task_run import TASK_ERRORS, TaskOutcome, run_task
 
 log = logging.getLogger("pgkick.batch_run")
 
 # The outcome of a job not run because its lease was already lost (the loop reads the
 # keeper's mark first and writes nothing).
 NOT_STARTED = TaskOutcome(error="not started: its lease was lost")
+# The outcome of a job not run because the invocation reached its reserve first (the loop
+# gives it back to the queue, its attempt not used, and hands the queue over).
+OUT_OF_TIME = TaskOutcome(unstarted=True)
 
 
 def run_jobs(
@@ -49,35 +53,48 @@ def run_jobs(
     keeper: LeaseKeeper,
     steps: Callable[[ClaimedJob], Steps] | None = None,
     spawns: Spawns | None = None,
+    out_of_time: Callable[[], bool] = lambda: False,
 ) -> Iterator[tuple[ClaimedJob, TaskOutcome]]:
     """Each job of the claim with its outcome, produced as it ends (the loop flushes
     completions of a slow claim as they come). `steps`: a plain task's durable step book
     (run_task's), `spawns` its spawned children's buffer; a batch task's call has no
-    JobContext, so no steps and no spawns."""
+    JobContext, so no steps and no spawns. `out_of_time`: asked before each job (or batch
+    call) starts; once True, every job not started yet is OUT_OF_TIME, not run."""
     groups: dict[str, list[ClaimedJob]] = {}
     for job in jobs:
         if registry.batch(job.task) is not None:
             groups.setdefault(job.task, []).append(job)
+    late = False  # the reserve was reached: nothing more starts
     for job in jobs:
         group = groups.get(job.task)
+        if group is not None and not group:
+            continue  # its batch group ran (or was given back) at the first of them
+        late = late or out_of_time()
         if group is None:
             # A job whose lease is known lost (a heartbeat found it re-held) may be running
             # elsewhere now: not started here (the loop writes nothing for it).
-            lost = keeper.is_lost(job.id)
-            yield job, NOT_STARTED if lost else run_task(registry, job, keeper, steps, spawns)
-        elif group:  # the first of its task in the claim: the whole group runs now
-            spec = registry.batch(job.task)
-            assert spec is not None
-            for start in range(0, len(group), spec.size):
-                held = []  # each job asked once: the heartbeat may mark one meanwhile
-                for member in group[start : start + spec.size]:
-                    if keeper.is_lost(member.id):
-                        yield member, NOT_STARTED
-                    else:
-                        held.append(member)
-                if held:
-                    yield from run_batch(spec, held)
-            group.clear()
+            if late:
+                yield job, OUT_OF_TIME
+            elif keeper.is_lost(job.id):
+                yield job, NOT_STARTED
+            else:
+                yield job, run_task(registry, job, keeper, steps, spawns)
+            continue
+        spec = registry.batch(job.task)  # the first of its task in the claim: the group runs
+        assert spec is not None
+        for start in range(0, len(group), spec.size):
+            late = late or (start > 0 and out_of_time())
+            held = []  # each job asked once: the heartbeat may mark one meanwhile
+            for member in group[start : start + spec.size]:
+                if late:
+                    yield member, OUT_OF_TIME
+                elif keeper.is_lost(member.id):
+                    yield member, NOT_STARTED
+                else:
+                    held.append(member)
+            if held:
+                yield from run_batch(spec, held)
+        group.clear()
 
 
 def run_batch(spec: BatchSpec, jobs: list[ClaimedJob]) -> list[tuple[ClaimedJob, TaskOutcome]]:
@@ -102,7 +119,7 @@ def _call(spec: BatchSpec, items: list[Any]) -> dict[int, TaskOutcome]:
     items it has sent) must not take the jobs' outcomes with it; `settle` reads ours."""
     try:
         settled = settle(items, spec.fn(list(items)))
-    except Exception as exc:  # the whole batch: each job by its own attempts
+    except TASK_ERRORS as exc:  # the whole batch: each job by its own attempts
         every = outcome_of(exc)
         log.warning("batch of %s jobs failed as a whole: %s", len(items), every.error or "snooze")
         return {item.id: every for item in items}
@@ -116,7 +133,7 @@ def outcome_of(value: object) -> TaskOutcome:
         return TaskOutcome(snooze=value.seconds)
     if isinstance(value, PermanentError):
         return TaskOutcome(describe_error(value), True)
-    if isinstance(value, Exception):
+    if isinstance(value, TASK_ERRORS):  # (a whole batch's SystemExit, from _call)
         return TaskOutcome(describe_error(value), False)
     try:
         return TaskOutcome(result=encode_result(value))

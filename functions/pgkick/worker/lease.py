@@ -16,6 +16,13 @@ key (`job_cancel_requested_among`), no row written, so a cancel is seen within a
 seconds whatever the lease, and the table gets no more dead tuples than before. Like
 the extensions it runs only while the worker holds jobs (invariant 5): with nothing
 held the keeper sends nothing.
+
+Why a lease is also marked lost when its extensions fail: a worker whose session died
+(killed backend, network cut) cannot extend, so its leases run out and the reaper hands
+the jobs to other workers, while its tasks run on. Each held job's lease end is kept on
+the keeper's own clock (`monotonic`); an extension or cancel read that fails past it marks
+the job lost, as an extension that updated no row does. Before it, the fault may heal.
+(On Lambda a lease outlasts the invocation: this only bites a worker with a shorter one.)
 """
 
 from __future__ import annotations
@@ -23,6 +30,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
+from collections.abc import Callable
 from datetime import timedelta
 
 from pgkick.store.worker import ClaimedJob, WorkerStore
@@ -60,13 +68,17 @@ class LeaseKeeper:
         self._events: dict[int, tuple[threading.Event, threading.Event]] = {}  # (lost, cancelled)
         self._lock = threading.Lock()
         self._ticking = threading.Lock()  # held while an extension of the batch is in flight
+        self._ends: dict[int, float] = {}  # held job: its lease's end, on `monotonic`
+        self.monotonic: Callable[[], float] = time.monotonic  # tests pass their own
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
 
     def hold(self, jobs: list[ClaimedJob]) -> None:
+        ends = self.monotonic() + self.lease.total_seconds()  # (claimed just before)
         with self._lock:
             for job in jobs:
                 self._held[job.id] = job
+                self._ends[job.id] = ends
             if self._lost or self._cancelled or self._events:  # a job held again starts clean
                 for job in jobs:
                     self._forget_marks(job.id)
@@ -78,6 +90,7 @@ class LeaseKeeper:
         """Stop extending a job whose outcome is recorded (or abandoned)."""
         with self._lock:
             self._held.pop(job_id, None)
+            self._ends.pop(job_id, None)
             self._forget_marks(job_id)
 
     def release_many(self, job_ids: list[int]) -> None:
@@ -85,6 +98,7 @@ class LeaseKeeper:
         with self._lock:
             for job_id in job_ids:
                 self._held.pop(job_id, None)
+                self._ends.pop(job_id, None)
             if self._lost or self._cancelled or self._events:
                 for job_id in job_ids:
                     self._forget_marks(job_id)
@@ -128,7 +142,13 @@ class LeaseKeeper:
         """Extend one job's lease now (what a task calls); False marks it lost."""
         if self.is_lost(job.id):
             return False
-        kept, cancel = self.store.extend_checked(job.id, job.attempts, self.lease)
+        sent = self.monotonic()
+        try:
+            kept, cancel = self.store.extend_checked(job.id, job.attempts, self.lease)
+        except Exception:
+            self._lapsed([job])
+            raise
+        self._extended([job.id] if kept else [], sent)
         if not kept:
             self._mark_lost([job])
         elif cancel:
@@ -143,7 +163,13 @@ class LeaseKeeper:
                 held = [job for job in self._held.values() if job.id not in self._lost]
             if not held:
                 return
-            kept = self.store.extend_many(held, self.lease)
+            sent = self.monotonic()
+            try:
+                kept = self.store.extend_many(held, self.lease)
+            except Exception:  # the session may be gone: leases run out unextended
+                self._lapsed(held)
+                raise
+            self._extended(list(kept), sent)
         self._mark_lost([job for job in held if job.id not in kept])
         self._mark_cancelled([job_id for job_id, cancel in kept.items() if cancel])
 
@@ -154,7 +180,11 @@ class LeaseKeeper:
                 held = [job for job in self._held.values() if job.id not in self._lost]
             if not held:
                 return
-            cancelled = self.store.cancel_requested(held)
+            try:
+                cancelled = self.store.cancel_requested(held)
+            except Exception:
+                self._lapsed(held)
+                raise
         self._mark_cancelled(sorted(cancelled))
 
     def close(self) -> None:
@@ -162,6 +192,22 @@ class LeaseKeeper:
         if self._thread is not None:
             self._thread.join()
             self._thread = None
+
+    def _extended(self, ids: list[int], sent: float) -> None:
+        """These leases were pushed to `lease` from the moment the extension was sent."""
+        ends = sent + self.lease.total_seconds()
+        with self._lock:
+            for job_id in ids:
+                if job_id in self._ends:
+                    self._ends[job_id] = ends
+
+    def _lapsed(self, jobs: list[ClaimedJob]) -> None:
+        """A statement of the keeper failed: mark lost the jobs whose lease has run out."""
+        now = self.monotonic()
+        with self._lock:
+            over = [job for job in jobs if self._ends.get(job.id, now + 1) <= now]
+        if over:
+            self._mark_lost(over)
 
     def _forget_marks(self, job_id: int) -> None:
         """(The caller holds the lock.)"""

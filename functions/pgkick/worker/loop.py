@@ -3,8 +3,10 @@
 Why it stops by itself: a serverless worker must end while there is time left
 and must leave nothing open, so a scale-to-zero database can sleep. It drains
 until a claim comes back empty, or until the remaining time is too short for
-another batch (then it re-kicks itself). A full batch fans out one more kick,
-so a backlog spreads over as many workers as the concurrency cap allows.
+another batch (then it re-kicks itself); a job of its claim does not start once the
+time left is below the reserve, it goes back to the queue for that re-kick. A full
+batch fans out one more kick, so a backlog spreads over as many workers as the
+concurrency cap allows.
 
 Outcomes are fenced: a job whose lease was lost is abandoned without a write.
 Successes are completed together in one statement per batch (flushed early
@@ -71,6 +73,7 @@ class Worker:
         self._outcomes: Outcomes | None = None
         self._held_checked = False
         self._stayed = False  # it stayed for its queue (pgkick.worker.healing.stay_for)
+        self._remaining_ms: Callable[[], int] | None = None  # the drain's clock (_run_batch)
 
     def drain(self, queue: str, remaining_ms: Callable[[], int], *, hop: int = 0) -> Summary:
         """Work `queue` until it is empty or time runs short; never raises for a job's error.
@@ -89,6 +92,7 @@ class Worker:
         )
         line = WakeUpLine(self.store, queue, watch, mode=self.options.listen, sleep=self.sleep)
         self._hop = hop
+        self._remaining_ms = remaining_ms
         books = self._books = StepBooks(self.store, remaining_ms, self.options.min_remaining)
         spawns = self._spawns = Spawns(self.store)
         outcomes = self._outcomes = Outcomes(
@@ -279,7 +283,12 @@ class Worker:
         books = self._books.book if self._books else None
         spawns, outcomes = self._spawns, self._outcomes
         assert outcomes is not None  # made by drain, which alone runs batches
-        for job, outcome in run_jobs(self.registry, jobs, keeper, books, spawns):  # batches grouped
+        # no job starts once the invocation is down to its reserve: Lambda's timeout would
+        # cut it, and strand it and the rest of the claim `running` until their lease ends
+        reserve = self.options.min_remaining.total_seconds() * 1000
+        remaining_ms = self._remaining_ms
+        late = (lambda: remaining_ms() < reserve) if remaining_ms is not None else lambda: False
+        for job, outcome in run_jobs(self.registry, jobs, keeper, books, spawns, late):
             # the children it spawned: written only with its completion, else dropped
             buffered = spawns.take(job) if spawns is not None else None
             if keeper.is_lost(job.id):
@@ -288,6 +297,8 @@ class Worker:
             elif keeper.is_cancelled(job.id):  # whatever the task did: the operator's word
                 outcomes.fail(job, CANCELLED, True, summary)
                 keeper.release(job.id)
+            elif outcome.unstarted:  # out of time: back to the queue, handed over
+                outcomes.give_back(job, keeper, summary)
             elif outcome.snooze is not None:
                 outcomes.snooze(job, outcome.snooze, keeper, summary)
             elif outcome.continued and self._books is not None:

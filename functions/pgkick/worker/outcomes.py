@@ -140,6 +140,17 @@ class Outcomes:
         summary.snoozed += 1
         summary.wake_failures += int(not self.wake(job, snoozed.run_at))
 
+    def give_back(self, job: ClaimedJob, keeper: LeaseKeeper, summary: Summary) -> None:
+        """A claimed job not started (the invocation reached its reserve first): back to the
+        queue, due now, its attempt given back (fenced: the snooze's statement, 0 seconds),
+        for the invocation the hand-over kicks. No wake-up: it is due at once."""
+        keeper.forget(job.id)  # the next claim reuses this attempt number: never extend again
+        given = self.store.snooze(job.id, job.attempts, 0)
+        if given is None:
+            summary.lost += 1
+        elif given.cancelled:  # a cancel since the last heartbeat: the job failed instead
+            self.cancelled_late(job, summary)
+
     def cancelled_late(self, job: ClaimedJob, summary: Summary) -> None:
         """A snooze or a continuation that failed the job instead (a cancel since the last
         heartbeat): its "run anyway" dependants entered their queues in that statement, and

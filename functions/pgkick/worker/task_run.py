@@ -30,6 +30,13 @@ CANCELLED = "cancelled by operator"  # last_error of a job cancelled while queue
 # a frozen dataclass, a closure). Its flags are never set.
 UNREAD = JobContext(id=0, queue="", attempt=0, max_attempts=0)
 
+# What a task's code may raise that fails only its own job: any Exception, and SystemExit
+# (a library's sys.exit() inside a task). SystemExit is no Exception: it escaped the worker,
+# which ended mid-batch, its finished jobs unrecorded and every job of the batch left
+# `running` until its lease ran out (a review, 2026-12-05, F2). KeyboardInterrupt still
+# stops the worker: an operator's Ctrl-C of a local worker means stop.
+TASK_ERRORS = (Exception, SystemExit)
+
 
 class TaskOutcome(NamedTuple):
     """What the worker records: done with `result` (JSON text or None), a failure
@@ -42,6 +49,7 @@ class TaskOutcome(NamedTuple):
     snooze: float | None = None
     continued: bool = False  # out of time for its next step (pgkick.worker.continuation)
     stalled: bool = False  # ... before any step ran in this invocation
+    unstarted: bool = False  # not run: the invocation reached its reserve first (given back)
 
 
 def run_task(
@@ -87,7 +95,7 @@ def _run(
         if span is not None:
             span.raised(exc)
         return TaskOutcome(describe_error(exc), True)
-    except Exception as exc:
+    except TASK_ERRORS as exc:
         if span is not None:
             span.raised(exc)
         return TaskOutcome(describe_error(exc), False)
