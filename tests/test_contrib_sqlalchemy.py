@@ -155,3 +155,16 @@ def test_a_workflow_level_refused_leaves_none_of_it_in_the_session(
             sink.enqueue({"order": 3}, task="sa_receipt", queue="q")
         assert kicker.kicks == [("q", "enqueue")]
     assert count_jobs(dsn) == 1
+
+
+def test_each_kicker_kicks_its_own_jobs_in_one_transaction(engine: Engine, dsn: str) -> None:
+    """Catches (a review) the session's first kicker taken for every job of its transaction:
+    a second `jobs(session, kicker=...)` was ignored without a word, its jobs kicked by the
+    first one's kicker."""
+    first, second = RecordingKicker(), RecordingKicker()
+    with Session(engine) as session, session.begin():
+        pgkick_sa.jobs(session, kicker=first).enqueue({}, task="sa_receipt", queue="one")
+        pgkick_sa.jobs(session, kicker=second).enqueue({}, task="sa_receipt", queue="two")
+        pgkick_sa.jobs(session, kicker=first).enqueue({}, task="sa_receipt", queue="one")
+    assert (first.kicks, second.kicks) == ([("one", "enqueue")], [("two", "enqueue")])
+    assert count_jobs(dsn) == 3

@@ -31,7 +31,7 @@ from pgkick.kick.kickers import Kicker
 from pgkick.producer.joined import PendingJobs
 from pgkick.validation import EnqueueOptions
 
-_PENDING = "pgkick.pending"  # session.info key: this transaction's PendingJobs
+_PENDING = "pgkick.pending"  # session.info key: this transaction's PendingJobs, one a kicker
 _HOOKED = "pgkick.hooked"
 
 
@@ -74,10 +74,21 @@ class SessionJobs:
             event.listen(self.session, "after_rollback", _forget)
             event.listen(self.session, "after_transaction_end", _ended)
             info[_HOOKED] = True
-        pending = info.get(_PENDING)
-        if not isinstance(pending, PendingJobs) or pending.conn is not raw:
-            pending = info[_PENDING] = PendingJobs(raw, kicker=self.kicker)
+        pendings = _pendings(self.session)
+        if not pendings or pendings[0].conn is not raw:
+            pendings = info[_PENDING] = []
+        for pending in pendings:  # each kicker kicks its own jobs (a second was ignored)
+            if pending.kicker is self.kicker:
+                return pending
+        pending = PendingJobs(raw, kicker=self.kicker)
+        pendings.append(pending)
         return pending
+
+
+def _pendings(session: Session) -> list[PendingJobs]:
+    """The session's transaction's PendingJobs, one for each kicker it was given."""
+    pendings = session.info.get(_PENDING)
+    return pendings if isinstance(pendings, list) else []
 
 
 def _kick(session: Session) -> None:
@@ -85,19 +96,21 @@ def _kick(session: Session) -> None:
     fires after_commit for a `begin_nested()` savepoint released too, while the outer
     transaction goes on: its jobs wait for that one's commit (kicking then raised
     MisuseError, and the session could not commit at all)."""
-    pending = session.info.get(_PENDING)
-    if isinstance(pending, PendingJobs) and no_transaction(pending.conn):
+    pendings = _pendings(session)
+    if pendings and no_transaction(pendings[0].conn):
         del session.info[_PENDING]
-        pending.kick()  # never raises after a commit (pgkick.producer.joined)
+        for pending in pendings:
+            pending.kick()  # never raises after a commit (pgkick.producer.joined)
 
 
 def _forget(session: Session) -> None:
     """A rollback: forget the jobs, unless only a savepoint rolled back (the outer
     transaction goes on; kick() re-reads which of its jobs survived)."""
-    pending = session.info.get(_PENDING)
-    if isinstance(pending, PendingJobs) and no_transaction(pending.conn):
+    pendings = _pendings(session)
+    if pendings and no_transaction(pendings[0].conn):
         del session.info[_PENDING]
-        pending.discard()
+        for pending in pendings:
+            pending.discard()
 
 
 def _ended(session: Session, transaction: SessionTransaction) -> None:
@@ -106,9 +119,9 @@ def _ended(session: Session, transaction: SessionTransaction) -> None:
     with the connection) rode into the next transaction on the same pooled connection, to
     be kicked by its commit with the old kicker (a review, 2026-12-05)."""
     if transaction.parent is None:
-        pending = session.info.pop(_PENDING, None)
-        if isinstance(pending, PendingJobs):
+        for pending in _pendings(session):
             pending.discard()
+        session.info.pop(_PENDING, None)
 
 
 def jobs(session: Session, *, kicker: Kicker | None = None) -> SessionJobs:
