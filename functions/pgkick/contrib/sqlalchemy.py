@@ -22,7 +22,7 @@ from contextlib import contextmanager
 from typing import Any, Unpack
 
 from sqlalchemy import event
-from sqlalchemy.orm import Session, SessionTransaction
+from sqlalchemy.orm import Session, SessionTransaction, scoped_session
 
 from pgkick.connections.db import is_connection, no_transaction
 from pgkick.errors import InvalidArgumentType
@@ -38,11 +38,15 @@ _HOOKED = "pgkick.hooked"
 class SessionJobs:
     """Where jobs go inside a session's current transaction."""
 
-    def __init__(self, session: Session, *, kicker: Kicker | None = None) -> None:
+    def __init__(
+        self, session: Session | scoped_session[Session], *, kicker: Kicker | None = None
+    ) -> None:
+        if isinstance(session, scoped_session):  # Flask-SQLAlchemy's db.session: the thread's
+            session = session()
         if not isinstance(session, Session):
             raise InvalidArgumentType(
-                f"pgkick.contrib.sqlalchemy: needs a sqlalchemy.orm.Session, got "
-                f"{type(session).__name__}"
+                f"pgkick.contrib.sqlalchemy: needs a sqlalchemy.orm.Session (or a "
+                f"scoped_session), got {type(session).__name__}"
             )
         self.session = session
         self.kicker = kicker or default_kicker()  # a bad setting fails here, before any write
@@ -124,11 +128,15 @@ def _ended(session: Session, transaction: SessionTransaction) -> None:
         session.info.pop(_PENDING, None)
 
 
-def jobs(session: Session, *, kicker: Kicker | None = None) -> SessionJobs:
+def jobs(
+    session: Session | scoped_session[Session], *, kicker: Kicker | None = None
+) -> SessionJobs:
     """The enqueue target for `task.enqueue(jobs(session), payload)`."""
     return SessionJobs(session, kicker=kicker)
 
 
-def enqueue(session: Session, payload: Any, *, task: str, **options: Any) -> int:
+def enqueue(
+    session: Session | scoped_session[Session], payload: Any, *, task: str, **options: Any
+) -> int:
     """String-name form: `enqueue(session, {"order": 42}, task="send_receipt")`."""
     return SessionJobs(session).enqueue(payload, task=task, **options)
