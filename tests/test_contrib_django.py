@@ -139,3 +139,18 @@ def test_a_project_without_time_zones_is_kicked_on_commit(django_db: str) -> Non
         connections["default"].close()
     assert kicker.kicks == [("default", "enqueue"), ("q", "enqueue")]
     assert count_jobs(django_db) == 2
+
+
+def test_a_database_that_is_not_postgresql_is_named_in_the_refusal(django_db: str) -> None:
+    """Catches (a review) a SQLite database told to `pip install psycopg`: installing it
+    changes nothing, the jobs live in PostgreSQL. The error names the alias's ENGINE."""
+    lite = {"ENGINE": "django.db.backends.sqlite3", "NAME": ":memory:"}
+    connections.settings["lite"] = connections.configure_settings({"default": lite})["default"]
+    try:
+        with transaction.atomic(using="lite"):
+            with pytest.raises(TypeError, match=r"'lite' is sqlite .*PostgreSQL"):
+                pgkick_django.jobs("lite", kicker=RecordingKicker()).enqueue({}, task="t")
+    finally:
+        connections["lite"].close()
+        del connections["lite"]
+        del connections.settings["lite"]

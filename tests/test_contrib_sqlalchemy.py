@@ -186,3 +186,13 @@ def test_a_scoped_session_enqueues_in_its_threads_session(engine: Engine, dsn: s
         db_session.remove()
     assert kicker.kicks == [("default", "enqueue")]
     assert count_jobs(dsn) == 1
+
+
+def test_a_database_that_is_not_postgresql_is_named_in_the_refusal() -> None:
+    """Catches (a review) a SQLite session told only that the psycopg 3 driver is needed:
+    the error names the database the session is on, and PostgreSQL."""
+    lite = create_engine("sqlite://")
+    with Session(lite) as session:
+        with pytest.raises(TypeError, match=r"on sqlite.*PostgreSQL"):
+            pgkick_sa.jobs(session, kicker=RecordingKicker()).enqueue({}, task="sa_receipt")
+    lite.dispose()

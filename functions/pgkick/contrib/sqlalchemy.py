@@ -66,11 +66,13 @@ class SessionJobs:
             yield
 
     def _pending(self) -> PendingJobs:
-        raw = self.session.connection().connection.driver_connection  # begins if needed
+        connection = self.session.connection()  # begins if needed
+        raw = connection.connection.driver_connection
         if not is_connection(raw):
             raise InvalidArgumentType(
-                "pgkick.contrib.sqlalchemy: needs the psycopg 3 driver (postgresql+psycopg://), "
-                f"got a {type(raw).__module__}.{type(raw).__name__} connection"
+                f"pgkick.contrib.sqlalchemy: the session is on {connection.dialect.name} "
+                f"through {connection.dialect.driver}; pgkick's jobs live in PostgreSQL, "
+                "reached through the psycopg 3 driver (postgresql+psycopg://)"
             )
         info = self.session.info
         if not info.get(_HOOKED):
