@@ -196,3 +196,23 @@ def test_a_database_that_is_not_postgresql_is_named_in_the_refusal() -> None:
         with pytest.raises(TypeError, match=r"on sqlite.*PostgreSQL"):
             pgkick_sa.jobs(session, kicker=RecordingKicker()).enqueue({}, task="sa_receipt")
     lite.dispose()
+
+
+def test_a_session_in_a_transaction_it_does_not_own_says_its_jobs_wait(
+    engine: Engine, dsn: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Session(bind=connection) inside connection.begin() (SQLAlchemy's recipe for joining
+    an external transaction) commits nothing itself: its after_commit comes while the
+    connection's transaction goes on, and SQLAlchemy has no event after that one's commit.
+    Catches (a review) the jobs dropped without a word: committed by the connection's
+    commit, never kicked, nothing said. Now a warning names them and the form to use."""
+    kicker = RecordingKicker()
+    with engine.connect() as conn:
+        outer = conn.begin()
+        with Session(bind=conn) as session:
+            pgkick_sa.jobs(session, kicker=kicker).enqueue({}, task="sa_receipt", queue="q")
+            session.commit()
+        outer.commit()
+    assert kicker.kicks == [] and count_jobs(dsn) == 1
+    warned = [r.getMessage() for r in caplog.records if r.name == "pgkick.contrib.sqlalchemy"]
+    assert len(warned) == 1 and "pgkick.enqueue_in" in warned[0], warned

@@ -13,10 +13,15 @@ connection goes back to the pool, so the committed jobs are re-read on it (a
 `begin_nested()` savepoint rolled back takes its jobs away) and only those kicked.
 `after_rollback` forgets them (not for a savepoint's), and so does the end of the outermost
 transaction (a session closed without either). Needs the psycopg 3 driver (`postgresql+psycopg://`).
+A session bound to a connection already in a transaction (`Session(bind=conn)` inside
+`conn.begin()`) commits nothing itself, and SQLAlchemy fires no event after that
+connection's commit: its jobs commit with it but start at the next wake-up (a warning says
+so); use `pgkick.enqueue_in(conn.connection.driver_connection)` and `kick()` there.
 """
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from typing import Any, Unpack
@@ -31,6 +36,7 @@ from pgkick.kick.kickers import Kicker
 from pgkick.producer.joined import PendingJobs
 from pgkick.validation import EnqueueOptions
 
+log = logging.getLogger("pgkick.contrib.sqlalchemy")
 _PENDING = "pgkick.pending"  # session.info key: this transaction's PendingJobs, one a kicker
 _HOOKED = "pgkick.hooked"
 
@@ -123,11 +129,27 @@ def _ended(session: Session, transaction: SessionTransaction) -> None:
     """The session's outermost transaction ended: forget what it did not kick. A session
     closed without commit or rollback fires no after_rollback, and its jobs (rolled back
     with the connection) rode into the next transaction on the same pooled connection, to
-    be kicked by its commit with the old kicker (a review, 2026-12-05)."""
+    be kicked by its commit with the old kicker (a review, 2026-12-05).
+
+    A DBAPI transaction still open here is one the session joined and does not own
+    (Session(bind=connection) inside connection.begin()): its jobs commit, or not, with the
+    app's commit of that connection, after which SQLAlchemy fires no event. They cannot be
+    kicked from here, so say so, once, rather than drop them without a word."""
     if transaction.parent is None:
-        for pending in _pendings(session):
-            pending.discard()
+        pendings = _pendings(session)
         session.info.pop(_PENDING, None)
+        waiting = [job_id for pending in pendings for job_id in pending.ids]
+        if waiting and not no_transaction(pendings[0].conn):
+            log.warning(
+                "pgkick.contrib.sqlalchemy: jobs %s are in a transaction the session does not "
+                "own (it was bound to a connection already in one); nothing kicks them after "
+                "that commit, so they start at the next wake-up. For a prompt start enqueue "
+                "with pending = pgkick.enqueue_in(connection.connection.driver_connection) "
+                "and call pending.kick() after connection.commit()",
+                waiting[:20],
+            )
+        for pending in pendings:
+            pending.discard()
 
 
 def jobs(
