@@ -119,3 +119,38 @@ def test_a_connection_not_in_autocommit_is_refused_before_writing(django_db: str
     finally:
         transaction.set_autocommit(True)
     assert count_jobs(django_db) == 0 and kicker.kicks == []
+
+
+def test_a_project_without_time_zones_is_kicked_on_commit(django_db: str) -> None:
+    """USE_TZ=False: Django's connection loads timestamptz naive (and jsonb as text).
+    Catches (a review) pgkick's statements on that connection taking Django's loaders: the
+    jobs' due times came back naive, the kick after the commit failed comparing them with
+    an aware now, and every job committed unkicked (a log line, then the next wake-up)."""
+    from django.test import override_settings
+
+    kicker = RecordingKicker()
+    with override_settings(USE_TZ=False):
+        connections["default"].close()  # the next connection takes the setting
+        with transaction.atomic():
+            receipt.enqueue(pgkick_django.jobs(kicker=kicker), {"order": 1})
+            pgkick_django.jobs(kicker=kicker).enqueue_many(
+                [{"payload": {"n": 2}, "task": "django_receipt", "queue": "q"}]
+            )
+        connections["default"].close()
+    assert kicker.kicks == [("default", "enqueue"), ("q", "enqueue")]
+    assert count_jobs(django_db) == 2
+
+
+def test_a_database_that_is_not_postgresql_is_named_in_the_refusal(django_db: str) -> None:
+    """Catches (a review) a SQLite database told to `pip install psycopg`: installing it
+    changes nothing, the jobs live in PostgreSQL. The error names the alias's ENGINE."""
+    lite = {"ENGINE": "django.db.backends.sqlite3", "NAME": ":memory:"}
+    connections.settings["lite"] = connections.configure_settings({"default": lite})["default"]
+    try:
+        with transaction.atomic(using="lite"):
+            with pytest.raises(TypeError, match=r"'lite' is sqlite .*PostgreSQL"):
+                pgkick_django.jobs("lite", kicker=RecordingKicker()).enqueue({}, task="t")
+    finally:
+        connections["lite"].close()
+        del connections["lite"]
+        del connections.settings["lite"]

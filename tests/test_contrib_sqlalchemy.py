@@ -155,3 +155,64 @@ def test_a_workflow_level_refused_leaves_none_of_it_in_the_session(
             sink.enqueue({"order": 3}, task="sa_receipt", queue="q")
         assert kicker.kicks == [("q", "enqueue")]
     assert count_jobs(dsn) == 1
+
+
+def test_each_kicker_kicks_its_own_jobs_in_one_transaction(engine: Engine, dsn: str) -> None:
+    """Catches (a review) the session's first kicker taken for every job of its transaction:
+    a second `jobs(session, kicker=...)` was ignored without a word, its jobs kicked by the
+    first one's kicker."""
+    first, second = RecordingKicker(), RecordingKicker()
+    with Session(engine) as session, session.begin():
+        pgkick_sa.jobs(session, kicker=first).enqueue({}, task="sa_receipt", queue="one")
+        pgkick_sa.jobs(session, kicker=second).enqueue({}, task="sa_receipt", queue="two")
+        pgkick_sa.jobs(session, kicker=first).enqueue({}, task="sa_receipt", queue="one")
+    assert (first.kicks, second.kicks) == ([("one", "enqueue")], [("two", "enqueue")])
+    assert count_jobs(dsn) == 3
+
+
+def test_a_scoped_session_enqueues_in_its_threads_session(engine: Engine, dsn: str) -> None:
+    """A scoped_session (Flask-SQLAlchemy's `db.session`) stands for the thread's Session,
+    which it commits. Catches (a review) it refused as not a Session, the error not
+    saying what to pass."""
+    from sqlalchemy.orm import scoped_session, sessionmaker
+
+    db_session = scoped_session(sessionmaker(engine))
+    kicker = RecordingKicker()
+    try:
+        receipt.enqueue(pgkick_sa.jobs(db_session, kicker=kicker), {"order": 1})
+        assert kicker.kicks == []
+        db_session.commit()
+    finally:
+        db_session.remove()
+    assert kicker.kicks == [("default", "enqueue")]
+    assert count_jobs(dsn) == 1
+
+
+def test_a_database_that_is_not_postgresql_is_named_in_the_refusal() -> None:
+    """Catches (a review) a SQLite session told only that the psycopg 3 driver is needed:
+    the error names the database the session is on, and PostgreSQL."""
+    lite = create_engine("sqlite://")
+    with Session(lite) as session:
+        with pytest.raises(TypeError, match=r"on sqlite.*PostgreSQL"):
+            pgkick_sa.jobs(session, kicker=RecordingKicker()).enqueue({}, task="sa_receipt")
+    lite.dispose()
+
+
+def test_a_session_in_a_transaction_it_does_not_own_says_its_jobs_wait(
+    engine: Engine, dsn: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Session(bind=connection) inside connection.begin() (SQLAlchemy's recipe for joining
+    an external transaction) commits nothing itself: its after_commit comes while the
+    connection's transaction goes on, and SQLAlchemy has no event after that one's commit.
+    Catches (a review) the jobs dropped without a word: committed by the connection's
+    commit, never kicked, nothing said. Now a warning names them and the form to use."""
+    kicker = RecordingKicker()
+    with engine.connect() as conn:
+        outer = conn.begin()
+        with Session(bind=conn) as session:
+            pgkick_sa.jobs(session, kicker=kicker).enqueue({}, task="sa_receipt", queue="q")
+            session.commit()
+        outer.commit()
+    assert kicker.kicks == [] and count_jobs(dsn) == 1
+    warned = [r.getMessage() for r in caplog.records if r.name == "pgkick.contrib.sqlalchemy"]
+    assert len(warned) == 1 and "pgkick.enqueue_in" in warned[0], warned

@@ -10,10 +10,13 @@ from __future__ import annotations
 from json import JSONDecoder
 from typing import Any
 
-from psycopg.abc import Buffer, DumperKey
+from psycopg.abc import AdaptContext, Buffer, DumperKey
 from psycopg.adapt import Loader, PyFormat
 from psycopg.postgres import types as pg_types
+from psycopg.pq import Format
 from psycopg.types.array import BaseListDumper, ListDumper
+from psycopg.types.datetime import TimestamptzLoader
+from psycopg.types.json import JsonbLoader as PsycopgJsonbLoader
 from psycopg.types.numeric import Int2, Int4, Int8, IntNumeric
 
 _raw_decode = JSONDecoder().raw_decode
@@ -28,6 +31,24 @@ class JsonbLoader(Loader):
 
     def load(self, data: Buffer) -> Any:
         return _raw_decode(str(data, "utf-8"))[0]
+
+
+_TIMESTAMPTZ = pg_types["timestamptz"].oid
+_JSONB = pg_types["jsonb"].oid
+
+
+def own_loaders(cursor: AdaptContext) -> None:
+    """Give a cursor on the app's connection pgkick's reading of timestamptz and jsonb back,
+    where the app replaced it. Why: Django's psycopg backend loads timestamptz naive with
+    USE_TZ=False (and jsonb as text, for its JSONField); pgkick's statements on Django's
+    connection read the jobs' due times naive, and the kick after the commit failed
+    comparing them with an aware now: every job committed unkicked (a review, 2026-12-05).
+    A lookup only where the connection keeps psycopg's loaders (pgkick's own connections)."""
+    adapters = cursor.adapters
+    if adapters.get_loader(_TIMESTAMPTZ, Format.TEXT) is not TimestamptzLoader:
+        adapters.register_loader(_TIMESTAMPTZ, TimestamptzLoader)
+    if adapters.get_loader(_JSONB, Format.TEXT) not in (JsonbLoader, PsycopgJsonbLoader):
+        adapters.register_loader(_JSONB, JsonbLoader)
 
 
 class _IntArrayDumper(ListDumper):

@@ -24,7 +24,7 @@ import psycopg.conninfo
 from psycopg.rows import tuple_row
 
 from pgkick import config
-from pgkick.connections.adapters import IntListDumper, JsonbLoader
+from pgkick.connections.adapters import IntListDumper, JsonbLoader, own_loaders
 from pgkick.connections.qualify import qualify
 from pgkick.connections.redact import redact
 from pgkick.errors import DatabaseUnavailable, StatementError
@@ -171,8 +171,10 @@ class Database:
         """A cursor that reads rows as tuples, whatever the connection's row_factory: on the
         app's own connection (pgkick.transaction, enqueue_in, the Django and SQLAlchemy
         forms) a dict_row or class_row of the app's made job ids of column names, and
-        raised after the commit (a review, F1)."""
-        return self.conn.cursor(row_factory=tuple_row)
+        raised after the commit (a review, F1). pgkick's loaders too (own_loaders says why)."""
+        cur = self.conn.cursor(row_factory=tuple_row)
+        own_loaders(cur)
+        return cur
 
     def _execute_on(self, cur: Cursor, query: LiteralString, params: dict[str, Any]) -> Cursor:
         """Every statement of this Database passes here, once (the tests' spies and wedges
@@ -292,8 +294,10 @@ async def execute_async(
     if schema != config.DEFAULT_SCHEMA:
         query = qualify(query, schema)
     values = {"now": clock(), "schema": schema, **params} if "%(" in query else None
-    # Tuples whatever the app's connection's row_factory (Database._cursor says why).
-    return await conn.cursor(row_factory=tuple_row).execute(query, values, prepare=False)
+    # Tuples and pgkick's loaders whatever the app's connection's (Database._cursor says why).
+    cur = conn.cursor(row_factory=tuple_row)
+    own_loaders(cur)
+    return await cur.execute(query, values, prepare=False)
 
 
 def async_state(conn: AsyncConnection) -> tuple[bool, bool, bool]:

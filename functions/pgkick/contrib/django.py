@@ -74,6 +74,12 @@ class DjangoJobs:
                 "written. Keep autocommit on, or enqueue with pgkick.enqueue_in(conn) and "
                 "kick after your own commit"
             )
+        if connection.vendor != "postgresql":  # "pip install psycopg" would not help here
+            raise InvalidArgumentType(
+                f"pgkick.contrib.django: the database {self.using!r} is {connection.vendor} "
+                f"(ENGINE {connection.settings_dict.get('ENGINE')}); pgkick's jobs live in "
+                "PostgreSQL: pass using= an alias whose ENGINE is django.db.backends.postgresql"
+            )
         connection.ensure_connection()
         raw = connection.connection
         if not is_connection(raw):
