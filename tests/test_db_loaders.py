@@ -109,3 +109,18 @@ def test_pgkick_connections_send_int_lists_the_short_way(dsn: str) -> None:
     pays psycopg's generic list path again, ~45 us a statement)."""
     with connect(dsn) as conn:
         assert conn.adapters.get_dumper(list, PyFormat.AUTO) is IntListDumper
+
+
+def test_own_loaders_leave_psycopgs_own_timestamptz_loader_in_place(dsn: str) -> None:
+    """Catches own_loaders comparing with the Python TimestamptzLoader: with psycopg's C
+    loader installed (psycopg[binary]) every cursor of every connection was taken for an
+    app's, given the slower Python loader and a copy of its adapters map, per statement."""
+    from pgkick.connections.adapters import own_loaders
+
+    oid = psycopg.postgres.types["timestamptz"].oid
+    with psycopg.connect(dsn) as conn:
+        cursor = conn.cursor()
+        own_loaders(cursor)
+        assert cursor.adapters.get_loader(oid, Format.TEXT) is psycopg.adapters.get_loader(
+            oid, Format.TEXT
+        )

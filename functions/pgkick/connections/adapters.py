@@ -10,6 +10,7 @@ from __future__ import annotations
 from json import JSONDecoder
 from typing import Any
 
+import psycopg
 from psycopg.abc import AdaptContext, Buffer, DumperKey
 from psycopg.adapt import Loader, PyFormat
 from psycopg.postgres import types as pg_types
@@ -34,6 +35,12 @@ class JsonbLoader(Loader):
 
 
 _TIMESTAMPTZ = pg_types["timestamptz"].oid
+# psycopg's own timestamptz loader: its C one where psycopg[binary] or [c] is installed
+# (compared with the Python TimestamptzLoader, every cursor of every connection would be
+# taken for an app's and given the slower Python loader, a map copy a statement)
+_DEFAULT_TIMESTAMPTZ: type[Any] = psycopg.adapters.get_loader(_TIMESTAMPTZ, Format.TEXT) or (
+    TimestamptzLoader
+)
 _JSONB = pg_types["jsonb"].oid
 
 
@@ -45,8 +52,8 @@ def own_loaders(cursor: AdaptContext) -> None:
     comparing them with an aware now: every job committed unkicked (a review, 2026-12-05).
     A lookup only where the connection keeps psycopg's loaders (pgkick's own connections)."""
     adapters = cursor.adapters
-    if adapters.get_loader(_TIMESTAMPTZ, Format.TEXT) is not TimestamptzLoader:
-        adapters.register_loader(_TIMESTAMPTZ, TimestamptzLoader)
+    if adapters.get_loader(_TIMESTAMPTZ, Format.TEXT) is not _DEFAULT_TIMESTAMPTZ:
+        adapters.register_loader(_TIMESTAMPTZ, _DEFAULT_TIMESTAMPTZ)
     if adapters.get_loader(_JSONB, Format.TEXT) not in (JsonbLoader, PsycopgJsonbLoader):
         adapters.register_loader(_JSONB, JsonbLoader)
 
