@@ -111,16 +111,25 @@ def test_pgkick_connections_send_int_lists_the_short_way(dsn: str) -> None:
         assert conn.adapters.get_dumper(list, PyFormat.AUTO) is IntListDumper
 
 
-def test_own_loaders_leave_psycopgs_own_timestamptz_loader_in_place(dsn: str) -> None:
+def test_own_loaders_leave_a_connection_with_psycopgs_loaders_alone(
+    dsn: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """Catches own_loaders comparing with the Python TimestamptzLoader: with psycopg's C
     loader installed (psycopg[binary]) every cursor of every connection was taken for an
-    app's, given the slower Python loader and a copy of its adapters map, per statement."""
+    app's and its loader registered again, a copy of the adapters map per statement."""
+    from psycopg.adapt import AdaptersMap
+
     from pgkick.connections.adapters import own_loaders
 
-    oid = psycopg.postgres.types["timestamptz"].oid
+    registered: list[int] = []
+    original = AdaptersMap.register_loader
+
+    def spy(self: AdaptersMap, oid: Any, loader: Any) -> None:
+        registered.append(oid)
+        original(self, oid, loader)
+
     with psycopg.connect(dsn) as conn:
+        monkeypatch.setattr(AdaptersMap, "register_loader", spy)
         cursor = conn.cursor()
         own_loaders(cursor)
-        assert cursor.adapters.get_loader(oid, Format.TEXT) is psycopg.adapters.get_loader(
-            oid, Format.TEXT
-        )
+    assert registered == []  # psycopg's own loaders: nothing replaced, nothing copied
