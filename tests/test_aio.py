@@ -419,3 +419,37 @@ def test_the_async_forms_write_to_the_configured_schema(
     with psycopg.connect(dsn) as conn:
         assert conn.execute("SELECT id FROM app_queue.jobs").fetchall() == [(job,)]
         assert conn.execute("SELECT count(*) FROM pgkick.jobs").fetchone() == (0,)
+
+
+def test_a_caller_cancelled_as_a_connection_is_handed_to_it_passes_it_on(dsn: str) -> None:
+    """Every connection of the loop's pool is lent and two calls wait; one is given back
+    (its wake-up goes to the first caller) and that caller is cancelled in the same instant
+    (a request timeout). Catches the wake-up dying with it (asyncio.Condition before Python
+    3.13, CPython gh-112202): the second caller waited, a connection idle, until some other
+    call gave one back, in a quiet app for ever."""
+    from contextlib import AsyncExitStack
+
+    from pgkick import config
+
+    async def run() -> int:
+        pool = aio_pool.shared(dsn, config.app_settings().producer_linger)
+        holders = [AsyncExitStack() for _ in range(DEFAULT_SIZE)]
+        for holder in holders:
+            await holder.enter_async_context(pool.connection())
+        first, second = (
+            asyncio.create_task(aio.enqueue_and_kick({}, task="t", dsn=dsn, kicker=NoKicker()))
+            for _ in range(2)
+        )
+        while len(pool._cond._waiters) < 2:  # both wait for a connection
+            await asyncio.sleep(0)
+        await holders[0].aclose()  # one given back: its wake-up goes to the first caller
+        first.cancel()  # cancelled before it resumed
+        with pytest.raises(asyncio.CancelledError):
+            await first
+        job = await asyncio.wait_for(second, 30)  # a guard against a hang, not a timing
+        for holder in holders[1:]:
+            await holder.aclose()
+        await aio_pool.close_all()
+        return job
+
+    assert asyncio.run(run()) > 0 and count_jobs(dsn) == 1
