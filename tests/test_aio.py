@@ -453,3 +453,36 @@ def test_a_caller_cancelled_as_a_connection_is_handed_to_it_passes_it_on(dsn: st
         return job
 
     assert asyncio.run(run()) > 0 and count_jobs(dsn) == 1
+
+
+def test_a_transaction_cancelled_twice_during_its_reservation_is_still_cancelled(
+    dsn: str,
+) -> None:
+    """The reservation after the app's commit is held up, and the caller cancelled twice
+    (a request timeout, then a shutdown cancelling every task) while psycopg cancels the
+    statement: psycopg then closes the app's connection. Catches the autocommit given back
+    to that closed connection raising a DatabaseError, which replaced the CancelledError
+    and was taken for a failed reservation: the caller returned normally, cancelled."""
+    kicker = RecordingKicker()
+
+    async def enqueue() -> None:
+        conn = await psycopg.AsyncConnection.connect(dsn)
+        try:
+            async with aio.transaction(conn, kicker=kicker) as jobs:
+                await jobs.enqueue({}, task="t", queue="cq")
+        finally:
+            await conn.close()
+
+    async def run() -> None:
+        caller = asyncio.create_task(enqueue())
+        await asyncio.to_thread(wait_for_lock_waiters, dsn)
+        caller.cancel()
+        await asyncio.sleep(0)  # the caller's turn: psycopg now cancels the statement
+        caller.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await caller
+
+    with psycopg.connect(dsn) as holder:
+        holder.execute("LOCK TABLE pgkick.queue_watchers IN EXCLUSIVE MODE")
+        asyncio.run(run())
+    assert count_jobs(dsn) == 1 and kicker.kicks == [("cq", "enqueue")]
