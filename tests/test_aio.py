@@ -486,3 +486,32 @@ def test_a_transaction_cancelled_twice_during_its_reservation_is_still_cancelled
         holder.execute("LOCK TABLE pgkick.queue_watchers IN EXCLUSIVE MODE")
         asyncio.run(run())
     assert count_jobs(dsn) == 1 and kicker.kicks == [("cq", "enqueue")]
+
+
+@pytest.mark.parametrize("option", [{"priority": 9}, {"delay": 3600}, {"queue": "x"}])
+@pytest.mark.parametrize("form", ["enqueue_many", "workflow"])
+def test_a_job_option_beside_where_to_commit_is_refused_not_dropped(
+    dsn: str, form: str, option: dict[str, Any]
+) -> None:
+    """`aio.enqueue_many(jobs, ...)` and `Workflow.enqueue_async(...)` take where to commit
+    (dsn, kicker, clock); a job's option goes in its mapping (or the node's add). Catches
+    one given beside them dropped without a word: the jobs were written without it (a
+    delay of an hour gone, the jobs run at once)."""
+    import pgkick
+    from pgkick.errors import InvalidArgumentType
+
+    async def enqueue() -> object:
+        if form == "enqueue_many":
+            jobs = [{"payload": {}, "task": "t"}]
+            return await aio.enqueue_many(jobs, dsn=dsn, kicker=NoKicker(), **option)
+        workflow = pgkick.Workflow()
+        workflow.add("t", {})
+        return await workflow.enqueue_async(dsn=dsn, kicker=NoKicker(), **option)
+
+    async def run() -> None:
+        with pytest.raises(InvalidArgumentType, match=f"takes no {next(iter(option))}="):
+            await enqueue()
+        await aio_pool.close_all()
+
+    asyncio.run(run())
+    assert count_jobs(dsn) == 0
