@@ -18,7 +18,7 @@ from pgkick.connections.linger import APPLICATION_NAME
 from pgkick.connections.pool import DEFAULT_SIZE
 from pgkick.errors import UnknownParent
 from pgkick.kick.kickers import NoKicker
-from tests.helpers import sessions_of, wait_for_lock_waiters
+from tests.helpers import sessions_gone, sessions_of, wait_for_lock_waiters
 from tests.test_producer import RecordingKicker, count_jobs
 
 
@@ -515,3 +515,13 @@ def test_a_job_option_beside_where_to_commit_is_refused_not_dropped(
 
     asyncio.run(run())
     assert count_jobs(dsn) == 0
+
+
+def test_a_loop_that_ends_closes_its_connections(dsn: str) -> None:
+    """An app that runs a loop per request (asyncio.run in a Lambda handler or a Celery
+    task; asgiref's async_to_sync) ends it before the linger timer fires. Catches the timer
+    dying with the loop: each loop's producer sessions stayed open for the life of the
+    process (the pool, kept in aio_pool's table, holding them)."""
+    for n in range(3):
+        asyncio.run(aio.enqueue_and_kick({"n": n}, task="t", dsn=dsn, kicker=NoKicker()))
+    assert sessions_gone(dsn, APPLICATION_NAME) and count_jobs(dsn) == 3
