@@ -525,3 +525,19 @@ def test_a_loop_that_ends_closes_its_connections(dsn: str) -> None:
     for n in range(3):
         asyncio.run(aio.enqueue_and_kick({"n": n}, task="t", dsn=dsn, kicker=NoKicker()))
     assert sessions_gone(dsn, APPLICATION_NAME) and count_jobs(dsn) == 3
+
+
+def test_a_closed_connection_is_refused_as_closed(dsn: str) -> None:
+    """Catches aio.transaction(a closed AsyncConnection) saying it must own the transaction
+    (autocommit off, commit or roll back first): neither was the problem, and doing what
+    it said could not help."""
+    from pgkick.errors import MisuseError
+
+    async def run() -> None:
+        conn = await psycopg.AsyncConnection.connect(dsn)
+        await conn.close()
+        with pytest.raises(MisuseError, match="is closed"):
+            async with aio.transaction(conn, kicker=NoKicker()):
+                pass
+
+    asyncio.run(run())
