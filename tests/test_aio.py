@@ -18,7 +18,7 @@ from pgkick.connections.linger import APPLICATION_NAME
 from pgkick.connections.pool import DEFAULT_SIZE
 from pgkick.errors import UnknownParent
 from pgkick.kick.kickers import NoKicker
-from tests.helpers import sessions_of, wait_for_lock_waiters
+from tests.helpers import sessions_gone, sessions_of, wait_for_lock_waiters
 from tests.test_producer import RecordingKicker, count_jobs
 
 
@@ -419,3 +419,125 @@ def test_the_async_forms_write_to_the_configured_schema(
     with psycopg.connect(dsn) as conn:
         assert conn.execute("SELECT id FROM app_queue.jobs").fetchall() == [(job,)]
         assert conn.execute("SELECT count(*) FROM pgkick.jobs").fetchone() == (0,)
+
+
+def test_a_caller_cancelled_as_a_connection_is_handed_to_it_passes_it_on(dsn: str) -> None:
+    """Every connection of the loop's pool is lent and two calls wait; one is given back
+    (its wake-up goes to the first caller) and that caller is cancelled in the same instant
+    (a request timeout). Catches the wake-up dying with it (asyncio.Condition before Python
+    3.13, CPython gh-112202): the second caller waited, a connection idle, until some other
+    call gave one back, in a quiet app for ever."""
+    from contextlib import AsyncExitStack
+
+    from pgkick import config
+
+    async def run() -> int:
+        pool = aio_pool.shared(dsn, config.app_settings().producer_linger)
+        holders = [AsyncExitStack() for _ in range(DEFAULT_SIZE)]
+        for holder in holders:
+            await holder.enter_async_context(pool.connection())
+        first, second = (
+            asyncio.create_task(aio.enqueue_and_kick({}, task="t", dsn=dsn, kicker=NoKicker()))
+            for _ in range(2)
+        )
+        while len(pool._cond._waiters) < 2:  # both wait for a connection
+            await asyncio.sleep(0)
+        await holders[0].aclose()  # one given back: its wake-up goes to the first caller
+        first.cancel()  # cancelled before it resumed
+        with pytest.raises(asyncio.CancelledError):
+            await first
+        job = await asyncio.wait_for(second, 30)  # a guard against a hang, not a timing
+        for holder in holders[1:]:
+            await holder.aclose()
+        await aio_pool.close_all()
+        return job
+
+    assert asyncio.run(run()) > 0 and count_jobs(dsn) == 1
+
+
+def test_a_transaction_cancelled_twice_during_its_reservation_is_still_cancelled(
+    dsn: str,
+) -> None:
+    """The reservation after the app's commit is held up, and the caller cancelled twice
+    (a request timeout, then a shutdown cancelling every task) while psycopg cancels the
+    statement: psycopg then closes the app's connection. Catches the autocommit given back
+    to that closed connection raising a DatabaseError, which replaced the CancelledError
+    and was taken for a failed reservation: the caller returned normally, cancelled."""
+    kicker = RecordingKicker()
+
+    async def enqueue() -> None:
+        conn = await psycopg.AsyncConnection.connect(dsn)
+        try:
+            async with aio.transaction(conn, kicker=kicker) as jobs:
+                await jobs.enqueue({}, task="t", queue="cq")
+        finally:
+            await conn.close()
+
+    async def run() -> None:
+        caller = asyncio.create_task(enqueue())
+        await asyncio.to_thread(wait_for_lock_waiters, dsn)
+        caller.cancel()
+        await asyncio.sleep(0)  # the caller's turn: psycopg now cancels the statement
+        caller.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await caller
+
+    with psycopg.connect(dsn) as holder:
+        holder.execute("LOCK TABLE pgkick.queue_watchers IN EXCLUSIVE MODE")
+        asyncio.run(run())
+    assert count_jobs(dsn) == 1 and kicker.kicks == [("cq", "enqueue")]
+
+
+@pytest.mark.parametrize("option", [{"priority": 9}, {"delay": 3600}, {"queue": "x"}])
+@pytest.mark.parametrize("form", ["enqueue_many", "workflow"])
+def test_a_job_option_beside_where_to_commit_is_refused_not_dropped(
+    dsn: str, form: str, option: dict[str, Any]
+) -> None:
+    """`aio.enqueue_many(jobs, ...)` and `Workflow.enqueue_async(...)` take where to commit
+    (dsn, kicker, clock); a job's option goes in its mapping (or the node's add). Catches
+    one given beside them dropped without a word: the jobs were written without it (a
+    delay of an hour gone, the jobs run at once)."""
+    import pgkick
+    from pgkick.errors import InvalidArgumentType
+
+    async def enqueue() -> object:
+        if form == "enqueue_many":
+            jobs = [{"payload": {}, "task": "t"}]
+            return await aio.enqueue_many(jobs, dsn=dsn, kicker=NoKicker(), **option)
+        workflow = pgkick.Workflow()
+        workflow.add("t", {})
+        return await workflow.enqueue_async(dsn=dsn, kicker=NoKicker(), **option)
+
+    async def run() -> None:
+        with pytest.raises(InvalidArgumentType, match=f"takes no {next(iter(option))}="):
+            await enqueue()
+        await aio_pool.close_all()
+
+    asyncio.run(run())
+    assert count_jobs(dsn) == 0
+
+
+def test_a_loop_that_ends_closes_its_connections(dsn: str) -> None:
+    """An app that runs a loop per request (asyncio.run in a Lambda handler or a Celery
+    task; asgiref's async_to_sync) ends it before the linger timer fires. Catches the timer
+    dying with the loop: each loop's producer sessions stayed open for the life of the
+    process (the pool, kept in aio_pool's table, holding them)."""
+    for n in range(3):
+        asyncio.run(aio.enqueue_and_kick({"n": n}, task="t", dsn=dsn, kicker=NoKicker()))
+    assert sessions_gone(dsn, APPLICATION_NAME) and count_jobs(dsn) == 3
+
+
+def test_a_closed_connection_is_refused_as_closed(dsn: str) -> None:
+    """Catches aio.transaction(a closed AsyncConnection) saying it must own the transaction
+    (autocommit off, commit or roll back first): neither was the problem, and doing what
+    it said could not help."""
+    from pgkick.errors import MisuseError
+
+    async def run() -> None:
+        conn = await psycopg.AsyncConnection.connect(dsn)
+        await conn.close()
+        with pytest.raises(MisuseError, match="is closed"):
+            async with aio.transaction(conn, kicker=NoKicker()):
+                pass
+
+    asyncio.run(run())

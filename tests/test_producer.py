@@ -331,3 +331,24 @@ def test_enqueue_many_cuts_its_statements_by_payload_size_too(
         else:
             asyncio.run(aio.enqueue_many(bad, dsn=dsn, kicker=kicker))
     assert count_jobs(dsn) == 18
+
+
+def test_a_job_option_beside_where_to_commit_is_refused_by_the_sync_forms_too(dsn: str) -> None:
+    """The synchronous twins of tests/test_aio.py's: `pgkick.enqueue_many(jobs, priority=9)`
+    and `Workflow.enqueue(queue=...)` wrote their jobs without the option, no word said."""
+    import pgkick
+    from pgkick.errors import InvalidArgumentType
+    from pgkick.kick.kickers import NoKicker
+
+    with pytest.raises(InvalidArgumentType, match=r"pgkick.enqueue_many: takes no priority="):
+        producer.enqueue_many(
+            [{"payload": {}, "task": "t"}],
+            dsn=dsn,
+            kicker=NoKicker(),
+            **{"priority": 9},  # type: ignore[arg-type]
+        )
+    workflow = pgkick.Workflow()
+    workflow.add("t", {})
+    with pytest.raises(InvalidArgumentType, match=r"Workflow.enqueue: takes no queue="):
+        workflow.enqueue(dsn=dsn, kicker=NoKicker(), **{"queue": "x"})  # type: ignore[arg-type]
+    assert count_jobs(dsn) == 0

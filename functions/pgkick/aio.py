@@ -55,6 +55,7 @@ from pgkick.producer.options import (
     EnqueueOptions,
     ProducerOptions,
     check_connection,
+    commit_only,
     where_to_commit,
 )
 from pgkick.producer.plan import (
@@ -186,6 +187,7 @@ async def enqueue_many(
     jobs: Iterable[Mapping[str, Any]], **where: Unpack[CommitOptions]
 ) -> list[int]:
     """Insert many jobs in one commit, then kick once per queue; a bad job sends nothing."""
+    commit_only("pgkick.aio.enqueue_many", where)  # a job option here: refused, not dropped
     return await commit_and_kick(lambda enqueuer: enqueuer.enqueue_many(jobs), **where)
 
 
@@ -196,7 +198,7 @@ async def commit_and_kick[T](
     lingering connections, commit, then kick once per queue of the jobs it left ready
     (the async form of `pgkick.Workflow.enqueue` builds on it); an exception rolls back
     and kicks nothing."""
-    dsn, kicker, clock, _ = where_to_commit(where)
+    dsn, kicker, clock = commit_only("pgkick.aio.commit_and_kick", where)
     kicker = kicker or default_kicker()  # a bad setting fails here, before anything is written
     dsn = dsn or config.app_settings().dsn()
     async with _pool(dsn).connection() as conn:
@@ -218,6 +220,11 @@ async def transaction(
 ) -> AsyncIterator[AsyncEnqueuer]:
     """Enqueue inside the app's own transaction; kick once it has committed, never before."""
     check_connection("pgkick.aio.transaction", conn, asyncio=True)
+    if conn.closed:  # else said "must own the transaction": no help (a review, 2026-12-05)
+        raise MisuseError(
+            "pgkick.aio.transaction(): the AsyncConnection is closed; pass an open one "
+            "(autocommit off, no transaction in progress)"
+        )
     idle, autocommit, _ = async_state(conn)
     if not idle or autocommit:
         raise MisuseError(

@@ -5,8 +5,9 @@ the threads' pool (`pgkick.connections.pool`) cannot lend one. The rules are the
 lingering core's (`pgkick.connections.idle`), the same as the threads': concurrent
 tasks borrow an idle connection, open one only while fewer than `size` exist,
 otherwise wait (without blocking the loop) for one given back; each connection is
-closed PGKICK_PRODUCER_LINGER_MS after its last use, by a timer on the loop, so no
-session stays open without work; a forked child forgets its parent's pools.
+closed PGKICK_PRODUCER_LINGER_MS after its last use, by a timer on the loop, or when
+the loop shuts down its async generators first (asyncio.run's end), so no session stays
+open without work; a forked child forgets its parent's pools.
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ from __future__ import annotations
 import asyncio
 import os
 import weakref
-from collections.abc import AsyncIterator
+from collections.abc import AsyncGenerator, AsyncIterator
 from contextlib import asynccontextmanager
 
 from pgkick.connections.db import AsyncConnection, async_state, connect_producer_async
@@ -38,6 +39,7 @@ class AsyncLingeringPool:
         self._cond = asyncio.Condition()
         self._timer: asyncio.TimerHandle | None = None
         self._closing: set[asyncio.Task[None]] = set()
+        self._loop_end: AsyncGenerator[None] | None = None
 
     @property
     def opened(self) -> int:
@@ -76,6 +78,9 @@ class AsyncLingeringPool:
         self._arm()
 
     async def _take(self) -> AsyncConnection:
+        if self._loop_end is None:  # the loop's end closes what is left (_until_loop_ends)
+            self._loop_end = self._until_loop_ends()
+            await anext(self._loop_end)
         async with self._cond:
             while True:
                 # as the threads' pool: a connection the server spoke on while it sat idle
@@ -90,7 +95,16 @@ class AsyncLingeringPool:
                     return conn
                 if self._core.take_slot():
                     break
-                await self._cond.wait()
+                try:
+                    await self._cond.wait()
+                except BaseException:
+                    # The wake-up a give-back sent may have been this caller's, cancelled
+                    # before it resumed (a request timeout): before Python 3.13 it dies
+                    # with it (CPython gh-112202), and the next caller waited, a
+                    # connection idle, until some other call gave one back (a review,
+                    # 2026-12-05). Passed on; a caller woken for nothing looks again.
+                    self._cond.notify()
+                    raise
         try:
             return await connect_producer_async(self.dsn, APPLICATION_NAME)
         except BaseException:
@@ -102,6 +116,30 @@ class AsyncLingeringPool:
             self._core.give_back(conn if conn is not None and not conn.closed else None)
             self._cond.notify()
         self._arm()
+
+    async def _until_loop_ends(self) -> AsyncGenerator[None]:
+        """Suspended for the pool's life; closed by the loop's shutdown_asyncgens (its last
+        turn under asyncio.run, asyncio.Runner, asgiref), which closes the connections.
+
+        Why: the linger timer dies with its loop. A loop ended before it fired (asyncio.run
+        per Lambda invocation or Celery task, async_to_sync per call) left its connections
+        open for the life of the process, the pool kept in `_pools` (a review, 2026-12-05).
+        The loop holds an async generator it has started until it shuts them down; one
+        that never does (run_until_complete alone) still needs close_all()."""
+        try:
+            yield
+        finally:
+            if not self._core.forked():  # a child's copy: the connections are the parent's
+                await self._close_at_loop_end()
+
+    async def _close_at_loop_end(self) -> None:
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
+        pools = _pools.get(self._loop, {})
+        if pools.get(self.dsn) is self:
+            del pools[self.dsn]  # the loop may go now
+        await self.close_idle()
 
     def _arm(self) -> None:
         """One timer per pool: at the oldest idle connection's deadline, close what is due."""

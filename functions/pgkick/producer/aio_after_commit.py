@@ -121,16 +121,24 @@ async def reserve_in_autocommit(
     """reserve() on the app's connection, idle since its commit: one statement in
     autocommit (one round trip, not BEGIN, statement, COMMIT), the connection's autocommit
     (off, as pgkick.aio.transaction requires) given back after. Never raises, the jobs
-    being committed: a connection that cannot switch means kick, as if nobody watched."""
+    being committed: a connection that cannot switch means kick, as if nobody watched.
+
+    The autocommit is given back apart: cancelled twice during the reservation, psycopg
+    closes the connection and raises the CancelledError, which giving back the autocommit
+    (a DatabaseError on a closed connection) replaced and this function took for a failed
+    reservation: the caller returned normally, cancelled (a review, 2026-12-05)."""
     try:
         await conn.set_autocommit(True)
-        try:
-            return await reserve(conn, clock, jobs, kicker)
-        finally:
-            await conn.set_autocommit(False)
     except DatabaseError as exc:
         log.warning("could not reserve the kicks after the commit (%s); kicking", exc)
         return set() if isinstance(kicker, NoKicker) else set(ready_queues(jobs, now(clock)))
+    try:
+        return await reserve(conn, clock, jobs, kicker)  # never raises a DatabaseError
+    finally:
+        try:
+            await conn.set_autocommit(False)
+        except DatabaseError as exc:  # closed meanwhile: its autocommit matters no more
+            log.warning("could not give back the connection's autocommit (%s)", exc)
 
 
 async def kick(

@@ -39,6 +39,7 @@ from pgkick.producer.options import (
     EnqueueOptions,
     ProducerOptions,
     check_connection,
+    commit_only,
     where_to_commit,
 )
 from pgkick.producer.plan import EnqueuePlan, execute_sync, job_specs, now
@@ -243,7 +244,7 @@ def _enqueue_after(plan: EnqueuePlan, dsn: str | None, kicker: Kicker, clock: Cl
 @schema_advice  # no schema: say to migrate
 def enqueue_many(jobs: Iterable[Mapping[str, Any]], **where: Unpack[CommitOptions]) -> list[int]:
     """Insert many jobs in one commit (pipelined chunks), then kick once per queue."""
-    dsn, kicker, clock, _ = where_to_commit(where)
+    dsn, kicker, clock = commit_only("pgkick.enqueue_many", where)
     kicker = kicker or default_kicker()  # a bad setting fails here, before anything is written
     with producer_store(dsn, clock) as store:
         enqueuer = Enqueuer(store)

@@ -43,6 +43,21 @@ def where_to_commit(
     return dsn, kicker, job.pop("clock", server_clock), cast(EnqueueOptions, job)
 
 
+def commit_only(form: str, where: CommitOptions) -> tuple[str | None, "Kicker | None", Clock]:
+    """(dsn, kicker, clock) of a form that takes where to commit and nothing else (a batch,
+    a workflow: each job's options are in its own mapping); anything else is refused, before
+    anything connects. Why: `enqueue_many(jobs, priority=9)` wrote the jobs without it, no
+    word said (a delay of an hour dropped, the jobs run at once: a review, 2026-12-05)."""
+    dsn, kicker, clock, rest = where_to_commit(where)
+    if rest:
+        names = ", ".join(f"{name}=" for name in sorted(rest))
+        raise InvalidArgumentType(
+            f"{form}: takes no {names} (only dsn=, kicker=, clock=: each job's options go in "
+            f"its own mapping, a workflow node's in its add()); nothing was written"
+        )
+    return dsn, kicker, clock
+
+
 def check_connection(form: str, conn: object, *, asyncio: bool) -> None:
     """Refuse, before anything is written, a `conn` the transaction form cannot own, naming
     the form that takes it. Why: pgkick.transaction(an AsyncConnection) failed on the

@@ -30,7 +30,7 @@ from pgkick.errors import InvalidArgumentType, InvalidWorkflow
 from pgkick.kick.default import default_kicker
 from pgkick.producer.after_commit import kick_committed
 from pgkick.producer.enqueue import Enqueuer, producer_store
-from pgkick.producer.options import CommitOptions, EnqueueOptions, where_to_commit
+from pgkick.producer.options import CommitOptions, EnqueueOptions, commit_only
 from pgkick.producer.plan import now
 from pgkick.store.producer import ProducerStore
 from pgkick.tasks.handle import Task, to_json_value
@@ -213,7 +213,7 @@ class Workflow:
     def enqueue(self, **where: Unpack[CommitOptions]) -> WorkflowRun:
         """Enqueue every node in one transaction of its own, then kick the roots' queues
         (each other node is kicked by the worker that completes its last parent)."""
-        dsn, kicker, clock, _ = where_to_commit(where)
+        dsn, kicker, clock = commit_only("Workflow.enqueue", where)
         self.check()
         kicker = kicker or default_kicker()  # a bad setting fails before anything is written
         with _one_transaction(dsn, clock) as enqueuer:
@@ -241,6 +241,7 @@ class Workflow:
     async def enqueue_async(self, **where: Unpack[CommitOptions]) -> WorkflowRun:
         """`enqueue` for asyncio: every node in one transaction of its own on one of the
         loop's lingering connections (pgkick.aio), then the roots' queues kicked."""
+        commit_only("Workflow.enqueue_async", where)  # a job option here: refused, not dropped
         self.check()  # before a connection is taken
         return await aio.commit_and_kick(self.enqueue_with_async, **where)
 
