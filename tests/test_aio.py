@@ -12,6 +12,7 @@ from typing import Any
 import psycopg
 import pytest
 
+import pgkick
 from pgkick import aio
 from pgkick.connections import aio_pool
 from pgkick.connections.linger import APPLICATION_NAME
@@ -541,3 +542,8 @@ def test_a_closed_connection_is_refused_as_closed(dsn: str) -> None:
                 pass
 
     asyncio.run(run())
+    with psycopg.connect(dsn) as conn:  # and the sync form, by the same check
+        pass
+    with pytest.raises(MisuseError, match=r"pgkick\.transaction\(\): the connection is closed"):
+        with pgkick.transaction(conn, kicker=NoKicker()):
+            pass

@@ -220,11 +220,6 @@ async def transaction(
 ) -> AsyncIterator[AsyncEnqueuer]:
     """Enqueue inside the app's own transaction; kick once it has committed, never before."""
     check_connection("pgkick.aio.transaction", conn, asyncio=True)
-    if conn.closed:  # else said "must own the transaction": no help (a review, 2026-12-05)
-        raise MisuseError(
-            "pgkick.aio.transaction(): the AsyncConnection is closed; pass an open one "
-            "(autocommit off, no transaction in progress)"
-        )
     idle, autocommit, _ = async_state(conn)
     if not idle or autocommit:
         raise MisuseError(

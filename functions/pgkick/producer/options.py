@@ -13,7 +13,7 @@ connection a transaction form takes is checked here too (check_connection).
 from typing import TYPE_CHECKING, Any, TypedDict, cast
 
 from pgkick.connections.db import Clock, is_async_connection, is_connection, server_clock
-from pgkick.errors import InvalidArgumentType
+from pgkick.errors import InvalidArgumentType, MisuseError
 from pgkick.validation import JOB_FIELDS as JOB_FIELDS  # re-exported: the forms' one place
 from pgkick.validation import EnqueueOptions as EnqueueOptions
 
@@ -64,6 +64,11 @@ def check_connection(form: str, conn: object, *, asyncio: bool) -> None:
     context manager protocol, and a DSN string, or pgkick.aio.transaction(a
     psycopg.Connection), on an AttributeError, none saying what to pass (a review, F4)."""
     if is_async_connection(conn) if asyncio else is_connection(conn):
+        if cast(Any, conn).closed:  # else "must own the transaction": no help (a review)
+            raise MisuseError(
+                f"{form}(): the connection is closed; pass an open one (autocommit off, no "
+                "transaction in progress)"
+            )
         return
     wanted = "an AsyncConnection" if asyncio else "a psycopg 3 connection"
     if is_connection(conn) or is_async_connection(conn):
