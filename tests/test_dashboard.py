@@ -376,6 +376,35 @@ def test_served_beyond_this_machine_only_the_hosts_it_was_started_for_are_answer
     assert evil.get("/jobs").status_code == 403
 
 
+def test_an_action_through_a_tls_proxy_is_taken_from_its_https_page(
+    dsn: str, ids: list[int]
+) -> None:
+    """Catches every Retry and Cancel refused behind a proxy that ends TLS on another
+    machine (`--host ... --allowed-host jobs.example`): the browser's Origin is
+    https://jobs.example, the dashboard is reached over http, and the Origin was compared
+    with http://Host ("refused: the request came from https://jobs.example"). An https
+    page of a served host is taken; a plain-http page posting to an https dashboard is
+    not (a downgrade), nor is another host's https page."""
+    _, failed, queued, _, _ = ids
+    served = make_app(
+        dsn, allow_actions=True, allowed_hosts=None, host_names=["jobs.example"], kicker=Kicks()
+    )
+    proxied = TestClient(
+        served, base_url="http://jobs.example", client=("10.0.0.7", 1), follow_redirects=False
+    )
+    other = {"origin": "https://evil.example"}
+    assert proxied.post(f"/jobs/{queued}/cancel", headers=other).status_code == 403
+    answer = proxied.post(f"/jobs/{queued}/cancel", headers={"origin": "https://jobs.example"})
+    assert answer.status_code == 303, answer.text
+    assert job_row(dsn, queued)["last_error"] == "cancelled by operator"
+    https = TestClient(
+        served, base_url="https://jobs.example", client=("10.0.0.7", 1), follow_redirects=False
+    )
+    downgrade = {"origin": "http://jobs.example"}
+    assert https.post(f"/jobs/{failed}/retry", headers=downgrade).status_code == 403
+    assert job_row(dsn, failed)["status"] == "failed"
+
+
 def test_times_are_shown_in_utc_whatever_the_sessions_time_zone(
     dsn: str, ids: list[int], monkeypatch: pytest.MonkeyPatch
 ) -> None:
