@@ -278,6 +278,28 @@ def test_timeline_and_a_jobs_wake_ups_from_the_local_stack(dsn: str, ids: list[i
     assert "kick" in table and "pgkick-money-x" in table and "drop" not in table
 
 
+def test_a_finished_jobs_wake_ups_outlive_the_events_after_it(dsn: str, ids: list[int]) -> None:
+    """Catches the job page reading the newest 500 events since the job's creation, then
+    keeping those before its end: once 500 events followed it (another queue's burst), its
+    own kick was gone and the page said "No kick or scheduled wake-up of queue default
+    during this job's life", while the stack still kept it."""
+    done = ids[0]
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        created, finished = conn.execute(
+            "UPDATE pgkick.jobs SET created_at = now() - interval '10 minutes',"
+            " finished_at = now() - interval '9 minutes' WHERE id = %s"
+            " RETURNING created_at, finished_at",
+            (done,),
+        ).fetchone()
+    events = [{"at": created.timestamp() + 0.1, "kind": "kick", "queue": "default"}] + [
+        {"at": finished.timestamp() + 1 + i / 10, "kind": "kick", "queue": "other"}
+        for i in range(600)
+    ]
+    page = client(make_app(dsn, timeline=FakeTimeline(events))).get(f"/jobs/{done}").text
+    table = page[page.index('id="wakeups"') :].split("</table>")[0]
+    assert table.count("<td>kick</td>") == 1, table[:500]
+
+
 def test_pgkick_ui_needs_a_database_named(
     monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:

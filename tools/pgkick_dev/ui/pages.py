@@ -28,6 +28,8 @@ from pgkick_dev.ui import timeline as tl
 from pgkick_dev.ui.context import Settings, job_id_of, render, settings_of
 
 PAGE_SIZES = (25, 50, 100, 200)
+EVENTS_KEPT = 10_000  # what `pgkick dev` keeps (pgkick_dev.devserver.timeline.Timeline)
+WAKEUPS_SHOWN = 500  # a job page's kicks and wake-ups, at most
 WAKE_KINDS = ("kick", "schedule_create", "schedule_fire", "schedule_delete", "drop", "retry")
 
 
@@ -183,17 +185,22 @@ def job(request: Request) -> Response:
 
 
 def _wakeups(settings: Settings, job: dict[str, Any], read_at: datetime) -> list[dict[str, Any]]:
-    """The local stack's kicks and scheduled wake-ups of the job's queue during its life."""
+    """The local stack's kicks and scheduled wake-ups of the job's queue during its life
+    (the first WAKEUPS_SHOWN).
+
+    Why every event kept is read: `events()` gives the newest ones since a time, and the
+    newest 500 since the job's creation were those after its end once 500 more had
+    happened (a burst): its own kicks were cut before its life was picked out."""
     if settings.timeline is None:
         return []
     start = (job["created_at"] - timedelta(seconds=1)).timestamp()
     end = (job["finished_at"] or read_at).timestamp() + 1
-    events = settings.timeline.events(since=start, limit=500)
+    events = settings.timeline.events(since=start, limit=EVENTS_KEPT)
     return [
         _shown(e)
         for e in events
         if e["kind"] in WAKE_KINDS and e.get("queue") in (None, job["queue"]) and e["at"] <= end
-    ]
+    ][:WAKEUPS_SHOWN]
 
 
 def _shown(event: dict[str, Any]) -> dict[str, Any]:
