@@ -15,6 +15,8 @@ import pytest
 from starlette.testclient import TestClient
 
 import pgkick
+from pgkick.cli.bulk import JobSelection
+from pgkick.errors import InvalidArgument
 from pgkick.kick.kickers import NoKicker
 from pgkick.tasks import recurring
 from pgkick.tasks.recurring import Periodic, PeriodicRegistry
@@ -160,6 +162,18 @@ def test_a_job_page_shows_everything_and_bad_ids_are_refused(
     bad = ui.get("/jobs?status=finished")
     assert bad.status_code == 400 and "unknown status" in bad.text
     assert ui.get("/timeline").status_code == 404  # not in dev mode
+
+
+def test_a_filter_with_a_nul_character_is_a_bad_request(ids: list[int], ui: TestClient) -> None:
+    """Catches ?error=%00 answered "503 Database unavailable" (PostgreSQL text cannot hold
+    NUL, and psycopg's refusal was taken for a database failure), and the bulk API's same
+    selection raising psycopg's DataError: the input is refused, naming the filter."""
+    for name in ("error", "task", "unique_key"):
+        answer = ui.get(f"/jobs?{name}=a%00b")
+        assert answer.status_code == 400 and f"{name}: " in answer.text, answer.text
+        assert "NUL" in answer.text
+    with pytest.raises(InvalidArgument, match=r"error: .*NUL"):
+        JobSelection(error="a\x00b")
 
 
 def test_actions_are_refused_when_read_only(dsn: str, ids: list[int], ui: TestClient) -> None:

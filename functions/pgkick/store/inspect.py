@@ -57,6 +57,10 @@ class JobFilter:
             value = getattr(self, name)
             if value is not None and (not isinstance(value, str) or not value):
                 raise InvalidArgument(f"{name}: a non-empty string, or None for no filter")
+            if value is not None and "\x00" in value:  # else psycopg's error, as a 503
+                raise InvalidArgument(
+                    f"{name}: {value!r} holds a NUL character, which no job's text can hold"
+                )
         for name in ("since", "until"):
             value = getattr(self, name)
             if value is not None and (not isinstance(value, datetime) or value.tzinfo is None):
