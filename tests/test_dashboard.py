@@ -314,6 +314,16 @@ def test_a_finished_jobs_wake_ups_outlive_the_events_after_it(dsn: str, ids: lis
     assert table.count("<td>kick</td>") == 1, table[:500]
 
 
+def test_the_timelines_minutes_are_a_positive_number(dsn: str) -> None:
+    """Catches /timeline?minutes=inf answered 500 (an OverflowError while rendering "the last
+    inf minutes") and -5, 0 or nan shown as "the last -5 minutes": each a 400 naming it."""
+    ui = client(make_app(dsn, timeline=FakeTimeline([])))
+    for minutes in ("inf", "-inf", "nan", "-5", "0", "abc"):
+        answer = ui.get(f"/timeline?minutes={minutes}")
+        assert answer.status_code == 400 and "minutes" in answer.text, minutes
+    assert ui.get("/timeline?minutes=0.5").status_code == 200
+
+
 def test_pgkick_ui_needs_a_database_named(
     monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:

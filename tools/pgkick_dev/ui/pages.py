@@ -7,6 +7,7 @@ same JobReader as `pgkick jobs` and `pgkick job`.
 from __future__ import annotations
 
 import json
+import math
 import time
 from argparse import ArgumentTypeError
 from datetime import UTC, datetime, timedelta
@@ -213,10 +214,13 @@ def timeline(request: Request) -> Response:
     settings = settings_of(request)
     if settings.timeline is None:
         raise HTTPException(404, "the timeline is shown by `pgkick dev` only")
+    text = request.query_params.get("minutes") or "15"
     try:
-        minutes = float(request.query_params.get("minutes") or 15)
+        minutes = float(text)
     except ValueError:
-        raise InvalidArgument("minutes must be a number") from None
+        minutes = math.nan
+    if not (math.isfinite(minutes) and minutes > 0):  # inf was a 500 while rendering
+        raise InvalidArgument(f"minutes must be a positive number, not {text!r}")
     now = time.time()
     since = now - minutes * 60
     events = settings.timeline.events(since=since, limit=2000)
