@@ -4,6 +4,7 @@ machine), and that a page leaves no session open."""
 
 from __future__ import annotations
 
+import html
 import re
 import time
 from collections.abc import Iterator
@@ -174,6 +175,24 @@ def test_a_filter_with_a_nul_character_is_a_bad_request(ids: list[int], ui: Test
         assert "NUL" in answer.text
     with pytest.raises(InvalidArgument, match=r"error: .*NUL"):
         JobSelection(error="a\x00b")
+
+
+def test_a_payload_and_result_are_shown_in_their_own_letters(dsn: str, ui: TestClient) -> None:
+    """Catches a payload {"city": "東京"} shown as "\\u6771\\u4eac" (json.dumps' ASCII
+    escapes): unreadable, and a find for the name a job was enqueued with found nothing."""
+    job = pgkick.enqueue_and_kick(
+        {"name": "Zoë", "city": "東京"}, task="t", dsn=dsn, kicker=NoKicker()
+    )
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        conn.execute(
+            "UPDATE pgkick.jobs SET status = 'done', finished_at = now(), result = %s"
+            " WHERE id = %s",
+            ('{"sent": "Ærø"}', job),
+        )
+    page = html.unescape(ui.get(f"/jobs/{job}").text)
+    payload = page.split('<pre id="payload">')[1].split("</pre>")[0]
+    assert '"city": "東京"' in payload and '"name": "Zoë"' in payload, payload
+    assert '"sent": "Ærø"' in page.split('<pre id="result">')[1]
 
 
 def test_actions_are_refused_when_read_only(dsn: str, ids: list[int], ui: TestClient) -> None:

@@ -164,6 +164,20 @@ def test_job_shows_payload_attempts_error_result_times_and_lease(
     assert out["result"] == {"sent": 1} and out["errors"] == [] and out["payload"] == {"to": "a"}
 
 
+def test_job_shows_a_payload_in_its_own_letters(
+    dsn: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Catches `payload: {"city": "\\u6771\\u4eac"}`: the text as enqueued, as its steps'
+    results already were (the database's own JSON text)."""
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        (job,) = conn.execute(
+            "INSERT INTO pgkick.jobs (task, payload) VALUES ('t', %s) RETURNING id",
+            ('{"city": "東京", "name": "Zoë"}',),
+        ).fetchone()
+    code, out, _ = run(capsys, "job", str(job), "--dsn", dsn)
+    assert code == 0 and 'payload: {"city": "東京", "name": "Zoë"}' in out, out
+
+
 @pytest.mark.parametrize(
     ("argv", "message"),
     [

@@ -177,12 +177,18 @@ def job(request: Request) -> Response:
         request,
         "job.html",
         job=found,
-        payload=json.dumps(found["payload"], indent=2, sort_keys=True),
-        result=None if found["result"] is None else json.dumps(found["result"], indent=2),
+        payload=_json(found["payload"], sort_keys=True),
+        result=None if found["result"] is None else _json(found["result"]),
         wake=wake,
         wakeups=_wakeups(settings, found, read_at),
         message=request.query_params.get("message"),
     )
+
+
+def _json(value: Any, *, sort_keys: bool = False) -> str:
+    """A payload or result as the page shows it: indented JSON in its own letters (json's
+    default \\u escapes made "東京" unreadable, and a browser's find missed it)."""
+    return json.dumps(value, indent=2, sort_keys=sort_keys, ensure_ascii=False)
 
 
 def _wakeups(settings: Settings, job: dict[str, Any], read_at: datetime) -> list[dict[str, Any]]:
