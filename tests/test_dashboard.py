@@ -4,6 +4,7 @@ machine), and that a page leaves no session open."""
 
 from __future__ import annotations
 
+import html
 import re
 import time
 from collections.abc import Iterator
@@ -15,6 +16,8 @@ import pytest
 from starlette.testclient import TestClient
 
 import pgkick
+from pgkick.cli.bulk import JobSelection
+from pgkick.errors import InvalidArgument
 from pgkick.kick.kickers import NoKicker
 from pgkick.tasks import recurring
 from pgkick.tasks.recurring import Periodic, PeriodicRegistry
@@ -162,6 +165,36 @@ def test_a_job_page_shows_everything_and_bad_ids_are_refused(
     assert ui.get("/timeline").status_code == 404  # not in dev mode
 
 
+def test_a_filter_with_a_nul_character_is_a_bad_request(ids: list[int], ui: TestClient) -> None:
+    """Catches ?error=%00 answered "503 Database unavailable" (PostgreSQL text cannot hold
+    NUL, and psycopg's refusal was taken for a database failure), and the bulk API's same
+    selection raising psycopg's DataError: the input is refused, naming the filter."""
+    for name in ("error", "task", "unique_key"):
+        answer = ui.get(f"/jobs?{name}=a%00b")
+        assert answer.status_code == 400 and f"{name}: " in answer.text, answer.text
+        assert "NUL" in answer.text
+    with pytest.raises(InvalidArgument, match=r"error: .*NUL"):
+        JobSelection(error="a\x00b")
+
+
+def test_a_payload_and_result_are_shown_in_their_own_letters(dsn: str, ui: TestClient) -> None:
+    """Catches a payload {"city": "東京"} shown as "\\u6771\\u4eac" (json.dumps' ASCII
+    escapes): unreadable, and a find for the name a job was enqueued with found nothing."""
+    job = pgkick.enqueue_and_kick(
+        {"name": "Zoë", "city": "東京"}, task="t", dsn=dsn, kicker=NoKicker()
+    )
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        conn.execute(
+            "UPDATE pgkick.jobs SET status = 'done', finished_at = now(), result = %s"
+            " WHERE id = %s",
+            ('{"sent": "Ærø"}', job),
+        )
+    page = html.unescape(ui.get(f"/jobs/{job}").text)
+    payload = page.split('<pre id="payload">')[1].split("</pre>")[0]
+    assert '"city": "東京"' in payload and '"name": "Zoë"' in payload, payload
+    assert '"sent": "Ærø"' in page.split('<pre id="result">')[1]
+
+
 def test_actions_are_refused_when_read_only(dsn: str, ids: list[int], ui: TestClient) -> None:
     failed = ids[1]
     answer = ui.post(f"/jobs/{failed}/retry", headers={"origin": LOCAL})
@@ -278,6 +311,38 @@ def test_timeline_and_a_jobs_wake_ups_from_the_local_stack(dsn: str, ids: list[i
     assert "kick" in table and "pgkick-money-x" in table and "drop" not in table
 
 
+def test_a_finished_jobs_wake_ups_outlive_the_events_after_it(dsn: str, ids: list[int]) -> None:
+    """Catches the job page reading the newest 500 events since the job's creation, then
+    keeping those before its end: once 500 events followed it (another queue's burst), its
+    own kick was gone and the page said "No kick or scheduled wake-up of queue default
+    during this job's life", while the stack still kept it."""
+    done = ids[0]
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        created, finished = conn.execute(
+            "UPDATE pgkick.jobs SET created_at = now() - interval '10 minutes',"
+            " finished_at = now() - interval '9 minutes' WHERE id = %s"
+            " RETURNING created_at, finished_at",
+            (done,),
+        ).fetchone()
+    events = [{"at": created.timestamp() + 0.1, "kind": "kick", "queue": "default"}] + [
+        {"at": finished.timestamp() + 1 + i / 10, "kind": "kick", "queue": "other"}
+        for i in range(600)
+    ]
+    page = client(make_app(dsn, timeline=FakeTimeline(events))).get(f"/jobs/{done}").text
+    table = page[page.index('id="wakeups"') :].split("</table>")[0]
+    assert table.count("<td>kick</td>") == 1, table[:500]
+
+
+def test_the_timelines_minutes_are_a_positive_number(dsn: str) -> None:
+    """Catches /timeline?minutes=inf answered 500 (an OverflowError while rendering "the last
+    inf minutes") and -5, 0 or nan shown as "the last -5 minutes": each a 400 naming it."""
+    ui = client(make_app(dsn, timeline=FakeTimeline([])))
+    for minutes in ("inf", "-inf", "nan", "-5", "0", "abc"):
+        answer = ui.get(f"/timeline?minutes={minutes}")
+        assert answer.status_code == 400 and "minutes" in answer.text, minutes
+    assert ui.get("/timeline?minutes=0.5").status_code == 200
+
+
 def test_pgkick_ui_needs_a_database_named(
     monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -374,6 +439,35 @@ def test_served_beyond_this_machine_only_the_hosts_it_was_started_for_are_answer
     assert job_row(dsn, queued)["status"] == "failed"
     evil = TestClient(apps[0], base_url="http://evil.example:3002", client=("10.0.0.7", 1))
     assert evil.get("/jobs").status_code == 403
+
+
+def test_an_action_through_a_tls_proxy_is_taken_from_its_https_page(
+    dsn: str, ids: list[int]
+) -> None:
+    """Catches every Retry and Cancel refused behind a proxy that ends TLS on another
+    machine (`--host ... --allowed-host jobs.example`): the browser's Origin is
+    https://jobs.example, the dashboard is reached over http, and the Origin was compared
+    with http://Host ("refused: the request came from https://jobs.example"). An https
+    page of a served host is taken; a plain-http page posting to an https dashboard is
+    not (a downgrade), nor is another host's https page."""
+    _, failed, queued, _, _ = ids
+    served = make_app(
+        dsn, allow_actions=True, allowed_hosts=None, host_names=["jobs.example"], kicker=Kicks()
+    )
+    proxied = TestClient(
+        served, base_url="http://jobs.example", client=("10.0.0.7", 1), follow_redirects=False
+    )
+    other = {"origin": "https://evil.example"}
+    assert proxied.post(f"/jobs/{queued}/cancel", headers=other).status_code == 403
+    answer = proxied.post(f"/jobs/{queued}/cancel", headers={"origin": "https://jobs.example"})
+    assert answer.status_code == 303, answer.text
+    assert job_row(dsn, queued)["last_error"] == "cancelled by operator"
+    https = TestClient(
+        served, base_url="https://jobs.example", client=("10.0.0.7", 1), follow_redirects=False
+    )
+    downgrade = {"origin": "http://jobs.example"}
+    assert https.post(f"/jobs/{failed}/retry", headers=downgrade).status_code == 403
+    assert job_row(dsn, failed)["status"] == "failed"
 
 
 def test_times_are_shown_in_utc_whatever_the_sessions_time_zone(

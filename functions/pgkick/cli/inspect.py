@@ -118,8 +118,11 @@ def render_job(job: dict[str, Any]) -> str:
             lines.append(f"{label}: {', '.join(map(str, job[key]))}")
     if job.get("waiting_on"):
         lines.append(f"waiting on: {job['waiting_on']} parents")
-    lines.append(f"payload: {json.dumps(job['payload'], sort_keys=True)}")
-    lines.append("result: " + ("-" if job["result"] is None else json.dumps(job["result"])))
+    # In their own letters (not json's \u escapes), as the steps' results already are.
+    payload = json.dumps(job["payload"], sort_keys=True, ensure_ascii=False)
+    lines.append(f"payload: {payload}")
+    result = "-" if job["result"] is None else json.dumps(job["result"], ensure_ascii=False)
+    lines.append(f"result: {result}")
     lines += render_steps(job.get("steps", []))
     lines.append(f"errors ({ERRORS_KEPT}):")
     lines += [f"  {line}" for e in job["errors"] for line in e.splitlines()] or ["  none"]

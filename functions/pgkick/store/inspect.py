@@ -5,12 +5,12 @@ dashboard can run read-only against any database with it, and the CLI and the
 dashboard show the same rows from the same statements.
 
 Why pages are bounded: a page is keyset-paged on the primary key (newest first,
-`id < after`), never counted. A filter with an index of its own (failed and running
-jobs: partial indexes; a unique key: its index) reads only matching rows. Any other
-filter (a task, a queue, a group, queued or done) is checked row by row along the
-primary key, so a page looks at no more than `SCAN_WINDOW` ids: when fewer rows match
-there, the page says where the next look starts (`next_after`), and costs the same at
-a million jobs as at a thousand.
+`id < after`), never counted. A filter with an index of its own (failed jobs alone and
+running jobs: partial indexes; a unique key: its index) reads only matching rows. Any
+other filter (a task, a queue, a group, queued or done, failed with another) is checked
+row by row along the primary key, so a page looks at no more than `SCAN_WINDOW` ids:
+when fewer rows match there, the page says where the next look starts (`next_after`),
+and costs the same at a million jobs as at a thousand.
 """
 
 from __future__ import annotations
@@ -57,6 +57,10 @@ class JobFilter:
             value = getattr(self, name)
             if value is not None and (not isinstance(value, str) or not value):
                 raise InvalidArgument(f"{name}: a non-empty string, or None for no filter")
+            if value is not None and "\x00" in value:  # else psycopg's error, as a 503
+                raise InvalidArgument(
+                    f"{name}: {value!r} holds a NUL character, which no job's text can hold"
+                )
         for name in ("since", "until"):
             value = getattr(self, name)
             if value is not None and (not isinstance(value, datetime) or value.tzinfo is None):
@@ -84,9 +88,16 @@ class JobFilter:
 
     @property
     def indexed(self) -> bool:
-        """True when an index finds the matching rows, newest first, without a window."""
-        if self.unique_key is not None or self.status in _INDEXED_STATUSES:
+        """True when an index finds the matching rows, newest first, without a window.
+
+        Why failed only alone: jobs_failed_idx holds every failed job, and with another
+        filter (a task, an error text) it returns those that do not match too, all of them
+        when few match (a page read 48,333 failed jobs in a review). Running jobs are few
+        (as many as run at once), so their index bounds a page whatever else is asked."""
+        if self.unique_key is not None or self.status == "running":
             return True
+        if self.status in _INDEXED_STATUSES:
+            return all(getattr(self, name) is None for name in FILTERS if name != "status")
         return self.empty  # no filter: every id along the primary key matches
 
     def as_params(self) -> dict[str, Any]:

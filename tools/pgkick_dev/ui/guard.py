@@ -108,8 +108,17 @@ class LocalOnly:
 def cross_origin(request: Request, guard: HostGuard) -> str | None:
     """Why an action request does not come from one of our pages, or None if it does: its
     Origin (else Referer) must name a host `guard` serves, not merely match the Host header
-    (which the sender chooses), and be this request's own scheme, host and port."""
-    own = f"{request.url.scheme}://{request.headers.get('host', '')}"
+    (which the sender chooses), and be this request's own scheme, host and port.
+
+    Why https is taken for http: behind a proxy that ends TLS (on another machine, whose
+    X-Forwarded-Proto uvicorn does not trust), the dashboard is reached over http from its
+    own https pages, and every action was refused. An https page of a served host is as
+    much ours (nobody else can serve it without that name's certificate); the reverse, a
+    plain-http page posting to an https dashboard, is still refused."""
+    host = request.headers.get("host", "")
+    own = {f"{request.url.scheme}://{host}"}
+    if request.url.scheme == "http":
+        own.add(f"https://{host}")
     if request.headers.get("sec-fetch-site") not in (None, "same-origin", "none"):
         return "refused: the request came from another site"
     origin = request.headers.get("origin")
@@ -121,6 +130,6 @@ def cross_origin(request: Request, guard: HostGuard) -> str | None:
             )
         parts = urlsplit(referer)
         origin = f"{parts.scheme}://{parts.netloc}"
-    if origin == own and guard.host_allowed(host_name(urlsplit(origin).netloc)):
+    if origin in own and guard.host_allowed(host_name(urlsplit(origin).netloc)):
         return None
     return f"refused: the request came from {origin}"

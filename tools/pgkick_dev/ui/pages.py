@@ -7,6 +7,7 @@ same JobReader as `pgkick jobs` and `pgkick job`.
 from __future__ import annotations
 
 import json
+import math
 import time
 from argparse import ArgumentTypeError
 from datetime import UTC, datetime, timedelta
@@ -28,6 +29,8 @@ from pgkick_dev.ui import timeline as tl
 from pgkick_dev.ui.context import Settings, job_id_of, render, settings_of
 
 PAGE_SIZES = (25, 50, 100, 200)
+EVENTS_KEPT = 10_000  # what `pgkick dev` keeps (pgkick_dev.devserver.timeline.Timeline)
+WAKEUPS_SHOWN = 500  # a job page's kicks and wake-ups, at most
 WAKE_KINDS = ("kick", "schedule_create", "schedule_fire", "schedule_delete", "drop", "retry")
 
 
@@ -174,26 +177,37 @@ def job(request: Request) -> Response:
         request,
         "job.html",
         job=found,
-        payload=json.dumps(found["payload"], indent=2, sort_keys=True),
-        result=None if found["result"] is None else json.dumps(found["result"], indent=2),
+        payload=_json(found["payload"], sort_keys=True),
+        result=None if found["result"] is None else _json(found["result"]),
         wake=wake,
         wakeups=_wakeups(settings, found, read_at),
         message=request.query_params.get("message"),
     )
 
 
+def _json(value: Any, *, sort_keys: bool = False) -> str:
+    """A payload or result as the page shows it: indented JSON in its own letters (json's
+    default \\u escapes made "東京" unreadable, and a browser's find missed it)."""
+    return json.dumps(value, indent=2, sort_keys=sort_keys, ensure_ascii=False)
+
+
 def _wakeups(settings: Settings, job: dict[str, Any], read_at: datetime) -> list[dict[str, Any]]:
-    """The local stack's kicks and scheduled wake-ups of the job's queue during its life."""
+    """The local stack's kicks and scheduled wake-ups of the job's queue during its life
+    (the first WAKEUPS_SHOWN).
+
+    Why every event kept is read: `events()` gives the newest ones since a time, and the
+    newest 500 since the job's creation were those after its end once 500 more had
+    happened (a burst): its own kicks were cut before its life was picked out."""
     if settings.timeline is None:
         return []
     start = (job["created_at"] - timedelta(seconds=1)).timestamp()
     end = (job["finished_at"] or read_at).timestamp() + 1
-    events = settings.timeline.events(since=start, limit=500)
+    events = settings.timeline.events(since=start, limit=EVENTS_KEPT)
     return [
         _shown(e)
         for e in events
         if e["kind"] in WAKE_KINDS and e.get("queue") in (None, job["queue"]) and e["at"] <= end
-    ]
+    ][:WAKEUPS_SHOWN]
 
 
 def _shown(event: dict[str, Any]) -> dict[str, Any]:
@@ -206,10 +220,13 @@ def timeline(request: Request) -> Response:
     settings = settings_of(request)
     if settings.timeline is None:
         raise HTTPException(404, "the timeline is shown by `pgkick dev` only")
+    text = request.query_params.get("minutes") or "15"
     try:
-        minutes = float(request.query_params.get("minutes") or 15)
+        minutes = float(text)
     except ValueError:
-        raise InvalidArgument("minutes must be a number") from None
+        minutes = math.nan
+    if not (math.isfinite(minutes) and minutes > 0):  # inf was a 500 while rendering
+        raise InvalidArgument(f"minutes must be a positive number, not {text!r}")
     now = time.time()
     since = now - minutes * 60
     events = settings.timeline.events(since=since, limit=2000)
