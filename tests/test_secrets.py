@@ -54,6 +54,9 @@ def malformed(dsn: str, token: str) -> list[str]:
         f"postgresql://{parts['user']}:pw@{token}:x@{where}",  # an @ and a :
         f"host={parts['host']} port={parts['port']} password=pw {token} user={parts['user']}",
         f"host={parts['host']} password=pw{token}' user={parts['user']}",  # a stray quote
+        # double quotes, as a shell quotes (libpq's are single): it reads `"pw`, then
+        # `{token}"`, which its error quotes back with the double quote attached
+        f'host={parts["host"]} port={parts["port"]} password="pw {token}" user={parts["user"]}',
     ]
 
 

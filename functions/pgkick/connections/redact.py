@@ -22,7 +22,9 @@ MIN_BARE = 8  # shorter secrets are masked only inside quotes, where libpq echoe
 # Patterns as text, compiled at their first use (re's cache): a process redacts only when a
 # message names a DSN, and three compiles at import were 0.4 ms of every worker cold start.
 _QUOTED = r"\"[^\"]*\"|'[^']*'"
-_PIECES = r"[\s@:/?&=#]+"
+# A candidate's pieces split at the DSN syntax libpq stops at, quotes included: a keyword
+# password written in double quotes ("pw secret") reaches libpq's error as `secret"`.
+_PIECES = r"[\s@:/?&=#\"']+"
 _KEYWORD_PASSWORD = r"(?s)password\s*=\s*('(?:[^'\\]|\\.)*'|.*?)(?=\s+\w+\s*=|$)"
 
 
