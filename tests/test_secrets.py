@@ -57,6 +57,8 @@ def malformed(dsn: str, token: str) -> list[str]:
         # double quotes, as a shell quotes (libpq's are single): it reads `"pw`, then
         # `{token}"`, which its error quotes back with the double quote attached
         f'host={parts["host"]} port={parts["port"]} password="pw {token}" user={parts["user"]}',
+        # a space, then base64's padding: libpq reads `{token}==` as an option of its own
+        f"host={parts['host']} port={parts['port']} password=pw {token}== user={parts['user']}",
     ]
 
 

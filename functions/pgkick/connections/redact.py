@@ -6,9 +6,9 @@ Why its own module: libpq quotes the part of a DSN it could not parse
 unencoded `%`, space or `@` lands in exceptions, CLI errors and logs. The
 DSN cannot be trusted to parse, so the candidates for its secret are read
 from the raw text as well (a URL's user info up to its last `@`, a keyword
-`password=` value), and any quoted fragment of a message that holds a piece of
-one is replaced, as is any unquoted occurrence of a whole candidate of 8
-characters or more.
+`password=` value up to the next libpq keyword), and any quoted fragment of a
+message that holds a piece of one is replaced, as is any unquoted occurrence of
+a whole candidate of 8 characters or more.
 """
 
 from __future__ import annotations
@@ -25,7 +25,20 @@ _QUOTED = r"\"[^\"]*\"|'[^']*'"
 # A candidate's pieces split at the DSN syntax libpq stops at, quotes included: a keyword
 # password written in double quotes ("pw secret") reaches libpq's error as `secret"`.
 _PIECES = r"[\s@:/?&=#\"']+"
-_KEYWORD_PASSWORD = r"(?s)password\s*=\s*('(?:[^'\\]|\\.)*'|.*?)(?=\s+\w+\s*=|$)"
+# libpq's connection keywords (PostgreSQL 17's). A keyword password's candidate runs to the
+# next of them, not to any `word=`: libpq ends an unquoted value at a space, and the rest of
+# the password (`password=pw secret==`, base64's padding) comes back as an unknown option
+# (`invalid connection option "secret"`). A keyword missing here only masks more.
+_KEYWORDS = (
+    "service|user|password|passfile|require_auth|channel_binding|connect_timeout|dbname|"
+    "host|hostaddr|port|client_encoding|options|application_name|"
+    "fallback_application_name|keepalives|keepalives_idle|keepalives_interval|"
+    "keepalives_count|tcp_user_timeout|sslmode|sslnegotiation|sslcompression|sslcert|"
+    "sslkey|sslcertmode|sslpassword|sslrootcert|sslcrl|sslcrldir|sslsni|requirepeer|"
+    "ssl_min_protocol_version|ssl_max_protocol_version|gssencmode|krbsrvname|gsslib|"
+    "gssdelegation|replication|target_session_attrs|load_balance_hosts"
+)
+_KEYWORD_PASSWORD = rf"(?s)password\s*=\s*('(?:[^'\\]|\\.)*'|.*?)(?=\s+(?:{_KEYWORDS})\s*=|$)"
 
 
 def secrets_of(dsn: str) -> set[str]:
