@@ -59,6 +59,8 @@ def malformed(dsn: str, token: str) -> list[str]:
         f'host={parts["host"]} port={parts["port"]} password="pw {token}" user={parts["user"]}',
         # a space, then base64's padding: libpq reads `{token}==` as an option of its own
         f"host={parts['host']} port={parts['port']} password=pw {token}== user={parts['user']}",
+        f"{parts['user']}:pw{token}@{where}",  # a URL without its scheme
+        f"postgresql:/{parts['user']}:pw{token}@{where}",  # a slash short
     ]
 
 

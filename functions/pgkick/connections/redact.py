@@ -5,7 +5,8 @@ Why its own module: libpq quotes the part of a DSN it could not parse
 `failed to resolve host 'cret@db.example.com'`), so a password with an
 unencoded `%`, space or `@` lands in exceptions, CLI errors and logs. The
 DSN cannot be trusted to parse, so the candidates for its secret are read
-from the raw text as well (a URL's user info up to its last `@`, a keyword
+from the raw text as well (a URL's user info up to its last `@`, its scheme
+missing or mistyped too, a keyword
 `password=` value up to the next libpq keyword), and any quoted fragment of a
 message that holds a piece of one is replaced, as is any unquoted occurrence of
 a whole candidate of 8 characters or more.
@@ -38,6 +39,7 @@ _KEYWORDS = (
     "ssl_min_protocol_version|ssl_max_protocol_version|gssencmode|krbsrvname|gsslib|"
     "gssdelegation|replication|target_session_attrs|load_balance_hosts"
 )
+_KEYWORD_FIRST = r"\s*\w+\s*="  # key=value text starts with a keyword and its `=`
 _KEYWORD_PASSWORD = rf"(?s)password\s*=\s*('(?:[^'\\]|\\.)*'|.*?)(?=\s+(?:{_KEYWORDS})\s*=|$)"
 
 
@@ -47,6 +49,11 @@ def secrets_of(dsn: str) -> set[str]:
     scheme = dsn.find("://")
     if scheme != -1 and "@" in dsn[scheme + 3 :]:
         userinfo = dsn[scheme + 3 : dsn.rindex("@")]
+        found.add(userinfo.partition(":")[2] or userinfo)
+    elif scheme == -1 and "@" in dsn and not re.match(_KEYWORD_FIRST, dsn):
+        # a URL without its scheme or with a mistyped one (`app:pw@host/db`,
+        # `postgresql:/app:pw@...`): libpq takes it for key=value text and quotes it whole
+        userinfo = dsn[: dsn.rindex("@")]
         found.add(userinfo.partition(":")[2] or userinfo)
     for match in re.finditer(_KEYWORD_PASSWORD, dsn):
         found.add(match[1].strip("'"))
