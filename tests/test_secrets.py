@@ -61,6 +61,7 @@ def malformed(dsn: str, token: str) -> list[str]:
         f"host={parts['host']} port={parts['port']} password=pw {token}== user={parts['user']}",
         f"{parts['user']}:pw{token}@{where}",  # a URL without its scheme
         f"postgresql:/{parts['user']}:pw{token}@{where}",  # a slash short
+        f'postgresql://{parts["user"]}:pw"{token}%g@{where}',  # a double quote and a %
     ]
 
 

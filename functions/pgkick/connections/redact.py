@@ -75,8 +75,9 @@ def redact(message: str, dsns: Iterable[str | None]) -> str:
             return match[0][0] + MASK + match[0][0]
         return match[0]
 
-    message = re.sub(_QUOTED, fragment, message)
+    # Whole candidates first: a password holding a quote character (`pw"secret`) splits the
+    # quoted echo of it in two, and masking the first half would hide it from this pass.
     for secret in sorted(secrets, key=len, reverse=True):
         if len(secret) >= MIN_BARE:  # a short one may be an ordinary word ("pgkick")
             message = message.replace(secret, MASK)
-    return message
+    return re.sub(_QUOTED, fragment, message)
