@@ -54,6 +54,14 @@ def malformed(dsn: str, token: str) -> list[str]:
         f"postgresql://{parts['user']}:pw@{token}:x@{where}",  # an @ and a :
         f"host={parts['host']} port={parts['port']} password=pw {token} user={parts['user']}",
         f"host={parts['host']} password=pw{token}' user={parts['user']}",  # a stray quote
+        # double quotes, as a shell quotes (libpq's are single): it reads `"pw`, then
+        # `{token}"`, which its error quotes back with the double quote attached
+        f'host={parts["host"]} port={parts["port"]} password="pw {token}" user={parts["user"]}',
+        # a space, then base64's padding: libpq reads `{token}==` as an option of its own
+        f"host={parts['host']} port={parts['port']} password=pw {token}== user={parts['user']}",
+        f"{parts['user']}:pw{token}@{where}",  # a URL without its scheme
+        f"postgresql:/{parts['user']}:pw{token}@{where}",  # a slash short
+        f'postgresql://{parts["user"]}:pw"{token}%g@{where}',  # a double quote and a %
     ]
 
 

@@ -319,6 +319,49 @@ def test_a_failing_job_runs_in_an_error_span_under_its_request(
         )
 
 
+class Unprintable(Exception):
+    """An exception whose str() raises (a bad __str__, a message built lazily)."""
+
+    def __str__(self) -> str:
+        raise RuntimeError("no str for you")
+
+
+def test_an_exception_whose_str_raises_fails_only_its_job_in_a_span(
+    dsn: str, spans: InMemorySpanExporter
+) -> None:
+    """Catches the span's record_exception calling str() unguarded: with the SDK loaded it
+    raised out of run_task, ending the drain and leaving the batch running until its lease
+    expired, where without OpenTelemetry describe_error fails only that job."""
+    from opentelemetry.trace import StatusCode
+
+    tasks = Registry()
+    tasks.task("noop")(lambda payload: None)
+
+    @tasks.task("unprintable")
+    def unprintable(payload: Any) -> None:
+        raise Unprintable
+
+    bad = pgkick.enqueue_and_kick({}, task="unprintable", dsn=dsn, kicker=NoKicker())
+    good = pgkick.enqueue_and_kick({}, task="noop", dsn=dsn, kicker=NoKicker())
+    with JobStore.open(dsn) as store:
+        summary = Worker(store, tasks, NoKicker(), OPTIONS).drain("default", forever)
+    assert (summary.done, summary.retried) == (1, 1)
+    with psycopg.connect(dsn) as conn:
+        row = conn.execute("SELECT last_error FROM pgkick.jobs WHERE id = %s", (bad,)).fetchone()
+    assert row is not None
+    (error,) = row
+    assert error == "Unprintable: <str() of the exception raised RuntimeError>"
+    runs = {int(s.attributes["messaging.message.id"]): s for s in _runs(spans)}  # type: ignore[arg-type,index]
+    assert sorted(runs) == sorted([bad, good])
+    run = runs[bad]
+    assert run.status.status_code is StatusCode.ERROR and run.status.description == error
+    (event,) = [e for e in run.events if e.name == "exception"]
+    assert event.attributes is not None
+    assert str(event.attributes["exception.type"]).endswith("Unprintable")
+    assert event.attributes["exception.message"] == "<str() of the exception raised RuntimeError>"
+    assert "raise Unprintable" in str(event.attributes["exception.stacktrace"])
+
+
 def _runs(spans: InMemorySpanExporter) -> list[ReadableSpan]:
     return [s for s in spans.get_finished_spans() if s.name.startswith("process ")]
 

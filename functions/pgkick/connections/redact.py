@@ -5,10 +5,11 @@ Why its own module: libpq quotes the part of a DSN it could not parse
 `failed to resolve host 'cret@db.example.com'`), so a password with an
 unencoded `%`, space or `@` lands in exceptions, CLI errors and logs. The
 DSN cannot be trusted to parse, so the candidates for its secret are read
-from the raw text as well (a URL's user info up to its last `@`, a keyword
-`password=` value), and any quoted fragment of a message that holds a piece of
-one is replaced, as is any unquoted occurrence of a whole candidate of 8
-characters or more.
+from the raw text as well (a URL's user info up to its last `@`, its scheme
+missing or mistyped too, a keyword
+`password=` value up to the next libpq keyword), and any quoted fragment of a
+message that holds a piece of one is replaced, as is any unquoted occurrence of
+a whole candidate of 8 characters or more.
 """
 
 from __future__ import annotations
@@ -22,8 +23,24 @@ MIN_BARE = 8  # shorter secrets are masked only inside quotes, where libpq echoe
 # Patterns as text, compiled at their first use (re's cache): a process redacts only when a
 # message names a DSN, and three compiles at import were 0.4 ms of every worker cold start.
 _QUOTED = r"\"[^\"]*\"|'[^']*'"
-_PIECES = r"[\s@:/?&=#]+"
-_KEYWORD_PASSWORD = r"(?s)password\s*=\s*('(?:[^'\\]|\\.)*'|.*?)(?=\s+\w+\s*=|$)"
+# A candidate's pieces split at the DSN syntax libpq stops at, quotes included: a keyword
+# password written in double quotes ("pw secret") reaches libpq's error as `secret"`.
+_PIECES = r"[\s@:/?&=#\"']+"
+# libpq's connection keywords (PostgreSQL 17's). A keyword password's candidate runs to the
+# next of them, not to any `word=`: libpq ends an unquoted value at a space, and the rest of
+# the password (`password=pw secret==`, base64's padding) comes back as an unknown option
+# (`invalid connection option "secret"`). A keyword missing here only masks more.
+_KEYWORDS = (
+    "service|user|password|passfile|require_auth|channel_binding|connect_timeout|dbname|"
+    "host|hostaddr|port|client_encoding|options|application_name|"
+    "fallback_application_name|keepalives|keepalives_idle|keepalives_interval|"
+    "keepalives_count|tcp_user_timeout|sslmode|sslnegotiation|sslcompression|sslcert|"
+    "sslkey|sslcertmode|sslpassword|sslrootcert|sslcrl|sslcrldir|sslsni|requirepeer|"
+    "ssl_min_protocol_version|ssl_max_protocol_version|gssencmode|krbsrvname|gsslib|"
+    "gssdelegation|replication|target_session_attrs|load_balance_hosts"
+)
+_KEYWORD_FIRST = r"\s*\w+\s*="  # key=value text starts with a keyword and its `=`
+_KEYWORD_PASSWORD = rf"(?s)password\s*=\s*('(?:[^'\\]|\\.)*'|.*?)(?=\s+(?:{_KEYWORDS})\s*=|$)"
 
 
 def secrets_of(dsn: str) -> set[str]:
@@ -32,6 +49,11 @@ def secrets_of(dsn: str) -> set[str]:
     scheme = dsn.find("://")
     if scheme != -1 and "@" in dsn[scheme + 3 :]:
         userinfo = dsn[scheme + 3 : dsn.rindex("@")]
+        found.add(userinfo.partition(":")[2] or userinfo)
+    elif scheme == -1 and "@" in dsn and not re.match(_KEYWORD_FIRST, dsn):
+        # a URL without its scheme or with a mistyped one (`app:pw@host/db`,
+        # `postgresql:/app:pw@...`): libpq takes it for key=value text and quotes it whole
+        userinfo = dsn[: dsn.rindex("@")]
         found.add(userinfo.partition(":")[2] or userinfo)
     for match in re.finditer(_KEYWORD_PASSWORD, dsn):
         found.add(match[1].strip("'"))
@@ -53,8 +75,9 @@ def redact(message: str, dsns: Iterable[str | None]) -> str:
             return match[0][0] + MASK + match[0][0]
         return match[0]
 
-    message = re.sub(_QUOTED, fragment, message)
+    # Whole candidates first: a password holding a quote character (`pw"secret`) splits the
+    # quoted echo of it in two, and masking the first half would hide it from this pass.
     for secret in sorted(secrets, key=len, reverse=True):
         if len(secret) >= MIN_BARE:  # a short one may be an ordinary word ("pgkick")
             message = message.replace(secret, MASK)
-    return message
+    return re.sub(_QUOTED, fragment, message)

@@ -34,6 +34,14 @@ TaskFunction = Callable[..., Any]
 ERROR_CHARS = 2_000  # last_error keeps at most this much
 
 
+def message_of(exc: BaseException) -> str:
+    """`str(exc)`, or what stands for it when str() itself raises (a bad `__str__`)."""
+    try:
+        return str(exc)
+    except Exception as failure:
+        return f"<str() of the exception raised {type(failure).__name__}>"
+
+
 def describe_error(exc: BaseException) -> str:
     """`Type: message`, safe to store whatever the exception holds.
 
@@ -41,11 +49,7 @@ def describe_error(exc: BaseException) -> str:
     strings that are not valid UTF-8 (a lone surrogate), and `str(exc)` can itself
     raise. Any of these once crashed the worker mid-batch: the job ended as a lease
     expiry and its batch-mates ran again."""
-    try:
-        message = str(exc)
-    except Exception as failure:
-        message = f"<str() of the exception raised {type(failure).__name__}>"
-    text = f"{type(exc).__name__}: {message}"[:ERROR_CHARS]
+    text = f"{type(exc).__name__}: {message_of(exc)}"[:ERROR_CHARS]
     text = text.encode("utf-8", "backslashreplace").decode("utf-8")
     return text.replace("\x00", "\\x00")
 

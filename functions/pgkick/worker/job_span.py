@@ -25,12 +25,14 @@ run costs one dictionary look-up more.
 from __future__ import annotations
 
 import functools
+import traceback
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
 
 from pgkick import config
 from pgkick.store.worker import ClaimedJob, tracing_loaded
+from pgkick.tasks.registry import message_of
 
 if TYPE_CHECKING:
     from opentelemetry.propagators.textmap import TextMapPropagator
@@ -51,8 +53,16 @@ class JobSpan:
         self.span, self.job = span, job
 
     def raised(self, exc: BaseException) -> None:
-        """The task raised: the exception as the span's event (type, message, traceback)."""
-        self.span.record_exception(exc)
+        """The task raised: the exception as the span's event (type, message, traceback).
+
+        Why not always the SDK's record_exception: it calls `str(exc)` unguarded, and an
+        exception whose `__str__` raises would escape run_task and end the whole drain (the
+        batch left running until its lease expires), where describe_error fails only the
+        job. Such an exception's event is written here, its message as last_error says it."""
+        try:
+            self.span.record_exception(exc)
+        except Exception:
+            self.span.add_event("exception", _exception_attributes(exc))
 
     def ended(self, error: str | None, *, permanent: bool, snoozed: bool) -> None:
         """The run's outcome: succeeded, snoozed, retried or failed (ERROR, with why)."""
@@ -162,6 +172,20 @@ def xray_context(header: str | None) -> SpanContext | None:
         return None
     flags = TraceFlags(TraceFlags.SAMPLED if fields.get("Sampled") == "1" else 0)
     return SpanContext(trace_id, span_id, is_remote=True, trace_flags=flags)
+
+
+def _exception_attributes(exc: BaseException) -> dict[str, str]:
+    """The `exception` event's attributes as the SDK names them, without calling str()."""
+    kind = type(exc)
+    module = kind.__module__
+    return {
+        "exception.type": f"{module}.{kind.__qualname__}"
+        if module and module != "builtins"
+        else kind.__qualname__,
+        "exception.message": message_of(exc),
+        "exception.stacktrace": "".join(traceback.format_exception(exc)),  # str()-safe
+        "exception.escaped": "False",
+    }
 
 
 def _attributes(job: ClaimedJob) -> dict[str, str | int | float]:
