@@ -64,6 +64,44 @@ def test_outcomes_done_retried_and_permanent(dsn: str, timed: JobStore, clock: F
     assert later["last_error"].startswith("unknown task 'nope'; registered: boom, ok from")
 
 
+def test_a_payload_too_deep_for_python_fails_only_its_own_job(
+    dsn: str, timed: JobStore, clock: FakeClock
+) -> None:
+    """Catches: a jsonb payload nested past Python's JSON decoder (valid for PostgreSQL,
+    written by SQL or another producer) raising RecursionError while the claim's rows
+    were read: the drain ended, every job of the claim left running, and again at each
+    claim. Here: that job fails for good, saying why, its claim-mates (a batch task's
+    too) done."""
+    tasks = Registry()
+    tasks.task("ok")(lambda payload: None)
+    tasks.task("batched", batch=2)(lambda items: None)
+    (deep,) = seed(timed, 1, task="ok")
+    (deep_batched,) = seed(timed, 1, task="batched")
+    others = seed(timed, 2, task="ok") + seed(timed, 1, task="batched")
+    nested = "[" * 3000 + "]" * 3000
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        conn.execute(
+            "UPDATE pgkick.jobs SET payload = %s::jsonb WHERE id = ANY(%s)",
+            (nested, [deep, deep_batched]),
+        )
+    summary = Worker(timed, tasks, RecordingKicker(), OPTIONS).drain("default", forever)
+
+    assert (summary.claimed, summary.done, summary.failed) == (5, 3, 2)
+    with psycopg.connect(dsn) as conn:
+        rows = dict(
+            conn.execute(
+                "SELECT id, status || ': ' || last_error FROM pgkick.jobs WHERE id = ANY(%s)",
+                ([deep, deep_batched],),
+            ).fetchall()
+        )
+    for job_id in (deep, deep_batched):
+        assert rows[job_id] == (
+            "failed: payload unreadable: (jsonb of 6000 bytes, nested deeper than Python's "
+            "JSON decoder reads); not run"
+        )
+    assert [job_row(dsn, i)["status"] for i in others] == ["done"] * 3
+
+
 def test_a_task_raising_system_exit_fails_only_its_own_job(
     dsn: str, timed: JobStore, clock: FakeClock
 ) -> None:

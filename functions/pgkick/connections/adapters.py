@@ -31,7 +31,24 @@ class JsonbLoader(Loader):
     encoding to detect and no trailing text to refuse. Installed by connect() only."""
 
     def load(self, data: Buffer) -> Any:
-        return _raw_decode(str(data, "utf-8"))[0]
+        try:
+            return _raw_decode(str(data, "utf-8"))[0]
+        except RecursionError:  # valid jsonb, written by SQL or another producer
+            return UnreadableJson(len(data))
+
+
+class UnreadableJson(str):
+    """A jsonb value nested deeper than Python's JSON decoder reads (about 1,000 levels;
+    PostgreSQL takes more, and pgkick's own enqueue refuses it). Why a value, not an
+    error: the loader reads a whole claim's payloads at once, and its RecursionError
+    ended the drain with every job of the claim left running, again at each claim. The
+    worker fails the job permanently (pgkick.worker.task_run.unreadable); a page or
+    `pgkick job` shows this text in its place."""
+
+    def __new__(cls, size: int) -> UnreadableJson:
+        return super().__new__(
+            cls, f"(jsonb of {size} bytes, nested deeper than Python's JSON decoder reads)"
+        )
 
 
 _TIMESTAMPTZ = pg_types["timestamptz"].oid

@@ -27,6 +27,7 @@ import logging
 from collections.abc import Callable, Iterator
 from typing import Any
 
+from pgkick.connections.adapters import UnreadableJson
 from pgkick.errors import PermanentError, Snooze
 from pgkick.store.worker import ClaimedJob
 from pgkick.tasks.batch import BatchSpec, settle
@@ -35,7 +36,7 @@ from pgkick.tasks.results import encode_result
 from pgkick.tasks.steps import Steps
 from pgkick.worker.lease import LeaseKeeper
 from pgkick.worker.spawn import Spawns
-from pgkick.worker.task_run import TASK_ERRORS, TaskOutcome, run_task
+from pgkick.worker.task_run import TASK_ERRORS, TaskOutcome, run_task, unreadable
 
 log = logging.getLogger("pgkick.batch_run")
 
@@ -90,6 +91,8 @@ def run_jobs(
                     yield member, OUT_OF_TIME
                 elif keeper.is_lost(member.id):
                     yield member, NOT_STARTED
+                elif isinstance(member.payload, UnreadableJson):
+                    yield member, unreadable(member)
                 else:
                     held.append(member)
             if held:

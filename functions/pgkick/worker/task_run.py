@@ -11,6 +11,7 @@ from collections.abc import Callable
 from typing import Any, NamedTuple
 
 from pgkick import config
+from pgkick.connections.adapters import UnreadableJson
 from pgkick.errors import Continuation, PermanentError, Snooze
 from pgkick.store.worker import ClaimedJob
 from pgkick.tasks.context import JobContext
@@ -81,6 +82,8 @@ def _run(
     steps: Callable[[ClaimedJob], Steps] | None,
     spawns: Spawns | None,
 ) -> TaskOutcome:
+    if isinstance(job.payload, UnreadableJson):
+        return unreadable(job)
     fn = registry.get(job.task) or _reloaded(registry, job.task)
     if fn is None:  # retried: the deploy may be mid-rollout (a newer producer, older worker)
         return TaskOutcome(registry.unknown(job.task) + "; retried until max_attempts", False)
@@ -103,6 +106,12 @@ def _run(
         return TaskOutcome(result=encode_result(value))
     except (TypeError, ValueError) as exc:  # the same result would fail every retry
         return TaskOutcome(describe_error(exc), True)
+
+
+def unreadable(job: ClaimedJob) -> TaskOutcome:
+    """A job whose payload Python cannot read (UnreadableJson): failed for good, every
+    attempt would read the same."""
+    return TaskOutcome(f"payload unreadable: {job.payload}; not run", True)
 
 
 def _reloaded(registry: Registry, task: str) -> Callable[[Any, JobContext], Any] | None:
