@@ -1,4 +1,4 @@
--- job_retry_failed: Puts failed jobs (by ids, or by queue and task) back in the queue with more attempts, never more than 1000 in all (a job that used 1000 stays failed); attempts keep counting up, so fencing stays sound; a cancel mark is cleared. With `error` (a bulk retry's --error), only the jobs whose last error still contains that text (case-insensitive), checked on the row's latest version: one retried by someone else since it was selected and failed again with another error is left failed. A selected job that a parent's failure ended (its last_error says so, policy fail or cancel), whose failed parent this retry selects too, is left to that parent: migration 0019's trigger revives it as waiting, so it runs after its parent, not beside it. A job with parents still to finish waits for them again (waiting, counted), and one whose parent under fail or cancel is failed and not retried here stays failed (the CLI names that parent first: job_retry_blocked_by_parents).
+-- job_retry_failed: Puts failed jobs (by ids, or by queue and task) back in the queue with more attempts, never more than 1000 in all (a job that used 1000 stays failed); attempts keep counting up, so fencing stays sound; a cancel mark and a lapsed lease's suspicion (migration 0035) are cleared. With `error` (a bulk retry's --error), only the jobs whose last error still contains that text (case-insensitive), checked on the row's latest version: one retried by someone else since it was selected and failed again with another error is left failed. A selected job that a parent's failure ended (its last_error says so, policy fail or cancel), whose failed parent this retry selects too, is left to that parent: migration 0019's trigger revives it as waiting, so it runs after its parent, not beside it. A job with parents still to finish waits for them again (waiting, counted), and one whose parent under fail or cancel is failed and not retried here stays failed (the CLI names that parent first: job_retry_blocked_by_parents).
 WITH selected AS (
   SELECT j.id FROM pgkick.jobs AS j
   WHERE j.status = 'failed'
@@ -41,7 +41,8 @@ SET status       = CASE WHEN coalesce(c.pending, 0) > 0 THEN 'waiting' ELSE 'que
     run_at       = coalesce(%(now)s::timestamptz, now()),
     finished_at  = NULL,
     max_attempts = least(j.attempts + %(extra_attempts)s::int, 1000),
-    cancel_requested_at = NULL  -- a job cancelled while running may be retried: a fresh start
+    cancel_requested_at = NULL,  -- a job cancelled while running may be retried: a fresh start
+    lapsed       = false  -- and no longer a suspect (migration 0035)
 FROM selected AS s LEFT JOIN counted AS c ON c.child_id = s.id
 WHERE j.id = s.id AND NOT coalesce(c.blocked, false)
   AND j.status = 'failed'  -- re-checked on the row's latest version: a concurrent retry or claim wins

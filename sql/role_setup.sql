@@ -127,6 +127,10 @@ REVOKE ALL ON pgkick.job_steps FROM PUBLIC;
 GRANT SELECT, INSERT ON pgkick.job_steps TO pgkick_worker;
 GRANT UPDATE (continued, continued_stalled) ON pgkick.jobs TO pgkick_worker;
 
+-- Suspects (migration 0035): a worker marks one started (lapsed); its rescue reaps as the
+-- worker, and gives a suspect that never started its attempt back (max_attempts + 1).
+GRANT UPDATE (lapsed, max_attempts) ON pgkick.jobs TO pgkick_worker;
+
 -- Operators cancel waiting jobs too (migration 0017): the cancel clears a job's count of
 -- parents, waiting_on (without it, no cancel by pgkick_maintainer ran at all).
 GRANT UPDATE (waiting_on) ON pgkick.jobs TO pgkick_maintainer;

@@ -431,3 +431,150 @@ def test_only_a_task_that_takes_the_job_gets_its_context_and_flags(store: JobSto
     assert [run_task(tasks, job, keeper) for job in jobs] == [TaskOutcome(), TaskOutcome()]
     assert seen == [(1, False), (8, True)]
     assert keeper.asked[0] == 8  # the first ask: aware's context; plain asked for none
+
+
+class WorkerKilled(BaseException):
+    """What a SIGKILL, an OOM or Lambda's timeout does to a drain, in process: no handler of
+    the worker catches it (a task's errors are Exception and SystemExit), so nothing after
+    it runs and nothing of the claim is recorded; its leases run out."""
+
+
+def killing_tasks(started: list[int]) -> Registry:
+    """`poison` kills its worker; `ok` records its start. Both record the order they ran in."""
+    tasks = Registry()
+
+    @tasks.task("poison")
+    def poison(payload: Any, job: JobContext) -> None:
+        started.append(job.id)
+        raise WorkerKilled
+
+    @tasks.task("ok")
+    def ok(payload: Any, job: JobContext) -> None:
+        started.append(job.id)
+
+    return tasks
+
+
+def killed_drain(dsn: str, clock: FakeClock, tasks: Registry, batch: int) -> None:
+    """A drain its task kills, its leases then run out and the reaper's own run reaps them."""
+    worker_options = WorkerOptions(batch=batch, lease=LEASE, max_fanout=0, heartbeat=False)
+    with JobStore.open(dsn, clock) as store, pytest.raises(WorkerKilled):
+        Worker(store, tasks, NoKicker(), worker_options).drain("default", forever)
+    clock.advance(LEASE.total_seconds() + 1)
+    with JobStore.open(dsn, clock) as reaper:
+        reap(reaper, NoKicker(), retention=timedelta(days=7))
+
+
+def outcome(dsn: str, job_id: int) -> tuple[object, ...]:
+    row = job_row(dsn, job_id)
+    return row["status"], row["attempts"], row["max_attempts"], row["last_error"]
+
+
+def test_a_job_that_kills_its_worker_uses_up_its_own_attempts_not_its_batch_mates(
+    dsn: str, clock: FakeClock
+) -> None:
+    """Catches: every job of the claim charged when its worker vanishes (attempts counted at
+    the claim for the batch, the reaper blind to which job ran): the poison job, first of 5
+    (max_attempts 3), killing its worker 3 times failed its 4 batch-mates, never started
+    once, 'lease expired (attempt 3 of 3)'. Now the mates lose the first attempt only (then
+    they are suspects, given their attempt back each time they lapse unstarted)."""
+    started: list[int] = []
+    tasks = killing_tasks(started)
+    with JobStore.open(dsn, clock) as store:
+        (poison,) = seed(store, 1, task="poison", max_attempts=3)
+        mates = seed(store, 4, task="ok", max_attempts=3)
+    for _ in range(3):
+        killed_drain(dsn, clock, tasks, batch=5)
+    assert started == [poison] * 3  # (a suspect kept first among suspects, each time)
+    assert outcome(dsn, poison) == ("failed", 3, 3, "lease expired (attempt 3 of 3)")
+    for mate in mates:  # 3 claims, the first charged, the next two given back
+        assert outcome(dsn, mate) == (
+            "queued",
+            3,
+            5,
+            "lease expired before it started (attempt 3 given back)",
+        )
+    with JobStore.open(dsn, clock) as store:
+        summary = Worker(store, tasks, NoKicker(), options(LEASE, heartbeat=False)).drain(
+            "default", forever
+        )
+    assert summary.done == 4
+    assert [job_row(dsn, mate)["status"] for mate in mates] == ["done"] * 4
+
+
+def test_a_suspect_that_started_and_vanished_again_is_charged(dsn: str, clock: FakeClock) -> None:
+    """Catches: a suspect's attempt given back although it started (its start mark not
+    written, or the reaper giving back every lapsed job): a poison job claimed alone would
+    then never use up its attempts, and kill a worker for ever."""
+    started: list[int] = []
+    tasks = killing_tasks(started)
+    with JobStore.open(dsn, clock) as store:
+        (poison,) = seed(store, 1, task="poison", max_attempts=3)
+    killed_drain(dsn, clock, tasks, batch=1)
+    assert job_row(dsn, poison)["lapsed"] is True
+    killed_drain(dsn, clock, tasks, batch=1)  # a suspect now: marked started, then it kills
+    assert started == [poison] * 2
+    assert outcome(dsn, poison) == ("queued", 2, 3, "lease expired (attempt 2 of 3)")
+    killed_drain(dsn, clock, tasks, batch=1)
+    assert outcome(dsn, poison) == ("failed", 3, 3, "lease expired (attempt 3 of 3)")
+
+
+def test_a_fresh_job_claimed_with_a_suspect_runs_and_is_recorded_before_it(
+    dsn: str, clock: FakeClock
+) -> None:
+    """Catches: suspects run in claim order (a fresh job behind the poison job never
+    starts, and is charged), or a fresh job's completion still held when the suspect
+    starts (it ran, but the worker died before recording it: charged, run again)."""
+    started: list[int] = []
+    tasks = killing_tasks(started)
+    with JobStore.open(dsn, clock) as store:
+        poison, mate = seed(store, 1, task="poison")[0], seed(store, 1, task="ok")[0]
+    killed_drain(dsn, clock, tasks, batch=5)  # both suspects now
+    clock.advance(1)
+    with JobStore.open(dsn, clock) as store:
+        (fresh,) = seed(store, 1, task="ok")  # claimed last, run first
+    killed_drain(dsn, clock, tasks, batch=5)
+    assert started == [poison, fresh, poison]
+    assert outcome(dsn, fresh) == ("done", 1, 5, None)
+    assert outcome(dsn, poison)[:3] == ("queued", 2, 5)
+    assert outcome(dsn, mate)[:3] == ("queued", 2, 6)  # claimed twice, charged once
+
+
+def test_a_suspects_start_mark_is_fenced_by_its_attempt(dsn: str, clock: FakeClock) -> None:
+    """Catches: a give-back by `attempts - 1`: the next claim would hand out the token a
+    frozen worker still holds, and that worker's start mark (and completion) would land on
+    the new owner's row."""
+    with JobStore.open(dsn, clock) as frozen, JobStore.open(dsn, clock) as other:
+        (job_id,) = seed(frozen, 1, task="ok")
+        frozen.claim("default", batch=1, lease=LEASE)
+        clock.advance(LEASE.total_seconds() + 1)
+        other.reap_expired()  # lapsed: a suspect
+        (held,) = frozen.claim("default", batch=1, lease=LEASE)
+        assert held.lapsed
+        clock.advance(LEASE.total_seconds() + 1)
+        other.reap_expired()  # never started: its attempt given back
+        (taken,) = other.claim("default", batch=1, lease=LEASE)
+        assert taken.attempts == held.attempts + 1
+        assert frozen.start_lapsed([held]) == set()  # the frozen worker, thawed
+        assert other.start_lapsed([taken]) == {job_id}
+        assert frozen.complete(job_id, held.attempts) is False
+
+
+def test_a_claim_of_fresh_jobs_sends_no_start_mark(watched: WatchedStore) -> None:
+    """Catches: the hot path paying for suspects (a start mark or a flush for a claim that
+    holds none): a drain of fresh jobs sends the claim round trips and nothing else."""
+    tasks = Registry()
+    tasks.task("ok")(lambda payload: None)
+    seed(watched, 3, task="ok")
+    worker_options = WorkerOptions(batch=10, lease=LEASE, max_fanout=0, heartbeat=False)
+    summary = Worker(watched, tasks, NoKicker(), worker_options).drain("default", forever)
+    assert summary.done == 3
+    assert [s.name for s in watched.statements][1:] == [  # after the seed's insert
+        "job_claim",
+        "queue_watcher_announce",
+        "job_complete_and_claim",  # the 3 completed, nothing claimed
+        "transaction_begin",
+        "queue_watcher_withdraw",
+        "transaction_commit",
+        "job_claim",  # the last claim after the withdrawal
+    ]

@@ -3613,4 +3613,245 @@ BEGIN
 END
 $revive$;"""),
     (34, 'edited_migrations_reapplied', "-- 0034_edited_migrations_reapplied: an install migrated before 0015, 0017, 0022 or 0026 were edited in place gets what they make now: job_await as 0026 writes it (the first design's five-argument job_await dropped), job_dependants_settle and its trigger as 0017 writes them (job_dependencies without the attempt column), job_ready_fair_count as 0022 writes it, and the live-key unique index over waiting jobs as 0015 makes it. An install that has them already is left as it is.\n-- Why (a review of migrations and upgrades, 2026-12-05): the ledger records versions, not\n-- texts, so a database that applied a migration never runs it again, whatever its file says\n-- later. Those four were edited on main after databases could have applied them, and an\n-- install upgraded from such a state reported the latest version and kept: a job_await\n-- without 0026's created_at check (a producer could make another app's debounced job its\n-- child and hold it), a five-argument job_await with none of 0024's and 0026's checks, still\n-- SECURITY DEFINER and granted to pgkick_producer, the first design's trigger (fired when a\n-- running parent went back to the queue) and attempt column, job_ready_fair_count counting\n-- a rate's window row by row, and a unique index that let a waiting job take a key a queued\n-- or running one held. tests/test_schema_upgrade.py now refuses an edit of a released\n-- migration (tests/migration_hashes.txt) and checks that such an install, upgraded, is a\n-- fresh one; a change is a new migration, like this one.\n-- The functions are copies of the newest definition before this migration (a test compares\n-- them on a fresh install): CREATE OR REPLACE keeps their owner and grants, and rewrites a\n-- current one to the same text. The trigger is made again (catalog only). The index is\n-- rebuilt only where it does not count waiting jobs, the one shape it ever had otherwise:\n-- a rebuild reads the whole table. Before that, a key two live jobs hold (a waiting job\n-- that took a key the old index did not guard) stops the migration, in words, with nothing\n-- changed: which of the two should keep it is the operator's choice.\n\nCREATE OR REPLACE FUNCTION job_await(child_ids bigint[], parent_ids bigint[], policies text[],\n                          await_now timestamptz)\nRETURNS TABLE (id bigint)\nLANGUAGE plpgsql VOLATILE SECURITY DEFINER\nSET search_path FROM CURRENT\nAS $await$\n#variable_conflict use_column\nDECLARE\n  missing bigint;\n  bad_policy text;\n  at timestamptz := coalesce(await_now, now());\n  p_ids bigint[];\n  p_status text[];\n  p_errors text[];\n  foreign_child bigint;\n  cur bigint := pg_current_xact_id()::text::bigint;\nBEGIN\n  -- Only jobs this transaction inserted may be made to wait: the function runs with its\n  -- owner's rights, and a producer could otherwise fail or hold any queued job. A child row\n  -- visible here whose inserting transaction is still in progress is this transaction's own\n  -- (or one of its savepoints'): another's uncommitted insert is invisible. xmin is 32 bits;\n  -- its full id is the one nearest this transaction's (the caller has just inserted it).\n  -- xmin is the last writer, not the inserter: this function's flag on a parent, or a\n  -- debounce's update of a key's job, makes that row this transaction's too (0026). So a\n  -- child must also have been made at this transaction's start (created_at, its default,\n  -- now(): no insert pgkick sends sets it, and debounced jobs take no parents; an update\n  -- leaves it) and not be flagged as a parent already (pgkick links a job in the call that\n  -- follows its insert, before any later job can name it: a batch's pairs go in one call,\n  -- checked before flagging).\n  SELECT j.id INTO foreign_child\n  FROM jobs j,\n       LATERAL (SELECT ((cur >> 32) << 32) | j.xmin::text::bigint AS near) AS x,\n       LATERAL (SELECT CASE WHEN x.near - cur > 2147483648 THEN x.near - 4294967296\n                            WHEN cur - x.near > 2147483648 THEN x.near + 4294967296\n                            ELSE x.near END AS full_id) AS f\n  WHERE j.id = ANY (child_ids)\n    AND (pg_xact_status(f.full_id::text::xid8) IS DISTINCT FROM 'in progress'\n         OR j.created_at <> now() OR j.has_dependants)\n  LIMIT 1;\n  IF FOUND THEN\n    RAISE EXCEPTION 'pgkick: job % was not enqueued in this transaction', foreign_child\n      USING HINT = 'a job is linked to its parents (after=) in the transaction that enqueues it',\n            ERRCODE = '42501';\n  END IF;\n  SELECT p INTO bad_policy FROM unnest(policies) AS p\n  WHERE p IS NULL OR p NOT IN ('fail', 'cancel', 'run anyway') LIMIT 1;\n  IF FOUND THEN\n    RAISE EXCEPTION 'pgkick: unknown dependency policy %', coalesce(bad_policy, 'NULL')\n      USING HINT = 'use fail, cancel or run anyway', ERRCODE = '22023';\n  END IF;\n  -- Locked in id order (as a batch's complete mostly goes), then flagged.\n  WITH locked AS (\n    SELECT l.id FROM jobs l WHERE l.id = ANY (parent_ids) ORDER BY l.id FOR UPDATE\n  ), flagged AS (\n    UPDATE jobs j SET has_dependants = true\n    FROM locked WHERE j.id = locked.id\n    RETURNING j.id, j.status, j.last_error\n  )\n  SELECT array_agg(f.id), array_agg(f.status), array_agg(f.last_error)\n  INTO p_ids, p_status, p_errors\n  FROM flagged f;\n  SELECT p INTO missing FROM unnest(parent_ids) AS p\n  WHERE p_ids IS NULL OR p <> ALL (p_ids) LIMIT 1;\n  IF FOUND THEN\n    RAISE EXCEPTION 'pgkick: parent job % does not exist in schema %', missing, current_schema()\n      USING HINT = 'a job can wait only for jobs enqueued before it', ERRCODE = '23503';\n  END IF;\n  INSERT INTO job_dependencies (child_id, parent_id, policy)\n  SELECT c, p, pol FROM unnest(child_ids, parent_ids, policies) AS x(c, p, pol)\n  ON CONFLICT (parent_id, child_id) DO NOTHING;\n  -- A parent already failed under 'fail' or 'cancel': the child ends now, with the reason.\n  UPDATE jobs j\n  SET status = 'failed', finished_at = at,\n      last_error = left(CASE WHEN x.pol = 'cancel' THEN 'cancelled: ' ELSE '' END\n                        || format('parent job %s failed: %s', f.id, f.last_error), 2000)\n  FROM unnest(child_ids, parent_ids, policies) AS x(c, p, pol)\n  JOIN unnest(p_ids, p_status, p_errors) AS f(id, status, last_error) ON f.id = x.p\n  WHERE j.id = x.c AND j.status = 'queued' AND f.status = 'failed' AND x.pol <> 'run anyway';\n  RETURN QUERY\n  WITH pending AS (\n    SELECT x.c, count(*)::int AS n\n    FROM unnest(child_ids, parent_ids) AS x(c, p)\n    JOIN unnest(p_ids, p_status) AS f(id, status) ON f.id = x.p\n    WHERE f.status NOT IN ('done', 'failed')\n    GROUP BY x.c\n  )\n  UPDATE jobs j SET status = 'waiting', waiting_on = pending.n\n  FROM pending WHERE j.id = pending.c AND j.status = 'queued'\n  RETURNING j.id;\nEND\n$await$;\n\n-- 0028's right: only its owner and the roles granted it (role_setup) may call it.\nREVOKE ALL ON FUNCTION job_await(bigint[], bigint[], text[], timestamptz) FROM PUBLIC;\nDROP FUNCTION IF EXISTS job_await(bigint[], bigint[], text[], int[], timestamptz);\n\nCREATE OR REPLACE FUNCTION job_dependants_settle() RETURNS trigger\nLANGUAGE plpgsql SECURITY DEFINER\nSET search_path FROM CURRENT\nAS $settle$\nDECLARE\n  released text;\nBEGIN\n  IF NEW.status = 'failed' THEN\n    UPDATE jobs c\n    SET status = 'failed', waiting_on = 0, finished_at = now(),\n        last_error = left(CASE WHEN d.policy = 'cancel' THEN 'cancelled: ' ELSE '' END\n                          || format('parent job %s failed: %s', NEW.id, NEW.last_error), 2000)\n    FROM job_dependencies d\n    WHERE d.parent_id = NEW.id AND d.policy <> 'run anyway' AND c.id = d.child_id\n      AND c.status = 'waiting';\n  END IF;\n  WITH counted AS (\n    UPDATE jobs c\n    SET waiting_on = c.waiting_on - 1,\n        status = CASE WHEN c.waiting_on = 1 THEN 'queued' ELSE 'waiting' END\n    FROM job_dependencies d\n    WHERE d.parent_id = NEW.id AND c.id = d.child_id AND c.status = 'waiting'\n      AND (NEW.status = 'done' OR d.policy = 'run anyway')\n    RETURNING c.queue, c.status\n  )\n  SELECT string_agg(DISTINCT queue, E'\\n') INTO released FROM counted WHERE status = 'queued';\n  IF released IS NOT NULL THEN\n    PERFORM set_config('pgkick.released_queues',\n                       concat_ws(E'\\n', nullif(current_setting('pgkick.released_queues', true), ''),\n                                 released), true);\n  END IF;\n  RETURN NULL;\nEND\n$settle$;\n\nDROP TRIGGER jobs_dependants_settle ON jobs;\nCREATE TRIGGER jobs_dependants_settle AFTER UPDATE OF status ON jobs\nFOR EACH ROW WHEN (NEW.has_dependants AND OLD.status IS DISTINCT FROM NEW.status\n                   AND NEW.status IN ('done', 'failed'))\nEXECUTE FUNCTION job_dependants_settle();\nALTER TABLE job_dependencies DROP COLUMN IF EXISTS attempt;\n\nCREATE OR REPLACE FUNCTION job_ready_fair_count(ready_queue text, at timestamptz, up_to int)\nRETURNS bigint\nLANGUAGE plpgsql STABLE\nSET search_path FROM CURRENT\nSET plan_cache_mode = force_generic_plan\nSET enable_seqscan = off  -- as job_claim_fair_ids: job_starts through its index at any size\nAS $ready$\n#variable_conflict use_column\nDECLARE\n  lim record;\n  unkeyed bigint;\nBEGIN\n  SELECT l.rate_limit, l.rate_period, l.concurrency, l.paused INTO lim\n  FROM queue_limits l WHERE l.queue = ready_queue;\n  IF NOT FOUND OR lim.paused THEN\n    RETURN 0;\n  END IF;\n  unkeyed := (SELECT count(*) FROM (SELECT 1 FROM jobs j\n                                    WHERE j.queue = ready_queue AND j.status = 'queued'\n                                      AND j.group_key IS NULL AND j.rate_key IS NULL\n                                      AND j.run_at <= at\n                                    LIMIT up_to) u);\n  IF unkeyed > 0 AND lim.rate_limit IS NOT NULL\n     AND coalesce((SELECT s.seq FROM job_starts s\n                WHERE s.queue = ready_queue AND s.rate_key = ''\n                ORDER BY s.started_at DESC, s.seq DESC LIMIT 1)\n               - (SELECT s.seq FROM job_starts s\n                  WHERE s.queue = ready_queue AND s.rate_key = ''\n                    AND s.started_at > at - lim.rate_period\n                  ORDER BY s.started_at, s.seq LIMIT 1) + 1, 0) >= lim.rate_limit\n  THEN\n    unkeyed := 0;  -- the queue's own bucket has no start left\n  END IF;\n  IF unkeyed >= up_to THEN\n    RETURN unkeyed;\n  END IF;\n  RETURN unkeyed + (\n    SELECT count(*) FROM (\n      WITH RECURSIVE keys (k) AS (  -- the queue's keys with queued jobs, one probe each\n        SELECT (SELECT min(coalesce(j.group_key, j.rate_key)) FROM jobs j\n                WHERE j.queue = ready_queue AND j.status = 'queued'\n                  AND (j.group_key IS NOT NULL OR j.rate_key IS NOT NULL))\n        UNION ALL\n        SELECT (SELECT min(coalesce(j.group_key, j.rate_key)) FROM jobs j\n                WHERE j.queue = ready_queue AND j.status = 'queued'\n                  AND (j.group_key IS NOT NULL OR j.rate_key IS NOT NULL)\n                  AND coalesce(j.group_key, j.rate_key) > keys.k)\n        FROM keys WHERE keys.k IS NOT NULL\n      )\n      SELECT 1 FROM keys\n      WHERE keys.k IS NOT NULL\n        AND ((EXISTS (SELECT 1 FROM jobs j  -- a rate key's ungrouped jobs\n                      WHERE j.queue = ready_queue AND j.status = 'queued'\n                        AND (j.group_key IS NOT NULL OR j.rate_key IS NOT NULL)\n                        AND coalesce(j.group_key, j.rate_key) = keys.k\n                        AND j.group_key IS NULL AND j.run_at <= at)\n              AND (lim.rate_limit IS NULL\n                   OR coalesce((SELECT s.seq FROM job_starts s\n                              WHERE s.queue = ready_queue AND s.rate_key = keys.k\n                              ORDER BY s.started_at DESC, s.seq DESC LIMIT 1)\n                             - (SELECT s.seq FROM job_starts s\n                                WHERE s.queue = ready_queue AND s.rate_key = keys.k\n                                  AND s.started_at > at - lim.rate_period\n                                ORDER BY s.started_at, s.seq LIMIT 1) + 1, 0) < lim.rate_limit))\n          OR EXISTS (  -- a group's first jobs its concurrency leaves room for\n               SELECT 1 FROM (\n                 SELECT h.run_at, h.rate_key FROM jobs h\n                 WHERE h.queue = ready_queue AND h.group_key = keys.k AND h.status = 'queued'\n                 ORDER BY -h.priority, h.ordered_at, h.id\n                 LIMIT greatest(coalesce(lim.concurrency, 1)\n                                - (SELECT count(*) FROM jobs r\n                                   WHERE r.queue = ready_queue AND r.group_key = keys.k\n                                     AND r.status = 'running'), 0)) h\n               WHERE h.run_at <= at\n                 AND (lim.rate_limit IS NULL\n                      OR coalesce((SELECT s.seq FROM job_starts s\n                                 WHERE s.queue = ready_queue AND s.rate_key = coalesce(h.rate_key, '')\n                                 ORDER BY s.started_at DESC, s.seq DESC LIMIT 1)\n                                - (SELECT s.seq FROM job_starts s\n                                   WHERE s.queue = ready_queue AND s.rate_key = coalesce(h.rate_key, '')\n                                     AND s.started_at > at - lim.rate_period\n                                   ORDER BY s.started_at, s.seq LIMIT 1) + 1, 0) < lim.rate_limit)))\n      LIMIT up_to - unkeyed) f);\nEND\n$ready$;\n\nDO $live_keys$\nDECLARE\n  taken record;\nBEGIN\n  IF pg_get_indexdef('jobs_unique_live_idx'::regclass) LIKE '%''waiting''%' THEN\n    RETURN;\n  END IF;\n  SELECT k.unique_key, k.ids, count(*) OVER () AS keys INTO taken\n  FROM (SELECT j.unique_key, string_agg(j.id::text, ', ' ORDER BY j.id) AS ids\n        FROM jobs j\n        WHERE j.unique_key IS NOT NULL AND j.status IN ('waiting', 'queued', 'running')\n        GROUP BY j.unique_key HAVING count(*) > 1) AS k\n  ORDER BY k.unique_key LIMIT 1;\n  IF FOUND THEN\n    RAISE EXCEPTION 'pgkick: unique key % is held by jobs % (and % other keys by more than one live job): the unique index of this install did not count waiting jobs, so a waiting job took a key another live job held. Nothing was changed: with the pgkick you run now, cancel all but one job of each such key (pgkick cancel ID ...), then run pgkick migrate again',\n      quote_literal(taken.unique_key), taken.ids, taken.keys - 1\n      USING ERRCODE = '23505';\n  END IF;\n  DROP INDEX jobs_unique_live_idx;\n  CREATE UNIQUE INDEX jobs_unique_live_idx ON jobs (unique_key)\n    WHERE unique_key IS NOT NULL AND status IN ('waiting', 'queued', 'running');\nEND\n$live_keys$;"),
+    (35, 'job_lapsed', """\
+-- 0035_job_lapsed: jobs.lapsed, true while a job's previous attempt ended with its lease running out (its worker vanished: SIGKILL, OOM, a segfault, Lambda's timeout), so it may be the job that kills its worker; the claim returns it (job_claim and job_complete_and_claim recreated with the new return shape, their plans and grants kept), a worker runs such suspects last and marks each started (job_lapsed_start) just before it runs, and the reaper gives back the attempt of a suspect that never started.
+-- Why (a review of the lease core, 2026-12-06): the claim counts an attempt for every job of
+-- its batch, and the reaper could not tell a job that ran from one that never started. A
+-- job that killed its worker took an attempt from each job claimed with it, every time; the
+-- reaped batch kept its order, so the same poison job was claimed first with the same
+-- batch-mates: poison first in a batch of 5 (max_attempts 3), three kills, and its 4
+-- batch-mates ended `failed`, `lease expired (attempt 3 of 3)`, never started once.
+-- Now a batch-mate loses at most the first attempt (when nothing was known yet): after it,
+-- it is a suspect; a suspect not marked started when its lease lapses again is given back
+-- its attempt, and a fresh job claimed with suspects runs, and is completed, before them.
+-- A poison job is marked started each time it kills its worker, so it is charged each time.
+-- Given back by raising max_attempts by one, not by taking one off attempts (`pgkick retry`'s
+-- rule): attempts is the fencing token, and the worker whose lease lapsed may be alive
+-- (frozen, its heartbeat cut off); given `attempts - 1`, the next claim would hand out the
+-- token it still holds, and its start mark and completion would land on the new owner's row.
+-- Where lapsed is cleared: by the start mark alone (and by an operator's retry, a fresh
+-- start). Every outcome a worker records for a suspect (complete, fail, snooze, continue, a
+-- cancel of a running job) comes after its mark, and a fresh job's flag is false already,
+-- so the hot path writes nothing more: the claim cannot clear it (the reaper must read it
+-- from the attempt that lapsed), and an outcome's statement would carry one more column
+-- for every job to clear a flag almost never set. A suspect given back unstarted at the
+-- worker's reserve keeps it: it never ran. A column with a constant default is catalog
+-- only (PostgreSQL 11+): no table rewrite.
+ALTER TABLE jobs ADD COLUMN lapsed boolean NOT NULL DEFAULT false;
+
+-- A function's return shape cannot be changed in place and a dropped function loses its
+-- grants: as in 0012, the grants an operator gave other roles are kept and given again
+-- (pgkick's own roles get theirs from role_setup, which `migrate` runs again). A role that
+-- may write a job's attempts (a worker's, to fence; a rescue reaps as the worker) may write
+-- the new flag and the attempts a give-back raises.
+CREATE TEMPORARY TABLE pgkick_0035_grants ON COMMIT DROP AS
+SELECT p.oid::regprocedure::text AS function_name, a.grantee
+FROM pg_catalog.pg_proc AS p,
+     LATERAL aclexplode(p.proacl) AS a
+WHERE p.pronamespace = current_schema()::regnamespace
+  AND p.proname IN ('job_claim', 'job_complete_and_claim')
+  AND p.proacl IS NOT NULL
+  AND a.privilege_type = 'EXECUTE';
+
+DO $grant$
+DECLARE
+  role_oid oid;
+BEGIN
+  FOR role_oid IN
+    SELECT DISTINCT a.grantee
+    FROM pg_catalog.pg_attribute AS c, LATERAL aclexplode(c.attacl) AS a
+    WHERE c.attrelid = 'jobs'::regclass AND c.attname = 'attempts'
+      AND a.privilege_type = 'UPDATE'
+  LOOP
+    EXECUTE format('GRANT UPDATE (lapsed, max_attempts) ON jobs TO %s',
+                   CASE WHEN role_oid = 0 THEN 'PUBLIC' ELSE role_oid::regrole::text END);
+  END LOOP;
+END
+$grant$;
+
+-- job_complete_and_claim returns job_claim's rows: both go, and come back with the new shape.
+DROP FUNCTION job_complete_and_claim(bigint[], int[], text[], text, int, interval, timestamptz);
+DROP FUNCTION job_claim(text, int, interval, timestamptz);
+
+-- The claim of 0029, unchanged but for the column it returns (its branches and plan choices
+-- are 0007's, 0011's, 0014's and 0029's: read them there). It writes no flag.
+CREATE FUNCTION job_claim(claim_queue text, claim_batch int, claim_lease interval,
+                                     claim_now timestamptz)
+RETURNS TABLE (id bigint, queue text, task text, payload jsonb, attempts int, max_attempts int,
+               traceparent text, tracestate text, enqueued_at timestamptz, run_at timestamptz,
+               claimed_at timestamptz, lapsed boolean)
+LANGUAGE plpgsql VOLATILE
+SET search_path FROM CURRENT
+SET plan_cache_mode = force_generic_plan
+AS $claim$
+#variable_conflict use_column
+DECLARE
+  at timestamptz := coalesce(claim_now, now());
+  lim record;
+  free int;
+  fair_ids bigint[];
+BEGIN
+  IF NOT EXISTS (SELECT 1 FROM queue_limits l WHERE l.queue = claim_queue)
+     AND (SELECT min(g.group_key) FROM jobs g
+          WHERE g.queue = claim_queue AND g.group_key IS NOT NULL AND g.status = 'queued')
+         IS NULL
+     AND (SELECT min(g.group_key) FROM jobs g
+          WHERE g.queue = claim_queue AND g.group_key IS NOT NULL AND g.status = 'running')
+         IS NULL
+  THEN
+    RETURN QUERY
+    WITH next AS (
+      SELECT j.id FROM jobs j
+      WHERE j.queue = claim_queue AND j.status = 'queued' AND j.run_at <= at
+        AND j.group_key IS NULL
+      ORDER BY j.priority DESC, j.run_at
+      LIMIT claim_batch
+      FOR UPDATE SKIP LOCKED
+    ),
+    claimed AS (
+      UPDATE jobs j
+      SET status       = 'running',
+          attempts     = j.attempts + 1,
+          locked_until = at + claim_lease,
+          claimed_at   = coalesce(claim_now, clock_timestamp())
+      WHERE j.id = ANY (ARRAY (SELECT next.id FROM next))
+      RETURNING j.id, j.queue, j.task, j.payload, j.attempts, j.max_attempts, j.priority, j.run_at,
+              j.traceparent, j.tracestate, j.created_at, j.claimed_at, j.lapsed
+    )
+    SELECT c.id, c.queue, c.task, c.payload, c.attempts, c.max_attempts,
+         c.traceparent, c.tracestate, c.created_at, c.run_at, c.claimed_at, c.lapsed
+         FROM claimed c
+    ORDER BY c.priority DESC, c.run_at, c.id;
+    RETURN;
+  END IF;
+
+  IF current_setting('transaction_isolation') <> 'read committed' THEN
+    RAISE EXCEPTION 'pgkick: a queue with a limit or groups is claimed under READ COMMITTED only, not %',
+      current_setting('transaction_isolation')
+      USING HINT = 'default_transaction_isolation is set for this database or role: reset it for pgkick''s worker role';
+  END IF;
+  PERFORM pg_advisory_xact_lock(hashtext('pgkick.claim'), hashtext(claim_queue));
+  -- From here the claim is timed by the clock, not by its transaction's start (0029): the
+  -- lock may have been waited for, and a rate's starts are recorded at `at`.
+  IF claim_now IS NULL THEN
+    at := clock_timestamp();
+  END IF;
+  SELECT l.max_running, l.rate_limit, l.rate_period, l.concurrency, l.paused INTO lim
+  FROM queue_limits l WHERE l.queue = claim_queue;
+  IF lim.paused THEN
+    RETURN;  -- a paused queue: nothing is claimed until `pgkick resume`
+  END IF;
+  IF lim.rate_limit IS NOT NULL OR lim.concurrency IS NOT NULL THEN
+    free := claim_batch;
+    IF lim.max_running IS NOT NULL THEN
+      free := least(free, lim.max_running - (SELECT count(*) FROM jobs r
+                                             WHERE r.queue = claim_queue
+                                               AND r.status = 'running')::int);
+    END IF;
+    IF free <= 0 THEN
+      RETURN;
+    END IF;
+    fair_ids := job_claim_fair_ids(claim_queue, free, at, lim.rate_limit, lim.rate_period,
+                                   coalesce(lim.concurrency, 1));
+    RETURN QUERY
+    WITH claimed AS (
+      UPDATE jobs j
+      SET status       = 'running',
+          attempts     = j.attempts + 1,
+          locked_until = at + claim_lease,
+          claimed_at   = at  -- the instant its start is recorded at (job_claim_fair_ids)
+      WHERE j.id = ANY (fair_ids)
+      RETURNING j.id, j.queue, j.task, j.payload, j.attempts, j.max_attempts, j.priority, j.run_at,
+              j.traceparent, j.tracestate, j.created_at, j.claimed_at, j.lapsed
+    )
+    SELECT c.id, c.queue, c.task, c.payload, c.attempts, c.max_attempts,
+         c.traceparent, c.tracestate, c.created_at, c.run_at, c.claimed_at, c.lapsed
+         FROM claimed c
+    ORDER BY array_position(fair_ids, c.id);
+    RETURN;
+  END IF;
+  RETURN QUERY
+  WITH next AS (
+    -- 0011's head rule (read it there): one running job a group, its head only.
+    SELECT j.id, j.priority, j.run_at FROM jobs j
+    WHERE j.queue = claim_queue AND j.status = 'queued' AND j.run_at <= at
+      AND (j.group_key IS NULL
+           OR (NOT EXISTS (SELECT 1 FROM jobs g
+                           WHERE g.queue = j.queue AND g.group_key = j.group_key
+                             AND g.group_key IS NOT NULL AND g.status = 'running')
+               AND NOT EXISTS (SELECT 1 FROM jobs g
+                               WHERE g.queue = j.queue AND g.group_key = j.group_key
+                                 AND g.group_key IS NOT NULL AND g.status = 'queued'
+                                 AND (-g.priority, g.ordered_at, g.id)
+                                     < (-j.priority, j.ordered_at, j.id))))
+    ORDER BY j.priority DESC, j.run_at
+    LIMIT claim_batch
+    FOR UPDATE SKIP LOCKED
+  ),
+  room AS (
+    SELECT CASE WHEN l.max_running IS NULL THEN claim_batch
+                ELSE l.max_running - (SELECT count(*) FROM jobs r
+                                      WHERE r.queue = claim_queue AND r.status = 'running')
+           END AS free
+    FROM (SELECT 1) AS one LEFT JOIN queue_limits l ON l.queue = claim_queue
+  ),
+  ranked AS (
+    SELECT next.id, row_number() OVER (ORDER BY next.priority DESC, next.run_at, next.id) AS n
+    FROM next
+  ),
+  claimed AS (
+    UPDATE jobs j
+    SET status       = 'running',
+        attempts     = j.attempts + 1,
+        locked_until = at + claim_lease,
+        claimed_at   = coalesce(claim_now, clock_timestamp())
+    WHERE j.id = ANY (ARRAY (SELECT ranked.id FROM ranked
+                             WHERE ranked.n <= (SELECT free FROM room)))
+    RETURNING j.id, j.queue, j.task, j.payload, j.attempts, j.max_attempts, j.priority, j.run_at,
+              j.traceparent, j.tracestate, j.created_at, j.claimed_at, j.lapsed
+  )
+  SELECT c.id, c.queue, c.task, c.payload, c.attempts, c.max_attempts,
+         c.traceparent, c.tracestate, c.created_at, c.run_at, c.claimed_at, c.lapsed
+         FROM claimed c
+  ORDER BY c.priority DESC, c.run_at, c.id;
+END
+$claim$;
+
+-- The round trip of 0012, unchanged but for the column it returns.
+CREATE FUNCTION job_complete_and_claim(done_ids bigint[], done_attempts int[],
+                                       done_results text[], claim_queue text,
+                                       claim_batch int, claim_lease interval,
+                                       claim_now timestamptz)
+RETURNS TABLE (id bigint, queue text, task text, payload jsonb, attempts int, max_attempts int,
+               traceparent text, tracestate text, enqueued_at timestamptz, run_at timestamptz,
+               claimed_at timestamptz, lapsed boolean)
+LANGUAGE plpgsql VOLATILE
+SET search_path FROM CURRENT
+SET plan_cache_mode = force_generic_plan
+AS $round$
+#variable_conflict use_column
+BEGIN
+  RETURN QUERY
+  SELECT done.id, NULL::text, NULL::text, NULL::jsonb, NULL::int, NULL::int,
+         NULL::text, NULL::text, NULL::timestamptz, NULL::timestamptz, NULL::timestamptz,
+         NULL::boolean
+  FROM job_complete(done_ids, done_attempts, done_results, claim_now) AS done;
+  RETURN QUERY SELECT * FROM job_claim(claim_queue, claim_batch, claim_lease, claim_now);
+END
+$round$;
+
+-- The grants the old functions had (none on a fresh install: role_setup gives them).
+DO $regrant$
+DECLARE
+  kept record;
+BEGIN
+  FOR kept IN SELECT DISTINCT function_name FROM pgkick_0035_grants LOOP
+    EXECUTE format('REVOKE ALL ON FUNCTION %s FROM PUBLIC', kept.function_name);
+  END LOOP;
+  FOR kept IN SELECT * FROM pgkick_0035_grants LOOP
+    EXECUTE format('GRANT EXECUTE ON FUNCTION %s TO %s', kept.function_name,
+                   CASE WHEN kept.grantee = 0 THEN 'PUBLIC' ELSE kept.grantee::regrole::text END);
+  END LOOP;
+END
+$regrant$;"""),
 )

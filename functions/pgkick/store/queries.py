@@ -64,11 +64,11 @@ WHERE status = 'running'
 RETURNING id, queue;"""
 
 JOB_CLAIM: Final = """\
--- job_claim: Claims up to batch ready jobs of a queue, highest priority first then run_at, under a lease, skipping rows other workers hold (FOR UPDATE SKIP LOCKED); grouped jobs (one running per group: its head in claim order, or its job waiting for a retry) and limited queues (at most the limit's room) under the queue's claim lock: one statement, the server-side function of migration 0007 (pgkick.groups); each job with the trace context it was enqueued under (0012) and, if timed (a worker that traces), its enqueue, due and claim times (three timestamps cost about 2 us a job to send and parse; NULLs nothing).
+-- job_claim: Claims up to batch ready jobs of a queue, highest priority first then run_at, under a lease, skipping rows other workers hold (FOR UPDATE SKIP LOCKED); grouped jobs (one running per group: its head in claim order, or its job waiting for a retry) and limited queues (at most the limit's room) under the queue's claim lock: one statement, the server-side function of migration 0007 (pgkick.groups); each job with the trace context it was enqueued under (0012) and, if timed (a worker that traces), its enqueue, due and claim times (three timestamps cost about 2 us a job to send and parse; NULLs nothing); and whether its previous attempt's lease lapsed (0035: a suspect, run last and marked started by job_lapsed_start).
 SELECT id, queue, task, payload, attempts, max_attempts, traceparent, tracestate,
        CASE WHEN %(timed)s::bool THEN enqueued_at END,
        CASE WHEN %(timed)s::bool THEN run_at END,
-       CASE WHEN %(timed)s::bool THEN claimed_at END
+       CASE WHEN %(timed)s::bool THEN claimed_at END, lapsed
 FROM pgkick.job_claim(%(queue)s::text, %(batch)s::int, %(lease)s::interval, %(now)s::timestamptz);"""
 
 JOB_CLAIM_FAIR_PLAN: Final = """\
@@ -88,11 +88,11 @@ FROM pgkick.job_complete(ARRAY[%(id)s]::bigint[], ARRAY[%(attempts)s]::int[], NU
                          %(now)s::timestamptz);"""
 
 JOB_COMPLETE_AND_CLAIM: Final = """\
--- job_complete_and_claim: Completes a worker's last batch (fenced, each job by its attempt, with its result) and then claims the next: one statement, the server-side function of migration 0008; rows with a NULL task are the completed ids still held, then the claimed jobs (with job_claim's trace context, and its times if timed); the last column, on the completed ids' rows, the queues their dependants entered (migration 0017), NULL when none.
+-- job_complete_and_claim: Completes a worker's last batch (fenced, each job by its attempt, with its result) and then claims the next: one statement, the server-side function of migration 0008; rows with a NULL task are the completed ids still held, then the claimed jobs (with job_claim's trace context, its times if timed, and its lapsed flag, migration 0035); the last column, on the completed ids' rows, the queues their dependants entered (migration 0017), NULL when none.
 SELECT id, queue, task, payload, attempts, max_attempts, traceparent, tracestate,
        CASE WHEN %(timed)s::bool THEN enqueued_at END,
        CASE WHEN %(timed)s::bool THEN run_at END,
-       CASE WHEN %(timed)s::bool THEN claimed_at END,
+       CASE WHEN %(timed)s::bool THEN claimed_at END, lapsed,
        CASE WHEN task IS NULL THEN nullif(current_setting('pgkick.released_queues', true), '') END
 FROM pgkick.job_complete_and_claim(%(ids)s::bigint[], %(attempts)s::int[], %(results)s::text[],
                                    %(queue)s::text, %(batch)s::int, %(lease)s::interval,
@@ -354,6 +354,14 @@ VALUES (%(queue)s, %(task)s, %(payload)s::jsonb,
 ON CONFLICT DO NOTHING
 RETURNING id, queue, run_at;"""
 
+JOB_LAPSED_START: Final = """\
+-- job_lapsed_start: Marks claimed suspects (jobs whose previous attempt's lease lapsed, migration 0035) started, just before they run: fenced, each by its attempt, while running; clears lapsed, so if this attempt's lease lapses too the reaper charges it. Returns the ids still held: a job missing was taken over, and must not start.
+UPDATE pgkick.jobs AS j
+SET lapsed = false
+FROM unnest(%(ids)s::bigint[], %(attempts)s::int[]) AS held(id, attempts)
+WHERE j.id = held.id AND j.attempts = held.attempts AND j.status = 'running'
+RETURNING j.id;"""
+
 JOB_LEASE_LATEST_IN_QUEUE: Final = """\
 -- job_lease_latest_in_queue: The latest lease expiry among a queue's running jobs (a rescue that finds leases not yet expired comes back then).
 SELECT max(locked_until) FROM pgkick.jobs WHERE queue = %(queue)s AND status = 'running';"""
@@ -523,14 +531,22 @@ SELECT CASE
 END;"""
 
 JOB_REAP_EXPIRED: Final = """\
--- job_reap_expired: Re-queues running jobs whose lease expired (all queues, or the one a rescue names), or fails them at max_attempts (or when an operator asked to cancel them) with a last_error saying so.
+-- job_reap_expired: Re-queues running jobs whose lease expired (all queues, or the one a rescue names), or fails them at max_attempts (or when an operator asked to cancel them) with a last_error saying so; every reaped job is then lapsed (a suspect: migration 0035). A job lapsed already, whose worker never marked it started (job_lapsed_start), is given its attempt back (max_attempts + 1, never past 1000, as `pgkick retry`; attempts, the fencing token, never goes back): it only sat in a batch whose worker vanished.
 UPDATE pgkick.jobs
-SET status       = CASE WHEN attempts >= max_attempts OR cancel_requested_at IS NOT NULL
+SET status       = CASE WHEN cancel_requested_at IS NOT NULL
+                             OR (attempts >= max_attempts AND NOT (lapsed AND max_attempts < 1000))
                         THEN 'failed' ELSE 'queued' END,
-    finished_at  = CASE WHEN attempts >= max_attempts OR cancel_requested_at IS NOT NULL
+    finished_at  = CASE WHEN cancel_requested_at IS NOT NULL
+                             OR (attempts >= max_attempts AND NOT (lapsed AND max_attempts < 1000))
                         THEN coalesce(%(now)s::timestamptz, now()) END,
+    max_attempts = CASE WHEN lapsed AND max_attempts < 1000 AND cancel_requested_at IS NULL
+                        THEN max_attempts + 1 ELSE max_attempts END,
+    lapsed       = true,
     locked_until = NULL,
     last_error   = CASE WHEN cancel_requested_at IS NOT NULL THEN 'cancelled by operator'
+                        WHEN lapsed AND max_attempts < 1000
+                        THEN format('lease expired before it started (attempt %%s given back)',
+                                    attempts)
                         ELSE format('lease expired (attempt %%s of %%s)', attempts, max_attempts)
                    END
 WHERE status = 'running' AND locked_until < coalesce(%(now)s::timestamptz, now())
@@ -559,7 +575,7 @@ WHERE j.status = 'failed'
 ORDER BY 1, 2;"""
 
 JOB_RETRY_FAILED: Final = """\
--- job_retry_failed: Puts failed jobs (by ids, or by queue and task) back in the queue with more attempts, never more than 1000 in all (a job that used 1000 stays failed); attempts keep counting up, so fencing stays sound; a cancel mark is cleared. With `error` (a bulk retry's --error), only the jobs whose last error still contains that text (case-insensitive), checked on the row's latest version: one retried by someone else since it was selected and failed again with another error is left failed. A selected job that a parent's failure ended (its last_error says so, policy fail or cancel), whose failed parent this retry selects too, is left to that parent: migration 0019's trigger revives it as waiting, so it runs after its parent, not beside it. A job with parents still to finish waits for them again (waiting, counted), and one whose parent under fail or cancel is failed and not retried here stays failed (the CLI names that parent first: job_retry_blocked_by_parents).
+-- job_retry_failed: Puts failed jobs (by ids, or by queue and task) back in the queue with more attempts, never more than 1000 in all (a job that used 1000 stays failed); attempts keep counting up, so fencing stays sound; a cancel mark and a lapsed lease's suspicion (migration 0035) are cleared. With `error` (a bulk retry's --error), only the jobs whose last error still contains that text (case-insensitive), checked on the row's latest version: one retried by someone else since it was selected and failed again with another error is left failed. A selected job that a parent's failure ended (its last_error says so, policy fail or cancel), whose failed parent this retry selects too, is left to that parent: migration 0019's trigger revives it as waiting, so it runs after its parent, not beside it. A job with parents still to finish waits for them again (waiting, counted), and one whose parent under fail or cancel is failed and not retried here stays failed (the CLI names that parent first: job_retry_blocked_by_parents).
 WITH selected AS (
   SELECT j.id FROM pgkick.jobs AS j
   WHERE j.status = 'failed'
@@ -602,7 +618,8 @@ SET status       = CASE WHEN coalesce(c.pending, 0) > 0 THEN 'waiting' ELSE 'que
     run_at       = coalesce(%(now)s::timestamptz, now()),
     finished_at  = NULL,
     max_attempts = least(j.attempts + %(extra_attempts)s::int, 1000),
-    cancel_requested_at = NULL  -- a job cancelled while running may be retried: a fresh start
+    cancel_requested_at = NULL,  -- a job cancelled while running may be retried: a fresh start
+    lapsed       = false  -- and no longer a suspect (migration 0035)
 FROM selected AS s LEFT JOIN counted AS c ON c.child_id = s.id
 WHERE j.id = s.id AND NOT coalesce(c.blocked, false)
   AND j.status = 'failed'  -- re-checked on the row's latest version: a concurrent retry or claim wins
@@ -1222,6 +1239,10 @@ REVOKE ALL ON pgkick.job_steps FROM PUBLIC;
 GRANT SELECT, INSERT ON pgkick.job_steps TO pgkick_worker;
 GRANT UPDATE (continued, continued_stalled) ON pgkick.jobs TO pgkick_worker;
 
+-- Suspects (migration 0035): a worker marks one started (lapsed); its rescue reaps as the
+-- worker, and gives a suspect that never started its attempt back (max_attempts + 1).
+GRANT UPDATE (lapsed, max_attempts) ON pgkick.jobs TO pgkick_worker;
+
 -- Operators cancel waiting jobs too (migration 0017): the cancel clears a job's count of
 -- parents, waiting_on (without it, no cancel by pgkick_maintainer ran at all).
 GRANT UPDATE (waiting_on) ON pgkick.jobs TO pgkick_maintainer;"""
@@ -1265,4 +1286,4 @@ SELECT coalesce(%(now)s::timestamptz, now());"""
 
 # The migrations' versions in the order they apply (their scripts:
 # pgkick.store.migration_scripts, which a Lambda handler never loads).
-MIGRATION_VERSIONS: Final[tuple[int, ...]] = (1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 17, 18, 19, 20, 21, 22, 23, 24, 25, 26, 27, 28, 29, 30, 31, 32, 33, 34,)
+MIGRATION_VERSIONS: Final[tuple[int, ...]] = (1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 17, 18, 19, 20, 21, 22, 23, 24, 25, 26, 27, 28, 29, 30, 31, 32, 33, 34, 35,)

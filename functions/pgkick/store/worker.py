@@ -46,6 +46,9 @@ class ClaimedJob(NamedTuple):
     enqueued_at: datetime | None = None
     run_at: datetime | None = None
     claimed_at: datetime | None = None
+    # Its previous attempt's lease lapsed (migration 0035): a suspect, run last and marked
+    # started first (`start_lapsed`), as the job that may have killed its worker.
+    lapsed: bool = False
     result: str | None = None  # set when the task returned: its JSON, stored on completion
 
 
@@ -164,7 +167,7 @@ class WorkerStore(
         done = [row for row in rows if row[2] is None]
         self._note_released(done)
         return {row[0] for row in done}, [
-            ClaimedJob(*row[:11]) for row in rows if row[2] is not None
+            ClaimedJob(*row[:12]) for row in rows if row[2] is not None
         ]
 
     def _announce(self, queue: str, announce: Announcement) -> None:
@@ -195,6 +198,16 @@ class WorkerStore(
             self.execute(queries.TRANSACTION_COMMIT)
             sent = self._claim(queue, batch=batch, lease=lease)
         return _claimed(sent)
+
+    def start_lapsed(self, jobs: Sequence[ClaimedJob]) -> set[int]:
+        """Mark suspects started just before they run (fenced by attempt): the ids still
+        held. Sent only for a claim that holds suspects; a fresh claim never pays it."""
+        rows = self.rows(
+            queries.JOB_LAPSED_START,
+            ids=[j.id for j in jobs],
+            attempts=[j.attempts for j in jobs],
+        )
+        return {row[0] for row in rows}
 
     def withdraw(self, queue: str, watcher: str) -> None:
         self.execute(queries.QUEUE_WATCHER_WITHDRAW, queue=queue, watcher=watcher)

@@ -10,7 +10,8 @@ is not written, a failed job is retried alone by its own attempts and backoff,
 and each done job stores its own result.
 
 A batch task's jobs of one claim run at the first of them, in groups of at most
-its `batch`; the other jobs keep their order around it.
+its `batch`; the other jobs keep their order around it. Suspects (jobs whose last
+attempt's worker vanished) run after the rest of the claim, grouped among themselves.
 
 `batch_window` (`BatchWindow`) never makes a worker wait: after a *full* claim (more
 jobs are ready now), a batch task's group short of `batch` may be held back, its
@@ -24,7 +25,7 @@ an empty queue, and a job waits at most the window plus one claim's run.
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Generator, Iterator
 from typing import Any
 
 from pgkick.connections.adapters import UnreadableJson
@@ -55,12 +56,41 @@ def run_jobs(
     steps: Callable[[ClaimedJob], Steps] | None = None,
     spawns: Spawns | None = None,
     out_of_time: Callable[[], bool] = lambda: False,
+    start_lapsed: Callable[[list[ClaimedJob]], None] | None = None,
 ) -> Iterator[tuple[ClaimedJob, TaskOutcome]]:
     """Each job of the claim with its outcome, produced as it ends (the loop flushes
     completions of a slow claim as they come). `steps`: a plain task's durable step book
     (run_task's), `spawns` its spawned children's buffer; a batch task's call has no
     JobContext, so no steps and no spawns. `out_of_time`: asked before each job (or batch
-    call) starts; once True, every job not started yet is OUT_OF_TIME, not run."""
+    call) starts; once True, every job not started yet is OUT_OF_TIME, not run.
+
+    Suspects (`lapsed`: their last attempt's worker vanished, migration 0035) run after the
+    others, each kept order: one of them may be the job that kills its worker, and the jobs
+    run before it are then recorded, not charged. `start_lapsed` is called with each
+    suspect (or a batch call's suspects) just before it starts: the loop records what is
+    held and marks them started (a mark it cannot make marks the job lost: not started)."""
+    if start_lapsed is None or not any(job.lapsed for job in jobs):
+        yield from _in_order(registry, jobs, keeper, steps, spawns, out_of_time, None)
+        return
+    fresh = [job for job in jobs if not job.lapsed]
+    suspects = [job for job in jobs if job.lapsed]
+    late = yield from _in_order(registry, fresh, keeper, steps, spawns, out_of_time, None)
+    yield from _in_order(
+        registry, suspects, keeper, steps, spawns, lambda: late or out_of_time(), start_lapsed
+    )
+
+
+def _in_order(
+    registry: Registry,
+    jobs: list[ClaimedJob],
+    keeper: LeaseKeeper,
+    steps: Callable[[ClaimedJob], Steps] | None,
+    spawns: Spawns | None,
+    out_of_time: Callable[[], bool],
+    start: Callable[[list[ClaimedJob]], None] | None,
+) -> Generator[tuple[ClaimedJob, TaskOutcome], None, bool]:
+    """run_jobs' walk of `jobs` in order, each started by `start` first if given; returns
+    whether the reserve was reached."""
     groups: dict[str, list[ClaimedJob]] = {}
     for job in jobs:
         if registry.batch(job.task) is not None:
@@ -72,6 +102,8 @@ def run_jobs(
             continue  # its batch group ran (or was given back) at the first of them
         late = late or out_of_time()
         if group is None:
+            if start is not None and not late and not keeper.is_lost(job.id):
+                start([job])
             # A job whose lease is known lost (a heartbeat found it re-held) may be running
             # elsewhere now: not started here (the loop writes nothing for it).
             if late:
@@ -83,10 +115,14 @@ def run_jobs(
             continue
         spec = registry.batch(job.task)  # the first of its task in the claim: the group runs
         assert spec is not None
-        for start in range(0, len(group), spec.size):
-            late = late or (start > 0 and out_of_time())
+        for first in range(0, len(group), spec.size):
+            late = late or (first > 0 and out_of_time())
+            members = group[first : first + spec.size]
+            unmarked = [m for m in members if not keeper.is_lost(m.id)]
+            if start is not None and not late and unmarked:
+                start(unmarked)
             held = []  # each job asked once: the heartbeat may mark one meanwhile
-            for member in group[start : start + spec.size]:
+            for member in members:
                 if late:
                     yield member, OUT_OF_TIME
                 elif keeper.is_lost(member.id):
@@ -98,6 +134,7 @@ def run_jobs(
             if held:
                 yield from run_batch(spec, held)
         group.clear()
+    return late
 
 
 def run_batch(spec: BatchSpec, jobs: list[ClaimedJob]) -> list[tuple[ClaimedJob, TaskOutcome]]:

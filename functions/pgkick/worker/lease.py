@@ -193,6 +193,10 @@ class LeaseKeeper:
             self._thread.join()
             self._thread = None
 
+    def mark_lost(self, jobs: list[ClaimedJob]) -> None:
+        """These held attempts were found taken over (a suspect's start mark missed them)."""
+        self._mark_lost(jobs)
+
     def _extended(self, ids: list[int], sent: float) -> None:
         """These leases were pushed to `lease` from the moment the extension was sent."""
         ends = sent + self.lease.total_seconds()

@@ -118,7 +118,7 @@ class Worker:
                 # another batch might not finish in time, or a job asked for a fresh one
                 if before < reserve or books.continued:
                     if window.held:  # claimed already: run now, not left to their leases
-                        finished += self._run_batch(window.release(), keeper, summary)
+                        finished = self._run_batch(window.release(), keeper, summary, finished)
                     outcomes.complete(finished, keeper, summary)
                     handed = self._hand_over(queue, watch, last_batch_full, summary)
                     break
@@ -164,7 +164,10 @@ class Worker:
                 if self._fan_out_now(full_since, summary):
                     summary.fanouts += int(self._kick(queue, "fanout"))
                 keeper.hold(jobs)  # (only the new claim: a held-back job keeps its marks)
-                finished = self._run_batch(window.take(jobs, full=last_batch_full), keeper, summary)
+                # a claim with suspects runs at once: a batch group held back would be left
+                # to its lease, unrecorded, if a suspect killed the worker
+                full = last_batch_full and not any(job.lapsed for job in jobs)
+                finished = self._run_batch(window.take(jobs, full=full), keeper, summary)
                 longest_batch_ms = max(longest_batch_ms, before - remaining_ms())
             if not swept:
                 self._heal(queue, summary)
@@ -275,10 +278,20 @@ class Worker:
         return True
 
     def _run_batch(
-        self, jobs: list[ClaimedJob], keeper: LeaseKeeper, summary: Summary
+        self,
+        jobs: list[ClaimedJob],
+        keeper: LeaseKeeper,
+        summary: Summary,
+        pending: list[ClaimedJob] | None = None,
     ) -> list[ClaimedJob]:
-        """Run held jobs; failures are recorded at once, successes returned to be completed."""
-        finished: list[ClaimedJob] = []
+        """Run held jobs; failures are recorded at once, successes returned to be completed
+        (with `pending`, successes run before and not yet recorded).
+
+        A suspect (a job whose last attempt's worker vanished: it may kill this one too) is
+        started by `start_lapsed`: what succeeded so far is completed first, so a job run
+        beside it is recorded, not charged, if it does; then the suspect is marked started,
+        so the reaper charges it if its lease lapses again (migration 0035)."""
+        finished: list[ClaimedJob] = list(pending or ())
         last_flush = time.monotonic()
         books = self._books.book if self._books else None
         spawns, outcomes = self._spawns, self._outcomes
@@ -288,7 +301,17 @@ class Worker:
         reserve = self.options.min_remaining.total_seconds() * 1000
         remaining_ms = self._remaining_ms
         late = (lambda: remaining_ms() < reserve) if remaining_ms is not None else lambda: False
-        for job, outcome in run_jobs(self.registry, jobs, keeper, books, spawns, late):
+
+        def start_lapsed(suspects: list[ClaimedJob]) -> None:
+            nonlocal finished, last_flush
+            outcomes.complete(finished, keeper, summary)
+            finished, last_flush = [], time.monotonic()
+            held = self.store.start_lapsed(suspects)
+            if len(held) < len(suspects):
+                keeper.mark_lost([job for job in suspects if job.id not in held])
+
+        ran = run_jobs(self.registry, jobs, keeper, books, spawns, late, start_lapsed)
+        for job, outcome in ran:
             # the children it spawned: written only with its completion, else dropped
             buffered = spawns.take(job) if spawns is not None else None
             if keeper.is_lost(job.id):
