@@ -9,10 +9,10 @@ batch fans out one more kick, so a backlog spreads over as many workers as the
 concurrency cap allows.
 
 Outcomes are fenced: a job whose lease was lost is abandoned without a write.
-Successes are completed together in one statement per batch (flushed early
-when jobs are slow, so a crash re-runs little); a job that spawned children is
-completed alone, in one transaction with their inserts (pgkick.worker.spawn).
-What each ending writes and sets in motion is pgkick.worker.outcomes'.
+Successes are completed together with the next claim, in one statement; a claim's
+jobs are run and their outcomes sorted by pgkick.worker.claim_run (flushed early
+when jobs are slow, so a crash re-runs little). What each ending writes and sets in
+motion is pgkick.worker.outcomes'.
 """
 
 from __future__ import annotations
@@ -29,7 +29,8 @@ from pgkick.kick.watch import WorkerWatch
 from pgkick.store.healing import QueuePlan
 from pgkick.store.worker import ClaimedJob, WorkerStore
 from pgkick.tasks.registry import Registry
-from pgkick.worker.batch_run import BatchWindow, run_jobs
+from pgkick.worker.batch_run import BatchWindow
+from pgkick.worker.claim_run import ClaimRun
 from pgkick.worker.continuation import StepBooks
 from pgkick.worker.healing import heal_queues, stay_for
 from pgkick.worker.lease import LeaseKeeper
@@ -38,11 +39,8 @@ from pgkick.worker.options import Summary, WorkerOptions, backoff_jitter, check_
 from pgkick.worker.outcomes import Outcomes
 from pgkick.worker.rescue import DeadMansSwitch
 from pgkick.worker.spawn import Spawns
-from pgkick.worker.task_run import CANCELLED
 
 log = logging.getLogger("pgkick.worker")
-
-FLUSH_AFTER_SECONDS = 0.5  # complete finished jobs at once when a batch runs longer
 
 __all__ = ["Summary", "Worker", "WorkerOptions", "backoff_jitter"]
 
@@ -68,12 +66,8 @@ class Worker:
         # producer or a worker: finding nothing at once, it has no flow to linger on.
         self.timed = False
         self._hop = 0
-        self._books: StepBooks | None = None
-        self._spawns: Spawns | None = None
-        self._outcomes: Outcomes | None = None
         self._held_checked = False
         self._stayed = False  # it stayed for its queue (pgkick.worker.healing.stay_for)
-        self._remaining_ms: Callable[[], int] | None = None  # the drain's clock (_run_batch)
 
     def drain(self, queue: str, remaining_ms: Callable[[], int], *, hop: int = 0) -> Summary:
         """Work `queue` until it is empty or time runs short; never raises for a job's error.
@@ -92,12 +86,13 @@ class Worker:
         )
         line = WakeUpLine(self.store, queue, watch, mode=self.options.listen, sleep=self.sleep)
         self._hop = hop
-        self._remaining_ms = remaining_ms
-        books = self._books = StepBooks(self.store, remaining_ms, self.options.min_remaining)
-        spawns = self._spawns = Spawns(self.store)
-        outcomes = self._outcomes = Outcomes(
+        books = StepBooks(self.store, remaining_ms, self.options.min_remaining)
+        spawns = Spawns(self.store)
+        outcomes = Outcomes(
             self.store, self.kicker, self.options, jitter=self.jitter, hop=hop, spawns=spawns
         )
+        claims = ClaimRun(self.registry, self.store, self.options, books, spawns, outcomes)
+        claims.remaining_ms = remaining_ms
         self._held_checked = False  # flow_held: asked once per idle window
         self._stayed = False
         swept = False  # left after the exit sweep (a worker leaving empty sweeps to decide)
@@ -118,7 +113,7 @@ class Worker:
                 # another batch might not finish in time, or a job asked for a fresh one
                 if before < reserve or books.continued:
                     if window.held:  # claimed already: run now, not left to their leases
-                        finished = self._run_batch(window.release(), keeper, summary, finished)
+                        finished = claims.run(window.release(), keeper, summary, finished)
                     outcomes.complete(finished, keeper, summary)
                     handed = self._hand_over(queue, watch, last_batch_full, summary)
                     break
@@ -135,7 +130,7 @@ class Worker:
                 if first_claim is None:
                     first_claim = len(jobs)
                 if not jobs and window.held:  # nothing more to group them with: run them now
-                    finished = self._run_batch(window.release(), keeper, summary)
+                    finished = claims.run(window.release(), keeper, summary)
                     continue
                 if not jobs:
                     one_off = first_claim == 1 and summary.claimed == 1
@@ -167,7 +162,7 @@ class Worker:
                 # a claim with suspects runs at once: a batch group held back would be left
                 # to its lease, unrecorded, if a suspect killed the worker
                 full = last_batch_full and not any(job.lapsed for job in jobs)
-                finished = self._run_batch(window.take(jobs, full=full), keeper, summary)
+                finished = claims.run(window.take(jobs, full=full), keeper, summary)
                 longest_batch_ms = max(longest_batch_ms, before - remaining_ms())
             if not swept:
                 self._heal(queue, summary)
@@ -276,70 +271,6 @@ class Worker:
                 after = self.options.failed_kick_wake
                 return wake_after_failed_kick(self.kicker, queue, after=after)
         return True
-
-    def _run_batch(
-        self,
-        jobs: list[ClaimedJob],
-        keeper: LeaseKeeper,
-        summary: Summary,
-        pending: list[ClaimedJob] | None = None,
-    ) -> list[ClaimedJob]:
-        """Run held jobs; failures are recorded at once, successes returned to be completed
-        (with `pending`, successes run before and not yet recorded).
-
-        A suspect (a job whose last attempt's worker vanished: it may kill this one too) is
-        started by `start_lapsed`: what succeeded so far is completed first, so a job run
-        beside it is recorded, not charged, if it does; then the suspect is marked started,
-        so the reaper charges it if its lease lapses again (migration 0035)."""
-        finished: list[ClaimedJob] = list(pending or ())
-        last_flush = time.monotonic()
-        books = self._books.book if self._books else None
-        spawns, outcomes = self._spawns, self._outcomes
-        assert outcomes is not None  # made by drain, which alone runs batches
-        # no job starts once the invocation is down to its reserve: Lambda's timeout would
-        # cut it, and strand it and the rest of the claim `running` until their lease ends
-        reserve = self.options.min_remaining.total_seconds() * 1000
-        remaining_ms = self._remaining_ms
-        late = (lambda: remaining_ms() < reserve) if remaining_ms is not None else lambda: False
-
-        def start_lapsed(suspects: list[ClaimedJob]) -> None:
-            nonlocal finished, last_flush
-            outcomes.complete(finished, keeper, summary)
-            finished, last_flush = [], time.monotonic()
-            held = self.store.start_lapsed(suspects)
-            if len(held) < len(suspects):
-                keeper.mark_lost([job for job in suspects if job.id not in held])
-
-        ran = run_jobs(self.registry, jobs, keeper, books, spawns, late, start_lapsed)
-        for job, outcome in ran:
-            # the children it spawned: written only with its completion, else dropped
-            buffered = spawns.take(job) if spawns is not None else None
-            if keeper.is_lost(job.id):
-                summary.lost += 1  # someone else's now: no write at all
-                keeper.release(job.id)
-            elif keeper.is_cancelled(job.id):  # whatever the task did: the operator's word
-                outcomes.fail(job, CANCELLED, True, summary)
-                keeper.release(job.id)
-            elif outcome.unstarted:  # out of time: back to the queue, handed over
-                outcomes.give_back(job, keeper, summary)
-            elif outcome.snooze is not None:
-                outcomes.snooze(job, outcome.snooze, keeper, summary)
-            elif outcome.continued and self._books is not None:
-                if not self._books.continue_job(job, outcome.stalled, keeper, summary):
-                    outcomes.cancelled_late(job, summary)
-            elif outcome.error is None:  # (a new tuple: only for a result)
-                done = job if outcome.result is None else job._replace(result=outcome.result)
-                if buffered:  # completed alone, with its children (pgkick.worker.spawn)
-                    outcomes.complete_spawning(done, buffered, keeper, summary)
-                else:
-                    finished.append(done)
-            else:
-                outcomes.fail(job, outcome.error, outcome.permanent, summary)
-                keeper.release(job.id)
-            if finished and time.monotonic() - last_flush > FLUSH_AFTER_SECONDS:
-                outcomes.complete(finished, keeper, summary)
-                finished, last_flush = [], time.monotonic()
-        return finished
 
     def _kick(self, queue: str, reason: str) -> bool:
         """Kick this worker's own function, one hop further down the chain.
