@@ -21,6 +21,7 @@ from pathlib import Path
 import psycopg
 import pytest
 
+from pgkick.cli.main import main
 from pgkick.connections.db import database_identity
 from pgkick.errors import ConfigError
 from pgkick_dev.devserver.ports import free_port
@@ -182,6 +183,27 @@ def test_a_script_that_enqueues_and_exits_gets_its_job_run(
         assert time.monotonic() < deadline, [status(dsn, j) for j in (job, job2, job3)]
         time.sleep(0.1)
     print(f"local kick to done log line: {took:.2f} s; delayed job woke after {waited:.1f} s")
+
+
+@pytest.mark.parametrize("given", ["--dsn", "DATABASE_URL"])
+def test_a_named_database_without_pgkicks_schema_is_refused_before_serving(
+    empty_dsn: str, given: str, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Catches (review 61, F1) docs/develop/local.md's step 3 with `DATABASE_URL` set to a
+    database never migrated: `pgkick dev` printed its banner and served, and the app's first
+    enqueue failed with SchemaError (the embedded database is migrated by `pgkick dev`, a
+    named one never). Refused before anything is served, naming `pgkick migrate --dsn`."""
+    argv = ["dev", "--port", str(free_port()), "--exit-when-idle", "0"]  # never hangs
+    if given == "--dsn":
+        argv += ["--dsn", empty_dsn]
+    else:
+        monkeypatch.setenv("DATABASE_URL", empty_dsn)
+    with pytest.raises(SystemExit) as refused:
+        main(argv)
+    said = str(refused.value)
+    assert "pgkick's schema is missing" in said and "pgkick migrate --dsn" in said, said
+    assert given in said, said
+    assert "serving" not in capsys.readouterr().out  # refused before the server started
 
 
 def test_a_bad_idle_exit_is_refused_when_the_kicker_is_made() -> None:

@@ -137,3 +137,31 @@ def test_a_block_sees_only_its_own_jobs(dsn: str) -> None:
         assert jobs.assert_enqueued("plugin_note", payload={"n": 1})["status"] == "queued"
         with pytest.raises(AssertionError, match=r"expected no job with task 'plugin_note'"):
             jobs.assert_not_enqueued(note, payload={"n": 1})
+
+
+def test_a_bad_pgkick_tasks_fails_in_one_line_naming_the_setting(
+    server_dsn: str, tmp_path: Path
+) -> None:
+    """Catches (review 61) the testing guide's promise broken: "a module Python cannot find
+    fails in one line naming the setting" printed, for each test, pgkick's own traceback
+    (some 70 lines through the plugin, the registry and importlib) around that line."""
+    (tmp_path / "test_shop.py").write_text("def test_one(pgkick_manual):\n    pass\n")
+    env = {
+        "PATH": os.environ["PATH"],
+        "HOME": str(tmp_path),
+        "PGKICK_TEST_DATABASE_URL": server_dsn,
+        "PGKICK_TASKS": "shopp.tasks",  # misspelt
+    }
+    done = subprocess.run(
+        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "test_shop.py"],
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+        env=env,
+        timeout=300,
+    )
+    assert done.returncode == 1, done.stdout[-3000:]
+    said = [line for line in done.stdout.splitlines() if line.startswith("PGKICK_TASKS names")]
+    assert len(said) == 1 and "shopp.tasks" in said[0], done.stdout[-3000:]
+    for noise in ("Traceback", "registry.py", "The above exception", "importlib"):
+        assert noise not in done.stdout, done.stdout[-3000:]

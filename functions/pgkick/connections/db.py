@@ -32,6 +32,8 @@ from pgkick.errors import DatabaseUnavailable, StatementError
 # Returns the instant the SQL should treat as now, or None for the server's now().
 Clock = Callable[[], datetime | None]
 Connection = psycopg.Connection[tuple[Any, ...]]
+"""The psycopg 3 connection pgkick's synchronous forms take (`pgkick.transaction(conn)`,
+`pgkick.enqueue_in(conn)`), rows as tuples: an app's own `psycopg.connect(dsn)` is one."""
 Cursor = psycopg.Cursor[tuple[Any, ...]]
 _KEPT_CURSOR = "_pgkick_kept_cursor"  # Database._read's cursor, an attribute of its connection
 

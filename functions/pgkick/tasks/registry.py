@@ -242,6 +242,15 @@ def _import_advice(module: str, exc: ImportError) -> str:
 
 registry = Registry()
 task = registry.task
+"""Declare a task: `@pgkick.task("send_receipt")` on `fn(payload)` or `fn(payload, job)`,
+`@pgkick.task("embed", batch=10, batch_window=5)` on `fn(items: list[BatchItem[P]])`.
+
+Registers the function under that name in pgkick's registry (what a worker looks a job's
+task up in: declare it in a module of PGKICK_TASKS) and returns its typed handle,
+`pgkick.Task[P]`, whose payload type is the function's first parameter. A name already
+registered to another function, a bad `batch` or a second parameter that is neither the
+job's context nor keyword-only is refused here, when the module is imported. Documented
+here, not only on `Registry.task`: the reference shows a name only with a docstring."""
 
 
 def load_tasks(modules: Iterable[str] | None = None) -> list[str]:

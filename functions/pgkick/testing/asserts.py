@@ -30,6 +30,8 @@ class _Any:
 
 
 ANY: Any = _Any()
+"""Matches every payload: `assert_enqueued(task, payload=ANY)` (the default) asserts only
+that a job of the task was enqueued, whatever its payload."""
 
 
 def task_name(task: object) -> str | None:

@@ -53,6 +53,9 @@ CONTROL_FLOW = (Snooze, Continuation, StepRefused)
 OPTIONS = WorkerOptions(
     batch=10, lease=timedelta(minutes=5), min_remaining=timedelta(0), max_fanout=0, heartbeat=False
 )
+"""The worker options the inline and manual modes drain with: claims of 10, a 5-minute
+lease, no time reserve (no Lambda clock in a test), no fan-out to other workers, and no
+heartbeat (a lease is extended only when the task calls `job.extend_lease()`)."""
 
 
 class _Recording(Registry):

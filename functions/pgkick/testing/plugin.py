@@ -34,6 +34,7 @@ from collections.abc import Callable, Iterator
 import pytest
 
 from pgkick import config
+from pgkick.errors import ConfigError
 from pgkick.tasks.registry import registry
 from pgkick.testing import databases
 from pgkick.testing.modes import TestQueue, inline, manual
@@ -74,8 +75,15 @@ def pgkick_dsn(pgkick_database_url: str, pgkick_template: str) -> Iterator[str]:
 
 
 def _tasks_loaded() -> None:
-    """The app's PGKICK_TASKS imported, as its worker would (a misspelt one: ConfigError)."""
-    registry.load(config.task_modules())
+    """The app's PGKICK_TASKS imported, as its worker would. A misspelt one fails the test
+    in one line naming the setting (pytrace off): the ConfigError says all there is to fix,
+    and its traceback through the plugin, the registry and importlib buried it."""
+    try:
+        registry.load(config.task_modules())
+        return
+    except ConfigError as exc:
+        refused = str(exc)
+    pytest.fail(refused, pytrace=False)  # outside the except: no chained tracebacks either
 
 
 def _pointed_at(monkeypatch: pytest.MonkeyPatch, dsn: str) -> None:

@@ -35,12 +35,14 @@ def add_dev_command(command: Callable[..., argparse.ArgumentParser]) -> None:
 
 def _database(args: argparse.Namespace) -> tuple[str, str, Any]:
     """(dsn, what the banner says, the embedded server to stop or None)."""
-    if args.dsn:
-        return args.dsn, "--dsn", None
-    if os.environ.get("DATABASE_URL"):
-        return os.environ["DATABASE_URL"], "$DATABASE_URL", None
     from pgkick.store import migrations
     from pgkick.store.migrations import MigrationStore
+
+    if args.dsn or os.environ.get("DATABASE_URL"):
+        named = (args.dsn, "--dsn") if args.dsn else (os.environ["DATABASE_URL"], "$DATABASE_URL")
+        dsn, source = named
+        _refuse_unmigrated(dsn, source)
+        return dsn, source, None
     from pgkick_dev.embedded import EmbeddedPostgres
 
     folder = args.data_dir.resolve()
@@ -52,6 +54,34 @@ def _database(args: argparse.Namespace) -> tuple[str, str, Any]:
     said = f"embedded PostgreSQL 17 in {folder} (no --dsn, no $DATABASE_URL)"
     said += f"\nyour app: DATABASE_URL={dsn}"
     return dsn, said, server
+
+
+def _refuse_unmigrated(dsn: str, source: str) -> None:
+    """Stop before serving on a named database whose schema is missing or behind.
+
+    Why: only the embedded database is migrated here (a named one is the app's, migrated by
+    its own release step); served unmigrated, the banner looked healthy and the app's first
+    enqueue, or the worker, failed with SchemaError. A server out of reach (a serverless
+    database still resuming) or a role that may not read the ledger is left to the workers,
+    as before: this check refuses only what it knows to be wrong."""
+    import psycopg
+
+    from pgkick.errors import PgkickError, SchemaError
+    from pgkick.store import migrations
+    from pgkick.store.migrations import MigrationStore
+
+    try:
+        with migrations.open_checked(MigrationStore, dsn, application_name="pgkick-dev"):
+            pass
+    except SchemaError as exc:
+        flag = "--dsn ..." if source == "--dsn" else '--dsn "$DATABASE_URL"'
+        raise SystemExit(
+            f"pgkick dev: the database {source} names ({database_identity(dsn)}): {exc}; "
+            f"`pgkick migrate {flag}` migrates it (without --dsn and $DATABASE_URL, `pgkick dev` "
+            "starts an embedded database and migrates it itself)"
+        ) from exc
+    except (PgkickError, psycopg.Error):
+        pass
 
 
 def sync_periodic(stack: Stack, modules: tuple[str, ...]) -> list[str]:
