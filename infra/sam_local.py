@@ -38,6 +38,7 @@ from infra.sam_local_env import (  # noqa: E402
     Forwarder,
     container_dsn,
     sam_environment,
+    server_address,
     write_env_file,
 )
 
@@ -152,6 +153,8 @@ def main(argv: list[str]) -> int:
     if args.command != "build" and not args.dsn:
         parser.error("no database: give --dsn or set DATABASE_URL")
     try:
+        if args.command != "build":  # the DSN first: the image and the build take 30 s
+            server_address(args.dsn)
         built, invoke_image = prepare(args)
         if args.command == "build":
             print(built)

@@ -26,10 +26,12 @@ from types import TracebackType
 from typing import Any
 from urllib.parse import quote
 
+import psycopg
 import yaml
 from psycopg.conninfo import conninfo_to_dict
 
 from infra import docker_bridge, local_invoke
+from pgkick.connections.redact import redact
 
 ROOT = Path(__file__).resolve().parent.parent
 CONTAINER_HOST = "host.docker.internal"
@@ -48,12 +50,24 @@ def container_dsn(dsn: str, port: int, *, host: str = CONTAINER_HOST) -> str:
 
 
 def server_address(dsn: str) -> tuple[str, int]:
-    """Where the server behind `dsn` listens, as the forwarder connects to it."""
-    parts = conninfo_to_dict(dsn)
+    """Where the server behind `dsn` listens, as the forwarder connects to it. ValueError,
+    in one line, for a DSN that cannot say: sam_local.py asks first, before the image and
+    the build, which a malformed DSN otherwise outlived to end in psycopg's traceback."""
+    try:
+        parts = conninfo_to_dict(dsn)
+    except psycopg.Error as error:
+        said = redact(" ".join(str(error).split()), [dsn])
+        raise ValueError(
+            f"malformed DSN: {said}; give a URL postgresql://user:password@host:5432/dbname "
+            "or key=value pairs (host=... port=... dbname=... user=...)"
+        ) from None
     host = str(parts.get("host") or parts.get("hostaddr") or "127.0.0.1")
     if host.startswith("/"):
-        raise ValueError(f"{dsn!r} names a Unix socket: give a TCP host and port")
-    return host, int(parts.get("port") or 5432)
+        raise ValueError("the DSN names a Unix socket: give a TCP host and port")
+    port = str(parts.get("port") or 5432)
+    if not port.isdigit():
+        raise ValueError(f"the DSN's port {port!r} is not a number")
+    return host, int(port)
 
 
 def write_env_file(path: Path, dsn: str, **overrides: str) -> Path:

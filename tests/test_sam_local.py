@@ -13,6 +13,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import signal
 import subprocess
 import sys
 import time
@@ -109,6 +110,37 @@ def test_sam_gets_none_of_the_shells_values_for_the_templates_variables() -> Non
         ROOT / "template.yaml"
     )
     assert "PGKICK_TASKS" not in env and "DATABASE_URL" not in env and env["HOME"] == "/root"
+
+
+@pytest.fixture
+def refused_early(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    """sam_local.main() where the daemon, the image and the build must not be reached (a
+    refusal comes first), and with this process's SIGTERM handler left as it was."""
+
+    def prepare(args: object) -> None:
+        raise AssertionError("reached the image and the build before refusing")
+
+    monkeypatch.setattr(sam_local, "prepare", prepare)
+    handler = signal.getsignal(signal.SIGTERM)
+    yield
+    signal.signal(signal.SIGTERM, handler)
+
+
+@pytest.mark.parametrize(
+    ("dsn", "said"),
+    [
+        ("localhost:5432/postgres", 'malformed DSN: missing "=" after "localhost:5432/postgres"'),
+        ("postgresql://postgres@127.0.0.1:fivefour/postgres", "port 'fivefour' is not a number"),
+    ],
+)
+def test_a_malformed_dsn_is_refused_in_one_line_before_the_build(
+    refused_early: None, capsys: pytest.CaptureFixture[str], dsn: str, said: str
+) -> None:
+    """A DSN without its scheme (a common typo) ended in a psycopg traceback, and only
+    after the image check and half a minute of `sam build`."""
+    assert sam_local.main(["invoke", "--dsn", dsn]) == 1
+    error = capsys.readouterr().err
+    assert error.startswith("sam_local.py: ") and said in error, error
 
 
 def test_bridge_address_falls_back_to_the_interface(daemon: str | None) -> None:
