@@ -36,9 +36,9 @@ from infra import docker_bridge, lambda_image  # noqa: E402
 from infra.sam_local_env import (  # noqa: E402
     CONTAINER_HOST,
     Forwarder,
+    check_server,
     container_dsn,
     sam_environment,
-    server_address,
     write_env_file,
 )
 
@@ -154,7 +154,7 @@ def main(argv: list[str]) -> int:
         parser.error("no database: give --dsn or set DATABASE_URL")
     try:
         if args.command != "build":  # the DSN first: the image and the build take 30 s
-            server_address(args.dsn)
+            check_server(args.dsn)
         built, invoke_image = prepare(args)
         if args.command == "build":
             print(built)

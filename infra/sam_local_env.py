@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import json
 import os
+import socket
 import subprocess
 import sys
 from pathlib import Path
@@ -68,6 +69,23 @@ def server_address(dsn: str) -> tuple[str, int]:
     if not port.isdigit():
         raise ValueError(f"the DSN's port {port!r} is not a number")
     return host, int(port)
+
+
+def check_server(dsn: str, *, timeout: float = 5.0) -> None:
+    """RuntimeError, naming the address, when nothing accepts connections where `dsn`'s
+    server should be. Why before anything: otherwise the image check and `sam build` ran
+    first, and the container then failed through the forwarder, naming the bridge address
+    and "the server terminated abnormally", never the address that was wrong."""
+    host, port = server_address(dsn)
+    try:
+        socket.create_connection((host, port), timeout=timeout).close()
+    except OSError as error:
+        why = error.strerror or type(error).__name__
+        raise RuntimeError(
+            f"nothing accepts connections at {host}:{port}, where the DSN puts the database "
+            f"({why}): start the server, or give its DSN (--dsn or DATABASE_URL); the "
+            "containers reach it through this machine, so it must answer here"
+        ) from None
 
 
 def write_env_file(path: Path, dsn: str, **overrides: str) -> Path:

@@ -14,6 +14,7 @@ import json
 import os
 import shutil
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -141,6 +142,38 @@ def test_a_malformed_dsn_is_refused_in_one_line_before_the_build(
     assert sam_local.main(["invoke", "--dsn", dsn]) == 1
     error = capsys.readouterr().err
     assert error.startswith("sam_local.py: ") and said in error, error
+
+
+def test_a_database_nobody_answers_is_refused_before_the_build(
+    refused_early: None, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A wrong port in the DSN ran the image check and `sam build` first; then the
+    container failed naming the forwarder's bridge address and "the server terminated
+    abnormally" (the forwarder dropped the connection it could not pass on)."""
+    port = free_port()  # nothing listens there
+    dsn = f"host=127.0.0.1 port={port} user=postgres password=s3cret-pw"
+    assert sam_local.main(["invoke", "--dsn", dsn]) == 1
+    error = capsys.readouterr().err
+    assert f"nothing accepts connections at 127.0.0.1:{port}" in error, error
+    assert "s3cret-pw" not in error
+
+
+def test_the_forwarder_says_when_it_cannot_reach_the_server() -> None:
+    """A server gone after the start: the client's connection is closed, and the
+    forwarder says why on stderr (it closed it in silence: "terminated abnormally")."""
+    port = free_port()
+    argv = [sys.executable, str(ROOT / "infra" / "docker_bridge.py"), "--listen", "127.0.0.1"]
+    argv += ["--port", "0", "--to", f"127.0.0.1:{port}"]
+    process = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        assert process.stdout is not None
+        listen = process.stdout.readline().split()[1].rpartition(":")[2]
+        with socket.create_connection(("127.0.0.1", int(listen)), timeout=10) as client:
+            assert client.recv(1) == b""  # closed by the forwarder, after it said why
+    finally:
+        process.terminate()
+        said = process.communicate(timeout=10)[1]
+    assert f"cannot reach 127.0.0.1:{port}" in said, said
 
 
 def test_bridge_address_falls_back_to_the_interface(daemon: str | None) -> None:
