@@ -158,6 +158,22 @@ def test_a_database_nobody_answers_is_refused_before_the_build(
     assert "s3cret-pw" not in error
 
 
+def test_start_lambda_on_a_busy_port_is_refused_before_the_build(
+    refused_early: None, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """SAM said the port was in use only after the image check, `sam build` and the
+    forwarder; meanwhile the page's wait loop (a connect to the port) saw the other
+    program answer. The listener here also stands for the database (it accepts)."""
+    with socket.socket() as busy:
+        busy.bind(("127.0.0.1", 0))
+        busy.listen()
+        port = busy.getsockname()[1]
+        dsn = f"host=127.0.0.1 port={port} user=postgres"
+        assert sam_local.main(["start-lambda", "--port", str(port), "--dsn", dsn]) == 1
+    error = capsys.readouterr().err
+    assert f"127.0.0.1:{port} is in use by another process" in error, error
+
+
 def test_the_forwarder_says_when_it_cannot_reach_the_server() -> None:
     """A server gone after the start: the client's connection is closed, and the
     forwarder says why on stderr (it closed it in silence: "terminated abnormally")."""
