@@ -154,6 +154,12 @@ def main(argv: list[str]) -> int:
     if args.command != "build" and not args.dsn:
         parser.error("no database: give --dsn or set DATABASE_URL")
     try:
+        if not SAM.exists():  # checked by the stand-in image's build too, but not with --image
+            raise RuntimeError(
+                f"{SAM} is missing: make SAM CLI's environment first (uv venv .venv-sam "
+                "--python 3.12 && VIRTUAL_ENV=.venv-sam uv pip install -r "
+                "infra/sam-requirements.txt)"
+            )
         if args.command != "build":  # the DSN first: the image and the build take 30 s
             check_server(args.dsn)
         if args.command == "start-lambda" and taken_by_another("127.0.0.1", args.port):

@@ -174,6 +174,20 @@ def test_start_lambda_on_a_busy_port_is_refused_before_the_build(
     assert f"127.0.0.1:{port} is in use by another process" in error, error
 
 
+def test_a_missing_sam_venv_is_said_in_one_line_before_anything(
+    refused_early: None,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+    tmp_path: Path,
+) -> None:
+    """With --image (AWS's, the page's "With internet" path) the stand-in's own check for
+    .venv-sam is skipped, and `sam build` ended in a FileNotFoundError traceback."""
+    monkeypatch.setattr(sam_local, "SAM", tmp_path / ".venv-sam" / "bin" / "sam")
+    assert sam_local.main(["build", "--image", "public.ecr.aws/lambda/python:3.12-x86_64"]) == 1
+    error = capsys.readouterr().err
+    assert "sam is missing" in error and "infra/sam-requirements.txt" in error, error
+
+
 def test_the_forwarder_says_when_it_cannot_reach_the_server() -> None:
     """A server gone after the start: the client's connection is closed, and the
     forwarder says why on stderr (it closed it in silence: "terminated abnormally")."""
