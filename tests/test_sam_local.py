@@ -230,7 +230,9 @@ def test_sam_local_invoke_worker_drains_real_jobs(
 ) -> None:
     """WorkerFunction, in the stand-in image, drains 20 jobs: catches a build the image
     cannot load, a container that cannot reach the database, and the shell's
-    PGKICK_TASKS reaching the container (set here; the worker would fail to import it)."""
+    PGKICK_TASKS reaching the container (set here; the worker would fail to import it).
+    And no Powertools UserWarning: the env files' POWERTOOLS_LOG_LEVEL=DEBUG printed two
+    per invoke, and changed nothing (SAM's AWS_LAMBDA_LOG_LEVEL, INFO, comes first)."""
     monkeypatch.setenv("PGKICK_TASKS", "pgkick_dev.tasks")
     with JobStore.open(dsn) as store:
         seed(store, 20)
@@ -238,6 +240,7 @@ def test_sam_local_invoke_worker_drains_real_jobs(
     done = sam_invoke(built, stand_in, "WorkerFunction", EVENTS / "kick.json", env_file)
     assert statuses(dsn) == [("done", 20)], done.stdout[-2000:] + done.stderr[-4000:]
     assert answer(done)["done"] == 20
+    assert "UserWarning" not in done.stderr, done.stderr[-4000:]
 
 
 def test_sam_local_invoke_reaper_requeues_an_expired_lease(
