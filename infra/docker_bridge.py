@@ -99,7 +99,9 @@ async def serve(listen: str, port: int, target: tuple[str, int]) -> None:
     async def forward(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         try:
             up_reader, up_writer = await asyncio.open_connection(*target)
-        except OSError:
+        except OSError as error:  # said: the client sees only a closed connection
+            why = error.strerror or type(error).__name__
+            print(f"docker_bridge.py: cannot reach {target[0]}:{target[1]}: {why}", file=sys.stderr)
             writer.close()
             return
         await asyncio.gather(pipe(reader, up_writer), pipe(up_reader, writer))

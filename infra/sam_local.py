@@ -36,10 +36,12 @@ from infra import docker_bridge, lambda_image  # noqa: E402
 from infra.sam_local_env import (  # noqa: E402
     CONTAINER_HOST,
     Forwarder,
+    check_server,
     container_dsn,
     sam_environment,
     write_env_file,
 )
+from pgkick_dev.devserver.ports import taken_by_another  # noqa: E402
 
 SAM = ROOT / ".venv-sam" / "bin" / "sam"
 BUILT_ARCHITECTURE = re.compile(r"^(\s*Architectures:\s*(?:\n\s*-\s*|\[\s*))(arm64|x86_64)", re.M)
@@ -152,6 +154,19 @@ def main(argv: list[str]) -> int:
     if args.command != "build" and not args.dsn:
         parser.error("no database: give --dsn or set DATABASE_URL")
     try:
+        if not SAM.exists():  # checked by the stand-in image's build too, but not with --image
+            raise RuntimeError(
+                f"{SAM} is missing: make SAM CLI's environment first (uv venv .venv-sam "
+                "--python 3.12 && VIRTUAL_ENV=.venv-sam uv pip install -r "
+                "infra/sam-requirements.txt)"
+            )
+        if args.command != "build":  # the DSN first: the image and the build take 30 s
+            check_server(args.dsn)
+        if args.command == "start-lambda" and taken_by_another("127.0.0.1", args.port):
+            raise RuntimeError(  # else said by SAM after the build; a connect finds the other
+                f"127.0.0.1:{args.port} is in use by another process (another start-lambda? "
+                "pgkick dev?): stop it, or serve another port with --port N"
+            )
         built, invoke_image = prepare(args)
         if args.command == "build":
             print(built)

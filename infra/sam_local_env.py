@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import json
 import os
+import socket
 import subprocess
 import sys
 from pathlib import Path
@@ -26,10 +27,12 @@ from types import TracebackType
 from typing import Any
 from urllib.parse import quote
 
+import psycopg
 import yaml
 from psycopg.conninfo import conninfo_to_dict
 
 from infra import docker_bridge, local_invoke
+from pgkick.connections.redact import redact
 
 ROOT = Path(__file__).resolve().parent.parent
 CONTAINER_HOST = "host.docker.internal"
@@ -48,12 +51,41 @@ def container_dsn(dsn: str, port: int, *, host: str = CONTAINER_HOST) -> str:
 
 
 def server_address(dsn: str) -> tuple[str, int]:
-    """Where the server behind `dsn` listens, as the forwarder connects to it."""
-    parts = conninfo_to_dict(dsn)
+    """Where the server behind `dsn` listens, as the forwarder connects to it. ValueError,
+    in one line, for a DSN that cannot say: sam_local.py asks first, before the image and
+    the build, which a malformed DSN otherwise outlived to end in psycopg's traceback."""
+    try:
+        parts = conninfo_to_dict(dsn)
+    except psycopg.Error as error:
+        said = redact(" ".join(str(error).split()), [dsn])
+        raise ValueError(
+            f"malformed DSN: {said}; give a URL postgresql://user:password@host:5432/dbname "
+            "or key=value pairs (host=... port=... dbname=... user=...)"
+        ) from None
     host = str(parts.get("host") or parts.get("hostaddr") or "127.0.0.1")
     if host.startswith("/"):
-        raise ValueError(f"{dsn!r} names a Unix socket: give a TCP host and port")
-    return host, int(parts.get("port") or 5432)
+        raise ValueError("the DSN names a Unix socket: give a TCP host and port")
+    port = str(parts.get("port") or 5432)
+    if not port.isdigit():
+        raise ValueError(f"the DSN's port {port!r} is not a number")
+    return host, int(port)
+
+
+def check_server(dsn: str, *, timeout: float = 5.0) -> None:
+    """RuntimeError, naming the address, when nothing accepts connections where `dsn`'s
+    server should be. Why before anything: otherwise the image check and `sam build` ran
+    first, and the container then failed through the forwarder, naming the bridge address
+    and "the server terminated abnormally", never the address that was wrong."""
+    host, port = server_address(dsn)
+    try:
+        socket.create_connection((host, port), timeout=timeout).close()
+    except OSError as error:
+        why = error.strerror or type(error).__name__
+        raise RuntimeError(
+            f"nothing accepts connections at {host}:{port}, where the DSN puts the database "
+            f"({why}): start the server, or give its DSN (--dsn or DATABASE_URL); the "
+            "containers reach it through this machine, so it must answer here"
+        ) from None
 
 
 def write_env_file(path: Path, dsn: str, **overrides: str) -> Path:

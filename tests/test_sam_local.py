@@ -13,6 +13,8 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import signal
+import socket
 import subprocess
 import sys
 import time
@@ -111,6 +113,99 @@ def test_sam_gets_none_of_the_shells_values_for_the_templates_variables() -> Non
     assert "PGKICK_TASKS" not in env and "DATABASE_URL" not in env and env["HOME"] == "/root"
 
 
+@pytest.fixture
+def refused_early(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    """sam_local.main() where the daemon, the image and the build must not be reached (a
+    refusal comes first), and with this process's SIGTERM handler left as it was."""
+
+    def prepare(args: object) -> None:
+        raise AssertionError("reached the image and the build before refusing")
+
+    monkeypatch.setattr(sam_local, "prepare", prepare)
+    handler = signal.getsignal(signal.SIGTERM)
+    yield
+    signal.signal(signal.SIGTERM, handler)
+
+
+@pytest.mark.parametrize(
+    ("dsn", "said"),
+    [
+        ("localhost:5432/postgres", 'malformed DSN: missing "=" after "localhost:5432/postgres"'),
+        ("postgresql://postgres@127.0.0.1:fivefour/postgres", "port 'fivefour' is not a number"),
+    ],
+)
+def test_a_malformed_dsn_is_refused_in_one_line_before_the_build(
+    refused_early: None, capsys: pytest.CaptureFixture[str], dsn: str, said: str
+) -> None:
+    """A DSN without its scheme (a common typo) ended in a psycopg traceback, and only
+    after the image check and half a minute of `sam build`."""
+    assert sam_local.main(["invoke", "--dsn", dsn]) == 1
+    error = capsys.readouterr().err
+    assert error.startswith("sam_local.py: ") and said in error, error
+
+
+def test_a_database_nobody_answers_is_refused_before_the_build(
+    refused_early: None, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A wrong port in the DSN ran the image check and `sam build` first; then the
+    container failed naming the forwarder's bridge address and "the server terminated
+    abnormally" (the forwarder dropped the connection it could not pass on)."""
+    port = free_port()  # nothing listens there
+    dsn = f"host=127.0.0.1 port={port} user=postgres password=s3cret-pw"
+    assert sam_local.main(["invoke", "--dsn", dsn]) == 1
+    error = capsys.readouterr().err
+    assert f"nothing accepts connections at 127.0.0.1:{port}" in error, error
+    assert "s3cret-pw" not in error
+
+
+def test_start_lambda_on_a_busy_port_is_refused_before_the_build(
+    refused_early: None, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """SAM said the port was in use only after the image check, `sam build` and the
+    forwarder; meanwhile the page's wait loop (a connect to the port) saw the other
+    program answer. The listener here also stands for the database (it accepts)."""
+    with socket.socket() as busy:
+        busy.bind(("127.0.0.1", 0))
+        busy.listen()
+        port = busy.getsockname()[1]
+        dsn = f"host=127.0.0.1 port={port} user=postgres"
+        assert sam_local.main(["start-lambda", "--port", str(port), "--dsn", dsn]) == 1
+    error = capsys.readouterr().err
+    assert f"127.0.0.1:{port} is in use by another process" in error, error
+
+
+def test_a_missing_sam_venv_is_said_in_one_line_before_anything(
+    refused_early: None,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+    tmp_path: Path,
+) -> None:
+    """With --image (AWS's, the page's "With internet" path) the stand-in's own check for
+    .venv-sam is skipped, and `sam build` ended in a FileNotFoundError traceback."""
+    monkeypatch.setattr(sam_local, "SAM", tmp_path / ".venv-sam" / "bin" / "sam")
+    assert sam_local.main(["build", "--image", "public.ecr.aws/lambda/python:3.12-x86_64"]) == 1
+    error = capsys.readouterr().err
+    assert "sam is missing" in error and "infra/sam-requirements.txt" in error, error
+
+
+def test_the_forwarder_says_when_it_cannot_reach_the_server() -> None:
+    """A server gone after the start: the client's connection is closed, and the
+    forwarder says why on stderr (it closed it in silence: "terminated abnormally")."""
+    port = free_port()
+    argv = [sys.executable, str(ROOT / "infra" / "docker_bridge.py"), "--listen", "127.0.0.1"]
+    argv += ["--port", "0", "--to", f"127.0.0.1:{port}"]
+    process = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        assert process.stdout is not None
+        listen = process.stdout.readline().split()[1].rpartition(":")[2]
+        with socket.create_connection(("127.0.0.1", int(listen)), timeout=10) as client:
+            assert client.recv(1) == b""  # closed by the forwarder, after it said why
+    finally:
+        process.terminate()
+        said = process.communicate(timeout=10)[1]
+    assert f"cannot reach 127.0.0.1:{port}" in said, said
+
+
 def test_bridge_address_falls_back_to_the_interface(daemon: str | None) -> None:
     """Debian's docker 20.10 reports the bridge's subnet and no gateway: the address is
     then the bridge interface's own; without a daemon, a RuntimeError says why."""
@@ -135,7 +230,9 @@ def test_sam_local_invoke_worker_drains_real_jobs(
 ) -> None:
     """WorkerFunction, in the stand-in image, drains 20 jobs: catches a build the image
     cannot load, a container that cannot reach the database, and the shell's
-    PGKICK_TASKS reaching the container (set here; the worker would fail to import it)."""
+    PGKICK_TASKS reaching the container (set here; the worker would fail to import it).
+    And no Powertools UserWarning: the env files' POWERTOOLS_LOG_LEVEL=DEBUG printed two
+    per invoke, and changed nothing (SAM's AWS_LAMBDA_LOG_LEVEL, INFO, comes first)."""
     monkeypatch.setenv("PGKICK_TASKS", "pgkick_dev.tasks")
     with JobStore.open(dsn) as store:
         seed(store, 20)
@@ -143,6 +240,7 @@ def test_sam_local_invoke_worker_drains_real_jobs(
     done = sam_invoke(built, stand_in, "WorkerFunction", EVENTS / "kick.json", env_file)
     assert statuses(dsn) == [("done", 20)], done.stdout[-2000:] + done.stderr[-4000:]
     assert answer(done)["done"] == 20
+    assert "UserWarning" not in done.stderr, done.stderr[-4000:]
 
 
 def test_sam_local_invoke_reaper_requeues_an_expired_lease(
