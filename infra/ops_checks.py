@@ -79,6 +79,8 @@ def log_problems(template: dict[str, Any]) -> list[str]:
         ref = group.get("Ref") if isinstance(group, dict) else None
         if logging.get("LogFormat") != "JSON":
             problems.append(f"E9003 {name}: LoggingConfig LogFormat is not JSON")
+        elif "ApplicationLogLevel" not in logging:  # Lambda's INFO, then: LogLevel ignored
+            problems.append(f"E9003 {name}: LoggingConfig without ApplicationLogLevel")
         if ref not in groups or "RetentionInDays" not in groups[ref]:
             problems.append(f"E9003 {name}: logs not in a log group of the stack with retention")
     return problems

@@ -102,6 +102,11 @@ BAD_VALUES = [
     ("Runtime: python3.12", "Runtime: [python3.12", "E0000 the SAM transform failed"),
     # The operator's items (infra/ops_checks.py): each check fails without its item.
     ("LogFormat: JSON", "LogFormat: Text", "E9003"),
+    (  # Lambda's AWS_LAMBDA_LOG_LEVEL (INFO) would come before POWERTOOLS_LOG_LEVEL
+        "        ApplicationLogLevel: !FindInMap [LambdaLogLevels, !Ref LogLevel, Name]\n",
+        "",
+        "E9003",
+    ),
     ("RetentionInDays: !Ref LogRetentionInDays", "LogGroupClass: STANDARD", "E9003"),
     ("MetricName: Throttles", "MetricName: Invocations", "E9004"),
     ("MetricName: oldest_ready_age", "MetricName: ready", "E9004"),
