@@ -38,6 +38,7 @@ from pgkick.kick.kickers import Kicker
 from pgkick.store import unique
 from pgkick.store.inspect import JobFilter
 from pgkick.store.operator import OperatorStore
+from pgkick.validation import MAX_ATTEMPTS_LIMIT
 
 BATCH = 1_000  # ids per statement: each a short transaction (measured: tests/test_bulk.py)
 MAX_BATCH = 10_000
@@ -75,9 +76,12 @@ class JobSelection(JobFilter):
         return [self.status]
 
     def params(self, action: str) -> dict[str, Any]:
+        """The statement's parameters; a retry's leave out the jobs that used every attempt,
+        which its own statement leaves failed (a dry run counted them, the retry skipped them)."""
         values = self.as_params()
         del values["status"]
-        return {**values, "statuses": self.statuses(action)}
+        below = MAX_ATTEMPTS_LIMIT if action == "retry" else None
+        return {**values, "statuses": self.statuses(action), "attempts_below": below}
 
 
 def _check_batch(batch: int) -> int:
