@@ -5,6 +5,7 @@ filters and more, counted first, acted on with --yes a batch per transaction; th
 from __future__ import annotations
 
 import json
+import signal
 import threading
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -407,3 +408,31 @@ def test_a_retry_dry_run_does_not_count_jobs_that_used_every_attempt(
     assert code == 0 and acted["retried"] == 1
     assert counted["would_retry"] == acted["retried"]
     assert rows(dsn, [exhausted])[exhausted][0] == "failed"
+
+
+def test_a_bulk_cancel_stopped_by_ctrl_c_says_how_far_it_got(
+    dsn: str, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Catches a Ctrl-C in the middle of a bulk action that printed a KeyboardInterrupt
+    traceback, no JSON document, and no word of the batches it had committed (a review of
+    the CLI, F2): the batch under way finishes, then one line with the count done, exit 130;
+    the rest wait as they were."""
+    with JobStore.open(dsn) as store:
+        ids = insert(store, 25)
+    cancel, calls = operations.cancel, []
+
+    def ctrl_c_in_the_second_batch(store: OperatorStore, **kw: Any) -> operations.Cancelled:
+        calls.append(kw)
+        if len(calls) == 2:
+            signal.raise_signal(signal.SIGINT)
+        return cancel(store, **kw)
+
+    monkeypatch.setattr(operations, "cancel", ctrl_c_in_the_second_batch)
+    argv = ("cancel", "--queue", "q", "--status", "queued", "--batch", "5", "--yes")
+    code, document, err = run(capsys, *argv, "--dsn", dsn)
+    assert code == 130 and err.count("\n") == 1
+    assert "cancelled or marked 10 of the 25 jobs selected" in err
+    assert document == {"error": err.removeprefix("pgkick cancel: ").strip()}
+    statuses = sorted(status for status, _, _ in rows(dsn, ids).values())
+    assert statuses == ["failed"] * 10 + ["queued"] * 15
+    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler  # given back

@@ -252,3 +252,26 @@ def test_a_retry_with_no_kicker_configured_is_refused_before_it_writes(
     code, out, err = run(capsys, "retry", str(job_id), "--dsn", dsn)
     assert code == 2 and out == "" and "PGKICK_WORKER_FUNCTION" in err
     assert job_row(dsn, job_id)["status"] == "failed"
+
+
+def test_ctrl_c_during_migrate_is_one_line_exit_130_and_applies_nothing(
+    empty_dsn: str, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Catches a Ctrl-C that printed a KeyboardInterrupt traceback (and no JSON document with
+    --json) in the middle of `pgkick migrate`: one line, exit 130 as a shell gives for
+    SIGINT, and the migration's one transaction rolled back (a review of the CLI, F3)."""
+    from pgkick.store.migrations import MigrationStore
+
+    applied = MigrationStore.apply_migration
+
+    def interrupted_at_the_fifth(self: MigrationStore, version: int, *rest: Any) -> None:
+        if version == 5:
+            raise KeyboardInterrupt
+        applied(self, version, *rest)
+
+    monkeypatch.setattr(MigrationStore, "apply_migration", interrupted_at_the_fifth)
+    code, out, err = run(capsys, "migrate", "--dsn", empty_dsn, "--json")
+    assert code == 130 and err.count("\n") == 1 and "interrupted (Ctrl-C)" in err
+    assert out == {"error": err.removeprefix("pgkick migrate: ").strip()}
+    with psycopg.connect(empty_dsn) as conn:
+        assert conn.execute("SELECT to_regnamespace('pgkick')").fetchone() == (None,)
