@@ -275,3 +275,39 @@ def test_ctrl_c_during_migrate_is_one_line_exit_130_and_applies_nothing(
     assert out == {"error": err.removeprefix("pgkick migrate: ").strip()}
     with psycopg.connect(empty_dsn) as conn:
         assert conn.execute("SELECT to_regnamespace('pgkick')").fetchone() == (None,)
+
+
+@pytest.mark.parametrize(
+    ("argv", "role"),
+    [
+        (["status"], "pgkick_maintainer"),
+        (["retry", "--all"], "pgkick_maintainer"),
+        (["limit", "q", "3"], "pgkick_maintainer"),
+        (["enqueue", "noop"], "pgkick_producer"),
+        (["migrate"], "owner"),
+    ],
+)
+def test_a_role_without_grants_is_told_which_role_to_use(
+    dsn: str, capsys: pytest.CaptureFixture[str], argv: list[str], role: str
+) -> None:
+    """Catches the server's bare 'permission denied for schema pgkick' as the whole answer to
+    a login role without pgkick's grants: the line names the role to connect as (as `pgkick
+    reap` did alone), exit 2, nothing written (a review of the CLI, F4)."""
+    import uuid
+
+    from psycopg.conninfo import make_conninfo
+
+    name = f"nogrants_{uuid.uuid4().hex[:10]}"
+    with psycopg.connect(dsn, autocommit=True) as admin:
+        admin.execute(f"CREATE ROLE {name} LOGIN PASSWORD 'NoGrantsPass1'")
+    try:
+        user = make_conninfo(dsn, user=name, password="NoGrantsPass1")
+        code, _, err = run(capsys, *argv, "--dsn", user)
+    finally:
+        with psycopg.connect(dsn, autocommit=True) as admin:
+            admin.execute(f"DROP OWNED BY {name}")
+            admin.execute(f"DROP ROLE {name}")
+    assert code == 2 and err.count("\n") == 1 and "permission denied" in err
+    assert role in err and "NoGrantsPass1" not in err
+    with psycopg.connect(dsn) as conn:
+        assert conn.execute("SELECT count(*) FROM pgkick.jobs").fetchone() == (0,)

@@ -306,6 +306,9 @@ def _run(argv: Sequence[str] | None) -> int:
     ) as exc:
         if isinstance(exc, Interrupted):  # a bulk action's: it says how far it got
             return _failed(args, exc, INTERRUPTED_EXIT)
+        refused = database.role_refused(args.command, exc)  # with the role to connect as
+        if refused is not None:
+            return _failed(args, refused, 2)
         return _failed(args, exc, 1 if isinstance(exc, UsageError | JobFailed | JobNotFound) else 2)
     if args.json or args.command not in PRINT_THEIR_OWN:
         _print(result, args.json)
