@@ -436,3 +436,20 @@ def test_a_bulk_cancel_stopped_by_ctrl_c_says_how_far_it_got(
     statuses = sorted(status for status, _, _ in rows(dsn, ids).values())
     assert statuses == ["failed"] * 10 + ["queued"] * 15
     assert signal.getsignal(signal.SIGINT) is signal.default_int_handler  # given back
+
+
+def test_a_purge_dry_run_refuses_the_batch_its_action_would_refuse(
+    dsn: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Catches a filtered purge whose count took `--batch 20000` and said 'run it again with
+    --yes', which then refused it ('batch: ...', not naming the option): both refuse it,
+    naming --batch (a review of the CLI, F5)."""
+    with JobStore.open(dsn) as store:
+        insert(store, 2)
+        fail_all(store, "q", "KeyError")
+    for extra in ((), ("--yes",)):
+        code, document, err = run(
+            capsys, "purge", "--task", "t", "--batch", "20000", *extra, "--dsn", dsn
+        )
+        assert code == 2 and "--batch 20000" in err and "1..10000" in err and "error" in document
+    assert sorted(rows(dsn, [1, 2])) == [1, 2]

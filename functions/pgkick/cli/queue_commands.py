@@ -19,7 +19,7 @@ from pgkick import config
 from pgkick.cli import bulk, database, operations
 from pgkick.cli.inspect import Command, add_filter_arguments
 from pgkick.cli.types import extra_attempts, job_id, positive, span
-from pgkick.errors import UsageError
+from pgkick.errors import InvalidArgument, UsageError
 from pgkick.kick.default import default_kicker
 from pgkick.kick.kickers import NoKicker
 from pgkick.store.inspect import FILTERS
@@ -85,6 +85,10 @@ def _bulk_command(
     selection = _bulk(args, action)
     if selection is None:  # the callers ask _bulk first
         raise UsageError(f"{action}: give a filter")
+    if not 1 <= args.batch <= bulk.MAX_BATCH:  # purge's --batch takes more for --older-than
+        raise InvalidArgument(
+            f"--batch {args.batch}: with filters, 1..{bulk.MAX_BATCH} jobs a transaction"
+        )
     with database.operator_store(args) as store:
         ids, counts = bulk.select(store, selection, action)
         if args.dry_run or not args.yes:
