@@ -311,3 +311,13 @@ def test_a_role_without_grants_is_told_which_role_to_use(
     assert role in err and "NoGrantsPass1" not in err
     with psycopg.connect(dsn) as conn:
         assert conn.execute("SELECT count(*) FROM pgkick.jobs").fetchone() == (0,)
+
+
+def test_a_schema_missing_under_schema_names_it_in_the_advice(
+    dsn: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Catches 'run `pgkick migrate`' as the advice for `--schema elsewhere` on a database
+    migrated in `pgkick` alone: run as said, it migrated `pgkick` again and the command
+    kept failing (a review of the CLI, F6)."""
+    code, _, err = run(capsys, "status", "--schema", "elsewhere", "--dsn", dsn)
+    assert code == 2 and "run `pgkick migrate --schema elsewhere`" in err
