@@ -5,6 +5,7 @@ filters and more, counted first, acted on with --yes a batch per transaction; th
 from __future__ import annotations
 
 import json
+import signal
 import threading
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -219,7 +220,8 @@ def test_a_bulk_selection_filters_on_every_field_a_listing_filters_on() -> None:
     does not list. Each filter is the same condition, word for word, in both."""
     listing = queries.JOB_LIST_PAGE.splitlines()
     selecting = queries.JOB_ID_PAGE_MATCHING.splitlines()
-    names = [name for name in bulk.JobSelection().params("purge") if name != "statuses"]
+    own = ("statuses", "attempts_below")  # the action's, not a filter's (a retry's limit)
+    names = [name for name in bulk.JobSelection().params("purge") if name not in own]
     assert {*names, "status"} == set(bulk.JobSelection().as_params())  # status: its own
     for name in names:
         placeholder = f"%({name})s"
@@ -385,3 +387,69 @@ def test_a_bulk_retry_that_meets_a_key_taken_midway_kicks_what_it_retried_and_sa
     assert f"job {keyed}'s unique key 'k' is held by queued job" in err, err
     assert job_row(dsn, first)["status"] == "queued" and kicks.queues == ["q"]
     assert job_row(dsn, keyed)["status"] == "failed"
+
+
+def test_a_retry_dry_run_does_not_count_jobs_that_used_every_attempt(
+    dsn: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Catches a dry run that counts failed jobs which used all 1,000 attempts: the retry's
+    own statement skips them (they stay failed), so it said `would_retry: 3` and then
+    `retried: 1` (a review of the CLI, F1)."""
+    with JobStore.open(dsn) as store:
+        insert(store, 3)
+        exhausted, kept, _ = fail_all(store, "q", "TimeoutError: upstream")
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        conn.execute(
+            "UPDATE pgkick.jobs SET attempts = 1000, max_attempts = 1000 WHERE id <> %s", (kept,)
+        )
+    argv = ("retry", "--task", "t", "--status", "failed", "--dsn", dsn)
+    _, counted, _ = run(capsys, *argv)
+    code, acted, _ = run(capsys, *argv, "--yes")
+    assert code == 0 and acted["retried"] == 1
+    assert counted["would_retry"] == acted["retried"]
+    assert rows(dsn, [exhausted])[exhausted][0] == "failed"
+
+
+def test_a_bulk_cancel_stopped_by_ctrl_c_says_how_far_it_got(
+    dsn: str, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Catches a Ctrl-C in the middle of a bulk action that printed a KeyboardInterrupt
+    traceback, no JSON document, and no word of the batches it had committed (a review of
+    the CLI, F2): the batch under way finishes, then one line with the count done, exit 130;
+    the rest wait as they were."""
+    with JobStore.open(dsn) as store:
+        ids = insert(store, 25)
+    cancel, calls = operations.cancel, []
+
+    def ctrl_c_in_the_second_batch(store: OperatorStore, **kw: Any) -> operations.Cancelled:
+        calls.append(kw)
+        if len(calls) == 2:
+            signal.raise_signal(signal.SIGINT)
+        return cancel(store, **kw)
+
+    monkeypatch.setattr(operations, "cancel", ctrl_c_in_the_second_batch)
+    argv = ("cancel", "--queue", "q", "--status", "queued", "--batch", "5", "--yes")
+    code, document, err = run(capsys, *argv, "--dsn", dsn)
+    assert code == 130 and err.count("\n") == 1
+    assert "cancelled or marked 10 of the 25 jobs selected" in err
+    assert document == {"error": err.removeprefix("pgkick cancel: ").strip()}
+    statuses = sorted(status for status, _, _ in rows(dsn, ids).values())
+    assert statuses == ["failed"] * 10 + ["queued"] * 15
+    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler  # given back
+
+
+def test_a_purge_dry_run_refuses_the_batch_its_action_would_refuse(
+    dsn: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Catches a filtered purge whose count took `--batch 20000` and said 'run it again with
+    --yes', which then refused it ('batch: ...', not naming the option): both refuse it,
+    naming --batch (a review of the CLI, F5)."""
+    with JobStore.open(dsn) as store:
+        insert(store, 2)
+        fail_all(store, "q", "KeyError")
+    for extra in ((), ("--yes",)):
+        code, document, err = run(
+            capsys, "purge", "--task", "t", "--batch", "20000", *extra, "--dsn", dsn
+        )
+        assert code == 2 and "--batch 20000" in err and "1..10000" in err and "error" in document
+    assert sorted(rows(dsn, [1, 2])) == [1, 2]

@@ -252,3 +252,72 @@ def test_a_retry_with_no_kicker_configured_is_refused_before_it_writes(
     code, out, err = run(capsys, "retry", str(job_id), "--dsn", dsn)
     assert code == 2 and out == "" and "PGKICK_WORKER_FUNCTION" in err
     assert job_row(dsn, job_id)["status"] == "failed"
+
+
+def test_ctrl_c_during_migrate_is_one_line_exit_130_and_applies_nothing(
+    empty_dsn: str, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Catches a Ctrl-C that printed a KeyboardInterrupt traceback (and no JSON document with
+    --json) in the middle of `pgkick migrate`: one line, exit 130 as a shell gives for
+    SIGINT, and the migration's one transaction rolled back (a review of the CLI, F3)."""
+    from pgkick.store.migrations import MigrationStore
+
+    applied = MigrationStore.apply_migration
+
+    def interrupted_at_the_fifth(self: MigrationStore, version: int, *rest: Any) -> None:
+        if version == 5:
+            raise KeyboardInterrupt
+        applied(self, version, *rest)
+
+    monkeypatch.setattr(MigrationStore, "apply_migration", interrupted_at_the_fifth)
+    code, out, err = run(capsys, "migrate", "--dsn", empty_dsn, "--json")
+    assert code == 130 and err.count("\n") == 1 and "interrupted (Ctrl-C)" in err
+    assert out == {"error": err.removeprefix("pgkick migrate: ").strip()}
+    with psycopg.connect(empty_dsn) as conn:
+        assert conn.execute("SELECT to_regnamespace('pgkick')").fetchone() == (None,)
+
+
+@pytest.mark.parametrize(
+    ("argv", "role"),
+    [
+        (["status"], "pgkick_maintainer"),
+        (["retry", "--all"], "pgkick_maintainer"),
+        (["limit", "q", "3"], "pgkick_maintainer"),
+        (["enqueue", "noop"], "pgkick_producer"),
+        (["migrate"], "owner"),
+    ],
+)
+def test_a_role_without_grants_is_told_which_role_to_use(
+    dsn: str, capsys: pytest.CaptureFixture[str], argv: list[str], role: str
+) -> None:
+    """Catches the server's bare 'permission denied for schema pgkick' as the whole answer to
+    a login role without pgkick's grants: the line names the role to connect as (as `pgkick
+    reap` did alone), exit 2, nothing written (a review of the CLI, F4)."""
+    import uuid
+
+    from psycopg.conninfo import make_conninfo
+
+    name = f"nogrants_{uuid.uuid4().hex[:10]}"
+    with psycopg.connect(dsn, autocommit=True) as admin:
+        admin.execute(f"CREATE ROLE {name} LOGIN PASSWORD 'NoGrantsPass1'")
+    try:
+        user = make_conninfo(dsn, user=name, password="NoGrantsPass1")
+        code, _, err = run(capsys, *argv, "--dsn", user)
+    finally:
+        with psycopg.connect(dsn, autocommit=True) as admin:
+            admin.execute(f"DROP OWNED BY {name}")
+            admin.execute(f"DROP ROLE {name}")
+    assert code == 2 and err.count("\n") == 1 and "permission denied" in err
+    assert role in err and "NoGrantsPass1" not in err
+    with psycopg.connect(dsn) as conn:
+        assert conn.execute("SELECT count(*) FROM pgkick.jobs").fetchone() == (0,)
+
+
+def test_a_schema_missing_under_schema_names_it_in_the_advice(
+    dsn: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Catches 'run `pgkick migrate`' as the advice for `--schema elsewhere` on a database
+    migrated in `pgkick` alone: run as said, it migrated `pgkick` again and the command
+    kept failing (a review of the CLI, F6)."""
+    code, _, err = run(capsys, "status", "--schema", "elsewhere", "--dsn", dsn)
+    assert code == 2 and "run `pgkick migrate --schema elsewhere`" in err

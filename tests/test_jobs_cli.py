@@ -257,6 +257,20 @@ def test_jobs_refuses_the_created_range_a_bulk_action_refuses(
         assert err.count("\n") == 1
 
 
+@pytest.mark.parametrize("option", ["--task", "--queue", "--error", "--group", "--unique-key"])
+def test_jobs_refuses_an_empty_filter_as_the_bulk_actions_do(
+    dsn: str, capsys: pytest.CaptureFixture[str], option: str
+) -> None:
+    """Catches `pgkick jobs --task ''` listing every job as if no filter was given, while a
+    bulk action refused the same empty filter (inspect.md: the filters refuse what a bulk
+    action's refuse), in words naming the option, not Python's None (a review of the CLI, F7);
+    retry's form from before (--task alone) is refused the same way, not as 'name job ids'."""
+    for argv in (["jobs"], ["retry", "--status", "failed"], ["retry"], ["purge"]):
+        code, out, err = run(capsys, *argv, option, "", "--dsn", dsn)
+        assert code == 2 and out == "" and err.count("\n") == 1, (argv, err)
+        assert f"{option} is empty" in err and "None" not in err, (argv, err)
+
+
 def _enqueue_on_the_local_stack(dsn: str, task: str, payload: str) -> tuple[int, str]:
     """`pgkick enqueue TASK --payload PAYLOAD` as a developer runs it (PGKICK_KICKER=local,
     pgkick-dev's tasks): its exit status and its last line on stderr."""

@@ -68,6 +68,11 @@ class UsageError(PgkickError, RuntimeError):
     """A problem with what the operator asked for on the command line, said in one line."""
 
 
+class Interrupted(PgkickError):
+    """The operator stopped a command (Ctrl-C) part-way; the message says what it had
+    committed before it stopped, and that a transaction under way was rolled back."""
+
+
 class JobMissing(UsageError):
     """An operator (the CLI, the dashboard) named a job id that no job has; nothing changed."""
 

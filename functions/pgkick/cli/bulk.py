@@ -30,14 +30,16 @@ from dataclasses import dataclass
 from typing import Any
 
 from pgkick.cli import operations
+from pgkick.cli.interrupt import BetweenBatches
 from pgkick.cli.operations import Retried
 from pgkick.connections.db import UniqueViolation
-from pgkick.errors import InvalidArgument, UsageError
+from pgkick.errors import Interrupted, InvalidArgument, UsageError
 from pgkick.kick.default import default_kicker
 from pgkick.kick.kickers import Kicker
 from pgkick.store import unique
 from pgkick.store.inspect import JobFilter
 from pgkick.store.operator import OperatorStore
+from pgkick.validation import MAX_ATTEMPTS_LIMIT
 
 BATCH = 1_000  # ids per statement: each a short transaction (measured: tests/test_bulk.py)
 MAX_BATCH = 10_000
@@ -75,9 +77,12 @@ class JobSelection(JobFilter):
         return [self.status]
 
     def params(self, action: str) -> dict[str, Any]:
+        """The statement's parameters; a retry's leave out the jobs that used every attempt,
+        which its own statement leaves failed (a dry run counted them, the retry skipped them)."""
         values = self.as_params()
         del values["status"]
-        return {**values, "statuses": self.statuses(action)}
+        below = MAX_ATTEMPTS_LIMIT if action == "retry" else None
+        return {**values, "statuses": self.statuses(action), "attempts_below": below}
 
 
 def _check_batch(batch: int) -> int:
@@ -149,23 +154,35 @@ def retry_matching(
         kicker = kicker or default_kicker()  # before the first write
     retried: list[tuple[int, str]] = []
     revived = 0
-    for chunk in _batches(ids, batch):
-        try:
-            with store.transaction():
-                jobs = store.retry_failed(  # --error re-checked on each row as it is written
-                    ids=chunk,
-                    queue=None,
-                    task=None,
-                    extra_attempts=extra_attempts,
-                    error=selection.error,
-                )
-                revived += store.revived_dependants() if jobs else 0
-        except UniqueViolation as exc:
-            raise _taken_meanwhile(store, chunk, len(retried), exc) from None
-        retried += jobs
-        if kicker is not None:
-            operations.kick_queues(jobs, kicker)
+    with BetweenBatches() as ctrl_c:
+        for chunk in _batches(ids, batch):
+            if ctrl_c.pressed:
+                raise _interrupted("retried", len(retried), len(ids))
+            try:
+                with store.transaction():
+                    jobs = store.retry_failed(  # --error re-checked on each row as written
+                        ids=chunk,
+                        queue=None,
+                        task=None,
+                        extra_attempts=extra_attempts,
+                        error=selection.error,
+                    )
+                    revived += store.revived_dependants() if jobs else 0
+            except UniqueViolation as exc:
+                raise _taken_meanwhile(store, chunk, len(retried), exc) from None
+            retried += jobs
+            if kicker is not None:
+                operations.kick_queues(jobs, kicker)
     return Retried(retried, revived)
+
+
+def _interrupted(done: str, count: int, total: int) -> Interrupted:
+    """Ctrl-C during a batch (pgkick.cli.interrupt): that batch finished, the rest are as
+    they were; the operator is told how far it got, so a second run is no guess."""
+    return Interrupted(
+        f"interrupted (Ctrl-C) after it {done} {count} of the {total} jobs selected, "
+        "committed; the rest are as they were: run the same command again for them"
+    )
 
 
 def _taken_meanwhile(
@@ -196,12 +213,17 @@ def cancel_matching(
     cancelled: list[int] = []
     marked: list[int] = []
     released: set[str] = set()
-    for chunk in _batches(ids, batch):  # queued first: one claimed meanwhile is marked next
-        done = operations.cancel(store, ids=chunk)
-        cancelled += done.cancelled
-        marked += done.marked
-        released |= done.released
-    operations.kick_released(released, lambda: kicker or default_kicker())
+    with BetweenBatches() as ctrl_c:
+        for chunk in _batches(ids, batch):  # queued first: one claimed meanwhile is marked next
+            if ctrl_c.pressed:
+                break
+            done = operations.cancel(store, ids=chunk)
+            cancelled += done.cancelled
+            marked += done.marked
+            released |= done.released
+    operations.kick_released(released, lambda: kicker or default_kicker())  # stopped too
+    if ctrl_c.pressed and len(cancelled) + len(marked) < len(ids):
+        raise _interrupted("cancelled or marked", len(cancelled) + len(marked), len(ids))
     return cancelled, marked
 
 
@@ -218,14 +240,19 @@ def purge_matching(
     statuses = selection.statuses("purge")
     purged: list[int] = []
     left = ids
-    while left:
-        gone: list[int] = []
-        for chunk in _batches(left, batch):  # the selection's status and error re-checked
-            with store.transaction():
-                gone += store.delete_finished_among(chunk, statuses=statuses, error=selection.error)
-        if not gone:
-            return purged
-        purged += gone
-        taken = set(gone)
-        left = [job_id for job_id in left if job_id not in taken]
+    with BetweenBatches() as ctrl_c:
+        while left:
+            gone: list[int] = []
+            for chunk in _batches(left, batch):  # the selection's status and error re-checked
+                if ctrl_c.pressed:
+                    raise _interrupted("purged", len(purged) + len(gone), len(ids))
+                with store.transaction():
+                    gone += store.delete_finished_among(
+                        chunk, statuses=statuses, error=selection.error
+                    )
+            if not gone:
+                return purged
+            purged += gone
+            taken = set(gone)
+            left = [job_id for job_id in left if job_id not in taken]
     return purged

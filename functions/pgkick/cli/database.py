@@ -12,12 +12,13 @@ import argparse
 from contextlib import AbstractContextManager
 
 from pgkick import config
-from pgkick.connections.db import Database
-from pgkick.errors import UsageError
+from pgkick.connections.db import Database, DatabaseError
+from pgkick.errors import RoleRefused, UsageError
 from pgkick.store import migrations
 from pgkick.store.operator import OperatorStore
 
 APPLICATION_NAME = "pgkick-cli"
+INSUFFICIENT_PRIVILEGE = "42501"  # the server's SQLSTATE for a privilege the role lacks
 
 
 def dsn(args: argparse.Namespace) -> str:
@@ -45,3 +46,25 @@ def checked[S: Database](
 def operator_store(args: argparse.Namespace) -> AbstractContextManager[OperatorStore]:
     """The store the commands that enqueue or act on jobs use, on a migrated database."""
     return checked(OperatorStore, args)
+
+
+def role_refused(command: str, exc: BaseException) -> RoleRefused | None:
+    """The server's refusal of a privilege the connected role lacks, with the role a command
+    needs (None: another error). Why: 'permission denied for schema pgkick' alone named no
+    way out; `pgkick reap` alone said which role to use (a review of the CLI, F4)."""
+    if not isinstance(exc, DatabaseError) or exc.sqlstate != INSUFFICIENT_PRIVILEGE:
+        return None
+    if command == "migrate":
+        fix = (
+            "run `pgkick migrate` as the database's owner, or as a role that may create schemas "
+            "in it (CREATE on the database; --roles also needs CREATEROLE)"
+        )
+    else:
+        role = "pgkick_maintainer"
+        if command == "enqueue":
+            role = "pgkick_producer or pgkick_maintainer"
+        fix = (
+            f"connect as a role granted {role} (`pgkick migrate --roles` creates them; "
+            "docs/deploy/roles.md)"
+        )
+    return RoleRefused(f"{exc.diag.message_primary or exc}: {fix}")

@@ -29,6 +29,7 @@ from pgkick.cli.workflow import add_workflow_command
 from pgkick.connections.db import DatabaseError
 from pgkick.connections.redact import redact
 from pgkick.errors import (
+    Interrupted,
     JobFailed,
     JobNotFound,
     JobRetried,
@@ -254,6 +255,21 @@ def _secrets(args: argparse.Namespace) -> list[str | None]:
         return [args.dsn]
 
 
+INTERRUPTED = (
+    "interrupted (Ctrl-C): the transaction under way was rolled back, nothing of it written"
+)
+INTERRUPTED_EXIT = 130  # a shell's code for a command stopped by SIGINT (128 + 2)
+
+
+def _failed(args: argparse.Namespace, exc: BaseException, code: int) -> int:
+    """The one line on stderr (and the JSON document with --json) of a failed command."""
+    message = redact(" ".join(str(exc).split()), _secrets(args))
+    print(f"pgkick {args.command}: {message}", file=sys.stderr)
+    if args.json:  # one JSON document on stdout, a failure too
+        print(json.dumps(failure(exc, message)))
+    return code
+
+
 def _run(argv: Sequence[str] | None) -> int:
     # As `python -m` does: the app's folder is importable, so PGKICK_TASKS=myapp.tasks is
     # found when the command runs from the folder that holds myapp (the console script
@@ -279,6 +295,8 @@ def _run(argv: Sequence[str] | None) -> int:
             schema=getattr(args, "schema", None), database_url=getattr(args, "dsn", None)
         ):
             result = args.handler(args)
+    except KeyboardInterrupt:  # before a bulk action's first batch, or a migrate's commit
+        return _failed(args, Interrupted(INTERRUPTED), INTERRUPTED_EXIT)
     except (
         PgkickError,
         TimeoutError,
@@ -286,11 +304,12 @@ def _run(argv: Sequence[str] | None) -> int:
         TypeError,
         DatabaseError,
     ) as exc:
-        message = redact(" ".join(str(exc).split()), _secrets(args))
-        print(f"pgkick {args.command}: {message}", file=sys.stderr)
-        if args.json:  # one JSON document on stdout, a failure too
-            print(json.dumps(failure(exc, message)))
-        return 1 if isinstance(exc, UsageError | JobFailed | JobNotFound) else 2
+        if isinstance(exc, Interrupted):  # a bulk action's: it says how far it got
+            return _failed(args, exc, INTERRUPTED_EXIT)
+        refused = database.role_refused(args.command, exc)  # with the role to connect as
+        if refused is not None:
+            return _failed(args, refused, 2)
+        return _failed(args, exc, 1 if isinstance(exc, UsageError | JobFailed | JobNotFound) else 2)
     if args.json or args.command not in PRINT_THEIR_OWN:
         _print(result, args.json)
     return 1 if result.get("ok") is False else 0

@@ -17,9 +17,9 @@ from typing import Any
 
 from pgkick import config
 from pgkick.cli import bulk, database, operations
-from pgkick.cli.inspect import Command, add_filter_arguments
+from pgkick.cli.inspect import Command, add_filter_arguments, filter_values
 from pgkick.cli.types import extra_attempts, job_id, positive, span
-from pgkick.errors import UsageError
+from pgkick.errors import InvalidArgument, UsageError
 from pgkick.kick.default import default_kicker
 from pgkick.kick.kickers import NoKicker
 from pgkick.store.inspect import FILTERS
@@ -58,6 +58,7 @@ def _bulk(args: argparse.Namespace, action: str) -> bulk.JobSelection | None:
     """The selection of a bulk action, or None for the forms from before (ids, --queue,
     --task, --all, purge --older-than), which act at once as they always did (and with
     --dry-run count what they would take: ids, --older-than; see `counted`)."""
+    values = filter_values(args)  # an empty one refused first, in every form
     # purge had no --queue/--task before: there they are filters too
     triggers = BULK_FILTERS + (("task", "queue") if action == "purge" else ())
     filtered = any(getattr(args, name) is not None for name in triggers)
@@ -68,7 +69,7 @@ def _bulk(args: argparse.Namespace, action: str) -> bulk.JobSelection | None:
         raise UsageError("name job ids or give filters, not both")
     if getattr(args, "older_than", None) is not None:
         raise UsageError("--older-than with filters: give the created range as --until")
-    selection = bulk.JobSelection(**{name: getattr(args, name) for name in FILTERS})
+    selection = bulk.JobSelection(**values)
     if selection.empty and not getattr(args, "all", False):
         if action == "purge":  # purge has no --all: its every finished job is --older-than 0d
             raise UsageError("give a filter, or --older-than 0d for every finished job")
@@ -85,6 +86,10 @@ def _bulk_command(
     selection = _bulk(args, action)
     if selection is None:  # the callers ask _bulk first
         raise UsageError(f"{action}: give a filter")
+    if not 1 <= args.batch <= bulk.MAX_BATCH:  # purge's --batch takes more for --older-than
+        raise InvalidArgument(
+            f"--batch {args.batch}: with filters, 1..{bulk.MAX_BATCH} jobs a transaction"
+        )
     with database.operator_store(args) as store:
         ids, counts = bulk.select(store, selection, action)
         if args.dry_run or not args.yes:

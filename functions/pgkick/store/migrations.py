@@ -35,6 +35,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any, LiteralString, NamedTuple
 
+from pgkick.config import DEFAULT_SCHEMA
 from pgkick.connections.db import Database
 from pgkick.connections.qualify import quote
 from pgkick.errors import ConfigError, SchemaError
@@ -185,17 +186,23 @@ def check(db: Database) -> int:
         )
         raise SchemaError(
             f"pgkick's schema is missing from this database (looked in schema "
-            f"{store.schema!r}): run `pgkick migrate` (or `pgkick.migrate(dsn)` from Python)"
-            + there
+            f"{store.schema!r}): run {_migrate_command(store.schema)} (or `pgkick.migrate(dsn)` "
+            "from Python)" + there
         )
     _refuse_newer(done)
     missing = sorted(set(queries.MIGRATION_VERSIONS) - done)
     if missing:
         raise SchemaError(
             f"pgkick's schema is behind this code (missing versions {missing}): "
-            "run `pgkick migrate`"
+            f"run {_migrate_command(store.schema)}"
         )
     return LATEST_VERSION
+
+
+def _migrate_command(schema: str) -> str:
+    """The command that migrates this schema: `pgkick migrate` alone migrates the default one
+    (or PGKICK_SCHEMA's), not the one a `--schema` named (a review of the CLI, F6)."""
+    return "`pgkick migrate`" if schema == DEFAULT_SCHEMA else f"`pgkick migrate --schema {schema}`"
 
 
 @contextmanager

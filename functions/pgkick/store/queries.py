@@ -216,7 +216,7 @@ JOB_ID_LAST: Final = """\
 SELECT coalesce(max(id), 0) FROM pgkick.jobs;"""
 
 JOB_ID_PAGE_MATCHING: Final = """\
--- job_id_page_matching: Up to `limit` ids (and statuses) of the jobs a bulk action selects, in id order above a cursor: by statuses, task, queue, unique key, group, created range and error text (a substring, lower() against lower(): any case for ASCII letters, others as the database's LC_CTYPE folds them); read-only and lock-free (the action's own statement re-checks each job's status as it writes).
+-- job_id_page_matching: Up to `limit` ids (and statuses) of the jobs a bulk action selects, in id order above a cursor: by statuses, task, queue, unique key, group, created range and error text (a substring, lower() against lower(): any case for ASCII letters, others as the database's LC_CTYPE folds them), and for a retry attempts below the limit (job_retry_failed leaves a job that used them all failed, so a dry run must not count it); read-only and lock-free (the action's own statement re-checks each job's status as it writes).
 SELECT id, status
 FROM pgkick.jobs
 WHERE id > %(after)s::bigint
@@ -228,6 +228,7 @@ WHERE id > %(after)s::bigint
   AND (%(since)s::timestamptz IS NULL OR created_at >= %(since)s::timestamptz)
   AND (%(until)s::timestamptz IS NULL OR created_at < %(until)s::timestamptz)
   AND (%(error)s::text IS NULL OR strpos(lower(last_error), lower(%(error)s::text)) > 0)
+  AND (%(attempts_below)s::int IS NULL OR attempts < %(attempts_below)s::int)
 ORDER BY id
 LIMIT %(limit)s::int;"""
 
