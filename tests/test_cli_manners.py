@@ -215,3 +215,14 @@ def test_awake_refuses_a_window_duration_or_interval_out_of_range(
     err = capsys.readouterr().err
     assert exit_info.value.code == 2 and err.count("\n") == 1, err
     assert f"argument {flag}: " in err and "expected over 0" in err, err
+
+
+def test_building_the_parser_draws_nothing() -> None:
+    """Catches every `pgkick` command importing matplotlib (~0.4 s here, 6 s on a loaded
+    machine) because pgkick-dev's commands imported the picture writer at module level:
+    the parser that every command builds must not pull it in."""
+    code = (
+        "import sys; from pgkick import cli; cli.build_parser(); print('matplotlib' in sys.modules)"
+    )
+    seen = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert seen.stdout.strip() == "False"

@@ -21,9 +21,6 @@ from typing import Any
 from pgkick.cli.types import schema_name, seconds
 from pgkick.errors import UsageError
 from pgkick_dev import scratch
-from pgkick_dev.awake.chart import Lane, render
-from pgkick_dev.awake.compare import Workload, compare
-from pgkick_dev.awake.compare import lanes as compare_lanes
 from pgkick_dev.awake.monitor import DEFAULT_WINDOW, AwakeMonitor
 from pgkick_dev.demo import report as demo_report
 from pgkick_dev.demo import scenario as demo
@@ -40,6 +37,12 @@ Command = Callable[[str, Callable[[argparse.Namespace], dict[str, Any]]], argpar
 
 def cmd_demo(args: argparse.Namespace) -> dict[str, Any]:
     """Start an embedded PostgreSQL 17 and play a day of pgkick on it, then report."""
+    # the picture writer (matplotlib, ~0.4 s) only when a command draws: every `pgkick`
+    # command builds this parser (a review found 6 s a command on a loaded machine)
+    from pgkick_dev.awake.chart import Lane, render
+    from pgkick_dev.awake.compare import Workload, compare
+    from pgkick_dev.awake.compare import lanes as compare_lanes
+
     dsn = args.dsn  # never $DATABASE_URL: that is an app's database
     if dsn:
         scratch.claim(dsn, "demo")  # refuses a database holding jobs it did not create
@@ -95,6 +98,8 @@ def cmd_demo(args: argparse.Namespace) -> dict[str, Any]:
 
 def cmd_awake(args: argparse.Namespace) -> dict[str, Any]:
     """Watch a database the way a scale-to-zero compute does, and report awake time."""
+    from pgkick_dev.awake.chart import Lane, render  # (cmd_demo says why here)
+
     dsn = args.dsn or os.environ.get("DATABASE_URL")
     if not dsn:
         raise ValueError("no database: pass --dsn or set DATABASE_URL")
