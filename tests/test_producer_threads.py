@@ -9,6 +9,7 @@ queue behind it for certain; sessions and transactions are read from the server
 from __future__ import annotations
 
 import os
+import resource
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -372,3 +373,25 @@ def test_a_group_is_one_insert_unless_its_jobs_carry_different_trace_contexts(ds
         stored = dict(conn.execute("SELECT id, traceparent FROM pgkick.jobs").fetchall())
     assert [stored[job.id] for job in plain] == [None, None, None]
     assert [stored[job.id] for job in spans] == [spec.traceparent for spec in traced]
+
+
+def test_a_process_with_many_open_files_still_reuses_its_lingering_connection(dsn: str) -> None:
+    """Catches: the idle check (did the server speak?) refusing a descriptor past select()'s
+    FD_SETSIZE (1,024) and reading the refusal as "the server closed it": a busy web server's
+    producer then opened, and closed, a connection for every enqueue (a review, F2)."""
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if hard != resource.RLIM_INFINITY and hard < 2048:
+        pytest.skip("needs a descriptor limit of at least 2,048")
+    resource.setrlimit(resource.RLIMIT_NOFILE, (2048, hard))
+    held = [os.open(os.devnull, os.O_RDONLY)]
+    try:
+        while held[-1] < 1100:  # the app's sockets and files: every lower descriptor taken
+            held.append(os.dup(held[0]))
+        pool = LingeringPool(dsn, 60, size=2, closer=False)
+        first = backend_pid(pool)
+        assert backend_pid(pool) == first and pool.opened == 1
+        pool.close()
+    finally:
+        for fd in held:
+            os.close(fd)
+        resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))
