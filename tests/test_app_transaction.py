@@ -158,6 +158,43 @@ def test_every_form_on_the_apps_connection_ignores_its_row_factory(dsn: str, fac
     assert kicker.kicks == [("a", "enqueue"), ("b", "enqueue"), ("c", "enqueue")]
 
 
+CURSOR_FACTORIES = {
+    "RawCursor": (psycopg.RawCursor, psycopg.AsyncRawCursor),
+    "ClientCursor": (psycopg.ClientCursor, psycopg.AsyncClientCursor),
+}
+
+
+@pytest.mark.parametrize("factory", sorted(CURSOR_FACTORIES))
+def test_every_form_on_the_apps_connection_ignores_its_cursor_factory(
+    dsn: str, factory: str
+) -> None:
+    """Catches: pgkick's cursors on the app's connection made by the app's cursor_factory
+    (a review of pooler setups, F1): with psycopg's RawCursor ($1 placeholders, what an app
+    picks for server-side binding without prepared statements) every enqueue of
+    pgkick.transaction and pgkick.aio.transaction raised TypeError ("raw queries require a
+    sequence of parameters") and the app's transaction rolled back."""
+    sync_cursor, async_cursor = CURSOR_FACTORIES[factory]
+    kicker = RecordingKicker()
+    with psycopg.connect(dsn, cursor_factory=sync_cursor) as conn:
+        with producer.transaction(conn, kicker=kicker) as jobs:
+            first = jobs.enqueue({}, task="t", queue="a")
+            many = jobs.enqueue_many([{"payload": {}, "task": "t", "queue": "a"}])
+        pending = pgkick.enqueue_in(conn, kicker=kicker)
+        joined = pending.enqueue({}, task="t", queue="b")
+        conn.commit()
+        assert pending.kick() == [joined]
+
+    async def main() -> int:
+        async with await psycopg.AsyncConnection.connect(dsn, cursor_factory=async_cursor) as conn:
+            async with aio.transaction(conn, kicker=kicker) as jobs:
+                return await jobs.enqueue({}, task="t", queue="c")
+
+    in_aio = asyncio.run(asyncio.wait_for(main(), 30))
+    ids = [first, *many, joined, in_aio]
+    assert all(type(job_id) is int for job_id in ids) and len(set(ids)) == 4, ids
+    assert kicker.kicks == [("a", "enqueue"), ("b", "enqueue"), ("c", "enqueue")]
+
+
 def test_each_transaction_form_names_the_connection_it_needs(dsn: str) -> None:
     """Catches (a review, F4) pgkick.transaction(AsyncConnection) failing on the context
     manager protocol, pgkick.transaction("postgresql://...") and pgkick.aio.transaction(a

@@ -173,8 +173,11 @@ class Database:
         """A cursor that reads rows as tuples, whatever the connection's row_factory: on the
         app's own connection (pgkick.transaction, enqueue_in, the Django and SQLAlchemy
         forms) a dict_row or class_row of the app's made job ids of column names, and
-        raised after the commit (a review, F1). pgkick's loaders too (own_loaders says why)."""
-        cur = self.conn.cursor(row_factory=tuple_row)
+        raised after the commit (a review, F1). psycopg's own Cursor, whatever the
+        connection's cursor_factory: pgkick's statements take %(name)s parameters, which an
+        app's RawCursor ($1) refused with a TypeError at every enqueue (a review of pooler
+        setups, F1). pgkick's loaders too (own_loaders says why)."""
+        cur: Cursor = psycopg.Cursor(self.conn, row_factory=tuple_row)
         own_loaders(cur)
         return cur
 
@@ -296,8 +299,9 @@ async def execute_async(
     if schema != config.DEFAULT_SCHEMA:
         query = qualify(query, schema)
     values = {"now": clock(), "schema": schema, **params} if "%(" in query else None
-    # Tuples and pgkick's loaders whatever the app's connection's (Database._cursor says why).
-    cur = conn.cursor(row_factory=tuple_row)
+    # Tuples, psycopg's own cursor and pgkick's loaders whatever the app's connection's
+    # row_factory and cursor_factory (Database._cursor says why).
+    cur: AsyncCursor = psycopg.AsyncCursor(conn, row_factory=tuple_row)
     own_loaders(cur)
     return await cur.execute(query, values, prepare=False)
 
