@@ -113,6 +113,15 @@ class Steps:
     def sleep(self, seconds: float, name: str | None = None) -> None:
         """End this run and come back after `seconds` (a snooze, booked once: replayed, the
         sleep is over, or snoozes for what is left)."""
+        if self._open:
+            # A replay returns a stored step without running its fn, so it never meets this
+            # sleep: the next unnamed sleep would take its number and replay as over.
+            raise StepInputError(
+                f"sleep: not inside job.step (in step {sorted(self._open)[0]!r}): a replay "
+                "returns the step's stored result without running it, so the sleep would not "
+                "be met again and a later sleep would be skipped as over; sleep between "
+                "steps; nothing was stored"
+            )
         self._sleeps += 1
         if name is not None:
             _check_name("sleep", name)
