@@ -330,6 +330,9 @@ def test_sleep_requeues_the_job_with_a_wake_up_and_replays_its_steps_after_it(
         # step's fn, gave its number to the next unnamed sleep, and an hour's sleep was
         # skipped as over
         (lambda job: job.step("wait", lambda: job.sleep(60)), "not inside job.step"),
+        # a review: bad seconds were an ordinary failure, retried into the same error
+        (lambda job: job.sleep(float("nan")), "a number of seconds"),
+        (lambda job: job.sleep(31 * 86400), "a number of seconds"),
     ],
     ids=[
         "name reused with other arguments",
@@ -340,6 +343,8 @@ def test_sleep_requeues_the_job_with_a_wake_up_and_replays_its_steps_after_it(
         "step name too long",
         "sleep name too long",
         "sleep inside a step",
+        "sleep of NaN seconds",
+        "sleep past 30 days",
     ],
 )
 def test_bad_steps_fail_the_job_for_good_before_anything_is_stored(
@@ -392,6 +397,30 @@ def test_a_steps_result_is_the_same_on_its_first_run_as_on_a_replay(
     clock.advance(3600)
     assert worker.drain("default", lambda: 600_000).done == 1, job_row(dsn, job_id)
     assert seen[0] == seen[1] and type(seen[0][0]) is type(seen[1][0])
+
+
+@pytest.mark.parametrize("seconds", [-5.0, 0])
+def test_a_sleep_with_no_time_left_returns_at_once_and_is_stored_over(
+    dsn: str, timed: JobStore, seconds: float
+) -> None:
+    """`job.sleep(deadline - time.time())` run after its deadline passed, on its first
+    meeting (the job waited in a backlog). Catches the sleep refused as a snooze of <= 0
+    seconds: an ordinary failure, retried into the same error until the job failed (a
+    review). The sleep is stored over: a replay returns whatever its seconds then."""
+    tasks = Registry()
+
+    @tasks.task("late")
+    def late(payload: Any, job: JobContext) -> str:
+        job.step("before", lambda: 1)
+        job.sleep(seconds)
+        return job.step("after", lambda: "on time")
+
+    (job_id,) = seed(timed, 1, task="late", max_attempts=1)
+    summary = Worker(timed, tasks, RecordingKicker(), OPTIONS).drain("default", lambda: 600_000)
+    row = job_row(dsn, job_id)
+    assert (summary.done, summary.snoozed) == (1, 0), row["last_error"]
+    assert (row["status"], row["attempts"], row["result"]) == ("done", 1, "on time")
+    assert steps_of(dsn, job_id).keys() == {"before", "sleep:1", "after"}
 
 
 def test_the_worker_role_can_run_steps_and_the_purge_deletes_them(

@@ -29,7 +29,14 @@ import json
 from collections.abc import Callable
 from typing import Any
 
-from pgkick.errors import Continuation, InvalidArgument, Snooze, StepInputError, StepRefused
+from pgkick.errors import (
+    MAX_SNOOZE_SECONDS,
+    Continuation,
+    InvalidArgument,
+    Snooze,
+    StepInputError,
+    StepRefused,
+)
 from pgkick.store.steps import StepStore, StoredStep, StoredSteps
 from pgkick.tasks.results import MAX_RESULT_BYTES
 from pgkick.validation import check_name, payload_json
@@ -140,11 +147,12 @@ class Steps:
             if done.sleep_left:
                 raise Snooze(done.sleep_left)  # run before its time (an operator's retry)
             return
-        Snooze(seconds)  # refuses bad seconds before anything is written
+        seconds = _sleep_seconds(seconds)  # refuses bad seconds before anything is written
         args_hash = _hash(key, (seconds,))
-        self._write(key, args_hash, None, 0, float(seconds))
-        self._loaded().steps[key] = StoredStep(args_hash, None, 0, float(seconds))
-        raise Snooze(seconds)
+        self._write(key, args_hash, None, 0, seconds)
+        self._loaded().steps[key] = StoredStep(args_hash, None, 0, seconds)
+        if seconds > 0:
+            raise Snooze(seconds)
 
     def _replay(self, name: str, args_hash: str) -> StoredStep | None:
         done = self._loaded().steps.get(name)
@@ -202,6 +210,22 @@ class Steps:
                 "no longer holds the job (its lease was taken over); stopping here"
             )
         return stored
+
+
+def _sleep_seconds(seconds: object) -> float:
+    """A sleep's seconds; none left (0 or fewer: a deadline that passed while the job waited
+    in the queue) is a sleep already over, stored so. Refused for good (a retry would run
+    the same code into the same error): not a number, NaN, or more than a snooze's cap."""
+    if (
+        isinstance(seconds, bool)
+        or not isinstance(seconds, int | float)
+        or not seconds <= MAX_SNOOZE_SECONDS  # NaN fails this too
+    ):
+        raise StepInputError(
+            f"sleep: seconds must be a number of seconds of at most {MAX_SNOOZE_SECONDS} "
+            f"(30 days), got {seconds!r}; nothing was stored"
+        )
+    return max(float(seconds), 0.0)
 
 
 def _check_name(what: str, name: str) -> None:
