@@ -188,6 +188,46 @@ def test_a_step_longer_than_an_invocation_is_run_not_continued_for_ever(
     assert row["continued"] == 4
 
 
+def test_the_stall_guard_lets_one_step_run_then_a_late_claim_continues_again(
+    dsn: str, timed: JobStore, clock: FakeClock
+) -> None:
+    """10-minute steps: a claim with 5 minutes left continues the job before any step
+    (stalled), the next invocation runs that step whatever its estimate, then sleeps; woken
+    and claimed with 5 minutes left, the job must continue, not start a 10-minute step.
+    Catches the stalled flag kept after the step it was for ran (a review): every later
+    run's first step ignored the estimate, and the invocation ran 5 minutes past its end
+    (on Lambda: killed at its timeout, the attempt charged)."""
+    context = FakeLambdaContext()
+    tasks = Registry()
+
+    def ten_minutes(n: int) -> int:
+        context.elapsed_ms += 10 * MINUTE_MS
+        return n
+
+    @tasks.task("napping")
+    def napping(payload: Any, job: JobContext) -> int:
+        first = job.step("one", ten_minutes, 1) + job.step("two", ten_minutes, 2)
+        job.sleep(3600)
+        return first + job.step("three", ten_minutes, 3)
+
+    def invocation(minutes: int) -> dict[str, object]:
+        context.budget_ms, context.elapsed_ms = minutes * MINUTE_MS, 0
+        worker = Worker(timed, tasks, RecordingKicker(), OPTIONS)
+        summary = worker.drain("default", context.get_remaining_time_in_millis)
+        assert context.get_remaining_time_in_millis() >= 0, "the invocation overran its end"
+        return summary.as_dict()
+
+    (job_id,) = seed(timed, 1, task="napping", max_attempts=1)
+    assert invocation(15)["continued"] == 1  # "one" ran; "two" does not fit
+    assert invocation(5)["continued"] == 1  # claimed late: continued before any step
+    assert invocation(15)["snoozed"] == 1  # "two" ran (the stall guard), then the sleep
+    clock.advance(3600)
+    assert invocation(5)["continued"] == 1  # woken late: "three" does not fit
+    assert invocation(15)["done"] == 1
+    row = job_row(dsn, job_id)
+    assert (row["status"], row["attempts"], row["result"]) == ("done", 1, 6)
+
+
 def test_a_worker_killed_mid_step_resumes_at_that_step_without_rerunning_the_finished(
     dsn: str, tmp_path: Path, clock: FakeClock
 ) -> None:

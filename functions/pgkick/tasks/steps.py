@@ -113,6 +113,10 @@ class Steps:
         # argument was refused as changed). With no store, decoded from the text.
         stored = self._write(name, args_hash, text, duration_ms, None)
         result = stored if self._store is not None or text is None else json.loads(text)
+        if self._ran == 0 and self._store is not None and self._loaded().stalled:
+            # the one step the stall guard let run: a later late claim (after a sleep, a
+            # snooze, a retry) must continue again, not overrun its invocation
+            self._store.clear_stall(self._job_id, self._attempt)
         self._ran += 1
         self._loaded().steps[name] = StoredStep(args_hash, result, duration_ms, None)
         return result
