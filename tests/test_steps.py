@@ -188,6 +188,46 @@ def test_a_step_longer_than_an_invocation_is_run_not_continued_for_ever(
     assert row["continued"] == 4
 
 
+def test_the_stall_guard_lets_one_step_run_then_a_late_claim_continues_again(
+    dsn: str, timed: JobStore, clock: FakeClock
+) -> None:
+    """10-minute steps: a claim with 5 minutes left continues the job before any step
+    (stalled), the next invocation runs that step whatever its estimate, then sleeps; woken
+    and claimed with 5 minutes left, the job must continue, not start a 10-minute step.
+    Catches the stalled flag kept after the step it was for ran (a review): every later
+    run's first step ignored the estimate, and the invocation ran 5 minutes past its end
+    (on Lambda: killed at its timeout, the attempt charged)."""
+    context = FakeLambdaContext()
+    tasks = Registry()
+
+    def ten_minutes(n: int) -> int:
+        context.elapsed_ms += 10 * MINUTE_MS
+        return n
+
+    @tasks.task("napping")
+    def napping(payload: Any, job: JobContext) -> int:
+        first = job.step("one", ten_minutes, 1) + job.step("two", ten_minutes, 2)
+        job.sleep(3600)
+        return first + job.step("three", ten_minutes, 3)
+
+    def invocation(minutes: int) -> dict[str, object]:
+        context.budget_ms, context.elapsed_ms = minutes * MINUTE_MS, 0
+        worker = Worker(timed, tasks, RecordingKicker(), OPTIONS)
+        summary = worker.drain("default", context.get_remaining_time_in_millis)
+        assert context.get_remaining_time_in_millis() >= 0, "the invocation overran its end"
+        return summary.as_dict()
+
+    (job_id,) = seed(timed, 1, task="napping", max_attempts=1)
+    assert invocation(15)["continued"] == 1  # "one" ran; "two" does not fit
+    assert invocation(5)["continued"] == 1  # claimed late: continued before any step
+    assert invocation(15)["snoozed"] == 1  # "two" ran (the stall guard), then the sleep
+    clock.advance(3600)
+    assert invocation(5)["continued"] == 1  # woken late: "three" does not fit
+    assert invocation(15)["done"] == 1
+    row = job_row(dsn, job_id)
+    assert (row["status"], row["attempts"], row["result"]) == ("done", 1, 6)
+
+
 def test_a_worker_killed_mid_step_resumes_at_that_step_without_rerunning_the_finished(
     dsn: str, tmp_path: Path, clock: FakeClock
 ) -> None:
@@ -326,6 +366,13 @@ def test_sleep_requeues_the_job_with_a_wake_up_and_replays_its_steps_after_it(
         # a review: a name past 128 characters (f"page {url}") was retried to the end
         (lambda job: job.step("page " + "u" * 200, lambda: 1), "at most 128 allowed"),
         (lambda job: job.sleep(1, name="s" * 200), "at most 128 allowed"),
+        # a review: a sleep inside a step was taken; the replay, which runs no stored
+        # step's fn, gave its number to the next unnamed sleep, and an hour's sleep was
+        # skipped as over
+        (lambda job: job.step("wait", lambda: job.sleep(60)), "not inside job.step"),
+        # a review: bad seconds were an ordinary failure, retried into the same error
+        (lambda job: job.sleep(float("nan")), "a number of seconds"),
+        (lambda job: job.sleep(31 * 86400), "a number of seconds"),
     ],
     ids=[
         "name reused with other arguments",
@@ -335,6 +382,9 @@ def test_sleep_requeues_the_job_with_a_wake_up_and_replays_its_steps_after_it(
         "step named as the step it runs in",
         "step name too long",
         "sleep name too long",
+        "sleep inside a step",
+        "sleep of NaN seconds",
+        "sleep past 30 days",
     ],
 )
 def test_bad_steps_fail_the_job_for_good_before_anything_is_stored(
@@ -387,6 +437,30 @@ def test_a_steps_result_is_the_same_on_its_first_run_as_on_a_replay(
     clock.advance(3600)
     assert worker.drain("default", lambda: 600_000).done == 1, job_row(dsn, job_id)
     assert seen[0] == seen[1] and type(seen[0][0]) is type(seen[1][0])
+
+
+@pytest.mark.parametrize("seconds", [-5.0, 0])
+def test_a_sleep_with_no_time_left_returns_at_once_and_is_stored_over(
+    dsn: str, timed: JobStore, seconds: float
+) -> None:
+    """`job.sleep(deadline - time.time())` run after its deadline passed, on its first
+    meeting (the job waited in a backlog). Catches the sleep refused as a snooze of <= 0
+    seconds: an ordinary failure, retried into the same error until the job failed (a
+    review). The sleep is stored over: a replay returns whatever its seconds then."""
+    tasks = Registry()
+
+    @tasks.task("late")
+    def late(payload: Any, job: JobContext) -> str:
+        job.step("before", lambda: 1)
+        job.sleep(seconds)
+        return job.step("after", lambda: "on time")
+
+    (job_id,) = seed(timed, 1, task="late", max_attempts=1)
+    summary = Worker(timed, tasks, RecordingKicker(), OPTIONS).drain("default", lambda: 600_000)
+    row = job_row(dsn, job_id)
+    assert (summary.done, summary.snoozed) == (1, 0), row["last_error"]
+    assert (row["status"], row["attempts"], row["result"]) == ("done", 1, "on time")
+    assert steps_of(dsn, job_id).keys() == {"before", "sleep:1", "after"}
 
 
 def test_the_worker_role_can_run_steps_and_the_purge_deletes_them(

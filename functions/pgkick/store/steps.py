@@ -68,6 +68,10 @@ class StepStore(Database):
         )
         return (True, rows[0][0]) if rows else (False, None)
 
+    def clear_stall(self, job_id: int, attempts: int) -> None:
+        """The stall mark's one step is stored: later runs' steps are estimated again."""
+        self.count(queries.JOB_STEP_STALL_CLEAR, id=job_id, attempts=attempts)
+
     def continue_job(self, job_id: int, attempts: int, *, stalled: bool) -> str | None:
         """Back to the queue, due now, the attempt given back (a continuation); returns the
         status written ('queued', or 'failed' for a cancel requested meanwhile), or None

@@ -29,7 +29,14 @@ import json
 from collections.abc import Callable
 from typing import Any
 
-from pgkick.errors import Continuation, InvalidArgument, Snooze, StepInputError, StepRefused
+from pgkick.errors import (
+    MAX_SNOOZE_SECONDS,
+    Continuation,
+    InvalidArgument,
+    Snooze,
+    StepInputError,
+    StepRefused,
+)
 from pgkick.store.steps import StepStore, StoredStep, StoredSteps
 from pgkick.tasks.results import MAX_RESULT_BYTES
 from pgkick.validation import check_name, payload_json
@@ -106,6 +113,10 @@ class Steps:
         # argument was refused as changed). With no store, decoded from the text.
         stored = self._write(name, args_hash, text, duration_ms, None)
         result = stored if self._store is not None or text is None else json.loads(text)
+        if self._ran == 0 and self._store is not None and self._loaded().stalled:
+            # the one step the stall guard let run: a later late claim (after a sleep, a
+            # snooze, a retry) must continue again, not overrun its invocation
+            self._store.clear_stall(self._job_id, self._attempt)
         self._ran += 1
         self._loaded().steps[name] = StoredStep(args_hash, result, duration_ms, None)
         return result
@@ -113,6 +124,15 @@ class Steps:
     def sleep(self, seconds: float, name: str | None = None) -> None:
         """End this run and come back after `seconds` (a snooze, booked once: replayed, the
         sleep is over, or snoozes for what is left)."""
+        if self._open:
+            # A replay returns a stored step without running its fn, so it never meets this
+            # sleep: the next unnamed sleep would take its number and replay as over.
+            raise StepInputError(
+                f"sleep: not inside job.step (in step {sorted(self._open)[0]!r}): a replay "
+                "returns the step's stored result without running it, so the sleep would not "
+                "be met again and a later sleep would be skipped as over; sleep between "
+                "steps; nothing was stored"
+            )
         self._sleeps += 1
         if name is not None:
             _check_name("sleep", name)
@@ -131,11 +151,12 @@ class Steps:
             if done.sleep_left:
                 raise Snooze(done.sleep_left)  # run before its time (an operator's retry)
             return
-        Snooze(seconds)  # refuses bad seconds before anything is written
+        seconds = _sleep_seconds(seconds)  # refuses bad seconds before anything is written
         args_hash = _hash(key, (seconds,))
-        self._write(key, args_hash, None, 0, float(seconds))
-        self._loaded().steps[key] = StoredStep(args_hash, None, 0, float(seconds))
-        raise Snooze(seconds)
+        self._write(key, args_hash, None, 0, seconds)
+        self._loaded().steps[key] = StoredStep(args_hash, None, 0, seconds)
+        if seconds > 0:
+            raise Snooze(seconds)
 
     def _replay(self, name: str, args_hash: str) -> StoredStep | None:
         done = self._loaded().steps.get(name)
@@ -193,6 +214,22 @@ class Steps:
                 "no longer holds the job (its lease was taken over); stopping here"
             )
         return stored
+
+
+def _sleep_seconds(seconds: object) -> float:
+    """A sleep's seconds; none left (0 or fewer: a deadline that passed while the job waited
+    in the queue) is a sleep already over, stored so. Refused for good (a retry would run
+    the same code into the same error): not a number, NaN, or more than a snooze's cap."""
+    if (
+        isinstance(seconds, bool)
+        or not isinstance(seconds, int | float)
+        or not seconds <= MAX_SNOOZE_SECONDS  # NaN fails this too
+    ):
+        raise StepInputError(
+            f"sleep: seconds must be a number of seconds of at most {MAX_SNOOZE_SECONDS} "
+            f"(30 days), got {seconds!r}; nothing was stored"
+        )
+    return max(float(seconds), 0.0)
 
 
 def _check_name(what: str, name: str) -> None:
