@@ -2,7 +2,7 @@
 `pgkick schedules sync` and the local stack's scheduler (issue 31.4).
 
 Catches: the loose check before it (a pattern of allowed characters per field), which let
-15 of these 23 bad expressions through to AWS, and a check that one of the three places
+15 of the first 23 bad expressions below through to AWS, and a check that one of the three places
 skips (sync of a Periodic built by hand, the local scheduler's next tick)."""
 
 from __future__ import annotations
@@ -56,6 +56,12 @@ BAD = [
     ("cron(\u00b2 3 * * ? *)", "minutes field '\u00b2' is not valid: '\u00b2' is not a value"),
     ("cron(*/\u00b2 * * * ? *)", "minutes field '*/\u00b2' is not valid: the increment"),
     ("cron(0 0 ? * 2#\u00b2 *)", "'#\u00b2': the week of the month must be 1-5"),
+    # separators Python's str.split() takes for spaces and the scheduler does not (review 61,
+    # F1): a no-break space, an em space, a unit separator, a tab
+    ("cron(0\u00a03 * * ? *)", "'\\xa0' is not allowed: fields are separated by spaces"),
+    ("cron(0 3 * * ? *\u2003)", "the character '\\u2003' is not allowed"),
+    ("cron(0\x1f3 * * ? *)", "the character '\\x1f' is not allowed"),
+    ("cron(0\t3 * * ? *)", "the character '\\t' is not allowed"),
 ]
 BAD_ZONES = ["localtime", "Factory", "posixrules", "posix/Europe/Paris", "right/UTC", "EST5EDT"]
 GOOD = [
