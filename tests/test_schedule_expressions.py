@@ -117,6 +117,19 @@ def test_a_bad_periodic_name_is_refused_by_declare_check_sync_and_a_tick_alike(n
         parse_tick({"periodic": name, "tick": "2026-11-30T03:00:00Z"})
 
 
+@pytest.mark.parametrize("task", ["reports.nightly", "t" * 60])
+def test_a_task_name_that_is_no_schedule_name_says_to_pass_name(task: str) -> None:
+    """Catches (review 61, F2): a task name may hold dots and 200 characters, a schedule's
+    name may not; with no name= given, the refusal spoke of a "periodic name" the user never
+    wrote and did not say what to do."""
+    with pytest.raises(InvalidArgument) as refused:
+        declare("cron(0 3 * * ? *)", task=task, into=PeriodicRegistry())
+    assert str(refused.value) == (
+        f"periodic name: none given, and the task's, {task!r}, is not 1-48 of A-Z a-z 0-9 _ -: "
+        "pass name='...' (the schedule's name, pgkick.periodic.<name>)"
+    )
+
+
 @pytest.mark.parametrize("zone", BAD_ZONES)
 def test_a_zone_that_is_no_region_is_refused_everywhere(zone: str) -> None:
     with pytest.raises(InvalidArgument, match="is not an IANA time zone"):
