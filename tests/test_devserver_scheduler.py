@@ -9,6 +9,8 @@ from datetime import UTC, datetime
 
 import pytest
 
+from pgkick.aws.schedules import sync
+from pgkick.tasks.recurring import Periodic
 from pgkick_dev.local.client import DevClient
 from tests.devserver_fixtures import FUNCTION, dev_stack
 
@@ -113,3 +115,31 @@ def test_a_rate_schedule_fires_every_period() -> None:
         fired = [e for e in dev.stack.timeline.events() if e["kind"] == "schedule_fire"]
         assert len(fired) in (2, 3)  # ticks at +60, +120, +180, each within its minute
         assert dev.scheduler.get_schedule(Name="pgkick.periodic.p")["Name"] == "pgkick.periodic.p"
+
+
+def test_list_schedules_pages_as_aws_does_and_a_sync_reads_every_page() -> None:
+    """Catches (review 61, F3): a stand-in answering every schedule in one page, MaxResults
+    ignored and no NextToken, where AWS answers 100 at most (botocore's model: MaxResults
+    1-100), so `pgkick schedules sync` never read a second page locally. Past 100 periodic
+    schedules, a sync that stopped at the first page would re-create the rest (Conflict)."""
+    periodics = [
+        Periodic(f"p{n:03}", "cron(0 3 * * ? *)", "UTC", "t", "default") for n in range(130)
+    ]
+    with dev_stack() as dev:
+        s = dev.scheduler
+        assert (
+            len(sync(s, periodics, target_arn=TARGET["Arn"], role_arn=TARGET["RoleArn"])["created"])
+            == 130
+        )
+        first = s.list_schedules(GroupName="default")
+        assert len(first["Schedules"]) == 100 and first["NextToken"]
+        second = s.list_schedules(GroupName="default", NextToken=first["NextToken"])
+        assert len(second["Schedules"]) == 30 and "NextToken" not in second
+        pages = s.get_paginator("list_schedules").paginate(
+            GroupName="default", PaginationConfig={"PageSize": 50}
+        )
+        assert [len(page["Schedules"]) for page in pages] == [50, 50, 30]
+        with pytest.raises(s.exceptions.ValidationException):
+            s.list_schedules(GroupName="default", NextToken="not a token")
+        again = sync(s, periodics, target_arn=TARGET["Arn"], role_arn=TARGET["RoleArn"])
+        assert len(again["unchanged"]) == 130 and again["created"] == []

@@ -18,7 +18,7 @@ import boto3
 import pytest
 
 from pgkick import cli
-from pgkick.aws.schedules import sync
+from pgkick.aws.schedules import desired, sync
 from pgkick.config import Settings
 from pgkick.kick.kickers import NoKicker
 from pgkick.tasks.recurring import SCHEDULED_TIME, PeriodicRegistry, declare, periodic_registry
@@ -203,6 +203,30 @@ def test_sync_gives_each_schedule_the_dead_letter_queue_and_updates_those_synced
         "MaximumEventAgeInSeconds": 86400,
         "MaximumRetryAttempts": 185,
     }
+
+
+def test_sync_puts_back_a_flexible_time_window_changed_by_hand(scheduler: Any) -> None:
+    """Catches (review 61, F4): a sync that does not compare FlexibleTimeWindow, so a
+    schedule edited to FLEXIBLE (the console, another tool) was reported unchanged and
+    kept, its ticks firing up to the window's minutes late, though sync sets Mode OFF."""
+    into = PeriodicRegistry()
+    declare("cron(0 3 * * ? *)", task="nightly", into=into)
+
+    def run() -> dict[str, list[str]]:
+        return sync(scheduler, into.declared.values(), target_arn=WORKER, role_arn=ROLE)
+
+    def window() -> dict[str, Any]:
+        got = scheduler.get_schedule(Name="pgkick.periodic.nightly", GroupName="default")
+        return dict(got["FlexibleTimeWindow"])
+
+    assert run()["created"] == ["pgkick.periodic.nightly"]
+    (periodic,) = into.declared.values()
+    edited = desired(periodic, WORKER, ROLE)
+    edited["FlexibleTimeWindow"] = {"Mode": "FLEXIBLE", "MaximumWindowInMinutes": 15}
+    scheduler.update_schedule(GroupName="default", **edited)
+    assert run()["updated"] == ["pgkick.periodic.nightly"]
+    assert window() == {"Mode": "OFF"}
+    assert run()["unchanged"] == ["pgkick.periodic.nightly"]
 
 
 def test_a_sync_that_reads_no_declarations_deletes_nothing_unless_told(

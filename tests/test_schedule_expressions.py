@@ -2,7 +2,7 @@
 `pgkick schedules sync` and the local stack's scheduler (issue 31.4).
 
 Catches: the loose check before it (a pattern of allowed characters per field), which let
-15 of these 23 bad expressions through to AWS, and a check that one of the three places
+15 of the first 23 bad expressions below through to AWS, and a check that one of the three places
 skips (sync of a Periodic built by hand, the local scheduler's next tick)."""
 
 from __future__ import annotations
@@ -56,6 +56,12 @@ BAD = [
     ("cron(\u00b2 3 * * ? *)", "minutes field '\u00b2' is not valid: '\u00b2' is not a value"),
     ("cron(*/\u00b2 * * * ? *)", "minutes field '*/\u00b2' is not valid: the increment"),
     ("cron(0 0 ? * 2#\u00b2 *)", "'#\u00b2': the week of the month must be 1-5"),
+    # separators Python's str.split() takes for spaces and the scheduler does not (review 61,
+    # F1): a no-break space, an em space, a unit separator, a tab
+    ("cron(0\u00a03 * * ? *)", "'\\xa0' is not allowed: fields are separated by spaces"),
+    ("cron(0 3 * * ? *\u2003)", "the character '\\u2003' is not allowed"),
+    ("cron(0\x1f3 * * ? *)", "the character '\\x1f' is not allowed"),
+    ("cron(0\t3 * * ? *)", "the character '\\t' is not allowed"),
 ]
 BAD_ZONES = ["localtime", "Factory", "posixrules", "posix/Europe/Paris", "right/UTC", "EST5EDT"]
 GOOD = [
@@ -109,6 +115,19 @@ def test_a_bad_periodic_name_is_refused_by_declare_check_sync_and_a_tick_alike(n
         sync(NoCalls(), [by_hand], target_arn=WORKER, role_arn=ROLE, dry_run=True)
     with pytest.raises(InvalidArgument, match="is not a periodic name"):
         parse_tick({"periodic": name, "tick": "2026-11-30T03:00:00Z"})
+
+
+@pytest.mark.parametrize("task", ["reports.nightly", "t" * 60])
+def test_a_task_name_that_is_no_schedule_name_says_to_pass_name(task: str) -> None:
+    """Catches (review 61, F2): a task name may hold dots and 200 characters, a schedule's
+    name may not; with no name= given, the refusal spoke of a "periodic name" the user never
+    wrote and did not say what to do."""
+    with pytest.raises(InvalidArgument) as refused:
+        declare("cron(0 3 * * ? *)", task=task, into=PeriodicRegistry())
+    assert str(refused.value) == (
+        f"periodic name: none given, and the task's, {task!r}, is not 1-48 of A-Z a-z 0-9 _ -: "
+        "pass name='...' (the schedule's name, pgkick.periodic.<name>)"
+    )
 
 
 @pytest.mark.parametrize("zone", BAD_ZONES)

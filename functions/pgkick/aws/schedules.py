@@ -73,14 +73,18 @@ def _current(client: Any, group: str) -> dict[str, dict[str, Any]]:
 
 def _same(want: dict[str, Any], have: dict[str, Any]) -> bool:
     """Whether `have` already does what `want` says (a RetryPolicy or DeadLetterConfig left
-    out reads as AWS's default and none: a schedule synced before them is updated)."""
+    out reads as AWS's default and none: a schedule synced before them is updated). The
+    window too: a schedule edited to FLEXIBLE by hand fires its ticks up to that many
+    minutes late, and sync owns these schedules whole (want's Mode is always OFF)."""
     target = have.get("Target", {})
+    window = (have.get("FlexibleTimeWindow") or {}).get("Mode", "OFF")
     retry = {**DEFAULT_RETRY_POLICY, **(target.get("RetryPolicy") or {})}
     dead_letter = (target.get("DeadLetterConfig") or {}).get("Arn")
     return bool(
         have.get("ScheduleExpression") == want["ScheduleExpression"]
         and have.get("ScheduleExpressionTimezone") == want["ScheduleExpressionTimezone"]
         and have.get("State", "ENABLED") == want["State"]
+        and window == want["FlexibleTimeWindow"]["Mode"]
         and target.get("Arn") == want["Target"]["Arn"]
         and target.get("RoleArn") == want["Target"]["RoleArn"]
         and target.get("Input") == want["Target"]["Input"]

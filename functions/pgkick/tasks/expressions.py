@@ -22,6 +22,8 @@ eb-cron-expressions.html):
   ("3#1,6#3" is invalid).
 - Exactly one of day-of-month and day-of-week is `?` (a value or `*` in one needs `?`
   in the other).
+- The fields are separated by spaces: Python's str.split() also splits on a tab, a
+  no-break space or a unit separator, which the scheduler does not read as one.
 - rate(value unit): value a positive integer, unit minute(s), hour(s) or day(s);
   `1 minute` singular, `5 minutes` plural.
 - Time zones: IANA names. Names that are files of the zone database but not zones of a
@@ -85,6 +87,12 @@ def check_expression(expression: object) -> str:
             f"schedule: {expression!r} is neither cron(min hour day-of-month month "
             "day-of-week year) nor rate(N minutes|hours|days)"
         )
+    odd = next((c for c in cron.group(1) if c != " " and _blank_or_control(c)), None)
+    if odd is not None:  # str.split() would take it for a space; the scheduler does not
+        raise InvalidArgument(
+            f"schedule: {expression!r}: the character {odd!r} is not allowed: fields are "
+            "separated by spaces (ASCII 32)"
+        )
     fields = cron.group(1).split()
     if len(fields) != len(FIELDS):
         raise InvalidArgument(
@@ -134,6 +142,12 @@ def _check_field(name: str, field: str, low: int, high: int, names: tuple[str, .
             end = _value(last, low, high, names)
             if start > end:
                 raise InvalidArgument(f"the range {base!r} runs backwards")
+
+
+def _blank_or_control(char: str) -> bool:
+    """A character str.split() splits on (a tab, a no-break space, an em space, a unit
+    separator) or one that prints as nothing: none is a field separator to the scheduler."""
+    return char.isspace() or not char.isprintable()
 
 
 def _digits(text: str) -> bool:

@@ -119,7 +119,8 @@ def declare(
     into: PeriodicRegistry = periodic_registry,
 ) -> Periodic:
     """Validate and record one periodic task; raises before anything is declared."""
-    name = task if name is None else name
+    if name is None:
+        name = _default_name(task)
     return into.add(
         Periodic(
             name=check_periodic_name(name),
@@ -131,6 +132,18 @@ def declare(
             max_attempts=check_max_attempts(max_attempts),
         )
     )
+
+
+def _default_name(task: str) -> str:
+    """The task's name as the schedule's, when it can be one. A task name may hold dots and
+    200 characters, a schedule's name may not; refused, the user is told to pass name=,
+    not that a "periodic name" they never wrote is wrong."""
+    if isinstance(task, str) and not _NAME.fullmatch(task):
+        raise InvalidArgument(
+            f"periodic name: none given, and the task's, {task!r}, is not 1-48 of "
+            "A-Z a-z 0-9 _ -: pass name='...' (the schedule's name, pgkick.periodic.<name>)"
+        )
+    return task
 
 
 def periodic(

@@ -2,13 +2,15 @@
 
 CreateSchedule (POST /schedules/{Name}), UpdateSchedule (PUT), GetSchedule (GET),
 DeleteSchedule (DELETE, ?groupName=) and ListSchedules (GET /schedules,
-?ScheduleGroup=&NamePrefix=), each signed as AWS wants it (pgkick_dev.devserver.signatures).
-Errors carry `x-amzn-ErrorType` and {"Message"}, so
+?ScheduleGroup=&NamePrefix=&MaxResults=&NextToken=: 100 a page at most, as AWS pages,
+so a caller that reads one page only fails here too), each signed as AWS wants it
+(pgkick_dev.devserver.signatures). Errors carry `x-amzn-ErrorType` and {"Message"}, so
 botocore raises ConflictException, ResourceNotFoundException, ValidationException.
 """
 
 from __future__ import annotations
 
+import base64
 import json
 from typing import Any
 
@@ -20,11 +22,41 @@ from pgkick_dev.devserver.schedules import SchedulerError
 from pgkick_dev.devserver.signatures import request_refusal
 from pgkick_dev.devserver.stack import Stack
 
+LIST_PAGE_MAX = 100  # ListSchedules' MaxResults: 1-100 (botocore's scheduler model)
+
 
 def _error(exc: SchedulerError) -> JSONResponse:
     return JSONResponse(
         {"Message": exc.message}, exc.status, headers={"x-amzn-ErrorType": exc.code}
     )
+
+
+def _page(query: Any) -> tuple[int, int]:
+    """ListSchedules' page: where it starts (NextToken) and its size (MaxResults, 1-100;
+    AWS answers 100 at most, so a caller that does not follow NextToken misses the rest)."""
+    size_text = query.get("MaxResults") or str(LIST_PAGE_MAX)
+    if not size_text.isdigit() or not 1 <= int(size_text) <= LIST_PAGE_MAX:
+        raise SchedulerError(
+            "ValidationException",
+            400,
+            f"1 validation error detected: Value '{size_text}' at 'maxResults' failed to "
+            f"satisfy constraint: Member must have value between 1 and {LIST_PAGE_MAX}",
+        )
+    token = query.get("NextToken")
+    if token is None:
+        return 0, int(size_text)
+    try:  # binascii.Error and UnicodeDecodeError are ValueErrors
+        text = base64.urlsafe_b64decode(token.encode()).decode()
+        start = int(text.removeprefix("page:")) if text.startswith("page:") else -1
+    except ValueError:
+        start = -1
+    if start < 0:
+        raise SchedulerError("ValidationException", 400, "Invalid NextToken.")
+    return start, int(size_text)
+
+
+def _token(start: int) -> str:
+    return base64.urlsafe_b64encode(f"page:{start}".encode()).decode()
 
 
 def routes(stack: Stack) -> list[Route]:
@@ -67,10 +99,11 @@ def routes(stack: Stack) -> list[Route]:
             found = scheduler.list(
                 request.query_params.get("ScheduleGroup"), request.query_params.get("NamePrefix")
             )
+            start, size = _page(request.query_params)
         except SchedulerError as exc:
             return _error(exc)
         summaries = []
-        for schedule in found:
+        for schedule in found[start : start + size]:
             described = schedule.describe()
             summaries.append(
                 {
@@ -86,7 +119,8 @@ def routes(stack: Stack) -> list[Route]:
                 }
                 | {"Target": {"Arn": described["Target"].get("Arn", "")}}
             )
-        return JSONResponse({"Schedules": summaries})
+        more = {"NextToken": _token(start + size)} if start + size < len(found) else {}
+        return JSONResponse({"Schedules": summaries, **more})
 
     return [
         Route("/schedules", listing, methods=["GET"]),
