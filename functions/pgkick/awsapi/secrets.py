@@ -55,7 +55,8 @@ def read(
     env: Mapping[str, str] | None = None,
 ) -> str:
     """The secret's text (SecretString, or SecretBinary decoded as UTF-8). Raises what AWS
-    answered (AwsCallError inside Lambda, botocore's errors elsewhere)."""
+    answered (AwsCallError inside Lambda, botocore's errors elsewhere), or, inside Lambda,
+    AwsUnavailable when Secrets Manager could not be reached."""
     with _lock:
         cached = _cache.get(secret_id)
         if cached and not fresh and time.monotonic() - cached[0] < max_age:
