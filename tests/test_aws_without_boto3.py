@@ -294,6 +294,34 @@ def test_an_endpoint_out_of_reach_is_named_in_a_pgkick_error_after_the_retry() -
     assert len(server.seen) == 1  # a 2xx is answered: not sent again
 
 
+def test_a_refusal_quoting_the_canonical_request_keeps_the_session_token_out() -> None:
+    """AWS refuses a signature it cannot match by quoting the canonical request it expected,
+    every signed header's value with it, the session token's too (its InvalidSignature
+    answers: aws/aws-sdk-js#168, aws/aws-sdk-cpp#17). The AwsCallError keeps AWS's code and
+    message without the token, wherever AWS put it. Catches the token copied into the
+    message a worker's failed invocation, a kick's warning and the booking thread log."""
+    token = CREDENTIALS.token
+    assert token
+    quoted = (
+        "The request signature we calculated does not match the signature you provided.\n\n"
+        "The Canonical String for this request should have been\n'POST\n/2015-03-31/"
+        f"functions/w/invocations\n\nhost:127.0.0.1\nx-amz-security-token:{token}\n"
+        f"x-amz-date:20261203T063005Z\n\nhost;x-amz-date;x-amz-security-token\n'"
+        f" (token {token})"
+    )
+    refusal = (403, {"type": "InvalidSignatureException", "Message": quoted})
+    with recording([refusal]) as server:
+        invoker = InvokeClient(http_for(server.url, "lambda"))
+        with pytest.raises(AwsCallError) as refused:
+            invoker.invoke(FunctionName="w", Payload=b"{}")
+        invoker.close()
+    said = str(refused.value) + repr(refused.value.response)
+    assert server.seen[0][2]["X-Amz-Security-Token"] == token  # sent, then refused
+    assert token not in said and "x-amz-security-token:<redacted>" in said
+    assert error_code(refused.value) == "InvalidSignatureException"
+    assert "Canonical String for this request" in said  # the rest of AWS's help stays
+
+
 def test_a_throttled_kick_is_sent_again_after_botocores_pause_once() -> None:
     """Lambda's 429 TooManyRequestsException (and Scheduler's ThrottlingException, a 400) is
     retried once after rand() x 1 s, as boto3's client did for the kicker; a second throttle

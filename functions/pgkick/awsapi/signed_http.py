@@ -32,6 +32,7 @@ import http.client
 import json
 import os
 import random
+import re
 import ssl
 import threading
 import time
@@ -109,10 +110,22 @@ def lambda_target(
     )
 
 
+# AWS's answer to a signature it cannot match quotes the canonical request it expected, each
+# signed header's value with it: the session token's too (x-amz-security-token:...).
+_TOKEN_QUOTED = re.compile(r"(x-amz-security-token[:=])[^\s'\"&]+", re.IGNORECASE)
+
+
 def _error(
-    operation: str, status: int, headers: http.client.HTTPMessage, body: bytes
+    operation: str,
+    status: int,
+    headers: http.client.HTTPMessage,
+    body: bytes,
+    token: str | None = None,
 ) -> AwsCallError:
-    """AWS's code from x-amzn-ErrorType ("Code:details") or the body's __type/code."""
+    """AWS's code from x-amzn-ErrorType ("Code:details") or the body's __type/code; its
+    message without the session token (`token`, and any value quoted as that header's):
+    the message reaches the worker's failed invocation and the kicks' and bookings' logs,
+    and the token signs for the function's role for hours."""
     try:
         parsed = json.loads(body or b"{}")
     except ValueError:
@@ -123,6 +136,9 @@ def _error(
     message = str(
         parsed.get("Message") or parsed.get("message") or body[:200].decode(errors="replace")
     )
+    message = _TOKEN_QUOTED.sub(r"\1<redacted>", message)
+    if token:
+        message = message.replace(token, "<redacted>")
     return AwsCallError(operation, code or f"HTTP{status}", message, status)
 
 
@@ -190,7 +206,7 @@ class SignedHttp:
                     what = f"answered {status} with a body that is not JSON"
                     raise self._unreached(operation, what) from None
                 return status, parsed if isinstance(parsed, dict) else {}
-            last = _error(operation, status, answered, answer)
+            last = _error(operation, status, answered, answer, self.target.credentials().token)
             if _pause(last) is None:
                 raise last
         if isinstance(last, AwsCallError):
