@@ -20,6 +20,7 @@ from __future__ import annotations
 import base64
 import json
 import os
+import socket
 import ssl
 import subprocess
 import sys
@@ -40,7 +41,7 @@ from pgkick.awsapi.scheduler import SchedulerClient
 from pgkick.awsapi.secrets import SecretsClient
 from pgkick.awsapi.signature import Credentials, sign
 from pgkick.awsapi.signed_http import LambdaTarget, SignedHttp
-from pgkick.errors import AwsCallError, InvalidArgument
+from pgkick.errors import AwsCallError, AwsUnavailable, InvalidArgument
 from pgkick.kick.lambda_kicker import LambdaKicker
 from pgkick.kick.throttle import error_code
 from tests.devserver_fixtures import FUNCTION, dev_stack
@@ -268,6 +269,59 @@ def test_refusals_read_as_botocore_reads_them_and_only_failures_are_retried() ->
     assert pauses == [0.025]  # the 503's, rand() x 50 ms; a dropped connection: at once
 
 
+def test_an_endpoint_out_of_reach_is_named_in_a_pgkick_error_after_the_retry() -> None:
+    """A port nobody listens on, tried twice, and a 2xx whose body is not JSON (a proxy's
+    page) raise AwsUnavailable naming the call, the endpoint and the cause, never the raw
+    ConnectionRefusedError or JSONDecodeError, nor the session token. Catches the raw
+    OSError a worker's secret read raised ("[Errno 111] Connection refused", nothing
+    saying what was called where)."""
+    listener = socket.socket()
+    listener.bind(("127.0.0.1", 0))
+    port = listener.getsockname()[1]
+    listener.close()  # bound, then closed: the port refuses
+    secrets_url = f"http://127.0.0.1:{port}"
+    with pytest.raises(AwsUnavailable) as refused:
+        secrets.read("pgkick/db", env=lambda_env(secrets_url) | {"AWS_SESSION_TOKEN": "tok-9"})
+    message = str(refused.value)
+    assert "GetSecretValue" in message and secrets_url in message and "refused" in message
+    assert "secretsmanager" in message and "tok-9" not in message
+    assert isinstance(refused.value.__cause__, ConnectionRefusedError)
+    with recording([(200, b"<html>portal</html>")]) as server:
+        client = client_for(server.url)
+        with pytest.raises(AwsUnavailable, match=r"CreateSchedule: .* answered 200 with a body"):
+            client.create_schedule(Name="n", GroupName="g")
+        client.close()
+    assert len(server.seen) == 1  # a 2xx is answered: not sent again
+
+
+def test_a_refusal_quoting_the_canonical_request_keeps_the_session_token_out() -> None:
+    """AWS refuses a signature it cannot match by quoting the canonical request it expected,
+    every signed header's value with it, the session token's too (its InvalidSignature
+    answers: aws/aws-sdk-js#168, aws/aws-sdk-cpp#17). The AwsCallError keeps AWS's code and
+    message without the token, wherever AWS put it. Catches the token copied into the
+    message a worker's failed invocation, a kick's warning and the booking thread log."""
+    token = CREDENTIALS.token
+    assert token
+    quoted = (
+        "The request signature we calculated does not match the signature you provided.\n\n"
+        "The Canonical String for this request should have been\n'POST\n/2015-03-31/"
+        f"functions/w/invocations\n\nhost:127.0.0.1\nx-amz-security-token:{token}\n"
+        f"x-amz-date:20261203T063005Z\n\nhost;x-amz-date;x-amz-security-token\n'"
+        f" (token {token})"
+    )
+    refusal = (403, {"type": "InvalidSignatureException", "Message": quoted})
+    with recording([refusal]) as server:
+        invoker = InvokeClient(http_for(server.url, "lambda"))
+        with pytest.raises(AwsCallError) as refused:
+            invoker.invoke(FunctionName="w", Payload=b"{}")
+        invoker.close()
+    said = str(refused.value) + repr(refused.value.response)
+    assert server.seen[0][2]["X-Amz-Security-Token"] == token  # sent, then refused
+    assert token not in said and "x-amz-security-token:<redacted>" in said
+    assert error_code(refused.value) == "InvalidSignatureException"
+    assert "Canonical String for this request" in said  # the rest of AWS's help stays
+
+
 def test_a_throttled_kick_is_sent_again_after_botocores_pause_once() -> None:
     """Lambda's 429 TooManyRequestsException (and Scheduler's ThrottlingException, a 400) is
     retried once after rand() x 1 s, as boto3's client did for the kicker; a second throttle
@@ -374,8 +428,9 @@ def test_https_verifies_the_certificate_and_honours_aws_ca_bundle(tmp_path: Path
         env = lambda_env(server.url)
         untrusted = SchedulerClient.available(1.0, env)
         assert untrusted is not None
-        with pytest.raises(ssl.SSLCertVerificationError):
+        with pytest.raises(AwsUnavailable, match="CERTIFICATE_VERIFY_FAILED") as refused:
             untrusted.create_schedule(Name="n", GroupName="g")
+        assert isinstance(refused.value.__cause__, ssl.SSLCertVerificationError)
         trusted = SchedulerClient.available(1.0, env | {"AWS_CA_BUNDLE": str(cert)})
         assert trusted is not None
         assert trusted.create_schedule(Name="n", GroupName="g") == {"ScheduleArn": "a"}

@@ -8,6 +8,7 @@ import traceback
 import uuid
 from collections.abc import Callable
 from typing import Any
+from urllib.parse import quote
 
 import boto3
 import pytest
@@ -127,3 +128,38 @@ def test_config_errors_from_a_malformed_secret_never_include_it(
         lambda: load_handler("worker").handler(event("kick"), FakeLambdaContext()), caplog, capsys
     )
     assert password not in said and password[7:] not in said
+
+
+def test_a_secret_written_from_a_file_connects_and_a_binary_one_not_utf8_is_named(
+    dsn: str, aws: None, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A secret's text with whitespace around it (`--secret-string file://dsn.txt` keeps the
+    file's final newline) is the DSN without it; a SecretBinary that is not UTF-8 text is a
+    ConfigError saying so, without its bytes. Catches the newline kept in the database's
+    name (the server: database "x\\n" does not exist), a leading space refused as "neither a
+    postgresql:// URL nor JSON", and a bare UnicodeDecodeError."""
+    from pgkick.awsapi import secrets
+
+    client = boto3.client("secretsmanager")
+    monkeypatch.delenv("DATABASE_URL", raising=False)
+    parts = conninfo_to_dict(dsn)
+    rds = json.dumps({"username": parts["user"], "password": parts.get("password", ""),
+                      "host": parts["host"], "port": int(str(parts["port"])),
+                      "dbname": parts["dbname"]})  # fmt: skip
+    url = "postgresql://{user}:{password}@{host}:{port}/{dbname}".format(  # dsn: keywords
+        **{k: quote(str(v), safe="") for k, v in parts.items()}
+    )
+    for text in (url + "\n", f"  {url}\r\n", f"\n{rds}\n"):
+        arn = client.create_secret(Name=f"pgkick/{uuid.uuid4().hex[:6]}", SecretString=text)
+        monkeypatch.setenv("PGKICK_DATABASE_SECRET_ARN", arn["ARN"])
+        secrets.forget()
+        with connect(config.database_url()) as conn:
+            assert conn.execute("SELECT current_database()").fetchone() == (parts["dbname"],)
+    password = f"s3cret-{uuid.uuid4().hex}"
+    blob = f"postgresql://app:{password}\xe9@db/app".encode("latin-1")
+    arn = client.create_secret(Name=f"pgkick/{uuid.uuid4().hex[:6]}", SecretBinary=blob)
+    monkeypatch.setenv("PGKICK_DATABASE_SECRET_ARN", arn["ARN"])
+    secrets.forget()
+    with pytest.raises(config.ConfigError, match="SecretBinary is not UTF-8") as refused:
+        config.database_url()
+    assert password not in "".join(traceback.format_exception(refused.value))

@@ -19,6 +19,7 @@ from typing import Any
 
 from pgkick.awsapi.boto import aws_client
 from pgkick.awsapi.signed_http import SignedClient, SignedHttp, lambda_target
+from pgkick.errors import ConfigError
 
 _lock = threading.Lock()
 _cache: dict[str, tuple[float, str]] = {}  # secret id -> (read at, monotonic; its text)
@@ -55,7 +56,8 @@ def read(
     env: Mapping[str, str] | None = None,
 ) -> str:
     """The secret's text (SecretString, or SecretBinary decoded as UTF-8). Raises what AWS
-    answered (AwsCallError inside Lambda, botocore's errors elsewhere)."""
+    answered (AwsCallError inside Lambda, botocore's errors elsewhere), or, inside Lambda,
+    AwsUnavailable when Secrets Manager could not be reached."""
     with _lock:
         cached = _cache.get(secret_id)
         if cached and not fresh and time.monotonic() - cached[0] < max_age:
@@ -70,7 +72,15 @@ def read(
                 client = SecretsClient(SignedHttp(SecretsClient.SERVICE, target, timeout=timeout))
             _clients[key] = client
     answer = client.get_secret_value(SecretId=secret_id)
-    text = answer["SecretString"] if "SecretString" in answer else answer["SecretBinary"].decode()
+    try:
+        text = (
+            answer["SecretString"] if "SecretString" in answer else answer["SecretBinary"].decode()
+        )
+    except UnicodeDecodeError:  # its message holds none of the bytes; its object does: dropped
+        raise ConfigError(
+            f"secret {secret_id}: its SecretBinary is not UTF-8 text; store the DSN or the "
+            "JSON as the secret's string (SecretString)"
+        ) from None
     with _lock:
         _cache[secret_id] = (time.monotonic(), str(text))
     return str(text)

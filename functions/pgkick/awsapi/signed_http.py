@@ -20,7 +20,10 @@ Failures look like botocore's where pgkick reads them: `error_code(exc)` gives A
 (pgkick.awsapi.boto.aws_client), a call is tried twice when the connection fails or times
 out (at once), AWS answers 5xx (after botocore's random pause, up to 50 ms), or AWS
 throttles it (429, or a throttling code: up to 1 s); the body, and so its idempotency
-token, is the same. Any other refusal is raised at once.
+token, is the same. Any other refusal is raised at once. An endpoint still out of reach
+after the second try (refused, reset, timed out, a certificate not trusted), or a 2xx that
+is not AWS's JSON (a proxy's page), raises AwsUnavailable naming the call, the endpoint and
+the cause: the bare OSError said "[Errno 111] Connection refused" and nothing of where.
 """
 
 from __future__ import annotations
@@ -29,6 +32,7 @@ import http.client
 import json
 import os
 import random
+import re
 import ssl
 import threading
 import time
@@ -39,7 +43,7 @@ from typing import Any, ClassVar, Self
 from urllib.parse import urlsplit
 
 from pgkick.awsapi.signature import Credentials, canonical_query, sign
-from pgkick.errors import AwsCallError
+from pgkick.errors import AwsCallError, AwsUnavailable
 
 ATTEMPTS = 2  # as aws_client's botocore: total_max_attempts 2
 # botocore's standard mode: what it retries, and the ceiling of its first random pause
@@ -106,10 +110,22 @@ def lambda_target(
     )
 
 
+# AWS's answer to a signature it cannot match quotes the canonical request it expected, each
+# signed header's value with it: the session token's too (x-amz-security-token:...).
+_TOKEN_QUOTED = re.compile(r"(x-amz-security-token[:=])[^\s'\"&]+", re.IGNORECASE)
+
+
 def _error(
-    operation: str, status: int, headers: http.client.HTTPMessage, body: bytes
+    operation: str,
+    status: int,
+    headers: http.client.HTTPMessage,
+    body: bytes,
+    token: str | None = None,
 ) -> AwsCallError:
-    """AWS's code from x-amzn-ErrorType ("Code:details") or the body's __type/code."""
+    """AWS's code from x-amzn-ErrorType ("Code:details") or the body's __type/code; its
+    message without the session token (`token`, and any value quoted as that header's):
+    the message reaches the worker's failed invocation and the kicks' and bookings' logs,
+    and the token signs for the function's role for hours."""
     try:
         parsed = json.loads(body or b"{}")
     except ValueError:
@@ -120,6 +136,9 @@ def _error(
     message = str(
         parsed.get("Message") or parsed.get("message") or body[:200].decode(errors="replace")
     )
+    message = _TOKEN_QUOTED.sub(r"\1<redacted>", message)
+    if token:
+        message = message.replace(token, "<redacted>")
     return AwsCallError(operation, code or f"HTTP{status}", message, status)
 
 
@@ -167,7 +186,7 @@ class SignedHttp:
         headers: dict[str, str] | None = None,
     ) -> tuple[int, dict[str, Any]]:
         """The answer's status (2xx) and JSON object, retried as botocore retries it;
-        AwsCallError for AWS's refusal, OSError when unreached."""
+        AwsCallError for AWS's refusal, AwsUnavailable when unreached (or not AWS's answer)."""
         last: Exception | None = None
         for _ in range(ATTEMPTS):
             if isinstance(last, AwsCallError):
@@ -181,13 +200,31 @@ class SignedHttp:
                 self.close()  # kept alive across a freeze, the others are stale too
                 continue
             if 200 <= status < 300:
-                parsed = json.loads(answer or b"{}")
+                try:
+                    parsed = json.loads(answer or b"{}")
+                except ValueError:  # answered, so not sent again: it may have been done
+                    what = f"answered {status} with a body that is not JSON"
+                    raise self._unreached(operation, what) from None
                 return status, parsed if isinstance(parsed, dict) else {}
-            last = _error(operation, status, answered, answer)
+            last = _error(operation, status, answered, answer, self.target.credentials().token)
             if _pause(last) is None:
                 raise last
+        if isinstance(last, AwsCallError):
+            raise last
         assert last is not None
-        raise last
+        what = f"could not be reached ({type(last).__name__}: {last})"
+        raise self._unreached(operation, what) from last
+
+    def _unreached(self, operation: str, what: str) -> AwsUnavailable:
+        """What to check when `operation` got no answer from AWS (never a header's value:
+        the session token and the signature stay out of messages and logs)."""
+        host = self.netloc.rpartition("@")[2]  # never an endpoint's user:password
+        where = f"{'https' if self.https else 'http'}://{host}{self.base}"
+        return AwsUnavailable(
+            f"{operation}: AWS {self.service} at {where} {what}: "
+            f"check the network (a function in a VPC needs a NAT gateway or an interface "
+            f"endpoint for {self.service}), or the AWS_ENDPOINT_URL_* variable if one is set"
+        )
 
     def _send(
         self, method: str, path: str, query: dict[str, str], body: bytes, headers: dict[str, str]

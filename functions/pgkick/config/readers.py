@@ -114,7 +114,12 @@ def test_database_url() -> str | None:
 
 
 def dsn_from_secret(text: str) -> str:
-    """Accept a plain DSN, {"url": ...}, or the RDS secret shape (username, password, host...)."""
+    """Accept a plain DSN, {"url": ...}, or the RDS secret shape (username, password, host...).
+
+    Whitespace around the text is not the DSN's: a secret stored from a file
+    (`--secret-string file://dsn.txt`) keeps the file's last newline, which libpq read as
+    the end of the database's name ('database "app\n" does not exist')."""
+    text = text.strip()
     if text.startswith(("postgresql://", "postgres://")):
         return text
     try:
