@@ -155,3 +155,28 @@ def test_a_sender_killed_during_its_kick_leaves_the_safety_booked(dsn: str) -> N
     with pytest.raises(SystemExit):
         kick_with_safety(sender, "b", "heal", after=SAFETY, now=now)
     assert sender.wakes == [("b", now + SAFETY)]
+
+
+def test_a_refusal_quoting_the_session_token_is_logged_without_it(
+    monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Catches the boto3 path (outside Lambda: botocore's ClientError) logging AWS's
+    InvalidSignatureException whole: it quotes the canonical request it expected, the
+    x-amz-security-token header's value with it, and the token signs for hours."""
+    from botocore.exceptions import ClientError
+
+    from pgkick.kick.safety import wake_after_failed_kick
+
+    token = "IQoJb3JpZ2luX2VjEXAMPLETOKEN"
+    monkeypatch.setenv("AWS_SESSION_TOKEN", token)
+    said = f"The canonical request ... x-amz-security-token:{token}\nhost:scheduler ..."
+
+    class Refused:
+        def wake_at(self, queue: str, when: datetime) -> None:
+            error = {"Code": "InvalidSignatureException", "Message": said}
+            raise ClientError({"Error": error}, "CreateSchedule")
+
+    with caplog.at_level("WARNING", logger="pgkick"):
+        assert wake_after_failed_kick(Refused(), "q", after=timedelta(0)) is False  # type: ignore[arg-type]
+    logged = " ".join(r.getMessage() for r in caplog.records)
+    assert "InvalidSignatureException" in logged and token not in logged

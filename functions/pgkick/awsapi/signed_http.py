@@ -115,6 +115,16 @@ def lambda_target(
 _TOKEN_QUOTED = re.compile(r"(x-amz-security-token[:=])[^\s'\"&]+", re.IGNORECASE)
 
 
+def without_session_token(text: str, token: str | None = None) -> str:
+    """`text` (an AWS error's message, ours or botocore's ClientError's) without a session
+    token: any value quoted as x-amz-security-token's, and `token` (default: the process's
+    AWS_SESSION_TOKEN) wherever it appears. The messages reach logs and the CLI's stderr,
+    and the token signs for its role for hours."""
+    text = _TOKEN_QUOTED.sub(r"\1<redacted>", text)
+    token = os.environ.get("AWS_SESSION_TOKEN") if token is None else token
+    return text.replace(token, "<redacted>") if token else text
+
+
 def _error(
     operation: str,
     status: int,
@@ -136,9 +146,7 @@ def _error(
     message = str(
         parsed.get("Message") or parsed.get("message") or body[:200].decode(errors="replace")
     )
-    message = _TOKEN_QUOTED.sub(r"\1<redacted>", message)
-    if token:
-        message = message.replace(token, "<redacted>")
+    message = without_session_token(message, token or "")
     return AwsCallError(operation, code or f"HTTP{status}", message, status)
 
 

@@ -93,12 +93,15 @@ class WakeBooker:
                 self._create(name, minute, queue)
                 ok = True
             except Exception as exc:
+                # (imported on this error path only: the worker's cold start does without)
+                from pgkick.awsapi.signed_http import without_session_token
+
                 log.warning(
                     "no wake-up for queue %s at %s (%s: %s); the next sweep or the reaper books it",
                     queue,
                     minute.isoformat(),
                     type(exc).__name__,
-                    " ".join(str(exc).split())[:300],
+                    " ".join(without_session_token(str(exc)).split())[:300],
                 )
             with self._cond:
                 self._busy.discard(name)

@@ -83,7 +83,10 @@ def _wake(kicker: Kicker, queue: str, when: datetime, why: str) -> bool:
 
 
 def _brief(exc: BaseException) -> str:
-    return f"{type(exc).__name__}: {' '.join(str(exc).split())[:300]}"
+    # (imported on this error path only: the worker's cold start does without)
+    from pgkick.awsapi.signed_http import without_session_token
+
+    return f"{type(exc).__name__}: {' '.join(without_session_token(str(exc)).split())[:300]}"
 
 
 def kick_with_safety(
