@@ -61,8 +61,10 @@ def watchers(dsn: str) -> list[tuple[str, str]]:
 
 
 def out_of_time_after_one_batch() -> Iterator[int]:
-    """The invocation's clock: time for one batch, then below min_remaining (1 s)."""
-    yield from (60_000, 60_000)
+    """The invocation's clock: time for one batch, then below min_remaining (1 s). The
+    batch's reads: one before its claim, one before each of its 10 jobs (no job starts
+    below the reserve), one after it (its duration)."""
+    yield from [60_000] * 12
     while True:
         yield 100
 
