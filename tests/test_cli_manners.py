@@ -159,7 +159,8 @@ def test_a_malformed_dsn_is_said_with_the_forms_it_takes(dsn: str) -> None:
     """Catches a DSN libpq cannot parse reported in libpq's words alone (`missing "=" after
     "localhost:5432/shop"`), by the sync and the asyncio connections alike, and with no
     password in the message."""
-    from pgkick.connections.db import connect, connect_producer_async
+    from pgkick.connections.aio_db import connect_producer_async
+    from pgkick.connections.db import connect
     from pgkick.errors import DatabaseUnavailable
 
     for opening in (lambda: connect(dsn), lambda: asyncio.run(connect_producer_async(dsn, "t"))):

@@ -340,8 +340,8 @@ def test_runtime_sql_comes_only_from_the_bundled_statements() -> None:
 
 
 def test_only_db_py_imports_psycopg() -> None:
-    """One module talks to the driver (with its type adapters beside it); everything else
-    runs named statements through it."""
+    """One module talks to the driver (with its asyncio forms and its type adapters beside
+    it); everything else runs named statements through it."""
     importers = []
     for path in sorted((ROOT / "functions").rglob("*.py")):
         for node in ast.walk(ast.parse(path.read_text())):
@@ -356,6 +356,7 @@ def test_only_db_py_imports_psycopg() -> None:
                 importers.append(path.relative_to(ROOT).as_posix())
     assert sorted(set(importers)) == [
         "functions/pgkick/connections/adapters.py",  # its type adapters, registered by db.py
+        "functions/pgkick/connections/aio_db.py",  # db.py's rules on an AsyncConnection
         "functions/pgkick/connections/db.py",
     ]
 

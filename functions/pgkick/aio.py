@@ -35,7 +35,8 @@ from typing import Any, Unpack
 
 from pgkick import config
 from pgkick.connections import aio_pool
-from pgkick.connections.db import AsyncConnection, Clock, async_state, server_clock
+from pgkick.connections.aio_db import AsyncConnection, async_state
+from pgkick.connections.db import Clock, server_clock
 from pgkick.connections.schema_advice import schema_advice
 from pgkick.errors import MisuseError
 from pgkick.kick.default import default_kicker

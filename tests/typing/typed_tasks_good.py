@@ -7,7 +7,7 @@ from typing import TypedDict
 
 import pgkick
 import pgkick.aio
-from pgkick.connections.db import AsyncConnection
+from pgkick.connections.aio_db import AsyncConnection
 from pgkick.tasks.context import JobContext
 
 

@@ -18,7 +18,7 @@ import weakref
 from collections.abc import AsyncGenerator, AsyncIterator
 from contextlib import asynccontextmanager
 
-from pgkick.connections.db import AsyncConnection, async_state, connect_producer_async
+from pgkick.connections.aio_db import AsyncConnection, async_state, connect_producer_async
 from pgkick.connections.idle import (
     APPLICATION_NAME,
     DEFAULT_SIZE,

@@ -1,5 +1,6 @@
-"""Connections, and running named statements; psycopg is imported here and in the
-type adapters beside it (pgkick.connections.adapters) only.
+"""Connections, and running named statements; psycopg is imported here, in the asyncio
+forms beside it (pgkick.connections.aio_db) and in the type adapters
+(pgkick.connections.adapters) only.
 
 Why one module: everything else runs the statements of `pgkick.store.queries` (the
 text of `sql/`) through a `Database`, so connection rules live in one place:
@@ -83,19 +84,19 @@ def connect(
         except psycopg.OperationalError as exc:
             if attempt == retries:  # from None: the original, unredacted, stays out of tracebacks
                 raise DatabaseUnavailable(
-                    f"cannot connect to PostgreSQL: {redact(_one_line(exc), [dsn])}"
+                    f"cannot connect to PostgreSQL: {redact(one_line(exc), [dsn])}"
                 ) from None
             time.sleep(retry_delay * 2**attempt)
         except psycopg.Error as exc:  # a DSN libpq cannot parse: no retry will help
-            raise _malformed(exc, dsn) from None
+            raise malformed(exc, dsn) from None
     raise AssertionError("unreachable")
 
 
-def _malformed(exc: psycopg.Error, dsn: str) -> DatabaseUnavailable:
+def malformed(exc: psycopg.Error, dsn: str) -> DatabaseUnavailable:
     """A DSN libpq cannot parse, said with the two forms it takes (libpq's own words name
     only what it stumbled on: `missing "=" after "localhost:5432/db"`)."""
     return DatabaseUnavailable(
-        f"cannot connect to PostgreSQL: malformed DSN: {redact(_one_line(exc), [dsn])}; give "
+        f"cannot connect to PostgreSQL: malformed DSN: {redact(one_line(exc), [dsn])}; give "
         "a URL postgresql://user:password@host:5432/dbname or key=value pairs "
         "(host=... port=... dbname=... user=...)"
     )
@@ -249,7 +250,7 @@ def idle_outside_transaction(conn: Connection) -> bool:
     return no_transaction(conn) and not conn.autocommit
 
 
-def _one_line(exc: BaseException) -> str:
+def one_line(exc: BaseException) -> str:
     return " ".join(str(exc).split())
 
 
@@ -266,60 +267,9 @@ def in_failed_transaction(conn: Connection) -> bool:
     return not conn.broken and conn.info.transaction_status == psycopg.pq.TransactionStatus.INERROR
 
 
-# -- asyncio (pgkick.aio): the same rules on psycopg's AsyncConnection ----------------
-AsyncConnection = psycopg.AsyncConnection[tuple[Any, ...]]
-AsyncCursor = psycopg.AsyncCursor[tuple[Any, ...]]
-
-
-async def connect_producer_async(dsn: str, application_name: str) -> AsyncConnection:
-    """An asyncio connection made as connect() makes one: autocommit, no prepared statements."""
-    try:
-        return await psycopg.AsyncConnection.connect(
-            dsn,
-            autocommit=True,
-            prepare_threshold=None,
-            connect_timeout=5,
-            application_name=application_name,
-        )
-    except psycopg.OperationalError as exc:
-        raise DatabaseUnavailable(
-            f"cannot connect to PostgreSQL: {redact(_one_line(exc), [dsn])}"
-        ) from None
-    except psycopg.Error as exc:  # a DSN libpq cannot parse
-        raise _malformed(exc, dsn) from None
-
-
-async def execute_async(
-    conn: AsyncConnection, clock: Clock, query: LiteralString, **params: Any
-) -> AsyncCursor:
-    """Database.execute for an AsyncConnection: the clock's now, never a prepared statement,
-    the statement named for PGKICK_SCHEMA (pgkick.connections.qualify) as the synchronous
-    forms do."""
-    schema = config.app_settings().schema
-    if schema != config.DEFAULT_SCHEMA:
-        query = qualify(query, schema)
-    values = {"now": clock(), "schema": schema, **params} if "%(" in query else None
-    # Tuples, psycopg's own cursor and pgkick's loaders whatever the app's connection's
-    # row_factory and cursor_factory (Database._cursor says why).
-    cur: AsyncCursor = psycopg.AsyncCursor(conn, row_factory=tuple_row)
-    own_loaders(cur)
-    return await cur.execute(query, values, prepare=False)
-
-
-def async_state(conn: AsyncConnection) -> tuple[bool, bool, bool]:
-    """(no transaction in progress, autocommit, broken) of an asyncio connection."""
-    idle = conn.info.transaction_status == psycopg.pq.TransactionStatus.IDLE
-    return idle, conn.autocommit, conn.broken
-
-
 def is_connection(obj: object) -> TypeGuard[Connection]:
     """True for a psycopg 3 connection (the framework forms check their driver's with it)."""
     return isinstance(obj, psycopg.Connection)
-
-
-def is_async_connection(obj: object) -> TypeGuard[AsyncConnection]:
-    """True for a psycopg 3 AsyncConnection (pgkick.aio.transaction checks it)."""
-    return isinstance(obj, psycopg.AsyncConnection)
 
 
 def transaction_failed(conn: Connection) -> bool:

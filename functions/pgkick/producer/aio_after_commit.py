@@ -15,7 +15,8 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from contextlib import AbstractContextManager, asynccontextmanager, contextmanager
 
 from pgkick import config
-from pgkick.connections.db import AsyncConnection, Clock, DatabaseError
+from pgkick.connections.aio_db import AsyncConnection
+from pgkick.connections.db import Clock, DatabaseError
 from pgkick.errors import MisuseError
 from pgkick.kick.kickers import Kicker, NoKicker
 from pgkick.producer.after_commit import kick_committed, ready_queues

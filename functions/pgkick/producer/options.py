@@ -12,7 +12,8 @@ connection a transaction form takes is checked here too (check_connection).
 
 from typing import TYPE_CHECKING, Any, TypedDict, cast
 
-from pgkick.connections.db import Clock, is_async_connection, is_connection, server_clock
+from pgkick.connections.aio_db import is_async_connection
+from pgkick.connections.db import Clock, is_connection, server_clock
 from pgkick.errors import InvalidArgumentType, MisuseError
 from pgkick.validation import JOB_FIELDS as JOB_FIELDS  # re-exported: the forms' one place
 from pgkick.validation import EnqueueOptions as EnqueueOptions

@@ -16,7 +16,8 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from pgkick.connections.db import AsyncConnection, Clock
+from pgkick.connections.aio_db import AsyncConnection
+from pgkick.connections.db import Clock
 from pgkick.kick.kickers import Kicker, NoKicker
 from pgkick.producer import trace_context
 from pgkick.producer.options import EnqueueOptions

@@ -13,7 +13,8 @@ statements to the server, one for each kind of connection, and decide nothing.
 from collections.abc import Generator, Mapping, Sequence
 from typing import Any, LiteralString, NamedTuple
 
-from pgkick.connections.db import AsyncConnection, Clock, Database, DatabaseError, execute_async
+from pgkick.connections.aio_db import AsyncConnection, execute_async
+from pgkick.connections.db import Clock, Database, DatabaseError
 from pgkick.store import queries
 
 Row = tuple[Any, ...]
