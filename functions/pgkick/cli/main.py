@@ -22,12 +22,19 @@ from pgkick.aws.schedules import add_schedule_commands
 from pgkick.cli import database
 from pgkick.cli.flow_commands import add_flow_commands
 from pgkick.cli.inspect import add_inspect_commands
-from pgkick.cli.output import failure, json_value, summary, text, tooling_missing, versions
+from pgkick.cli.output import (
+    INTERRUPTED,
+    INTERRUPTED_EXIT,
+    failed,
+    print_result,
+    summary,
+    tooling_missing,
+    versions,
+)
 from pgkick.cli.queue_commands import add_queue_commands
 from pgkick.cli.types import json_payload, schema_name, wait_seconds
 from pgkick.cli.workflow import add_workflow_command
 from pgkick.connections.db import DatabaseError
-from pgkick.connections.redact import redact
 from pgkick.errors import (
     Interrupted,
     JobFailed,
@@ -146,23 +153,6 @@ def _retried(row: dict[str, Any]) -> bool:
     return row["status"] == "queued" and row["attempts"] > 0 and row["last_error"] is not None
 
 
-def _print(result: dict[str, Any], as_json: bool) -> None:
-    if as_json:
-        print(json.dumps(result, default=json_value))
-        return
-    for key, value in result.items():
-        if isinstance(value, list) and value and isinstance(value[0], dict):
-            print(f"{key}:")
-            for row in value:
-                print("  " + "  ".join(f"{k}={text(v)}" for k, v in row.items()))
-        elif isinstance(value, dict):
-            print(f"{key}:" + ("" if value else " none"))
-            for k, v in value.items():
-                print(f"  {k}: {text(v)}")
-        else:
-            print(f"{key}: {text(value)}")
-
-
 class _Parser(argparse.ArgumentParser):
     """argparse's parser, whose refusals are one line as every other error of the command
     (argparse printed its usage block first): the command, the problem, where to read more."""
@@ -245,33 +235,6 @@ def main(argv: Sequence[str] | None = None) -> int:
     return code
 
 
-def _secrets(args: argparse.Namespace) -> list[str | None]:
-    """The DSNs an error message must not show: --dsn and the settings'. The settings may
-    be what failed (a bad PGKICK_SCHEMA, raised again here): then their error names that
-    setting, never DATABASE_URL (which they keep unparsed), and --dsn is all there is."""
-    try:
-        return [args.dsn, config.app_settings().database_url]
-    except (PgkickError, ValueError):
-        return [args.dsn]
-
-
-INTERRUPTED = (
-    "interrupted (Ctrl-C): the transaction under way was rolled back, nothing of it written"
-)
-INTERRUPTED_EXIT = 130  # a shell's code for a command stopped by SIGINT (128 + 2)
-
-
-def _failed(args: argparse.Namespace, exc: BaseException, code: int) -> int:
-    """The one line on stderr (and the JSON document with --json) of a failed command."""
-    from pgkick.awsapi.signed_http import without_session_token  # (an error path only)
-
-    message = redact(" ".join(without_session_token(str(exc)).split()), _secrets(args))
-    print(f"pgkick {args.command}: {message}", file=sys.stderr)
-    if args.json:  # one JSON document on stdout, a failure too
-        print(json.dumps(failure(exc, message)))
-    return code
-
-
 def _run(argv: Sequence[str] | None) -> int:
     # As `python -m` does: the app's folder is importable, so PGKICK_TASKS=myapp.tasks is
     # found when the command runs from the folder that holds myapp (the console script
@@ -298,7 +261,7 @@ def _run(argv: Sequence[str] | None) -> int:
         ):
             result = args.handler(args)
     except KeyboardInterrupt:  # before a bulk action's first batch, or a migrate's commit
-        return _failed(args, Interrupted(INTERRUPTED), INTERRUPTED_EXIT)
+        return failed(args, Interrupted(INTERRUPTED), INTERRUPTED_EXIT)
     except (
         PgkickError,
         TimeoutError,
@@ -307,13 +270,13 @@ def _run(argv: Sequence[str] | None) -> int:
         DatabaseError,
     ) as exc:
         if isinstance(exc, Interrupted):  # a bulk action's: it says how far it got
-            return _failed(args, exc, INTERRUPTED_EXIT)
+            return failed(args, exc, INTERRUPTED_EXIT)
         refused = database.role_refused(args.command, exc)  # with the role to connect as
         if refused is not None:
-            return _failed(args, refused, 2)
-        return _failed(args, exc, 1 if isinstance(exc, UsageError | JobFailed | JobNotFound) else 2)
+            return failed(args, refused, 2)
+        return failed(args, exc, 1 if isinstance(exc, UsageError | JobFailed | JobNotFound) else 2)
     if args.json or args.command not in PRINT_THEIR_OWN:
-        _print(result, args.json)
+        print_result(result, args.json)
     return 1 if result.get("ok") is False else 0
 
 

@@ -1,4 +1,5 @@
-"""How the `pgkick` command talks: help lines, versions, values printed, missing tooling.
+"""How the `pgkick` command talks: help lines, versions, values printed, a failure's one
+line (its secrets kept out), missing tooling.
 
 Why apart from pgkick.cli.main: these are the command's manners, not its operations,
 and each one was a rough edge a new user met (issue #27): a help line cut
@@ -10,13 +11,17 @@ where the command exists only once the development tooling is installed.
 from __future__ import annotations
 
 import argparse
+import json
 import re
+import sys
 from datetime import date, datetime, timedelta
 from decimal import Decimal
 from importlib.metadata import PackageNotFoundError, version
 from typing import Any
 
-from pgkick.errors import JobFailed, JobRetried
+from pgkick import config
+from pgkick.connections.redact import redact
+from pgkick.errors import JobFailed, JobRetried, PgkickError
 
 # Commands the development tooling (pgkick-dev) adds through the `pgkick.commands` entry point.
 TOOL_COMMANDS = ("demo", "bench", "awake")
@@ -94,3 +99,49 @@ def tooling_missing(parser: argparse.ArgumentParser, argv: list[str] | Any) -> s
         f"install the pgkick-dev wheel (see {INSTALL_PAGE}), or run `uv run pgkick "
         f"{words[0]}` in a clone of pgkick's repository"
     )
+
+
+def print_result(result: dict[str, Any], as_json: bool) -> None:
+    """A command's result: one JSON document with --json, else a line a key (a list of
+    rows or a mapping indented under its key), values as `text` shows them."""
+    if as_json:
+        print(json.dumps(result, default=json_value))
+        return
+    for key, value in result.items():
+        if isinstance(value, list) and value and isinstance(value[0], dict):
+            print(f"{key}:")
+            for row in value:
+                print("  " + "  ".join(f"{k}={text(v)}" for k, v in row.items()))
+        elif isinstance(value, dict):
+            print(f"{key}:" + ("" if value else " none"))
+            for k, v in value.items():
+                print(f"  {k}: {text(v)}")
+        else:
+            print(f"{key}: {text(value)}")
+
+
+def _secrets(args: argparse.Namespace) -> list[str | None]:
+    """The DSNs an error message must not show: --dsn and the settings'. The settings may
+    be what failed (a bad PGKICK_SCHEMA, raised again here): then their error names that
+    setting, never DATABASE_URL (which they keep unparsed), and --dsn is all there is."""
+    try:
+        return [args.dsn, config.app_settings().database_url]
+    except (PgkickError, ValueError):
+        return [args.dsn]
+
+
+INTERRUPTED = (
+    "interrupted (Ctrl-C): the transaction under way was rolled back, nothing of it written"
+)
+INTERRUPTED_EXIT = 130  # a shell's code for a command stopped by SIGINT (128 + 2)
+
+
+def failed(args: argparse.Namespace, exc: BaseException, code: int) -> int:
+    """The one line on stderr (and the JSON document with --json) of a failed command."""
+    from pgkick.awsapi.signed_http import without_session_token  # (an error path only)
+
+    message = redact(" ".join(without_session_token(str(exc)).split()), _secrets(args))
+    print(f"pgkick {args.command}: {message}", file=sys.stderr)
+    if args.json:  # one JSON document on stdout, a failure too
+        print(json.dumps(failure(exc, message)))
+    return code
