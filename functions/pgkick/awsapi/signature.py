@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import hashlib
 import hmac
+import os
+import re
 from dataclasses import dataclass
 from datetime import datetime
 from urllib.parse import quote
@@ -92,3 +94,18 @@ def sign(
         f"Signature={signature(credentials.secret_key, stamp, scope, canonical)}"
     )
     return sent
+
+
+# AWS's answer to a signature it cannot match quotes the canonical request it expected, each
+# signed header's value with it: the session token's too (x-amz-security-token:...).
+_TOKEN_QUOTED = re.compile(r"(x-amz-security-token[:=])[^\s'\"&]+", re.IGNORECASE)
+
+
+def without_session_token(text: str, token: str | None = None) -> str:
+    """`text` (an AWS error's message, ours or botocore's ClientError's) without a session
+    token: any value quoted as x-amz-security-token's, and `token` (default: the process's
+    AWS_SESSION_TOKEN) wherever it appears. The messages reach logs and the CLI's stderr,
+    and the token signs for its role for hours."""
+    text = _TOKEN_QUOTED.sub(r"\1<redacted>", text)
+    token = os.environ.get("AWS_SESSION_TOKEN") if token is None else token
+    return text.replace(token, "<redacted>") if token else text

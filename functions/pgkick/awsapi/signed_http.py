@@ -32,7 +32,6 @@ import http.client
 import json
 import os
 import random
-import re
 import ssl
 import threading
 import time
@@ -42,7 +41,7 @@ from datetime import UTC, datetime
 from typing import Any, ClassVar, Self
 from urllib.parse import urlsplit
 
-from pgkick.awsapi.signature import Credentials, canonical_query, sign
+from pgkick.awsapi.signature import Credentials, canonical_query, sign, without_session_token
 from pgkick.errors import AwsCallError, AwsUnavailable
 
 ATTEMPTS = 2  # as aws_client's botocore: total_max_attempts 2
@@ -108,21 +107,6 @@ def lambda_target(
         lambda: env.get("_X_AMZN_TRACE_ID"),
         env.get("AWS_CA_BUNDLE") or None,
     )
-
-
-# AWS's answer to a signature it cannot match quotes the canonical request it expected, each
-# signed header's value with it: the session token's too (x-amz-security-token:...).
-_TOKEN_QUOTED = re.compile(r"(x-amz-security-token[:=])[^\s'\"&]+", re.IGNORECASE)
-
-
-def without_session_token(text: str, token: str | None = None) -> str:
-    """`text` (an AWS error's message, ours or botocore's ClientError's) without a session
-    token: any value quoted as x-amz-security-token's, and `token` (default: the process's
-    AWS_SESSION_TOKEN) wherever it appears. The messages reach logs and the CLI's stderr,
-    and the token signs for its role for hours."""
-    text = _TOKEN_QUOTED.sub(r"\1<redacted>", text)
-    token = os.environ.get("AWS_SESSION_TOKEN") if token is None else token
-    return text.replace(token, "<redacted>") if token else text
 
 
 def _error(

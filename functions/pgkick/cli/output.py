@@ -138,7 +138,7 @@ INTERRUPTED_EXIT = 130  # a shell's code for a command stopped by SIGINT (128 + 
 
 def failed(args: argparse.Namespace, exc: BaseException, code: int) -> int:
     """The one line on stderr (and the JSON document with --json) of a failed command."""
-    from pgkick.awsapi.signed_http import without_session_token  # (an error path only)
+    from pgkick.awsapi.signature import without_session_token  # (an error path only)
 
     message = redact(" ".join(without_session_token(str(exc)).split()), _secrets(args))
     print(f"pgkick {args.command}: {message}", file=sys.stderr)

@@ -94,7 +94,7 @@ class WakeBooker:
                 ok = True
             except Exception as exc:
                 # (imported on this error path only: the worker's cold start does without)
-                from pgkick.awsapi.signed_http import without_session_token
+                from pgkick.awsapi.signature import without_session_token
 
                 log.warning(
                     "no wake-up for queue %s at %s (%s: %s); the next sweep or the reaper books it",

@@ -84,7 +84,7 @@ def _wake(kicker: Kicker, queue: str, when: datetime, why: str) -> bool:
 
 def _brief(exc: BaseException) -> str:
     # (imported on this error path only: the worker's cold start does without)
-    from pgkick.awsapi.signed_http import without_session_token
+    from pgkick.awsapi.signature import without_session_token
 
     return f"{type(exc).__name__}: {' '.join(without_session_token(str(exc)).split())[:300]}"
 
