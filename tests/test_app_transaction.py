@@ -215,3 +215,22 @@ def test_each_transaction_form_names_the_connection_it_needs(dsn: str) -> None:
     with pytest.raises(TypeError, match=r"got str.*pgkick\.enqueue_and_kick"):
         with producer.transaction(dsn, kicker=kicker):  # type: ignore[arg-type]
             pass
+
+
+def test_a_kick_via_another_connection_before_the_commit_keeps_the_jobs_for_the_next(
+    dsn: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Catches kick(via=...) called while the app's transaction was still open dropping the
+    jobs it could not see (not committed yet) without a word: committed after, they were
+    never kicked. They stay pending, with a warning, and the kick after the commit sends
+    them."""
+    kicker = RecordingKicker()
+    with psycopg.connect(dsn) as app, psycopg.connect(dsn, autocommit=True) as other:
+        with app.transaction():
+            jobs = pgkick.enqueue_in(app, kicker=kicker)
+            job_id = jobs.enqueue({}, task="t", queue="via")
+            with caplog.at_level("WARNING", logger="pgkick"):
+                assert jobs.kick(via=other) == []
+            assert "not committed yet" in caplog.text and kicker.kicks == []
+        assert jobs.kick() == [job_id]
+    assert [queue for queue, *_ in kicker.kicks] == ["via"]

@@ -92,7 +92,8 @@ class PendingJobs:
         """After the app's commit: kick the queues of the jobs that committed; their ids.
 
         `via`: the connection to re-read on, when the app's own one is no longer usable
-        (returned to a pool). Raises only while the app's transaction is still open."""
+        (returned to a pool). Raises only while the app's transaction is still open on the
+        connection it checks; jobs it cannot see committed are kept for the next kick()."""
         conn = via or self.conn
         if not no_transaction(conn):
             raise MisuseError(
@@ -110,6 +111,18 @@ class PendingJobs:
         except Exception as exc:  # cannot tell which committed: kick them all (a spare kick)
             log.warning("could not re-read the jobs just committed (%s); kicking", exc)
             committed = jobs
+        seen = {job.id for job in committed}
+        if unseen := [job for job in jobs if job.id not in seen]:
+            # Not committed yet (kick() on another connection before the app's commit) or
+            # rolled back: kept for the next kick(), which sends the ones that committed.
+            # Dropped, a job committed after such a kick was never kicked (a review).
+            with self._lock:
+                self._enqueuer.queued[:0] = unseen
+            log.warning(
+                "%s job(s) not committed yet (kick() before the app's commit? after a "
+                "rollback, call discard()): kept for the next kick()",
+                len(unseen),
+            )
         if committed:
             kick_committed(committed, self.kicker, lambda: _on(store), now=self._now())
         return sorted(job.id for job in committed)
