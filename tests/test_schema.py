@@ -5,19 +5,22 @@ from __future__ import annotations
 import json
 import shutil
 import threading
+from datetime import timedelta
 from pathlib import Path
 
 import psycopg
 import pytest
 
-from pgkick.store import migration_scripts, queries
+from pgkick.store import groups, migration_scripts, queries
 from pgkick.store import migrations as schema
+from pgkick.validation import job_spec
 from pgkick_dev import queries as dev_queries
 from tests.helpers import wait_for_lock_waiters
 from tests.store import JobStore
 from tools import bundle_sql
 
 ROOT = Path(__file__).parent.parent
+LEASE = timedelta(minutes=5)
 
 
 def schema_snapshot(dsn: str) -> list[tuple[str, ...]]:
@@ -130,3 +133,27 @@ def test_cli_migrate_reports_json_and_errors_in_one_line(
     assert cli.main(["migrate", "--dsn", "postgresql://nobody@127.0.0.1:1/none"]) == 2
     err = capsys.readouterr().err
     assert err.startswith("pgkick migrate: cannot connect to PostgreSQL") and err.count("\n") == 1
+
+
+def test_two_installs_hold_neither_the_others_flow_nor_claim_lock(empty_dsn: str) -> None:
+    """Catches the advisory lock keys of the claim and of debounce/throttle naming the queue or
+    the key but not the schema: advisory locks are the database's, so an app transaction of
+    install `a` holding a debounced key stalled install `b`'s debounce of the same key (another
+    app) until it ended, and `a`'s claim of a limited queue held `b`'s claim of its namesake.
+    b's session gives up on a lock after 1 s (lock_timeout): it must never meet one of a's."""
+    for name in ("a", "b"):
+        with JobStore.open(empty_dsn, schema=name) as store:
+            schema.migrate(store)
+            groups.set_queue_limit(store, "q", 5)
+            store.insert(job_spec({}, task="noop", queue="q"))
+    with (
+        psycopg.connect(empty_dsn) as a_conn,
+        psycopg.connect(empty_dsn, autocommit=True) as b_conn,
+    ):
+        b_conn.execute("SET lock_timeout = '1s'")
+        a, b = JobStore(a_conn, schema="a"), JobStore(b_conn, schema="b")
+        with a.transaction():  # app A's open transaction: both locks held until it ends
+            a.insert_unique(job_spec({"n": 1}, task="noop", unique_key="k", debounce=30))
+            assert len(a.claim("q", batch=1, lease=LEASE)) == 1
+            b.insert_unique(job_spec({"n": 2}, task="noop", unique_key="k", debounce=30))
+            assert len(b.claim("q", batch=1, lease=LEASE)) == 1

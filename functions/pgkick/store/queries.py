@@ -1293,4 +1293,4 @@ SELECT coalesce(%(now)s::timestamptz, now());"""
 
 # The migrations' versions in the order they apply (their scripts:
 # pgkick.store.migration_scripts, which a Lambda handler never loads).
-MIGRATION_VERSIONS: Final[tuple[int, ...]] = (1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 17, 18, 19, 20, 21, 22, 23, 24, 25, 26, 27, 28, 29, 30, 31, 32, 33, 34, 35,)
+MIGRATION_VERSIONS: Final[tuple[int, ...]] = (1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 17, 18, 19, 20, 21, 22, 23, 24, 25, 26, 27, 28, 29, 30, 31, 32, 33, 34, 35, 36,)
