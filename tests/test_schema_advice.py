@@ -69,3 +69,14 @@ def test_public_migrate_makes_the_database_usable(empty_dsn: str) -> None:
     with psycopg.connect(empty_dsn) as conn:
         row: Any = conn.execute("SELECT status FROM pgkick.jobs WHERE id = %s", [job_id])
         assert row.fetchone() == ("queued",)
+
+
+def test_an_unmigrated_other_schema_says_to_migrate_that_schema(
+    empty_dsn: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Catches the advice naming `pgkick migrate` alone for PGKICK_SCHEMA=b: run from a shell
+    without the variable it made schema pgkick, and the app still failed; the worker's and
+    the CLI's check say `pgkick migrate --schema b`."""
+    monkeypatch.setenv("PGKICK_SCHEMA", "b")
+    with pytest.raises(pgkick.SchemaError, match=r"run `pgkick migrate --schema b`"):
+        pgkick.enqueue_and_kick({}, task="noop", dsn=empty_dsn, kicker=NoKicker())

@@ -32,9 +32,22 @@ def missing_schema(exc: BaseException) -> SchemaError | None:
         return None
     message = (str(exc).splitlines() or [""])[0]
     words = set(message.replace('"', " ").replace(".", " ").split())
-    if not {"pgkick", config.app_settings().schema} & words:
+    schema = config.app_settings().schema
+    if not {"pgkick", schema} & words:
         return None
-    return SchemaError(f"pgkick's schema is missing here ({message}): {MIGRATE_ADVICE}")
+    return SchemaError(f"pgkick's schema is missing here ({message}): {migrate_advice(schema)}")
+
+
+def migrate_advice(schema: str) -> str:
+    """What to run: for another schema than pgkick's, `--schema` named, as the worker's and the
+    CLI's check say (a bare `pgkick migrate` from a shell without PGKICK_SCHEMA makes schema
+    pgkick, and the app still fails)."""
+    if schema == config.DEFAULT_SCHEMA:
+        return MIGRATE_ADVICE
+    return (
+        f"run `pgkick migrate --schema {schema}` (or `pgkick.migrate(dsn, schema={schema!r})` "
+        "from Python) on this database first"
+    )
 
 
 def schema_advice[F: Callable[..., Any]](fn: F) -> F:
