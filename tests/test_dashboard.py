@@ -508,3 +508,12 @@ def test_times_are_shown_in_utc_whatever_the_sessions_time_zone(
     row = listing[listing.index(f'href="/jobs/{failed}"') :]
     assert "<td>03-04 13:43:05</td>" in row and "<td>03-04 13:44:00</td>" in row
     assert "2026-01-02 03:00:00 UTC" in ui.get("/").text  # the last tick enqueued
+
+
+def test_a_schema_never_migrated_is_advised_with_its_name(dsn: str) -> None:
+    """Catches `pgkick ui --schema b` on a database where b was never migrated advising a
+    bare `pgkick migrate`, which makes schema pgkick and leaves the page failing."""
+    with client(make_app(dsn, schema="never_made")) as opened:
+        page = opened.get("/jobs")
+    assert page.status_code == 503
+    assert "pgkick migrate --schema never_made" in page.text

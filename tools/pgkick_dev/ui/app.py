@@ -27,7 +27,9 @@ from starlette.responses import Response
 from starlette.routing import Route
 from starlette.templating import Jinja2Templates
 
+from pgkick import config
 from pgkick.connections.db import DatabaseError
+from pgkick.connections.schema_advice import migrate_advice
 from pgkick.errors import InvalidArgument, PgkickError
 from pgkick.kick.kickers import Kicker
 from pgkick_dev.ui import actions, pages
@@ -133,5 +135,6 @@ async def _bad_request(request: Request, exc: Exception) -> Response:
 async def _database_error(request: Request, exc: Exception) -> Response:
     message = " ".join(str(exc).split())
     if "does not exist" in message and "relation" in message:
-        message += " (is pgkick's schema migrated here? run `pgkick migrate`)"
+        schema = request.app.state.settings.schema or config.app_settings().schema
+        message += f" (is pgkick's schema migrated here? {migrate_advice(schema)})"
     return _error(request, 503, "Database unavailable", message)
