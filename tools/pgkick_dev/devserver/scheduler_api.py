@@ -2,7 +2,8 @@
 
 CreateSchedule (POST /schedules/{Name}), UpdateSchedule (PUT), GetSchedule (GET),
 DeleteSchedule (DELETE, ?groupName=) and ListSchedules (GET /schedules,
-?ScheduleGroup=&NamePrefix=&MaxResults=&NextToken=: 100 a page at most, as AWS pages,
+?ScheduleGroup=&NamePrefix=&State=&MaxResults=&NextToken=: the filters checked against the
+model as a body is, 100 a page at most, as AWS pages,
 so a caller that reads one page only fails here too), each signed as AWS wants it
 (pgkick_dev.devserver.signatures). Errors carry `x-amzn-ErrorType` and {"Message"}, so
 botocore raises ConflictException, ResourceNotFoundException, ValidationException.
@@ -18,6 +19,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
+from pgkick_dev.devserver.schedule_checks import check_input
 from pgkick_dev.devserver.schedules import SchedulerError
 from pgkick_dev.devserver.signatures import request_refusal
 from pgkick_dev.devserver.stack import Stack
@@ -96,8 +98,19 @@ def routes(stack: Stack) -> list[Route]:
     async def listing(request: Request) -> Response:
         try:
             await signed(request)
+            query = request.query_params
+            filters = {
+                key: query[name]
+                for key, name in (
+                    ("GroupName", "ScheduleGroup"),
+                    ("NamePrefix", "NamePrefix"),
+                    ("State", "State"),
+                )
+                if name in query
+            }
+            check_input("ListSchedules", filters)
             found = scheduler.list(
-                request.query_params.get("ScheduleGroup"), request.query_params.get("NamePrefix")
+                filters.get("GroupName"), filters.get("NamePrefix"), filters.get("State")
             )
             start, size = _page(request.query_params)
         except SchedulerError as exc:
