@@ -45,12 +45,25 @@ def test_bad_input_gets_lambdas_own_exceptions() -> None:
             lam.invoke(FunctionName="no-such-function", InvocationType="Event", Payload=b"{}")
         with pytest.raises(lam.exceptions.InvalidRequestContentException, match="parse"):
             lam.invoke(FunctionName=FUNCTION, InvocationType="Event", Payload=b"{not json")
+        # review 61, F1: AWS answers 413 RequestEntityTooLargeException, a code botocore has
+        # no class for: `except lam.exceptions.RequestTooLargeException` never catches it
         big = json.dumps({"x": "a" * 1_048_576}).encode()
-        with pytest.raises(lam.exceptions.RequestTooLargeException, match="1048576"):
+        with pytest.raises(ClientError) as refused:
             lam.invoke(FunctionName=FUNCTION, InvocationType="Event", Payload=big)
+        assert refused.value.response["Error"] == {
+            "Code": "RequestEntityTooLargeException",
+            "Message": f"{len(big)} byte payload is too large for the Event invocation type "
+            "(limit 1048576 bytes)",
+        }
+        assert refused.value.response["ResponseMetadata"]["HTTPStatusCode"] == 413
         huge = json.dumps({"x": "a" * 6_291_456}).encode()
-        with pytest.raises(lam.exceptions.RequestTooLargeException, match="6291456"):
+        with pytest.raises(ClientError) as refused:
             lam.invoke(FunctionName=FUNCTION, Payload=huge)
+        assert refused.value.response["Error"] == {
+            "Code": "RequestEntityTooLargeException",
+            "Message": "Request must be smaller than 6291456 bytes for the InvokeFunction "
+            "operation",
+        }
         assert dev.kinds() == []  # none of them reached the queue
 
 
