@@ -45,6 +45,10 @@ def test_bad_input_gets_lambdas_own_exceptions() -> None:
             lam.invoke(FunctionName="no-such-function", InvocationType="Event", Payload=b"{}")
         with pytest.raises(lam.exceptions.InvalidRequestContentException, match="parse"):
             lam.invoke(FunctionName=FUNCTION, InvocationType="Event", Payload=b"{not json")
+        for odd in (b'{"x": NaN}', b"[Infinity]", b"-Infinity"):  # review 61, F2: Python's
+            # json takes these, Lambda's parser (strict JSON) refuses them
+            with pytest.raises(lam.exceptions.InvalidRequestContentException, match="parse"):
+                lam.invoke(FunctionName=FUNCTION, InvocationType="Event", Payload=odd)
         # review 61, F1: AWS answers 413 RequestEntityTooLargeException, a code botocore has
         # no class for: `except lam.exceptions.RequestTooLargeException` never catches it
         big = json.dumps({"x": "a" * 1_048_576}).encode()

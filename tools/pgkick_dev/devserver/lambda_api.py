@@ -27,6 +27,7 @@ from __future__ import annotations
 import json
 import re
 import uuid
+from typing import Any
 
 from starlette.concurrency import run_in_threadpool
 from starlette.requests import Request
@@ -51,6 +52,12 @@ def error(code: str, status: int, message: str, request_id: str) -> JSONResponse
     """Lambda's error shape, as botocore's rest-json parser reads it."""
     headers = {"x-amzn-ErrorType": code, "x-amzn-RequestId": request_id}
     return JSONResponse({"Type": "User", "message": message}, status, headers=headers)
+
+
+def _not_json(token: str) -> Any:
+    """NaN, Infinity, -Infinity: Python's json reads them, Lambda's parser (strict JSON, its
+    "Could not parse request body into json" comes from Jackson) refuses them."""
+    raise ValueError(f"Non-standard token '{token}'")
 
 
 def lineage(request: Request) -> int:
@@ -90,7 +97,7 @@ def routes(stack: Stack) -> list[Route]:
             )
             return error(TOO_LARGE, 413, message, request_id)
         try:
-            event = json.loads(body) if body.strip() else {}
+            event = json.loads(body, parse_constant=_not_json) if body.strip() else {}
         except (ValueError, UnicodeDecodeError) as exc:
             message = f"Could not parse request body into json: {str(exc)[:200]}"
             return error("InvalidRequestContentException", 400, message, request_id)
