@@ -7,6 +7,7 @@ catches; each was checked by making the stand-in kind again and seeing it fail."
 from __future__ import annotations
 
 import asyncio
+import base64
 import json
 from pathlib import Path
 from typing import Any
@@ -68,6 +69,13 @@ def test_bad_input_gets_lambdas_own_exceptions() -> None:
             "Message": "Request must be smaller than 6291456 bytes for the InvokeFunction "
             "operation",
         }
+        # review 61, F4: ClientContext is base64-encoded JSON of 3,583 bytes at most
+        good = base64.b64encode(json.dumps({"custom": {"k": "v"}}).encode()).decode()
+        lam.invoke(FunctionName=FUNCTION, InvocationType="DryRun", ClientContext=good)
+        too_big = base64.b64encode(json.dumps({"custom": {"k": "v" * 2700}}).encode()).decode()
+        for context in ("not base64 !", base64.b64encode(b"[1]").decode(), too_big):
+            with pytest.raises(lam.exceptions.InvalidRequestContentException, match="lient"):
+                lam.invoke(FunctionName=FUNCTION, InvocationType="DryRun", ClientContext=context)
         assert dev.kinds() == []  # none of them reached the queue
 
 

@@ -24,6 +24,7 @@ the invocation that environment is running.
 
 from __future__ import annotations
 
+import base64
 import json
 import re
 import uuid
@@ -41,6 +42,7 @@ from pgkick_dev.devserver.stack import Stack
 
 ASYNC_LIMIT = 1_048_576  # bytes: "For asynchronous invocations, the maximum payload size is 1 MB"
 SYNC_LIMIT = 6_291_456  # bytes: 6 MB for synchronous invocations
+CLIENT_CONTEXT_LIMIT = 3583  # bytes of base64 (the Invoke API's ClientContext)
 # the code AWS answers an oversized request with, in its words below (aws/aws-sdk#45,
 # ASFHyP3/hyp3#2241): not the model's RequestTooLargeException, so botocore raises a bare
 # ClientError, and an `except ....RequestTooLargeException` catches nothing on AWS either
@@ -58,6 +60,23 @@ def _not_json(token: str) -> Any:
     """NaN, Infinity, -Infinity: Python's json reads them, Lambda's parser (strict JSON, its
     "Could not parse request body into json" comes from Jackson) refuses them."""
     raise ValueError(f"Non-standard token '{token}'")
+
+
+def client_context_refusal(header: str | None) -> str | None:
+    """Why AWS refuses an X-Amz-Client-Context (None: it takes it): the Invoke API reads it
+    as "up to 3,583 bytes of base64-encoded data", a JSON object ("Client context must be a
+    valid Base64-encoded JSON object", its words; the size's wording is the stand-in's)."""
+    if header is None:
+        return None
+    if len(header.encode()) > CLIENT_CONTEXT_LIMIT:
+        return f"Client context must be at most {CLIENT_CONTEXT_LIMIT} bytes of base64-encoded data"
+    try:
+        decoded = json.loads(base64.b64decode(header, validate=True), parse_constant=_not_json)
+    except ValueError:  # binascii.Error and UnicodeDecodeError are ValueErrors
+        decoded = None
+    if not isinstance(decoded, dict):
+        return "Client context must be a valid Base64-encoded JSON object."
+    return None
 
 
 def lineage(request: Request) -> int:
@@ -84,6 +103,9 @@ def routes(stack: Stack) -> list[Route]:
                 "[Event, RequestResponse, DryRun]"
             )
             return error("InvalidParameterValueException", 400, message, request_id)
+        context_refused = client_context_refusal(request.headers.get("x-amz-client-context"))
+        if context_refused is not None:
+            return error("InvalidRequestContentException", 400, context_refused, request_id)
         body = await request.body()
         if kind == "Event" and len(body) > ASYNC_LIMIT:
             message = (
