@@ -353,3 +353,19 @@ def test_list_schedules_filters_by_state() -> None:
         assert names() == ["off", "on"]
         with pytest.raises(dev.scheduler.exceptions.ValidationException, match="state"):
             dev.scheduler.list_schedules(State="PAUSED")
+
+
+def test_a_client_token_outside_the_model_is_refused() -> None:
+    """Catches (review 61, F7) a ClientToken dropped unread: AWS refuses one past 64
+    characters or outside [a-zA-Z0-9-_] (botocore's model), on CreateSchedule as on
+    DeleteSchedule, so a signer's own token that passed locally failed deployed."""
+    with dev_stack() as dev:
+        s, due = dev.scheduler, dev.clock.now() + 600
+        call = {"ScheduleExpression": _at(due), "FlexibleTimeWindow": {"Mode": "OFF"}}
+        for token in ("x" * 65, "a.b"):
+            with pytest.raises(s.exceptions.ValidationException, match="clientToken"):
+                s.create_schedule(Name="t", ClientToken=token, Target=TARGET, **call)
+        s.create_schedule(Name="t", ClientToken="A-good_token-1", Target=TARGET, **call)
+        with pytest.raises(s.exceptions.ValidationException, match="clientToken"):
+            s.delete_schedule(Name="t", ClientToken="a b")
+        s.delete_schedule(Name="t", ClientToken="ok")

@@ -64,14 +64,16 @@ def _token(start: int) -> str:
 def routes(stack: Stack) -> list[Route]:
     scheduler = stack.scheduler
 
-    async def body_of(request: Request) -> dict[str, Any]:
+    async def body_of(request: Request, operation: str) -> dict[str, Any]:
         try:
             body = json.loads(await request.body() or b"{}")
         except ValueError as exc:
             raise SchedulerError("ValidationException", 400, f"Malformed JSON: {exc}") from None
         if not isinstance(body, dict):
             raise SchedulerError("ValidationException", 400, "The body must be a JSON object")
-        body.pop("ClientToken", None)
+        token = body.pop("ClientToken", None)  # checked as AWS checks it, then not kept
+        if token is not None:
+            check_input(operation, {"ClientToken": token})
         return body
 
     async def signed(request: Request) -> None:
@@ -85,11 +87,15 @@ def routes(stack: Stack) -> list[Route]:
         try:
             await signed(request)
             if request.method in ("POST", "PUT"):
-                body = await body_of(request)
+                operation = "UpdateSchedule" if request.method == "PUT" else "CreateSchedule"
+                body = await body_of(request, operation)
                 schedule = scheduler.create(name, body, replace=request.method == "PUT")
                 return JSONResponse({"ScheduleArn": schedule.describe()["Arn"]})
             if request.method == "GET":
                 return JSONResponse(scheduler.get(name, group).describe())
+            token = request.query_params.get("clientToken")
+            if token is not None:
+                check_input("DeleteSchedule", {"ClientToken": token})
             scheduler.delete(name, group)
             return JSONResponse({})
         except SchedulerError as exc:
