@@ -94,7 +94,12 @@ class Scheduler:
                 )
             if old is not None and old.timer is not None:
                 old.timer.cancel()
-            schedule = Schedule(name, group, body, self.clock.now())
+            now = self.clock.now()  # an update replaces the body, keeps the creation date
+            schedule = (
+                Schedule(name, group, body, now)
+                if old is None
+                else Schedule(name, group, body, old.created, modified=now)
+            )
             self._schedules[(group, name)] = schedule
             # a DISABLED schedule is kept, never fired, until an update enables it
             self._arm(schedule, None if body.get("State") == "DISABLED" else first)
