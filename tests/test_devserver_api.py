@@ -76,6 +76,10 @@ def test_bad_input_gets_lambdas_own_exceptions() -> None:
         for context in ("not base64 !", base64.b64encode(b"[1]").decode(), too_big):
             with pytest.raises(lam.exceptions.InvalidRequestContentException, match="lient"):
                 lam.invoke(FunctionName=FUNCTION, InvocationType="DryRun", ClientContext=context)
+        # review 61, F3: LogType is None or Tail (the model's enum); another is refused
+        with pytest.raises(ClientError, match="logType") as refused:
+            lam.invoke(FunctionName=FUNCTION, InvocationType="DryRun", LogType="Everything")
+        assert refused.value.response["ResponseMetadata"]["HTTPStatusCode"] == 400
         assert dev.kinds() == []  # none of them reached the queue
 
 

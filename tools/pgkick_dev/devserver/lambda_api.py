@@ -103,6 +103,13 @@ def routes(stack: Stack) -> list[Route]:
                 "[Event, RequestResponse, DryRun]"
             )
             return error("InvalidParameterValueException", 400, message, request_id)
+        log_type = request.headers.get("x-amz-log-type", "None")
+        if log_type not in ("None", "Tail"):  # the model's enum (Tail's log is not returned)
+            message = (
+                f"1 validation error detected: Value '{log_type}' at 'logType' failed to "
+                "satisfy constraint: Member must satisfy enum value set: [None, Tail]"
+            )
+            return error("InvalidParameterValueException", 400, message, request_id)
         context_refused = client_context_refusal(request.headers.get("x-amz-client-context"))
         if context_refused is not None:
             return error("InvalidRequestContentException", 400, context_refused, request_id)
