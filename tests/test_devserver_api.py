@@ -7,6 +7,7 @@ catches; each was checked by making the stand-in kind again and seeing it fail."
 from __future__ import annotations
 
 import asyncio
+import base64
 import json
 from pathlib import Path
 from typing import Any
@@ -45,12 +46,40 @@ def test_bad_input_gets_lambdas_own_exceptions() -> None:
             lam.invoke(FunctionName="no-such-function", InvocationType="Event", Payload=b"{}")
         with pytest.raises(lam.exceptions.InvalidRequestContentException, match="parse"):
             lam.invoke(FunctionName=FUNCTION, InvocationType="Event", Payload=b"{not json")
+        for odd in (b'{"x": NaN}', b"[Infinity]", b"-Infinity"):  # review 61, F2: Python's
+            # json takes these, Lambda's parser (strict JSON) refuses them
+            with pytest.raises(lam.exceptions.InvalidRequestContentException, match="parse"):
+                lam.invoke(FunctionName=FUNCTION, InvocationType="Event", Payload=odd)
+        # review 61, F1: AWS answers 413 RequestEntityTooLargeException, a code botocore has
+        # no class for: `except lam.exceptions.RequestTooLargeException` never catches it
         big = json.dumps({"x": "a" * 1_048_576}).encode()
-        with pytest.raises(lam.exceptions.RequestTooLargeException, match="1048576"):
+        with pytest.raises(ClientError) as refused:
             lam.invoke(FunctionName=FUNCTION, InvocationType="Event", Payload=big)
+        assert refused.value.response["Error"] == {
+            "Code": "RequestEntityTooLargeException",
+            "Message": f"{len(big)} byte payload is too large for the Event invocation type "
+            "(limit 1048576 bytes)",
+        }
+        assert refused.value.response["ResponseMetadata"]["HTTPStatusCode"] == 413
         huge = json.dumps({"x": "a" * 6_291_456}).encode()
-        with pytest.raises(lam.exceptions.RequestTooLargeException, match="6291456"):
+        with pytest.raises(ClientError) as refused:
             lam.invoke(FunctionName=FUNCTION, Payload=huge)
+        assert refused.value.response["Error"] == {
+            "Code": "RequestEntityTooLargeException",
+            "Message": "Request must be smaller than 6291456 bytes for the InvokeFunction "
+            "operation",
+        }
+        # review 61, F4: ClientContext is base64-encoded JSON of 3,583 bytes at most
+        good = base64.b64encode(json.dumps({"custom": {"k": "v"}}).encode()).decode()
+        lam.invoke(FunctionName=FUNCTION, InvocationType="DryRun", ClientContext=good)
+        too_big = base64.b64encode(json.dumps({"custom": {"k": "v" * 2700}}).encode()).decode()
+        for context in ("not base64 !", base64.b64encode(b"[1]").decode(), too_big):
+            with pytest.raises(lam.exceptions.InvalidRequestContentException, match="lient"):
+                lam.invoke(FunctionName=FUNCTION, InvocationType="DryRun", ClientContext=context)
+        # review 61, F3: LogType is None or Tail (the model's enum); another is refused
+        with pytest.raises(ClientError, match="logType") as refused:
+            lam.invoke(FunctionName=FUNCTION, InvocationType="DryRun", LogType="Everything")
+        assert refused.value.response["ResponseMetadata"]["HTTPStatusCode"] == 400
         assert dev.kinds() == []  # none of them reached the queue
 
 

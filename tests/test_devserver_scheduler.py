@@ -143,3 +143,20 @@ def test_list_schedules_pages_as_aws_does_and_a_sync_reads_every_page() -> None:
             s.list_schedules(GroupName="default", NextToken="not a token")
         again = sync(s, periodics, target_arn=TARGET["Arn"], role_arn=TARGET["RoleArn"])
         assert len(again["unchanged"]) == 130 and again["created"] == []
+
+
+def test_an_update_keeps_the_creation_date_and_moves_the_modification_date() -> None:
+    """Catches (review 61, F8) UpdateSchedule answered as a new schedule: its CreationDate
+    moved to the update's time. AWS keeps CreationDate and sets LastModificationDate."""
+    with dev_stack() as dev:
+        s, due = dev.scheduler, dev.clock.now() + 600
+        call = {"FlexibleTimeWindow": {"Mode": "OFF"}, "Target": TARGET}
+        s.create_schedule(Name="u", ScheduleExpression=_at(due), **call)
+        created = s.get_schedule(Name="u")["CreationDate"]
+        dev.clock.advance(30)
+        s.update_schedule(Name="u", ScheduleExpression=_at(due + 60), **call)
+        got = s.get_schedule(Name="u")
+        assert got["CreationDate"] == created
+        assert (got["LastModificationDate"] - created).total_seconds() == 30
+        listed = s.list_schedules()["Schedules"][0]
+        assert listed["CreationDate"] == created and listed["LastModificationDate"] > created

@@ -306,3 +306,66 @@ def test_create_schedule_refuses_what_aws_refuses_as_a_validation_exception() ->
                 "RetryPolicy": {"MaximumRetryAttempts": 185, "MaximumEventAgeInSeconds": 86_400},
             },
         )
+
+
+def test_a_disabled_schedule_does_not_fire_until_enabled() -> None:
+    """Catches (review 61, F6) a stand-in that armed every schedule whatever its State: a
+    schedule created or updated DISABLED fired locally each minute, where AWS fires it
+    only while ENABLED ("State: Specifies whether the schedule is enabled or disabled")."""
+    with dev_stack() as dev:
+        body: dict[str, Any] = {
+            "Name": "off",
+            "ScheduleExpression": "rate(1 minute)",
+            "FlexibleTimeWindow": {"Mode": "OFF"},
+            "Target": TARGET,
+        }
+        dev.scheduler.create_schedule(**body, State="DISABLED")
+        assert dev.clock.pending() == []
+        dev.clock.advance(300)
+        assert dev.stack.scheduler.get("off", None).fired == 0
+        assert "schedule_fire" not in dev.kinds()
+        dev.scheduler.update_schedule(**body, State="ENABLED")
+        dev.clock.advance(120)
+        assert dev.stack.scheduler.get("off", None).fired >= 1
+        dev.scheduler.update_schedule(**body, State="DISABLED")
+        assert dev.clock.pending() == []
+
+
+def test_list_schedules_filters_by_state() -> None:
+    """Catches (review 61, F5) ListSchedules' State filter ignored: every schedule answered
+    where AWS lists only the ones in that state (botocore's model: ListSchedulesInput.State)."""
+    with dev_stack() as dev:
+        due = dev.clock.now() + 600
+        for name, state in (("on", "ENABLED"), ("off", "DISABLED")):
+            dev.scheduler.create_schedule(
+                Name=name,
+                ScheduleExpression=_at(due),
+                FlexibleTimeWindow={"Mode": "OFF"},
+                State=state,
+                Target=TARGET,
+            )
+
+        def names(**filters: str) -> list[str]:
+            return [s["Name"] for s in dev.scheduler.list_schedules(**filters)["Schedules"]]
+
+        assert names(State="DISABLED") == ["off"]
+        assert names(State="ENABLED") == ["on"]
+        assert names() == ["off", "on"]
+        with pytest.raises(dev.scheduler.exceptions.ValidationException, match="state"):
+            dev.scheduler.list_schedules(State="PAUSED")
+
+
+def test_a_client_token_outside_the_model_is_refused() -> None:
+    """Catches (review 61, F7) a ClientToken dropped unread: AWS refuses one past 64
+    characters or outside [a-zA-Z0-9-_] (botocore's model), on CreateSchedule as on
+    DeleteSchedule, so a signer's own token that passed locally failed deployed."""
+    with dev_stack() as dev:
+        s, due = dev.scheduler, dev.clock.now() + 600
+        call = {"ScheduleExpression": _at(due), "FlexibleTimeWindow": {"Mode": "OFF"}}
+        for token in ("x" * 65, "a.b"):
+            with pytest.raises(s.exceptions.ValidationException, match="clientToken"):
+                s.create_schedule(Name="t", ClientToken=token, Target=TARGET, **call)
+        s.create_schedule(Name="t", ClientToken="A-good_token-1", Target=TARGET, **call)
+        with pytest.raises(s.exceptions.ValidationException, match="clientToken"):
+            s.delete_schedule(Name="t", ClientToken="a b")
+        s.delete_schedule(Name="t", ClientToken="ok")

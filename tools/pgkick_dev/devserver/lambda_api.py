@@ -11,8 +11,9 @@ and X-Amz-Invocation-Type:
 - `DryRun`: 204.
 Errors are Lambda's: status, `x-amzn-ErrorType`, and {"Type", "message"}, which
 botocore turns into the same exception classes (ResourceNotFoundException,
-InvalidRequestContentException, RequestTooLargeException, ...). Payload limits are
-the documented ones: 1 MB asynchronous, 6 MB synchronous. Signatures are checked as AWS
+InvalidRequestContentException, ...). Payload limits are the documented ones, 1 MB
+asynchronous, 6 MB synchronous, refused as AWS refuses them: 413
+RequestEntityTooLargeException, a code botocore has no class for. Signatures are checked as AWS
 checks them (pgkick_dev.devserver.signatures). The chain an event
 belongs to is read where AWS reads it, the Lineage in X-Amzn-Trace-Id (botocore
 copies it from the calling invocation's _X_AMZN_TRACE_ID), except for the stack's own
@@ -23,9 +24,11 @@ the invocation that environment is running.
 
 from __future__ import annotations
 
+import base64
 import json
 import re
 import uuid
+from typing import Any
 
 from starlette.concurrency import run_in_threadpool
 from starlette.requests import Request
@@ -39,6 +42,11 @@ from pgkick_dev.devserver.stack import Stack
 
 ASYNC_LIMIT = 1_048_576  # bytes: "For asynchronous invocations, the maximum payload size is 1 MB"
 SYNC_LIMIT = 6_291_456  # bytes: 6 MB for synchronous invocations
+CLIENT_CONTEXT_LIMIT = 3583  # bytes of base64 (the Invoke API's ClientContext)
+# the code AWS answers an oversized request with, in its words below (aws/aws-sdk#45,
+# ASFHyP3/hyp3#2241): not the model's RequestTooLargeException, so botocore raises a bare
+# ClientError, and an `except ....RequestTooLargeException` catches nothing on AWS either
+TOO_LARGE = "RequestEntityTooLargeException"
 _LINEAGE = re.compile(r"Lineage=[0-9a-f]+:(\d+)")
 
 
@@ -46,6 +54,29 @@ def error(code: str, status: int, message: str, request_id: str) -> JSONResponse
     """Lambda's error shape, as botocore's rest-json parser reads it."""
     headers = {"x-amzn-ErrorType": code, "x-amzn-RequestId": request_id}
     return JSONResponse({"Type": "User", "message": message}, status, headers=headers)
+
+
+def _not_json(token: str) -> Any:
+    """NaN, Infinity, -Infinity: Python's json reads them, Lambda's parser (strict JSON, its
+    "Could not parse request body into json" comes from Jackson) refuses them."""
+    raise ValueError(f"Non-standard token '{token}'")
+
+
+def client_context_refusal(header: str | None) -> str | None:
+    """Why AWS refuses an X-Amz-Client-Context (None: it takes it): the Invoke API reads it
+    as "up to 3,583 bytes of base64-encoded data", a JSON object ("Client context must be a
+    valid Base64-encoded JSON object", its words; the size's wording is the stand-in's)."""
+    if header is None:
+        return None
+    if len(header.encode()) > CLIENT_CONTEXT_LIMIT:
+        return f"Client context must be at most {CLIENT_CONTEXT_LIMIT} bytes of base64-encoded data"
+    try:
+        decoded = json.loads(base64.b64decode(header, validate=True), parse_constant=_not_json)
+    except ValueError:  # binascii.Error and UnicodeDecodeError are ValueErrors
+        decoded = None
+    if not isinstance(decoded, dict):
+        return "Client context must be a valid Base64-encoded JSON object."
+    return None
 
 
 def lineage(request: Request) -> int:
@@ -72,13 +103,30 @@ def routes(stack: Stack) -> list[Route]:
                 "[Event, RequestResponse, DryRun]"
             )
             return error("InvalidParameterValueException", 400, message, request_id)
+        log_type = request.headers.get("x-amz-log-type", "None")
+        if log_type not in ("None", "Tail"):  # the model's enum (Tail's log is not returned)
+            message = (
+                f"1 validation error detected: Value '{log_type}' at 'logType' failed to "
+                "satisfy constraint: Member must satisfy enum value set: [None, Tail]"
+            )
+            return error("InvalidParameterValueException", 400, message, request_id)
+        context_refused = client_context_refusal(request.headers.get("x-amz-client-context"))
+        if context_refused is not None:
+            return error("InvalidRequestContentException", 400, context_refused, request_id)
         body = await request.body()
-        limit = ASYNC_LIMIT if kind == "Event" else SYNC_LIMIT
-        if len(body) > limit:
-            message = f"Request must be smaller than {limit} bytes for the InvokeFunction operation"
-            return error("RequestTooLargeException", 413, message, request_id)
+        if kind == "Event" and len(body) > ASYNC_LIMIT:
+            message = (
+                f"{len(body)} byte payload is too large for the Event invocation type "
+                f"(limit {ASYNC_LIMIT} bytes)"
+            )
+            return error(TOO_LARGE, 413, message, request_id)
+        if len(body) > SYNC_LIMIT:
+            message = (
+                f"Request must be smaller than {SYNC_LIMIT} bytes for the InvokeFunction operation"
+            )
+            return error(TOO_LARGE, 413, message, request_id)
         try:
-            event = json.loads(body) if body.strip() else {}
+            event = json.loads(body, parse_constant=_not_json) if body.strip() else {}
         except (ValueError, UnicodeDecodeError) as exc:
             message = f"Could not parse request body into json: {str(exc)[:200]}"
             return error("InvalidRequestContentException", 400, message, request_id)

@@ -46,6 +46,15 @@ def check_body(operation: str, name: str, group: str | None, body: dict[str, Any
         _refuse("MaximumWindowInMinutes is required when Mode is FLEXIBLE.")
 
 
+def check_input(operation: str, members: dict[str, Any]) -> None:
+    """Refuse (ValidationException) the given members of another call's input (ListSchedules'
+    query: its State enum, its NamePrefix and group name patterns) as the model bounds them."""
+    shape = _model().operation_model(operation).input_shape
+    assert shape is not None
+    for key, value in members.items():
+        _check(shape.members[key], value, _join("", key))
+
+
 def _check(shape: Shape, value: Any, path: str) -> None:
     """The model's constraints on `value`: required members, types, min/max (a string's
     length, a number's value), pattern (the whole string), enum."""

@@ -7,6 +7,7 @@ stand-in kinder than AWS lets a test pass where the deploy loses a job. As AWS d
   that minute; `fast=True`, the labelled kindness, fires at the whole second;
 - FlexibleTimeWindow FLEXIBLE fires at a random moment within MaximumWindowInMinutes after
   that (same guide, "Configuring flexible time windows");
+- a schedule whose State is DISABLED is kept and never fired until an update enables it;
 - a one-time at() already past is refused with a ValidationException
   (pgkick_dev.devserver.schedules: what a schedule is, when it falls due, the errors), as
   is a call outside the API's constraints (pgkick_dev.devserver.schedule_checks: names,
@@ -93,9 +94,15 @@ class Scheduler:
                 )
             if old is not None and old.timer is not None:
                 old.timer.cancel()
-            schedule = Schedule(name, group, body, self.clock.now())
+            now = self.clock.now()  # an update replaces the body, keeps the creation date
+            schedule = (
+                Schedule(name, group, body, now)
+                if old is None
+                else Schedule(name, group, body, old.created, modified=now)
+            )
             self._schedules[(group, name)] = schedule
-            self._arm(schedule, first)
+            # a DISABLED schedule is kept, never fired, until an update enables it
+            self._arm(schedule, None if body.get("State") == "DISABLED" else first)
         self.timeline.record(
             "schedule_create",
             function=target_function(body),
@@ -142,7 +149,10 @@ class Scheduler:
             )
         return group
 
-    def list(self, group: str | None = None, prefix: str | None = None) -> list[Schedule]:
+    def list(
+        self, group: str | None = None, prefix: str | None = None, state: str | None = None
+    ) -> list[Schedule]:
+        """ListSchedules' filters: its group, a name prefix, a State (ENABLED, DISABLED)."""
         if group is not None:
             self._group(group)
         with self._lock:
@@ -150,7 +160,9 @@ class Scheduler:
                 (
                     s
                     for s in self._schedules.values()
-                    if (group is None or s.group == group) and s.name.startswith(prefix or "")
+                    if (group is None or s.group == group)
+                    and s.name.startswith(prefix or "")
+                    and (state is None or s.body.get("State", "ENABLED") == state)
                 ),
                 key=lambda s: (s.group, s.name),
             )

@@ -2,7 +2,8 @@
 
 CreateSchedule (POST /schedules/{Name}), UpdateSchedule (PUT), GetSchedule (GET),
 DeleteSchedule (DELETE, ?groupName=) and ListSchedules (GET /schedules,
-?ScheduleGroup=&NamePrefix=&MaxResults=&NextToken=: 100 a page at most, as AWS pages,
+?ScheduleGroup=&NamePrefix=&State=&MaxResults=&NextToken=: the filters checked against the
+model as a body is, 100 a page at most, as AWS pages,
 so a caller that reads one page only fails here too), each signed as AWS wants it
 (pgkick_dev.devserver.signatures). Errors carry `x-amzn-ErrorType` and {"Message"}, so
 botocore raises ConflictException, ResourceNotFoundException, ValidationException.
@@ -18,6 +19,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
+from pgkick_dev.devserver.schedule_checks import check_input
 from pgkick_dev.devserver.schedules import SchedulerError
 from pgkick_dev.devserver.signatures import request_refusal
 from pgkick_dev.devserver.stack import Stack
@@ -62,14 +64,16 @@ def _token(start: int) -> str:
 def routes(stack: Stack) -> list[Route]:
     scheduler = stack.scheduler
 
-    async def body_of(request: Request) -> dict[str, Any]:
+    async def body_of(request: Request, operation: str) -> dict[str, Any]:
         try:
             body = json.loads(await request.body() or b"{}")
         except ValueError as exc:
             raise SchedulerError("ValidationException", 400, f"Malformed JSON: {exc}") from None
         if not isinstance(body, dict):
             raise SchedulerError("ValidationException", 400, "The body must be a JSON object")
-        body.pop("ClientToken", None)
+        token = body.pop("ClientToken", None)  # checked as AWS checks it, then not kept
+        if token is not None:
+            check_input(operation, {"ClientToken": token})
         return body
 
     async def signed(request: Request) -> None:
@@ -83,11 +87,15 @@ def routes(stack: Stack) -> list[Route]:
         try:
             await signed(request)
             if request.method in ("POST", "PUT"):
-                body = await body_of(request)
+                operation = "UpdateSchedule" if request.method == "PUT" else "CreateSchedule"
+                body = await body_of(request, operation)
                 schedule = scheduler.create(name, body, replace=request.method == "PUT")
                 return JSONResponse({"ScheduleArn": schedule.describe()["Arn"]})
             if request.method == "GET":
                 return JSONResponse(scheduler.get(name, group).describe())
+            token = request.query_params.get("clientToken")
+            if token is not None:
+                check_input("DeleteSchedule", {"ClientToken": token})
             scheduler.delete(name, group)
             return JSONResponse({})
         except SchedulerError as exc:
@@ -96,8 +104,19 @@ def routes(stack: Stack) -> list[Route]:
     async def listing(request: Request) -> Response:
         try:
             await signed(request)
+            query = request.query_params
+            filters = {
+                key: query[name]
+                for key, name in (
+                    ("GroupName", "ScheduleGroup"),
+                    ("NamePrefix", "NamePrefix"),
+                    ("State", "State"),
+                )
+                if name in query
+            }
+            check_input("ListSchedules", filters)
             found = scheduler.list(
-                request.query_params.get("ScheduleGroup"), request.query_params.get("NamePrefix")
+                filters.get("GroupName"), filters.get("NamePrefix"), filters.get("State")
             )
             start, size = _page(request.query_params)
         except SchedulerError as exc:

@@ -55,6 +55,7 @@ class Schedule:
     group: str
     body: dict[str, Any]  # as created (ScheduleExpression, Target, ...)
     created: float
+    modified: float | None = None  # the last UpdateSchedule's time (CreationDate is kept)
     timer: Cancellable | None = None
     fired: int = 0
     due: float | None = None
@@ -69,7 +70,7 @@ class Schedule:
             "ActionAfterCompletion": "NONE",
             **self.body,
             "CreationDate": self.created,
-            "LastModificationDate": self.created,
+            "LastModificationDate": self.created if self.modified is None else self.modified,
         }
 
 
