@@ -131,9 +131,11 @@ class TestQueue:
     def errors(self) -> list[BaseException]:
         return self.recording.errors
 
-    def ran(self, task: str | None = None) -> list[Any]:
-        """Payloads of the jobs run so far (every attempt), in order; of `task` if given."""
-        return [payload for name, payload in self.recording.runs if task in (None, name)]
+    def ran(self, task: object = None) -> list[Any]:
+        """Payloads of the jobs run so far (every attempt), in order; of `task` (a name or
+        a handle, as jobs() and the assertions take) if given."""
+        wanted = asserts.task_name(task)
+        return [payload for name, payload in self.recording.runs if wanted in (None, name)]
 
     def jobs(
         self, task: object = None, queue: str | None = None, status: str | None = None
