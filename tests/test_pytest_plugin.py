@@ -165,3 +165,42 @@ def test_a_bad_pgkick_tasks_fails_in_one_line_naming_the_setting(
     assert len(said) == 1 and "shopp.tasks" in said[0], done.stdout[-3000:]
     for noise in ("Traceback", "registry.py", "The above exception", "importlib"):
         assert noise not in done.stdout, done.stdout[-3000:]
+
+
+@pytest.mark.parametrize(
+    ("setting", "extra", "said"),
+    [
+        (
+            {"PGKICK_TEST_DATABASE_URL": "postgresql://postgres@127.0.0.1:1/app"},
+            [],
+            "cannot connect to PostgreSQL",
+        ),
+        ({}, ["-p", "no_tooling"], "pgkick's pytest fixtures need a PostgreSQL server"),
+    ],
+    ids=["unreachable", "no-server"],
+)
+def test_no_server_for_the_fixtures_fails_in_one_line_naming_the_setting(
+    tmp_path: Path, setting: dict[str, str], extra: list[str], said: str
+) -> None:
+    """Catches (review 61, testkit) a server out of reach, or none set and no pgkick-dev,
+    printing for each test pgkick's traceback through the plugin, the databases and the
+    driver (30 to 60 lines) around the one line that matters, and the unreachable one not
+    saying which setting named that server (the guide: "fails with a line")."""
+    (tmp_path / "test_shop.py").write_text("def test_one(pgkick_manual):\n    pass\n")
+    (tmp_path / "no_tooling.py").write_text(  # pgkick-dev's entry point not installed
+        "import pgkick.testing.databases as d\nd.entry_points = lambda **names: ()\n"
+    )
+    env = {"PATH": os.environ["PATH"], "HOME": str(tmp_path), "PYTHONPATH": str(tmp_path)}
+    done = subprocess.run(
+        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", *extra, "test_shop.py"],
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+        env={**env, **setting},
+        timeout=120,
+    )
+    assert done.returncode == 1, done.stdout[-3000:]
+    lines = [line for line in done.stdout.splitlines() if line.startswith(said)]
+    assert len(lines) == 1 and "PGKICK_TEST_DATABASE_URL" in lines[0], done.stdout[-3000:]
+    for noise in ("Traceback", "databases.py", "db.py", "plugin.py"):
+        assert noise not in done.stdout, done.stdout[-3000:]

@@ -23,6 +23,7 @@ against NAME and quoted, as pgkick.connections.qualify does for schemas.
 
 from __future__ import annotations
 
+import os
 import re
 import uuid
 from collections.abc import Callable, Iterator
@@ -52,6 +53,14 @@ def _named(statement: LiteralString, **names: str) -> LiteralString:
 
 def new_name(kind: str) -> str:
     return f"pgkick_test_{kind}_{uuid.uuid4().hex[:12]}"
+
+
+def source() -> str:
+    """Where server() takes its server from, for an error to name: the setting, or the tooling."""
+    for setting in ("PGKICK_TEST_DATABASE_URL", "DATABASE_URL"):
+        if config.test_database_url() == os.environ.get(setting):
+            return f"the server {setting} names"
+    return "pgkick-dev's embedded PostgreSQL"
 
 
 @contextmanager
