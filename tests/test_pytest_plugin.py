@@ -4,9 +4,13 @@ and a database without the schema refused with the advice to migrate."""
 
 from __future__ import annotations
 
+import contextlib
 import os
+import signal
 import subprocess
 import sys
+import tempfile
+import time
 from pathlib import Path
 
 import pytest
@@ -204,3 +208,61 @@ def test_no_server_for_the_fixtures_fails_in_one_line_naming_the_setting(
     assert len(lines) == 1 and "PGKICK_TEST_DATABASE_URL" in lines[0], done.stdout[-3000:]
     for noise in ("Traceback", "databases.py", "db.py", "plugin.py"):
         assert noise not in done.stdout, done.stdout[-3000:]
+
+
+SESSION = """
+import sys
+from pgkick_dev.scratch import session_server
+with session_server() as dsn:
+    print(dsn, flush=True)
+    sys.stdin.readline()  # the test session runs until told, or killed
+"""
+
+
+def _session_folder(dsn: str) -> Path:
+    """The temporary folder of the embedded server answering on `dsn`'s port."""
+    port = dsn.rsplit(":", 1)[1].split("/")[0]
+    for folder in Path(tempfile.gettempdir()).glob("pgkick-pytest-*"):
+        pidfile = folder / "data" / "postmaster.pid"
+        if pidfile.exists() and pidfile.read_text().splitlines()[3] == port:
+            return folder
+    raise AssertionError(f"no pgkick-pytest-* folder serves port {port}")
+
+
+def _gone(pid: int, deadline: float) -> bool:
+    while time.monotonic() < deadline:
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            return True
+        time.sleep(0.1)
+    return False
+
+
+@pytest.mark.parametrize("end", ["teardown", "SIGTERM", "SIGKILL"])
+def test_the_embedded_server_ends_with_the_test_session_however_it_ends(end: str) -> None:
+    """Catches (review 61, testkit) a test session killed (SIGTERM: what a CI timeout and
+    `timeout` send, and pytest runs no teardown on it; SIGKILL) leaving the plugin's embedded
+    PostgreSQL running and its pgkick-pytest-* folder behind, for good, each such session
+    one more server (the guide: "stops and removes it at the end")."""
+    session = subprocess.Popen(
+        [sys.executable, "-c", SESSION], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True
+    )
+    assert session.stdin is not None and session.stdout is not None
+    folder = _session_folder(session.stdout.readline().strip())
+    postmaster = int((folder / "data" / "postmaster.pid").read_text().splitlines()[0])
+    try:
+        if end == "teardown":
+            session.stdin.write("done\n")
+            session.stdin.flush()
+        else:
+            session.send_signal(getattr(signal, end))
+        session.wait(timeout=60)
+        assert _gone(postmaster, time.monotonic() + 30), f"postmaster {postmaster} still runs"
+        deadline = time.monotonic() + 10
+        while folder.exists() and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert not folder.exists(), folder
+    finally:  # never leave a server behind, whatever failed
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(postmaster, signal.SIGQUIT)
