@@ -11,6 +11,7 @@ import subprocess
 import sys
 import tempfile
 import time
+import uuid
 from pathlib import Path
 
 import pytest
@@ -266,3 +267,44 @@ def test_the_embedded_server_ends_with_the_test_session_however_it_ends(end: str
     finally:  # never leave a server behind, whatever failed
         with contextlib.suppress(ProcessLookupError):
             os.kill(postmaster, signal.SIGQUIT)
+
+
+def test_a_role_without_createdb_fails_in_one_line_saying_so(
+    server_dsn: str, tmp_path: Path
+) -> None:
+    """Catches (review 61, testkit) a server whose role may not CREATE DATABASE answered with
+    psycopg's InsufficientPrivilege and its traceback through the plugin (some 60 lines a
+    test), naming neither CREATEDB, which the guide says the role needs, nor the setting."""
+    import psycopg
+    from psycopg.conninfo import make_conninfo
+
+    name = f"nocreatedb_{uuid.uuid4().hex[:10]}"
+    with psycopg.connect(server_dsn, autocommit=True) as admin:
+        admin.execute(f"CREATE ROLE {name} LOGIN PASSWORD 'NoCreateDb1'")
+    try:
+        (tmp_path / "test_shop.py").write_text("def test_one(pgkick_manual):\n    pass\n")
+        env = {
+            "PATH": os.environ["PATH"],
+            "HOME": str(tmp_path),
+            "PGKICK_TEST_DATABASE_URL": make_conninfo(
+                server_dsn, user=name, password="NoCreateDb1"
+            ),
+        }
+        done = subprocess.run(
+            [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "test_shop.py"],
+            capture_output=True,
+            text=True,
+            cwd=tmp_path,
+            env=env,
+            timeout=120,
+        )
+    finally:
+        with psycopg.connect(server_dsn, autocommit=True) as admin:
+            admin.execute(f"DROP ROLE {name}")
+    assert done.returncode == 1, done.stdout[-3000:]
+    said = [line for line in done.stdout.splitlines() if line.startswith("permission denied")]
+    assert len(said) == 1, done.stdout[-3000:]
+    assert "CREATEDB" in said[0] and "PGKICK_TEST_DATABASE_URL" in said[0], said[0]
+    assert "NoCreateDb1" not in done.stdout
+    for noise in ("Traceback", "databases.py", "db.py", "plugin.py"):
+        assert noise not in done.stdout, done.stdout[-3000:]

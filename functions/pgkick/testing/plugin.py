@@ -35,19 +35,20 @@ from contextlib import ExitStack
 import pytest
 
 from pgkick import config
-from pgkick.errors import ConfigError, DatabaseUnavailable
+from pgkick.errors import ConfigError, DatabaseUnavailable, RoleRefused
 from pgkick.tasks.registry import registry
 from pgkick.testing import databases
 from pgkick.testing.modes import TestQueue, inline, manual
 
 
 def _in_one_line[T](make: Callable[[], T]) -> T:
-    """No server to make the databases on (none set and no pgkick-dev, one out of reach)
-    fails each test in one line (pytrace off) saying which setting named it: pgkick's
-    traceback through the plugin, the databases and the driver buried that line."""
+    """No server to make the databases on (none set and no pgkick-dev, one out of reach,
+    a role that may not CREATE DATABASE) fails each test in one line (pytrace off) saying
+    which setting named it: pgkick's traceback through the plugin, the databases and the
+    driver buried that line."""
     try:
         return make()
-    except ConfigError as exc:  # says what to set already
+    except (ConfigError, RoleRefused) as exc:  # says what to set already
         refused = str(exc)
     except DatabaseUnavailable as exc:  # the app's own set-up errors keep their traceback
         refused = f"{exc} (pgkick's test databases are made on {databases.source()})"
