@@ -4,9 +4,14 @@ and a database without the schema refused with the advice to migrate."""
 
 from __future__ import annotations
 
+import contextlib
 import os
+import signal
 import subprocess
 import sys
+import tempfile
+import time
+import uuid
 from pathlib import Path
 
 import pytest
@@ -164,4 +169,142 @@ def test_a_bad_pgkick_tasks_fails_in_one_line_naming_the_setting(
     said = [line for line in done.stdout.splitlines() if line.startswith("PGKICK_TASKS names")]
     assert len(said) == 1 and "shopp.tasks" in said[0], done.stdout[-3000:]
     for noise in ("Traceback", "registry.py", "The above exception", "importlib"):
+        assert noise not in done.stdout, done.stdout[-3000:]
+
+
+@pytest.mark.parametrize(
+    ("setting", "extra", "said"),
+    [
+        (
+            {"PGKICK_TEST_DATABASE_URL": "postgresql://postgres@127.0.0.1:1/app"},
+            [],
+            "cannot connect to PostgreSQL",
+        ),
+        ({}, ["-p", "no_tooling"], "pgkick's pytest fixtures need a PostgreSQL server"),
+    ],
+    ids=["unreachable", "no-server"],
+)
+def test_no_server_for_the_fixtures_fails_in_one_line_naming_the_setting(
+    tmp_path: Path, setting: dict[str, str], extra: list[str], said: str
+) -> None:
+    """Catches (review 61, testkit) a server out of reach, or none set and no pgkick-dev,
+    printing for each test pgkick's traceback through the plugin, the databases and the
+    driver (30 to 60 lines) around the one line that matters, and the unreachable one not
+    saying which setting named that server (the guide: "fails with a line")."""
+    (tmp_path / "test_shop.py").write_text("def test_one(pgkick_manual):\n    pass\n")
+    (tmp_path / "no_tooling.py").write_text(  # pgkick-dev's entry point not installed
+        "import pgkick.testing.databases as d\nd.entry_points = lambda **names: ()\n"
+    )
+    env = {"PATH": os.environ["PATH"], "HOME": str(tmp_path), "PYTHONPATH": str(tmp_path)}
+    done = subprocess.run(
+        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", *extra, "test_shop.py"],
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+        env={**env, **setting},
+        timeout=120,
+    )
+    assert done.returncode == 1, done.stdout[-3000:]
+    lines = [line for line in done.stdout.splitlines() if line.startswith(said)]
+    assert len(lines) == 1 and "PGKICK_TEST_DATABASE_URL" in lines[0], done.stdout[-3000:]
+    for noise in ("Traceback", "databases.py", "db.py", "plugin.py"):
+        assert noise not in done.stdout, done.stdout[-3000:]
+
+
+SESSION = """
+import sys
+from pgkick_dev.scratch import session_server
+with session_server() as dsn:
+    print(dsn, flush=True)
+    sys.stdin.readline()  # the test session runs until told, or killed
+"""
+
+
+def _session_folder(dsn: str) -> Path:
+    """The temporary folder of the embedded server answering on `dsn`'s port."""
+    port = dsn.rsplit(":", 1)[1].split("/")[0]
+    for folder in Path(tempfile.gettempdir()).glob("pgkick-pytest-*"):
+        pidfile = folder / "data" / "postmaster.pid"
+        if pidfile.exists() and pidfile.read_text().splitlines()[3] == port:
+            return folder
+    raise AssertionError(f"no pgkick-pytest-* folder serves port {port}")
+
+
+def _gone(pid: int, deadline: float) -> bool:
+    while time.monotonic() < deadline:
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            return True
+        time.sleep(0.1)
+    return False
+
+
+@pytest.mark.parametrize("end", ["teardown", "SIGTERM", "SIGKILL"])
+def test_the_embedded_server_ends_with_the_test_session_however_it_ends(end: str) -> None:
+    """Catches (review 61, testkit) a test session killed (SIGTERM: what a CI timeout and
+    `timeout` send, and pytest runs no teardown on it; SIGKILL) leaving the plugin's embedded
+    PostgreSQL running and its pgkick-pytest-* folder behind, for good, each such session
+    one more server (the guide: "stops and removes it at the end")."""
+    session = subprocess.Popen(
+        [sys.executable, "-c", SESSION], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True
+    )
+    assert session.stdin is not None and session.stdout is not None
+    folder = _session_folder(session.stdout.readline().strip())
+    postmaster = int((folder / "data" / "postmaster.pid").read_text().splitlines()[0])
+    try:
+        if end == "teardown":
+            session.stdin.write("done\n")
+            session.stdin.flush()
+        else:
+            session.send_signal(getattr(signal, end))
+        session.wait(timeout=60)
+        assert _gone(postmaster, time.monotonic() + 30), f"postmaster {postmaster} still runs"
+        deadline = time.monotonic() + 10
+        while folder.exists() and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert not folder.exists(), folder
+    finally:  # never leave a server behind, whatever failed
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(postmaster, signal.SIGQUIT)
+
+
+def test_a_role_without_createdb_fails_in_one_line_saying_so(
+    server_dsn: str, tmp_path: Path
+) -> None:
+    """Catches (review 61, testkit) a server whose role may not CREATE DATABASE answered with
+    psycopg's InsufficientPrivilege and its traceback through the plugin (some 60 lines a
+    test), naming neither CREATEDB, which the guide says the role needs, nor the setting."""
+    import psycopg
+    from psycopg.conninfo import make_conninfo
+
+    name = f"nocreatedb_{uuid.uuid4().hex[:10]}"
+    with psycopg.connect(server_dsn, autocommit=True) as admin:
+        admin.execute(f"CREATE ROLE {name} LOGIN PASSWORD 'NoCreateDb1'")
+    try:
+        (tmp_path / "test_shop.py").write_text("def test_one(pgkick_manual):\n    pass\n")
+        env = {
+            "PATH": os.environ["PATH"],
+            "HOME": str(tmp_path),
+            "PGKICK_TEST_DATABASE_URL": make_conninfo(
+                server_dsn, user=name, password="NoCreateDb1"
+            ),
+        }
+        done = subprocess.run(
+            [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "test_shop.py"],
+            capture_output=True,
+            text=True,
+            cwd=tmp_path,
+            env=env,
+            timeout=120,
+        )
+    finally:
+        with psycopg.connect(server_dsn, autocommit=True) as admin:
+            admin.execute(f"DROP ROLE {name}")
+    assert done.returncode == 1, done.stdout[-3000:]
+    said = [line for line in done.stdout.splitlines() if line.startswith("permission denied")]
+    assert len(said) == 1, done.stdout[-3000:]
+    assert "CREATEDB" in said[0] and "PGKICK_TEST_DATABASE_URL" in said[0], said[0]
+    assert "NoCreateDb1" not in done.stdout
+    for noise in ("Traceback", "databases.py", "db.py", "plugin.py"):
         assert noise not in done.stdout, done.stdout[-3000:]

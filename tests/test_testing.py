@@ -145,3 +145,31 @@ def test_a_task_that_sleeps_or_snoozes_is_not_a_failure_under_testing(dsn: str) 
         row = job_row(dsn, job_id)
         assert (row["status"], row["attempts"]) == ("queued", 0)
     assert [queue for queue, _ in jobs.wakes] == ["default", "default"]
+
+
+def test_ran_takes_the_tasks_handle_as_the_other_readers_do(dsn: str) -> None:
+    """Catches (review 61, testkit) `ran(handle)` answering [] for a task that ran: it
+    compared the handle with the recorded names, while jobs(), enqueued() and the assertions
+    take a name or the handle, so `assert jobs.ran(send_receipt) == []` passed falsely."""
+    tasks = Registry()
+    note = tasks.task("ran_note")(lambda payload: None)
+    with testing.inline(dsn, tasks=tasks) as jobs:
+        note.enqueue_and_kick({"n": 1})
+    assert jobs.ran(note) == jobs.ran("ran_note") == [{"n": 1}]
+
+
+def test_manual_drain_runs_what_its_jobs_make_ready_in_any_queue(dsn: str) -> None:
+    """Catches (review 61, testkit) manual drain() running a dependant its parent released
+    only when both were in one queue (the worker's drain of that queue took it): in another
+    queue it stayed queued, drain() said 1, and the same graph gave 2 in one queue."""
+    tasks = Registry()
+    parent = tasks.task("drain_parent")(lambda payload: None)
+    child = tasks.task("drain_child")(lambda payload: None)
+    with testing.manual(dsn, tasks=tasks) as jobs:
+        first = parent.enqueue_and_kick({}, queue="drain_a")
+        child.enqueue_and_kick({}, queue="drain_b", after=[first])
+        assert jobs.ran() == []
+        assert jobs.drain() == 2
+        assert [job["status"] for job in jobs.jobs()] == ["done", "done"]
+        child.enqueue_and_kick({}, queue="drain_b")  # after the drain: queued again
+        assert jobs.enqueued() == [{}]

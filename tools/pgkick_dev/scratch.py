@@ -11,13 +11,17 @@ accepted one is migrated and marked.
 
 Also here: the server pgkick.testing's pytest plugin starts for an app's test
 session when no DATABASE_URL is set (entry point `pgkick.test_servers`), in a
-temporary folder of its own, with durability traded for speed.
+temporary folder of its own, with durability traded for speed, and stopped with its
+folder removed by pgkick_dev.session_reaper if the session is killed.
 """
 
 from __future__ import annotations
 
 import contextlib
+import os
 import shutil
+import subprocess
+import sys
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
@@ -63,8 +67,19 @@ def session_server() -> Iterator[str]:
     root = Path(tempfile.mkdtemp(prefix="pgkick-pytest-"))
     root.chmod(0o755)  # reachable by the unprivileged user the server runs as, under root
     server = EmbeddedPostgres(root / "data", settings=TEST_SETTINGS)
+    # a killed session (SIGTERM, SIGKILL) never reaches the `finally`: this watcher, in a
+    # session of its own, stops the server and removes the folder when the session is gone
+    reaper = subprocess.Popen(
+        [sys.executable, "-m", "pgkick_dev.session_reaper", str(os.getpid()), str(root)],
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        start_new_session=True,
+    )
     try:
         yield server.start()
     finally:
         server.stop("immediate")
         shutil.rmtree(root, ignore_errors=True)
+        reaper.terminate()
+        reaper.wait()

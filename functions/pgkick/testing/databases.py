@@ -23,6 +23,7 @@ against NAME and quoted, as pgkick.connections.qualify does for schemas.
 
 from __future__ import annotations
 
+import os
 import re
 import uuid
 from collections.abc import Callable, Iterator
@@ -33,10 +34,11 @@ from typing import LiteralString
 from pgkick import config
 from pgkick.connections.db import Database, dsn_for_database
 from pgkick.connections.qualify import quote
-from pgkick.errors import ConfigError, InvalidArgument
+from pgkick.errors import ConfigError, InvalidArgument, RoleRefused
 from pgkick.store import queries
 
 NAME = re.compile(r"pgkick_test_[a-z0-9_]{1,40}")
+INSUFFICIENT_PRIVILEGE = "42501"  # the server's SQLSTATE for a privilege the role lacks
 _PLACEHOLDER = re.compile(r"\bpgkick_test_(db|template)\b")
 
 
@@ -52,6 +54,14 @@ def _named(statement: LiteralString, **names: str) -> LiteralString:
 
 def new_name(kind: str) -> str:
     return f"pgkick_test_{kind}_{uuid.uuid4().hex[:12]}"
+
+
+def source() -> str:
+    """Where server() takes its server from, for an error to name: the setting, or the tooling."""
+    for setting in ("PGKICK_TEST_DATABASE_URL", "DATABASE_URL"):
+        if config.test_database_url() == os.environ.get(setting):
+            return f"the server {setting} names"
+    return "pgkick-dev's embedded PostgreSQL"
 
 
 @contextmanager
@@ -78,8 +88,7 @@ def create_template(server_dsn: str, setup: Callable[[str], object]) -> str:
     from pgkick import migrate  # the public entry point, as an app would call it
 
     name = new_name("template")
-    with Database.open(server_dsn, application_name="pgkick-testing") as admin:
-        admin.execute(_named(queries.DATABASE_CREATE, db=name))
+    _create(server_dsn, queries.DATABASE_CREATE, db=name)
     try:
         dsn = dsn_for_database(server_dsn, name)
         migrate(dsn)
@@ -94,12 +103,28 @@ def create_template(server_dsn: str, setup: Callable[[str], object]) -> str:
 def copy_of(server_dsn: str, template: str) -> Iterator[str]:
     """A database of this test's own, copied from `template`; dropped after it."""
     name = new_name("db")
-    with Database.open(server_dsn, application_name="pgkick-testing") as admin:
-        admin.execute(_named(queries.DATABASE_CLONE, db=name, template=template))
+    _create(server_dsn, queries.DATABASE_CLONE, db=name, template=template)
     try:
         yield dsn_for_database(server_dsn, name)
     finally:
         drop(server_dsn, name)
+
+
+def _create(server_dsn: str, statement: LiteralString, **names: str) -> None:
+    """CREATE DATABASE on the server; a role that may not is RoleRefused saying what to do
+    (the driver's InsufficientPrivilege named neither CREATEDB nor the setting)."""
+    with Database.open(server_dsn, application_name="pgkick-testing") as admin:
+        try:
+            admin.execute(_named(statement, **names))
+        except Exception as exc:
+            if getattr(exc, "sqlstate", None) != INSUFFICIENT_PRIVILEGE:
+                raise
+            reason = (str(exc).splitlines() or [""])[0]
+            raise RoleRefused(
+                f"{reason}: pgkick's test databases are made on {source()}, whose role needs "
+                "CREATEDB (`ALTER ROLE ... CREATEDB`); or set PGKICK_TEST_DATABASE_URL to a "
+                "server where it has it"
+            ) from None
 
 
 def drop(server_dsn: str, name: str) -> None:

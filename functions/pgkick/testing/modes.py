@@ -9,7 +9,8 @@ Both modes install a kicker as pgkick's default for the duration of a `with`:
   through the same claim / complete statements and fencing a Lambda worker uses.
   A job due later (delay, run_at, a retry's backoff) is not run: it stays queued.
 - `manual(dsn)`: jobs stay queued; `enqueued(task=...)` returns their payloads,
-  `drain()` runs every ready job the same way inline mode does.
+  `drain()` runs every ready job the same way inline mode does, and the jobs those
+  runs make ready (children, dependants, follow-ups), in any queue.
 
 Why a block sees only its own jobs: it notes the highest job id when it starts,
 and `enqueued()`, `assert_enqueued()` and `assert_not_enqueued()` read only the
@@ -109,8 +110,11 @@ class TestQueue:
 
     # -- the Kicker protocol ------------------------------------------------------
     def kick(self, queue: str, reason: str, *, hop: int = 0) -> None:
+        """Inline: drain `queue` now. Manual: only while drain() runs, so that what its jobs
+        make ready (a dependant released, a child spawned, a follow-up enqueued) runs in it
+        whatever its queue, as the worker's drain of the same queue takes it anyway."""
         self.kicks.append(queue)
-        if self.inline:
+        if self.inline or self._draining:
             self._run({queue})
 
     def wake_at(self, queue: str, when: datetime) -> None:
@@ -131,9 +135,11 @@ class TestQueue:
     def errors(self) -> list[BaseException]:
         return self.recording.errors
 
-    def ran(self, task: str | None = None) -> list[Any]:
-        """Payloads of the jobs run so far (every attempt), in order; of `task` if given."""
-        return [payload for name, payload in self.recording.runs if task in (None, name)]
+    def ran(self, task: object = None) -> list[Any]:
+        """Payloads of the jobs run so far (every attempt), in order; of `task` (a name or
+        a handle, as jobs() and the assertions take) if given."""
+        wanted = asserts.task_name(task)
+        return [payload for name, payload in self.recording.runs if wanted in (None, name)]
 
     def jobs(
         self, task: object = None, queue: str | None = None, status: str | None = None
@@ -169,7 +175,8 @@ class TestQueue:
         asserts.refuse(self.jobs(), task, payload, queue)
 
     def drain(self) -> int:
-        """Run every job that is ready now, in every queue; how many ran."""
+        """Run every job that is ready now, in every queue, and those their runs make ready
+        (children, dependants, follow-ups); how many ran."""
         with MaintenanceStore.open(self.dsn) as store:
             queues = set(store.ready_by_queue())
         before = len(self.recording.runs)

@@ -30,20 +30,36 @@ for a fixture (pgkick's own suite defines `dsn`, `store`... of its own).
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
+from contextlib import ExitStack
 
 import pytest
 
 from pgkick import config
-from pgkick.errors import ConfigError
+from pgkick.errors import ConfigError, DatabaseUnavailable, RoleRefused
 from pgkick.tasks.registry import registry
 from pgkick.testing import databases
 from pgkick.testing.modes import TestQueue, inline, manual
 
 
+def _in_one_line[T](make: Callable[[], T]) -> T:
+    """No server to make the databases on (none set and no pgkick-dev, one out of reach,
+    a role that may not CREATE DATABASE) fails each test in one line (pytrace off) saying
+    which setting named it: pgkick's traceback through the plugin, the databases and the
+    driver buried that line."""
+    try:
+        return make()
+    except (ConfigError, RoleRefused) as exc:  # says what to set already
+        refused = str(exc)
+    except DatabaseUnavailable as exc:  # the app's own set-up errors keep their traceback
+        refused = f"{exc} (pgkick's test databases are made on {databases.source()})"
+    pytest.fail(refused, pytrace=False)  # outside the except: no chained tracebacks either
+
+
 @pytest.fixture(scope="session")
 def pgkick_database_url() -> Iterator[str]:
     """A server where the plugin may create databases (see the module's docstring)."""
-    with databases.server() as dsn:
+    with ExitStack() as stack:
+        dsn = _in_one_line(lambda: stack.enter_context(databases.server()))
         yield dsn
 
 
@@ -60,7 +76,9 @@ def pgkick_template(
 ) -> Iterator[str]:
     """A database migrated once per session (pgkick.migrate, then the app's set-up),
     copied for each test; dropped when the session ends."""
-    name = databases.create_template(pgkick_database_url, pgkick_setup_template)
+    name = _in_one_line(
+        lambda: databases.create_template(pgkick_database_url, pgkick_setup_template)
+    )
     try:
         yield name
     finally:
