@@ -454,3 +454,34 @@ def test_a_purge_dry_run_refuses_the_batch_its_action_would_refuse(
         )
         assert code == 2 and "--batch 20000" in err and "1..10000" in err and "error" in document
     assert sorted(rows(dsn, [1, 2])) == [1, 2]
+
+
+@pytest.mark.parametrize("batch", ["1", "10000"])
+def test_purge_older_than_takes_an_old_failed_chain_whole_as_its_dry_run_counts(
+    dsn: str, capsys: pytest.CaptureFixture[str], batch: str
+) -> None:
+    """Catches `purge --older-than` answering by its batch: an old failed chain was counted
+    one level (the dry run left its parents out), purged whole with `--batch 1` (a full
+    batch ran the next statement, which found the dependant gone) and one level with the
+    default batch (a short one stopped there). Now the chain goes whole, dependants first,
+    whatever the batch, and the dry run counts that; a parent whose failed dependant is too
+    recent to purge stays (a review of the reaper, F1)."""
+    with JobStore.open(dsn) as store:
+        enqueue = Enqueuer(store).enqueue
+        head = enqueue({}, task="t", queue="q")
+        middle = enqueue({}, task="t", queue="q", after=[head])
+        tail = enqueue({}, task="t", queue="q", after=[middle])
+        other = enqueue({}, task="t", queue="q")
+        recent = enqueue({}, task="t", queue="q", after=[other])
+        fail_all(store, "q", "PermanentError: Boom")
+        (plain,) = insert(store, 1, queue="p")
+        store.complete_many(store.claim("p", batch=1, lease=LEASE))
+        store.conn.execute(
+            "UPDATE pgkick.jobs SET finished_at = now() - interval '2 days' WHERE id <> %s",
+            (recent,),
+        )
+    argv = ["purge", "--older-than", "1d", "--dsn", dsn]
+    counted = run(capsys, *argv, "--dry-run")[1]
+    assert (counted["would_purge"], counted["by_status"]) == (4, {"done": 1, "failed": 3})
+    assert run(capsys, *argv, "--batch", batch)[1] == {"purged": 4}
+    assert sorted(rows(dsn, [head, middle, tail, other, recent, plain])) == [other, recent]
