@@ -12,6 +12,7 @@ from typing import Any
 import psycopg
 import pytest
 
+from pgkick.store.flow import pause_queue
 from pgkick.worker.reaper import PURGE_RESERVE
 from pgkick_dev.local.context import FakeLambdaContext
 from tests.helpers import event, load_handler, seed, sessions_of
@@ -81,3 +82,28 @@ def test_a_tiny_budget_reports_first_purges_what_fits_and_says_what_is_left(
     report = load_handler("reaper").handler(event("reaper"), context)
     assert (report["purged"], report["purge_complete"]) == (5_000, True)
     assert finished_jobs(old_finished_jobs) == 0
+
+
+def test_a_paused_queue_feeds_no_oldest_ready_age(
+    dsn: str, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Catches the reaper emitting a paused queue's oldest ready age: pausing a queue past
+    OldestReadyAlarmSeconds fired OldestReadyJobAlarm ("the reaper kicks its queue; find
+    why its kick and wake-up were lost"), though a paused queue is kicked by nobody on
+    purpose and `stranded` leaves it out. Its age is still in the report (a review of the
+    reaper, F3)."""
+    monkeypatch.setenv("DATABASE_URL", dsn)
+    monkeypatch.setenv("PGKICK_KICKER", "none")
+    monkeypatch.delenv("PGKICK_DATABASE_SECRET_ARN", raising=False)
+    with JobStore.open(dsn) as store:
+        seed(store, 1, queue="held")
+        seed(store, 1, queue="mail")
+        pause_queue(store, "held")
+    capsys.readouterr()
+    context = FakeLambdaContext(function_name="pgkick-reaper", timeout_ms=120_000)
+    report = load_handler("reaper").handler(event("reaper"), context)
+    ages = {q["queue"]: q["oldest_ready_seconds"] for q in report["queues"]}
+    assert ages["held"] is not None and ages["mail"] is not None
+    health = emitted(capsys.readouterr().out)[0]
+    assert len(health["oldest_ready_age"]) == 1  # mail's only
+    assert len(health["ready"]) == 2
