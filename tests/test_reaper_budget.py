@@ -7,15 +7,17 @@ second each time it is read (one read per purge batch), so the budget is exact."
 from __future__ import annotations
 
 import json
+from datetime import timedelta
 from typing import Any
 
 import psycopg
 import pytest
 
+from pgkick.producer.enqueue import Enqueuer
 from pgkick.store.flow import pause_queue
 from pgkick.worker.reaper import PURGE_RESERVE
 from pgkick_dev.local.context import FakeLambdaContext
-from tests.helpers import event, load_handler, seed, sessions_of
+from tests.helpers import FakeClock, event, load_handler, seed, sessions_of
 from tests.store import JobStore
 
 FINISHED = 25_000  # three batches of the reaper's 10,000
@@ -107,3 +109,25 @@ def test_a_paused_queue_feeds_no_oldest_ready_age(
     health = emitted(capsys.readouterr().out)[0]
     assert len(health["oldest_ready_age"]) == 1  # mail's only
     assert len(health["ready"]) == 2
+
+
+def test_a_dependant_just_released_is_not_reported_ready_for_the_time_it_waited(
+    dsn: str, clock: FakeClock
+) -> None:
+    """Catches the reaper's oldest ready age (and `stranded`) measured from a dependant's
+    run_at: released a moment ago by its parent, a job enqueued an hour earlier read as an
+    hour ready and fired OldestReadyJobAlarm. It is ready since its parent finished (a
+    review of the reaper, F2)."""
+    with JobStore.open(dsn, clock) as store:
+        enqueue = Enqueuer(store).enqueue
+        parent = enqueue({}, task="t", queue="slow", delay=3600)
+        enqueue({}, task="t", queue="joined", after=[parent])
+        clock.advance(3600)
+        (job,) = store.claim("slow", batch=1, lease=timedelta(minutes=5))
+        clock.advance(30)
+        assert store.complete(job.id, job.attempts)
+        clock.advance(5)
+        stats = {q["queue"]: q for q in store.stats_by_queue(timedelta(seconds=1))}
+    assert stats["joined"]["ready"] == 1
+    assert float(stats["joined"]["oldest_ready_seconds"]) == pytest.approx(5, abs=0.01)
+    assert stats["joined"]["stranded"] == 1  # past the 1 s given, nobody watching
