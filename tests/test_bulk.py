@@ -454,3 +454,63 @@ def test_a_purge_dry_run_refuses_the_batch_its_action_would_refuse(
         )
         assert code == 2 and "--batch 20000" in err and "1..10000" in err and "error" in document
     assert sorted(rows(dsn, [1, 2])) == [1, 2]
+
+
+@pytest.mark.parametrize("batch", ["1", "10000"])
+def test_purge_older_than_takes_an_old_failed_chain_whole_as_its_dry_run_counts(
+    dsn: str, capsys: pytest.CaptureFixture[str], batch: str
+) -> None:
+    """Catches `purge --older-than` answering by its batch: an old failed chain was counted
+    one level (the dry run left its parents out), purged whole with `--batch 1` (a full
+    batch ran the next statement, which found the dependant gone) and one level with the
+    default batch (a short one stopped there). Now the chain goes whole, dependants first,
+    whatever the batch, and the dry run counts that; a parent whose failed dependant is too
+    recent to purge stays (a review of the reaper, F1)."""
+    with JobStore.open(dsn) as store:
+        enqueue = Enqueuer(store).enqueue
+        head = enqueue({}, task="t", queue="q")
+        middle = enqueue({}, task="t", queue="q", after=[head])
+        tail = enqueue({}, task="t", queue="q", after=[middle])
+        other = enqueue({}, task="t", queue="q")
+        recent = enqueue({}, task="t", queue="q", after=[other])
+        fail_all(store, "q", "PermanentError: Boom")
+        (plain,) = insert(store, 1, queue="p")
+        store.complete_many(store.claim("p", batch=1, lease=LEASE))
+        store.conn.execute(
+            "UPDATE pgkick.jobs SET finished_at = now() - interval '2 days' WHERE id <> %s",
+            (recent,),
+        )
+    argv = ["purge", "--older-than", "1d", "--dsn", dsn]
+    counted = run(capsys, *argv, "--dry-run")[1]
+    assert (counted["would_purge"], counted["by_status"]) == (4, {"done": 1, "failed": 3})
+    assert run(capsys, *argv, "--batch", batch)[1] == {"purged": 4}
+    assert sorted(rows(dsn, [head, middle, tail, other, recent, plain])) == [other, recent]
+
+
+def test_purge_keeps_a_throttled_keys_newest_job_through_the_longest_throttle(
+    dsn: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Catches retention breaking a throttle longer than it (periods up to 30 days): the
+    key's job, done 8 days ago, was purged at 7, and an enqueue of the key on day 8 wrote
+    a second job inside the 10-day period. The newest job of a unique key stays until it
+    is 30 days old; older ones of the key go (a review of the reaper, F4)."""
+    with JobStore.open(dsn) as store:
+        enqueue = Enqueuer(store).enqueue
+        older = enqueue({}, task="t", queue="q", unique_key="k", throttle=86400)
+        store.complete_many(store.claim("q", batch=1, lease=LEASE))
+        store.conn.execute("UPDATE pgkick.jobs SET created_at = created_at - interval '11 days'")
+        first = enqueue({}, task="t", queue="q", unique_key="k", throttle=10 * 86400)
+        (plain,) = insert(store, 1)
+        store.complete_many(store.claim("q", batch=2, lease=LEASE))
+        store.conn.execute(
+            "UPDATE pgkick.jobs SET created_at = created_at - interval '8 days',"
+            " finished_at = now() - interval '8 days'"
+        )
+    argv = ["purge", "--older-than", "7d", "--dsn", dsn]
+    assert run(capsys, *argv, "--dry-run")[1]["would_purge"] == 2
+    assert run(capsys, *argv)[1] == {"purged": 2}
+    assert sorted(rows(dsn, [older, first, plain])) == [first]
+    with JobStore.open(dsn) as store:
+        enqueue = Enqueuer(store).enqueue
+        again = enqueue({}, task="t", queue="q", unique_key="k", throttle=10 * 86400)
+    assert again == first

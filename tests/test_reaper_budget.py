@@ -7,14 +7,17 @@ second each time it is read (one read per purge batch), so the budget is exact."
 from __future__ import annotations
 
 import json
+from datetime import timedelta
 from typing import Any
 
 import psycopg
 import pytest
 
+from pgkick.producer.enqueue import Enqueuer
+from pgkick.store.flow import pause_queue
 from pgkick.worker.reaper import PURGE_RESERVE
 from pgkick_dev.local.context import FakeLambdaContext
-from tests.helpers import event, load_handler, seed, sessions_of
+from tests.helpers import FakeClock, event, load_handler, seed, sessions_of
 from tests.store import JobStore
 
 FINISHED = 25_000  # three batches of the reaper's 10,000
@@ -81,3 +84,50 @@ def test_a_tiny_budget_reports_first_purges_what_fits_and_says_what_is_left(
     report = load_handler("reaper").handler(event("reaper"), context)
     assert (report["purged"], report["purge_complete"]) == (5_000, True)
     assert finished_jobs(old_finished_jobs) == 0
+
+
+def test_a_paused_queue_feeds_no_oldest_ready_age(
+    dsn: str, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Catches the reaper emitting a paused queue's oldest ready age: pausing a queue past
+    OldestReadyAlarmSeconds fired OldestReadyJobAlarm ("the reaper kicks its queue; find
+    why its kick and wake-up were lost"), though a paused queue is kicked by nobody on
+    purpose and `stranded` leaves it out. Its age is still in the report (a review of the
+    reaper, F3)."""
+    monkeypatch.setenv("DATABASE_URL", dsn)
+    monkeypatch.setenv("PGKICK_KICKER", "none")
+    monkeypatch.delenv("PGKICK_DATABASE_SECRET_ARN", raising=False)
+    with JobStore.open(dsn) as store:
+        seed(store, 1, queue="held")
+        seed(store, 1, queue="mail")
+        pause_queue(store, "held")
+    capsys.readouterr()
+    context = FakeLambdaContext(function_name="pgkick-reaper", timeout_ms=120_000)
+    report = load_handler("reaper").handler(event("reaper"), context)
+    ages = {q["queue"]: q["oldest_ready_seconds"] for q in report["queues"]}
+    assert ages["held"] is not None and ages["mail"] is not None
+    health = emitted(capsys.readouterr().out)[0]
+    assert len(health["oldest_ready_age"]) == 1  # mail's only
+    assert len(health["ready"]) == 2
+
+
+def test_a_dependant_just_released_is_not_reported_ready_for_the_time_it_waited(
+    dsn: str, clock: FakeClock
+) -> None:
+    """Catches the reaper's oldest ready age (and `stranded`) measured from a dependant's
+    run_at: released a moment ago by its parent, a job enqueued an hour earlier read as an
+    hour ready and fired OldestReadyJobAlarm. It is ready since its parent finished (a
+    review of the reaper, F2)."""
+    with JobStore.open(dsn, clock) as store:
+        enqueue = Enqueuer(store).enqueue
+        parent = enqueue({}, task="t", queue="slow", delay=3600)
+        enqueue({}, task="t", queue="joined", after=[parent])
+        clock.advance(3600)
+        (job,) = store.claim("slow", batch=1, lease=timedelta(minutes=5))
+        clock.advance(30)
+        assert store.complete(job.id, job.attempts)
+        clock.advance(5)
+        stats = {q["queue"]: q for q in store.stats_by_queue(timedelta(seconds=1))}
+    assert stats["joined"]["ready"] == 1
+    assert float(stats["joined"]["oldest_ready_seconds"]) == pytest.approx(5, abs=0.01)
+    assert stats["joined"]["stranded"] == 1  # past the 1 s given, nobody watching

@@ -22,12 +22,13 @@ runtime = Runtime.from_env()
 
 def report_health(report: dict[str, Any]) -> None:
     """The health metrics, flushed at once: before the purge, so that a run the timeout
-    cuts still feeds the oldest-ready-job alarm and the dashboard."""
+    cuts still feeds the oldest-ready-job alarm and the dashboard. A paused queue's jobs wait
+    for `pgkick resume`, not for a lost kick: its age (in the report) is no alarm's."""
     for name in ("requeued", "failed"):
         metrics.add_metric(name=f"reaper_{name}", unit=MetricUnit.Count, value=report[name])
     for queue in report["queues"]:
         metrics.add_metric(name="ready", unit=MetricUnit.Count, value=queue["ready"])
-        if queue["oldest_ready_seconds"] is not None:
+        if queue["oldest_ready_seconds"] is not None and not queue["paused"]:
             metrics.add_metric(
                 name="oldest_ready_age",
                 unit=MetricUnit.Seconds,

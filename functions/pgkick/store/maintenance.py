@@ -37,20 +37,27 @@ class MaintenanceStore(ExpiredLeases, QueueHealing):
     ) -> tuple[int, bool]:
         """Delete finished jobs older than retention, a batch at a time while `more()` (the
         reaper: while its invocation has time left). Returns (deleted, all of them gone):
-        what is left waits for the next run, which starts where this one stopped."""
+        what is left waits for the next run, which starts where this one stopped.
+
+        A short batch ends the purge unless it deleted a dependant: that dependant's parent,
+        left while it was not done, may go now, so the next statement runs. Stopping there
+        made the outcome hang on the batch (an old failed chain went whole in batches of
+        one, a level a purge in batches of 10,000) and differ from the dry run's count."""
         if batch < 1:
             raise InvalidArgument(f"batch: {batch} must be at least 1")
         total = 0
         while more():
-            deleted = self.count(queries.JOB_PURGE_FINISHED, retention=retention, batch=batch)
+            deleted, dependant = self.one(
+                queries.JOB_PURGE_FINISHED, retention=retention, batch=batch
+            )
             total += deleted
-            if deleted < batch:
+            if deleted < batch and not dependant:
                 return total, True
         return total, False
 
     def purgeable_count(self, retention: timedelta) -> dict[str, int]:
         """How many done and failed jobs finished more than `retention` ago, by status:
-        what `purge_finished` would delete (its dry run)."""
+        what `purge_finished` would delete (its dry run), an old failed chain whole."""
         return dict(self.rows(queries.JOB_PURGEABLE_COUNT, retention=retention))
 
     def reap_refused(self) -> str | None:

@@ -417,27 +417,54 @@ WHERE NOT EXISTS (SELECT 1 FROM pgkick.jobs j WHERE j.id = p)
 ORDER BY p;"""
 
 JOB_PURGE_FINISHED: Final = """\
--- job_purge_finished: Deletes up to batch done or failed jobs that finished more than retention ago; never queued or running ones, nor a parent one of whose dependants is not done (it may still run, or be retried, and read that parent's result; deleted, its link would go with it and the dependant run as if that parent had never been): that parent goes on a purge after its dependant finished, or after the failed dependant itself was purged.
-DELETE FROM pgkick.jobs
-WHERE id IN (
-  SELECT j.id FROM pgkick.jobs AS j
-  WHERE j.status IN ('done', 'failed')
-    AND j.finished_at < coalesce(%(now)s::timestamptz, now()) - %(retention)s::interval
-    AND NOT (j.has_dependants AND EXISTS (
-      SELECT 1 FROM pgkick.job_dependencies AS d JOIN pgkick.jobs AS c ON c.id = d.child_id
-      WHERE d.parent_id = j.id AND c.status <> 'done'))
-  LIMIT %(batch)s
-);"""
+-- job_purge_finished: Deletes up to batch done or failed jobs that finished more than retention ago; never queued or running ones, nor a parent one of whose dependants is not done (it may still run, or be retried, and read that parent's result; deleted, its link would go with it and the dependant run as if that parent had never been): that parent goes once its dependant finished, or once the failed dependant itself was purged; nor the newest job of a unique key while it is younger than the longest throttle (30 days, MAX_FLOW_PERIOD): a throttled enqueue answers with it, and purged, the key's next enqueue inside the period wrote a second job. Returns how many it deleted and whether any was a dependant (its parents may be purgeable now: the caller runs the next statement, so an old failed chain goes on one purge, dependants first, whatever the batch; job_purgeable_count counts it so).
+WITH gone AS (
+  DELETE FROM pgkick.jobs
+  WHERE id IN (
+    SELECT j.id FROM pgkick.jobs AS j
+    WHERE j.status IN ('done', 'failed')
+      AND j.finished_at < coalesce(%(now)s::timestamptz, now()) - %(retention)s::interval
+      AND NOT (j.has_dependants AND EXISTS (
+        SELECT 1 FROM pgkick.job_dependencies AS d JOIN pgkick.jobs AS c ON c.id = d.child_id
+        WHERE d.parent_id = j.id AND c.status <> 'done'))
+      AND NOT (j.unique_key IS NOT NULL  -- a throttle's answer (job_insert_flow): the key's newest
+               AND j.created_at > coalesce(%(now)s::timestamptz, now()) - interval '30 days'
+               AND NOT EXISTS (SELECT 1 FROM pgkick.jobs AS n
+                               WHERE n.unique_key = j.unique_key AND n.id > j.id))
+    LIMIT %(batch)s
+  )
+  RETURNING EXISTS (SELECT 1 FROM pgkick.job_dependencies AS d WHERE d.child_id = jobs.id)
+    AS dependant
+)
+SELECT count(*)::int, coalesce(bool_or(dependant), false) FROM gone;"""
 
 JOB_PURGEABLE_COUNT: Final = """\
--- job_purgeable_count: How many done or failed jobs, by status, finished more than retention ago (what job_purge_finished would delete: `pgkick purge --older-than --dry-run`), a parent one of whose dependants is not done left out as it leaves it.
+-- job_purgeable_count: How many done or failed jobs, by status, finished more than retention ago, as job_purge_finished's statements delete them one after another (`pgkick purge --older-than --dry-run`): a parent one of whose dependants is not done is left out, unless that dependant is itself a failed job old enough to go first, and not left itself (so an old failed chain counts whole); nor the newest job of a unique key younger than 30 days (the longest throttle answers with it).
+WITH RECURSIVE kept AS (  -- parents that stay: a dependant not done that no purge takes
+  SELECT d.parent_id AS id
+  FROM pgkick.job_dependencies AS d JOIN pgkick.jobs AS c ON c.id = d.child_id
+  WHERE c.status <> 'done'
+    AND NOT (c.status = 'failed'
+             AND c.finished_at < coalesce(%(now)s::timestamptz, now()) - %(retention)s::interval
+             AND NOT (c.unique_key IS NOT NULL  -- kept as a throttle's answer (below)
+                      AND c.created_at > coalesce(%(now)s::timestamptz, now()) - interval '30 days'
+                      AND NOT EXISTS (SELECT 1 FROM pgkick.jobs AS n
+                                      WHERE n.unique_key = c.unique_key AND n.id > c.id)))
+  UNION
+  SELECT d.parent_id
+  FROM kept AS k
+  JOIN pgkick.jobs AS c ON c.id = k.id AND c.status <> 'done'
+  JOIN pgkick.job_dependencies AS d ON d.child_id = k.id
+)
 SELECT j.status, count(*)::int
 FROM pgkick.jobs AS j
 WHERE j.status IN ('done', 'failed')
   AND j.finished_at < coalesce(%(now)s::timestamptz, now()) - %(retention)s::interval
-  AND NOT (j.has_dependants AND EXISTS (
-    SELECT 1 FROM pgkick.job_dependencies AS d JOIN pgkick.jobs AS c ON c.id = d.child_id
-    WHERE d.parent_id = j.id AND c.status <> 'done'))
+  AND NOT (j.has_dependants AND j.id IN (SELECT id FROM kept))
+  AND NOT (j.unique_key IS NOT NULL  -- a throttle's answer (job_insert_flow): the key's newest
+           AND j.created_at > coalesce(%(now)s::timestamptz, now()) - interval '30 days'
+           AND NOT EXISTS (SELECT 1 FROM pgkick.jobs AS n
+                           WHERE n.unique_key = j.unique_key AND n.id > j.id))
 GROUP BY j.status
 ORDER BY j.status;"""
 
@@ -701,7 +728,7 @@ WHERE NOT EXISTS (
 );"""
 
 JOB_STATS_BY_QUEUE: Final = """\
--- job_stats_by_queue: Per queue: jobs by status, the oldest ready job's age, the next lease to expire, failures in the last day, whether it is paused, and ready jobs waiting past stranded_after with no worker watching (none in a paused queue: they wait for `pgkick resume`, not for a lost kick).
+-- job_stats_by_queue: Per queue: jobs by status, the oldest ready job's age, the next lease to expire, failures in the last day, whether it is paused, and ready jobs waiting past stranded_after with no worker watching (none in a paused queue: they wait for `pgkick resume`, not for a lost kick). A job is ready since its run_at, or since its last parent finished if later (a dependant released a moment ago keeps the run_at it was enqueued with: measured from it, the hours it waited on its parent read as hours ready, and fired OldestReadyJobAlarm).
 SELECT queue,
        count(*) FILTER (WHERE status = 'queued')  AS queued,
        count(*) FILTER (WHERE status = 'queued'
@@ -713,15 +740,17 @@ SELECT queue,
                           AND finished_at > coalesce(%(now)s::timestamptz, now()) - interval '1 day')
                                                   AS failed_last_day,
        extract(epoch FROM coalesce(%(now)s::timestamptz, now())
-               - min(run_at) FILTER (WHERE status = 'queued'
-                                       AND run_at <= coalesce(%(now)s::timestamptz, now())))
+               - min(greatest(run_at, released.at))
+                   FILTER (WHERE status = 'queued'
+                             AND run_at <= coalesce(%(now)s::timestamptz, now())))
                                                   AS oldest_ready_seconds,
        min(locked_until) FILTER (WHERE status = 'running') AS next_lease_expiry,
        coalesce((SELECT l.paused FROM pgkick.queue_limits l WHERE l.queue = jobs.queue), false)
                                                   AS paused,
        count(*) FILTER (WHERE status = 'queued'
-                          AND run_at <= coalesce(%(now)s::timestamptz, now())
-                                        - %(stranded_after)s::interval
+                          AND greatest(run_at, released.at)
+                              <= coalesce(%(now)s::timestamptz, now())
+                                 - %(stranded_after)s::interval
                           AND NOT coalesce((SELECT l.paused FROM pgkick.queue_limits l
                                             WHERE l.queue = jobs.queue), false)
                           AND NOT EXISTS (
@@ -732,6 +761,11 @@ SELECT queue,
                                              + interval '2 hours'))
                                                   AS stranded
 FROM pgkick.jobs
+LEFT JOIN LATERAL (  -- a queued job's parents' last finish (one index probe; others: none)
+  SELECT max(p.finished_at) AS at
+  FROM pgkick.job_dependencies AS d JOIN pgkick.jobs AS p ON p.id = d.parent_id
+  WHERE jobs.status = 'queued' AND d.child_id = jobs.id
+) AS released ON true
 GROUP BY queue
 ORDER BY queue;"""
 
