@@ -34,10 +34,12 @@ def test_only_config_reads_the_environment() -> None:
     """Catches a module below the entry points reading a variable at call time (as db.py
     once read PGKICK_SCHEMA per statement) or writing os.environ (as the CLI and the
     test kit once did). The handlers' module-level Powertools names are the exception:
-    Powertools itself reads them there; so is pgkick.awsapi.signed_http, which reads the
-    Lambda runtime's AWS_* variables where boto3 would have."""
+    Powertools itself reads them there; so are pgkick.awsapi.signed_http, which reads the
+    Lambda runtime's AWS_* variables where boto3 would have, and pgkick.awsapi.signature,
+    which reads AWS_SESSION_TOKEN to keep it out of error messages."""
     allowed = {"functions/pgkick/aws/worker.py", "functions/pgkick/aws/reaper.py"} | READERS
     allowed.add("functions/pgkick/awsapi/signed_http.py")  # AWS's own variables, as boto3 reads
+    allowed.add("functions/pgkick/awsapi/signature.py")  # AWS_SESSION_TOKEN, kept out of messages
     uses = [
         use
         for path in sorted((ROOT / "functions" / "pgkick").rglob("*.py"))

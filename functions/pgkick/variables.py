@@ -108,7 +108,8 @@ VARIABLES: tuple[Variable, ...] = (
     _n("PGKICK_RETENTION_DAYS", 7, 0, 36_500, "days",
        "The reaper purges done and failed jobs (and periodic ticks) older than this; "
        "a periodic tick is kept at least 15 days and 6 hours whatever this says (as long "
-       "as it can be delivered again)."),
+       "as it can be delivered again), a unique key's newest job 30 days (the longest "
+       "throttle)."),
     _n("PGKICK_LOCAL_CONCURRENCY", 4, 1, 256, "environments",
        "The local kicker's execution environments at once (`PGKICK_KICKER=local`); more "
        "events wait, as throttles."),

@@ -43,6 +43,7 @@ from pgkick.config.readers import (
     producer_linger,
     schema_name,
     task_modules,
+    test_database_setting,
     test_database_url,
     xray_trace_header,
 )
@@ -76,6 +77,7 @@ __all__ = [
     "schema_name",
     "secret_rotated",
     "task_modules",
+    "test_database_setting",
     "test_database_url",
     "xray_trace_header",
 ]

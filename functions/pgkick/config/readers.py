@@ -113,6 +113,14 @@ def test_database_url() -> str | None:
     return os.environ.get("PGKICK_TEST_DATABASE_URL") or os.environ.get("DATABASE_URL") or None
 
 
+def test_database_setting() -> str | None:
+    """The setting test_database_url() took its server from (for an error to name), or None."""
+    for setting in ("PGKICK_TEST_DATABASE_URL", "DATABASE_URL"):
+        if os.environ.get(setting):
+            return setting
+    return None
+
+
 def dsn_from_secret(text: str) -> str:
     """Accept a plain DSN, {"url": ...}, or the RDS secret shape (username, password, host...).
 

@@ -23,7 +23,6 @@ against NAME and quoted, as pgkick.connections.qualify does for schemas.
 
 from __future__ import annotations
 
-import os
 import re
 import uuid
 from collections.abc import Callable, Iterator
@@ -58,10 +57,8 @@ def new_name(kind: str) -> str:
 
 def source() -> str:
     """Where server() takes its server from, for an error to name: the setting, or the tooling."""
-    for setting in ("PGKICK_TEST_DATABASE_URL", "DATABASE_URL"):
-        if config.test_database_url() == os.environ.get(setting):
-            return f"the server {setting} names"
-    return "pgkick-dev's embedded PostgreSQL"
+    setting = config.test_database_setting()
+    return f"the server {setting} names" if setting else "pgkick-dev's embedded PostgreSQL"
 
 
 @contextmanager
