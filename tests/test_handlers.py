@@ -173,7 +173,8 @@ def test_dsn_from_a_secrets_manager_secret_is_used_and_never_logged(
         admin.execute(f"GRANT USAGE ON SCHEMA pgkick TO {role}")
         admin.execute(
             "GRANT SELECT, INSERT, UPDATE, DELETE"
-            f" ON pgkick.jobs, pgkick.pgkick_migrations, pgkick.queue_watchers, pgkick.queue_limits"
+            " ON pgkick.jobs, pgkick.pgkick_migrations, pgkick.queue_watchers,"
+            " pgkick.queue_limits, pgkick.job_dependencies"  # (status: a release's time)
             f" TO {role}"
         )
     info.update(user=role, password=password)

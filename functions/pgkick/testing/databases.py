@@ -85,7 +85,8 @@ def create_template(server_dsn: str, setup: Callable[[str], object]) -> str:
     from pgkick import migrate  # the public entry point, as an app would call it
 
     name = new_name("template")
-    _create(server_dsn, queries.DATABASE_CREATE, db=name)
+    with _creating(server_dsn) as admin:
+        admin.execute(_named(queries.DATABASE_CREATE, db=name))
     try:
         dsn = dsn_for_database(server_dsn, name)
         migrate(dsn)
@@ -100,19 +101,22 @@ def create_template(server_dsn: str, setup: Callable[[str], object]) -> str:
 def copy_of(server_dsn: str, template: str) -> Iterator[str]:
     """A database of this test's own, copied from `template`; dropped after it."""
     name = new_name("db")
-    _create(server_dsn, queries.DATABASE_CLONE, db=name, template=template)
+    with _creating(server_dsn) as admin:
+        admin.execute(_named(queries.DATABASE_CLONE, db=name, template=template))
     try:
         yield dsn_for_database(server_dsn, name)
     finally:
         drop(server_dsn, name)
 
 
-def _create(server_dsn: str, statement: LiteralString, **names: str) -> None:
-    """CREATE DATABASE on the server; a role that may not is RoleRefused saying what to do
-    (the driver's InsufficientPrivilege named neither CREATEDB nor the setting)."""
+@contextmanager
+def _creating(server_dsn: str) -> Iterator[Database]:
+    """The server's connection to CREATE DATABASE on; a role that may not is RoleRefused
+    saying what to do (the driver's InsufficientPrivilege named neither CREATEDB nor the
+    setting)."""
     with Database.open(server_dsn, application_name="pgkick-testing") as admin:
         try:
-            admin.execute(_named(statement, **names))
+            yield admin
         except Exception as exc:
             if getattr(exc, "sqlstate", None) != INSUFFICIENT_PRIVILEGE:
                 raise
