@@ -13,7 +13,7 @@ import psycopg
 import pytest
 
 from pgkick_dev.local.context import FakeLambdaContext
-from tests.helpers import event, load_handler, seed, sessions_of
+from tests.helpers import event, job_row, load_handler, seed, sessions_of
 from tests.store import JobStore
 
 
@@ -63,5 +63,64 @@ def test_a_rotated_password_is_read_again_not_failed_for_five_minutes(
         assert sessions_of(dsn) == 0
     finally:
         with psycopg.connect(dsn, autocommit=True) as admin:
+            admin.execute(f"DROP OWNED BY {role}")
+            admin.execute(f"DROP ROLE {role}")
+
+
+def _rotating_role(dsn: str) -> tuple[dict[str, object], str, str]:
+    info = psycopg.conninfo.conninfo_to_dict(dsn)
+    role = f"app_{uuid.uuid4().hex[:8]}"
+    with psycopg.connect(dsn, autocommit=True) as admin:
+        admin.execute(f"CREATE ROLE {role} LOGIN PASSWORD 'before-{role}'")
+        admin.execute(f"GRANT USAGE ON SCHEMA pgkick TO {role}")
+        admin.execute(
+            f"GRANT SELECT, INSERT, UPDATE, DELETE ON ALL TABLES IN SCHEMA pgkick TO {role}"
+        )
+        admin.execute(f"GRANT USAGE ON ALL SEQUENCES IN SCHEMA pgkick TO {role}")
+    info["user"] = role
+    return info, f"before-{role}", f"after-{role}"
+
+
+def test_a_producer_reads_a_rotated_password_again_not_failed_for_five_minutes(
+    dsn: str, aws: None, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The producer's side of the rotation (a review, 2026-12-05): an app enqueuing with
+    PGKICK_DATABASE_SECRET_ARN kept the old password for the secret's 5-minute cache, so
+    every enqueue that opened a connection failed until then. Now the connection refused
+    with the cached password reads the secret once more (the sync and asyncio producers)."""
+    import asyncio
+
+    import pgkick
+    from pgkick import aio
+
+    info, before, after = _rotating_role(dsn)
+    role = str(info["user"])
+    secrets = boto3.client("secretsmanager")
+    arn = secrets.create_secret(Name="pgkick/producer", SecretString=rds_secret(info, before))[
+        "ARN"
+    ]
+    monkeypatch.delenv("DATABASE_URL", raising=False)
+    monkeypatch.setenv("PGKICK_DATABASE_SECRET_ARN", arn)
+    monkeypatch.setenv("PGKICK_KICKER", "none")
+    monkeypatch.setenv("PGKICK_PRODUCER_LINGER_MS", "0")  # a new connection every call
+    try:
+        def rotate(password: str) -> None:
+            with psycopg.connect(dsn, autocommit=True) as admin:
+                admin.execute(f"ALTER ROLE {role} PASSWORD '{password}'")
+            secrets.put_secret_value(SecretId=arn, SecretString=rds_secret(info, password))
+
+        first = pgkick.enqueue_and_kick({}, task="noop")  # the secret read and cached
+        rotate(after)
+        second = pgkick.enqueue_and_kick({}, task="noop")
+        rotate(before)  # and again, for the asyncio producer
+        third = asyncio.run(aio.enqueue_and_kick({}, task="noop"))
+        assert len({first, second, third}) == 3
+        assert all(job_row(dsn, job)["status"] == "queued" for job in (first, second, third))
+    finally:
+        with psycopg.connect(dsn, autocommit=True) as admin:
+            admin.execute(
+                "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE usename = %s",
+                (role,),
+            )
             admin.execute(f"DROP OWNED BY {role}")
             admin.execute(f"DROP ROLE {role}")

@@ -31,7 +31,7 @@ from pgkick.config.app import (
     app_settings,
     database_url,
     overriding,
-    secret_rotated,
+    rotated_secret_dsn,
 )
 from pgkick.config.readers import (
     check_schema_name,
@@ -74,8 +74,8 @@ __all__ = [
     "on_demand_init",
     "overriding",
     "producer_linger",
+    "rotated_secret_dsn",
     "schema_name",
-    "secret_rotated",
     "task_modules",
     "test_database_setting",
     "test_database_url",

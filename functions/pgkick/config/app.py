@@ -10,7 +10,7 @@ Parameters (cached across invocations, never logged), which the worker reads as 
 
 import os
 import threading
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from datetime import timedelta
 from typing import NamedTuple
@@ -137,12 +137,19 @@ def database_url(env: Mapping[str, str] | None = None, *, fresh: bool = False) -
     return (app_settings() if env is None else AppSettings.from_env(env)).dsn(fresh=fresh)
 
 
-def secret_rotated(dsn: Callable[[], str]) -> Callable[[], str] | None:
-    """How to read the DSN past the secret's cache, when `dsn` is config's own and a secret
-    (not DATABASE_URL) supplies it: else None (nothing cached, nothing to refetch)."""
-    if dsn is not database_url:
-        return None
+def rotated_secret_dsn(dsn: str) -> str | None:
+    """The DSN read again from Secrets Manager when `dsn` is the one the secret's cache
+    gave and the secret now holds another (its password rotated): else None (DATABASE_URL
+    set, no secret, a DSN given by the caller, or the secret unchanged: nothing to retry).
+
+    Why: the secret is cached 5 minutes; after a rotation the cached password fails to
+    authenticate, and every new connection (a worker's invocation, a producer's enqueue)
+    would fail until the cache expired. `pgkick.connections.db.connect` asks here once
+    when the server refuses a password."""
     settings = app_settings()
     if settings.database_url or not settings.database_secret_arn:
         return None
-    return lambda: database_url(fresh=True)
+    if dsn != settings.dsn():  # the cache's DSN (no call to AWS): else not the secret's
+        return None
+    fresh = settings.dsn(fresh=True)
+    return fresh if fresh != dsn else None

@@ -7,6 +7,7 @@ connection). Apart because only asyncio callers need them.
 
 from __future__ import annotations
 
+import asyncio
 from typing import Any, LiteralString, TypeGuard
 
 import psycopg
@@ -14,7 +15,7 @@ from psycopg.rows import tuple_row
 
 from pgkick import config
 from pgkick.connections.adapters import own_loaders
-from pgkick.connections.db import Clock, malformed, one_line
+from pgkick.connections.db import Clock, log, malformed, one_line, password_refused
 from pgkick.connections.qualify import qualify
 from pgkick.connections.redact import redact
 from pgkick.errors import DatabaseUnavailable
@@ -24,7 +25,22 @@ AsyncCursor = psycopg.AsyncCursor[tuple[Any, ...]]
 
 
 async def connect_producer_async(dsn: str, application_name: str) -> AsyncConnection:
-    """An asyncio connection made as connect() makes one: autocommit, no prepared statements."""
+    """An asyncio connection made as connect() makes one: autocommit, no prepared
+    statements, a rotated secret's password read again (in a thread: the read is a
+    blocking call to AWS)."""
+    try:
+        return await _connect_async(dsn, application_name)
+    except DatabaseUnavailable as exc:
+        if not password_refused(exc):
+            raise
+        fresh = await asyncio.to_thread(config.rotated_secret_dsn, dsn)
+        if fresh is None:
+            raise
+        log.warning("database refused the cached secret's password: read it again")
+        return await _connect_async(fresh, application_name)
+
+
+async def _connect_async(dsn: str, application_name: str) -> AsyncConnection:
     try:
         return await psycopg.AsyncConnection.connect(
             dsn,

@@ -13,6 +13,7 @@ default) and runs every statement rewritten for it (`pgkick.connections.qualify`
 
 from __future__ import annotations
 
+import logging
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -37,6 +38,9 @@ Connection = psycopg.Connection[tuple[Any, ...]]
 `pgkick.enqueue_in(conn)`), rows as tuples: an app's own `psycopg.connect(dsn)` is one."""
 Cursor = psycopg.Cursor[tuple[Any, ...]]
 _KEPT_CURSOR = "_pgkick_kept_cursor"  # Database._read's cursor, an attribute of its connection
+
+
+log = logging.getLogger("pgkick.connections")
 
 
 def server_clock() -> datetime | None:
@@ -67,7 +71,38 @@ def connect(
     retry_delay: float = 0.5,
     application_name: str = "pgkick",
 ) -> Connection:
-    """Open one short-lived, pooler-safe connection; retry for a compute that is resuming."""
+    """Open one short-lived, pooler-safe connection; retry for a compute that is resuming.
+
+    A password refused when the DSN is the secret's cached one is read once more from
+    Secrets Manager (`config.rotated_secret_dsn`): after a rotation every connection would
+    otherwise fail, and a worker burn Lambda's retries, until the 5-minute cache expires."""
+
+    def attempt(dsn: str) -> Connection:
+        return _connect(dsn, autocommit, connect_timeout, retries, retry_delay, application_name)
+
+    try:
+        return attempt(dsn)
+    except DatabaseUnavailable as exc:
+        fresh = config.rotated_secret_dsn(dsn) if password_refused(exc) else None
+        if fresh is None:
+            raise
+        log.warning("database refused the cached secret's password: read it again")
+        return attempt(fresh)
+
+
+def password_refused(exc: DatabaseUnavailable) -> bool:
+    """The server refused the password (libpq's text for SCRAM and md5 alike)."""
+    return "password authentication failed" in str(exc)
+
+
+def _connect(
+    dsn: str,
+    autocommit: bool,
+    connect_timeout: int,
+    retries: int,
+    retry_delay: float,
+    application_name: str,
+) -> Connection:
     for attempt in range(retries + 1):
         try:
             conn = psycopg.connect(
@@ -82,7 +117,8 @@ def connect(
             conn.adapters.register_dumper(list, IntListDumper)
             return conn
         except psycopg.OperationalError as exc:
-            if attempt == retries:  # from None: the original, unredacted, stays out of tracebacks
+            refused = "password authentication failed" in str(exc)  # no wait will heal it
+            if attempt == retries or refused:  # from None: the original, unredacted, stays out
                 raise DatabaseUnavailable(
                     f"cannot connect to PostgreSQL: {redact(one_line(exc), [dsn])}"
                 ) from None

@@ -14,7 +14,7 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable, Iterator, Mapping
-from contextlib import AbstractContextManager, ExitStack, contextmanager
+from contextlib import AbstractContextManager, contextmanager
 from datetime import timedelta
 from typing import Any
 
@@ -22,7 +22,7 @@ from pgkick import config
 from pgkick.connections import linger
 from pgkick.connections.db import Database
 from pgkick.connections.early import EarlyConnection
-from pgkick.errors import BadEvent, DatabaseUnavailable
+from pgkick.errors import BadEvent
 from pgkick.kick.default import default_kicker, make_kicker
 from pgkick.kick.kickers import Kicker, KickEvent, parse_kick_event
 from pgkick.store import migrations as schema
@@ -199,19 +199,8 @@ class Runtime:
     def _store[S: Database](self, role: type[S]) -> Iterator[S]:
         """A connection for one invocation, closed before it returns; schema checked once.
         `role`: the worker's store for a drain or a tick, the maintenance store to reap.
-
-        A password refused with the secret read from the cache (up to 5 minutes old) is
-        read once more from Secrets Manager: a rotation would otherwise fail every
-        invocation, and burn Lambda's retries, until the cache expires."""
-        with ExitStack() as stack:
-            try:
-                store = stack.enter_context(self._connected(role))
-            except DatabaseUnavailable as exc:
-                fresh = config.secret_rotated(self.dsn)
-                if fresh is None or "authentication failed" not in str(exc):
-                    raise
-                log.warning("database refused the cached secret: reading it again")
-                store = stack.enter_context(self._open(role, fresh()))
+        (A password refused after a rotation is read again by `connect`.)"""
+        with self._connected(role) as store:
             if not self._schema_checked:
                 schema.check(store)
                 self._schema_checked = True
