@@ -104,6 +104,7 @@ def test_a_producer_reads_a_rotated_password_again_not_failed_for_five_minutes(
     monkeypatch.setenv("PGKICK_KICKER", "none")
     monkeypatch.setenv("PGKICK_PRODUCER_LINGER_MS", "0")  # a new connection every call
     try:
+
         def rotate(password: str) -> None:
             with psycopg.connect(dsn, autocommit=True) as admin:
                 admin.execute(f"ALTER ROLE {role} PASSWORD '{password}'")
