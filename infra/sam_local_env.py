@@ -25,7 +25,7 @@ import sys
 from pathlib import Path
 from types import TracebackType
 from typing import Any
-from urllib.parse import quote
+from urllib.parse import quote, urlencode
 
 import psycopg
 import yaml
@@ -41,13 +41,20 @@ ENV_FILE = ROOT / "infra" / "env.linux.json"
 
 def container_dsn(dsn: str, port: int, *, host: str = CONTAINER_HOST) -> str:
     """`dsn`'s user, password and database, reached at host:port, as a URL with a
-    5-second connect timeout (an unreachable database fails fast, not at the timeout)."""
+    5-second connect timeout unless it names one (an unreachable database fails fast, not
+    at the timeout), and every other option it names (sslmode, options, ...): dropping
+    them ran the container with other settings than the developer's, an `sslmode=verify-full`
+    silently weakened to libpq's default (a review of `sam local`, left in note 61)."""
     parts = conninfo_to_dict(dsn)
-    user = quote(str(parts.get("user") or "postgres"), safe="")
-    password = parts.get("password")
+    user = quote(str(parts.pop("user", None) or "postgres"), safe="")
+    password = parts.pop("password", None)
     secret = f":{quote(str(password), safe='')}" if password else ""
-    database = quote(str(parts.get("dbname") or parts.get("user") or "postgres"), safe="")
-    return f"postgresql://{user}{secret}@{host}:{port}/{database}?connect_timeout=5"
+    database = quote(str(parts.pop("dbname", None) or user or "postgres"), safe="")
+    for where in ("host", "hostaddr", "port"):  # the container reaches it through host:port
+        parts.pop(where, None)
+    options = {"connect_timeout": "5", **{name: str(value) for name, value in parts.items()}}
+    query = urlencode(options, quote_via=quote)  # %20, not +: libpq reads no + as a space
+    return f"postgresql://{user}{secret}@{host}:{port}/{database}?{query}"
 
 
 def server_address(dsn: str) -> tuple[str, int]:

@@ -24,6 +24,7 @@ from pathlib import Path
 from urllib.parse import urlsplit
 
 import pytest
+from psycopg.conninfo import conninfo_to_dict
 
 from infra import docker_bridge, image_files, lambda_image, sam_local
 from infra.sam_local_env import (
@@ -100,6 +101,26 @@ def test_container_dsn_keeps_a_key_value_dsns_database_and_credentials() -> None
     assert url == (
         "postgresql://postgres:p%40ss%20word@host.docker.internal:41000/t_abc?connect_timeout=5"
     )
+
+
+def test_container_dsn_keeps_the_dsns_other_options() -> None:
+    """sslmode and options reach the container as given (they were dropped: the container
+    ran with libpq's defaults, a verify-full silently weakened); its own timeout wins."""
+    dsn = "postgresql://u:p@db.example:5432/app?sslmode=verify-full&options=-c%20x%3D1"
+    url = container_dsn(dsn, 41000)
+    parts = conninfo_to_dict(url)
+    assert (parts["host"], parts["port"], parts["dbname"], parts["user"]) == (
+        "host.docker.internal",
+        "41000",
+        "app",
+        "u",
+    )
+    assert (parts["sslmode"], parts["options"], parts["connect_timeout"]) == (
+        "verify-full",
+        "-c x=1",
+        "5",
+    )
+    assert conninfo_to_dict(container_dsn(dsn + "&connect_timeout=2", 1))["connect_timeout"] == "2"
 
 
 def test_sam_gets_none_of_the_shells_values_for_the_templates_variables() -> None:
