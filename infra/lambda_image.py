@@ -76,17 +76,25 @@ def default_tag() -> str:
     return f"{REPOSITORY}:3.12-{machine_architecture()}"
 
 
-def content_hash(entries: list[Entry]) -> str:
-    """A hash of what the image is made of: each entry's name, kind, source file's size
-    and mtime, and this script and its helper, so a change to any of them rebuilds."""
+def content_hash(entries: list[Entry], root: Path = ROOT) -> str:
+    """A hash of what the image is made of: each entry's name, kind and source, and this
+    script and its helper, so a change to any of them rebuilds. A source inside this
+    clone (its venvs' awslambdaric and boto3, `.venv-sam`'s emulator) by its bytes, any
+    other (the interpreter, the system's libraries) by its size and mtime: hashing those
+    by mtime made clones sharing one Docker daemon rebuild each other's image at every
+    run (each clone's venv installs the same files at other times; left in note 61)."""
     digest = hashlib.sha256()
     for helper in (Path(__file__), Path(__file__).with_name("image_files.py")):
         digest.update(helper.read_bytes())
     for entry in entries:
-        stat = entry.source.stat() if entry.source is not None else None
-        size, mtime = (stat.st_size, stat.st_mtime_ns) if stat else (0, 0)
-        digest.update(f"{entry.name}\0{entry.kind}\0{entry.target}\0{size}\0{mtime}\n".encode())
-        digest.update(entry.data or b"")
+        digest.update(f"{entry.name}\0{entry.kind}\0{entry.target}\0".encode())
+        source = entry.source
+        if source is not None and source.resolve().is_relative_to(root):
+            digest.update(hashlib.sha256(source.read_bytes()).digest())
+        elif source is not None:
+            stat = source.stat()
+            digest.update(f"{stat.st_size}\0{stat.st_mtime_ns}".encode())
+        digest.update(b"\n" + (entry.data or b""))
     return digest.hexdigest()[:16]
 
 

@@ -396,3 +396,30 @@ def test_sam_local_invoke_runs_the_example_apps_own_task(
     done = sam_invoke(example_built, stand_in, "WorkerFunction", EVENTS / "kick.json", env_file)
     assert statuses(dsn) == [("done", 1)], done.stdout[-2000:] + done.stderr[-4000:]
     assert "receipt for order 42" in done.stderr + done.stdout
+
+
+def test_the_stand_in_images_hash_reads_a_clones_files_by_content(tmp_path: Path) -> None:
+    """Two clones on one Docker daemon install the same awslambdaric at other times: with
+    mtimes in the hash each rebuilt the other's image at every run. A clone's own files
+    now count by their bytes; a change to them still rebuilds."""
+    import os
+
+    clones = []
+    for n, mtime in ((1, 1_000_000_000), (2, 2_000_000_000)):
+        clone = tmp_path / f"clone{n}"
+        source = clone / ".venv" / "awslambdaric" / "bootstrap.py"
+        source.parent.mkdir(parents=True)
+        source.write_text("print('runtime client')\n")
+        os.utime(source, ns=(mtime, mtime))
+        clones.append((clone, source))
+    hashes = [
+        lambda_image.content_hash([image_files.Entry("var/runtime/bootstrap.py", source=s)], c)
+        for c, s in clones
+    ]
+    assert hashes[0] == hashes[1]
+    clone, source = clones[1]
+    source.write_text("print('another runtime client')\n")
+    changed = lambda_image.content_hash([image_files.Entry("x", source=source)], clone)
+    assert changed != lambda_image.content_hash(
+        [image_files.Entry("x", source=clones[0][1])], clones[0][0]
+    )
