@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import os
 import threading
 import time
@@ -63,6 +64,17 @@ def context_seen(event: Any, context: Any) -> dict[str, Any]:
         # not the context's, the environment's: Lambda sets it in every environment
         "initialization_type": os.environ.get("AWS_LAMBDA_INITIALIZATION_TYPE"),
     }
+
+
+def logs_at_each_level(event: Any, context: Any) -> dict[str, Any]:
+    """Logs one line per level through Powertools' Logger, as pgkick's handlers log."""
+    from aws_lambda_powertools import Logger
+
+    logger = Logger(service="levels")
+    logger.debug("DEBUG-LINE")
+    logger.info("INFO-LINE")
+    logger.warning("WARNING-LINE")
+    return {"level": logging.getLevelName(logger.log_level)}
 
 
 _inits = [0]
