@@ -127,3 +127,10 @@ def sqs_partial(event: Any, context: Any) -> dict[str, Any]:
         if json.loads(record["body"])["requestPayload"].get("fail"):
             failed.append({"itemIdentifier": record["messageId"]})
     return {"batchItemFailures": failed, "receives": receives}
+
+
+def prints(event: Any, context: Any) -> dict[str, Any]:
+    """Prints `event["say"]`, `event.get("times", 1)` times: an invocation's own log lines."""
+    for _ in range(int(event.get("times", 1))):
+        print(event["say"])
+    return {"said": event["say"]}

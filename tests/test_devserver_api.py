@@ -186,6 +186,29 @@ def test_the_17th_hop_of_a_chain_is_cut_unless_loops_are_allowed(
             assert status == 400 and dev.kinds().count("invoke_start") == 1  # hop 15 alone
 
 
+def test_log_type_tail_returns_the_last_4_kb_of_this_invocations_log() -> None:
+    """Catches a LogResult left out (or holding another invocation's lines). Source: the
+    Invoke API (botocore's model, InvocationResponse.LogResult, header X-Amz-Log-Result):
+    "The last 4 KB of the execution log, which is base64-encoded"; the log is what the
+    runtime printed, from START to REPORT."""
+    with dev_stack("tests.devserver_handlers:prints") as dev:
+        lam = dev.lambda_
+        plain = lam.invoke(FunctionName=FUNCTION, Payload=json.dumps({"say": "first"}))
+        assert "LogResult" not in plain  # LogType None: no log
+        tail = lam.invoke(
+            FunctionName=FUNCTION, Payload=json.dumps({"say": "second"}), LogType="Tail"
+        )
+        log = base64.b64decode(tail["LogResult"]).decode()
+        lines = log.splitlines()
+        assert lines[0].startswith("START RequestId: ") and "second" in lines
+        request = lines[0].split()[2]
+        assert lines[-1].startswith(f"REPORT RequestId: {request}") and "first" not in log
+        many = {"say": "x" * 99, "times": 100}  # 10 KB: only its last 4 KB come back
+        big = lam.invoke(FunctionName=FUNCTION, Payload=json.dumps(many), LogType="Tail")
+        raw = base64.b64decode(big["LogResult"])
+        assert len(raw) == 4096 and raw.decode().splitlines()[-1].startswith("REPORT RequestId")
+
+
 def test_function_names_and_qualifiers_are_read_as_lambda_reads_them() -> None:
     """Catches a qualifier ignored (an alias that does not exist run, the Qualifier
     parameter never read), another account's function run, and `name:$LATEST` refused.

@@ -302,7 +302,8 @@ class AsyncQueue:
             detail = f"error: {said}" if failed else "ok"
             self._record("invoke_end", item, duration_ms=message.get("duration_ms"), detail=detail)
             if item.answer is not None:
-                item.answer.set_result({"result": result, "failure": failure})
+                log = message.get("log", "")  # for LogType Tail
+                item.answer.set_result({"result": result, "failure": failure, "log": log})
             elif failed:
                 self.stats.errors += 1  # raised, timed out or crashed: Lambda retries it
                 self._retry(item, f"failed: {said}")
@@ -325,6 +326,7 @@ class AsyncQueue:
                 f"Runtime exited with error: {why}",
             }
             if item.answer is not None:
-                item.answer.set_result({"result": None, "failure": item.failure})
+                log = "".join(f"{line}\n" for line in environment.log)
+                item.answer.set_result({"result": None, "failure": item.failure, "log": log})
             self._retry(item, why)
         self._dispatch()

@@ -53,6 +53,7 @@ class Environment:
     reported: threading.Event = field(default_factory=threading.Event)
     runtime_pids: list[int] = field(default_factory=list)  # the RIE's children, last seen
     exit_reason: str = ""  # why the stack killed it ("signal: killed": past its MemorySize)
+    log: list[str] = field(default_factory=list)  # the running invocation's lines (LogType Tail)
 
 
 def function_env(
