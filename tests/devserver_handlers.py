@@ -63,6 +63,10 @@ def context_seen(event: Any, context: Any) -> dict[str, Any]:
         "aws_request_id": context.aws_request_id,
         # not the context's, the environment's: Lambda sets it in every environment
         "initialization_type": os.environ.get("AWS_LAMBDA_INITIALIZATION_TYPE"),
+        # the Invoke's ClientContext as awslambdaric hands it over (None when none came)
+        "client_context": getattr(context.client_context, "custom", None)
+        if context.client_context
+        else None,
     }
 
 

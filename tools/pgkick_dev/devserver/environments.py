@@ -220,7 +220,8 @@ class Pool:
         done = threading.Event()
         watch = threading.Thread(target=self._watch_memory, args=(environment, done), daemon=True)
         watch.start()
-        answered = post(environment, event, self.timeout_s)
+        context = getattr(item, "client_context", None)  # the Invoke's, passed on as Lambda does
+        answered = post(environment, event, self.timeout_s, client_context=context)
         done.set()
         if not environment.exit_reason:  # a last look: a spike between two samples
             self._check_memory(environment)

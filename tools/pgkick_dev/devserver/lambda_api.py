@@ -150,7 +150,12 @@ def routes(stack: Stack) -> list[Route]:
             request_id = queue.submit(event, lineage=hops, request_id=request_id)
             return Response(status_code=202, headers={"x-amzn-RequestId": request_id})
         try:
-            request_id, answer = await run_in_threadpool(queue.invoke_sync, event, lineage=hops)
+            request_id, answer = await run_in_threadpool(
+                queue.invoke_sync,
+                event,
+                lineage=hops,
+                client_context=request.headers.get("x-amz-client-context"),
+            )
         except Throttled:
             headers = {
                 "x-amzn-ErrorType": "TooManyRequestsException",
