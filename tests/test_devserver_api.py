@@ -242,6 +242,38 @@ def test_function_names_and_qualifiers_are_read_as_lambda_reads_them() -> None:
         assert dev.kinds().count("kick") == 6  # the refused ones never reached the queue
 
 
+def test_a_function_name_outside_the_apis_constraints_is_a_validation_error() -> None:
+    """Catches a 65-character name (or one with a space) answered 404 ResourceNotFoundException
+    where AWS refuses it before any lookup. Source: botocore's model of the Invoke API,
+    FunctionName (NamespacedFunctionName: its pattern, length 1-256, and "If you specify
+    only the function name, it is limited to 64 characters in length") and Qualifier
+    (pattern, 1-128), refused as Lambda refuses a value outside its model: 400
+    ValidationException, "1 validation error detected: Value ... at 'functionName' ..."."""
+    with dev_stack() as dev:
+        lam = dev.lambda_
+        refused = {
+            "a" * 65: "Member must have length less than or equal to 64",
+            "bad name": "Member must satisfy regular expression pattern: (arn:",
+            f"arn:aws:lambda:us-east-1:123456789012:function:{'a' * 250}": "Member must have "
+            "length less than or equal to 256",
+        }
+        for name, said in refused.items():
+            with pytest.raises(ClientError) as caught:
+                lam.invoke(FunctionName=name, InvocationType="DryRun")
+            error = caught.value.response["Error"]
+            assert caught.value.response["ResponseMetadata"]["HTTPStatusCode"] == 400
+            assert error["Code"] == "ValidationException", error
+            assert error["Message"].startswith(
+                f"1 validation error detected: Value '{name}' at 'functionName' failed to "
+                f"satisfy constraint: {said}"
+            ), error
+        with pytest.raises(ClientError, match="at 'qualifier' failed") as caught:
+            lam.invoke(FunctionName=FUNCTION, Qualifier="no.dots", InvocationType="DryRun")
+        assert caught.value.response["Error"]["Code"] == "ValidationException"
+    with dev_stack() as dev, pytest.raises(dev.lambda_.exceptions.ResourceNotFoundException):
+        dev.lambda_.invoke(FunctionName="a" * 64, InvocationType="DryRun")
+
+
 def test_injected_duplicates_and_silent_drops() -> None:
     """Catches a stand-in that never delivers twice or loses an event (Lambda documents both)."""
     with dev_stack(duplicate_rate=1.0) as dev:
