@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import os
 import threading
 import time
@@ -62,7 +63,22 @@ def context_seen(event: Any, context: Any) -> dict[str, Any]:
         "aws_request_id": context.aws_request_id,
         # not the context's, the environment's: Lambda sets it in every environment
         "initialization_type": os.environ.get("AWS_LAMBDA_INITIALIZATION_TYPE"),
+        # the Invoke's ClientContext as awslambdaric hands it over (None when none came)
+        "client_context": getattr(context.client_context, "custom", None)
+        if context.client_context
+        else None,
     }
+
+
+def logs_at_each_level(event: Any, context: Any) -> dict[str, Any]:
+    """Logs one line per level through Powertools' Logger, as pgkick's handlers log."""
+    from aws_lambda_powertools import Logger
+
+    logger = Logger(service="levels")
+    logger.debug("DEBUG-LINE")
+    logger.info("INFO-LINE")
+    logger.warning("WARNING-LINE")
+    return {"level": logging.getLevelName(logger.log_level)}
 
 
 _inits = [0]
@@ -115,3 +131,10 @@ def sqs_partial(event: Any, context: Any) -> dict[str, Any]:
         if json.loads(record["body"])["requestPayload"].get("fail"):
             failed.append({"itemIdentifier": record["messageId"]})
     return {"batchItemFailures": failed, "receives": receives}
+
+
+def prints(event: Any, context: Any) -> dict[str, Any]:
+    """Prints `event["say"]`, `event.get("times", 1)` times: an invocation's own log lines."""
+    for _ in range(int(event.get("times", 1))):
+        print(event["say"])
+    return {"said": event["say"]}

@@ -186,6 +186,29 @@ def test_the_17th_hop_of_a_chain_is_cut_unless_loops_are_allowed(
             assert status == 400 and dev.kinds().count("invoke_start") == 1  # hop 15 alone
 
 
+def test_log_type_tail_returns_the_last_4_kb_of_this_invocations_log() -> None:
+    """Catches a LogResult left out (or holding another invocation's lines). Source: the
+    Invoke API (botocore's model, InvocationResponse.LogResult, header X-Amz-Log-Result):
+    "The last 4 KB of the execution log, which is base64-encoded"; the log is what the
+    runtime printed, from START to REPORT."""
+    with dev_stack("tests.devserver_handlers:prints") as dev:
+        lam = dev.lambda_
+        plain = lam.invoke(FunctionName=FUNCTION, Payload=json.dumps({"say": "first"}))
+        assert "LogResult" not in plain  # LogType None: no log
+        tail = lam.invoke(
+            FunctionName=FUNCTION, Payload=json.dumps({"say": "second"}), LogType="Tail"
+        )
+        log = base64.b64decode(tail["LogResult"]).decode()
+        lines = log.splitlines()
+        assert lines[0].startswith("START RequestId: ") and "second" in lines
+        request = lines[0].split()[2]
+        assert lines[-1].startswith(f"REPORT RequestId: {request}") and "first" not in log
+        many = {"say": "x" * 99, "times": 100}  # 10 KB: only its last 4 KB come back
+        big = lam.invoke(FunctionName=FUNCTION, Payload=json.dumps(many), LogType="Tail")
+        raw = base64.b64decode(big["LogResult"])
+        assert len(raw) == 4096 and raw.decode().splitlines()[-1].startswith("REPORT RequestId")
+
+
 def test_function_names_and_qualifiers_are_read_as_lambda_reads_them() -> None:
     """Catches a qualifier ignored (an alias that does not exist run, the Qualifier
     parameter never read), another account's function run, and `name:$LATEST` refused.
@@ -217,6 +240,38 @@ def test_function_names_and_qualifiers_are_read_as_lambda_reads_them() -> None:
         assert refused.value.response["Error"]["Code"] == "AccessDeniedException"
         assert refused.value.response["ResponseMetadata"]["HTTPStatusCode"] == 403
         assert dev.kinds().count("kick") == 6  # the refused ones never reached the queue
+
+
+def test_a_function_name_outside_the_apis_constraints_is_a_validation_error() -> None:
+    """Catches a 65-character name (or one with a space) answered 404 ResourceNotFoundException
+    where AWS refuses it before any lookup. Source: botocore's model of the Invoke API,
+    FunctionName (NamespacedFunctionName: its pattern, length 1-256, and "If you specify
+    only the function name, it is limited to 64 characters in length") and Qualifier
+    (pattern, 1-128), refused as Lambda refuses a value outside its model: 400
+    ValidationException, "1 validation error detected: Value ... at 'functionName' ..."."""
+    with dev_stack() as dev:
+        lam = dev.lambda_
+        refused = {
+            "a" * 65: "Member must have length less than or equal to 64",
+            "bad name": "Member must satisfy regular expression pattern: (arn:",
+            f"arn:aws:lambda:us-east-1:123456789012:function:{'a' * 250}": "Member must have "
+            "length less than or equal to 256",
+        }
+        for name, said in refused.items():
+            with pytest.raises(ClientError) as caught:
+                lam.invoke(FunctionName=name, InvocationType="DryRun")
+            error = caught.value.response["Error"]
+            assert caught.value.response["ResponseMetadata"]["HTTPStatusCode"] == 400
+            assert error["Code"] == "ValidationException", error
+            assert error["Message"].startswith(
+                f"1 validation error detected: Value '{name}' at 'functionName' failed to "
+                f"satisfy constraint: {said}"
+            ), error
+        with pytest.raises(ClientError, match="at 'qualifier' failed") as caught:
+            lam.invoke(FunctionName=FUNCTION, Qualifier="no.dots", InvocationType="DryRun")
+        assert caught.value.response["Error"]["Code"] == "ValidationException"
+    with dev_stack() as dev, pytest.raises(dev.lambda_.exceptions.ResourceNotFoundException):
+        dev.lambda_.invoke(FunctionName="a" * 64, InvocationType="DryRun")
 
 
 def test_injected_duplicates_and_silent_drops() -> None:

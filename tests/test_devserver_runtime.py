@@ -6,6 +6,7 @@ Driven through boto3 over HTTP, as an app drives Lambda."""
 
 from __future__ import annotations
 
+import base64
 import json
 import os
 import signal
@@ -49,6 +50,21 @@ def test_the_context_is_lambdas_own_with_the_functions_timeout_and_memory() -> N
     assert first["function_version"] == "$LATEST"
     assert first["log_group_name"] == f"/aws/lambda/{FUNCTION}"
     assert first["initialization_type"] == "on-demand"  # the emulator alone leaves it unset
+
+
+def test_the_client_context_given_to_invoke_reaches_the_handler() -> None:
+    """Catches a ClientContext dropped on the way (the handler's context.client_context
+    None). Source: the Invoke API (botocore's model, InvocationRequest.ClientContext): "Up to
+    3,583 bytes of base64-encoded data about the invoking client to pass to the function in
+    the context object" (synchronous invocations only); the emulator takes it as
+    X-Amz-Client-Context and awslambdaric reads it from Lambda-Runtime-Client-Context."""
+    given = {"client": {"installation_id": "i-1"}, "custom": {"k": "v"}, "env": {"e": "1"}}
+    encoded = base64.b64encode(json.dumps(given).encode()).decode()
+    with dev_stack("tests.devserver_handlers:context_seen") as dev:
+        answer = dev.lambda_.invoke(FunctionName=FUNCTION, Payload=b"{}", ClientContext=encoded)
+        seen = json.loads(answer["Payload"].read())
+        _, without = _invoke(dev)  # the next invocation has none of it
+    assert seen["client_context"] == {"k": "v"} and without["client_context"] is None
 
 
 def test_the_log_prefix_is_the_request_id_the_handler_and_start_line_show() -> None:

@@ -6,6 +6,7 @@ before anything starts. Each test fails if the stand-in is kinder than the deplo
 from __future__ import annotations
 
 import argparse
+import json
 import re
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -232,3 +233,26 @@ def test_a_flag_aws_would_refuse_is_refused(
     with pytest.raises(SystemExit):
         parser.parse_args([flag])
     assert said in capsys.readouterr().err
+
+
+def test_the_templates_log_level_is_obeyed_before_powertools_log_level() -> None:
+    """Catches a stack that sets no AWS_LAMBDA_LOG_LEVEL, so POWERTOOLS_LOG_LEVEL decides
+    locally while on AWS it does not. Source: Lambda Developer Guide, "Configuring advanced
+    logging controls" (with LogFormat JSON, Lambda sets AWS_LAMBDA_LOG_FORMAT and
+    AWS_LAMBDA_LOG_LEVEL from ApplicationLogLevel, INFO unless set) and Powertools'
+    Logger._determine_log_level (AWS_LAMBDA_LOG_LEVEL before POWERTOOLS_LOG_LEVEL).
+    pgkick's template maps LogLevel WARNING to Lambda's WARN (LambdaLogLevels)."""
+    parser = argparse.ArgumentParser()
+    add_arguments(parser)
+    argv = ["--template", str(ROOT / "template.yaml"), "--parameter-overrides", "LogLevel=WARNING"]
+    stack, _ = build_stack(parser.parse_args(argv), "postgresql://x@127.0.0.1/none")
+    stack.close()
+    worker, reaper = stack.specs.values()
+    wanted = {"AWS_LAMBDA_LOG_FORMAT": "JSON", "AWS_LAMBDA_LOG_LEVEL": "WARN"}
+    assert dict(worker.env) == wanted and dict(reaper.env) == wanted
+    handler = "tests.devserver_handlers:logs_at_each_level"
+    with dev_stack(handler, env={"POWERTOOLS_LOG_LEVEL": "DEBUG", **worker.env}) as dev:
+        answer = dev.lambda_.invoke(FunctionName=FUNCTION, Payload=b"{}")
+        assert json.loads(answer["Payload"].read()) == {"level": "WARNING"}
+        said = [line for line in dev.logs if "-LINE" in line]
+    assert len(said) == 1 and "WARNING-LINE" in said[0], said

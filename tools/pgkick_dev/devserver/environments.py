@@ -123,6 +123,7 @@ class Pool:
         if environment.retire_timer:
             environment.retire_timer.cancel()
         environment.busy = item
+        environment.log = []  # this invocation's lines from here (the last one's REPORT came)
         if environment.cold:
             self.cold_starts += 1
         self._thaw(environment, getattr(item, "request_id", None))
@@ -219,7 +220,8 @@ class Pool:
         done = threading.Event()
         watch = threading.Thread(target=self._watch_memory, args=(environment, done), daemon=True)
         watch.start()
-        answered = post(environment, event, self.timeout_s)
+        context = getattr(item, "client_context", None)  # the Invoke's, passed on as Lambda does
+        answered = post(environment, event, self.timeout_s, client_context=context)
         done.set()
         if not environment.exit_reason:  # a last look: a spike between two samples
             self._check_memory(environment)
@@ -232,6 +234,7 @@ class Pool:
         if not answer_["crashed"]:
             environment.reported.wait(2)  # the REPORT line follows the answer (none on a crash)
         answer_.update(duration_ms=elapsed, peak_rss_mb=peak_rss_mb(environment.process.pid))
+        answer_["log"] = "".join(f"{line}\n" for line in environment.log)  # START..REPORT
         environment.runtime_pids = descendants(environment.process.pid)
         with self._lock:
             environment.cold = bool(answer_["reset"])  # a timeout or a crash: init again
@@ -269,6 +272,7 @@ class Pool:
             line = raw.decode(errors="replace").rstrip("\n")
             if started := START.match(line):
                 request = started.group(1)
+            environment.log.append(line)
             self.write_log(label(self.function, request, line))
             if REPORT.match(line):
                 environment.reported.set()

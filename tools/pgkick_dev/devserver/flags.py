@@ -215,6 +215,7 @@ def build_stack(
         drain_visibility=template.drain_visibility,
         drain_retention=template.drain_retention,
         options=options,
+        env=template.log_env,  # AWS_LAMBDA_LOG_LEVEL/FORMAT, as Lambda sets them
     )
     reaper = FunctionSpec(
         f"{name.removesuffix('-worker')}-reaper",
@@ -223,6 +224,7 @@ def build_stack(
         concurrency=1,
         on_failure=LOCAL_DLQ_ARN if template.reaper_on_failure else None,
         options=QueueOptions(max_retries=0, seed=args.seed),
+        env=template.reaper_log_env,
     )
     stack = Stack(
         [worker, reaper],

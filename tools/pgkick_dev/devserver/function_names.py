@@ -7,6 +7,9 @@ reference: a name (`my-function`), a name with a qualifier (`my-function:v1`), a
 partial ARN (`123456789012:function:my-function`) or a full ARN
 (`arn:aws:lambda:us-east-1:123456789012:function:my-function`), each with an optional
 `:qualifier`, and a `Qualifier` query parameter. As AWS answers:
+- a FunctionName or Qualifier outside the model's constraints (its pattern, a length past
+  256, a name alone past 64 characters): 400 ValidationException, "1 validation error
+  detected: Value '...' at 'functionName' failed to satisfy constraint: ...";
 - both qualifiers given and different: 400 InvalidParameterValueException, "The derived
   qualifier from the function name does not match the specified qualifier.";
 - another account's function: 403 AccessDeniedException (no resource-based policy of
@@ -19,9 +22,19 @@ declares (AutoPublishAlias); a published version's number is not found here.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 
 ACCOUNT = "123456789012"
+# botocore's model of the Invoke API: FunctionName (NamespacedFunctionName) and Qualifier
+NAME_PATTERN = (
+    r"(arn:(aws[a-zA-Z-]*)?:lambda:)?((eusc-)?[a-z]{2}((-gov)|(-iso([a-z]?)))?-[a-z]+-\d{1}:)?"
+    r"(\d{12}:)?(function:)?([a-zA-Z0-9-_\.]+)(:(\$LATEST(\.PUBLISHED)?|[a-zA-Z0-9-_]+))?"
+)
+NAME_MAX = 256  # the whole FunctionName (an ARN's length)
+NAME_ONLY_MAX = 64  # "If you specify only the function name, it is limited to 64 characters"
+QUALIFIER_PATTERN = r"(|[a-zA-Z0-9$_-]+)"
+QUALIFIER_MAX = 128
 REGION = "us-east-1"
 LATEST = "$LATEST"
 
@@ -46,8 +59,56 @@ class FunctionName:
         return f"arn:aws:lambda:{self.region}:{self.account}:function:{self.name}{tail}"
 
 
+def _invalid(value: str, member: str, constraint: str) -> NameRefused:
+    return NameRefused(
+        400,
+        "ValidationException",
+        f"1 validation error detected: Value '{value}' at '{member}' failed to satisfy "
+        f"constraint: {constraint}",
+    )
+
+
+def validate(function_name: str, qualifier: str | None = None) -> None:
+    """NameRefused (400 ValidationException, Lambda's wording for a value outside its
+    model) for a FunctionName or Qualifier outside the Invoke API's constraints, before any
+    lookup: a stand-in answering 404 for them hid a name that can never be deployed."""
+    if len(function_name) > NAME_MAX:
+        raise _invalid(
+            function_name,
+            "functionName",
+            f"Member must have length less than or equal to {NAME_MAX}",
+        )
+    if re.fullmatch(NAME_PATTERN, function_name) is None:
+        raise _invalid(
+            function_name,
+            "functionName",
+            f"Member must satisfy regular expression pattern: {NAME_PATTERN}",
+        )
+    if ":function:" not in f":{function_name}" and len(function_name.split(":")[0]) > NAME_ONLY_MAX:
+        raise _invalid(
+            function_name,
+            "functionName",
+            f"Member must have length less than or equal to {NAME_ONLY_MAX}",
+        )
+    if qualifier is not None:
+        if len(qualifier) > QUALIFIER_MAX:
+            raise _invalid(
+                qualifier,
+                "qualifier",
+                f"Member must have length less than or equal to {QUALIFIER_MAX}",
+            )
+        if re.fullmatch(QUALIFIER_PATTERN, qualifier) is None:
+            raise _invalid(
+                qualifier,
+                "qualifier",
+                f"Member must satisfy regular expression pattern: {QUALIFIER_PATTERN}",
+            )
+
+
 def parse(function_name: str, qualifier: str | None = None) -> FunctionName:
-    """FunctionName (any of its forms) and the Qualifier parameter, as Lambda reads them."""
+    """FunctionName (any of its forms) and the Qualifier parameter, as Lambda reads them;
+    first checked against the API's constraints (validate)."""
+    validate(function_name, qualifier)
     parts = function_name.split(":")
     account, region = ACCOUNT, REGION
     if parts[0] == "arn" and len(parts) >= 7 and parts[2] == "lambda" and parts[5] == "function":

@@ -57,6 +57,7 @@ class Template:
     conditions: dict[str, Any]
     resources: dict[str, Any] = field(default_factory=dict)
     stack_name: str | None = None
+    mappings: dict[str, Any] = field(default_factory=dict)  # the template's Mappings
 
     def value(self, node: Any) -> Any:
         """A property's value as deployed with the Defaults; NO_VALUE if left out."""
@@ -83,9 +84,20 @@ class Template:
             if not isinstance(parts, list):
                 raise Unknown(f"!Join of {items!r}")
             return str(separator).join(str(self.value(p)) for p in parts)
+        if key == "Fn::FindInMap":
+            return self._find_in_map(arg)
         if key == "Fn::Sub" and isinstance(arg, str):
             return _SUBSTITUTION.sub(lambda m: str(self._substitute(m.group(1))), arg)
         raise Unknown(f"!{key.removeprefix('Fn::')}")
+
+    def _find_in_map(self, arg: Any) -> Any:
+        """!FindInMap [map, top key, second key], each key evaluated first (a `!Ref` of a
+        parameter); a key the map lacks fails the deploy, so it is Unknown here."""
+        name, top, second = (str(self.value(a)) for a in arg)
+        try:
+            return self.mappings[name][top][second]
+        except (KeyError, TypeError):
+            raise Unknown(f"!FindInMap [{name}, {top}, {second}] (not in Mappings)") from None
 
     def _substitute(self, name: str) -> Any:
         if name == "AWS::StackName":

@@ -56,6 +56,7 @@ class Invocation:
     answer: concurrent.futures.Future[dict[str, Any]] | None = None  # RequestResponse only
     failure: Any = None  # the last try's error ({"errorType", "errorMessage", ...})
     to_destination: bool = True  # False: an SQS batch handed over, never an on-failure record
+    client_context: str | None = None  # the Invoke's ClientContext (base64), RequestResponse only
 
 
 @dataclass

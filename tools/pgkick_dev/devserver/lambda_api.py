@@ -5,7 +5,8 @@ FunctionName and Qualifier read as Lambda reads them (pgkick_dev.devserver.funct
 and X-Amz-Invocation-Type:
 - `Event`: 202 and an empty body once the event is in the function's queue;
 - `RequestResponse` (the default): 200 with the handler's answer, or with its error
-  ({"errorType", "errorMessage", ...}) and `X-Amz-Function-Error: Unhandled`;
+  ({"errorType", "errorMessage", ...}) and `X-Amz-Function-Error: Unhandled`; with
+  `X-Amz-Log-Type: Tail`, the last 4 KB of the invocation's log in `X-Amz-Log-Result`;
   429 TooManyRequestsException when every environment is busy (or the cap is 0);
   400 RecursiveInvocationException for the 17th invocation of a chain, not run;
 - `DryRun`: 204.
@@ -42,6 +43,7 @@ from pgkick_dev.devserver.stack import Stack
 
 ASYNC_LIMIT = 1_048_576  # bytes: "For asynchronous invocations, the maximum payload size is 1 MB"
 SYNC_LIMIT = 6_291_456  # bytes: 6 MB for synchronous invocations
+LOG_TAIL = 4096  # bytes of the log LogType Tail returns
 CLIENT_CONTEXT_LIMIT = 3583  # bytes of base64 (the Invoke API's ClientContext)
 # the code AWS answers an oversized request with, in its words below (aws/aws-sdk#45,
 # ASFHyP3/hyp3#2241): not the model's RequestTooLargeException, so botocore raises a bare
@@ -79,6 +81,12 @@ def client_context_refusal(header: str | None) -> str | None:
     return None
 
 
+def log_result(log: str) -> str:
+    """X-Amz-Log-Result: "The last 4 KB of the execution log, which is base64-encoded"
+    (the Invoke API's LogResult), the log being the invocation's lines, START to REPORT."""
+    return base64.b64encode(log.encode()[-LOG_TAIL:]).decode()
+
+
 def lineage(request: Request) -> int:
     found = _LINEAGE.search(request.headers.get("x-amzn-trace-id", ""))
     return int(found.group(1)) if found else 0
@@ -104,7 +112,7 @@ def routes(stack: Stack) -> list[Route]:
             )
             return error("InvalidParameterValueException", 400, message, request_id)
         log_type = request.headers.get("x-amz-log-type", "None")
-        if log_type not in ("None", "Tail"):  # the model's enum (Tail's log is not returned)
+        if log_type not in ("None", "Tail"):  # the model's enum
             message = (
                 f"1 validation error detected: Value '{log_type}' at 'logType' failed to "
                 "satisfy constraint: Member must satisfy enum value set: [None, Tail]"
@@ -142,7 +150,12 @@ def routes(stack: Stack) -> list[Route]:
             request_id = queue.submit(event, lineage=hops, request_id=request_id)
             return Response(status_code=202, headers={"x-amzn-RequestId": request_id})
         try:
-            request_id, answer = await run_in_threadpool(queue.invoke_sync, event, lineage=hops)
+            request_id, answer = await run_in_threadpool(
+                queue.invoke_sync,
+                event,
+                lineage=hops,
+                client_context=request.headers.get("x-amz-client-context"),
+            )
         except Throttled:
             headers = {
                 "x-amzn-ErrorType": "TooManyRequestsException",
@@ -161,6 +174,8 @@ def routes(stack: Stack) -> list[Route]:
             )
             return error("RecursiveInvocationException", 400, message, request_id)
         headers = {"x-amzn-RequestId": request_id, "X-Amz-Executed-Version": "$LATEST"}
+        if log_type == "Tail":
+            headers["X-Amz-Log-Result"] = log_result(answer.get("log", ""))
         if answer["failure"] is not None:
             headers["X-Amz-Function-Error"] = "Unhandled"
             return JSONResponse(answer["failure"], 200, headers=headers)

@@ -146,18 +146,21 @@ class AsyncQueue:
             self._dispatch()
         return item.request_id
 
-    def invoke_sync(self, event: Any, *, lineage: int = 0) -> tuple[str, dict[str, Any]]:
+    def invoke_sync(
+        self, event: Any, *, lineage: int = 0, client_context: str | None = None
+    ) -> tuple[str, dict[str, Any]]:
         """A RequestResponse invoke: (request id, {"result"|"failure": ...}); raises
-        Throttled, or LoopStopped for the 17th invocation of a chain (never run)."""
-        request_id, answer = self.start_sync(event, lineage=lineage)
+        Throttled, or LoopStopped for the 17th invocation of a chain (never run).
+        client_context: the Invoke's ClientContext (base64), for the handler's context."""
+        request_id, answer = self.start_sync(event, lineage=lineage, client_context=client_context)
         return request_id, answer.result()
 
     def start_sync(
-        self, event: Any, *, lineage: int = 0
+        self, event: Any, *, lineage: int = 0, client_context: str | None = None
     ) -> tuple[str, concurrent.futures.Future[dict[str, Any]]]:
         """A RequestResponse invoke started: its request id and the future of its answer
         (an event source mapping's caller does not wait on it); raises as invoke_sync."""
-        item = Invocation(event, lineage, self._clock.now())
+        item = Invocation(event, lineage, self._clock.now(), client_context=client_context)
         item.answer = concurrent.futures.Future()
         with self._lock:
             if loop_cut(item, self.options):
@@ -302,7 +305,8 @@ class AsyncQueue:
             detail = f"error: {said}" if failed else "ok"
             self._record("invoke_end", item, duration_ms=message.get("duration_ms"), detail=detail)
             if item.answer is not None:
-                item.answer.set_result({"result": result, "failure": failure})
+                log = message.get("log", "")  # for LogType Tail
+                item.answer.set_result({"result": result, "failure": failure, "log": log})
             elif failed:
                 self.stats.errors += 1  # raised, timed out or crashed: Lambda retries it
                 self._retry(item, f"failed: {said}")
@@ -325,6 +329,7 @@ class AsyncQueue:
                 f"Runtime exited with error: {why}",
             }
             if item.answer is not None:
-                item.answer.set_result({"result": None, "failure": item.failure})
+                log = "".join(f"{line}\n" for line in environment.log)
+                item.answer.set_result({"result": None, "failure": item.failure, "log": log})
             self._retry(item, why)
         self._dispatch()

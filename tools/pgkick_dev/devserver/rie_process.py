@@ -53,6 +53,7 @@ class Environment:
     reported: threading.Event = field(default_factory=threading.Event)
     runtime_pids: list[int] = field(default_factory=list)  # the RIE's children, last seen
     exit_reason: str = ""  # why the stack killed it ("signal: killed": past its MemorySize)
+    log: list[str] = field(default_factory=list)  # the running invocation's lines (LogType Tail)
 
 
 def function_env(
@@ -111,9 +112,15 @@ def launch(rie: Path, handler: str, port: int, env: Mapping[str, str]) -> subpro
     )
 
 
-def post(environment: Environment, event: bytes, timeout_s: int) -> tuple[int, bytes] | None:
+def post(
+    environment: Environment, event: bytes, timeout_s: int, *, client_context: str | None = None
+) -> tuple[int, bytes] | None:
     """One invocation through the RIE: its HTTP status and body, or None when it could not
-    be delivered (the caller kills the environment, whose exit hands the item back)."""
+    be delivered (the caller kills the environment, whose exit hands the item back).
+    client_context: the Invoke's ClientContext (base64), which the RIE takes as Lambda's
+    service does, in X-Amz-Client-Context, and hands the runtime as
+    Lambda-Runtime-Client-Context (awslambdaric's context.client_context)."""
+    headers = {} if client_context is None else {"X-Amz-Client-Context": client_context}
     url = f"http://127.0.0.1:{environment.port}{INVOKE_PATH}"
     if not environment.listening:  # a cold RIE listens within milliseconds, or exits
         if not wait_for_own_listener(environment.process, environment.port, timeout=10):
@@ -122,7 +129,7 @@ def post(environment: Environment, event: bytes, timeout_s: int) -> tuple[int, b
     deadline = time.monotonic() + 10
     while True:
         try:
-            request = urllib.request.Request(url, data=event, method="POST")
+            request = urllib.request.Request(url, data=event, headers=headers, method="POST")
             with urllib.request.urlopen(request, timeout=timeout_s + 30) as answer:
                 return answer.status, answer.read()
         except urllib.error.HTTPError as exc:  # 502: the runtime exited (Runtime.ExitError)

@@ -15,11 +15,11 @@ RecursiveLoop, which is Lambda's default (Terminate) unless the template says Al
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from pgkick_dev.devserver import parameters
+from pgkick_dev.devserver import logging_config, parameters
 from pgkick_dev.devserver.intrinsics import NO_VALUE, Template, Unknown, load
 
 # pgkick's template.yaml defaults (tests/test_devserver_settings.py checks they match)
@@ -34,6 +34,8 @@ DEFAULTS: dict[str, Any] = {
     "drain_batch": 5,
     "drain_visibility": 900,
     "drain_retention": 1_209_600,
+    "log_env": logging_config.DEFAULT,
+    "reaper_log_env": logging_config.DEFAULT,
 }
 
 # AWS's ranges, and the member name its deploy-time validation error names
@@ -98,6 +100,9 @@ class TemplateSettings:
     schedule_group: str = "default"  # the worker's PGKICK_SCHEDULE_GROUP
     drain_visibility: int = 30  # that queue's VisibilityTimeout: a record failed comes back
     drain_retention: int = 345_600  # ... and its MessageRetentionPeriod: then SQS deletes it
+    # AWS_LAMBDA_LOG_FORMAT/LEVEL as Lambda sets them from LoggingConfig (worker, reaper)
+    log_env: dict[str, str] = field(default_factory=dict)
+    reaper_log_env: dict[str, str] = field(default_factory=dict)
 
 
 def _setting(
@@ -221,6 +226,7 @@ def read_template(
         document.get("Conditions") or {},
         document.get("Resources") or {},
         stack_name,
+        document.get("Mappings") or {},
     )
     try:
         broken = template.broken_rule(document.get("Rules") or {})
@@ -271,6 +277,11 @@ def read_template(
             reaper_on_failure=_reaper_on_failure(document.get("Resources") or {}, globals_),
             **_schedule_groups(template, resource.get("Properties") or {}, globals_, notes),
         )
+        try:
+            settings.log_env = logging_config.lambda_log_env(template, props, notes)
+            settings.reaper_log_env = logging_config.reaper_log_env(template, globals_, notes)
+        except logging_config.LoggingRefused as exc:
+            raise SettingRefused(f"LoggingConfig: {exc}") from None
         if unreadable:
             notes.append(unreadable)
         if values:
