@@ -123,7 +123,7 @@ class Pool:
         if environment.retire_timer:
             environment.retire_timer.cancel()
         environment.busy = item
-        environment.log = []  # this invocation's lines from here (the last one's REPORT came)
+        environment.log.clear()  # this invocation's lines from here (the last one's REPORT came)
         if environment.cold:
             self.cold_starts += 1
         self._thaw(environment, getattr(item, "request_id", None))

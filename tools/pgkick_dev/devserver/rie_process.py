@@ -24,6 +24,7 @@ import threading
 import time
 import urllib.error
 import urllib.request
+from collections import deque
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -37,6 +38,9 @@ INVOKE_PATH = "/2015-03-31/functions/function/invocations"
 START = re.compile(r"^START RequestId: (\S+)")
 REPORT = re.compile(r"^REPORT RequestId: ")
 JOB = re.compile(r"\bjob[ _]?(?:id)?\"?[:= ]\s*(\d+)|\bjob (\d+)\b")
+
+
+LOG_LINES_KEPT = 4096  # lines of at least a byte each: enough for the 4 KB tail
 
 
 @dataclass
@@ -53,7 +57,9 @@ class Environment:
     reported: threading.Event = field(default_factory=threading.Event)
     runtime_pids: list[int] = field(default_factory=list)  # the RIE's children, last seen
     exit_reason: str = ""  # why the stack killed it ("signal: killed": past its MemorySize)
-    log: list[str] = field(default_factory=list)  # the running invocation's lines (LogType Tail)
+    # the running invocation's last lines, for LogType Tail's 4 KB (bounded: a long
+    # invocation's log is not kept whole)
+    log: deque[str] = field(default_factory=lambda: deque(maxlen=LOG_LINES_KEPT))
 
 
 def function_env(
