@@ -68,6 +68,7 @@ def dev_stack(
     *,
     env: dict[str, str] | None = None,
     concurrency: int = 2,
+    reserved: bool = True,  # the cap is a reservation (False: the account's pool)
     freeze: bool = True,
     fast_scheduler: bool = False,
     timeout_ms: int = 30_000,
@@ -86,6 +87,7 @@ def dev_stack(
         FUNCTION,
         handler=handler,
         concurrency=concurrency,
+        reserved=reserved,
         timeout_ms=timeout_ms,
         memory_mb=memory_mb,
         aliases=aliases,

@@ -95,8 +95,11 @@ def test_a_throttled_event_backs_off_instead_of_taking_the_freed_slot(tmp_path: 
         lam.invoke(FunctionName=FUNCTION, InvocationType="Event", Payload=b'{"n": 1}')
         dev.wait(lambda: "invoke_start" in dev.kinds())
         lam.invoke(FunctionName=FUNCTION, InvocationType="Event", Payload=b'{"n": 2}')
-        with pytest.raises(lam.exceptions.TooManyRequestsException):
+        with pytest.raises(lam.exceptions.TooManyRequestsException) as throttled:
             lam.invoke(FunctionName=FUNCTION, Payload=b"{}")
+        # a reserved cap's Reason (note 61: always this one, whatever the cap)
+        reason = throttled.value.response["Reason"]  # type: ignore[typeddict-item]
+        assert reason == "ReservedFunctionConcurrentInvocationLimitExceeded"
         dev.clock.advance(1)  # the first backoff ends with the slot still busy: 2 s next
         backoffs = [e["detail"] for e in dev.events("throttle") if "backoff" in e["detail"]]
         assert backoffs == ["backoff 1 s", "backoff 2 s"]
@@ -415,3 +418,25 @@ def test_a_kick_dropped_past_its_retries_is_healed_through_the_on_failure_destin
         assert any("a lambda kick of queue healed was dropped" in line for line in dev.logs)
         with JobStore.open(dsn) as store:
             assert store.get_many([job])[0]["status"] == "done"
+
+
+def test_a_throttle_by_the_local_default_cap_names_the_accounts_pool(tmp_path: Path) -> None:
+    """With no reservation the local cap stands for the account's unreserved pool, and AWS
+    names that limit ConcurrentInvocationLimitExceeded (the stand-in named the reservation
+    whatever the cap: an app branching on the Reason took the wrong branch locally)."""
+    gate = tmp_path / "open"
+    with dev_stack(
+        "tests.devserver_handlers:gate",
+        env={"PGKICK_TEST_GATE": str(gate)},
+        concurrency=1,
+        reserved=False,
+    ) as dev:
+        lam = dev.lambda_
+        lam.invoke(FunctionName=FUNCTION, InvocationType="Event", Payload=b'{"n": 1}')
+        dev.wait(lambda: "invoke_start" in dev.kinds())
+        with pytest.raises(lam.exceptions.TooManyRequestsException) as throttled:
+            lam.invoke(FunctionName=FUNCTION, Payload=b"{}")
+        reason = throttled.value.response["Reason"]  # type: ignore[typeddict-item]
+        assert reason == "ConcurrentInvocationLimitExceeded"
+        gate.touch()
+        dev.wait(lambda: "invoke_end" in dev.kinds())

@@ -168,18 +168,23 @@ def load_template(args: argparse.Namespace) -> TemplateSettings:
         raise SystemExit(f"pgkick dev: {path}: {exc} (AWS refuses it at deploy)") from None
 
 
-def _cap(args: argparse.Namespace, template: TemplateSettings) -> tuple[int, str]:
-    """The worker's concurrency cap and the banner's word on where it came from."""
+def _cap(args: argparse.Namespace, template: TemplateSettings) -> tuple[int, str, bool]:
+    """The worker's concurrency cap, the banner's word on where it came from, and whether
+    it is a reservation (else the local default, standing for the account's pool)."""
     if args.concurrency is not None:
-        return args.concurrency, "--concurrency"
+        return args.concurrency, "--concurrency", True
     if template.concurrency is not None:
-        return template.concurrency, "ReservedConcurrentExecutions"
+        return template.concurrency, "ReservedConcurrentExecutions", True
     if template.concurrency_unknown:
-        return LOCAL_CAP, (
-            f"ReservedConcurrentExecutions unknown: {template.concurrency_unknown}; "
-            "the local default, --concurrency to set it"
+        return (
+            LOCAL_CAP,
+            (
+                f"ReservedConcurrentExecutions unknown: {template.concurrency_unknown}; "
+                "the local default, --concurrency to set it"
+            ),
+            False,
         )
-    return LOCAL_CAP, "no reservation: the local default"
+    return LOCAL_CAP, "no reservation: the local default", False
 
 
 def build_stack(
@@ -200,12 +205,13 @@ def build_stack(
     )
     app_path = os.pathsep.join(p for p in (os.getcwd(), os.environ.get("PYTHONPATH")) if p)
     env = {"DATABASE_URL": dsn, "PYTHONPATH": app_path}
-    cap, cap_source = _cap(args, template)
+    cap, cap_source, reserved = _cap(args, template)
     timeout_s = template.timeout_s if args.timeout is None else args.timeout
     worker = FunctionSpec(
         name,
         timeout_ms=timeout_s * 1000,
         concurrency=cap,
+        reserved=reserved,
         memory_mb=template.memory_mb if args.memory_size is None else args.memory_size,
         aliases=template.aliases,
         # the template's OnFailure queue (FailedKicksQueue) is the one the worker drains

@@ -162,7 +162,7 @@ def routes(stack: Stack) -> list[Route]:
                 "x-amzn-RequestId": request_id,
             }
             body_ = {
-                "Reason": "ReservedFunctionConcurrentInvocationLimitExceeded",
+                "Reason": stack.throttle_reason(queue),
                 "Type": "User",
                 "message": "Rate Exceeded.",
             }

@@ -53,6 +53,9 @@ class FunctionSpec:
     handler: str = WORKER_HANDLER
     timeout_ms: int = 300_000  # pgkick's template: WorkerTimeout 300
     concurrency: int = 4
+    # the cap is a reservation (ReservedConcurrentExecutions, --concurrency): a throttle's
+    # Reason names it; False: the local default standing for the account's unreserved pool
+    reserved: bool = True
     idle_seconds: float = 300.0  # Lambda keeps an idle environment a few minutes
     memory_mb: int = 512  # MemorySize: what the context reports, and the runtime's limit
     aliases: tuple[str, ...] = ()  # the template's AutoPublishAlias: a qualifier it answers to
@@ -197,6 +200,16 @@ class Stack:
         spec = self.specs.get(named.name)
         function_names.check(named, spec is not None, spec.aliases if spec else ())
         return self.functions[named.name]
+
+    def throttle_reason(self, queue: AsyncQueue) -> str:
+        """The Reason of a 429 for this function, as Lambda names the limit it hit: its
+        reserved concurrency, or the account's unreserved pool (the local default cap)."""
+        reserved = next(s.reserved for s in self.specs.values() if self.functions[s.name] is queue)
+        return (
+            "ReservedFunctionConcurrentInvocationLimitExceeded"
+            if reserved
+            else "ConcurrentInvocationLimitExceeded"
+        )
 
     def function(self, name: str) -> AsyncQueue | None:
         """The function a name or ARN names, or None where Lambda would refuse it."""
