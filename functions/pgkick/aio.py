@@ -19,6 +19,14 @@ and was logged: as in the synchronous form, a failed kick never raises).
         await jobs.enqueue({"order": 42}, task="send_receipt")
     # committed here, then kicked; an exception inside rolls back and kicks nothing
 
+    pending = pgkick.aio.enqueue_in(conn)              # a transaction the app has open
+    await pending.enqueue({"order": 42}, task="send_receipt")
+    await conn.commit()
+    await pending.kick()                               # kicks the jobs that committed
+
+A job's result is awaited with `pgkick.wait_async(job_id, timeout=...)` (pgkick.tasks:
+the layers keep it out of this module), the twin of `pgkick.wait`.
+
 `unique_key=` works in every form as in the synchronous ones (pgkick.store.unique: the
 same statements): a live job holding the key is answered, nothing is written,
 and it is not kicked again; in `enqueue_many` a duplicate is skipped.
