@@ -17,7 +17,7 @@ from pgkick import aio
 from pgkick.connections import aio_pool
 from pgkick.connections.linger import APPLICATION_NAME
 from pgkick.connections.pool import DEFAULT_SIZE
-from pgkick.errors import UnknownParent
+from pgkick.errors import MisuseError, UnknownParent
 from pgkick.kick.kickers import NoKicker
 from tests.helpers import sessions_gone, sessions_of, wait_for_lock_waiters
 from tests.test_producer import RecordingKicker, count_jobs
@@ -547,3 +547,48 @@ def test_a_closed_connection_is_refused_as_closed(dsn: str) -> None:
     with pytest.raises(MisuseError, match=r"pgkick\.transaction\(\): the connection is closed"):
         with pgkick.transaction(conn, kicker=NoKicker()):
             pass
+
+
+def test_enqueue_in_joins_the_apps_open_transaction_and_kicks_only_what_committed(
+    dsn: str,
+) -> None:
+    """Catches: no asyncio form of `pgkick.enqueue_in` (an app's AsyncConnection already in a
+    transaction could only use the sync form, blocking its loop), a kick before the commit,
+    a rolled-back job kicked, and a job with `after=` on an idle connection committed by a
+    savepoint of its own (psycopg's BEGIN ... COMMIT) instead of joining the app's rollback."""
+    kicker = RecordingKicker()
+
+    async def main() -> tuple[list[int], list[int], list[int]]:
+        async with await psycopg.AsyncConnection.connect(dsn, autocommit=True) as auto:
+            with pytest.raises(MisuseError, match="autocommit with no transaction open"):
+                await aio.enqueue_in(auto, kicker=kicker).enqueue({}, task="t")
+        async with await psycopg.AsyncConnection.connect(dsn) as conn:
+            pending = aio.enqueue_in(conn, kicker=kicker)
+            await conn.execute("SELECT 1")  # the app's transaction is open
+            first = await pending.enqueue({"n": 1}, task="t")
+            more = await pending.enqueue_many([{"payload": {"n": 2}, "task": "t"}])
+            with pytest.raises(MisuseError, match="still open"):
+                await pending.kick()
+            assert kicker.kicks == [] and count_jobs(dsn) == 0  # nothing seen before the commit
+            await conn.commit()
+            kicked = await pending.kick()
+            assert await pending.kick() == []  # a second kick sends nothing
+            # idle, autocommit off: the child joins the app's transaction, and its rollback
+            child = await pending.enqueue({"n": 3}, task="t", after=[first])
+            async with pending.savepoint():
+                await pending.enqueue({"n": 4}, task="t")
+            await conn.rollback()
+            gone = await pending.kick()  # kept (not seen committed), then discarded
+            pending.discard()
+            assert pending.ids == [] and child not in gone
+        await aio_pool.close_all()
+        return [first, *more], kicked, gone
+
+    ids, kicked, gone = asyncio.run(main())
+    assert kicked == sorted(ids) and gone == []
+    assert kicker.kicks == [("default", "enqueue")]
+    assert count_jobs(dsn) == 2
+    wrong = r"pgkick\.aio\.enqueue_in: needs .* use pgkick\.enqueue_in"
+    with pytest.raises(TypeError, match=wrong):
+        with psycopg.connect(dsn) as sync:
+            aio.enqueue_in(sync)  # type: ignore[arg-type]

@@ -204,3 +204,51 @@ def test_bad_wait_arguments_are_refused_before_connecting(
     Catches: arguments checked only after the first look (or not at all)."""
     with pytest.raises(error, match=message):
         pgkick.wait(job_id, timeout=timeout, dsn="postgresql://x:y@127.0.0.1:1/none")
+
+
+def test_wait_async_looks_on_the_loops_connections_until_done_or_timeout(
+    dsn: str, store: JobStore, tasks: Registry
+) -> None:
+    """Catches: no awaitable wait (an asyncio app had only `pgkick.wait`, whose time.sleep
+    and synchronous reads block the loop), and an async wait with other rules than the sync
+    one: its pauses, its timeout, a failed job's error at once, arguments refused first."""
+    import asyncio
+
+    from pgkick.connections import aio_pool
+
+    (job_id,) = seed(store, 1, task="echo", payload='{"give": {"total": 3}}')
+    (dead,) = seed(store, 1, task="dead", payload="{}")
+    pauses: list[float] = []
+    now = [0.0]
+    drained: list[Any] = []  # the worker runs once, in the first wait's third pause
+
+    async def sleep(seconds: float) -> None:
+        pauses.append(seconds)
+        now[0] += seconds
+        if len(pauses) == 3 and not drained:
+            drained.append(await asyncio.to_thread(drain, store, tasks))
+
+    def monotonic() -> float:
+        return now[0]
+
+    async def app() -> Any:
+        with pytest.raises(ValueError, match="timeout: -1 s, must be between 0 and 900"):
+            await pgkick.wait_async(job_id, timeout=-1, dsn="postgresql://x:y@127.0.0.1:1/none")
+        with pytest.raises(TypeError, match="job_id: must be an int, got str"):
+            await pgkick.wait_async("1", timeout=5, dsn=dsn)  # type: ignore[arg-type]
+        got = await pgkick.wait_async(job_id, timeout=10, dsn=dsn, sleep=sleep, monotonic=monotonic)
+        with pytest.raises(JobFailed, match="card declined"):
+            await pgkick.wait_async(dead, timeout=5, dsn=dsn, sleep=sleep, monotonic=monotonic)
+        (late,) = seed(store, 1, task="echo")
+        del pauses[:]
+        with pytest.raises(TimeoutError, match=f"job {late} still queued after 2 s"):
+            await pgkick.wait_async(late, timeout=2, dsn=dsn, sleep=sleep, monotonic=monotonic)
+        with pytest.raises(LookupError, match="job 999999 does not exist"):
+            await pgkick.wait_async(999_999, timeout=0, dsn=dsn)
+        await aio_pool.close_all()
+        return got
+
+    looks_before = statement_calls(dsn, ["-- job_outcome:%"])
+    assert asyncio.run(app()) == {"total": 3}
+    assert pauses[:3] == [0.05, 0.1, 0.2] and sum(pauses) == pytest.approx(2.0)
+    assert statement_calls(dsn, ["-- job_outcome:%"]) - looks_before == 4 + 1 + len(pauses) + 2

@@ -432,3 +432,49 @@ def test_a_handle_refuses_options_that_would_override_its_task_or_payload(dsn: s
             with pytest.raises(TypeError, match=task):
                 note.enqueue(jobs, {"order": 1}, task="charge_card")
     assert count_jobs(dsn) == 0 and kicker.kicks == []
+
+
+def test_enqueue_many_async_goes_into_an_asyncio_apps_transaction(dsn: str) -> None:
+    """Catches: `enqueue_many_async(into=...)` refused (the sync `enqueue_many` takes one), its
+    dsn=/kicker= ignored beside into=, and a synchronous sink taken (its enqueue_many would
+    write, unawaited, on a connection that blocks the loop)."""
+    import asyncio
+
+    import psycopg
+
+    from pgkick import aio
+    from pgkick.connections import aio_pool
+
+    tasks = Registry()
+    note = tasks.task("note")(lambda payload: None)
+    kicker = RecordingKicker()
+
+    class Rollback(Exception):
+        pass
+
+    async def app() -> tuple[list[int], list[int]]:
+        async with await psycopg.AsyncConnection.connect(dsn) as conn:
+            async with aio.transaction(conn, kicker=kicker) as jobs:
+                with pytest.raises(TypeError, match=r"into= .* dsn=, kicker= .* transaction"):
+                    await note.enqueue_many_async([{}], into=jobs, dsn=dsn, kicker=kicker)
+                ids = await note.enqueue_many_async([{"n": 1}, {"n": 2}], into=jobs, queue="mail")
+            with pytest.raises(Rollback):
+                async with aio.transaction(conn, kicker=kicker) as jobs:
+                    await note.enqueue_many_async([{"n": 3}], into=jobs)
+                    raise Rollback
+            pending = aio.enqueue_in(conn, kicker=kicker)
+            joined = await note.enqueue_many_async([{"n": 4}], into=pending)
+            await conn.commit()
+            assert await pending.kick() == joined
+        await aio_pool.close_all()
+        return ids, joined
+
+    ids, joined = asyncio.run(app())
+    assert len(ids) == 2 and len(joined) == 1 and count_jobs(dsn) == 3
+    assert kicker.kicks == [("mail", "enqueue"), ("default", "enqueue")]
+    with psycopg.connect(dsn) as conn:
+        with producer.transaction(conn, kicker=kicker) as sync_jobs:
+            sync_sink = r"note\.enqueue_many_async: into .* use note\.enqueue_many\(into="
+            with pytest.raises(TypeError, match=sync_sink):
+                asyncio.run(note.enqueue_many_async([{}], into=sync_jobs))  # type: ignore[arg-type]
+    assert count_jobs(dsn) == 3

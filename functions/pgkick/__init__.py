@@ -33,6 +33,7 @@ if TYPE_CHECKING:
     )
     from pgkick.producer.enqueue import enqueue_and_kick, enqueue_many, transaction
     from pgkick.producer.joined import PendingJobs, enqueue_in
+    from pgkick.tasks.aio_results import wait_async
     from pgkick.tasks.batch import BatchItem
     from pgkick.tasks.context import JobContext
     from pgkick.tasks.handle import Task
@@ -68,6 +69,7 @@ _FACE = {
     "JobContext": "pgkick.tasks.context",
     **dict.fromkeys(["load_tasks", "task"], "pgkick.tasks.registry"),
     **dict.fromkeys(["result", "wait"], "pgkick.tasks.results"),
+    "wait_async": "pgkick.tasks.aio_results",
     **dict.fromkeys(["Workflow", "WorkflowRun"], "pgkick.tasks.workflow"),
 }
 
@@ -135,4 +137,5 @@ __all__ = [
     "task",
     "transaction",
     "wait",
+    "wait_async",
 ]

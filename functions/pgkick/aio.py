@@ -19,6 +19,14 @@ and was logged: as in the synchronous form, a failed kick never raises).
         await jobs.enqueue({"order": 42}, task="send_receipt")
     # committed here, then kicked; an exception inside rolls back and kicks nothing
 
+    pending = pgkick.aio.enqueue_in(conn)              # a transaction the app has open
+    await pending.enqueue({"order": 42}, task="send_receipt")
+    await conn.commit()
+    await pending.kick()                               # kicks the jobs that committed
+
+A job's result is awaited with `pgkick.wait_async(job_id, timeout=...)` (pgkick.tasks:
+the layers keep it out of this module), the twin of `pgkick.wait`.
+
 `unique_key=` works in every form as in the synchronous ones (pgkick.store.unique: the
 same statements): a live job holding the key is answered, nothing is written,
 and it is not kicked again; in `enqueue_many` a duplicate is skipped.
@@ -26,7 +34,6 @@ and it is not kicked again; in `enqueue_many` a duplicate is skipped.
 
 from __future__ import annotations
 
-import itertools
 import logging
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mapping
 from contextlib import asynccontextmanager
@@ -50,10 +57,11 @@ from pgkick.producer.aio_after_commit import (
     reserve_in_autocommit,
     transaction_despite_cancel,
 )
-from pgkick.producer.enqueue import INSERT_CHUNK, producer_store
+from pgkick.producer.aio_enqueue import AsyncEnqueuer
+from pgkick.producer.aio_joined import AsyncPendingJobs, enqueue_in
+from pgkick.producer.enqueue import producer_store
 from pgkick.producer.options import (
     CommitOptions,
-    EnqueueOptions,
     ProducerOptions,
     check_connection,
     commit_only,
@@ -62,89 +70,13 @@ from pgkick.producer.options import (
 from pgkick.producer.plan import (
     EnqueuePlan,
     execute_async,
-    job_specs,
 )
-from pgkick.store import bulk, dependencies, unique
 from pgkick.store import producer as statements
 from pgkick.store.producer import QueuedJob
-from pgkick.store.statement import Steps, drive_async, rows_async
+from pgkick.store.statement import rows_async
 from pgkick.validation import DEFAULT_MAX_PAYLOAD_BYTES
 
 log = logging.getLogger("pgkick.aio")
-
-
-class AsyncEnqueuer:
-    """Inserts jobs on one AsyncConnection; remembers them so they are kicked after commit."""
-
-    def __init__(self, conn: AsyncConnection, clock: Clock, max_payload_bytes: int) -> None:
-        self.conn = conn
-        self.clock = clock
-        self.max_payload_bytes = max_payload_bytes
-        self.queued: list[QueuedJob] = []
-
-    @schema_advice  # no schema: say to migrate
-    async def enqueue(self, payload: Any, *, task: str, **options: Unpack[EnqueueOptions]) -> int:
-        """Insert one job (a live job holding its unique key is answered, not kicked again)."""
-        plan = EnqueuePlan.build(payload, task, options, max_payload_bytes=self.max_payload_bytes)
-        return await self.enqueue_plan(plan)
-
-    async def enqueue_plan(self, plan: EnqueuePlan) -> int:
-        """Insert one planned job (and link it to its parents, `after=`: the parents'
-        check, the insert and the link in one transaction, a savepoint in the app's)."""
-        after = plan.spec.after
-        if after:
-            async with self.conn.transaction():
-                await self._drive(dependencies.checked([after], config.app_settings().schema))
-                job, inserted = await execute_async(self.conn, self.clock, plan)
-                linked = dependencies.linked([job.id], [after]) if inserted else None
-                waiting = await self._drive(linked) if linked else set()
-            if inserted and job.id not in waiting:  # a waiting job is kicked by its last parent
-                self.queued.append(job)
-            return job.id
-        job, inserted = await execute_async(self.conn, self.clock, plan)
-        if inserted:
-            self.queued.append(job)
-        return job.id
-
-    @asynccontextmanager
-    async def savepoint(self) -> AsyncIterator[None]:
-        """The calls inside written together or not at all (a workflow's levels): a
-        savepoint in the app's transaction; rolled back, their jobs are not kicked."""
-        kept = len(self.queued)
-        try:
-            async with self.conn.transaction():
-                yield
-        except BaseException:
-            del self.queued[kept:]
-            raise
-
-    @schema_advice  # no schema: say to migrate
-    async def enqueue_many(self, jobs: Iterable[Mapping[str, Any]]) -> list[int]:
-        """Each mapping holds enqueue's arguments; all validated before any is sent. One
-        savepoint in the app's transaction: a batch refused half way (an unknown parent, a
-        key that kept changing) leaves none of its jobs, as the sync form (it left the
-        first ones, unkicked, one of them linked to no parent: a review, 2026-12-05)."""
-        specs = job_specs(list(enumerate(jobs)), self.max_payload_bytes)
-        batch = unique.UniqueBatch()  # keyed jobs wait, deduplicated, for the plain ones
-        async with self.conn.transaction():
-            for chunk in itertools.batched(specs, INSERT_CHUNK):
-                for plain in bulk.sized(batch.split(chunk)):  # runs one statement can carry
-                    inserted_rows = await rows_async(self.conn, self.clock, bulk.insert_many(plain))
-                    batch.took_plain(plain, inserted_rows)
-            every, inserted = await drive_async(self.conn, self.clock, batch.insert_keyed())
-            children, parents = dependencies.new_pairs(
-                [row[0] for row in every], [row[0] for row in inserted], [s.after for s in specs]
-            )
-            waiting: set[int] = set()
-            if children:  # an unknown parent rolls the batch back
-                await self._drive(dependencies.checked(parents, config.app_settings().schema))
-                waiting = await self._drive(dependencies.linked(children, parents))
-        # a skipped duplicate is not kicked again, nor a waiting job (its last parent is)
-        self.queued.extend(QueuedJob._make(r) for r in inserted if r[0] not in waiting)
-        return [row[0] for row in every]
-
-    async def _drive[T](self, steps: Steps[T]) -> T:
-        return await drive_async(self.conn, self.clock, steps)
 
 
 @schema_advice  # no schema: say to migrate
@@ -252,4 +184,12 @@ def _pool(dsn: str) -> aio_pool.AsyncLingeringPool:
     return aio_pool.shared(dsn, config.app_settings().producer_linger)
 
 
-__all__ = ["AsyncEnqueuer", "commit_and_kick", "enqueue_and_kick", "enqueue_many", "transaction"]
+__all__ = [
+    "AsyncEnqueuer",
+    "AsyncPendingJobs",
+    "commit_and_kick",
+    "enqueue_and_kick",
+    "enqueue_in",
+    "enqueue_many",
+    "transaction",
+]

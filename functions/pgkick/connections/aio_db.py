@@ -80,6 +80,12 @@ def async_state(conn: AsyncConnection) -> tuple[bool, bool, bool]:
     return idle, conn.autocommit, conn.broken
 
 
+def async_transaction_failed(conn: AsyncConnection) -> bool:
+    """True when the connection's transaction failed and must be rolled back (the async
+    form of pgkick.connections.db.transaction_failed: pgkick.aio.enqueue_in checks it)."""
+    return conn.info.transaction_status == psycopg.pq.TransactionStatus.INERROR
+
+
 def is_async_connection(obj: object) -> TypeGuard[AsyncConnection]:
     """True for a psycopg 3 AsyncConnection (pgkick.aio.transaction checks it)."""
     return isinstance(obj, psycopg.AsyncConnection)

@@ -60,6 +60,11 @@ def reserve_kicks(queues: Sequence[str], pending: timedelta) -> Statement:
     return Statement(queries.QUEUE_KICK_RESERVE, {"queues": list(queues), "pending": pending})
 
 
+def outcome_of(job_id: int) -> Statement:
+    """The job's status, result and last error (the app's read: `wait`, `wait_async`)."""
+    return Statement(queries.JOB_OUTCOME, {"id": job_id})
+
+
 def committed_among(ids: list[int]) -> Statement:
     return Statement(queries.JOB_COMMITTED_AMONG, {"ids": ids})
 
@@ -233,7 +238,7 @@ class ProducerStore(Database):
 
     def outcome(self, job_id: int) -> Outcome | None:
         """The job's status, result and last error; None if no such job (the app's read)."""
-        rows = self.rows(queries.JOB_OUTCOME, id=job_id)
+        rows = self._rows(outcome_of(job_id))
         return Outcome(*rows[0]) if rows else None
 
     def _send(self, statement: Statement) -> Any:

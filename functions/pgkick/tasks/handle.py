@@ -24,10 +24,11 @@ trip: it says so once, with the async form to use instead.
 
 from __future__ import annotations
 
+import inspect
 import sys
 import warnings
 from collections.abc import Callable, Coroutine, Iterable, Mapping
-from typing import TYPE_CHECKING, Any, Protocol, Unpack, overload
+from typing import TYPE_CHECKING, Any, Protocol, Unpack, cast, overload
 
 from pgkick.errors import InvalidArgumentType
 from pgkick.producer.options import EnqueueOptions, ProducerOptions
@@ -35,6 +36,7 @@ from pgkick.tasks.payloads import Loader, payload_loader, survives, to_json_valu
 
 if TYPE_CHECKING:
     from pgkick.kick.kickers import Kicker
+    from pgkick.tasks.workflow import AsyncManyJobSink
 
 __all__ = [
     "EnqueueOptions",
@@ -132,16 +134,29 @@ class Task[P]:
         self,
         payloads: Iterable[P],
         *,
+        into: AsyncManyJobSink | None = None,
         dsn: str | None = None,
         kicker: Kicker | None = None,
         **options: Unpack[EnqueueOptions],
     ) -> list[int]:
-        """Many jobs of this task in one commit, then one kick per queue (`pgkick.aio`)."""
+        """Many jobs of this task in one commit, then one kick per queue (`pgkick.aio`), or
+        `into` an asyncio app's transaction (`pgkick.aio.transaction(conn)`,
+        `pgkick.aio.enqueue_in(conn)`; its connection and kicker: dsn and kicker refused)."""
         from pgkick import aio
 
         self._refuse_own_fields("enqueue_many_async", options, _ENQUEUE_OPTIONS)
         jobs = [self._job(payload, options) for payload in payloads]
-        return await aio.enqueue_many(jobs, dsn=dsn, kicker=kicker)
+        if into is None:
+            return await aio.enqueue_many(jobs, dsn=dsn, kicker=kicker)
+        many = self._sink_many("enqueue_many_async", into, dsn, kicker)
+        if not inspect.iscoroutinefunction(many):  # called, a sync sink writes on the loop
+            raise InvalidArgumentType(
+                f"{self.name}.enqueue_many_async: into must be an asyncio app's transaction "
+                f"(pgkick.aio.transaction(conn), pgkick.aio.enqueue_in(conn)), got "
+                f"{type(into).__name__}; for a synchronous one use "
+                f"{self.name}.enqueue_many(into=...)"
+            )
+        return list(await many(jobs))
 
     @overload
     def enqueue(
@@ -178,25 +193,33 @@ class Task[P]:
         self._refuse_own_fields("enqueue_many", options, _ENQUEUE_OPTIONS)
         jobs = (self._job(payload, options) for payload in payloads)
         if into is not None:
-            given = [name for name, value in (("dsn", dsn), ("kicker", kicker)) if value]
-            if given:  # they were ignored without a word: the transaction's own are used
-                raise InvalidArgumentType(
-                    f"{self.name}.enqueue_many: into= takes no "
-                    f"{', '.join(n + '=' for n in given)} (the jobs go into that "
-                    f"transaction's connection, kicked by its kicker); pass one or the other"
-                )
-            many = getattr(into, "enqueue_many", None)
-            if not callable(many):
-                raise InvalidArgumentType(
-                    f"{self.name}.enqueue_many: into must be where the jobs go "
-                    f"(pgkick.transaction(conn), pgkick.enqueue_in(conn), ...), got "
-                    f"{type(into).__name__}"
-                )
-            return list(many(jobs))
+            return list(self._sink_many("enqueue_many", into, dsn, kicker)(jobs))
         from pgkick.producer.enqueue import enqueue_many
 
         _warn_if_on_event_loop(self.name)
         return enqueue_many(jobs, dsn=dsn, kicker=kicker)
+
+    def _sink_many(
+        self, form: str, into: object, dsn: str | None, kicker: Kicker | None
+    ) -> Callable[..., Any]:
+        """`into`'s enqueue_many, or a refusal before anything is written: dsn= and kicker=
+        beside it (they were ignored without a word: the transaction's own are used), or
+        an `into` that takes no jobs."""
+        given = [name for name, value in (("dsn", dsn), ("kicker", kicker)) if value]
+        if given:
+            raise InvalidArgumentType(
+                f"{self.name}.{form}: into= takes no {', '.join(n + '=' for n in given)} (the "
+                f"jobs go into that transaction's connection, kicked by its kicker); pass one "
+                f"or the other"
+            )
+        many = getattr(into, "enqueue_many", None)
+        if not callable(many):
+            raise InvalidArgumentType(
+                f"{self.name}.{form}: into must be where the jobs go "
+                f"(pgkick.transaction(conn), pgkick.enqueue_in(conn), ...), got "
+                f"{type(into).__name__}"
+            )
+        return cast("Callable[..., Any]", many)
 
     def _refuse_own_fields(
         self, form: str, options: Mapping[str, Any], allowed: frozenset[str]

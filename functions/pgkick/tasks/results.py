@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pgkick import config
 from pgkick.connections import pool
@@ -34,6 +34,9 @@ from pgkick.errors import (
     RoleRefused,
 )
 from pgkick.validation import payload_json
+
+if TYPE_CHECKING:
+    from pgkick.store.producer import Outcome
 
 MAX_RESULT_BYTES = 64 * 1024
 FIRST_PAUSE = 0.05  # seconds between the first looks; doubles up to MAX_PAUSE
@@ -66,7 +69,7 @@ def result(job_id: int, *, dsn: str | None = None) -> Any:
     Raises JobFailed (its final error), JobNotFinished, or JobNotFound (no such job: a
     LookupError)."""
     _check_id(job_id)
-    return _settled(job_id, _look(job_id, dsn))
+    return settled(job_id, _look(job_id, dsn))
 
 
 @schema_advice  # no schema: say to migrate
@@ -80,13 +83,7 @@ def wait(
 ) -> Any:
     """Look at the job until it is done (its result) or failed (JobFailed), for at most
     `timeout` seconds (then TimeoutError). Pauses grow from 50 ms to 1 s between looks."""
-    _check_id(job_id)
-    if isinstance(timeout, bool) or not isinstance(timeout, int | float):
-        raise InvalidArgumentType(
-            f"timeout: must be a number of seconds, got {type(timeout).__name__}"
-        )
-    if not 0 <= timeout <= MAX_WAIT:
-        raise InvalidArgument(f"timeout: {timeout} s, must be between 0 and {MAX_WAIT:.0f}")
+    check_wait(job_id, timeout)
     found, ended = looked_until(
         lambda: _look(job_id, dsn),
         lambda look: look[0] in ("done", "failed"),
@@ -96,7 +93,18 @@ def wait(
     )
     if not ended:
         raise TimeoutError(f"job {job_id} still {found[0]} after {timeout} s")
-    return _settled(job_id, found)
+    return settled(job_id, found)
+
+
+def check_wait(job_id: object, timeout: object) -> None:
+    """A wait's arguments, refused before anything connects (`wait`, `wait_async`)."""
+    _check_id(job_id)
+    if isinstance(timeout, bool) or not isinstance(timeout, int | float):
+        raise InvalidArgumentType(
+            f"timeout: must be a number of seconds, got {type(timeout).__name__}"
+        )
+    if not 0 <= timeout <= MAX_WAIT:
+        raise InvalidArgument(f"timeout: {timeout} s, must be between 0 and {MAX_WAIT:.0f}")
 
 
 def looked_until[T](
@@ -134,20 +142,34 @@ def _look(job_id: int, dsn: str | None) -> tuple[str, Any, str | None]:
         try:
             outcome = ProducerStore(conn).outcome(job_id)
         except Exception as exc:  # the read alone: a refused connection says so itself
-            if getattr(exc, "sqlstate", None) != INSUFFICIENT_PRIVILEGE:
+            error = refused(job_id, exc)
+            if error is exc:
                 raise
-            reason = (str(exc).splitlines() or [""])[0]
-            raise RoleRefused(
-                f"job {job_id}: this role may not read job outcomes ({reason}); read results "
-                "as a role granted pgkick_worker or pgkick_maintainer: pgkick_producer "
-                "enqueues but reads no job's status or result (docs/deploy/roles.md)"
-            ) from exc
+            raise error from exc
+    return found(job_id, outcome)
+
+
+def refused(job_id: int, exc: Exception) -> Exception:
+    """The read's error: RoleRefused, naming the roles that may read, for a privilege the
+    role lacks; else the error itself."""
+    if getattr(exc, "sqlstate", None) != INSUFFICIENT_PRIVILEGE:
+        return exc
+    reason = (str(exc).splitlines() or [""])[0]
+    return RoleRefused(
+        f"job {job_id}: this role may not read job outcomes ({reason}); read results "
+        "as a role granted pgkick_worker or pgkick_maintainer: pgkick_producer "
+        "enqueues but reads no job's status or result (docs/deploy/roles.md)"
+    )
+
+
+def found(job_id: int, outcome: Outcome | None) -> tuple[str, Any, str | None]:
+    """A look's answer: status, result and last error; JobNotFound for no such job."""
     if outcome is None:
         raise JobNotFound(f"job {job_id} does not exist (or was purged)")
     return outcome.status, outcome.result, outcome.last_error
 
 
-def _settled(job_id: int, found: tuple[str, Any, str | None]) -> Any:
+def settled(job_id: int, found: tuple[str, Any, str | None]) -> Any:
     status, value, error = found
     if status == "failed":
         raise JobFailed(job_id, error)
