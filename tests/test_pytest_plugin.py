@@ -144,6 +144,30 @@ def test_a_block_sees_only_its_own_jobs(dsn: str) -> None:
             jobs.assert_not_enqueued(note, payload={"n": 1})
 
 
+def test_any_inside_a_payload_matches_any_value_there_and_nothing_more(dsn: str) -> None:
+    """Catches (review 61, testkit) `payload={"order": 1, "at": ANY}` failing against the job
+    {"order": 1, "at": "..."}: ANY matched only as the whole payload, and compared inside a
+    dict with the row's value it matched nothing, so a test could not leave out a timestamp
+    or a generated id. ANY stands for one value, wherever it is; the keys stay exact."""
+    tasks = Registry()
+    note = tasks.task("plugin_any_note")(lambda payload: None)
+    with testing.manual(dsn, tasks=tasks) as jobs:
+        note.enqueue_and_kick({"order": 1, "at": "2026-12-05T10:00", "lines": [{"sku": "a"}]})
+        jobs.assert_enqueued(note, payload={"order": 1, "at": testing.ANY, "lines": testing.ANY})
+        jobs.assert_enqueued(
+            note, payload={"order": 1, "at": testing.ANY, "lines": [{"sku": testing.ANY}]}
+        )
+        jobs.assert_not_enqueued(
+            note, payload={"order": 2, "at": testing.ANY, "lines": testing.ANY}
+        )
+        with pytest.raises(AssertionError, match=r"payload \{'order': 1, 'at': ANY\}"):
+            jobs.assert_enqueued(note, payload={"order": 1, "at": testing.ANY})  # "lines" missing
+        with pytest.raises(AssertionError, match="expected no job"):
+            jobs.assert_not_enqueued(
+                note, payload={"order": testing.ANY, "at": testing.ANY, "lines": [testing.ANY]}
+            )
+
+
 def test_a_bad_pgkick_tasks_fails_in_one_line_naming_the_setting(
     server_dsn: str, tmp_path: Path
 ) -> None:
