@@ -20,6 +20,7 @@ import pgkick
 from pgkick import testing
 from pgkick.kick.kickers import NoKicker
 from pgkick.tasks.registry import Registry
+from pgkick.testing import databases, leftovers
 
 SHOP = """
 import pgkick
@@ -142,6 +143,30 @@ def test_a_block_sees_only_its_own_jobs(dsn: str) -> None:
         assert jobs.assert_enqueued("plugin_note", payload={"n": 1})["status"] == "queued"
         with pytest.raises(AssertionError, match=r"expected no job with task 'plugin_note'"):
             jobs.assert_not_enqueued(note, payload={"n": 1})
+
+
+def test_any_inside_a_payload_matches_any_value_there_and_nothing_more(dsn: str) -> None:
+    """Catches (review 61, testkit) `payload={"order": 1, "at": ANY}` failing against the job
+    {"order": 1, "at": "..."}: ANY matched only as the whole payload, and compared inside a
+    dict with the row's value it matched nothing, so a test could not leave out a timestamp
+    or a generated id. ANY stands for one value, wherever it is; the keys stay exact."""
+    tasks = Registry()
+    note = tasks.task("plugin_any_note")(lambda payload: None)
+    with testing.manual(dsn, tasks=tasks) as jobs:
+        note.enqueue_and_kick({"order": 1, "at": "2026-12-05T10:00", "lines": [{"sku": "a"}]})
+        jobs.assert_enqueued(note, payload={"order": 1, "at": testing.ANY, "lines": testing.ANY})
+        jobs.assert_enqueued(
+            note, payload={"order": 1, "at": testing.ANY, "lines": [{"sku": testing.ANY}]}
+        )
+        jobs.assert_not_enqueued(
+            note, payload={"order": 2, "at": testing.ANY, "lines": testing.ANY}
+        )
+        with pytest.raises(AssertionError, match=r"payload \{'order': 1, 'at': ANY\}"):
+            jobs.assert_enqueued(note, payload={"order": 1, "at": testing.ANY})  # "lines" missing
+        with pytest.raises(AssertionError, match="expected no job"):
+            jobs.assert_not_enqueued(
+                note, payload={"order": testing.ANY, "at": testing.ANY, "lines": [testing.ANY]}
+            )
 
 
 def test_a_bad_pgkick_tasks_fails_in_one_line_naming_the_setting(
@@ -308,3 +333,90 @@ def test_a_role_without_createdb_fails_in_one_line_saying_so(
     assert "NoCreateDb1" not in done.stdout
     for noise in ("Traceback", "databases.py", "db.py", "plugin.py"):
         assert noise not in done.stdout, done.stdout[-3000:]
+
+
+BLOCKED = """
+import pathlib
+import threading
+
+
+def test_blocked(pgkick_manual):
+    pathlib.Path("started").write_text("x")
+    threading.Event().wait()  # until the session is killed
+"""
+
+
+def _databases(server_dsn: str, create: str | None = None) -> set[str]:
+    """The pgkick_test_* databases on the server (after creating `create`, if given)."""
+    import psycopg
+
+    with psycopg.connect(server_dsn, autocommit=True) as conn:
+        if create:
+            conn.execute(f'CREATE DATABASE "{create}"')
+        rows = conn.execute("SELECT datname FROM pg_database WHERE datname ~ '^pgkick_test_'")
+        return {name for (name,) in rows}
+
+
+def _lock_free(server_dsn: str, number: int, deadline: float) -> bool:
+    """Whether a killed session's mark is gone: the server ended its connection."""
+    import psycopg
+
+    with psycopg.connect(server_dsn, autocommit=True) as conn:
+        while time.monotonic() < deadline:
+            sql = "SELECT pg_try_advisory_lock(%s::int4, %s::int4)"
+            if conn.execute(sql, (leftovers.SPACE, number)).fetchone() == (True,):
+                unlock = "SELECT pg_advisory_unlock(%s::int4, %s::int4)"
+                conn.execute(unlock, (leftovers.SPACE, number))
+                return True
+            time.sleep(0.1)
+    return False
+
+
+def test_a_killed_sessions_databases_are_dropped_by_the_next_session(
+    server_dsn: str, tmp_path: Path
+) -> None:
+    """Catches (review 61, testkit) a test session killed on a named server (SIGKILL, a CI
+    timeout) leaving its template and its test's database there for good, one pair more
+    per such session: the teardowns that drop them never ran. The next session drops
+    them, and neither a live session's databases nor a pgkick_test_* it did not name."""
+    (tmp_path / "test_blocked.py").write_text(BLOCKED)
+    (tmp_path / "test_quick.py").write_text("def test_quick(pgkick_manual):\n    pass\n")
+    env = {"PATH": os.environ["PATH"], "HOME": str(tmp_path)}
+    env["PGKICK_TEST_DATABASE_URL"] = server_dsn
+    pytest_cmd = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider"]
+    unmarked = f"pgkick_test_db_{uuid.uuid4().hex[:12]}"  # an older pgkick's, or by hand
+    before = _databases(server_dsn, create=unmarked)
+    ours = {unmarked}
+    try:
+        killed = subprocess.Popen([*pytest_cmd, "test_blocked.py"], cwd=tmp_path, env=env)
+        try:
+            deadline = time.monotonic() + 120
+            while not (tmp_path / "started").exists() and killed.poll() is None:
+                assert time.monotonic() < deadline, "the session never reached its test"
+                time.sleep(0.1)
+        finally:
+            killed.kill()
+            killed.wait()
+        left = _databases(server_dsn) - before
+        ours |= left
+        assert len(left) == 2, left  # its template and its test's copy
+        for mark in {m[1] for m in map(leftovers.MARKED.fullmatch, left) if m}:
+            assert _lock_free(server_dsn, int(mark, 16), time.monotonic() + 30)
+        with leftovers.session(server_dsn):  # a live session while the next one starts
+            live = databases.create_template(server_dsn, lambda dsn: None)
+            ours.add(live)
+            done = subprocess.run(
+                [*pytest_cmd, "test_quick.py"],
+                cwd=tmp_path,
+                env=env,
+                capture_output=True,
+                text=True,
+                timeout=300,
+            )
+            assert done.returncode == 0, done.stdout[-3000:]
+            after = _databases(server_dsn)
+        assert not left & after, left & after
+        assert {live, unmarked} <= after
+    finally:
+        for name in ours:
+            databases.drop(server_dsn, name)

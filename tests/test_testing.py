@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Iterator
+from datetime import timedelta
 from typing import Any
 
 import psycopg
@@ -173,3 +174,29 @@ def test_manual_drain_runs_what_its_jobs_make_ready_in_any_queue(dsn: str) -> No
         assert [job["status"] for job in jobs.jobs()] == ["done", "done"]
         child.enqueue_and_kick({}, queue="drain_b")  # after the drain: queued again
         assert jobs.enqueued() == [{}]
+
+
+def test_advance_runs_a_retry_due_later_without_sleeping(dsn: str) -> None:
+    """Catches (review 61, testkit) a kit with no clock of its own: a job due later (a
+    retry's backoff, a snooze, a delay) could be run only by sleeping it out, so an app's
+    test of "fails once, then succeeds" slept its backoff or was not written."""
+    tasks = Registry()
+    attempts: list[tuple[str, int]] = []
+
+    @tasks.task("advance_flaky")
+    def flaky(payload: dict[str, Any], job: pgkick.JobContext) -> None:
+        attempts.append((payload["name"], job.attempt))
+        if payload["name"] == "flaky" and job.attempt == 1:
+            raise RuntimeError("the first attempt fails")
+
+    with testing.inline(dsn, tasks=tasks, raise_errors=False) as jobs:
+        retried = flaky.enqueue_and_kick({"name": "flaky"})
+        assert job_row(dsn, retried)["status"] == "queued"  # retried 20 s (+-10%) later
+        assert jobs.advance(10) == 0
+        assert jobs.advance(timedelta(seconds=50)) == 1  # the retry, no sleep
+        later = flaky.enqueue_and_kick({"name": "later"}, delay=timedelta(seconds=30))
+        assert jobs.advance(29) == 0  # the delay counts from the kit's moved clock
+        assert jobs.advance(1) == 1
+    assert attempts == [("flaky", 1), ("flaky", 2), ("later", 1)]
+    assert [type(error) for error in jobs.errors] == [RuntimeError]
+    assert [job_row(dsn, i)["status"] for i in (retried, later)] == ["done", "done"]

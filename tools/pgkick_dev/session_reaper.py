@@ -9,7 +9,9 @@ session. The session starts this watcher in a session of its own (a signal to
 the session's process group does not reach it); it waits for its parent to go
 and then, unless the teardown already did, stops the server at once (SIGQUIT:
 an immediate shutdown, nothing here is kept) and removes the folder. A
-teardown that runs ends the watcher itself.
+teardown that runs ends the watcher itself. (On a named server, PGKICK_TEST_DATABASE_URL or
+DATABASE_URL, nothing is stopped: the next session drops a killed one's databases, see
+pgkick.testing.leftovers.)
 
 Run as `python -m pgkick_dev.session_reaper PARENT_PID FOLDER`; only the
 standard library is imported, so it starts in tens of milliseconds.

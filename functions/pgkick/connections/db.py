@@ -41,11 +41,24 @@ _KEPT_CURSOR = "_pgkick_kept_cursor"  # Database._read's cursor, an attribute of
 
 
 log = logging.getLogger("pgkick.connections")
+_moved: Clock | None = None  # pgkick.testing's clock while a test moves time (set_moved_clock)
 
 
 def server_clock() -> datetime | None:
-    """The default clock: let PostgreSQL's now() decide."""
-    return None
+    """The default clock: let PostgreSQL's now() decide, unless a pgkick.testing block
+    moved time forward (TestQueue.advance): then the block's instant, for every statement
+    of the process, so a job enqueued, claimed or retried in the test agrees on one now."""
+    moved = _moved
+    return None if moved is None else moved()
+
+
+def set_moved_clock(clock: Clock | None) -> Clock | None:
+    """Make `server_clock` answer `clock` (None: the server's now() again); returns the old
+    one. Why a process-wide hook and not a `clock=` argument: the app's own enqueue calls in
+    a test pass none, and they must see the time the test moved as the kit's worker does."""
+    global _moved
+    previous, _moved = _moved, clock
+    return previous
 
 
 DatabaseError = psycopg.Error  # what a statement raises when the server fails it

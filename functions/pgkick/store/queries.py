@@ -26,6 +26,18 @@ DATABASE_DROP: Final = """\
 -- database_drop: Drop a database pgkick.testing's plugin created, ending its sessions (a worker or a lingering producer connection of the test); the name is a placeholder replaced by the plugin.
 DROP DATABASE IF EXISTS pgkick_test_db WITH (FORCE);"""
 
+DATABASE_SESSION_CLAIM: Final = """\
+-- database_session_claim: Take a test session's advisory lock, on the session's own connection, held until it ends (or its process dies and the server ends the connection): pgkick.testing's mark that the session's pgkick_test_* databases are in use; false when another session holds it.
+SELECT pg_try_advisory_lock(%(space)s::int4, %(session)s::int4);"""
+
+DATABASE_SESSION_RELEASE: Final = """\
+-- database_session_release: Release a test session's advisory lock taken by database_session_claim (a dead session's, taken to drop its databases, or the session's own at its end).
+SELECT pg_advisory_unlock(%(space)s::int4, %(session)s::int4);"""
+
+DATABASE_TEST_LIST: Final = """\
+-- database_test_list: The names of the databases pgkick.testing's plugin made on this server (pgkick_test_*), whatever session made them: the next session drops those of a dead one.
+SELECT datname FROM pg_database WHERE starts_with(datname, 'pgkick_test_') ORDER BY datname;"""
+
 JOB_AWAIT: Final = """\
 -- job_await: Links jobs just inserted (still queued, in this transaction) to their parents, as pairs (child, parent, policy): the server-side job_await of migration 0017, which flags and locks the parents, ends at once a child whose parent already failed, and returns the children left waiting.
 SELECT id

@@ -9,6 +9,11 @@ jobs in any status (a job that ran inline was still enqueued), and only the jobs
 of the current block (pgkick.testing.modes). A task is named by its string or by
 its typed handle; a dataclass or pydantic payload is compared as the JSON the
 row holds, as the producer turned it into.
+
+Why ANY stands for one value wherever it is (the whole payload, a key's value, an item
+of a list), as unittest.mock.ANY does, and not for "any other keys": a payload holding a
+timestamp or a generated id is asserted on by what the test knows, while a key the test
+forgot, or one the code added, still fails the match, so the payload's shape is checked.
 """
 
 from __future__ import annotations
@@ -23,15 +28,35 @@ SHOWN = 10  # jobs listed in a failure message; the rest are counted
 
 
 class _Any:
-    """Matches every payload: the default of the assertions' `payload=`."""
+    """Matches any value: the default of the assertions' `payload=`, or one value inside it."""
 
     def __repr__(self) -> str:
         return "ANY"
 
 
 ANY: Any = _Any()
-"""Matches every payload: `assert_enqueued(task, payload=ANY)` (the default) asserts only
-that a job of the task was enqueued, whatever its payload."""
+"""Matches any value: `assert_enqueued(task, payload=ANY)` (the default) asserts only that a
+job of the task was enqueued, whatever its payload; `payload={"order": 42, "at": ANY}`, one
+whose payload has exactly these keys, "order" 42 and "at" anything (in a list: any item)."""
+
+
+def _same(wanted: Any, held: Any) -> bool:
+    """`held` (the row's JSON) is `wanted` (the test's, as JSON), ANY matching any value."""
+    if wanted is ANY:
+        return True
+    if isinstance(wanted, dict):
+        return (
+            isinstance(held, dict)
+            and wanted.keys() == held.keys()
+            and all(_same(value, held[key]) for key, value in wanted.items())
+        )
+    if isinstance(wanted, list | tuple):
+        return (
+            isinstance(held, list)
+            and len(wanted) == len(held)
+            and all(_same(w, h) for w, h in zip(wanted, held, strict=True))
+        )
+    return bool(wanted == held)
 
 
 def task_name(task: object) -> str | None:
@@ -47,7 +72,7 @@ def _matches(job: dict[str, Any], name: str, payload: Any, queue: str | None) ->
     return (
         job["task"] == name
         and (queue is None or job["queue"] == queue)
-        and (payload is ANY or job["payload"] == to_json_value(payload))
+        and _same(to_json_value(payload), job["payload"])
     )
 
 

@@ -10,7 +10,8 @@ This is how pgkick's own suite isolates its tests (tests/conftest.py).
 
 Where the server comes from, in order: PGKICK_TEST_DATABASE_URL, DATABASE_URL
 (either needs a role allowed to CREATE DATABASE; the app's database itself is
-never written: only databases named `pgkick_test_*`, dropped after use), or the
+never written: only databases named `pgkick_test_*`, dropped after use, or by the
+next session when this one is killed: pgkick.testing.leftovers), or the
 embedded PostgreSQL of the development tooling (pgkick-dev, found through the
 entry point `pgkick.test_servers`, as the runtime finds its other tools), started
 in a temporary folder for the session.
@@ -35,6 +36,7 @@ from pgkick.connections.db import Database, dsn_for_database
 from pgkick.connections.qualify import quote
 from pgkick.errors import ConfigError, InvalidArgument, RoleRefused
 from pgkick.store import queries
+from pgkick.testing import leftovers
 
 NAME = re.compile(r"pgkick_test_[a-z0-9_]{1,40}")
 INSUFFICIENT_PRIVILEGE = "42501"  # the server's SQLSTATE for a privilege the role lacks
@@ -52,7 +54,11 @@ def _named(statement: LiteralString, **names: str) -> LiteralString:
 
 
 def new_name(kind: str) -> str:
-    return f"pgkick_test_{kind}_{uuid.uuid4().hex[:12]}"
+    """A database name of `kind`, with the running session's number when there is one: the
+    next session drops it if this one dies before its teardown (pgkick.testing.leftovers)."""
+    session = leftovers.current()
+    marked = f"{session}_" if session else ""
+    return f"pgkick_test_{kind}_{marked}{uuid.uuid4().hex[:12]}"
 
 
 def source() -> str:

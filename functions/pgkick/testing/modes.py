@@ -12,6 +12,13 @@ Both modes install a kicker as pgkick's default for the duration of a `with`:
   `drain()` runs every ready job the same way inline mode does, and the jobs those
   runs make ready (children, dependants, follow-ups), in any queue.
 
+Why a clock of the block's own (`advance(seconds)`): a job due later could otherwise be
+run only by sleeping it out. The first advance reads the server's now() and from then on
+every statement of the process (the app's enqueues, the kit's worker) takes that instant,
+moved by each advance and still between them (pgkick.connections.db.set_moved_clock):
+a retry, a snooze or a delay is due when the test says so, and nothing runs by chance of
+the machine's speed. Inline, an advance runs what fell due, as its wake-up would.
+
 Why a block sees only its own jobs: it notes the highest job id when it starts,
 and `enqueued()`, `assert_enqueued()` and `assert_not_enqueued()` read only the
 jobs above it, so a job an earlier test left behind cannot fail the next one
@@ -36,7 +43,8 @@ from typing import Any
 
 from pgkick import config, validation
 from pgkick.connections import linger
-from pgkick.errors import Continuation, Snooze, StepRefused
+from pgkick.connections.db import set_moved_clock
+from pgkick.errors import Continuation, InvalidArgument, InvalidArgumentType, Snooze, StepRefused
 from pgkick.kick.default import set_default_kicker
 from pgkick.store import migrations, queries
 from pgkick.store.maintenance import MaintenanceStore
@@ -107,6 +115,7 @@ class TestQueue:
         self._lock = threading.Lock()
         self._draining = False
         self._again: set[str] = set()
+        self._now: datetime | None = None  # None: the server's now(); set by advance()
 
     # -- the Kicker protocol ------------------------------------------------------
     def kick(self, queue: str, reason: str, *, hop: int = 0) -> None:
@@ -183,6 +192,30 @@ class TestQueue:
         self._run(queues)
         return len(self.recording.runs) - before
 
+    def now(self) -> datetime | None:
+        """The block's instant once advance() moved it (every statement takes it), else None:
+        the server's now(), moving on its own."""
+        return self._now
+
+    def advance(self, seconds: float | timedelta) -> int:
+        """Move the block's time forward (and stop it there) without sleeping: a retry's
+        backoff, a snooze, a delay or a run_at falls due. Inline, runs what is then ready
+        (as its wake-up would, and what those runs make ready); manual leaves it to drain().
+        How many ran."""
+        if isinstance(seconds, bool) or not isinstance(seconds, int | float | timedelta):
+            raise InvalidArgumentType(
+                f"advance: seconds as a number or a timedelta, got {type(seconds).__name__}"
+            )
+        step = seconds if isinstance(seconds, timedelta) else timedelta(seconds=seconds)
+        if step < timedelta(0):
+            raise InvalidArgument(f"advance: time only moves forward, got {step}; nothing moved")
+        now = self._now
+        if now is None:  # from the server's now(): what the jobs so far were timed by
+            with MaintenanceStore.open(self.dsn) as store:
+                now = store.one(queries.TRANSACTION_NOW)[0]
+        self._now = now + step
+        return self.drain() if self.inline else 0
+
     def _run(self, queues: set[str]) -> None:
         """Drain `queues` (and any queue kicked meanwhile) in this thread; a kick that comes
         while another drain runs (a task enqueueing a follow-up) is left to that drain."""
@@ -217,6 +250,7 @@ def _installed(
         after = int(store.one(queries.JOB_ID_LAST)[0])  # no schema: SchemaError, migrate
     mode = TestQueue(dsn, tasks, inline=inline, after=after)
     previous_kicker = set_default_kicker(mode)
+    previous_clock = set_moved_clock(mode.now)
     previous_check, validation.known_task = validation.known_task, tasks.check_known
     try:
         # the app's enqueue_and_kick(...) commits here; an in-process kick is never lost, so
@@ -225,6 +259,7 @@ def _installed(
             yield mode
     finally:
         validation.known_task = previous_check
+        set_moved_clock(previous_clock)
         set_default_kicker(previous_kicker)
         linger.close_all()
     if raise_errors and mode.errors:

@@ -17,7 +17,8 @@ for a fixture (pgkick's own suite defines `dsn`, `store`... of its own).
         pgkick_manual.drain()
 
 - `pgkick_database_url` (session): a server where databases may be created:
-  PGKICK_TEST_DATABASE_URL, DATABASE_URL, or pgkick-dev's embedded PostgreSQL.
+  PGKICK_TEST_DATABASE_URL, DATABASE_URL, or pgkick-dev's embedded PostgreSQL; the
+  databases a killed session left there are dropped first (pgkick.testing.leftovers).
 - `pgkick_setup_template` (session): override it to create the app's own tables;
   it is called once with the template's DSN, after pgkick's migrations.
 - `pgkick_template` (session): that migrated template database's name.
@@ -37,7 +38,7 @@ import pytest
 from pgkick import config
 from pgkick.errors import ConfigError, DatabaseUnavailable, RoleRefused
 from pgkick.tasks.registry import registry
-from pgkick.testing import databases
+from pgkick.testing import databases, leftovers
 from pgkick.testing.modes import TestQueue, inline, manual
 
 
@@ -60,6 +61,8 @@ def pgkick_database_url() -> Iterator[str]:
     """A server where the plugin may create databases (see the module's docstring)."""
     with ExitStack() as stack:
         dsn = _in_one_line(lambda: stack.enter_context(databases.server()))
+        # the session's mark on its databases, and a killed session's dropped (leftovers)
+        _in_one_line(lambda: stack.enter_context(leftovers.session(dsn)))
         yield dsn
 
 
