@@ -64,11 +64,12 @@ WHERE status = 'running'
 RETURNING id, queue;"""
 
 JOB_CLAIM: Final = """\
--- job_claim: Claims up to batch ready jobs of a queue, highest priority first then run_at, under a lease, skipping rows other workers hold (FOR UPDATE SKIP LOCKED); grouped jobs (one running per group: its head in claim order, or its job waiting for a retry) and limited queues (at most the limit's room) under the queue's claim lock: one statement, the server-side function of migration 0007 (pgkick.groups); each job with the trace context it was enqueued under (0012) and, if timed (a worker that traces), its enqueue, due and claim times (three timestamps cost about 2 us a job to send and parse; NULLs nothing); and whether its previous attempt's lease lapsed (0035: a suspect, run last and marked started by job_lapsed_start).
+-- job_claim: Claims up to batch ready jobs of a queue, highest priority first then run_at, under a lease, skipping rows other workers hold (FOR UPDATE SKIP LOCKED); grouped jobs (one running per group: its head in claim order, or its job waiting for a retry) and limited queues (at most the limit's room) under the queue's claim lock: one statement, the server-side function of migration 0007 (pgkick.groups); each job with the trace context it was enqueued under (0012) and, if timed (a worker that traces), its enqueue, due and claim times (three timestamps cost about 2 us a job to send and parse; NULLs nothing); and whether its previous attempt's lease lapsed (0035: a suspect, run last and marked started by job_lapsed_start); if timed, when its last parent released it (0037: a dependant's wait is measured from there).
 SELECT id, queue, task, payload, attempts, max_attempts, traceparent, tracestate,
        CASE WHEN %(timed)s::bool THEN enqueued_at END,
        CASE WHEN %(timed)s::bool THEN run_at END,
-       CASE WHEN %(timed)s::bool THEN claimed_at END, lapsed
+       CASE WHEN %(timed)s::bool THEN claimed_at END, lapsed,
+       CASE WHEN %(timed)s::bool THEN released_at END
 FROM pgkick.job_claim(%(queue)s::text, %(batch)s::int, %(lease)s::interval, %(now)s::timestamptz);"""
 
 JOB_CLAIM_FAIR_PLAN: Final = """\
@@ -88,11 +89,12 @@ FROM pgkick.job_complete(ARRAY[%(id)s]::bigint[], ARRAY[%(attempts)s]::int[], NU
                          %(now)s::timestamptz);"""
 
 JOB_COMPLETE_AND_CLAIM: Final = """\
--- job_complete_and_claim: Completes a worker's last batch (fenced, each job by its attempt, with its result) and then claims the next: one statement, the server-side function of migration 0008; rows with a NULL task are the completed ids still held, then the claimed jobs (with job_claim's trace context, its times if timed, and its lapsed flag, migration 0035); the last column, on the completed ids' rows, the queues their dependants entered (migration 0017), NULL when none.
+-- job_complete_and_claim: Completes a worker's last batch (fenced, each job by its attempt, with its result) and then claims the next: one statement, the server-side function of migration 0008; rows with a NULL task are the completed ids still held, then the claimed jobs (with job_claim's trace context, its times if timed, its lapsed flag, migration 0035, and if timed its release, migration 0037); the last column, on the completed ids' rows, the queues their dependants entered (migration 0017), NULL when none.
 SELECT id, queue, task, payload, attempts, max_attempts, traceparent, tracestate,
        CASE WHEN %(timed)s::bool THEN enqueued_at END,
        CASE WHEN %(timed)s::bool THEN run_at END,
        CASE WHEN %(timed)s::bool THEN claimed_at END, lapsed,
+       CASE WHEN %(timed)s::bool THEN released_at END,
        CASE WHEN task IS NULL THEN nullif(current_setting('pgkick.released_queues', true), '') END
 FROM pgkick.job_complete_and_claim(%(ids)s::bigint[], %(attempts)s::int[], %(results)s::text[],
                                    %(queue)s::text, %(batch)s::int, %(lease)s::interval,
