@@ -122,10 +122,10 @@ GRANT SELECT, INSERT, UPDATE ON pgkick.queue_claim_cursors TO pgkick_worker;
 GRANT DELETE ON pgkick.queue_claim_cursors TO pgkick_maintainer;
 
 -- Durable steps (migration 0018): workers read and write a job's steps, and count its
--- continuations; the purge deletes them with their job (ON DELETE CASCADE).
+-- continuations (and a stalled one's time left, 0037); the purge deletes them with their job (ON DELETE CASCADE).
 REVOKE ALL ON pgkick.job_steps FROM PUBLIC;
 GRANT SELECT, INSERT ON pgkick.job_steps TO pgkick_worker;
-GRANT UPDATE (continued, continued_stalled) ON pgkick.jobs TO pgkick_worker;
+GRANT UPDATE (continued, continued_stalled, continued_left_ms) ON pgkick.jobs TO pgkick_worker;
 
 -- Suspects (migration 0035): a worker marks one started (lapsed); its rescue reaps as the
 -- worker, and gives a suspect that never started its attempt back (max_attempts + 1).

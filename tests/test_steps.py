@@ -228,6 +228,44 @@ def test_the_stall_guard_lets_one_step_run_then_a_late_claim_continues_again(
     assert (row["status"], row["attempts"], row["result"]) == ("done", 1, 6)
 
 
+def test_a_job_claimed_late_twice_in_a_row_continues_again_instead_of_overrunning(
+    dsn: str, timed: JobStore
+) -> None:
+    """10-minute steps: continued with 5 minutes left before any step (stalled), the job is
+    claimed late again, with 3 minutes left. The stall guard must compare that with the 5
+    minutes its stall had (jobs.continued_left_ms) and continue again, not start the step.
+    Catches a guard that knew only "stalled last time": it ran the 10-minute step with 3
+    minutes left, and the invocation overran its end by 7 (on Lambda: killed at its
+    timeout, the attempt charged)."""
+    context = FakeLambdaContext()
+    tasks = Registry()
+
+    def ten_minutes(n: int) -> int:
+        context.elapsed_ms += 10 * MINUTE_MS
+        return n
+
+    @tasks.task("twice_late")
+    def twice_late(payload: Any, job: JobContext) -> int:
+        return job.step("one", ten_minutes, 1) + job.step("two", ten_minutes, 2)
+
+    def invocation(minutes: int) -> dict[str, object]:
+        context.budget_ms, context.elapsed_ms = minutes * MINUTE_MS, 0
+        worker = Worker(timed, tasks, RecordingKicker(), OPTIONS)
+        summary = worker.drain("default", context.get_remaining_time_in_millis)
+        assert context.get_remaining_time_in_millis() >= 0, "the invocation overran its end"
+        return summary.as_dict()
+
+    (job_id,) = seed(timed, 1, task="twice_late", max_attempts=1)
+    assert invocation(15)["continued"] == 1  # "one" ran; "two" does not fit
+    assert invocation(5)["continued"] == 1  # claimed late: continued before any step
+    assert invocation(3)["continued"] == 1  # late again, later than the stall: continued
+    # what the guard compares with: the stall's time left less the reserve, the larger kept
+    assert job_row(dsn, job_id)["continued_left_ms"] == 5 * MINUTE_MS - 30_000
+    assert invocation(15)["done"] == 1  # a fresh invocation: "two" runs
+    row = job_row(dsn, job_id)
+    assert (row["status"], row["attempts"], row["result"], row["continued"]) == ("done", 1, 3, 3)
+
+
 def test_a_worker_killed_mid_step_resumes_at_that_step_without_rerunning_the_finished(
     dsn: str, tmp_path: Path, clock: FakeClock
 ) -> None:

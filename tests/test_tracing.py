@@ -12,7 +12,7 @@ import sys
 import threading
 import uuid
 from collections.abc import Callable, Iterator
-from datetime import timedelta
+from datetime import UTC, datetime, timedelta
 from functools import cache
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -31,6 +31,7 @@ from pgkick.tasks.registry import Registry
 from pgkick.validation import JobSpec
 from pgkick.worker.job_span import xray_context
 from pgkick.worker.loop import Worker
+from tests.helpers import FakeClock
 from tests.store import JobStore
 from tests.test_contrib_django import django_db  # noqa: F401 (a fixture)
 from tests.test_worker import OPTIONS, forever
@@ -324,6 +325,41 @@ class Unprintable(Exception):
 
     def __str__(self) -> str:
         raise RuntimeError("no str for you")
+
+
+def test_a_dependants_wait_is_measured_from_its_release_not_its_enqueue(
+    dsn: str, spans: InMemorySpanExporter
+) -> None:
+    """A parent waits an hour in the queue and runs 10 minutes (the database's clock
+    injected); its dependant, enqueued with it, is claimed by the round trip that completes
+    the parent. Its wait_ms must be 0: it was due the moment its parent released it. Catches
+    the wait measured from the dependant's due time, which is its enqueue time: 70 minutes of
+    its parent's wait and run read as its own time in the queue."""
+    clock = FakeClock(datetime.now(UTC))
+    tasks = Registry()
+
+    @tasks.task("parent")
+    def parent_task(payload: Any) -> None:
+        clock.advance(600)
+
+    @tasks.task("child")
+    def child_task(payload: Any) -> None:
+        pass
+
+    parent = pgkick.enqueue_and_kick({}, task="parent", dsn=dsn, kicker=NoKicker())
+    child = pgkick.enqueue_and_kick({}, task="child", dsn=dsn, kicker=NoKicker(), after=[parent])
+    clock.advance(3600)
+    with JobStore.open(dsn, clock) as store:
+        summary = Worker(store, tasks, NoKicker(), OPTIONS).drain("default", forever)
+    assert summary.done == 2
+    waits = {
+        int(s.attributes["messaging.message.id"]): float(s.attributes["pgkick.job.wait_ms"])  # type: ignore[arg-type,index]
+        for s in _runs(spans)
+    }
+    assert waits[child] == 0.0  # claimed at its release, by the parent's completion
+    assert 3_599_000 < waits[parent] <= 3_600_000  # its hour in the queue (less the enqueue)
+    run = next(s for s in _runs(spans) if s.attributes["messaging.message.id"] == str(child))  # type: ignore[index]
+    assert "pgkick.job.released_at" in run.attributes  # type: ignore[operator]
 
 
 def test_an_exception_whose_str_raises_fails_only_its_job_in_a_span(

@@ -203,6 +203,7 @@ class Continuation(PgkickError):
     the worker puts the job back in the queue (no attempt used) and hands the queue to a
     fresh invocation, which replays the finished steps from storage. Let it propagate."""
 
-    def __init__(self, *, stalled: bool) -> None:
+    def __init__(self, *, stalled: bool, left_ms: int | None = None) -> None:
         super().__init__("continued in a fresh invocation")
         self.stalled = stalled  # no step ran in this invocation before it
+        self.left_ms = left_ms  # the invocation's time left then, less the worker's reserve

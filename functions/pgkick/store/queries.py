@@ -76,11 +76,12 @@ WHERE status = 'running'
 RETURNING id, queue;"""
 
 JOB_CLAIM: Final = """\
--- job_claim: Claims up to batch ready jobs of a queue, highest priority first then run_at, under a lease, skipping rows other workers hold (FOR UPDATE SKIP LOCKED); grouped jobs (one running per group: its head in claim order, or its job waiting for a retry) and limited queues (at most the limit's room) under the queue's claim lock: one statement, the server-side function of migration 0007 (pgkick.groups); each job with the trace context it was enqueued under (0012) and, if timed (a worker that traces), its enqueue, due and claim times (three timestamps cost about 2 us a job to send and parse; NULLs nothing); and whether its previous attempt's lease lapsed (0035: a suspect, run last and marked started by job_lapsed_start).
+-- job_claim: Claims up to batch ready jobs of a queue, highest priority first then run_at, under a lease, skipping rows other workers hold (FOR UPDATE SKIP LOCKED); grouped jobs (one running per group: its head in claim order, or its job waiting for a retry) and limited queues (at most the limit's room) under the queue's claim lock: one statement, the server-side function of migration 0007 (pgkick.groups); each job with the trace context it was enqueued under (0012) and, if timed (a worker that traces), its enqueue, due and claim times (three timestamps cost about 2 us a job to send and parse; NULLs nothing); and whether its previous attempt's lease lapsed (0035: a suspect, run last and marked started by job_lapsed_start); if timed, when its last parent released it (0037: a dependant's wait is measured from there).
 SELECT id, queue, task, payload, attempts, max_attempts, traceparent, tracestate,
        CASE WHEN %(timed)s::bool THEN enqueued_at END,
        CASE WHEN %(timed)s::bool THEN run_at END,
-       CASE WHEN %(timed)s::bool THEN claimed_at END, lapsed
+       CASE WHEN %(timed)s::bool THEN claimed_at END, lapsed,
+       CASE WHEN %(timed)s::bool THEN released_at END
 FROM pgkick.job_claim(%(queue)s::text, %(batch)s::int, %(lease)s::interval, %(now)s::timestamptz);"""
 
 JOB_CLAIM_FAIR_PLAN: Final = """\
@@ -100,11 +101,12 @@ FROM pgkick.job_complete(ARRAY[%(id)s]::bigint[], ARRAY[%(attempts)s]::int[], NU
                          %(now)s::timestamptz);"""
 
 JOB_COMPLETE_AND_CLAIM: Final = """\
--- job_complete_and_claim: Completes a worker's last batch (fenced, each job by its attempt, with its result) and then claims the next: one statement, the server-side function of migration 0008; rows with a NULL task are the completed ids still held, then the claimed jobs (with job_claim's trace context, its times if timed, and its lapsed flag, migration 0035); the last column, on the completed ids' rows, the queues their dependants entered (migration 0017), NULL when none.
+-- job_complete_and_claim: Completes a worker's last batch (fenced, each job by its attempt, with its result) and then claims the next: one statement, the server-side function of migration 0008; rows with a NULL task are the completed ids still held, then the claimed jobs (with job_claim's trace context, its times if timed, its lapsed flag, migration 0035, and if timed its release, migration 0037); the last column, on the completed ids' rows, the queues their dependants entered (migration 0017), NULL when none.
 SELECT id, queue, task, payload, attempts, max_attempts, traceparent, tracestate,
        CASE WHEN %(timed)s::bool THEN enqueued_at END,
        CASE WHEN %(timed)s::bool THEN run_at END,
        CASE WHEN %(timed)s::bool THEN claimed_at END, lapsed,
+       CASE WHEN %(timed)s::bool THEN released_at END,
        CASE WHEN task IS NULL THEN nullif(current_setting('pgkick.released_queues', true), '') END
 FROM pgkick.job_complete_and_claim(%(ids)s::bigint[], %(attempts)s::int[], %(results)s::text[],
                                    %(queue)s::text, %(batch)s::int, %(lease)s::interval,
@@ -117,7 +119,7 @@ FROM pgkick.job_complete(%(ids)s::bigint[], %(attempts)s::int[], %(results)s::te
                          %(now)s::timestamptz);"""
 
 JOB_CONTINUE: Final = """\
--- job_continue: Puts a running job whose invocation ran short of time for its next step back in the queue, due now, without using an attempt (a continuation: its finished steps stay stored), counting it (fenced: only while this attempt holds it); or, when a cancel was requested since the worker's last heartbeat, fails it 'cancelled by operator'. Returns its status.
+-- job_continue: Puts a running job whose invocation ran short of time for its next step back in the queue, due now, without using an attempt (a continuation: its finished steps stay stored), counting it and, when it continued before any step ran (stalled), the time the invocation had left (migration 0037: the larger one kept while it stalls again, the stall guard's measure of a claim as late as that) (fenced: only while this attempt holds it); or, when a cancel was requested since the worker's last heartbeat, fails it 'cancelled by operator'. Returns its status.
 UPDATE pgkick.jobs
 SET status            = CASE WHEN cancel_requested_at IS NULL THEN 'queued' ELSE 'failed' END,
     attempts          = CASE WHEN cancel_requested_at IS NULL THEN attempts - 1 ELSE attempts END,
@@ -129,6 +131,10 @@ SET status            = CASE WHEN cancel_requested_at IS NULL THEN 'queued' ELSE
                              ELSE 'cancelled by operator' END,
     continued         = continued + 1,
     continued_stalled = %(stalled)s::boolean,
+    continued_left_ms = CASE WHEN %(stalled)s::boolean  -- (greatest() skips a NULL)
+                             THEN greatest(CASE WHEN continued_stalled THEN continued_left_ms END,
+                                           %(left_ms)s::int)
+                        END,
     locked_until      = NULL
 WHERE id = %(id)s AND status = 'running' AND attempts = %(attempts)s
 RETURNING status;"""
@@ -782,8 +788,8 @@ GROUP BY queue
 ORDER BY queue;"""
 
 JOB_STEP_LIST: Final = """\
--- job_step_list: The steps a job finished (name, arguments' hash, result, duration, a sleep's seconds still to wait on the caller's clock), and whether its last continuation came before any step ran: what a task's steps replay from; one row with a NULL name when it has none.
-SELECT j.continued_stalled, s.name, s.args_hash, s.result, s.duration_ms,
+-- job_step_list: The steps a job finished (name, arguments' hash, result, duration, a sleep's seconds still to wait on the caller's clock), and whether its last continuation came before any step ran, with the time its invocation had left then (migration 0037): what a task's steps replay from; one row with a NULL name when it has none.
+SELECT j.continued_stalled, j.continued_left_ms, s.name, s.args_hash, s.result, s.duration_ms,
        CASE WHEN s.wake_at IS NOT NULL  -- (greatest() would turn a step's NULL into 0)
             THEN greatest(extract(epoch FROM s.wake_at - coalesce(%(now)s::timestamptz, now())),
                           0)::float8
@@ -1287,10 +1293,10 @@ GRANT SELECT, INSERT, UPDATE ON pgkick.queue_claim_cursors TO pgkick_worker;
 GRANT DELETE ON pgkick.queue_claim_cursors TO pgkick_maintainer;
 
 -- Durable steps (migration 0018): workers read and write a job's steps, and count its
--- continuations; the purge deletes them with their job (ON DELETE CASCADE).
+-- continuations (and a stalled one's time left, 0037); the purge deletes them with their job (ON DELETE CASCADE).
 REVOKE ALL ON pgkick.job_steps FROM PUBLIC;
 GRANT SELECT, INSERT ON pgkick.job_steps TO pgkick_worker;
-GRANT UPDATE (continued, continued_stalled) ON pgkick.jobs TO pgkick_worker;
+GRANT UPDATE (continued, continued_stalled, continued_left_ms) ON pgkick.jobs TO pgkick_worker;
 
 -- Suspects (migration 0035): a worker marks one started (lapsed); its rescue reaps as the
 -- worker, and gives a suspect that never started its attempt back (max_attempts + 1).
@@ -1339,4 +1345,4 @@ SELECT coalesce(%(now)s::timestamptz, now());"""
 
 # The migrations' versions in the order they apply (their scripts:
 # pgkick.store.migration_scripts, which a Lambda handler never loads).
-MIGRATION_VERSIONS: Final[tuple[int, ...]] = (1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 17, 18, 19, 20, 21, 22, 23, 24, 25, 26, 27, 28, 29, 30, 31, 32, 33, 34, 35, 36,)
+MIGRATION_VERSIONS: Final[tuple[int, ...]] = (1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 17, 18, 19, 20, 21, 22, 23, 24, 25, 26, 27, 28, 29, 30, 31, 32, 33, 34, 35, 36, 37,)

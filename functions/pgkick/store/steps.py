@@ -24,10 +24,12 @@ class StoredStep(NamedTuple):
 
 
 class StoredSteps(NamedTuple):
-    """What a job's steps replay from; `stalled`: its last continuation ran no step first."""
+    """What a job's steps replay from; `stalled`: its last continuation ran no step first,
+    with `stalled_left_ms` left in its invocation (less the reserve; None: not recorded)."""
 
     steps: dict[str, StoredStep]
     stalled: bool
+    stalled_left_ms: int | None = None
 
 
 class StepStore(Database):
@@ -37,10 +39,11 @@ class StepStore(Database):
         rows = self.rows(queries.JOB_STEP_LIST, id=job_id)
         steps = {
             name: StoredStep(args_hash, result, duration_ms, sleep_left)
-            for _stalled, name, args_hash, result, duration_ms, sleep_left in rows
+            for _stalled, _left, name, args_hash, result, duration_ms, sleep_left in rows
             if name is not None
         }
-        return StoredSteps(steps, bool(rows and rows[0][0]))
+        stalled = bool(rows and rows[0][0])
+        return StoredSteps(steps, stalled, rows[0][1] if stalled else None)
 
     def record_step(
         self,
@@ -72,9 +75,14 @@ class StepStore(Database):
         """The stall mark's one step is stored: later runs' steps are estimated again."""
         self.count(queries.JOB_STEP_STALL_CLEAR, id=job_id, attempts=attempts)
 
-    def continue_job(self, job_id: int, attempts: int, *, stalled: bool) -> str | None:
-        """Back to the queue, due now, the attempt given back (a continuation); returns the
-        status written ('queued', or 'failed' for a cancel requested meanwhile), or None
-        when this attempt no longer held the job (nothing written)."""
-        rows = self.rows(queries.JOB_CONTINUE, id=job_id, attempts=attempts, stalled=stalled)
+    def continue_job(
+        self, job_id: int, attempts: int, *, stalled: bool, left_ms: int | None = None
+    ) -> str | None:
+        """Back to the queue, due now, the attempt given back (a continuation), with the time
+        left when it `stalled` (the stall guard's measure); returns the status written
+        ('queued', or 'failed' for a cancel requested meanwhile), or None when this attempt
+        no longer held the job (nothing written)."""
+        rows = self.rows(
+            queries.JOB_CONTINUE, id=job_id, attempts=attempts, stalled=stalled, left_ms=left_ms
+        )
         return str(rows[0][0]) if rows else None

@@ -49,6 +49,9 @@ class ClaimedJob(NamedTuple):
     # Its previous attempt's lease lapsed (migration 0035): a suspect, run last and marked
     # started first (`start_lapsed`), as the job that may have killed its worker.
     lapsed: bool = False
+    # When its last parent finished, releasing it (migration 0037; None: no parents, or not
+    # timed): a dependant's due time is its enqueue, so its span measures its wait from here.
+    released_at: datetime | None = None
     result: str | None = None  # set when the task returned: its JSON, stored on completion
 
 
@@ -167,7 +170,7 @@ class WorkerStore(
         done = [row for row in rows if row[2] is None]
         self._note_released(done)
         return {row[0] for row in done}, [
-            ClaimedJob(*row[:12]) for row in rows if row[2] is not None
+            ClaimedJob(*row[:13]) for row in rows if row[2] is not None
         ]
 
     def _announce(self, queue: str, announce: Announcement) -> None:

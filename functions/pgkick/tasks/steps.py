@@ -14,8 +14,12 @@ Time: before a step that is not stored yet, the book compares the invocation's t
 longest step this job has run so far (stored with each step, measured on that same
 clock). When it does not fit, `Continuation` ends the run: the worker re-queues the job
 without using an attempt and hands the queue to a fresh invocation (pgkick.worker.loop).
-A job whose last continuation came before any step ran runs its next step whatever the
-estimate, so a step longer than an invocation is tried, never continued for ever.
+A job whose last continuation came before any step ran (it was claimed late: "stalled")
+runs its next step whatever the estimate, so a step longer than an invocation is tried,
+never continued for ever; but only on a claim with at least the time left that stall had
+(stored with the continuation, migration 0037): a claim as late again, or later, continues
+again instead of overrunning its invocation (a guard that knew only "stalled" ran a
+10-minute step with 3 minutes left after a stall at 5).
 
 `job.sleep(seconds)` is a step too: its end is stored, then the job snoozes (back in the
 queue until then, a wake-up booked, no attempt used); replayed, it returns at once, or
@@ -42,6 +46,10 @@ from pgkick.tasks.results import MAX_RESULT_BYTES
 from pgkick.validation import check_name, payload_json
 
 SLEEP_PREFIX = "sleep:"  # a sleep's stored name: sleep:<its name>, or sleep:<n> the n-th one
+# How much less time left than its stall had a claim may have and still count as no later:
+# fresh invocations of one function claim within milliseconds of each other (a step longer
+# than an invocation must not be continued for ever by that jitter), a late claim minutes.
+STALL_SLACK_MS = 1000
 
 
 class Steps:
@@ -174,13 +182,18 @@ class Steps:
         if self._remaining_ms is None or self._store is None:
             return
         stored = self._loaded()
-        if self._ran == 0 and stored.stalled:
-            return  # continued last time before any step ran: run this one whatever it takes
         estimate = max(
             (s.duration_ms for s in stored.steps.values() if s.sleep_left is None), default=0
         )
-        if self._remaining_ms() - self._reserve_ms < estimate:
-            raise Continuation(stalled=self._ran == 0)
+        left = self._remaining_ms() - self._reserve_ms
+        if left >= estimate:
+            return
+        # Continued last time before any step ran: run this one whatever it takes, unless
+        # this claim is later than that one was (no better: a fresh invocation is).
+        no_later = stored.stalled_left_ms is None or left >= stored.stalled_left_ms - STALL_SLACK_MS
+        if self._ran == 0 and stored.stalled and no_later:
+            return
+        raise Continuation(stalled=self._ran == 0, left_ms=int(left))
 
     def _now_ms(self) -> float:
         """The invocation's clock: time left, counting down (0 with none: no estimate)."""

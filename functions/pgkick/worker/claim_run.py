@@ -90,7 +90,7 @@ class ClaimRun:
             elif outcome.snooze is not None:
                 outcomes.snooze(job, outcome.snooze, keeper, summary)
             elif outcome.continued:
-                if not self.books.continue_job(job, outcome.stalled, keeper, summary):
+                if not self.books.continue_job(job, outcome, keeper, summary):
                     outcomes.cancelled_late(job, summary)
             elif outcome.error is None:  # (a new tuple: only for a result)
                 done = job if outcome.result is None else job._replace(result=outcome.result)

@@ -16,11 +16,15 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable
 from datetime import timedelta
+from typing import TYPE_CHECKING
 
 from pgkick.store.worker import ClaimedJob, WorkerStore
 from pgkick.tasks.steps import Steps
 from pgkick.worker.lease import LeaseKeeper
 from pgkick.worker.options import Summary
+
+if TYPE_CHECKING:
+    from pgkick.worker.task_run import TaskOutcome
 
 log = logging.getLogger("pgkick.worker")
 
@@ -47,13 +51,15 @@ class StepBooks:
         )
 
     def continue_job(
-        self, job: ClaimedJob, stalled: bool, keeper: LeaseKeeper, summary: Summary
+        self, job: ClaimedJob, outcome: TaskOutcome, keeper: LeaseKeeper, summary: Summary
     ) -> bool:
-        """Record a continuation (fenced); the loop hands the queue over after this batch.
-        False when a cancel since the last heartbeat failed the job instead (the caller
-        counts it and kicks its released dependants)."""
+        """Record a continuation (fenced), and a stalled one's time left; the loop hands the
+        queue over after this batch. False when a cancel since the last heartbeat failed the
+        job instead (the caller counts it and kicks its released dependants)."""
         keeper.forget(job.id)  # the next claim reuses this attempt number: never extend again
-        status = self.store.continue_job(job.id, job.attempts, stalled=stalled)
+        status = self.store.continue_job(
+            job.id, job.attempts, stalled=outcome.stalled, left_ms=outcome.left_ms
+        )
         if status is None:
             summary.lost += 1
             return True

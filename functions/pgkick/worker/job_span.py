@@ -12,9 +12,10 @@ What the span says follows OpenTelemetry's messaging conventions where they fit 
 consumer span "process <queue>", the queue as destination, the job id as message id),
 pgkick's own attributes for the rest: the task, the attempt, the outcome, and when the
 job was enqueued, became due and was claimed, on the database's clock (`wait_ms`: from due
-to claimed, what the queue cost the job). Attributes, not events: an event costs the SDK
-more than all the attributes together, on every job. A task that raised records its
-exception and the span's status is ERROR.
+to claimed, what the queue cost the job; a dependant is due from its release, when its last
+parent finished, not from its enqueue: its parents' wait and run are not its own).
+Attributes, not events: an event costs the SDK more than all the attributes together, on
+every job. A task that raised records its exception and the span's status is ERROR.
 
 Why OpenTelemetry is only looked up, never imported, until it is loaded: as on the
 producer's side (pgkick.producer.trace_context), a process that has not loaded it has no
@@ -203,10 +204,11 @@ def _attributes(job: ClaimedJob) -> dict[str, str | int | float]:
         ("enqueued_at", job.enqueued_at),
         ("run_at", job.run_at),
         ("claimed_at", job.claimed_at),
+        ("released_at", job.released_at),
     ):
         if at is not None:
             attributes[f"pgkick.job.{name}"] = at.isoformat()
     if job.claimed_at is not None and job.run_at is not None:
-        due = max(job.run_at, job.enqueued_at or job.run_at)
+        due = max(job.run_at, job.enqueued_at or job.run_at, job.released_at or job.run_at)
         attributes["pgkick.job.wait_ms"] = max(0.0, (job.claimed_at - due).total_seconds() * 1e3)
     return attributes

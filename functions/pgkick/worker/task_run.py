@@ -50,6 +50,7 @@ class TaskOutcome(NamedTuple):
     snooze: float | None = None
     continued: bool = False  # out of time for its next step (pgkick.worker.continuation)
     stalled: bool = False  # ... before any step ran in this invocation
+    left_ms: int | None = None  # ... with this much time left (less the reserve)
     unstarted: bool = False  # not run: the invocation reached its reserve first (given back)
 
 
@@ -93,7 +94,9 @@ def _run(
     except Snooze as snooze:
         return TaskOutcome(snooze=snooze.seconds)
     except Continuation as continuation:
-        return TaskOutcome(continued=True, stalled=continuation.stalled)
+        return TaskOutcome(
+            continued=True, stalled=continuation.stalled, left_ms=continuation.left_ms
+        )
     except PermanentError as exc:
         if span is not None:
             span.raised(exc)
