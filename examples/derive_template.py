@@ -1,5 +1,6 @@
 """Write examples/orders/template.yaml from pgkick's own template.yaml, and the example's
-build script and requirements from pgkick's (build/build_artifact.py, app/requirements.txt).
+build script and requirements from pgkick's (build/: build_artifact.py and the two modules it
+imports, app/requirements.txt).
 
 Why derived, not hand-kept: the example is the template an app copies, and it must
 not drift from the one this repository deploys and checks. The differences are the
@@ -40,7 +41,9 @@ CHANGES = (
 
 
 SELF = "examples/derive_template.py"
-BUILD_SCRIPT = ROOT / "examples" / "orders" / "build" / "build_artifact.py"
+BUILD = ROOT / "examples" / "orders" / "build"
+# The build script and the two stages it imports from beside it, copied together.
+BUILD_MODULES = ("build_artifact.py", "artifact_pruning.py", "artifact_bytecode.py")
 REQUIREMENTS = ROOT / "examples" / "orders" / "app" / "requirements.txt"
 REQUIREMENTS_HEAD = """\
 # Generated from ../../../functions/requirements.txt by examples/derive_template.py.
@@ -55,12 +58,14 @@ pgkick==0.1.0
 
 
 def derived_files() -> dict[Path, str]:
-    """The example's build script and requirements, from pgkick's own."""
-    script = (ROOT / "infra" / "build_artifact.py").read_text()
+    """The example's build script (and its modules) and requirements, from pgkick's own."""
     locked = (ROOT / "functions" / "requirements.txt").read_text().splitlines(keepends=True)
     return {
-        BUILD_SCRIPT: f"# Copied from ../../../infra/build_artifact.py by {SELF}: do not edit.\n"
-        + script,
+        **{
+            BUILD / name: f"# Copied from ../../../infra/{name} by {SELF}: do not edit.\n"
+            + (ROOT / "infra" / name).read_text()
+            for name in BUILD_MODULES
+        },
         REQUIREMENTS: REQUIREMENTS_HEAD
         + "".join(line for line in locked if not line.lstrip().startswith("#")),
     }

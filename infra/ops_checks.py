@@ -8,40 +8,25 @@ quota, VPC permissions without a VPC (or with log writes on "*"), a permission t
 code never uses, a role another account's service could be tricked into assuming, a
 failed kick or dead wake-up nobody drains, a function that books wake-ups its role may
 not. Each check names the rule (E9003-E9013) so a test can prove it fails on a template
-without the item.
+without the item. The IAM rules (E9007-E9009: used actions, VPC permissions, trusts) and
+the readers of resources and policies all of them share are in iam_checks.py.
 """
 
 from __future__ import annotations
 
 import json
+import sys
+from pathlib import Path
 from typing import Any
 
-# Every action the code calls (grep functions/ for boto3 calls), plus what Lambda's
-# runtime itself writes (logs, the on-failure destination). Anything else is unused.
-USED_ACTIONS = {
-    "lambda:InvokeFunction",  # kicks (kick.py) and the wake role
-    "scheduler:CreateSchedule",  # wake-ups and rescues (kick.py)
-    "scheduler:DeleteSchedule",  # the worker's rescue, deleted when it ends cleanly (rescue.py)
-    "iam:PassRole",  # the wake role, handed to Scheduler with each schedule
-    "secretsmanager:GetSecretValue",  # the database secret (pgkick/config/app.py)
-    "logs:CreateLogStream",
-    "logs:PutLogEvents",
-    "sqs:SendMessage",  # Lambda's on-failure destination, Scheduler's dead letters
-    # the worker's SQS event source on FailedKicksQueue (what Lambda's poller calls)
-    "sqs:ReceiveMessage",
-    "sqs:DeleteMessage",
-    "sqs:GetQueueAttributes",
-}
-# Lambda's network interfaces, in VPC mode only (the managed policy's, less its logs).
-VPC_ACTIONS = {
-    "ec2:CreateNetworkInterface",
-    "ec2:DescribeNetworkInterfaces",
-    "ec2:DescribeSubnets",
-    "ec2:DeleteNetworkInterface",
-    "ec2:AssignPrivateIpAddresses",
-    "ec2:UnassignPrivateIpAddresses",
-}
-VPC_POLICY = "AWSLambdaVPCAccessExecutionRole"  # grants logs:* on "*": not used
+# iam_checks.py sits beside this module, which sam_checks.py imports by its own name (infra/
+# on sys.path, from .venv-sam) and the tests as infra.ops_checks: this folder goes on
+# sys.path once, and iam_checks is imported by its own name in both.
+HERE = str(Path(__file__).resolve().parent)
+if HERE not in sys.path:
+    sys.path.insert(0, HERE)
+from iam_checks import iam_problems, resources_of_type, role_resources  # noqa: E402
+
 DRAIN_ACTIONS = {"sqs:ReceiveMessage", "sqs:DeleteMessage", "sqs:GetQueueAttributes"}
 FAILED_KICKS = {"Fn::GetAtt": ["FailedKicksQueue", "Arn"]}
 # A function given both books wake-ups (LambdaKicker._can_schedule: the reaper's kicks'
@@ -62,18 +47,10 @@ ALARMED = {
 }
 
 
-def _of_type(template: dict[str, Any], kind: str) -> dict[str, dict[str, Any]]:
-    return {
-        name: resource.get("Properties", {})
-        for name, resource in template.get("Resources", {}).items()
-        if resource.get("Type") == kind
-    }
-
-
 def log_problems(template: dict[str, Any]) -> list[str]:
-    groups = _of_type(template, "AWS::Logs::LogGroup")
+    groups = resources_of_type(template, "AWS::Logs::LogGroup")
     problems = []
-    for name, function in _of_type(template, "AWS::Lambda::Function").items():
+    for name, function in resources_of_type(template, "AWS::Lambda::Function").items():
         logging = function.get("LoggingConfig", {})
         group = logging.get("LogGroup", {})
         ref = group.get("Ref") if isinstance(group, dict) else None
@@ -95,14 +72,14 @@ def _alarmed_metrics(alarm: dict[str, Any]) -> set[tuple[str, str]]:
 
 
 def alarm_problems(template: dict[str, Any]) -> list[str]:
-    alarms = _of_type(template, "AWS::CloudWatch::Alarm").values()
+    alarms = resources_of_type(template, "AWS::CloudWatch::Alarm").values()
     alarmed = {m for alarm in alarms if alarm.get("AlarmActions") for m in _alarmed_metrics(alarm)}
     problems = [
         f"E9004 no alarm (with an action) on {what}"
         for metric, what in ALARMED.items()
         if metric not in alarmed
     ]
-    dashboards = _of_type(template, "AWS::CloudWatch::Dashboard").values()
+    dashboards = resources_of_type(template, "AWS::CloudWatch::Dashboard").values()
     body = json.dumps([d.get("DashboardBody") for d in dashboards])
     problems += [
         f"E9010 the dashboard does not show {what} ({metric})"
@@ -115,7 +92,7 @@ def alarm_problems(template: dict[str, Any]) -> list[str]:
 def reaper_problems(template: dict[str, Any]) -> list[str]:
     """A failed reaper run waits for the next tick: a retry is one more connection (and
     one more suspend window awake); its failure goes somewhere an operator looks."""
-    for config in _of_type(template, "AWS::Lambda::EventInvokeConfig").values():
+    for config in resources_of_type(template, "AWS::Lambda::EventInvokeConfig").values():
         if config.get("FunctionName") == {"Ref": "ReaperFunction"}:
             on_failure = config.get("DestinationConfig", {}).get("OnFailure", {})
             if config.get("MaximumRetryAttempts") != 0 or not on_failure.get("Destination"):
@@ -128,7 +105,7 @@ def concurrency_problems(template: dict[str, Any]) -> list[str]:
     """Reserved concurrency must be optional: an account whose quota leaves less than
     100 unreserved cannot deploy a reservation at all."""
     problems = []
-    for name, function in _of_type(template, "AWS::Lambda::Function").items():
+    for name, function in resources_of_type(template, "AWS::Lambda::Function").items():
         reserved = function.get("ReservedConcurrentExecutions")
         if reserved is None:
             continue
@@ -155,95 +132,6 @@ def _reserved_by(template: dict[str, Any], condition: str) -> str | None:
         return None
 
 
-def _policies(properties: dict[str, Any]) -> list[tuple[str | None, dict[str, Any]]]:
-    """(the condition it is under, or None; the policy) for each inline policy."""
-    found: list[tuple[str | None, dict[str, Any]]] = []
-    for policy in properties.get("Policies", []):
-        if "Fn::If" in policy:
-            condition, yes, no = policy["Fn::If"]
-            found += [(str(condition), b) for b in (yes, no) if "PolicyDocument" in b]
-        else:
-            found.append((None, policy))
-    return found
-
-
-def _statements(properties: dict[str, Any]) -> list[dict[str, Any]]:
-    docs = [p["PolicyDocument"] for _, p in _policies(properties)]
-    docs += [properties["PolicyDocument"]] if "PolicyDocument" in properties else []
-    return [s for doc in docs for s in doc["Statement"]]
-
-
-def _actions(statement: dict[str, Any]) -> list[str]:
-    found = statement.get("Action", [])
-    return [found] if isinstance(found, str) else list(found)
-
-
-def iam_problems(template: dict[str, Any]) -> list[str]:
-    problems = []
-    roles = _of_type(template, "AWS::IAM::Role")
-    policies = roles | _of_type(template, "AWS::IAM::ManagedPolicy")
-    in_vpc = {  # the conditions under which the functions get a VpcConfig
-        str(config["Fn::If"][0])
-        for function in _of_type(template, "AWS::Lambda::Function").values()
-        if isinstance(config := function.get("VpcConfig"), dict) and "Fn::If" in config
-    }
-    for name, properties in policies.items():
-        if VPC_POLICY in json.dumps(properties.get("ManagedPolicyArns")):
-            problems.append(f"E9007 {name}: {VPC_POLICY} grants log writes on *: own policy")
-        for condition, policy in _policies(properties):
-            for statement in policy["PolicyDocument"]["Statement"]:
-                ec2 = [a for a in _actions(statement) if a in VPC_ACTIONS]
-                if ec2 and condition not in in_vpc:
-                    problems.append(f"E9007 {name}: {ec2[0]} without the VpcConfig's condition")
-        for statement in _statements(properties):
-            for action in _actions(statement):
-                if action.startswith("logs:") and statement.get("Resource") == "*":
-                    problems.append(f"E9007 {name}: {action} on *, not on its own log group")
-                if action not in USED_ACTIONS | VPC_ACTIONS:
-                    problems.append(f"E9008 {name}: {action} is not used by pgkick")
-                passed = statement.get("Condition", {}).get("StringEquals", {})
-                if action == "iam:PassRole" and passed.get("iam:PassedToService") != (
-                    "scheduler.amazonaws.com"
-                ):
-                    problems.append(f"E9008 {name}: iam:PassRole without iam:PassedToService")
-    worker = roles.get("WorkerFunctionRole", {})
-    worker_actions = {a for st in _statements(worker) for a in _actions(st)}
-    if worker and "scheduler:DeleteSchedule" not in worker_actions:
-        problems.append("E9008 WorkerFunctionRole: cannot delete its rescue schedule")
-    groups = set(_of_type(template, "AWS::Scheduler::ScheduleGroup"))
-    for name, properties in roles.items():
-        for statement in properties.get("AssumeRolePolicyDocument", {}).get("Statement", []):
-            problems += _trust_problems(name, statement, groups)
-    return problems
-
-
-def _trust_problems(name: str, statement: dict[str, Any], groups: set[str]) -> list[str]:
-    """Every trust names the account; Scheduler sends aws:SourceAccount and aws:SourceArn
-    (its confused-deputy page), so their absence must refuse: StringEquals, not IfExists,
-    and the source pinned to a schedule group. Lambda documents neither key for execution
-    roles, so IfExists is allowed there."""
-    conditions = statement.get("Condition", {})
-    if not any("aws:SourceAccount" in c for c in conditions.values()):
-        return [f"E9009 {name}: trust without an aws:SourceAccount condition"]
-    if statement.get("Principal", {}).get("Service") != "scheduler.amazonaws.com":
-        return []
-    problems = []
-    if "aws:SourceAccount" not in conditions.get("StringEquals", {}):
-        problems.append(f"E9009 {name}: Scheduler sends aws:SourceAccount: use StringEquals")
-    arns = {**conditions.get("ArnEquals", {}), **conditions.get("ArnLike", {})}
-    source = arns.get("aws:SourceArn")
-    group = isinstance(source, dict) and source.get("Fn::GetAtt", [""])[0] in groups
-    if not group and ":schedule-group/" not in json.dumps(source):
-        problems.append(f"E9009 {name}: aws:SourceArn not pinned to a schedule group")
-    return problems
-
-
-def _resources_of(template: dict[str, Any], role: str) -> dict[str, Any]:
-    """action -> resource for each statement of a role."""
-    properties = _of_type(template, "AWS::IAM::Role").get(role, {})
-    return {a: s.get("Resource") for s in _statements(properties) for a in _actions(s)}
-
-
 def failed_kicks_problems(template: dict[str, Any]) -> list[str]:
     """Failed kicks and dead wake-ups come back as runs: the worker drains FailedKicksQueue
     (an SQS event source, a small batch, per-record failures) with scoped permissions; the
@@ -251,7 +139,7 @@ def failed_kicks_problems(template: dict[str, Any]) -> list[str]:
     problems = []
     mappings = [
         m
-        for m in _of_type(template, "AWS::Lambda::EventSourceMapping").values()
+        for m in resources_of_type(template, "AWS::Lambda::EventSourceMapping").values()
         if m.get("FunctionName") == {"Ref": "WorkerFunction"}
         and m.get("EventSourceArn") == FAILED_KICKS
     ]
@@ -262,14 +150,14 @@ def failed_kicks_problems(template: dict[str, Any]) -> list[str]:
             problems.append("E9011 WorkerFunction: SQS source without ReportBatchItemFailures")
         if not 1 <= int(mapping.get("BatchSize", 10)) <= 10:
             problems.append("E9011 WorkerFunction: SQS source batch larger than 10")
-    granted = _resources_of(template, "WorkerFunctionRole")
+    granted = role_resources(template, "WorkerFunctionRole")
     for action in sorted(DRAIN_ACTIONS):
         if granted.get(action) != FAILED_KICKS:
             problems.append(f"E9011 WorkerFunctionRole: {action} not on FailedKicksQueue alone")
-    queue = _of_type(template, "AWS::SQS::Queue").get("FailedKicksQueue", {})
+    queue = resources_of_type(template, "AWS::SQS::Queue").get("FailedKicksQueue", {})
     if int(queue.get("VisibilityTimeout", 30)) < 900:  # Lambda refuses less than the timeout
         problems.append("E9011 FailedKicksQueue: VisibilityTimeout below the worker's max 900 s")
-    if _resources_of(template, "WakeRole").get("sqs:SendMessage") != FAILED_KICKS:
+    if role_resources(template, "WakeRole").get("sqs:SendMessage") != FAILED_KICKS:
         problems.append("E9012 WakeRole: cannot dead-letter wake-ups into FailedKicksQueue")
     return problems
 
@@ -280,12 +168,12 @@ def scheduling_problems(template: dict[str, Any]) -> list[str]:
     bookings name the dead-letter queue. Without that, every booking is AccessDenied on
     AWS while the function reports its queues woken (the reaper's, before E9013)."""
     problems = []
-    for name, function in _of_type(template, "AWS::Lambda::Function").items():
+    for name, function in resources_of_type(template, "AWS::Lambda::Function").items():
         variables = function.get("Environment", {}).get("Variables", {})
         if not all(variables.get(v) for v in SCHEDULES_WITH):
             continue
         role = str(function.get("Role", {}).get("Fn::GetAtt", ["?"])[0])
-        granted = _resources_of(template, role)
+        granted = role_resources(template, role)
         if WAKE_GROUP not in json.dumps(granted.get("scheduler:CreateSchedule")):
             problems.append(f"E9013 {name}: books wake-ups; {role} may not create them")
         if granted.get("iam:PassRole") != variables["PGKICK_SCHEDULER_ROLE_ARN"]:
