@@ -151,7 +151,7 @@ def test_a_job_page_shows_everything_and_bad_ids_are_refused(
     assert "until " in ui.get(f"/jobs/{running}").text  # its lease
     missing = ui.get("/jobs/987654")
     assert missing.status_code == 404 and "job 987654 does not exist" in missing.text
-    assert ui.get("/jobs/abc").status_code == 400
+    assert ui.get("/jobs/abc").status_code == 404  # names no page, as any unknown path
     # an id past bigint is a job that cannot exist (404), a bad cursor a 400: neither is the
     # database's "bigint out of range" (it answered 503 "Database unavailable")
     beyond = "99999999999999999999"
@@ -517,3 +517,28 @@ def test_a_schema_never_migrated_is_advised_with_its_name(dsn: str) -> None:
         page = opened.get("/jobs")
     assert page.status_code == 503
     assert "pgkick migrate --schema never_made" in page.text
+
+
+def test_only_ascii_digits_name_a_job_or_a_number_in_a_url(dsn: str, ids: list[int]) -> None:
+    """Catches /jobs/\uff11 (a full-width digit 1) shown as job 1, and full-width digits in
+    ?limit=, ?after= and /timeline?minutes= taken as numbers (Python's int() and float() read
+    any Unicode digit): a path that is not ASCII digits names no page (the 404 of any unknown
+    path), a parameter that is not is a 400 naming it."""
+    ui = client(make_app(dsn, timeline=FakeTimeline([])))
+    unknown = ui.get("/nowhere")
+    for path in ("/jobs/\uff11", "/workflows/\uff11", "/jobs/abc", "/jobs/+1", "/jobs/1_0"):
+        answer = ui.get(path)
+        assert (answer.status_code, answer.text) == (404, unknown.text), path
+    assert ui.post("/jobs/\uff11/cancel").status_code in (403, 404)  # never job 1's action
+    for query, name in (
+        ("/jobs?limit=\uff15\uff10", "limit"),
+        ("/jobs?limit=5_0", "limit"),
+        ("/jobs?after=\uff11\uff10", "job id"),
+        ("/timeline?minutes=\uff15", "minutes"),
+        ("/timeline?minutes=1_5", "minutes"),
+    ):
+        answer = ui.get(query)
+        assert answer.status_code == 400 and name in answer.text, query
+    assert ui.get("/jobs/1").status_code == 200
+    assert ui.get("/jobs?limit=50&after=10").status_code == 200
+    assert ui.get("/timeline?minutes=0.5").status_code == 200
