@@ -19,6 +19,7 @@ import pgkick
 from pgkick.cli.bulk import JobSelection
 from pgkick.errors import InvalidArgument
 from pgkick.kick.kickers import NoKicker
+from pgkick.store.inspect import MAX_LIMIT
 from pgkick.tasks import recurring
 from pgkick.tasks.recurring import Periodic, PeriodicRegistry
 from pgkick_dev.ui.app import make_app
@@ -542,3 +543,22 @@ def test_only_ascii_digits_name_a_job_or_a_number_in_a_url(dsn: str, ids: list[i
     assert ui.get("/jobs/1").status_code == 200
     assert ui.get("/jobs?limit=50&after=10").status_code == 200
     assert ui.get("/timeline?minutes=0.5").status_code == 200
+
+
+def test_the_page_size_menu_offers_up_to_the_largest_page_the_url_takes(
+    ids: list[int], ui: TestClient
+) -> None:
+    """Catches the menu offering 25..200 while ?limit= took up to 500 (a page size one could
+    type but never pick): one limit, the store's MAX_LIMIT, is the menu's largest and the
+    URL's; past it, or below 1, a 400 in the same words as a limit that is no number."""
+    menu = re.search(r'<select name="limit">(.*?)</select>', ui.get("/jobs").text, re.S)
+    assert menu is not None
+    offered = [int(n) for n in re.findall(r"<option[^>]*>(\d+)</option>", menu[1])]
+    assert max(offered) == MAX_LIMIT and 50 in offered
+    assert ui.get(f"/jobs?limit={MAX_LIMIT}").status_code == 200
+    picked = ui.get(f"/jobs?limit={MAX_LIMIT}").text
+    assert f"<option selected>{MAX_LIMIT}</option>" in picked
+    words = f"limit must be a whole number from 1 to {MAX_LIMIT}"
+    for text in (str(MAX_LIMIT + 1), "0", "abc"):
+        answer = ui.get(f"/jobs?limit={text}")
+        assert answer.status_code == 400 and f"{words}, not &#39;{text}&#39;" in answer.text, text

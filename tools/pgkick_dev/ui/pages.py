@@ -22,14 +22,16 @@ from starlette.responses import Response
 from pgkick.cli.types import instant
 from pgkick.errors import InvalidArgument
 from pgkick.kick.kickers import schedule_name, wake_minute
-from pgkick.store.inspect import STATUSES, JobFilter, parse_id
+from pgkick.store.inspect import MAX_LIMIT, STATUSES, JobFilter, parse_id
 from pgkick.store.workflows import critical_path, summary, workflow_jobs
 from pgkick.tasks.recurring import periodic_registry
 from pgkick_dev.local.cron import next_tick
 from pgkick_dev.ui import timeline as tl
 from pgkick_dev.ui.context import Settings, job_id_of, render, settings_of
 
-PAGE_SIZES = (25, 50, 100, 200)
+# The menu's page sizes: its largest is the one limit the URL takes too (?limit=), the
+# store's (`pgkick jobs --limit`): the menu stopped at 200 while the URL took 500.
+PAGE_SIZES = (25, 50, 100, 200, MAX_LIMIT)
 EVENTS_KEPT = 10_000  # what `pgkick dev` keeps (pgkick_dev.devserver.timeline.Timeline)
 DECIMAL = re.compile(r"[0-9]+(?:\.[0-9]*)?|\.[0-9]+", re.ASCII)  # /timeline?minutes=
 WAKEUPS_SHOWN = 500  # a job page's kicks and wake-ups, at most
@@ -129,8 +131,10 @@ def jobs(request: Request) -> Response:
     )
     after = parse_id(query["after"]) if query.get("after") else None
     text = query.get("limit") or "50"
-    if not (text.isascii() and text.isdigit()):  # int() read full-width digits and "5_0" as 50
-        raise InvalidArgument(f"limit must be a whole number, not {text!r}")
+    # ASCII digits only (int() read full-width digits and "5_0" as 50); one message for
+    # every bad value, the bounds the menu offers included
+    if not (text.isascii() and text.isdigit() and 1 <= int(text) <= MAX_LIMIT):
+        raise InvalidArgument(f"limit must be a whole number from 1 to {MAX_LIMIT}, not {text!r}")
     limit = int(text)
     with settings_of(request).reader() as reader:
         page = reader.page(filters, after=after, limit=limit)
