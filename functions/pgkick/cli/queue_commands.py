@@ -130,6 +130,15 @@ def _named_dry_run(store: OperatorStore, action: str, ids: list[int] | None) -> 
 AGAIN = "run it again without --dry-run"  # the forms from before act at once
 
 
+def _older_form(args: argparse.Namespace) -> bulk.JobSelection:
+    """`--queue`/`--task`/`--all` alone (retry, cancel): the forms from before still act at
+    once, without --yes, but as a filter's selection, read first and acted on a batch per
+    transaction (pgkick.cli.bulk). Why: they changed every job in one statement, one
+    transaction whose locks workers and producers waited on to its end, and a Ctrl-C
+    unwound it whole; their dry run already counted this same selection."""
+    return bulk.JobSelection(queue=args.queue, task=args.task)
+
+
 def cmd_retry(args: argparse.Namespace) -> dict[str, Any]:
     """Put failed jobs back in the queue, with --extra-attempts more tries, and kick; the
     dependants their failure had failed or cancelled wait for them again (counted)."""
@@ -153,10 +162,17 @@ def cmd_retry(args: argparse.Namespace) -> dict[str, Any]:
         ids = _selection(args, store, "failed")
         if args.dry_run:
             return _named_dry_run(store, "retry", ids)
-        retried = operations.retry(
-            store, ids=ids, queue=args.queue, task=args.task, extra_attempts=args.extra_attempts
-        )
-    operations.kick_queues(retried.jobs, kicker)
+        if ids is None:  # --queue/--task/--all: a batch per transaction, each batch kicked
+            retried = bulk.retry_matching(
+                store,
+                _older_form(args),
+                extra_attempts=args.extra_attempts,
+                batch=args.batch,
+                kicker=kicker,
+            )
+        else:
+            retried = operations.retry(store, ids=ids, extra_attempts=args.extra_attempts)
+            operations.kick_queues(retried.jobs, kicker)
     return {
         "retried": [job_id for job_id, _ in retried.jobs],
         "revived_dependants": retried.revived,
@@ -177,9 +193,10 @@ def cmd_cancel(args: argparse.Namespace) -> dict[str, Any]:
         ids = _selection(args, store, "waiting|queued|running")
         if args.dry_run:
             return _named_dry_run(store, "cancel", ids)
-        cancelled, marked, released = operations.cancel(
-            store, ids=ids, queue=args.queue, task=args.task
-        )
+        if ids is None:  # --queue/--task/--all: a batch per transaction (kicks what it released)
+            cancelled, marked = bulk.cancel_matching(store, _older_form(args), batch=args.batch)
+            return {"cancelled": cancelled, "cancelling": marked}
+        cancelled, marked, released = operations.cancel(store, ids=ids)
     operations.kick_released(released, default_kicker)
     return {"cancelled": cancelled, "cancelling": marked}
 
@@ -232,7 +249,7 @@ def _batch_argument(sub: argparse.ArgumentParser, default: int) -> None:
         "--batch",
         type=lambda text: positive(text, bulk.MAX_BATCH),
         default=default,
-        help=f"jobs changed per transaction, with filters ({default})",
+        help=f"jobs changed per transaction, with filters, --queue, --task or --all ({default})",
     )
 
 
