@@ -577,3 +577,32 @@ def test_an_older_bulk_form_stopped_by_ctrl_c_says_how_far_it_got(
     assert code == 130 and "cancelled or marked 10 of the 25 jobs selected" in err
     statuses = sorted(status for status, _, _ in rows(dsn, ids).values())
     assert statuses == ["failed"] * 10 + ["queued"] * 15
+
+
+def test_purge_older_than_stopped_by_ctrl_c_says_how_many_it_purged(
+    dsn: str, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Catches `purge --older-than` stopped by a Ctrl-C saying "the transaction under way
+    was rolled back, nothing of it written" while the batches before it were committed
+    (one statement each): the statement under way finishes, then one line with how many
+    were purged, exit 130, as the other bulk forms; the rest stay."""
+    with JobStore.open(dsn) as store:
+        ids = insert(store, 25)
+        store.complete_many(store.claim("q", batch=25, lease=LEASE))
+        store.conn.execute("UPDATE pgkick.jobs SET finished_at = now() - interval '2 days'")
+    one, statements = OperatorStore.one, []
+
+    def ctrl_c_in_the_second_batch(store: OperatorStore, query: Any, **params: Any) -> Any:
+        if query == queries.JOB_PURGE_FINISHED:
+            statements.append(params)
+            if len(statements) == 2:
+                signal.raise_signal(signal.SIGINT)
+        return one(store, query, **params)
+
+    monkeypatch.setattr(OperatorStore, "one", ctrl_c_in_the_second_batch)
+    argv = ("purge", "--older-than", "1d", "--batch", "5", "--dsn", dsn)
+    code, document, err = run(capsys, *argv)
+    assert code == 130 and err.count("\n") == 1, err
+    assert "purged 10 jobs" in err and "committed" in err
+    assert document == {"error": err.removeprefix("pgkick purge: ").strip()}
+    assert len(rows(dsn, ids)) == 15

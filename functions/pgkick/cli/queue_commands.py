@@ -18,8 +18,9 @@ from typing import Any
 from pgkick import config
 from pgkick.cli import bulk, database, operations
 from pgkick.cli.inspect import Command, add_filter_arguments, filter_values
+from pgkick.cli.interrupt import BetweenBatches
 from pgkick.cli.types import extra_attempts, job_id, positive, span
-from pgkick.errors import InvalidArgument, UsageError
+from pgkick.errors import Interrupted, InvalidArgument, UsageError
 from pgkick.kick.default import default_kicker
 from pgkick.kick.kickers import NoKicker
 from pgkick.store.inspect import FILTERS
@@ -131,11 +132,9 @@ AGAIN = "run it again without --dry-run"  # the forms from before act at once
 
 
 def _older_form(args: argparse.Namespace) -> bulk.JobSelection:
-    """`--queue`/`--task`/`--all` alone (retry, cancel): the forms from before still act at
-    once, without --yes, but as a filter's selection, read first and acted on a batch per
-    transaction (pgkick.cli.bulk). Why: they changed every job in one statement, one
-    transaction whose locks workers and producers waited on to its end, and a Ctrl-C
-    unwound it whole; their dry run already counted this same selection."""
+    """`--queue`/`--task`/`--all` alone (retry, cancel): still acted on at once, without --yes,
+    but a batch per transaction, as a filter's (pgkick.cli.bulk). Why: one statement held its
+    locks to the end and a Ctrl-C unwound it whole; their dry run counted this selection."""
     return bulk.JobSelection(queue=args.queue, task=args.task)
 
 
@@ -217,7 +216,22 @@ def cmd_purge(args: argparse.Namespace) -> dict[str, Any]:
         if args.dry_run or (everything and not args.yes):
             to_act = "run it again with --yes" if everything else AGAIN
             return counted("purge", store.purgeable_count(args.older_than), to_act)
-        return {"purged": store.purge_finished(args.older_than, batch=args.batch)}
+        return {"purged": _purge_older_than(store, args.older_than, args.batch)}
+
+
+def _purge_older_than(store: OperatorStore, older_than: timedelta, batch: int) -> int:
+    """`purge --older-than`: a statement of `batch` jobs at a time, each committed. Why under
+    BetweenBatches: a Ctrl-C said "nothing of it written" while the statements before it had
+    purged their jobs; now the statement under way finishes, and the command says how many
+    went, as the other bulk forms do (pgkick.cli.bulk)."""
+    with BetweenBatches() as ctrl_c:
+        purged, whole = store.purge_while(older_than, batch=batch, more=lambda: not ctrl_c.pressed)
+    if not whole:  # stopped by the Ctrl-C
+        raise Interrupted(
+            f"interrupted (Ctrl-C) after it purged {purged} jobs, committed; the rest are as "
+            "they were: run the same command again for them"
+        )
+    return purged
 
 
 def cmd_reap(args: argparse.Namespace) -> dict[str, Any]:
