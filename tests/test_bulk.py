@@ -514,3 +514,95 @@ def test_purge_keeps_a_throttled_keys_newest_job_through_the_longest_throttle(
         enqueue = Enqueuer(store).enqueue
         again = enqueue({}, task="t", queue="q", unique_key="k", throttle=10 * 86400)
     assert again == first
+
+
+@pytest.mark.parametrize(
+    ("action", "form"),
+    [
+        ("cancel", ("--task", "t")),
+        ("cancel", ("--queue", "q")),
+        ("cancel", ("--all",)),
+        ("retry", ("--task", "t")),
+        ("retry", ("--queue", "q")),
+        ("retry", ("--all",)),
+    ],
+)
+def test_the_older_bulk_forms_act_a_batch_per_transaction_as_the_filtered_ones(
+    dsn: str, capsys: pytest.CaptureFixture[str], action: str, form: tuple[str, ...]
+) -> None:
+    """Catches `pgkick cancel --task X` (and --queue, --all; retry's the same) changing every
+    job in one statement, one transaction holding its locks to the end, while the docs
+    promise batches that no lock outlives: 25 jobs in batches of 10 are written by 3
+    transactions (their rows' xmin), acted on at once as before (no --yes), what the dry
+    run counted; a job of another task or queue stays as it was."""
+    with JobStore.open(dsn) as store:
+        ids = insert(store, 25)
+        if action == "retry":
+            fail_all(store, "q", "KeyError")
+        (other,) = insert(store, 1, task="u", queue="p")
+        if action == "retry":
+            fail_all(store, "p", "KeyError")
+    argv = (action, *form, "--batch", "10", "--dsn", dsn)
+    if form == ("--all",):
+        ids.append(other)
+    counted = run(capsys, *argv, "--dry-run")[1]
+    assert counted["would_" + action] == len(ids)
+    code, document, _ = run(capsys, *argv)
+    done = document["cancelled" if action == "cancel" else "retried"]
+    assert code == 0 and sorted(done) == sorted(ids)
+    written = rows(dsn, ids)
+    assert len({xmin for _, _, xmin in written.values()}) == -(-len(ids) // 10)
+    if form != ("--all",):
+        assert rows(dsn, [other])[other][0] == ("queued" if action == "cancel" else "failed")
+
+
+def test_an_older_bulk_form_stopped_by_ctrl_c_says_how_far_it_got(
+    dsn: str, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Catches `pgkick cancel --queue q` alone unwinding on a KeyboardInterrupt (one
+    transaction: nothing or everything) rather than finishing its batch and saying how far
+    it got, as the filtered form does: exit 130, one line, the rest as they were."""
+    with JobStore.open(dsn) as store:
+        ids = insert(store, 25)
+    cancel, calls = operations.cancel, []
+
+    def ctrl_c_in_the_second_batch(store: OperatorStore, **kw: Any) -> operations.Cancelled:
+        calls.append(kw)
+        if len(calls) == 2:
+            signal.raise_signal(signal.SIGINT)
+        return cancel(store, **kw)
+
+    monkeypatch.setattr(operations, "cancel", ctrl_c_in_the_second_batch)
+    code, _, err = run(capsys, "cancel", "--queue", "q", "--batch", "5", "--dsn", dsn)
+    assert code == 130 and "cancelled or marked 10 of the 25 jobs selected" in err
+    statuses = sorted(status for status, _, _ in rows(dsn, ids).values())
+    assert statuses == ["failed"] * 10 + ["queued"] * 15
+
+
+def test_purge_older_than_stopped_by_ctrl_c_says_how_many_it_purged(
+    dsn: str, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Catches `purge --older-than` stopped by a Ctrl-C saying "the transaction under way
+    was rolled back, nothing of it written" while the batches before it were committed
+    (one statement each): the statement under way finishes, then one line with how many
+    were purged, exit 130, as the other bulk forms; the rest stay."""
+    with JobStore.open(dsn) as store:
+        ids = insert(store, 25)
+        store.complete_many(store.claim("q", batch=25, lease=LEASE))
+        store.conn.execute("UPDATE pgkick.jobs SET finished_at = now() - interval '2 days'")
+    one, statements = OperatorStore.one, []
+
+    def ctrl_c_in_the_second_batch(store: OperatorStore, query: Any, **params: Any) -> Any:
+        if query == queries.JOB_PURGE_FINISHED:
+            statements.append(params)
+            if len(statements) == 2:
+                signal.raise_signal(signal.SIGINT)
+        return one(store, query, **params)
+
+    monkeypatch.setattr(OperatorStore, "one", ctrl_c_in_the_second_batch)
+    argv = ("purge", "--older-than", "1d", "--batch", "5", "--dsn", dsn)
+    code, document, err = run(capsys, *argv)
+    assert code == 130 and err.count("\n") == 1, err
+    assert "purged 10 jobs" in err and "committed" in err
+    assert document == {"error": err.removeprefix("pgkick purge: ").strip()}
+    assert len(rows(dsn, ids)) == 15

@@ -227,3 +227,26 @@ def test_building_the_parser_draws_nothing() -> None:
     )
     seen = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert seen.stdout.strip() == "False"
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [["status"], ["status", "--dsn"], ["reap", "--dsn"], ["enqueue", "noop", "--wait", "0"]],
+)
+def test_an_explicit_schema_wins_over_a_bad_pgkick_schema(
+    dsn: str, argv: list[str], capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Catches PGKICK_SCHEMA=Bad refusing a command given a valid --schema: the app side's
+    settings parsed the variable before the flag replaced it, and the worker's (`reap`, the
+    default kicker) never looked at the flag. The flag wins; the variable only matters
+    without it (test_a_bad_pgkick_schema_is_one_line_naming_it)."""
+    monkeypatch.setenv("PGKICK_SCHEMA", "Bad")
+    monkeypatch.setenv("PGKICK_KICKER", "none")
+    monkeypatch.setenv("DATABASE_URL", dsn)
+    monkeypatch.setattr("pgkick.kick.default._default", None)
+    flag = ["--dsn", dsn] if "--dsn" in argv else []  # else DATABASE_URL's
+    words = [word for word in argv if word != "--dsn"]
+    code = cli.main([*words, *flag, "--schema", "pgkick", "--json"])
+    captured = capsys.readouterr()
+    assert code == 0, captured.err
+    assert "error" not in json.loads(captured.out)

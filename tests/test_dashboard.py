@@ -19,6 +19,7 @@ import pgkick
 from pgkick.cli.bulk import JobSelection
 from pgkick.errors import InvalidArgument
 from pgkick.kick.kickers import NoKicker
+from pgkick.store.inspect import MAX_LIMIT
 from pgkick.tasks import recurring
 from pgkick.tasks.recurring import Periodic, PeriodicRegistry
 from pgkick_dev.ui.app import make_app
@@ -151,7 +152,7 @@ def test_a_job_page_shows_everything_and_bad_ids_are_refused(
     assert "until " in ui.get(f"/jobs/{running}").text  # its lease
     missing = ui.get("/jobs/987654")
     assert missing.status_code == 404 and "job 987654 does not exist" in missing.text
-    assert ui.get("/jobs/abc").status_code == 400
+    assert ui.get("/jobs/abc").status_code == 404  # names no page, as any unknown path
     # an id past bigint is a job that cannot exist (404), a bad cursor a 400: neither is the
     # database's "bigint out of range" (it answered 503 "Database unavailable")
     beyond = "99999999999999999999"
@@ -517,3 +518,47 @@ def test_a_schema_never_migrated_is_advised_with_its_name(dsn: str) -> None:
         page = opened.get("/jobs")
     assert page.status_code == 503
     assert "pgkick migrate --schema never_made" in page.text
+
+
+def test_only_ascii_digits_name_a_job_or_a_number_in_a_url(dsn: str, ids: list[int]) -> None:
+    """Catches /jobs/\uff11 (a full-width digit 1) shown as job 1, and full-width digits in
+    ?limit=, ?after= and /timeline?minutes= taken as numbers (Python's int() and float() read
+    any Unicode digit): a path that is not ASCII digits names no page (the 404 of any unknown
+    path), a parameter that is not is a 400 naming it."""
+    ui = client(make_app(dsn, timeline=FakeTimeline([])))
+    unknown = ui.get("/nowhere")
+    for path in ("/jobs/\uff11", "/workflows/\uff11", "/jobs/abc", "/jobs/+1", "/jobs/1_0"):
+        answer = ui.get(path)
+        assert (answer.status_code, answer.text) == (404, unknown.text), path
+    assert ui.post("/jobs/\uff11/cancel").status_code in (403, 404)  # never job 1's action
+    for query, name in (
+        ("/jobs?limit=\uff15\uff10", "limit"),
+        ("/jobs?limit=5_0", "limit"),
+        ("/jobs?after=\uff11\uff10", "job id"),
+        ("/timeline?minutes=\uff15", "minutes"),
+        ("/timeline?minutes=1_5", "minutes"),
+    ):
+        answer = ui.get(query)
+        assert answer.status_code == 400 and name in answer.text, query
+    assert ui.get("/jobs/1").status_code == 200
+    assert ui.get("/jobs?limit=50&after=10").status_code == 200
+    assert ui.get("/timeline?minutes=0.5").status_code == 200
+
+
+def test_the_page_size_menu_offers_up_to_the_largest_page_the_url_takes(
+    ids: list[int], ui: TestClient
+) -> None:
+    """Catches the menu offering 25..200 while ?limit= took up to 500 (a page size one could
+    type but never pick): one limit, the store's MAX_LIMIT, is the menu's largest and the
+    URL's; past it, or below 1, a 400 in the same words as a limit that is no number."""
+    menu = re.search(r'<select name="limit">(.*?)</select>', ui.get("/jobs").text, re.S)
+    assert menu is not None
+    offered = [int(n) for n in re.findall(r"<option[^>]*>(\d+)</option>", menu[1])]
+    assert max(offered) == MAX_LIMIT and 50 in offered
+    assert ui.get(f"/jobs?limit={MAX_LIMIT}").status_code == 200
+    picked = ui.get(f"/jobs?limit={MAX_LIMIT}").text
+    assert f"<option selected>{MAX_LIMIT}</option>" in picked
+    words = f"limit must be a whole number from 1 to {MAX_LIMIT}"
+    for text in (str(MAX_LIMIT + 1), "0", "abc"):
+        answer = ui.get(f"/jobs?limit={text}")
+        assert answer.status_code == 400 and f"{words}, not &#39;{text}&#39;" in answer.text, text

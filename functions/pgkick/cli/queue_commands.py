@@ -18,8 +18,9 @@ from typing import Any
 from pgkick import config
 from pgkick.cli import bulk, database, operations
 from pgkick.cli.inspect import Command, add_filter_arguments, filter_values
+from pgkick.cli.interrupt import BetweenBatches
 from pgkick.cli.types import extra_attempts, job_id, positive, span
-from pgkick.errors import InvalidArgument, UsageError
+from pgkick.errors import Interrupted, InvalidArgument, UsageError
 from pgkick.kick.default import default_kicker
 from pgkick.kick.kickers import NoKicker
 from pgkick.store.inspect import FILTERS
@@ -130,6 +131,13 @@ def _named_dry_run(store: OperatorStore, action: str, ids: list[int] | None) -> 
 AGAIN = "run it again without --dry-run"  # the forms from before act at once
 
 
+def _older_form(args: argparse.Namespace) -> bulk.JobSelection:
+    """`--queue`/`--task`/`--all` alone (retry, cancel): still acted on at once, without --yes,
+    but a batch per transaction, as a filter's (pgkick.cli.bulk). Why: one statement held its
+    locks to the end and a Ctrl-C unwound it whole; their dry run counted this selection."""
+    return bulk.JobSelection(queue=args.queue, task=args.task)
+
+
 def cmd_retry(args: argparse.Namespace) -> dict[str, Any]:
     """Put failed jobs back in the queue, with --extra-attempts more tries, and kick; the
     dependants their failure had failed or cancelled wait for them again (counted)."""
@@ -153,10 +161,17 @@ def cmd_retry(args: argparse.Namespace) -> dict[str, Any]:
         ids = _selection(args, store, "failed")
         if args.dry_run:
             return _named_dry_run(store, "retry", ids)
-        retried = operations.retry(
-            store, ids=ids, queue=args.queue, task=args.task, extra_attempts=args.extra_attempts
-        )
-    operations.kick_queues(retried.jobs, kicker)
+        if ids is None:  # --queue/--task/--all: a batch per transaction, each batch kicked
+            retried = bulk.retry_matching(
+                store,
+                _older_form(args),
+                extra_attempts=args.extra_attempts,
+                batch=args.batch,
+                kicker=kicker,
+            )
+        else:
+            retried = operations.retry(store, ids=ids, extra_attempts=args.extra_attempts)
+            operations.kick_queues(retried.jobs, kicker)
     return {
         "retried": [job_id for job_id, _ in retried.jobs],
         "revived_dependants": retried.revived,
@@ -177,9 +192,10 @@ def cmd_cancel(args: argparse.Namespace) -> dict[str, Any]:
         ids = _selection(args, store, "waiting|queued|running")
         if args.dry_run:
             return _named_dry_run(store, "cancel", ids)
-        cancelled, marked, released = operations.cancel(
-            store, ids=ids, queue=args.queue, task=args.task
-        )
+        if ids is None:  # --queue/--task/--all: a batch per transaction (kicks what it released)
+            cancelled, marked = bulk.cancel_matching(store, _older_form(args), batch=args.batch)
+            return {"cancelled": cancelled, "cancelling": marked}
+        cancelled, marked, released = operations.cancel(store, ids=ids)
     operations.kick_released(released, default_kicker)
     return {"cancelled": cancelled, "cancelling": marked}
 
@@ -200,7 +216,22 @@ def cmd_purge(args: argparse.Namespace) -> dict[str, Any]:
         if args.dry_run or (everything and not args.yes):
             to_act = "run it again with --yes" if everything else AGAIN
             return counted("purge", store.purgeable_count(args.older_than), to_act)
-        return {"purged": store.purge_finished(args.older_than, batch=args.batch)}
+        return {"purged": _purge_older_than(store, args.older_than, args.batch)}
+
+
+def _purge_older_than(store: OperatorStore, older_than: timedelta, batch: int) -> int:
+    """`purge --older-than`: a statement of `batch` jobs at a time, each committed. Why under
+    BetweenBatches: a Ctrl-C said "nothing of it written" while the statements before it had
+    purged their jobs; now the statement under way finishes, and the command says how many
+    went, as the other bulk forms do (pgkick.cli.bulk)."""
+    with BetweenBatches() as ctrl_c:
+        purged, whole = store.purge_while(older_than, batch=batch, more=lambda: not ctrl_c.pressed)
+    if not whole:  # stopped by the Ctrl-C
+        raise Interrupted(
+            f"interrupted (Ctrl-C) after it purged {purged} jobs, committed; the rest are as "
+            "they were: run the same command again for them"
+        )
+    return purged
 
 
 def cmd_reap(args: argparse.Namespace) -> dict[str, Any]:
@@ -232,7 +263,7 @@ def _batch_argument(sub: argparse.ArgumentParser, default: int) -> None:
         "--batch",
         type=lambda text: positive(text, bulk.MAX_BATCH),
         default=default,
-        help=f"jobs changed per transaction, with filters ({default})",
+        help=f"jobs changed per transaction, with filters, --queue, --task or --all ({default})",
     )
 
 

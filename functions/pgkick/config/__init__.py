@@ -32,6 +32,7 @@ from pgkick.config.app import (
     database_url,
     overriding,
     rotated_secret_dsn,
+    schema_overridden,
 )
 from pgkick.config.readers import (
     check_schema_name,
@@ -127,6 +128,10 @@ class Settings(NamedTuple):
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None) -> "Settings":
+        """The worker's settings from `env` (default: the process's environment, where a
+        schema `overriding()` names, the CLI's --schema, wins over PGKICK_SCHEMA, which is
+        then not read: a bad one refused `pgkick reap --schema pgkick`)."""
+        flagged = schema_overridden() if env is None else None
         env = os.environ if env is None else env
         function = env.get("PGKICK_WORKER_FUNCTION") or None
         kicker = env.get("PGKICK_KICKER") or ("lambda" if function else UNSET)
@@ -171,6 +176,6 @@ class Settings(NamedTuple):
             watch_ttl=timedelta(seconds=_variables.whole_number(env, "PGKICK_WATCH_SECONDS")),
             max_hops=_variables.whole_number(env, "PGKICK_MAX_HOPS"),
             aws_timeout=_variables.whole_number(env, "PGKICK_AWS_TIMEOUT_MS") / 1000,
-            schema=schema_name(env),
+            schema=flagged or schema_name(env),
             schedule_dlq_arn=env.get("PGKICK_SCHEDULE_DLQ_ARN") or None,
         )

@@ -83,7 +83,7 @@ _APP_NAMES = (  # what AppSettings reads: the cache's key is their values
 _RAW_ENVIRON: dict[bytes, bytes] | None = getattr(os.environ, "_data", None)
 _APP_KEYS = tuple(name.encode() for name in _APP_NAMES)
 _app_lock = threading.Lock()
-_app: tuple[tuple[str | bytes | None, ...], AppSettings] | None = None
+_app: tuple[tuple[str | bytes | bool | None, ...], AppSettings] | None = None
 _overrides: dict[str, object] = {}
 
 
@@ -97,12 +97,28 @@ def app_settings() -> AppSettings:
         if isinstance(raw, dict)
         else tuple(os.environ.get(name) for name in _APP_NAMES)
     )
+    flagged = "schema" in _overrides  # the CLI's --schema: PGKICK_SCHEMA is not read at all
+    key = (*seen, flagged)
     cached = _app
-    if cached is None or cached[0] != seen:
-        cached = (seen, AppSettings.from_env(os.environ))
+    if cached is None or cached[0] != key:
+        cached = (key, AppSettings.from_env(_without_schema() if flagged else os.environ))
         with _app_lock:
             _app = cached
     return cached[1]._replace(**_overrides) if _overrides else cached[1]  # type: ignore[arg-type]
+
+
+def _without_schema() -> dict[str, str]:
+    """The environment less PGKICK_SCHEMA. Why: a schema given explicitly (the CLI's
+    --schema, through `overriding`) wins, and a bad PGKICK_SCHEMA refused the command
+    before the flag replaced it; the variable only matters when nothing names a schema."""
+    return {name: value for name, value in os.environ.items() if name != "PGKICK_SCHEMA"}
+
+
+def schema_overridden() -> str | None:
+    """The schema `overriding()` names for this block (the CLI's --schema), if any: the
+    worker's Settings take it instead of PGKICK_SCHEMA, as the app side's do."""
+    schema = _overrides.get("schema")
+    return schema if isinstance(schema, str) else None
 
 
 @contextmanager

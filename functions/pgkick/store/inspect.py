@@ -134,11 +134,12 @@ MAX_ID = 2**63 - 1  # jobs.id is a bigint
 def parse_id(text: str) -> int:
     """A job id from what a person typed, refused here (InvalidArgument) unless it is a
     bigint of 1 or more: a larger one reached PostgreSQL and came back as its "bigint out
-    of range", which the dashboard took for a database failure (503)."""
-    try:
-        value = int(text)
-    except ValueError:
-        raise InvalidArgument(f"job id must be a whole number, not {text!r}") from None
+    of range", which the dashboard took for a database failure (503). ASCII digits only:
+    int() reads any Unicode digit, and the dashboard opened /jobs/\uff11 (a full-width 1)
+    as job 1."""
+    if not (text.isascii() and text.isdigit()):
+        raise InvalidArgument(f"job id must be a whole number, not {text!r}")
+    value = int(text)
     if value < 1:
         raise InvalidArgument(f"job id must be 1 or more, not {value}")
     if value > MAX_ID:

@@ -68,11 +68,14 @@ def utc(value: datetime | None, shape: str = "%Y-%m-%d %H:%M:%S.%f", label: bool
 
 
 def job_id_of(request: Request) -> int:
-    """The job id of a page's or an action's path. An id past bigint names a job that cannot
-    exist: 404, as a missing one (PostgreSQL's "bigint out of range" was answered as a
-    database failure, 503); text that is no id is a 400 (InvalidArgument)."""
+    """The job id of a page's or an action's path. Only ASCII digits name a job: anything
+    else names no page, the 404 of any unknown path (int() read /jobs/\uff11, a full-width
+    digit, as job 1). An id past bigint names a job that cannot exist: 404, as a missing
+    one (PostgreSQL's "bigint out of range" was answered as a database failure, 503)."""
     text = request.path_params["job_id"]
-    if text.isascii() and text.isdigit() and int(text) > MAX_ID:
+    if not (text.isascii() and text.isdigit()):
+        raise HTTPException(404)  # Starlette's own answer to a path no route matches
+    if int(text) > MAX_ID:
         raise HTTPException(404, f"job {text} does not exist")
     return parse_id(text)
 

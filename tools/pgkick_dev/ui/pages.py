@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 import time
 from argparse import ArgumentTypeError
 from datetime import UTC, datetime, timedelta
@@ -21,15 +22,18 @@ from starlette.responses import Response
 from pgkick.cli.types import instant
 from pgkick.errors import InvalidArgument
 from pgkick.kick.kickers import schedule_name, wake_minute
-from pgkick.store.inspect import STATUSES, JobFilter, parse_id
+from pgkick.store.inspect import MAX_LIMIT, STATUSES, JobFilter, parse_id
 from pgkick.store.workflows import critical_path, summary, workflow_jobs
 from pgkick.tasks.recurring import periodic_registry
 from pgkick_dev.local.cron import next_tick
 from pgkick_dev.ui import timeline as tl
 from pgkick_dev.ui.context import Settings, job_id_of, render, settings_of
 
-PAGE_SIZES = (25, 50, 100, 200)
+# The menu's page sizes: its largest is the one limit the URL takes too (?limit=), the
+# store's (`pgkick jobs --limit`): the menu stopped at 200 while the URL took 500.
+PAGE_SIZES = (25, 50, 100, 200, MAX_LIMIT)
 EVENTS_KEPT = 10_000  # what `pgkick dev` keeps (pgkick_dev.devserver.timeline.Timeline)
+DECIMAL = re.compile(r"[0-9]+(?:\.[0-9]*)?|\.[0-9]+", re.ASCII)  # /timeline?minutes=
 WAKEUPS_SHOWN = 500  # a job page's kicks and wake-ups, at most
 WAKE_KINDS = ("kick", "schedule_create", "schedule_fire", "schedule_delete", "drop", "retry")
 
@@ -126,10 +130,12 @@ def jobs(request: Request) -> Response:
         error=query.get("error"),
     )
     after = parse_id(query["after"]) if query.get("after") else None
-    try:
-        limit = int(query.get("limit") or 50)
-    except ValueError:
-        raise InvalidArgument(f"limit must be a whole number, not {query['limit']!r}") from None
+    text = query.get("limit") or "50"
+    # ASCII digits only (int() read full-width digits and "5_0" as 50); one message for
+    # every bad value, the bounds the menu offers included
+    if not (text.isascii() and text.isdigit() and 1 <= int(text) <= MAX_LIMIT):
+        raise InvalidArgument(f"limit must be a whole number from 1 to {MAX_LIMIT}, not {text!r}")
+    limit = int(text)
     with settings_of(request).reader() as reader:
         page = reader.page(filters, after=after, limit=limit)
     link = filters.as_query() | ({"limit": str(limit)} if limit != 50 else {})
@@ -221,10 +227,8 @@ def timeline(request: Request) -> Response:
     if settings.timeline is None:
         raise HTTPException(404, "the timeline is shown by `pgkick dev` only")
     text = request.query_params.get("minutes") or "15"
-    try:
-        minutes = float(text)
-    except ValueError:
-        minutes = math.nan
+    # ASCII digits with a decimal point only: float() read full-width digits and "1_5" too
+    minutes = float(text) if DECIMAL.fullmatch(text) else math.nan
     if not (math.isfinite(minutes) and minutes > 0):  # inf was a 500 while rendering
         raise InvalidArgument(f"minutes must be a positive number, not {text!r}")
     now = time.time()
