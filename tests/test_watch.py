@@ -6,6 +6,7 @@ forced by the test (each step commits before the next starts), no sleeps."""
 from __future__ import annotations
 
 import itertools
+import threading
 from collections.abc import Callable, Iterator
 from datetime import timedelta
 from typing import Any
@@ -23,11 +24,14 @@ from pgkick.validation import job_spec
 from pgkick.worker.loop import Worker, WorkerOptions
 from pgkick_dev import queries as dev_queries
 from tests.helpers import FakeClock
+from tests.spies import WAIT, WatchedStore
 from tests.store import JobStore
 
 LEASE = timedelta(minutes=5)
 PENDING = timedelta(seconds=10)
 TTL = timedelta(seconds=5)
+BEAT = timedelta(milliseconds=10)  # the heartbeat's pace in real time (it reads the moved clock)
+SECOND = WorkerOptions(heartbeat=False)  # a worker a kick starts
 
 
 class RecordingKicker:
@@ -303,3 +307,80 @@ def test_a_leaving_worker_stays_for_its_own_queues_job_due_within_the_allowance(
     assert kicker.kicks == []
     with JobStore.open(dsn) as store:  # it withdrew again before it left
         assert store.rows("SELECT * FROM pgkick.queue_watchers") == []
+
+
+class _SignallingKicker(RecordingKicker):
+    """A RecordingKicker that says when a kick arrived (the heartbeat's thread sends it)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.kicked = threading.Event()
+
+    def kick(self, queue: str, reason: str, *, hop: int = 0) -> None:
+        super().kick(queue, reason, hop=hop)
+        self.kicked.set()
+
+
+def test_a_busy_worker_kicks_for_a_job_left_to_it_once_its_announcement_lapses(
+    dsn: str, clock: FakeClock
+) -> None:
+    """Catches (kicks.md's latency hole): a job committed during a long task, after the
+    worker's announcement and before its lapse, got no kick (the producer saw the worker)
+    and waited for the end of the batch (up to the invocation's timeout). At the lapse the
+    busy worker's heartbeat finds it ready and unwatched and kicks one worker, which claims
+    it while the long task still runs. The worker's clock and the SQL's are moved together,
+    past the promise; the test waits on the kick, never on time."""
+    kicker = _SignallingKicker()
+    registry = Registry()
+    registry.task("noop")(lambda payload: None)
+    moved = [0.0]  # the busy worker's monotonic clock
+    seen: dict[str, Any] = {}
+
+    @registry.task("long")
+    def long(payload: Any) -> None:
+        with JobStore.open(dsn, clock) as app:  # an app commits while the worker is announced
+            seen["job"] = app.insert(job_spec({}, task="noop", queue="q")).id
+            seen["reserved"] = app.reserve_kicks(["q"], PENDING)
+        seen["early"] = kicker.kicked.is_set()  # inside its promise: nothing yet
+        clock.advance(TTL.total_seconds() + 0.001)  # past the promise, on both clocks
+        moved[0] += TTL.total_seconds() + 0.001
+        seen["kicked"] = kicker.kicked.wait(WAIT)
+        seen["kicks"] = list(kicker.kicks)
+        with JobStore.open(dsn, clock) as second:  # the worker that kick starts
+            seen["second"] = Worker(second, registry, NoKicker(), SECOND).drain("q", lambda: 60_000)
+
+    options = WorkerOptions(batch=1, max_fanout=0, watch_ttl=TTL, cancel_check=BEAT)
+    with JobStore.open(dsn, clock) as store:
+        store.insert_many([[job_spec({}, task="long", queue="q")]])
+        worker = Worker(store, registry, kicker, options)
+        worker.monotonic = lambda: moved[0]
+        summary = worker.drain("q", lambda: 60_000)
+    assert seen["reserved"] == set() and not seen["early"]
+    assert seen["kicked"], f"no kick while the batch ran past its promise ({WAIT} s)"
+    assert seen["kicks"] == [("q", "rekick", 1)]  # one, as a hand-over: this hop + 1
+    assert seen["second"].done == 1  # claimed by the kicked worker, during the long task
+    assert (summary.done, summary.lapse_kicks) == (1, 1)
+
+
+def test_a_batch_that_ends_within_its_promise_sends_no_lapse_statement(
+    dsn: str, clock: FakeClock
+) -> None:
+    """Catches: the hot path paying for the lapse (a ready check or a reservation from the
+    heartbeat while the worker's announcement still holds): a task that outlasts two beats
+    of the heartbeat inside its promise, with a job waiting behind it, sends the claims and
+    the beats' statements, and no ready check, reservation or kick."""
+    kicker = RecordingKicker()
+    registry = Registry()
+    registry.task("noop")(lambda payload: None)
+    options = WorkerOptions(batch=1, max_fanout=0, watch_ttl=TTL, lease=timedelta(seconds=0.3))
+    with WatchedStore.open(dsn, clock) as store:
+        registry.task("long")(lambda payload: store.wait_extensions(2))
+        store.insert_many([[job_spec({}, task="long", queue="q")]])
+        store.insert_many([[job_spec({}, task="noop", queue="q")]])  # ready behind it
+        worker = Worker(store, registry, kicker, options)
+        worker.monotonic = lambda: 0.0  # inside its promise throughout
+        summary = worker.drain("q", lambda: 60_000)
+    assert summary.done == 2 and kicker.kicks == []
+    names = {s.name for s in store.statements}
+    assert "job_extend_many" in names  # the heartbeat did beat
+    assert not names & {"job_ready_exists", "queue_kick_reserve"}

@@ -93,7 +93,16 @@ class WorkerWatch:
     """One worker's announcement on one queue: when to renew it, and its lingering (a plain
     class: pgkick.kick.throttle.Backoff says why)."""
 
-    __slots__ = ("_idle_since", "_pause", "_renewed_at", "clock", "linger", "ttl", "watcher")
+    __slots__ = (
+        "_idle_since",
+        "_pause",
+        "_renewed_at",
+        "clock",
+        "linger",
+        "promise",
+        "ttl",
+        "watcher",
+    )
 
     def __init__(
         self,
@@ -106,6 +115,9 @@ class WorkerWatch:
         # 64 random bits (uuid4().hex[:16] had 60), without importing uuid at every cold start
         self.watcher = watcher or f"worker-{os.urandom(8).hex()}"
         self._renewed_at: float | None = None
+        # When the announcement in force lapses, on `clock` (None: none in force); read by
+        # the heartbeat's thread (pgkick.worker.lapse), written only by the loop's.
+        self.promise: float | None = None
         self._idle_since: float | None = None
         self._pause = FIRST_PAUSE
 
@@ -115,17 +127,24 @@ class WorkerWatch:
         Renewed once a third of its lifetime has passed, so it never lapses between
         two claims of a busy worker; a batch that runs longer lets it lapse, and
         producers then kick another worker (the backlog gets more hands). A job
-        committed before the lapse waits for this worker's next claim, after the batch
-        (or for a later producer's kick): nothing acts on the lapse (kicks.md)."""
+        committed before the lapse got no kick: the worker's heartbeat kicks for it at
+        the lapse (pgkick.worker.lapse; `announced` sets the promise it watches)."""
         now = self.clock()
         if self._renewed_at is not None and now - self._renewed_at < self.ttl.total_seconds() / 3:
             return None
         self._renewed_at = now
         return Announcement(self.watcher, self.ttl)
 
+    def announced(self) -> None:
+        """The claim that carried the announcement has returned: it is committed, and lapses
+        `ttl` from now at the latest. Measured after the round trip, not before it, so the
+        promise is never earlier than the row's `until` (the server's now() at the claim,
+        plus the ttl): a ready check made at the promise sees the row lapsed too."""
+        self.promise = self.clock() + self.ttl.total_seconds()
+
     def withdrawn(self) -> None:
-        """The row is gone: the next claim must announce again."""
-        self._renewed_at = None
+        """The row is gone: the next claim must announce again (no promise in force)."""
+        self._renewed_at = self.promise = None
 
     def busy(self) -> None:
         """A claim found work: lingering starts over at the shortest pause."""

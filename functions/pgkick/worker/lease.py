@@ -23,6 +23,10 @@ the jobs to other workers, while its tasks run on. Each held job's lease end is 
 the keeper's own clock (`monotonic`); an extension or cancel read that fails past it marks
 the job lost, as an extension that updated no row does. Before it, the fault may heal.
 (On Lambda a lease outlasts the invocation: this only bites a worker with a shorter one.)
+
+Why the thread also watches the worker's announcement (`lapse`, pgkick.worker.lapse): it is
+the only part of the worker awake while a long task runs, and it runs only while jobs are
+held. It wakes at the lapse (not at its next beat) and sends nothing before it.
 """
 
 from __future__ import annotations
@@ -34,6 +38,7 @@ from collections.abc import Callable
 from datetime import timedelta
 
 from pgkick.store.worker import ClaimedJob, WorkerStore
+from pgkick.worker.lapse import LapseKick
 
 log = logging.getLogger("pgkick.lease")
 
@@ -72,6 +77,8 @@ class LeaseKeeper:
         self.monotonic: Callable[[], float] = time.monotonic  # tests pass their own
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
+        # the drain's announcement, acted on at its lapse while jobs are held (None: not)
+        self.lapse: LapseKick | None = None
 
     def hold(self, jobs: list[ClaimedJob]) -> None:
         ends = self.monotonic() + self.lease.total_seconds()  # (claimed just before)
@@ -262,13 +269,29 @@ class LeaseKeeper:
     def _run(self) -> None:
         assert self.interval is not None
         step = min(self.interval, self.cancel_interval or self.interval)
-        extended = time.monotonic()
-        while not self._stop.wait(step):
-            try:
-                if time.monotonic() - extended >= self.interval - step / 2:
-                    extended = time.monotonic()
-                    self.tick()
-                else:
-                    self.check_cancels()
-            except Exception:  # the main loop meets the same fault on its next statement
-                log.exception("lease extension failed")
+        extended = beat = time.monotonic()
+        while not self._stop.wait(self._wait(beat + step - time.monotonic())):
+            if time.monotonic() >= beat + step - step / 100:  # a beat (not only a lapse)
+                beat = time.monotonic()
+                try:
+                    if beat - extended >= self.interval - step / 2:
+                        extended = beat
+                        self.tick()
+                    else:
+                        self.check_cancels()
+                except Exception:  # the main loop meets the same fault on its next statement
+                    log.exception("lease extension failed")
+            self._check_lapse()
+
+    def _wait(self, to_beat: float) -> float:
+        """Seconds until the next beat, or the lapse if sooner (only while jobs are held)."""
+        left = self.lapse.seconds_left() if self.lapse is not None and self._held else None
+        return max(0.0, to_beat if left is None else min(to_beat, left))
+
+    def _check_lapse(self) -> None:
+        if self.lapse is None or not self._held:  # between batches the next claim renews it
+            return
+        try:
+            self.lapse.check()
+        except Exception:  # once per lapse: the worker's next claim, or its exit, sees the job
+            log.exception("could not act on the lapse of the announcement")

@@ -33,6 +33,7 @@ from pgkick.worker.batch_run import BatchWindow
 from pgkick.worker.claim_run import ClaimRun
 from pgkick.worker.continuation import StepBooks
 from pgkick.worker.healing import heal_queues, stay_for
+from pgkick.worker.lapse import LapseKick
 from pgkick.worker.lease import LeaseKeeper
 from pgkick.worker.linger import WakeUpLine
 from pgkick.worker.options import Summary, WorkerOptions, backoff_jitter, check_options
@@ -86,6 +87,19 @@ class Worker:
         )
         line = WakeUpLine(self.store, queue, watch, mode=self.options.listen, sleep=self.sleep)
         self._hop = hop
+        # a job left to this worker while its batch runs past its announcement: kicked for
+        # at the lapse, by the heartbeat's thread (pgkick.worker.lapse)
+        keeper.lapse = lapse = LapseKick(
+            self.store,
+            self.kicker,
+            queue,
+            watch,
+            pending=self.options.kick_pending,
+            safety=self.options.kick_safety,
+            failed_wake=self.options.failed_kick_wake,
+            hop=hop + 1,
+            max_hops=self.options.max_hops,
+        )
         books = StepBooks(self.store, remaining_ms, self.options.min_remaining)
         spawns = Spawns(self.store)
         outcomes = Outcomes(
@@ -117,13 +131,13 @@ class Worker:
                     outcomes.complete(finished, keeper, summary)
                     handed = self._hand_over(queue, watch, last_batch_full, summary)
                     break
+                announce = watch.announcement()
                 held, jobs = self.store.complete_many_and_claim(
-                    finished,
-                    queue,
-                    batch=self.options.batch,
-                    lease=self.options.lease,
-                    announce=watch.announcement(),
-                )
+                    finished, queue, batch=self.options.batch, lease=self.options.lease,
+                    announce=announce,
+                )  # fmt: skip
+                if announce is not None:
+                    watch.announced()  # committed: the promise the heartbeat watches
                 outcomes.account(finished, held, keeper, summary)
                 outcomes.kick_dependants(queue, self.store.take_released(), summary)
                 finished = []
@@ -172,6 +186,7 @@ class Worker:
             spawns.drop_all()  # a run not completed by now never wrote its children
             line.close()  # still listening only if it left without withdrawing through it
             keeper.close()
+            summary.lapse_kicks = lapse.kicks
             summary.duration_ms = int((time.monotonic() - started) * 1000)
         return summary
 

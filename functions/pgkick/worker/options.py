@@ -33,6 +33,7 @@ class Summary:
         "wake_failures",
         "healed_kicks",
         "dependant_kicks",
+        "lapse_kicks",
         "healed_wakes",
         "snoozed",
         "continued",
@@ -54,6 +55,7 @@ class Summary:
         self.wake_failures = 0  # retries (and snoozes) whose wake-up could not be booked
         self.healed_kicks = 0  # other queues found ready and unwatched as it left (kicked)
         self.dependant_kicks = 0  # other queues kicked for jobs released by this worker's jobs
+        self.lapse_kicks = 0  # its own queue kicked at its announcement's lapse (a long batch)
         self.healed_wakes = 0  # queues whose earliest future run_at got a wake-up as it left
         self.snoozed = 0  # back in the queue by pgkick.Snooze, no attempt used
         self.continued = 0  # back in the queue for a fresh invocation (job.step's time budget)
