@@ -250,3 +250,27 @@ def test_an_explicit_schema_wins_over_a_bad_pgkick_schema(
     captured = capsys.readouterr()
     assert code == 0, captured.err
     assert "error" not in json.loads(captured.out)
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["retry", "--all", "--batch", "\uff11\uff10"],  # full-width 10
+        ["purge", "--older-than", "\uff17d"],  # full-width 7
+        ["limit", "mail", "--rate", "\uff11/s"],
+        ["limit", "mail", "--concurrency", "\uff12"],
+        ["retry", "--all", "--batch", "1_0"],
+        ["jobs", "--limit", "\u0661\u0660"],  # Arabic-Indic 10
+    ],
+)
+def test_only_ascii_digits_are_numbers_in_arguments(
+    argv: list[str], dsn: str, quiet: None, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """int(), float() and the regexes' \\d read any Unicode digit (and int() `1_0`), so
+    `--batch` in full-width digits ran with 10 where the dashboard refuses the same text
+    (note 62's ops review): refused before anything connects, in one line naming it."""
+    with pytest.raises(SystemExit) as ended:
+        cli.main([*argv, "--dsn", dsn])
+    assert ended.value.code == 2
+    err = capsys.readouterr().err
+    assert repr(argv[-1]) in err or argv[-1] in err, err

@@ -12,7 +12,7 @@ from typing import Any
 
 from pgkick.cli import database, operations
 from pgkick.cli.inspect import Command
-from pgkick.cli.types import concurrency, rate
+from pgkick.cli.types import concurrency, rate, whole
 from pgkick.errors import UsageError
 from pgkick.kick.default import default_kicker
 from pgkick.store import flow, groups
@@ -91,7 +91,7 @@ def add_flow_commands(command: Command) -> list[argparse.ArgumentParser]:
         "queue", nargs="?", help="the queue (alone: show its limits; none: list every queue's)"
     )
     limit.add_argument(
-        "max_running", nargs="?", type=int, metavar="N", help="at most N of its jobs at once"
+        "max_running", nargs="?", type=whole, metavar="N", help="at most N of its jobs at once"
     )
     limit.add_argument("--clear", action="store_true", help="remove the queue's running limit")
     limit.add_argument(

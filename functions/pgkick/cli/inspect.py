@@ -15,7 +15,7 @@ from datetime import datetime
 from typing import Any
 
 from pgkick.cli import database
-from pgkick.cli.types import instant
+from pgkick.cli.types import instant, whole
 from pgkick.errors import InvalidArgument, JobNotFound
 from pgkick.store.inspect import FILTERS, JobFilter, JobReader, parse_id
 
@@ -174,7 +174,7 @@ def add_inspect_commands(command: Command) -> list[argparse.ArgumentParser]:
     jobs.add_argument("--queue", help="only the jobs of this queue")
     add_filter_arguments(jobs)
     jobs.add_argument("--after", metavar="ID", help="the jobs older than this id (paging)")
-    jobs.add_argument("--limit", type=int, default=50, help="jobs a page (1..500, 50)")
+    jobs.add_argument("--limit", type=whole, default=50, help="jobs a page (1..500, 50)")
     job = command("job", cmd_job)
     job.add_argument("id", metavar="ID", help="the job's id, as enqueue printed it")
     return [jobs, job]

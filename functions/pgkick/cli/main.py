@@ -32,7 +32,7 @@ from pgkick.cli.output import (
     versions,
 )
 from pgkick.cli.queue_commands import add_queue_commands
-from pgkick.cli.types import json_payload, schema_name, wait_seconds
+from pgkick.cli.types import json_payload, number, schema_name, wait_seconds, whole
 from pgkick.cli.workflow import add_workflow_command
 from pgkick.connections.db import DatabaseError
 from pgkick.errors import (
@@ -186,11 +186,11 @@ def build_parser() -> argparse.ArgumentParser:
     enqueue.add_argument("task", help="the task's registered name (@pgkick.task)")
     enqueue.add_argument("--payload", default="{}", help="the job's JSON payload")
     enqueue.add_argument("--queue", default="default", help="the job's queue (default)")
-    enqueue.add_argument("--delay", type=float, help="seconds before the job is due")
+    enqueue.add_argument("--delay", type=number, help="seconds before the job is due")
     enqueue.add_argument(  # validated by the producer
-        "--max-attempts", type=int, default=5, help="attempts before it fails for good (5)"
+        "--max-attempts", type=whole, default=5, help="attempts before it fails for good (5)"
     )
-    enqueue.add_argument("--priority", type=int, default=0, help="-100..100, higher first")
+    enqueue.add_argument("--priority", type=whole, default=0, help="-100..100, higher first")
     enqueue.add_argument("--group", help="jobs of one group run one at a time")
     enqueue.add_argument("--unique-key", help="skip if a queued or running job has this key")
     enqueue.add_argument(  # validated by the producer (docs/guide/flow-control.md)
@@ -201,7 +201,7 @@ def build_parser() -> argparse.ArgumentParser:
         ("--max-delay", "with --debounce: at most this many seconds after the first"),
         ("--throttle", "seconds: the key's first job in the period is kept"),
     ):
-        enqueue.add_argument(flag, type=float, help=what)
+        enqueue.add_argument(flag, type=number, help=what)
     enqueue.add_argument(
         "--wait",
         type=wait_seconds,

@@ -20,7 +20,7 @@ from pgkick.store import flow, groups
 from pgkick.store.inspect import parse_id
 from pgkick.validation import MAX_ATTEMPTS_LIMIT
 
-SPAN = re.compile(r"^(\d+)([smhd])$")
+SPAN = re.compile(r"^([0-9]+)([smhd])$")  # ASCII digits: \d takes any Unicode digit
 UNITS = {"s": "seconds", "m": "minutes", "h": "hours", "d": "days"}
 MAX_SPAN = timedelta(days=36_500)
 MAX_WAIT = 3600.0
@@ -53,7 +53,7 @@ def span(text: str) -> timedelta:
     return timedelta(**{UNITS[match[2]]: int(match[1])})
 
 
-RATE = re.compile(r"^(\d{1,10})/(\d{0,9})([smhd])$")
+RATE = re.compile(r"^([0-9]{1,10})/([0-9]{0,9})([smhd])$")
 
 
 def rate(text: str) -> tuple[int, timedelta]:
@@ -72,13 +72,19 @@ def rate(text: str) -> tuple[int, timedelta]:
         raise argparse.ArgumentTypeError(f"{text!r}: {exc}") from None
 
 
+def whole(text: str) -> int:
+    """A whole number as a person types it: ASCII digits (a sign allowed). int() also reads
+    full-width and other Unicode digits and `1_000`, so `--batch \uff11\uff10` ran with 10
+    (the dashboard refused them already: pgkick.store.inspect.parse_id)."""
+    if not re.fullmatch(r"[+-]?[0-9]+", text.strip()):
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number")
+    return int(text)
+
+
 def concurrency(text: str) -> int:
     """--concurrency N: a whole number checked as the API checks it (1..2**31 - 1, the
     column's bound; the command capped it at 10**9 and refused what the API sets)."""
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
+    value = whole(text)
     try:
         return groups.check_count(
             "concurrency", value, "to remove the queue's concurrency: --no-concurrency"
@@ -89,10 +95,7 @@ def concurrency(text: str) -> int:
 
 def positive(text: str, most: int = 10**9) -> int:
     """A whole number of at least 1 (and at most `most`)."""
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
+    value = whole(text)
     if not 1 <= value <= most:
         raise argparse.ArgumentTypeError(f"{value} must be at least 1 and at most {most}")
     return value
@@ -103,7 +106,19 @@ def extra_attempts(text: str) -> int:
     return positive(text, MAX_ATTEMPTS_LIMIT - 1)
 
 
+def number(text: str) -> float:
+    """A number as a person types it: ASCII only (float() reads Unicode digits and `1_0`)."""
+    if not text.isascii() or "_" in text:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number")
+    try:
+        return float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
+
+
 def _seconds(text: str) -> float:
+    if not text.isascii() or "_" in text:  # float() reads Unicode digits and 1_0 too
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number of seconds")
     try:
         return float(text)
     except ValueError:
