@@ -478,3 +478,35 @@ def test_enqueue_many_async_goes_into_an_asyncio_apps_transaction(dsn: str) -> N
             with pytest.raises(TypeError, match=sync_sink):
                 asyncio.run(note.enqueue_many_async([{}], into=sync_jobs))  # type: ignore[arg-type]
     assert count_jobs(dsn) == 3
+
+
+def test_the_sync_forms_refuse_an_asyncio_sink_naming_the_async_form(dsn: str) -> None:
+    """Catches `note.enqueue_many(into=<aio.transaction's jobs>)` failing with Python's bare
+    "'coroutine' object is not iterable" and a never-awaited warning, and
+    `pgkick.enqueue_in(AsyncConnection)` not saying where the asyncio form is (note 62's
+    aio review)."""
+    import asyncio
+    import warnings
+
+    import psycopg
+
+    from pgkick import aio
+    from pgkick.connections import aio_pool
+    from pgkick.producer.joined import enqueue_in
+
+    tasks = Registry()
+    note = tasks.task("note")(lambda payload: None)
+
+    async def app() -> None:
+        async with await psycopg.AsyncConnection.connect(dsn) as conn:
+            async with aio.transaction(conn, kicker=RecordingKicker()) as jobs:
+                with warnings.catch_warnings():
+                    warnings.simplefilter("error")  # a coroutine never awaited fails the test
+                    with pytest.raises(TypeError, match=r"await note\.enqueue_many_async\(into="):
+                        note.enqueue_many([{}], into=jobs)  # type: ignore[arg-type]
+            with pytest.raises(TypeError, match=r"pgkick\.aio\.enqueue_in\(conn\)"):
+                enqueue_in(conn)  # type: ignore[arg-type]
+        await aio_pool.close_all()
+
+    asyncio.run(app())
+    assert count_jobs(dsn) == 0

@@ -56,8 +56,14 @@ class PendingJobs:
         self, conn: Connection, *, kicker: Kicker | None = None, clock: Clock = server_clock
     ) -> None:
         if not is_connection(conn):
+            from pgkick.connections.aio_db import is_async_connection  # an error path only
+
+            asynchronous = is_async_connection(conn)
+            hint = (
+                "; for an AsyncConnection use pgkick.aio.enqueue_in(conn)" if asynchronous else ""
+            )
             raise InvalidArgumentType(
-                f"pgkick.enqueue_in: needs a psycopg 3 connection, got {type(conn).__name__}"
+                f"pgkick.enqueue_in: needs a psycopg 3 connection, got {type(conn).__name__}" + hint
             )
         self.conn = conn
         self.kicker = kicker or default_kicker()  # a bad setting fails here, before any write

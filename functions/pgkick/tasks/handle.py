@@ -193,7 +193,13 @@ class Task[P]:
         self._refuse_own_fields("enqueue_many", options, _ENQUEUE_OPTIONS)
         jobs = (self._job(payload, options) for payload in payloads)
         if into is not None:
-            return list(self._sink_many("enqueue_many", into, dsn, kicker)(jobs))
+            many = self._sink_many("enqueue_many", into, dsn, kicker)
+            if inspect.iscoroutinefunction(many):  # called, it is a coroutine never awaited
+                raise InvalidArgumentType(
+                    f"{self.name}.enqueue_many: into is an asyncio app's transaction "
+                    f"({type(into).__name__}); await {self.name}.enqueue_many_async(into=...)"
+                )
+            return list(many(jobs))
         from pgkick.producer.enqueue import enqueue_many
 
         _warn_if_on_event_loop(self.name)
