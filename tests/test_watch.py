@@ -21,6 +21,7 @@ from pgkick.store import queries
 from pgkick.store.worker import Announcement
 from pgkick.tasks.registry import Registry
 from pgkick.validation import job_spec
+from pgkick.worker.lapse import SLACK_SECONDS
 from pgkick.worker.loop import Worker, WorkerOptions
 from pgkick_dev import queries as dev_queries
 from tests.helpers import FakeClock
@@ -342,8 +343,9 @@ def test_a_busy_worker_kicks_for_a_job_left_to_it_once_its_announcement_lapses(
             seen["job"] = app.insert(job_spec({}, task="noop", queue="q")).id
             seen["reserved"] = app.reserve_kicks(["q"], PENDING)
         seen["early"] = kicker.kicked.is_set()  # inside its promise: nothing yet
-        clock.advance(TTL.total_seconds() + 0.001)  # past the promise, on both clocks
-        moved[0] += TTL.total_seconds() + 0.001
+        past = TTL.total_seconds() + SLACK_SECONDS + 0.001  # past the promise and its margin
+        clock.advance(past)  # on both clocks
+        moved[0] += past
         seen["kicked"] = kicker.kicked.wait(WAIT)
         seen["kicks"] = list(kicker.kicks)
         with JobStore.open(dsn, clock) as second:  # the worker that kick starts

@@ -40,6 +40,12 @@ from pgkick.kick.watch import WorkerWatch
 from pgkick.store.worker import WorkerStore
 
 log = logging.getLogger("pgkick.lapse")
+# Acted on this long after the promise: the promise is the worker's clock, the row's `until`
+# the server's, and the check must see its own row lapsed. The worker's promise is read after
+# the claim returns (never earlier than `until`); the margin covers the two clocks' rates
+# differing over a watch window (NTP slews at most 0.05% of 5 s: 2.5 ms), so a check at the
+# lapse never finds its own announcement still valid and leaves the job to the batch's end.
+SLACK_SECONDS = 0.05
 
 
 class LapseKick:
@@ -87,7 +93,7 @@ class LapseKick:
         promise = self.watch.promise
         if promise is None or promise == self._acted or isinstance(self.kicker, NoKicker):
             return None
-        return max(0.0, promise - self.watch.clock())
+        return max(0.0, promise + SLACK_SECONDS - self.watch.clock())
 
     def check(self) -> bool:
         """At a lapsed promise not acted on yet: kick for a ready job (True: kicked). Once per
@@ -96,7 +102,7 @@ class LapseKick:
         promise = self.watch.promise  # read once: the loop may renew it meanwhile
         if promise is None or promise == self._acted or isinstance(self.kicker, NoKicker):
             return False
-        if self.watch.clock() < promise:
+        if self.watch.clock() < promise + SLACK_SECONDS:
             return False
         self._acted = promise
         if not self.store.ready_exists(self.queue):
