@@ -61,6 +61,7 @@ from artifact_bytecode import (  # noqa: E402
     blank_sources,
     compile_sourceless,
     precompile,
+    shorten_statements,
     strip_docstrings,
 )
 from artifact_pruning import dangling_imports, prune  # noqa: E402
@@ -194,6 +195,8 @@ def main(argv: list[str]) -> int:
         for name in GENERATED_SOURCES
         if (args.artifacts / name).is_file() and name.split("/")[0] not in packages
     ]
+    for name in generated:
+        shorten_statements(args.artifacts / name)
     compile_sourceless(args.artifacts, packages + generated)  # after dangling_imports()
     precompile(args.artifacts)
     strip_docstrings(args.artifacts / "pgkick")
