@@ -68,41 +68,27 @@ def _invalid(value: str, member: str, constraint: str) -> NameRefused:
     )
 
 
+def _check(value: str, member: str, longest: int, pattern: str, length: int = -1) -> None:
+    """`value` within `longest` characters (`length`: the part measured, else the whole)
+    and matching `pattern`, else NameRefused in Lambda's words for `member`."""
+    if (len(value) if length < 0 else length) > longest:
+        constraint = f"Member must have length less than or equal to {longest}"
+        raise _invalid(value, member, constraint)
+    if re.fullmatch(pattern, value) is None:
+        constraint = f"Member must satisfy regular expression pattern: {pattern}"
+        raise _invalid(value, member, constraint)
+
+
 def validate(function_name: str, qualifier: str | None = None) -> None:
     """NameRefused (400 ValidationException, Lambda's wording for a value outside its
     model) for a FunctionName or Qualifier outside the Invoke API's constraints, before any
     lookup: a stand-in answering 404 for them hid a name that can never be deployed."""
-    if len(function_name) > NAME_MAX:
-        raise _invalid(
-            function_name,
-            "functionName",
-            f"Member must have length less than or equal to {NAME_MAX}",
-        )
-    if re.fullmatch(NAME_PATTERN, function_name) is None:
-        raise _invalid(
-            function_name,
-            "functionName",
-            f"Member must satisfy regular expression pattern: {NAME_PATTERN}",
-        )
-    if ":function:" not in f":{function_name}" and len(function_name.split(":")[0]) > NAME_ONLY_MAX:
-        raise _invalid(
-            function_name,
-            "functionName",
-            f"Member must have length less than or equal to {NAME_ONLY_MAX}",
-        )
+    _check(function_name, "functionName", NAME_MAX, NAME_PATTERN)
+    if ":function:" not in f":{function_name}":  # a name alone (with its :qualifier)
+        name_only = len(function_name.split(":")[0])
+        _check(function_name, "functionName", NAME_ONLY_MAX, NAME_PATTERN, name_only)
     if qualifier is not None:
-        if len(qualifier) > QUALIFIER_MAX:
-            raise _invalid(
-                qualifier,
-                "qualifier",
-                f"Member must have length less than or equal to {QUALIFIER_MAX}",
-            )
-        if re.fullmatch(QUALIFIER_PATTERN, qualifier) is None:
-            raise _invalid(
-                qualifier,
-                "qualifier",
-                f"Member must satisfy regular expression pattern: {QUALIFIER_PATTERN}",
-            )
+        _check(qualifier, "qualifier", QUALIFIER_MAX, QUALIFIER_PATTERN)
 
 
 def parse(function_name: str, qualifier: str | None = None) -> FunctionName:
