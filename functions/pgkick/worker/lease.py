@@ -272,15 +272,18 @@ class LeaseKeeper:
         extended = beat = time.monotonic()
         while not self._stop.wait(self._wait(beat + step - time.monotonic())):
             if time.monotonic() >= beat + step - step / 100:  # a beat (not only a lapse)
-                beat = time.monotonic()
                 try:
-                    if beat - extended >= self.interval - step / 2:
-                        extended = beat
+                    if time.monotonic() - extended >= self.interval - step / 2:
+                        extended = time.monotonic()
                         self.tick()
                     else:
                         self.check_cancels()
                 except Exception:  # the main loop meets the same fault on its next statement
                     log.exception("lease extension failed")
+                # the next beat a step after this one's work ended, as before the lapse
+                # watch: an extension held up (a slow server, a parked test) is not
+                # followed at once by another, which would race a `forget` waiting for it
+                beat = time.monotonic()
             self._check_lapse()
 
     def _wait(self, to_beat: float) -> float:
