@@ -11,6 +11,7 @@ import pytest
 
 import pgkick
 from pgkick import testing
+from pgkick.errors import InvalidArgument, InvalidArgumentType
 from pgkick.tasks.registry import Registry
 from tests import example_shop
 from tests.helpers import job_row
@@ -197,6 +198,10 @@ def test_advance_runs_a_retry_due_later_without_sleeping(dsn: str) -> None:
         later = flaky.enqueue_and_kick({"name": "later"}, delay=timedelta(seconds=30))
         assert jobs.advance(29) == 0  # the delay counts from the kit's moved clock
         assert jobs.advance(1) == 1
+        for bad in (float("nan"), float("inf"), -1, True, "5"):  # refused, nothing moved
+            with pytest.raises((InvalidArgument, InvalidArgumentType)):
+                jobs.advance(bad)  # type: ignore[arg-type]
+        assert jobs.advance(0) == 0
     assert attempts == [("flaky", 1), ("flaky", 2), ("later", 1)]
     assert [type(error) for error in jobs.errors] == [RuntimeError]
     assert [job_row(dsn, i)["status"] for i in (retried, later)] == ["done", "done"]

@@ -206,6 +206,8 @@ class TestQueue:
             raise InvalidArgumentType(
                 f"advance: seconds as a number or a timedelta, got {type(seconds).__name__}"
             )
+        if not isinstance(seconds, timedelta) and not -1e9 < seconds < 1e9:  # NaN, inf too
+            raise InvalidArgument(f"advance: {seconds!r} seconds is not a time to move by")
         step = seconds if isinstance(seconds, timedelta) else timedelta(seconds=seconds)
         if step < timedelta(0):
             raise InvalidArgument(f"advance: time only moves forward, got {step}; nothing moved")
