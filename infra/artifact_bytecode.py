@@ -115,8 +115,8 @@ def shorten_statements(module: Path) -> None:
     server's views (pg_stat_statements, pg_stat_activity) still say which statement ran;
     the descriptions stay in sql/ and in the repository's module, which the tests run. A
     line is a comment only where its first characters are `--`: no runtime statement holds
-    a string literal spanning lines (tests/test_artifact.py checks every one still parses
-    the same way)."""
+    a string literal spanning lines (tests/test_artifact.py checks that each shipped
+    statement is the repository's less exactly those lines)."""
     tree = ast.parse(module.read_text())
     for node in ast.walk(tree):
         if isinstance(node, ast.Constant) and isinstance(node.value, str):
