@@ -125,3 +125,20 @@ def test_a_producer_reads_a_rotated_password_again_not_failed_for_five_minutes(
             )
             admin.execute(f"DROP OWNED BY {role}")
             admin.execute(f"DROP ROLE {role}")
+
+
+def test_a_refused_password_is_the_error_shown_whatever_the_environment(
+    dsn: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The refusal asks config whether a rotated secret could help: with a variable config
+    refuses (a bad PGKICK_SCHEMA), the server's refusal is still the error, not the
+    variable's (read-through of the rotation fix)."""
+    from psycopg.conninfo import conninfo_to_dict, make_conninfo
+
+    from pgkick.connections.db import connect
+    from pgkick.errors import DatabaseUnavailable
+
+    wrong = make_conninfo(**{**conninfo_to_dict(dsn), "password": "not-the-password"})
+    monkeypatch.setenv("PGKICK_SCHEMA", "Bad-Name")
+    with pytest.raises(DatabaseUnavailable, match="password authentication failed"):
+        connect(wrong)

@@ -15,7 +15,7 @@ from psycopg.rows import tuple_row
 
 from pgkick import config
 from pgkick.connections.adapters import own_loaders
-from pgkick.connections.db import Clock, log, malformed, one_line, password_refused
+from pgkick.connections.db import Clock, log, malformed, one_line, password_refused, rotated
 from pgkick.connections.qualify import qualify
 from pgkick.connections.redact import redact
 from pgkick.errors import DatabaseUnavailable
@@ -33,7 +33,7 @@ async def connect_producer_async(dsn: str, application_name: str) -> AsyncConnec
     except DatabaseUnavailable as exc:
         if not password_refused(exc):
             raise
-        fresh = await asyncio.to_thread(config.rotated_secret_dsn, dsn)
+        fresh = await asyncio.to_thread(rotated, dsn)
         if fresh is None:
             raise
         log.warning("database refused the cached secret's password: read it again")

@@ -29,7 +29,7 @@ from pgkick import config
 from pgkick.connections.adapters import IntListDumper, JsonbLoader, own_loaders
 from pgkick.connections.qualify import qualify
 from pgkick.connections.redact import redact
-from pgkick.errors import DatabaseUnavailable, StatementError
+from pgkick.errors import ConfigError, DatabaseUnavailable, StatementError
 
 # Returns the instant the SQL should treat as now, or None for the server's now().
 Clock = Callable[[], datetime | None]
@@ -96,16 +96,26 @@ def connect(
     try:
         return attempt(dsn)
     except DatabaseUnavailable as exc:
-        fresh = config.rotated_secret_dsn(dsn) if password_refused(exc) else None
+        fresh = rotated(dsn) if password_refused(exc) else None
         if fresh is None:
             raise
         log.warning("database refused the cached secret's password: read it again")
         return attempt(fresh)
 
 
-def password_refused(exc: DatabaseUnavailable) -> bool:
-    """The server refused the password (libpq's text for SCRAM and md5 alike)."""
+def password_refused(exc: BaseException) -> bool:
+    """The server refused the password (libpq's text for SCRAM and md5 alike), in psycopg's
+    error or in the DatabaseUnavailable made of it."""
     return "password authentication failed" in str(exc)
+
+
+def rotated(dsn: str) -> str | None:
+    """config.rotated_secret_dsn, or None where the settings cannot be read (a bad variable
+    of the environment): the server's refusal is the error to show, not that."""
+    try:
+        return config.rotated_secret_dsn(dsn)
+    except ConfigError:
+        return None
 
 
 def _connect(
@@ -130,8 +140,8 @@ def _connect(
             conn.adapters.register_dumper(list, IntListDumper)
             return conn
         except psycopg.OperationalError as exc:
-            refused = "password authentication failed" in str(exc)  # no wait will heal it
-            if attempt == retries or refused:  # from None: the original, unredacted, stays out
+            # no wait heals a refused password; from None: the original, unredacted, stays out
+            if attempt == retries or password_refused(exc):
                 raise DatabaseUnavailable(
                     f"cannot connect to PostgreSQL: {redact(one_line(exc), [dsn])}"
                 ) from None
