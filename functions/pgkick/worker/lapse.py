@@ -87,22 +87,26 @@ class LapseKick:
         self._acted: float | None = None  # the promise already acted on
         self.kicks = 0
 
-    def seconds_left(self) -> float | None:
-        """Seconds until the promise in force lapses (0: it has), None when there is nothing
-        to act on (no promise, or this one was acted on, or no kick could be sent)."""
+    def _open_promise(self) -> float | None:
+        """The promise in force, read once (the loop may renew it meanwhile), if there is
+        one to act on: not acted on yet, and a kick could be sent."""
         promise = self.watch.promise
         if promise is None or promise == self._acted or isinstance(self.kicker, NoKicker):
             return None
-        return max(0.0, promise + SLACK_SECONDS - self.watch.clock())
+        return promise
+
+    def seconds_left(self) -> float | None:
+        """Seconds until the promise in force lapses (0: it has), None when there is nothing
+        to act on (no promise, or this one was acted on, or no kick could be sent)."""
+        promise = self._open_promise()
+        return None if promise is None else max(0.0, promise + SLACK_SECONDS - self.watch.clock())
 
     def check(self) -> bool:
         """At a lapsed promise not acted on yet: kick for a ready job (True: kicked). Once per
         promise, whatever happens: a failed statement is not retried (the worker's next
         claim, or its exit, still sees the job). Raises as the store raises."""
-        promise = self.watch.promise  # read once: the loop may renew it meanwhile
-        if promise is None or promise == self._acted or isinstance(self.kicker, NoKicker):
-            return False
-        if self.watch.clock() < promise + SLACK_SECONDS:
+        promise = self._open_promise()
+        if promise is None or self.watch.clock() < promise + SLACK_SECONDS:
             return False
         self._acted = promise
         if not self.store.ready_exists(self.queue):

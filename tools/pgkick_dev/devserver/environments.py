@@ -59,6 +59,7 @@ from pgkick_dev.devserver.rie_process import (
     kill_orphans,
     label,
     launch,
+    log_text,
     peak_rss_mb,
     post,
     signal_all,
@@ -234,7 +235,7 @@ class Pool:
         if not answer_["crashed"]:
             environment.reported.wait(2)  # the REPORT line follows the answer (none on a crash)
         answer_.update(duration_ms=elapsed, peak_rss_mb=peak_rss_mb(environment.process.pid))
-        answer_["log"] = "".join(f"{line}\n" for line in environment.log)  # START..REPORT
+        answer_["log"] = log_text(environment)  # START..REPORT
         environment.runtime_pids = descendants(environment.process.pid)
         with self._lock:
             environment.cold = bool(answer_["reset"])  # a timeout or a crash: init again

@@ -56,7 +56,7 @@ from pgkick_dev.devserver.invocations import (
     next_backoff,
     next_try,
 )
-from pgkick_dev.devserver.rie_process import Environment
+from pgkick_dev.devserver.rie_process import Environment, log_text
 from pgkick_dev.devserver.timeline import Timeline
 
 __all__ = [
@@ -329,7 +329,7 @@ class AsyncQueue:
                 f"Runtime exited with error: {why}",
             }
             if item.answer is not None:
-                log = "".join(f"{line}\n" for line in environment.log)
+                log = log_text(environment)
                 item.answer.set_result({"result": None, "failure": item.failure, "log": log})
             self._retry(item, why)
         self._dispatch()

@@ -62,6 +62,11 @@ class Environment:
     log: deque[str] = field(default_factory=lambda: deque(maxlen=LOG_LINES_KEPT))
 
 
+def log_text(environment: Environment) -> str:
+    """The running invocation's log lines as one text (LogType Tail's source)."""
+    return "".join(f"{line}\n" for line in environment.log)
+
+
 def function_env(
     base: Mapping[str, str],
     runtime_env: Mapping[str, str],
