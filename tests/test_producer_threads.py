@@ -380,9 +380,11 @@ def test_a_process_with_many_open_files_still_reuses_its_lingering_connection(ds
     FD_SETSIZE (1,024) and reading the refusal as "the server closed it": a busy web server's
     producer then opened, and closed, a connection for every enqueue (a review, F2)."""
     soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
-    if hard != resource.RLIM_INFINITY and hard < 2048:
-        pytest.skip("needs a descriptor limit of at least 2,048")
-    resource.setrlimit(resource.RLIMIT_NOFILE, (2048, hard))
+    raised = hard if hard == resource.RLIM_INFINITY else max(hard, 2048)
+    try:  # a hard limit under 2,048 is raised where the process may (root: CI's machines)
+        resource.setrlimit(resource.RLIMIT_NOFILE, (2048, raised))
+    except (ValueError, PermissionError):
+        pytest.skip("needs a descriptor limit of at least 2,048, which this process may not set")
     held = [os.open(os.devnull, os.O_RDONLY)]
     try:
         while held[-1] < 1100:  # the app's sockets and files: every lower descriptor taken
@@ -394,4 +396,4 @@ def test_a_process_with_many_open_files_still_reuses_its_lingering_connection(ds
     finally:
         for fd in held:
             os.close(fd)
-        resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))
+        resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))  # lowering is always allowed
